@@ -1,0 +1,304 @@
+//! Errors that mean the same on every backend.
+//!
+//! A user who sees an error must be able to act on it, so every error carries
+//! the operation, the URL, what the server (or the OS) said, and, where we
+//! know one, what to try. [`ErrorKind`] is the part programs match on; it is
+//! `#[non_exhaustive]` so new kinds do not break callers. Messages are one
+//! line: server bodies are trimmed and flattened before they get here.
+
+use std::fmt;
+
+/// Result with shoal's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong, in terms a caller can branch on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The bucket or object does not exist.
+    NotFound,
+    /// The credentials were accepted but do not allow this.
+    PermissionDenied,
+    /// No credentials, or credentials the server rejected.
+    Unauthenticated,
+    /// A precondition (generation, ETag, if-none-match) failed.
+    Precondition,
+    /// The caller asked for something malformed (bad URL, bad flag, bad key).
+    InvalidInput,
+    /// The request cannot be made on this backend.
+    Unsupported,
+    /// Could not connect (refused, DNS, TLS handshake).
+    Connect,
+    /// A request or read took too long.
+    Timeout,
+    /// The server was overloaded or failed (429, 5xx): retryable.
+    ServerBusy,
+    /// The server answered something we could not understand.
+    Protocol,
+    /// Bytes arrived but their checksum or length is wrong.
+    Integrity,
+    /// The object changed while we were reading it.
+    Changed,
+    /// Local file system error.
+    Io,
+    /// Anything else the server refused (4xx we do not classify).
+    Rejected,
+    /// The operation was cancelled.
+    Cancelled,
+}
+
+impl ErrorKind {
+    /// Whether repeating the same request may succeed.
+    pub fn is_retryable(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::Connect | ErrorKind::Timeout | ErrorKind::ServerBusy
+        )
+    }
+}
+
+/// The operation that failed, for messages ("download gs://b/k: ...").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+#[allow(missing_docs)]
+pub enum Op {
+    Stat,
+    List,
+    Download,
+    Upload,
+    Delete,
+    CreateBucket,
+    Compose,
+    Multipart,
+    Copy,
+    Credentials,
+    Parse,
+    Read,
+    Write,
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Op::Stat => "stat",
+            Op::List => "list",
+            Op::Download => "download",
+            Op::Upload => "upload",
+            Op::Delete => "delete",
+            Op::CreateBucket => "create bucket",
+            Op::Compose => "compose",
+            Op::Multipart => "multipart upload",
+            Op::Copy => "copy",
+            Op::Credentials => "credentials",
+            Op::Parse => "parse",
+            Op::Read => "read",
+            Op::Write => "write",
+        })
+    }
+}
+
+/// A failed operation: what, where, what the other side said, what to try.
+#[derive(Debug, thiserror::Error)]
+pub struct Error {
+    kind: ErrorKind,
+    op: Op,
+    url: String,
+    message: String,
+    hint: Option<String>,
+    status: Option<u16>,
+    retry_after: Option<std::time::Duration>,
+    #[source]
+    source: Option<Box<dyn std::error::Error + Send + Sync>>,
+}
+
+impl Error {
+    /// A new error; `message` is flattened to one line and trimmed.
+    pub fn new(kind: ErrorKind, op: Op, url: impl Into<String>, message: impl AsRef<str>) -> Self {
+        Error {
+            kind,
+            op,
+            url: url.into(),
+            message: one_line(message.as_ref(), 300),
+            hint: None,
+            status: None,
+            retry_after: None,
+            source: None,
+        }
+    }
+
+    /// Adds what the user could try.
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// Records the HTTP status the server answered.
+    pub fn with_status(mut self, status: u16) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    /// Records a server's `Retry-After`.
+    pub fn with_retry_after(mut self, after: std::time::Duration) -> Self {
+        self.retry_after = Some(after);
+        self
+    }
+
+    /// How long the server asked us to wait before retrying.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        self.retry_after
+    }
+
+    /// Keeps the underlying error for `source()` chains.
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    /// Replaces the URL (backends know the request URL, callers the user's).
+    pub fn with_url(mut self, url: impl Into<String>) -> Self {
+        self.url = url.into();
+        self
+    }
+
+    /// Replaces the operation.
+    pub fn with_op(mut self, op: Op) -> Self {
+        self.op = op;
+        self
+    }
+
+    /// The kind, for matching.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+    /// The operation that failed.
+    pub fn op(&self) -> Op {
+        self.op
+    }
+    /// The URL the operation was about.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+    /// The HTTP status, when a server answered.
+    pub fn status(&self) -> Option<u16> {
+        self.status
+    }
+    /// The one-line message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+    /// Whether a retry may succeed.
+    pub fn is_retryable(&self) -> bool {
+        self.kind.is_retryable()
+    }
+
+    /// An error about the caller's input.
+    pub fn invalid(op: Op, url: impl Into<String>, message: impl AsRef<str>) -> Self {
+        Error::new(ErrorKind::InvalidInput, op, url, message)
+    }
+
+    /// A local I/O error on `path`, classified by its `io::ErrorKind`.
+    pub fn io(op: Op, path: impl Into<String>, err: std::io::Error) -> Self {
+        use std::io::ErrorKind as K;
+        let kind = match err.kind() {
+            K::NotFound => ErrorKind::NotFound,
+            K::PermissionDenied | K::ReadOnlyFilesystem => ErrorKind::PermissionDenied,
+            K::InvalidInput | K::InvalidFilename | K::IsADirectory | K::NotADirectory => {
+                ErrorKind::InvalidInput
+            }
+            _ => ErrorKind::Io,
+        };
+        let msg = io_message(&err);
+        Error::new(kind, op, path, msg).with_source(err)
+    }
+}
+
+fn io_message(err: &std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    match err.kind() {
+        K::NotFound => "no such file or directory".into(),
+        K::PermissionDenied => "permission denied".into(),
+        K::StorageFull => "no space left on device".into(),
+        K::ReadOnlyFilesystem => "read-only file system".into(),
+        K::IsADirectory => "is a directory".into(),
+        K::NotADirectory => "a parent is not a directory".into(),
+        _ => {
+            // std's Display adds " (os error N)"; keep it, it helps searches.
+            err.to_string()
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.op, self.url, self.message)?;
+        if let Some(hint) = &self.hint {
+            write!(f, " ({hint})")?;
+        }
+        Ok(())
+    }
+}
+
+/// Flattens `s` to one line of at most `max` characters.
+pub fn one_line(s: &str, max: usize) -> String {
+    let mut out = String::with_capacity(s.len().min(max + 3));
+    let mut last_space = true;
+    for c in s.chars() {
+        let c = if c.is_control() || c.is_whitespace() {
+            ' '
+        } else {
+            c
+        };
+        if c == ' ' {
+            if last_space {
+                continue;
+            }
+            last_space = true;
+        } else {
+            last_space = false;
+        }
+        if out.chars().count() >= max {
+            out.push('…');
+            break;
+        }
+        out.push(c);
+    }
+    while out.ends_with(' ') {
+        out.pop();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_is_one_line_with_op_url_and_hint() {
+        let e = Error::new(
+            ErrorKind::NotFound,
+            Op::Download,
+            "gs://b/k",
+            "No such\nobject:\r\n  b/k",
+        )
+        .with_hint("check the name");
+        let s = e.to_string();
+        assert_eq!(s, "download gs://b/k: No such object: b/k (check the name)");
+        assert!(!s.contains('\n'));
+    }
+
+    #[test]
+    fn long_server_bodies_are_cut() {
+        let body = "x".repeat(10_000);
+        let e = Error::new(ErrorKind::Protocol, Op::List, "s3://b/", &body);
+        assert!(e.to_string().chars().count() < 400);
+    }
+
+    #[test]
+    fn retryable_kinds() {
+        assert!(ErrorKind::ServerBusy.is_retryable());
+        assert!(ErrorKind::Connect.is_retryable());
+        assert!(!ErrorKind::NotFound.is_retryable());
+        assert!(!ErrorKind::Integrity.is_retryable());
+    }
+}

@@ -1,0 +1,213 @@
+//! HTTP plumbing shared by the cloud backends: one client configuration,
+//! and the translation of HTTP failures into [`Error`]s a user can act on.
+//!
+//! Defaults and why:
+//! - HTTP/1.1 with a large connection pool: S3 speaks only 1.1, and separate
+//!   connections out-run one multiplexed HTTP/2 connection for bulk bytes.
+//! - `read_timeout` (time between two reads), not a whole-request timeout: a
+//!   32 GiB slice may take minutes, but a stall of 60 s is a dead connection.
+//! - No automatic decompression: a gzip-stored object must arrive as stored
+//!   so its checksum can be verified; decompression is the caller's choice.
+
+use std::time::Duration;
+
+use crate::error::{Error, ErrorKind, Op, one_line};
+
+/// Settings for the shared HTTP client.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    /// TCP connect (and TLS handshake) limit.
+    pub connect_timeout: Duration,
+    /// Longest silence between two reads of a response.
+    pub read_timeout: Duration,
+    /// Idle connections kept per host (must cover the widest fan-out).
+    pub pool_max_idle_per_host: usize,
+    /// Sent as `User-Agent`.
+    pub user_agent: String,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(60),
+            pool_max_idle_per_host: 256,
+            user_agent: concat!("shoal/", env!("CARGO_PKG_VERSION")).to_owned(),
+        }
+    }
+}
+
+impl HttpConfig {
+    /// Builds a client. Only fails if the TLS stack cannot initialise.
+    pub fn build(&self) -> Result<reqwest::Client, Error> {
+        reqwest::Client::builder()
+            .connect_timeout(self.connect_timeout)
+            .read_timeout(self.read_timeout)
+            .pool_max_idle_per_host(self.pool_max_idle_per_host)
+            .pool_idle_timeout(Duration::from_secs(50))
+            .tcp_nodelay(true)
+            .http1_only()
+            .no_proxy()
+            .user_agent(&self.user_agent)
+            .build()
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Connect,
+                    Op::Credentials,
+                    "http client",
+                    chain_message(&e),
+                )
+            })
+    }
+}
+
+/// Maps an HTTP status to a kind.
+pub fn status_kind(status: u16) -> ErrorKind {
+    match status {
+        401 => ErrorKind::Unauthenticated,
+        403 => ErrorKind::PermissionDenied,
+        404 => ErrorKind::NotFound,
+        304 | 412 => ErrorKind::Precondition,
+        408 | 429 | 500..=599 => ErrorKind::ServerBusy,
+        416 => ErrorKind::InvalidInput,
+        400..=499 => ErrorKind::Rejected,
+        _ => ErrorKind::Protocol,
+    }
+}
+
+/// A default hint for a kind of failure.
+pub fn hint_for(kind: ErrorKind) -> Option<&'static str> {
+    Some(match kind {
+        ErrorKind::Unauthenticated => {
+            "check the credentials, or use --no-sign-request for public data"
+        }
+        ErrorKind::PermissionDenied => {
+            "the credentials lack permission for this; check the bucket's IAM or policy"
+        }
+        ErrorKind::Connect => "is the endpoint right and the server running? see --endpoint-url",
+        ErrorKind::Timeout => "the server stopped answering; retry, or raise the timeout",
+        ErrorKind::ServerBusy => {
+            "the server is overloaded or failing; it was retried, try again later"
+        }
+        _ => return None,
+    })
+}
+
+/// Builds an error from a non-success response, reading a bounded piece of
+/// the body. `extract` pulls the server's own message out of the body (XML
+/// `<Message>` or JSON `error.message`); the raw body is used otherwise.
+pub async fn error_from_response(
+    op: Op,
+    url: &str,
+    resp: reqwest::Response,
+    extract: fn(&str) -> Option<String>,
+) -> Error {
+    let status = resp.status();
+    let retry_after = resp
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let body = read_bounded(resp, 8 * 1024).await;
+    let server_says = extract(&body).unwrap_or_else(|| one_line(&body, 200));
+    let reason = status.canonical_reason().unwrap_or("");
+    let mut message = format!("HTTP {} {}", status.as_u16(), reason);
+    if !server_says.is_empty() {
+        message.push_str(": ");
+        message.push_str(&server_says);
+    }
+    let kind = status_kind(status.as_u16());
+    let mut err = Error::new(kind, op, url, message).with_status(status.as_u16());
+    if let Some(h) = hint_for(kind) {
+        err = err.with_hint(h);
+    }
+    if let Some(after) = retry_after {
+        err = err.with_retry_after(after);
+    }
+    err
+}
+
+async fn read_bounded(mut resp: reqwest::Response, max: usize) -> String {
+    let mut buf = Vec::new();
+    while buf.len() < max {
+        match resp.chunk().await {
+            Ok(Some(c)) => buf.extend_from_slice(&c[..c.len().min(max - buf.len())]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// Translates a transport error (no response, or a broken body).
+pub fn error_from_reqwest(op: Op, url: &str, err: reqwest::Error) -> Error {
+    let kind = if err.is_timeout() || chain_has_timeout(&err) {
+        ErrorKind::Timeout
+    } else if err.is_connect() {
+        ErrorKind::Connect
+    } else if err.is_decode() {
+        ErrorKind::Protocol
+    } else {
+        // Body and request errors: a reset or an early EOF mid-stream.
+        ErrorKind::Connect
+    };
+    let msg = match kind {
+        ErrorKind::Connect if err.is_connect() => {
+            format!("could not connect: {}", chain_message(&err))
+        }
+        ErrorKind::Timeout => format!("timed out: {}", chain_message(&err)),
+        _ => format!("connection failed: {}", chain_message(&err)),
+    };
+    let mut e = Error::new(kind, op, url, msg);
+    if let Some(h) = hint_for(kind) {
+        e = e.with_hint(h);
+    }
+    e.with_source(err.without_url())
+}
+
+fn chain_has_timeout(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::TimedOut {
+                return true;
+            }
+        }
+        cur = e.source();
+    }
+    false
+}
+
+/// The innermost useful message of an error chain ("Connection refused (os
+/// error 111)"), without the URL reqwest prepends.
+pub fn chain_message(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut msgs = Vec::new();
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        let m = e.to_string();
+        // reqwest's own top level message repeats the URL; skip it when a
+        // more specific cause exists.
+        if !m.starts_with("error sending request") && !m.starts_with("error decoding response") {
+            msgs.push(m);
+        }
+        cur = e.source();
+    }
+    let m = msgs.last().cloned().unwrap_or_else(|| err.to_string());
+    one_line(&m, 200)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses() {
+        assert_eq!(status_kind(404), ErrorKind::NotFound);
+        assert_eq!(status_kind(403), ErrorKind::PermissionDenied);
+        assert_eq!(status_kind(503), ErrorKind::ServerBusy);
+        assert_eq!(status_kind(429), ErrorKind::ServerBusy);
+        assert_eq!(status_kind(408), ErrorKind::ServerBusy);
+        assert_eq!(status_kind(412), ErrorKind::Precondition);
+        assert_eq!(status_kind(400), ErrorKind::Rejected);
+    }
+}

@@ -1,0 +1,32 @@
+//! The vocabulary every other shoal crate speaks.
+//!
+//! shoal moves bytes between Google Cloud Storage, S3-compatible stores and
+//! local files. The fast paths (sliced downloads, parallel listing, dataset
+//! streaming) are written once, in terms of the small [`Store`] trait below,
+//! and each backend implements only the primitives: one list request, one
+//! ranged GET, one PUT, the multipart steps. Anything a backend can or cannot
+//! do is declared in [`Capabilities`], never guessed from an endpoint name.
+//!
+//! Keys are opaque strings: `a//b`, a trailing `/`, `..`, spaces and `%`
+//! travel unchanged. The one place a key becomes a local path is
+//! [`local_path::key_to_relative_path`], and that is where it is checked.
+#![warn(missing_docs, unreachable_pub)]
+
+pub mod checksum;
+pub mod error;
+pub mod http;
+pub mod local;
+pub mod local_path;
+pub mod memory;
+pub mod meta;
+pub mod resume;
+pub mod retry;
+pub mod store;
+pub mod url;
+
+pub use error::{Error, ErrorKind, Op, Result};
+pub use meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion, Projection};
+pub use store::{
+    BoxByteStream, Capabilities, GetResponse, MultipartUpload, PartInfo, PutOptions, Store,
+};
+pub use url::{Location, Scheme};

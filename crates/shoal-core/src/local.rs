@@ -1,0 +1,508 @@
+//! Local files behind the [`Store`] trait.
+//!
+//! Buckets are folders under a root; keys are paths below them, mapped by
+//! [`crate::local_path`] (so unsafe keys are refused, never followed).
+//! Writes go to a temporary name in the same folder and are renamed into
+//! place, so a reader never sees half a file. Listings come out in UTF-8
+//! byte order of keys, like the cloud stores, which means a folder tree is
+//! read whole and sorted: fine for local data, which is never billions of
+//! files in one listing.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+
+use crate::error::{Error, ErrorKind, Op, Result};
+use crate::local_path::{join_under, relative_path_to_key};
+use crate::meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion};
+use crate::store::{Capabilities, GetResponse, MultipartUpload, PartInfo, PutOptions, Store};
+use crate::url::Scheme;
+
+const UPLOADS_DIR: &str = ".shoal-uploads";
+static UPLOAD_SEQ: AtomicU64 = AtomicU64::new(1);
+
+/// A store over a local folder; each bucket is a sub-folder.
+#[derive(Debug)]
+pub struct LocalStore {
+    root: PathBuf,
+    caps: Capabilities,
+}
+
+impl LocalStore {
+    /// A store rooted at `root` (which must exist for anything to work).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        LocalStore {
+            root: root.into(),
+            caps: Capabilities {
+                match_glob: false,
+                projection: false,
+                end_offset: true,
+                native_multipart: true,
+                compose: false,
+                min_part_size: 0,
+                max_parts: 10_000,
+                max_put_size: u64::MAX,
+                max_list_page: 1000,
+            },
+        }
+    }
+
+    fn url(&self, bucket: &str, key: &str) -> String {
+        format!("{}/{}/{}", self.root.display(), bucket, key)
+    }
+
+    fn bucket_dir(&self, op: Op, bucket: &str) -> Result<PathBuf> {
+        if bucket.is_empty()
+            || bucket.contains('/')
+            || bucket == "."
+            || bucket == ".."
+            || bucket == UPLOADS_DIR
+        {
+            return Err(Error::invalid(
+                op,
+                self.url(bucket, ""),
+                "invalid local bucket name",
+            ));
+        }
+        let dir = self.root.join(bucket);
+        if !dir.is_dir() {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                op,
+                self.url(bucket, ""),
+                "bucket (folder) does not exist",
+            ));
+        }
+        Ok(dir)
+    }
+
+    fn object_path(&self, op: Op, bucket: &str, key: &str) -> Result<PathBuf> {
+        let dir = self.bucket_dir(op, bucket)?;
+        join_under(&dir, key).map_err(|why| {
+            Error::invalid(
+                op,
+                self.url(bucket, key),
+                format!("cannot be a local file: {why}"),
+            )
+        })
+    }
+
+    async fn meta_of(&self, op: Op, path: &Path, bucket: &str, key: &str) -> Result<ObjectMeta> {
+        let md = tokio::fs::metadata(path)
+            .await
+            .map_err(|e| Error::io(op, self.url(bucket, key), e))?;
+        if !md.is_file() {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                op,
+                self.url(bucket, key),
+                "not a file",
+            ));
+        }
+        Ok(file_meta(key, &md))
+    }
+}
+
+fn file_meta(key: &str, md: &std::fs::Metadata) -> ObjectMeta {
+    let updated_ns = md
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos() as i128);
+    ObjectMeta {
+        key: key.to_owned(),
+        size: md.len(),
+        updated_ns,
+        version: Some(ObjectVersion::ETag(format!(
+            "\"{}-{}\"",
+            updated_ns.unwrap_or(0),
+            md.len()
+        ))),
+        ..Default::default()
+    }
+}
+
+/// Writes `data` to a temporary file beside `path` and renames it into place.
+pub(crate) async fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    if let Some(parent) = path.parent() {
+        tokio::fs::create_dir_all(parent).await?;
+    }
+    let tmp = temp_sibling(path);
+    let result = async {
+        let mut f = tokio::fs::File::create(&tmp).await?;
+        f.write_all(data).await?;
+        f.flush().await?;
+        drop(f);
+        tokio::fs::rename(&tmp, path).await
+    }
+    .await;
+    if result.is_err() {
+        let _ = tokio::fs::remove_file(&tmp).await;
+    }
+    result
+}
+
+/// `dir/.name.shoal-tmp-<pid>-<n>`: hidden, unique, on the same file system.
+pub fn temp_sibling(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let n = UPLOAD_SEQ.fetch_add(1, Ordering::Relaxed);
+    path.with_file_name(format!(".{name}.shoal-tmp-{}-{n}", std::process::id()))
+}
+
+fn walk(
+    dir: &Path,
+    out: &mut Vec<(String, std::fs::Metadata)>,
+    base: &Path,
+) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let ft = entry.file_type()?;
+        let path = entry.path();
+        if ft.is_dir() {
+            walk(&path, out, base)?;
+        } else if ft.is_file() {
+            let name = entry.file_name();
+            if name.to_string_lossy().contains(".shoal-tmp-") {
+                continue;
+            }
+            if let Some(key) = path.strip_prefix(base).ok().and_then(relative_path_to_key) {
+                out.push((key, entry.metadata()?));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Applies prefix, offsets, delimiter and paging to sorted `(key, meta)`.
+pub(crate) fn page_from_sorted<I>(keys: I, req: &ListRequest, max_page: u32) -> ListPage
+where
+    I: IntoIterator<Item = ObjectMeta>,
+{
+    let limit = req.max_results.unwrap_or(max_page).clamp(1, max_page) as usize;
+    let mut page = ListPage::default();
+    let mut count = 0usize;
+    let mut last_emitted: Option<String> = None;
+    let after = req.page_token.clone();
+    for meta in keys {
+        let key = &meta.key;
+        if !key.starts_with(&req.prefix) {
+            continue;
+        }
+        if req.start_offset.as_ref().is_some_and(|s| key < s) {
+            continue;
+        }
+        if req.end_offset.as_ref().is_some_and(|e| key >= e) {
+            continue;
+        }
+        // With a delimiter, a key folds into a common prefix.
+        let entry_key = match &req.delimiter {
+            Some(d) if !d.is_empty() => match key[req.prefix.len()..].find(d.as_str()) {
+                Some(i) => {
+                    let p = key[..req.prefix.len() + i + d.len()].to_owned();
+                    if page.prefixes.last() == Some(&p) {
+                        continue;
+                    }
+                    Some(p)
+                }
+                None => None,
+            },
+            _ => None,
+        };
+        let sort_key = entry_key.as_deref().unwrap_or(key);
+        if after.as_deref().is_some_and(|a| sort_key <= a) {
+            continue;
+        }
+        if count == limit {
+            page.next_page_token = last_emitted;
+            return page;
+        }
+        count += 1;
+        last_emitted = Some(sort_key.to_owned());
+        match entry_key {
+            Some(p) => page.prefixes.push(p),
+            None => page.objects.push(meta),
+        }
+    }
+    page
+}
+
+#[async_trait::async_trait]
+impl Store for LocalStore {
+    fn scheme(&self) -> Scheme {
+        Scheme::File
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+
+    async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {
+        let path = self.object_path(Op::Stat, bucket, key)?;
+        self.meta_of(Op::Stat, &path, bucket, key).await
+    }
+
+    async fn list_page(&self, bucket: &str, req: &ListRequest) -> Result<ListPage> {
+        let dir = self.bucket_dir(Op::List, bucket)?;
+        let url = self.url(bucket, &req.prefix);
+        let mut all = Vec::new();
+        let d = dir.clone();
+        let found = tokio::task::spawn_blocking(move || walk(&d, &mut all, &d).map(|()| all))
+            .await
+            .map_err(|e| Error::new(ErrorKind::Io, Op::List, &url, e.to_string()))?
+            .map_err(|e| Error::io(Op::List, &url, e))?;
+        let mut metas: Vec<ObjectMeta> = found
+            .into_iter()
+            .map(|(k, md)| file_meta(&k, &md))
+            .collect();
+        metas.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(page_from_sorted(metas, req, self.caps.max_list_page))
+    }
+
+    async fn get(
+        &self,
+        bucket: &str,
+        key: &str,
+        range: ByteRange,
+        version: Option<&ObjectVersion>,
+    ) -> Result<GetResponse> {
+        let url = self.url(bucket, key);
+        let path = self.object_path(Op::Download, bucket, key)?;
+        let meta = self.meta_of(Op::Download, &path, bucket, key).await?;
+        if let Some(v) = version {
+            if meta.version.as_ref() != Some(v) {
+                return Err(Error::new(
+                    ErrorKind::Changed,
+                    Op::Download,
+                    url,
+                    "the file changed since it was first read",
+                ));
+            }
+        }
+        let end = range.end.unwrap_or(meta.size).min(meta.size);
+        if range.start > meta.size
+            || (range.start == meta.size && meta.size > 0 && range.end.is_some())
+        {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                Op::Download,
+                url,
+                "range starts past the end",
+            ));
+        }
+        let mut file = tokio::fs::File::open(&path)
+            .await
+            .map_err(|e| Error::io(Op::Download, &url, e))?;
+        file.seek(std::io::SeekFrom::Start(range.start))
+            .await
+            .map_err(|e| Error::io(Op::Download, &url, e))?;
+        let remaining = end.saturating_sub(range.start);
+        let body =
+            futures::stream::unfold((file, remaining, url), |(mut f, left, url)| async move {
+                if left == 0 {
+                    return None;
+                }
+                let n = left.min(1 << 20) as usize;
+                let mut buf = vec![0u8; n];
+                match f.read_exact(&mut buf).await {
+                    Ok(_) => Some((Ok(Bytes::from(buf)), (f, left - n as u64, url))),
+                    Err(e) => Some((Err(Error::io(Op::Download, &url, e)), (f, 0, url))),
+                }
+            })
+            .boxed();
+        Ok(GetResponse {
+            meta,
+            range: ByteRange::new(range.start, end),
+            body,
+        })
+    }
+
+    async fn put(
+        &self,
+        bucket: &str,
+        key: &str,
+        data: Bytes,
+        opts: &PutOptions,
+    ) -> Result<ObjectMeta> {
+        let url = self.url(bucket, key);
+        let path = self.object_path(Op::Upload, bucket, key)?;
+        if opts.if_not_exists && tokio::fs::try_exists(&path).await.unwrap_or(false) {
+            return Err(Error::new(
+                ErrorKind::Precondition,
+                Op::Upload,
+                url,
+                "the object already exists",
+            ));
+        }
+        verify_declared(Op::Upload, &url, &data, opts)?;
+        write_atomically(&path, &data)
+            .await
+            .map_err(|e| Error::io(Op::Upload, &url, e))?;
+        self.meta_of(Op::Upload, &path, bucket, key).await
+    }
+
+    async fn delete(&self, bucket: &str, key: &str) -> Result<()> {
+        let url = self.url(bucket, key);
+        let path = self.object_path(Op::Delete, bucket, key)?;
+        tokio::fs::remove_file(&path)
+            .await
+            .map_err(|e| Error::io(Op::Delete, url, e))
+    }
+
+    async fn create_bucket(&self, bucket: &str) -> Result<()> {
+        let url = self.url(bucket, "");
+        if bucket.is_empty() || bucket.contains('/') || bucket.starts_with('.') {
+            return Err(Error::invalid(
+                Op::CreateBucket,
+                url,
+                "invalid local bucket name",
+            ));
+        }
+        match tokio::fs::create_dir(self.root.join(bucket)).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(Error::new(
+                ErrorKind::Precondition,
+                Op::CreateBucket,
+                url,
+                "bucket already exists",
+            )),
+            Err(e) => Err(Error::io(Op::CreateBucket, url, e)),
+        }
+    }
+
+    async fn multipart_start(
+        &self,
+        bucket: &str,
+        key: &str,
+        _opts: &PutOptions,
+    ) -> Result<MultipartUpload> {
+        self.object_path(Op::Multipart, bucket, key)?;
+        let id = format!(
+            "{}-{}",
+            std::process::id(),
+            UPLOAD_SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let dir = self.root.join(UPLOADS_DIR).join(&id);
+        tokio::fs::create_dir_all(&dir)
+            .await
+            .map_err(|e| Error::io(Op::Multipart, self.url(bucket, key), e))?;
+        Ok(MultipartUpload {
+            bucket: bucket.to_owned(),
+            key: key.to_owned(),
+            upload_id: id,
+        })
+    }
+
+    async fn multipart_put(
+        &self,
+        up: &MultipartUpload,
+        part_number: u32,
+        data: Bytes,
+        crc32c: u32,
+    ) -> Result<PartInfo> {
+        let url = self.url(&up.bucket, &up.key);
+        if crc32c::crc32c(&data) != crc32c {
+            return Err(Error::new(
+                ErrorKind::Integrity,
+                Op::Multipart,
+                url,
+                format!("part {part_number}: CRC32C mismatch"),
+            ));
+        }
+        let dir = self.root.join(UPLOADS_DIR).join(&up.upload_id);
+        if !dir.is_dir() {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                Op::Multipart,
+                url,
+                "no such upload",
+            ));
+        }
+        let path = dir.join(format!("{part_number:05}"));
+        write_atomically(&path, &data)
+            .await
+            .map_err(|e| Error::io(Op::Multipart, &url, e))?;
+        Ok(PartInfo {
+            part_number,
+            etag: format!("{part_number:05}"),
+            crc32c,
+            size: data.len() as u64,
+        })
+    }
+
+    async fn multipart_complete(
+        &self,
+        up: &MultipartUpload,
+        parts: &[PartInfo],
+        crc: Option<u32>,
+    ) -> Result<ObjectMeta> {
+        let url = self.url(&up.bucket, &up.key);
+        let dest = self.object_path(Op::Multipart, &up.bucket, &up.key)?;
+        let dir = self.root.join(UPLOADS_DIR).join(&up.upload_id);
+        let mut sorted = parts.to_vec();
+        sorted.sort_by_key(|p| p.part_number);
+        let mut data = Vec::new();
+        for p in &sorted {
+            let bytes = tokio::fs::read(dir.join(&p.etag))
+                .await
+                .map_err(|e| Error::io(Op::Multipart, &url, e))?;
+            data.extend_from_slice(&bytes);
+        }
+        if let Some(want) = crc {
+            if crc32c::crc32c(&data) != want {
+                return Err(Error::new(
+                    ErrorKind::Integrity,
+                    Op::Multipart,
+                    url,
+                    "assembled object's CRC32C differs",
+                ));
+            }
+        }
+        write_atomically(&dest, &data)
+            .await
+            .map_err(|e| Error::io(Op::Multipart, &url, e))?;
+        let _ = tokio::fs::remove_dir_all(&dir).await;
+        self.meta_of(Op::Multipart, &dest, &up.bucket, &up.key)
+            .await
+    }
+
+    async fn multipart_abort(&self, up: &MultipartUpload) -> Result<()> {
+        let dir = self.root.join(UPLOADS_DIR).join(&up.upload_id);
+        match tokio::fs::remove_dir_all(&dir).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io(Op::Multipart, self.url(&up.bucket, &up.key), e)),
+        }
+    }
+}
+
+/// Checks declared checksums against the data, as a validating server would.
+pub(crate) fn verify_declared(op: Op, url: &str, data: &[u8], opts: &PutOptions) -> Result<()> {
+    if let Some(want) = opts.crc32c {
+        let got = crc32c::crc32c(data);
+        if got != want {
+            return Err(Error::new(
+                ErrorKind::Integrity,
+                op,
+                url,
+                format!("declared CRC32C {want:08x} but the data has {got:08x}"),
+            ));
+        }
+    }
+    if let Some(want) = opts.md5 {
+        if crate::checksum::md5_digest(data) != want {
+            return Err(Error::new(
+                ErrorKind::Integrity,
+                op,
+                url,
+                "declared MD5 does not match the data",
+            ));
+        }
+    }
+    Ok(())
+}

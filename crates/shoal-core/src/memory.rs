@@ -1,0 +1,352 @@
+//! An in-memory store for unit tests of the engines above the trait.
+//!
+//! It behaves like a careful server: it validates declared checksums,
+//! honours preconditions and generations, pages listings, and can be told
+//! to fail (see [`MemoryStore::fail_next`]) so retry and resume logic can be
+//! tested without a network. It is never used where a real server belongs.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use bytes::Bytes;
+use futures::StreamExt;
+
+use crate::error::{Error, ErrorKind, Op, Result};
+use crate::local::{page_from_sorted, verify_declared};
+use crate::meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion};
+use crate::store::{Capabilities, GetResponse, MultipartUpload, PartInfo, PutOptions, Store};
+use crate::url::Scheme;
+
+#[derive(Debug, Default)]
+struct Inner {
+    buckets: BTreeMap<String, BTreeMap<String, (Bytes, ObjectMeta)>>,
+    uploads: HashMap<String, (String, String, BTreeMap<u32, Bytes>)>,
+    failures: Vec<ErrorKind>,
+    /// Cut every body stream after this many bytes (once per stream).
+    cut_streams_after: Option<usize>,
+}
+
+/// Objects in a map, with injectable failures.
+#[derive(Debug)]
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+    generation: AtomicI64,
+    caps: Capabilities,
+    chunk: usize,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore {
+            inner: Mutex::default(),
+            generation: AtomicI64::new(1),
+            caps: Capabilities {
+                match_glob: false,
+                projection: false,
+                end_offset: true,
+                native_multipart: true,
+                compose: false,
+                min_part_size: 0,
+                max_parts: 10_000,
+                max_put_size: u64::MAX,
+                max_list_page: 1000,
+            },
+            chunk: 64 * 1024,
+        }
+    }
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The next requests fail with these kinds, in order.
+    pub fn fail_next(&self, kinds: &[ErrorKind]) {
+        self.inner.lock().unwrap().failures.extend_from_slice(kinds);
+    }
+
+    /// Body streams break (with a retryable error) after `n` bytes.
+    pub fn cut_streams_after(&self, n: Option<usize>) {
+        self.inner.lock().unwrap().cut_streams_after = n;
+    }
+
+    fn url(bucket: &str, key: &str) -> String {
+        format!("mem://{bucket}/{key}")
+    }
+
+    fn injected(&self, op: Op, url: &str) -> Result<()> {
+        let mut inner = self.inner.lock().unwrap();
+        if inner.failures.is_empty() {
+            return Ok(());
+        }
+        let kind = inner.failures.remove(0);
+        Err(Error::new(kind, op, url, "injected failure"))
+    }
+
+    fn store_object(
+        &self,
+        bucket: &str,
+        key: &str,
+        data: Bytes,
+        opts: &PutOptions,
+        op: Op,
+    ) -> Result<ObjectMeta> {
+        let url = Self::url(bucket, key);
+        verify_declared(op, &url, &data, opts)?;
+        let mut inner = self.inner.lock().unwrap();
+        let b = inner
+            .buckets
+            .get_mut(bucket)
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, op, &url, "no such bucket"))?;
+        if opts.if_not_exists && b.contains_key(key) {
+            return Err(Error::new(
+                ErrorKind::Precondition,
+                op,
+                url,
+                "object exists",
+            ));
+        }
+        let meta = ObjectMeta {
+            key: key.to_owned(),
+            size: data.len() as u64,
+            updated_ns: Some(0),
+            crc32c: Some(crc32c::crc32c(&data)),
+            md5: Some(crate::checksum::md5_digest(&data)),
+            version: Some(ObjectVersion::Generation(
+                self.generation.fetch_add(1, Ordering::Relaxed),
+            )),
+            storage_class: Some("MEMORY".into()),
+            content_encoding: opts.content_encoding.clone(),
+        };
+        b.insert(key.to_owned(), (data, meta.clone()));
+        Ok(meta)
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for MemoryStore {
+    fn scheme(&self) -> Scheme {
+        Scheme::Gs
+    }
+
+    fn capabilities(&self) -> &Capabilities {
+        &self.caps
+    }
+
+    async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {
+        let url = Self::url(bucket, key);
+        self.injected(Op::Stat, &url)?;
+        let inner = self.inner.lock().unwrap();
+        let b = inner
+            .buckets
+            .get(bucket)
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, Op::Stat, &url, "no such bucket"))?;
+        b.get(key)
+            .map(|(_, m)| m.clone())
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, Op::Stat, url, "no such object"))
+    }
+
+    async fn list_page(&self, bucket: &str, req: &ListRequest) -> Result<ListPage> {
+        let url = Self::url(bucket, &req.prefix);
+        self.injected(Op::List, &url)?;
+        let inner = self.inner.lock().unwrap();
+        let b = inner
+            .buckets
+            .get(bucket)
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, Op::List, &url, "no such bucket"))?;
+        let metas = b
+            .range(req.prefix.clone()..)
+            .map(|(_, (_, m))| m.clone())
+            .take_while(|m| m.key.starts_with(&req.prefix));
+        Ok(page_from_sorted(metas, req, self.caps.max_list_page))
+    }
+
+    async fn get(
+        &self,
+        bucket: &str,
+        key: &str,
+        range: ByteRange,
+        version: Option<&ObjectVersion>,
+    ) -> Result<GetResponse> {
+        let url = Self::url(bucket, key);
+        self.injected(Op::Download, &url)?;
+        let (data, meta, cut) = {
+            let inner = self.inner.lock().unwrap();
+            let b = inner.buckets.get(bucket).ok_or_else(|| {
+                Error::new(ErrorKind::NotFound, Op::Download, &url, "no such bucket")
+            })?;
+            let (d, m) = b.get(key).ok_or_else(|| {
+                Error::new(ErrorKind::NotFound, Op::Download, &url, "no such object")
+            })?;
+            (d.clone(), m.clone(), inner.cut_streams_after)
+        };
+        if version.is_some_and(|v| meta.version.as_ref() != Some(v)) {
+            return Err(Error::new(
+                ErrorKind::Changed,
+                Op::Download,
+                url,
+                "generation changed",
+            ));
+        }
+        let size = data.len() as u64;
+        let end = range.end.unwrap_or(size).min(size);
+        if range.start > size {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                Op::Download,
+                url,
+                "range not satisfiable",
+            ));
+        }
+        let body = data.slice(range.start as usize..end as usize);
+        let chunk = self.chunk;
+        let mut chunks: Vec<Result<Bytes>> = Vec::new();
+        let limit = cut.unwrap_or(usize::MAX).min(body.len());
+        let mut off = 0;
+        while off < limit {
+            let n = chunk.min(limit - off);
+            chunks.push(Ok(body.slice(off..off + n)));
+            off += n;
+        }
+        if limit < body.len() {
+            chunks.push(Err(Error::new(
+                ErrorKind::Connect,
+                Op::Download,
+                &url,
+                "injected stream cut",
+            )));
+        }
+        Ok(GetResponse {
+            meta,
+            range: ByteRange::new(range.start, end),
+            body: futures::stream::iter(chunks).boxed(),
+        })
+    }
+
+    async fn put(
+        &self,
+        bucket: &str,
+        key: &str,
+        data: Bytes,
+        opts: &PutOptions,
+    ) -> Result<ObjectMeta> {
+        self.injected(Op::Upload, &Self::url(bucket, key))?;
+        self.store_object(bucket, key, data, opts, Op::Upload)
+    }
+
+    async fn delete(&self, bucket: &str, key: &str) -> Result<()> {
+        let url = Self::url(bucket, key);
+        self.injected(Op::Delete, &url)?;
+        let mut inner = self.inner.lock().unwrap();
+        let b = inner
+            .buckets
+            .get_mut(bucket)
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, Op::Delete, &url, "no such bucket"))?;
+        b.remove(key)
+            .map(|_| ())
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, Op::Delete, url, "no such object"))
+    }
+
+    async fn create_bucket(&self, bucket: &str) -> Result<()> {
+        let mut inner = self.inner.lock().unwrap();
+        if inner.buckets.contains_key(bucket) {
+            return Err(Error::new(
+                ErrorKind::Precondition,
+                Op::CreateBucket,
+                Self::url(bucket, ""),
+                "bucket exists",
+            ));
+        }
+        inner.buckets.insert(bucket.to_owned(), BTreeMap::new());
+        Ok(())
+    }
+
+    async fn multipart_start(
+        &self,
+        bucket: &str,
+        key: &str,
+        _opts: &PutOptions,
+    ) -> Result<MultipartUpload> {
+        let id = format!("up-{}", self.generation.fetch_add(1, Ordering::Relaxed));
+        self.inner.lock().unwrap().uploads.insert(
+            id.clone(),
+            (bucket.to_owned(), key.to_owned(), BTreeMap::new()),
+        );
+        Ok(MultipartUpload {
+            bucket: bucket.to_owned(),
+            key: key.to_owned(),
+            upload_id: id,
+        })
+    }
+
+    async fn multipart_put(
+        &self,
+        up: &MultipartUpload,
+        part_number: u32,
+        data: Bytes,
+        crc: u32,
+    ) -> Result<PartInfo> {
+        let url = Self::url(&up.bucket, &up.key);
+        self.injected(Op::Multipart, &url)?;
+        if crc32c::crc32c(&data) != crc {
+            return Err(Error::new(
+                ErrorKind::Integrity,
+                Op::Multipart,
+                url,
+                "part CRC32C mismatch",
+            ));
+        }
+        let mut inner = self.inner.lock().unwrap();
+        let u = inner.uploads.get_mut(&up.upload_id).ok_or_else(|| {
+            Error::new(ErrorKind::NotFound, Op::Multipart, &url, "no such upload")
+        })?;
+        let size = data.len() as u64;
+        u.2.insert(part_number, data);
+        Ok(PartInfo {
+            part_number,
+            etag: format!("p{part_number}"),
+            crc32c: crc,
+            size,
+        })
+    }
+
+    async fn multipart_complete(
+        &self,
+        up: &MultipartUpload,
+        parts: &[PartInfo],
+        crc: Option<u32>,
+    ) -> Result<ObjectMeta> {
+        let url = Self::url(&up.bucket, &up.key);
+        let (_, _, stored) = self
+            .inner
+            .lock()
+            .unwrap()
+            .uploads
+            .remove(&up.upload_id)
+            .ok_or_else(|| {
+                Error::new(ErrorKind::NotFound, Op::Multipart, &url, "no such upload")
+            })?;
+        let mut data = Vec::new();
+        let mut sorted = parts.to_vec();
+        sorted.sort_by_key(|p| p.part_number);
+        for p in sorted {
+            let d = stored.get(&p.part_number).ok_or_else(|| {
+                Error::new(ErrorKind::Rejected, Op::Multipart, &url, "missing part")
+            })?;
+            data.extend_from_slice(d);
+        }
+        let opts = PutOptions {
+            crc32c: crc,
+            ..Default::default()
+        };
+        self.store_object(&up.bucket, &up.key, Bytes::from(data), &opts, Op::Multipart)
+    }
+
+    async fn multipart_abort(&self, up: &MultipartUpload) -> Result<()> {
+        self.inner.lock().unwrap().uploads.remove(&up.upload_id);
+        Ok(())
+    }
+}

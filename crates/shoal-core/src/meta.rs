@@ -1,0 +1,148 @@
+//! Object metadata and list requests, the same shape for every backend.
+
+use std::ops::Range;
+
+/// What a listing or a HEAD tells about one object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectMeta {
+    /// The key, verbatim.
+    pub key: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Last modification, Unix nanoseconds (None when the projection left it out).
+    pub updated_ns: Option<i128>,
+    /// CRC32C of the whole object (Castagnoli), when the store has it.
+    pub crc32c: Option<u32>,
+    /// MD5 of the whole object, when the store has it (never for S3 multipart).
+    pub md5: Option<[u8; 16]>,
+    /// The store's version token: GCS generation or S3 ETag.
+    pub version: Option<ObjectVersion>,
+    /// Storage class, when the store says.
+    pub storage_class: Option<String>,
+    /// `Content-Encoding` as stored (e.g. `gzip`).
+    pub content_encoding: Option<String>,
+}
+
+/// The token that pins one version of an object, so a download can detect
+/// that the object was replaced while it was being read.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ObjectVersion {
+    /// GCS generation number.
+    Generation(i64),
+    /// S3 ETag, quotes included as the server sent it.
+    ETag(String),
+}
+
+impl std::fmt::Display for ObjectVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ObjectVersion::Generation(g) => write!(f, "generation {g}"),
+            ObjectVersion::ETag(e) => write!(f, "etag {e}"),
+        }
+    }
+}
+
+/// A byte range `[start, end)`; `end == None` means to the end of the object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteRange {
+    /// First byte.
+    pub start: u64,
+    /// One past the last byte, or None for "to the end".
+    pub end: Option<u64>,
+}
+
+impl ByteRange {
+    /// `[start, end)`.
+    pub fn new(start: u64, end: u64) -> Self {
+        ByteRange {
+            start,
+            end: Some(end),
+        }
+    }
+    /// From `start` to the end.
+    pub fn from(start: u64) -> Self {
+        ByteRange { start, end: None }
+    }
+    /// The HTTP `Range` header value (`bytes=a-b`, inclusive end), or None
+    /// when the range is the whole object.
+    pub fn header_value(&self) -> Option<String> {
+        match self.end {
+            None if self.start == 0 => None,
+            None => Some(format!("bytes={}-", self.start)),
+            Some(end) => Some(format!("bytes={}-{}", self.start, end.saturating_sub(1))),
+        }
+    }
+    /// Length, when bounded.
+    pub fn len(&self) -> Option<u64> {
+        self.end.map(|e| e.saturating_sub(self.start))
+    }
+    /// Whether the range is bounded and empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == Some(0)
+    }
+}
+
+impl From<Range<u64>> for ByteRange {
+    fn from(r: Range<u64>) -> Self {
+        ByteRange::new(r.start, r.end)
+    }
+}
+
+/// How much of each object a listing should return. Backends that can
+/// project (GCS `fields`) ask the server for less; others ignore it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Projection {
+    /// Only names (a plain `ls`).
+    NameOnly,
+    /// Name, size, update time (`ls -l`, `du`).
+    NameSizeTime,
+    /// Everything the backend has.
+    #[default]
+    Full,
+}
+
+/// One page of a listing. Offsets follow GCS: `start_offset` inclusive,
+/// `end_offset` exclusive. Backends without an end (S3) stop on the client.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListRequest {
+    /// Only keys starting with this.
+    pub prefix: String,
+    /// Group keys by this separator into `prefixes` (usually `/`).
+    pub delimiter: Option<String>,
+    /// First key to return (inclusive).
+    pub start_offset: Option<String>,
+    /// Keys before this one only (exclusive).
+    pub end_offset: Option<String>,
+    /// Continuation token from the previous page.
+    pub page_token: Option<String>,
+    /// Page size hint (backends cap it at their maximum).
+    pub max_results: Option<u32>,
+    /// A GCS `matchGlob` hint; the caller re-filters, so backends may ignore it.
+    pub match_glob: Option<String>,
+    /// What each result needs to carry.
+    pub projection: Projection,
+}
+
+/// One page of results.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListPage {
+    /// Objects on this page, in key order.
+    pub objects: Vec<ObjectMeta>,
+    /// Common prefixes (with a delimiter), in key order.
+    pub prefixes: Vec<String>,
+    /// Token for the next page, None on the last.
+    pub next_page_token: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_headers() {
+        assert_eq!(ByteRange::from(0).header_value(), None);
+        assert_eq!(ByteRange::from(5).header_value().unwrap(), "bytes=5-");
+        assert_eq!(ByteRange::new(0, 10).header_value().unwrap(), "bytes=0-9");
+        assert_eq!(ByteRange::new(10, 11).len(), Some(1));
+    }
+}

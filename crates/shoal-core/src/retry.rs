@@ -1,0 +1,132 @@
+//! Retrying a request: exponential backoff with full jitter, for the kinds
+//! of failure that a second try can fix (429, 5xx, 408, resets, timeouts).
+//!
+//! Defaults: first wait 100 ms, doubling to at most 10 s, 8 attempts (about
+//! 30 s of waiting in the worst case: longer than a typical load spike,
+//! shorter than a user's patience). A server's `Retry-After` replaces the
+//! computed wait when it is longer, capped at one minute.
+//!
+//! Only whole requests are retried here. A download stream that breaks
+//! halfway is resumed from its last byte by [`crate::resume`], not restarted.
+
+use std::future::Future;
+use std::time::Duration;
+
+use backon::{ExponentialBuilder, Retryable};
+
+use crate::error::{Error, Result};
+
+/// How persistent to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Total attempts including the first (1 disables retries).
+    pub max_attempts: u32,
+    /// First wait.
+    pub initial_delay: Duration,
+    /// Longest wait.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 8,
+            initial_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(10),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// No retries at all.
+    pub fn none() -> Self {
+        RetryPolicy {
+            max_attempts: 1,
+            ..Default::default()
+        }
+    }
+
+    fn builder(&self) -> ExponentialBuilder {
+        ExponentialBuilder::default()
+            .with_min_delay(self.initial_delay)
+            .with_max_delay(self.max_delay)
+            .with_max_times(self.max_attempts.saturating_sub(1) as usize)
+            .with_jitter()
+    }
+
+    /// Runs `f` until it succeeds, fails with a non-retryable error, or the
+    /// attempts run out. The last error is returned as it was.
+    pub async fn run<T, F, Fut>(&self, what: &str, f: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        f.retry(self.builder())
+            .sleep(tokio::time::sleep)
+            .when(|e: &Error| e.is_retryable())
+            .adjust(|e: &Error, dur: Option<Duration>| {
+                let after = e.retry_after().map(|a| a.min(Duration::from_secs(60)));
+                match (dur, after) {
+                    (Some(d), Some(a)) => Some(d.max(a)),
+                    (d, _) => d,
+                }
+            })
+            .notify(|e: &Error, dur: Duration| {
+                tracing::debug!(what, error = %e, wait_ms = dur.as_millis() as u64, "retrying");
+            })
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::{ErrorKind, Op};
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_retryable_then_succeeds() {
+        let n = AtomicU32::new(0);
+        let r = RetryPolicy::default()
+            .run("t", || async {
+                if n.fetch_add(1, Ordering::SeqCst) < 3 {
+                    Err(Error::new(ErrorKind::ServerBusy, Op::Stat, "u", "503"))
+                } else {
+                    Ok(7)
+                }
+            })
+            .await;
+        assert_eq!(r.unwrap(), 7);
+        assert_eq!(n.load(Ordering::SeqCst), 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn does_not_retry_not_found() {
+        let n = AtomicU32::new(0);
+        let r: Result<()> = RetryPolicy::default()
+            .run("t", || async {
+                n.fetch_add(1, Ordering::SeqCst);
+                Err(Error::new(ErrorKind::NotFound, Op::Stat, "u", "404"))
+            })
+            .await;
+        assert_eq!(r.unwrap_err().kind(), ErrorKind::NotFound);
+        assert_eq!(n.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn gives_up_after_max_attempts() {
+        let n = AtomicU32::new(0);
+        let p = RetryPolicy {
+            max_attempts: 3,
+            ..Default::default()
+        };
+        let r: Result<()> = p
+            .run("t", || async {
+                n.fetch_add(1, Ordering::SeqCst);
+                Err(Error::new(ErrorKind::Connect, Op::Stat, "u", "refused"))
+            })
+            .await;
+        assert!(r.is_err());
+        assert_eq!(n.load(Ordering::SeqCst), 3);
+    }
+}

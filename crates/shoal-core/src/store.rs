@@ -1,0 +1,179 @@
+//! The one trait every backend implements.
+//!
+//! It is deliberately small and made of *primitives*: one list page, one
+//! ranged GET, one PUT, the steps of a multipart upload. Pagination, retries
+//! of whole operations, slicing, globbing and parallelism are written once
+//! on top of it (in `shoal-transfer` and the listing code), so a new backend
+//! gets all of them by writing these methods. There are no default method
+//! bodies: an implementor sees at compile time everything it must decide.
+//!
+//! Methods take `bucket` and `key` as plain strings, not a URL, because the
+//! store is already bound to an endpoint and credentials; the same store
+//! value serves every bucket behind that endpoint.
+
+use std::fmt::Debug;
+use std::pin::Pin;
+
+use bytes::Bytes;
+use futures::Stream;
+
+use crate::error::Result;
+use crate::meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion};
+use crate::url::Scheme;
+
+/// A stream of body chunks.
+pub type BoxByteStream = Pin<Box<dyn Stream<Item = Result<Bytes>> + Send>>;
+
+/// What a backend can do, declared rather than sniffed from endpoint names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capabilities {
+    /// The server may honour a GCS `matchGlob` (callers re-filter anyway).
+    pub match_glob: bool,
+    /// The server may honour a `fields` projection.
+    pub projection: bool,
+    /// Listing accepts an exclusive end offset on the server.
+    pub end_offset: bool,
+    /// Multipart uploads are native (S3, GCS XML) rather than composed.
+    pub native_multipart: bool,
+    /// Server-side compose of whole objects (GCS).
+    pub compose: bool,
+    /// Smallest part except the last in a multipart upload.
+    pub min_part_size: u64,
+    /// Largest number of parts in one multipart upload.
+    pub max_parts: u32,
+    /// Largest single PUT the store accepts.
+    pub max_put_size: u64,
+    /// Largest page a list request returns.
+    pub max_list_page: u32,
+}
+
+/// An object body being read, with what the response headers said.
+pub struct GetResponse {
+    /// Metadata from the response headers. `size` is the whole object's
+    /// size (from `Content-Range` for ranged reads).
+    pub meta: ObjectMeta,
+    /// The range actually being returned, with a resolved end.
+    pub range: ByteRange,
+    /// The bytes.
+    pub body: BoxByteStream,
+}
+
+impl Debug for GetResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GetResponse")
+            .field("meta", &self.meta)
+            .field("range", &self.range)
+            .finish()
+    }
+}
+
+/// Options for writing an object.
+#[derive(Debug, Clone, Default)]
+pub struct PutOptions {
+    /// CRC32C of the whole body; the server rejects the write if it differs
+    /// (where the server validates).
+    pub crc32c: Option<u32>,
+    /// MD5 of the whole body, validated the same way.
+    pub md5: Option<[u8; 16]>,
+    /// Fail with `Precondition` if the object exists.
+    pub if_not_exists: bool,
+    /// `Content-Type` to store.
+    pub content_type: Option<String>,
+    /// `Content-Encoding` to store.
+    pub content_encoding: Option<String>,
+}
+
+/// A multipart upload in progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MultipartUpload {
+    /// Destination bucket.
+    pub bucket: String,
+    /// Destination key.
+    pub key: String,
+    /// The store's upload id (S3 UploadId, or shoal's id for composed uploads).
+    pub upload_id: String,
+}
+
+/// One uploaded part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartInfo {
+    /// 1-based part number; parts are assembled in this order.
+    pub part_number: u32,
+    /// The store's token for the part (ETag, or the temporary object name).
+    pub etag: String,
+    /// CRC32C of the part.
+    pub crc32c: u32,
+    /// Size of the part in bytes.
+    pub size: u64,
+}
+
+/// An object store: the primitives shoal's engines are built from.
+#[async_trait::async_trait]
+pub trait Store: Send + Sync + Debug {
+    /// Which URL scheme this store serves.
+    fn scheme(&self) -> Scheme;
+
+    /// What this store can do.
+    fn capabilities(&self) -> &Capabilities;
+
+    /// Metadata of one object.
+    async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta>;
+
+    /// One page of a listing.
+    async fn list_page(&self, bucket: &str, req: &ListRequest) -> Result<ListPage>;
+
+    /// Reads `range` of an object. With `version`, fails with
+    /// `ErrorKind::Changed` (or `NotFound`) if the object is no longer that
+    /// version, so slices of two versions are never stitched together.
+    async fn get(
+        &self,
+        bucket: &str,
+        key: &str,
+        range: ByteRange,
+        version: Option<&ObjectVersion>,
+    ) -> Result<GetResponse>;
+
+    /// Writes a whole object in one request.
+    async fn put(
+        &self,
+        bucket: &str,
+        key: &str,
+        data: Bytes,
+        opts: &PutOptions,
+    ) -> Result<ObjectMeta>;
+
+    /// Deletes an object.
+    async fn delete(&self, bucket: &str, key: &str) -> Result<()>;
+
+    /// Creates a bucket.
+    async fn create_bucket(&self, bucket: &str) -> Result<()>;
+
+    /// Starts a multipart upload. Parts may then be sent in parallel.
+    async fn multipart_start(
+        &self,
+        bucket: &str,
+        key: &str,
+        opts: &PutOptions,
+    ) -> Result<MultipartUpload>;
+
+    /// Uploads one part (1-based `part_number`).
+    async fn multipart_put(
+        &self,
+        upload: &MultipartUpload,
+        part_number: u32,
+        data: Bytes,
+        crc32c: u32,
+    ) -> Result<PartInfo>;
+
+    /// Assembles the parts, in part-number order, into the object.
+    /// `crc32c` is the whole object's checksum, checked where possible.
+    async fn multipart_complete(
+        &self,
+        upload: &MultipartUpload,
+        parts: &[PartInfo],
+        crc32c: Option<u32>,
+    ) -> Result<ObjectMeta>;
+
+    /// Abandons an upload and frees its parts.
+    async fn multipart_abort(&self, upload: &MultipartUpload) -> Result<()>;
+}

@@ -1,0 +1,230 @@
+//! Parsing what users type: `gs://bucket/key`, `s3://bucket/key`,
+//! `file:///path` and plain local paths.
+//!
+//! The key is everything after the first `/` that follows the bucket, byte
+//! for byte: no percent-decoding, no collapsing of `//`, no trimming of a
+//! trailing `/`. Object stores allow all of those and users rely on them.
+
+use std::fmt;
+
+use crate::error::{Error, Op, Result};
+
+/// Where an object lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scheme {
+    /// Google Cloud Storage (`gs://`).
+    Gs,
+    /// S3 or an S3-compatible store (`s3://`).
+    S3,
+    /// The local file system (a path or `file://`).
+    File,
+}
+
+impl Scheme {
+    /// The URL prefix, `gs://`, `s3://` or empty for local paths.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Scheme::Gs => "gs://",
+            Scheme::S3 => "s3://",
+            Scheme::File => "",
+        }
+    }
+}
+
+/// A parsed URL: scheme, bucket and key. For local paths `bucket` is empty
+/// and `key` is the path as given.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Location {
+    /// Which kind of store.
+    pub scheme: Scheme,
+    /// Bucket name (empty for local paths).
+    pub bucket: String,
+    /// Object key or prefix, verbatim (for local paths, the path).
+    pub key: String,
+}
+
+impl Location {
+    /// Parses a URL or local path. Errors name the input and the problem.
+    pub fn parse(input: &str) -> Result<Location> {
+        if input.is_empty() {
+            return Err(Error::invalid(Op::Parse, "''", "empty URL or path"));
+        }
+        if input.contains('\0') {
+            return Err(Error::invalid(
+                Op::Parse,
+                input.replace('\0', "\\0"),
+                "contains a NUL byte",
+            ));
+        }
+        let Some((scheme, rest)) = input.split_once("://") else {
+            return Ok(Location {
+                scheme: Scheme::File,
+                bucket: String::new(),
+                key: input.to_owned(),
+            });
+        };
+        let scheme = match scheme.to_ascii_lowercase().as_str() {
+            "gs" => Scheme::Gs,
+            "s3" => Scheme::S3,
+            "file" => {
+                // file:///abs/path or file://localhost/abs/path
+                let path = rest.strip_prefix("localhost").unwrap_or(rest);
+                if !path.starts_with('/') {
+                    return Err(Error::invalid(
+                        Op::Parse,
+                        input,
+                        "file:// URLs must be absolute (file:///path/to/file)",
+                    ));
+                }
+                return Ok(Location {
+                    scheme: Scheme::File,
+                    bucket: String::new(),
+                    key: path.to_owned(),
+                });
+            }
+            other => {
+                return Err(Error::invalid(
+                    Op::Parse,
+                    input,
+                    format!("unknown scheme '{other}://'"),
+                )
+                .with_hint("use gs://, s3://, file:// or a local path"));
+            }
+        };
+        let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+        validate_bucket(input, bucket)?;
+        Ok(Location {
+            scheme,
+            bucket: bucket.to_owned(),
+            key: key.to_owned(),
+        })
+    }
+
+    /// A location in the same bucket with another key.
+    pub fn with_key(&self, key: impl Into<String>) -> Location {
+        Location {
+            scheme: self.scheme,
+            bucket: self.bucket.clone(),
+            key: key.into(),
+        }
+    }
+
+    /// Whether this is a local path.
+    pub fn is_local(&self) -> bool {
+        self.scheme == Scheme::File
+    }
+
+    /// Whether the key names a "directory" (empty or ends with `/`).
+    pub fn is_prefix_like(&self) -> bool {
+        self.key.is_empty() || self.key.ends_with('/')
+    }
+
+    /// The last path segment of the key (for naming a copy's destination).
+    pub fn basename(&self) -> &str {
+        let k = self.key.trim_end_matches('/');
+        k.rsplit('/').next().unwrap_or(k)
+    }
+}
+
+fn validate_bucket(input: &str, bucket: &str) -> Result<()> {
+    if bucket.is_empty() {
+        return Err(Error::invalid(Op::Parse, input, "empty bucket name")
+            .with_hint("write gs://BUCKET/KEY or s3://BUCKET/KEY"));
+    }
+    if let Some(c) = bucket
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || "?#\\".contains(*c))
+    {
+        return Err(Error::invalid(
+            Op::Parse,
+            input,
+            format!("bucket name {bucket:?} contains {c:?}, which no store allows"),
+        ));
+    }
+    if bucket.len() > 222 {
+        return Err(Error::invalid(
+            Op::Parse,
+            input,
+            "bucket name longer than 222 characters",
+        ));
+    }
+    Ok(())
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.scheme {
+            Scheme::File => f.write_str(&self.key),
+            s => write!(f, "{}{}/{}", s.prefix(), self.bucket, self.key),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_survive_verbatim() {
+        for key in [
+            "a//b",
+            "dir/",
+            "sp ace",
+            "ünï/cødé",
+            "100%25",
+            "../x",
+            "a/./b",
+            "?q#f",
+            "",
+        ] {
+            let url = format!("gs://bkt/{key}");
+            let loc = Location::parse(&url).unwrap();
+            assert_eq!(loc.scheme, Scheme::Gs);
+            assert_eq!(loc.bucket, "bkt");
+            assert_eq!(loc.key, key);
+            assert_eq!(loc.to_string(), url);
+        }
+    }
+
+    #[test]
+    fn bucket_only() {
+        let loc = Location::parse("s3://bkt").unwrap();
+        assert_eq!((loc.bucket.as_str(), loc.key.as_str()), ("bkt", ""));
+        assert_eq!(loc.to_string(), "s3://bkt/");
+    }
+
+    #[test]
+    fn local_paths() {
+        assert_eq!(Location::parse("./x/y").unwrap().key, "./x/y");
+        assert_eq!(Location::parse("file:///tmp/a").unwrap().key, "/tmp/a");
+        assert_eq!(
+            Location::parse("file://localhost/tmp/a").unwrap().key,
+            "/tmp/a"
+        );
+        assert!(Location::parse("file://rel/a").is_err());
+        assert!(Location::parse("with:colon").unwrap().is_local());
+    }
+
+    #[test]
+    fn bad_inputs_name_the_problem() {
+        let e = Location::parse("ftp://b/k").unwrap_err();
+        assert!(e.to_string().contains("unknown scheme 'ftp://'"), "{e}");
+        let e = Location::parse("gs:///k").unwrap_err();
+        assert!(e.to_string().contains("empty bucket name"), "{e}");
+        let e = Location::parse("s3://").unwrap_err();
+        assert!(e.to_string().contains("empty bucket name"), "{e}");
+        let e = Location::parse("gs://b b/k").unwrap_err();
+        assert!(e.to_string().contains("contains ' '"), "{e}");
+        assert!(Location::parse("").is_err());
+        assert!(Location::parse("gs://b/\0").is_err());
+    }
+
+    #[test]
+    fn basename() {
+        assert_eq!(
+            Location::parse("gs://b/x/y.bin").unwrap().basename(),
+            "y.bin"
+        );
+        assert_eq!(Location::parse("gs://b/x/dir/").unwrap().basename(), "dir");
+    }
+}

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Install, start and stop the local object-storage servers shoal is tested
+# and benchmarked against. Everything binds 127.0.0.1.
+#
+#   scripts/servers.sh install          build/install every server (cached)
+#   scripts/servers.sh start [NAME...]  start servers (default: gcs s3 toxiproxy)
+#   scripts/servers.sh stop             stop the servers this script started
+#   scripts/servers.sh env              print the env vars tests read
+#
+# Binaries and Go caches live in $SHOAL_CACHE (default ~/.cache/shoal) so a
+# second run on the same machine builds nothing. Versions are pinned: the Go
+# proxy here refuses `@latest` for some modules (see shared TEST-SERVERS.md).
+set -euo pipefail
+
+CACHE=${SHOAL_CACHE:-$HOME/.cache/shoal}
+BIN=$CACHE/bin
+RUN=${SHOAL_RUN_DIR:-$CACHE/run}
+mkdir -p "$BIN" "$RUN"
+
+export GOTOOLCHAIN=local
+export GOPATH=$CACHE/go GOCACHE=$CACHE/go-build GOMODCACHE=$CACHE/go/pkg/mod
+export GOFLAGS=-trimpath
+
+FAKE_GCS_VERSION=v1.56.1
+MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+TOXIPROXY_VERSION=v2.5.0
+GCP_EMU_VERSION=2026.7.19
+
+GCS_PORT=${SHOAL_GCS_PORT:-4443}
+S3_PORT=${SHOAL_S3_PORT:-9000}
+TOXI_PORT=${SHOAL_TOXI_PORT:-8474}
+GCSEMU_PORT=${SHOAL_GCSEMU_PORT:-9023}
+
+log() { echo "servers: $*" >&2; }
+
+install_go_bin() { # name module@version [package-path]
+  local name=$1 modver=$2 pkg=${3:-}
+  if [ -x "$BIN/$name" ] && [ -f "$BIN/$name.version" ] && [ "$(cat "$BIN/$name.version")" = "$modver" ]; then
+    return 0
+  fi
+  log "building $name ($modver), cached in $CACHE"
+  local tmp; tmp=$(mktemp -d)
+  ( cd "$tmp" && GOBIN="$tmp" go install "$modver" ) || { rm -rf "$tmp"; return 1; }
+  local built; built=$(ls "$tmp" | head -n1)
+  [ -n "$pkg" ] && built=$pkg
+  mv "$tmp/$built" "$BIN/$name"
+  echo "$modver" > "$BIN/$name.version"
+  rm -rf "$tmp"
+}
+
+install_gcs() { install_go_bin fake-gcs-server "github.com/fsouza/fake-gcs-server@$FAKE_GCS_VERSION"; }
+install_s3()  { install_go_bin minio "github.com/minio/minio@$MINIO_VERSION"; }
+install_toxiproxy() {
+  install_go_bin toxiproxy-server "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION" server
+}
+install_gcsemu() {
+  if [ ! -x "$CACHE/venv-gcsemu/bin/gcp-storage-emulator" ]; then
+    log "installing gcp-storage-emulator $GCP_EMU_VERSION"
+    python3 -m venv "$CACHE/venv-gcsemu"
+    "$CACHE/venv-gcsemu/bin/pip" install -q "gcp-storage-emulator==$GCP_EMU_VERSION"
+  fi
+}
+
+wait_http() { # url seconds
+  local url=$1 n=$(( $2 * 10 ))
+  for _ in $(seq "$n"); do
+    curl -fsS -o /dev/null "$url" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  log "timed out waiting for $url"; return 1
+}
+
+start_one() { # name cmd...
+  local name=$1; shift
+  local pidf=$RUN/$name.pid
+  if [ -f "$pidf" ] && kill -0 "$(cat "$pidf")" 2>/dev/null; then return 0; fi
+  "$@" >"$RUN/$name.log" 2>&1 &
+  echo $! > "$pidf"
+}
+
+start_gcs() {
+  install_gcs
+  start_one fake-gcs-server "$BIN/fake-gcs-server" -scheme http -host 127.0.0.1 -port "$GCS_PORT" \
+    -backend memory -external-url "http://127.0.0.1:$GCS_PORT" -public-host "127.0.0.1:$GCS_PORT" -log-level warn
+  wait_http "http://127.0.0.1:$GCS_PORT/_internal/healthcheck" 30
+}
+start_s3() {
+  install_s3
+  rm -rf "$RUN/minio-data"; mkdir -p "$RUN/minio-data"
+  MINIO_ROOT_USER=minioadmin MINIO_ROOT_PASSWORD=minioadmin MINIO_BROWSER=off \
+    start_one minio "$BIN/minio" server --quiet --address "127.0.0.1:$S3_PORT" \
+    --console-address "127.0.0.1:$((S3_PORT + 1))" "$RUN/minio-data"
+  wait_http "http://127.0.0.1:$S3_PORT/minio/health/live" 60
+}
+start_toxiproxy() {
+  install_toxiproxy
+  start_one toxiproxy "$BIN/toxiproxy-server" -host 127.0.0.1 -port "$TOXI_PORT"
+  wait_http "http://127.0.0.1:$TOXI_PORT/version" 30
+}
+start_gcsemu() {
+  install_gcsemu
+  start_one gcp-storage-emulator "$CACHE/venv-gcsemu/bin/gcp-storage-emulator" start \
+    --host 127.0.0.1 --port "$GCSEMU_PORT" --in-memory
+  wait_http "http://127.0.0.1:$GCSEMU_PORT/" 30 || true
+}
+
+stop_all() {
+  for pidf in "$RUN"/*.pid; do
+    [ -f "$pidf" ] || continue
+    local pid; pid=$(cat "$pidf")
+    kill "$pid" 2>/dev/null || true
+    rm -f "$pidf"
+  done
+}
+
+print_env() {
+  cat <<EOT
+export STORAGE_EMULATOR_HOST=http://127.0.0.1:$GCS_PORT
+export SHOAL_TEST_GCS=http://127.0.0.1:$GCS_PORT
+export SHOAL_TEST_S3=http://127.0.0.1:$S3_PORT
+export SHOAL_TEST_TOXIPROXY=http://127.0.0.1:$TOXI_PORT
+export SHOAL_TEST_S3_KEY=minioadmin
+export SHOAL_TEST_S3_SECRET=minioadmin
+EOT
+}
+
+cmd=${1:-}; shift || true
+case "$cmd" in
+  install)
+    install_gcs; install_toxiproxy; install_s3
+    ;;
+  start)
+    [ $# -gt 0 ] || set -- gcs s3 toxiproxy
+    for s in "$@"; do "start_$s"; done
+    ;;
+  stop) stop_all ;;
+  env) print_env ;;
+  *) echo "usage: $0 install|start [gcs s3 toxiproxy gcsemu]|stop|env" >&2; exit 2 ;;
+esac
