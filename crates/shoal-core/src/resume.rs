@@ -132,6 +132,7 @@ pub fn resuming_stream(
             }
         }
     })
+    .fuse()
     .boxed()
 }
 

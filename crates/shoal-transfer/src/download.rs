@@ -1,0 +1,334 @@
+//! Downloading one object: sliced, parallel, `pwrite` into place, verified.
+//!
+//! Why a sparse temporary file and `pwrite`: each slice writes straight to
+//! its final offset, so nothing is merged afterwards and no slice is held in
+//! memory (python-storage measured this 20–30% faster than joining per-slice
+//! files). The file is named `.NAME.shoal-tmp-…` beside the destination, so
+//! the final `rename` is atomic and a crash leaves a hidden temporary, never
+//! a wrong file under the real name.
+//!
+//! Every slice is pinned to the generation (GCS) or ETag (S3) seen by the
+//! first HEAD, so an object replaced mid-download fails instead of being
+//! stitched from two versions. Each slice stream resumes from its last byte
+//! after a broken connection ([`shoal_core::resume`]).
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use futures::StreamExt;
+use shoal_core::checksum::{crc32c_combine_all, hex};
+use shoal_core::local::temp_sibling;
+use shoal_core::resume::resuming_stream;
+use shoal_core::retry::RetryPolicy;
+use shoal_core::{ByteRange, Error, ErrorKind, Location, ObjectMeta, Op, Result, Store};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+use crate::plan::plan_slices;
+use crate::{Report, TransferOptions, Verified};
+
+/// Bytes gathered before one `pwrite`: big enough that syscalls and
+/// blocking-pool hops are rare, small enough that workers × buffer stays far
+/// below the memory budget (16 workers × 4 MiB = 64 MiB).
+const WRITE_BUFFER: usize = 4 << 20;
+
+/// Checks that `dest`'s folder exists, before any byte is fetched.
+pub fn check_destination(dest: &Path) -> Result<()> {
+    let parent = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    match std::fs::metadata(&parent) {
+        Ok(md) if md.is_dir() => Ok(()),
+        Ok(_) => Err(Error::invalid(
+            Op::Write,
+            parent.display().to_string(),
+            "destination's parent is not a folder",
+        )),
+        Err(_) => Err(Error::new(
+            ErrorKind::NotFound,
+            Op::Write,
+            dest.display().to_string(),
+            format!("destination folder {} does not exist", parent.display()),
+        )
+        .with_hint("create it first, or copy into an existing folder")),
+    }
+}
+
+/// Downloads `src` into the file `dest`, replacing it only once verified.
+pub async fn download_to_file(
+    store: Arc<dyn Store>,
+    src: &Location,
+    dest: &Path,
+    opts: &TransferOptions,
+    policy: &RetryPolicy,
+) -> Result<Report> {
+    check_destination(dest)?;
+    let url = src.to_string();
+    let meta = policy
+        .run("stat", || store.head(&src.bucket, &src.key))
+        .await
+        .map_err(|e| e.with_url(&url).with_op(Op::Download))?;
+    download_known(store, src, &meta, dest, opts, policy).await
+}
+
+/// Like [`download_to_file`] when the object's metadata is already known
+/// (from a listing), saving a HEAD.
+pub async fn download_known(
+    store: Arc<dyn Store>,
+    src: &Location,
+    meta: &ObjectMeta,
+    dest: &Path,
+    opts: &TransferOptions,
+    policy: &RetryPolicy,
+) -> Result<Report> {
+    let url = src.to_string();
+    let dest_s = dest.display().to_string();
+    let slices = plan_slices(meta.size, opts.workers, opts.min_slice, opts.slices);
+    let tmp = temp_sibling(dest);
+    let file = File::create(&tmp).map_err(|e| Error::io(Op::Write, &dest_s, e))?;
+    let guard = TempGuard(Some(tmp.clone()));
+    file.set_len(meta.size)
+        .map_err(|e| Error::io(Op::Write, &dest_s, e))?;
+    let file = Arc::new(file);
+
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, &(start, end)) in slices.iter().enumerate() {
+        let store = store.clone();
+        let file = file.clone();
+        let src = src.clone();
+        let url = url.clone();
+        let dest_s = dest_s.clone();
+        let version = meta.version.clone();
+        let policy = *policy;
+        let opts = opts.clone();
+        tasks.spawn(async move {
+            let range = ByteRange::new(start, end);
+            let stream = resuming_stream(
+                store,
+                &src.bucket,
+                &src.key,
+                &url,
+                range,
+                version,
+                None,
+                policy,
+            );
+            let crc = write_slice(stream, file, start, end, &dest_s, &url, &opts).await?;
+            Ok::<_, Error>((i, crc, end - start))
+        });
+    }
+    let mut crcs = vec![(0u32, 0u64); slices.len()];
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok(Ok((i, crc, len))) => crcs[i] = (crc, len),
+            Ok(Err(e)) => {
+                tasks.abort_all();
+                return Err(e);
+            }
+            Err(join) => {
+                tasks.abort_all();
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    Op::Download,
+                    &url,
+                    format!("slice task failed: {join}"),
+                ));
+            }
+        }
+    }
+    let crc = crc32c_combine_all(crcs.iter().copied());
+    let file = Arc::try_unwrap(file)
+        .map_err(|_| Error::new(ErrorKind::Io, Op::Write, &dest_s, "file still shared"))?;
+    file.sync_data()
+        .map_err(|e| Error::io(Op::Write, &dest_s, e))?;
+    drop(file);
+
+    let verified = verify(meta, crc, &tmp, &url).await?;
+    std::fs::rename(&tmp, dest).map_err(|e| Error::io(Op::Write, &dest_s, e))?;
+    guard.disarm();
+    Ok(Report {
+        bytes: meta.size,
+        pieces: slices.len(),
+        verified,
+        crc32c: crc,
+    })
+}
+
+async fn write_slice(
+    mut stream: shoal_core::BoxByteStream,
+    file: Arc<File>,
+    start: u64,
+    end: u64,
+    dest: &str,
+    url: &str,
+    opts: &TransferOptions,
+) -> Result<u32> {
+    let mut crc = 0u32;
+    let mut pos = start;
+    let mut buf = BytesMut::with_capacity(WRITE_BUFFER.min((end - start) as usize));
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        crc = crc32c::crc32c_append(crc, &chunk);
+        buf.extend_from_slice(&chunk);
+        opts.add_progress(chunk.len() as u64);
+        if buf.len() >= WRITE_BUFFER {
+            let full = std::mem::replace(&mut buf, BytesMut::with_capacity(WRITE_BUFFER));
+            pos = pwrite(&file, full, pos, dest).await?;
+        }
+    }
+    if !buf.is_empty() {
+        pos = pwrite(&file, buf, pos, dest).await?;
+    }
+    if pos != end {
+        return Err(Error::new(
+            ErrorKind::Integrity,
+            Op::Download,
+            url,
+            format!(
+                "slice {start}-{end} received {} bytes, expected {}",
+                pos - start,
+                end - start
+            ),
+        ));
+    }
+    Ok(crc)
+}
+
+async fn pwrite(file: &Arc<File>, data: BytesMut, pos: u64, dest: &str) -> Result<u64> {
+    let file = file.clone();
+    let len = data.len() as u64;
+    tokio::task::spawn_blocking(move || file.write_all_at(&data, pos))
+        .await
+        .map_err(|e| Error::new(ErrorKind::Io, Op::Write, dest, e.to_string()))?
+        .map_err(|e| Error::io(Op::Write, dest, e))?;
+    Ok(pos + len)
+}
+
+async fn verify(meta: &ObjectMeta, crc: u32, tmp: &Path, url: &str) -> Result<Verified> {
+    if let Some(want) = meta.crc32c {
+        if want != crc {
+            return Err(Error::new(
+                ErrorKind::Integrity,
+                Op::Download,
+                url,
+                format!("CRC32C mismatch: the store says {want:08x}, the bytes received give {crc:08x}; nothing was written"),
+            )
+            .with_hint("the data was corrupted in transit or the object changed; retry"));
+        }
+        return Ok(Verified::Crc32c);
+    }
+    if let Some(want) = meta.md5 {
+        let path = tmp.to_path_buf();
+        let got = tokio::task::spawn_blocking(move || md5_file(&path))
+            .await
+            .map_err(|e| Error::new(ErrorKind::Io, Op::Download, url, e.to_string()))?
+            .map_err(|e| Error::io(Op::Download, url, e))?;
+        if got != want {
+            return Err(Error::new(
+                ErrorKind::Integrity,
+                Op::Download,
+                url,
+                format!(
+                    "MD5 mismatch: the store says {}, the bytes received give {}; nothing was written",
+                    hex(&want),
+                    hex(&got)
+                ),
+            ));
+        }
+        return Ok(Verified::Md5);
+    }
+    Ok(Verified::SizeOnly)
+}
+
+/// Streaming MD5 of a file (for stores that give only MD5), 1 MiB at a time.
+fn md5_file(path: &Path) -> std::io::Result<[u8; 16]> {
+    use md5::Digest;
+    use std::io::Read;
+    let mut f = File::open(path)?;
+    let mut hasher = md5::Md5::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            return Ok(hasher.finalize().into());
+        }
+        hasher.update(&buf[..n]);
+    }
+}
+
+/// Removes the temporary file unless disarmed (on success it was renamed).
+struct TempGuard(Option<PathBuf>);
+impl TempGuard {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+impl Drop for TempGuard {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Streams an object to `out` in order (for `cat`), verifying the CRC32C at
+/// the end when the store has one. Bytes already written cannot be taken
+/// back, so a mismatch is reported as an error after the fact.
+pub async fn download_to_writer<W: AsyncWrite + Unpin>(
+    store: Arc<dyn Store>,
+    src: &Location,
+    out: &mut W,
+    opts: &TransferOptions,
+    policy: &RetryPolicy,
+) -> Result<Report> {
+    let url = src.to_string();
+    let meta = policy
+        .run("stat", || store.head(&src.bucket, &src.key))
+        .await
+        .map_err(|e| e.with_url(&url).with_op(Op::Download))?;
+    let mut stream = resuming_stream(
+        store.clone(),
+        &src.bucket,
+        &src.key,
+        &url,
+        ByteRange::new(0, meta.size),
+        meta.version.clone(),
+        None,
+        *policy,
+    );
+    let mut crc = 0u32;
+    let mut n = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        crc = crc32c::crc32c_append(crc, &chunk);
+        n += chunk.len() as u64;
+        opts.add_progress(chunk.len() as u64);
+        out.write_all(&chunk)
+            .await
+            .map_err(|e| Error::io(Op::Write, "stdout", e))?;
+    }
+    out.flush()
+        .await
+        .map_err(|e| Error::io(Op::Write, "stdout", e))?;
+    let verified = match meta.crc32c {
+        Some(want) if want != crc => {
+            return Err(Error::new(
+                ErrorKind::Integrity,
+                Op::Download,
+                url,
+                format!("CRC32C mismatch: store {want:08x}, received {crc:08x}"),
+            ));
+        }
+        Some(_) => Verified::Crc32c,
+        None => Verified::SizeOnly,
+    };
+    Ok(Report {
+        bytes: n,
+        pieces: 1,
+        verified,
+        crc32c: crc,
+    })
+}

@@ -1,0 +1,282 @@
+//! Uploading one local file: one PUT when small, a parallel multipart
+//! upload when big.
+//!
+//! Parts are read with `pread` at their offsets, so workers never share a
+//! file cursor, and each part's CRC32C travels with it (the server rejects a
+//! corrupted part). The whole object's CRC32C is combined from the parts'
+//! and checked against what the store reports after assembly. On any
+//! failure the upload is aborted, so no orphaned parts keep costing money.
+//!
+//! If the file changes while it is being read (size or mtime differ after
+//! the last part), the upload is aborted: the object would be a mix of two
+//! versions of the file.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use shoal_core::checksum::crc32c_combine_all;
+use shoal_core::retry::RetryPolicy;
+use shoal_core::{
+    Error, ErrorKind, Location, MultipartUpload, Op, PartInfo, PutOptions, Result, Store,
+};
+
+use crate::{Report, TransferOptions, Verified};
+
+/// Default part size: 16 MiB. Parts in flight are held in memory, so
+/// workers × part size bounds memory (8 workers: 128 MiB at most, usually
+/// far less); 16 MiB parts are big enough that per-request cost is small
+/// and small enough that a retried part wastes little. Raised automatically
+/// so a file fits in the store's part limit.
+pub const DEFAULT_PART_SIZE: u64 = 16 << 20;
+
+/// The part size for `size` bytes on `store`: at least the store's minimum,
+/// and large enough to fit in its maximum part count.
+pub fn part_size_for(size: u64, wanted: u64, store: &dyn Store) -> u64 {
+    let caps = store.capabilities();
+    let min_for_count = size.div_ceil(u64::from(caps.max_parts.max(1)));
+    wanted.max(caps.min_part_size).max(min_for_count).max(1)
+}
+
+fn file_stamp(md: &std::fs::Metadata) -> (u64, Option<std::time::SystemTime>) {
+    (md.len(), md.modified().ok())
+}
+
+/// Uploads the file at `path` to `dst`.
+pub async fn upload_file(
+    store: Arc<dyn Store>,
+    path: &Path,
+    dst: &Location,
+    opts: &TransferOptions,
+    policy: &RetryPolicy,
+) -> Result<Report> {
+    let path_s = path.display().to_string();
+    let file = File::open(path).map_err(|e| Error::io(Op::Read, &path_s, e))?;
+    let md = file
+        .metadata()
+        .map_err(|e| Error::io(Op::Read, &path_s, e))?;
+    if md.is_dir() {
+        return Err(Error::invalid(Op::Read, &path_s, "is a folder")
+            .with_hint("use cp -r to copy a folder"));
+    }
+    let size = md.len();
+    let stamp = file_stamp(&md);
+    let file = Arc::new(file);
+    let part = part_size_for(size, opts.part_size, store.as_ref());
+    let url = dst.to_string();
+
+    if size <= part || size <= store.capabilities().min_part_size {
+        let data = read_at(&file, 0, size as usize, &path_s).await?;
+        let crc = crc32c::crc32c(&data);
+        check_unchanged(&file, stamp, &path_s)?;
+        let put_opts = PutOptions {
+            crc32c: Some(crc),
+            ..Default::default()
+        };
+        let meta = policy
+            .run("upload", || {
+                store.put(&dst.bucket, &dst.key, data.clone(), &put_opts)
+            })
+            .await
+            .map_err(|e| e.with_url(&url))?;
+        opts.add_progress(size);
+        let verified = check_result(meta.crc32c, crc, &url)?;
+        return Ok(Report {
+            bytes: size,
+            pieces: 1,
+            verified,
+            crc32c: crc,
+        });
+    }
+
+    let start_opts = PutOptions::default();
+    let upload = policy
+        .run("start multipart upload", || {
+            store.multipart_start(&dst.bucket, &dst.key, &start_opts)
+        })
+        .await
+        .map_err(|e| e.with_url(&url))?;
+    let result = upload_parts(
+        &store, &upload, &file, size, part, opts, policy, &path_s, &url,
+    )
+    .await;
+    let result = match result {
+        Ok(parts) => match check_unchanged(&file, stamp, &path_s) {
+            Ok(()) => Ok(parts),
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    };
+    let parts = match result {
+        Ok(p) => p,
+        Err(e) => {
+            abort_quietly(&store, &upload, policy).await;
+            return Err(e);
+        }
+    };
+    let crc = crc32c_combine_all(parts.iter().map(|p| (p.crc32c, p.size)));
+    let completed = policy
+        .run("complete multipart upload", || {
+            store.multipart_complete(&upload, &parts, Some(crc))
+        })
+        .await;
+    let meta = match completed {
+        Ok(m) => m,
+        Err(e) => {
+            abort_quietly(&store, &upload, policy).await;
+            return Err(e.with_url(&url));
+        }
+    };
+    let verified = check_result(meta.crc32c, crc, &url)?;
+    Ok(Report {
+        bytes: size,
+        pieces: parts.len(),
+        verified,
+        crc32c: crc,
+    })
+}
+
+/// Aborts an upload, logging (not failing) if that too fails.
+pub(crate) async fn abort_quietly(
+    store: &Arc<dyn Store>,
+    upload: &MultipartUpload,
+    policy: &RetryPolicy,
+) {
+    if let Err(e) = policy
+        .run("abort multipart upload", || store.multipart_abort(upload))
+        .await
+    {
+        tracing::warn!(error = %e, upload_id = %upload.upload_id, "could not abort the multipart upload; its parts may remain");
+    }
+}
+
+/// Compares the store's CRC32C of the new object with ours.
+pub(crate) fn check_result(stored: Option<u32>, ours: u32, url: &str) -> Result<Verified> {
+    match stored {
+        Some(s) if s != ours => Err(Error::new(
+            ErrorKind::Integrity,
+            Op::Upload,
+            url,
+            format!("the store computed CRC32C {s:08x} but the data sent has {ours:08x}"),
+        )),
+        Some(_) => Ok(Verified::Crc32c),
+        None => Ok(Verified::SizeOnly),
+    }
+}
+
+fn check_unchanged(
+    file: &File,
+    stamp: (u64, Option<std::time::SystemTime>),
+    path: &str,
+) -> Result<()> {
+    let md = file.metadata().map_err(|e| Error::io(Op::Read, path, e))?;
+    if file_stamp(&md) != stamp {
+        return Err(Error::new(
+            ErrorKind::Changed,
+            Op::Upload,
+            path,
+            "the file changed while it was being uploaded",
+        )
+        .with_hint("upload it again once it is no longer being written"));
+    }
+    Ok(())
+}
+
+async fn read_at(file: &Arc<File>, offset: u64, len: usize, path: &str) -> Result<Bytes> {
+    let file = file.clone();
+    let buf = tokio::task::spawn_blocking(move || {
+        let mut buf = vec![0u8; len];
+        file.read_exact_at(&mut buf, offset).map(|()| buf)
+    })
+    .await
+    .map_err(|e| Error::new(ErrorKind::Io, Op::Read, path, e.to_string()))?
+    .map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            Error::new(
+                ErrorKind::Changed,
+                Op::Read,
+                path,
+                "the file shrank while it was being read",
+            )
+        } else {
+            Error::io(Op::Read, path, e)
+        }
+    })?;
+    Ok(Bytes::from(buf))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn upload_parts(
+    store: &Arc<dyn Store>,
+    upload: &MultipartUpload,
+    file: &Arc<File>,
+    size: u64,
+    part: u64,
+    opts: &TransferOptions,
+    policy: &RetryPolicy,
+    path_s: &str,
+    url: &str,
+) -> Result<Vec<PartInfo>> {
+    let count = size.div_ceil(part);
+    let sem = Arc::new(tokio::sync::Semaphore::new(opts.workers.max(1)));
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut parts = Vec::with_capacity(count as usize);
+    for i in 0..count {
+        let permit = sem
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("semaphore never closed");
+        // Fail fast: gather what finished while we waited for a permit.
+        while let Some(done) = tasks.try_join_next() {
+            parts.push(joined(done, url).inspect_err(|_| tasks.abort_all())?);
+        }
+        let (store, upload, file, policy, opts) = (
+            store.clone(),
+            upload.clone(),
+            file.clone(),
+            *policy,
+            opts.clone(),
+        );
+        let (path_s, url) = (path_s.to_owned(), url.to_owned());
+        let offset = i * part;
+        let len = part.min(size - offset) as usize;
+        tasks.spawn(async move {
+            let _permit = permit;
+            let data = read_at(&file, offset, len, &path_s).await?;
+            let crc = crc32c::crc32c(&data);
+            let number = (i + 1) as u32;
+            let info = policy
+                .run("upload part", || {
+                    store.multipart_put(&upload, number, data.clone(), crc)
+                })
+                .await
+                .map_err(|e| e.with_url(&url))?;
+            opts.add_progress(len as u64);
+            Ok::<_, Error>(info)
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        parts.push(joined(done, url).inspect_err(|_| tasks.abort_all())?);
+    }
+    parts.sort_by_key(|p| p.part_number);
+    Ok(parts)
+}
+
+/// Unwraps a finished task: its own error, or a panic/cancel as an error.
+pub(crate) fn joined<T>(
+    done: std::result::Result<Result<T>, tokio::task::JoinError>,
+    url: &str,
+) -> Result<T> {
+    match done {
+        Ok(r) => r,
+        Err(e) => Err(Error::new(
+            ErrorKind::Io,
+            Op::Upload,
+            url,
+            format!("worker failed: {e}"),
+        )),
+    }
+}
