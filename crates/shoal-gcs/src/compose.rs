@@ -1,0 +1,396 @@
+//! Multipart uploads on GCS: parallel composite uploads.
+//!
+//! The JSON API has no S3-style multipart upload. What it has is `compose`:
+//! the server concatenates up to 32 existing objects into one, without
+//! moving data through the client. So a "multipart upload" here is:
+//!
+//! 1. `multipart_start` invents an upload id (128 random bits: ids of
+//!    concurrent uploads, even from other machines, must not collide, and
+//!    the id is the only thing naming the temporaries).
+//! 2. Every part is an ordinary object
+//!    `.shoal-tmp/composite/<upload_id>/<part:05>`, uploaded with its CRC32C
+//!    so the server verifies it. Parts have no minimum size (they are just
+//!    objects), and five zero-padded digits keep the names in part order up
+//!    to the 10,000 parts we allow.
+//! 3. `multipart_complete` composes 32 at a time into intermediate
+//!    temporaries, then those, until 32 or fewer remain, which are composed
+//!    into the destination. 10,000 parts take three levels (32³ = 32,768).
+//!    GCS computes the composite's CRC32C server-side from the components'
+//!    checksums, and we compare it with the expected one (the caller's, or
+//!    one combined from the parts' CRC32Cs): on a mismatch the destination
+//!    is deleted and the upload fails with `Integrity`.
+//! 4. The temporaries (parts and intermediates) are deleted afterwards,
+//!    whether composing succeeded or not, so a failed upload leaves nothing
+//!    behind but what a crash would; `multipart_abort` lists the upload's
+//!    prefix and deletes whatever it finds, which also cleans up after a
+//!    crashed process.
+//!
+//! Composite objects have no MD5 on GCS (only CRC32C); that is GCS's
+//! design, not a shortcut here.
+
+use std::collections::HashSet;
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use reqwest::header::CONTENT_TYPE;
+use serde_json::json;
+use shoal_core::checksum::crc32c_combine_all;
+use shoal_core::{
+    Error, ErrorKind, ListRequest, MultipartUpload, ObjectMeta, Op, PartInfo, Projection,
+    PutOptions, Result,
+};
+
+use crate::client::{Client, gs_url};
+use crate::list::parse_object;
+use crate::object::check_stored_crc;
+
+/// Where temporaries live, relative to the bucket root.
+pub(crate) const TMP_ROOT: &str = ".shoal-tmp/composite/";
+
+/// The most sources one compose request accepts (a GCS limit).
+pub(crate) const MAX_COMPOSE_SOURCES: usize = 32;
+
+/// Concurrent compose and delete requests while completing an upload:
+/// enough to hide request latency (tens of ms each on GCS) for the ~300
+/// intermediate composes of a 10,000-part upload, few enough not to trip
+/// per-bucket rate limits.
+const FAN_OUT: usize = 16;
+
+/// The prefix under which one upload's temporaries live.
+pub(crate) fn upload_prefix(upload_id: &str) -> String {
+    format!("{TMP_ROOT}{upload_id}/")
+}
+
+/// The temporary object holding one part.
+pub(crate) fn part_name(upload_id: &str, part: u32) -> String {
+    format!("{}{part:05}", upload_prefix(upload_id))
+}
+
+/// A fresh upload id: 32 hex digits.
+pub(crate) fn new_upload_id() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+/// A component of a compose: its name, CRC32C and size.
+#[derive(Debug, Clone)]
+struct Piece {
+    name: String,
+    crc: u32,
+    size: u64,
+}
+
+impl Client {
+    /// One compose request: `sources` (in order) into `dest`.
+    pub(crate) async fn compose(
+        &self,
+        bucket: &str,
+        sources: &[&str],
+        dest: &str,
+        opts: &PutOptions,
+    ) -> Result<ObjectMeta> {
+        let url = gs_url(bucket, dest);
+        let mut destination = serde_json::Map::new();
+        if let Some(t) = &opts.content_type {
+            destination.insert("contentType".into(), t.as_str().into());
+        }
+        if let Some(e) = &opts.content_encoding {
+            destination.insert("contentEncoding".into(), e.as_str().into());
+        }
+        let sources: Vec<_> = sources.iter().map(|s| json!({ "name": s })).collect();
+        let body = Bytes::from(
+            json!({ "sourceObjects": sources, "destination": destination }).to_string(),
+        );
+        let q = if opts.if_not_exists {
+            "?ifGenerationMatch=0"
+        } else {
+            ""
+        };
+        let http_url = format!("{}/compose{q}", self.object_url(bucket, dest));
+        let resp = self
+            .call_bytes(Op::Compose, &url, |c| {
+                c.post(&http_url)
+                    .header(CONTENT_TYPE, "application/json")
+                    .body(body.clone())
+            })
+            .await?;
+        parse_object(&resp, Op::Compose, &url)
+    }
+
+    pub(crate) async fn multipart_put(
+        &self,
+        upload: &MultipartUpload,
+        part_number: u32,
+        data: Bytes,
+        crc32c: u32,
+    ) -> Result<PartInfo> {
+        let url = gs_url(&upload.bucket, &upload.key);
+        if !(1..=crate::MAX_PARTS).contains(&part_number) {
+            return Err(Error::invalid(
+                Op::Multipart,
+                url,
+                format!(
+                    "part number {part_number} is outside 1..={}",
+                    crate::MAX_PARTS
+                ),
+            ));
+        }
+        let name = part_name(&upload.upload_id, part_number);
+        let size = data.len() as u64;
+        let opts = PutOptions {
+            crc32c: Some(crc32c),
+            ..Default::default()
+        };
+        self.put_op(Op::Multipart, &upload.bucket, &name, data, &opts)
+            .await
+            .map_err(|e| e.with_url(url))?;
+        Ok(PartInfo {
+            part_number,
+            etag: name,
+            crc32c,
+            size,
+        })
+    }
+
+    pub(crate) async fn multipart_complete(
+        &self,
+        upload: &MultipartUpload,
+        parts: &[PartInfo],
+        crc32c: Option<u32>,
+        opts: &PutOptions,
+    ) -> Result<ObjectMeta> {
+        let url = gs_url(&upload.bucket, &upload.key);
+        let pieces = checked_pieces(upload, parts, &url)?;
+        let mut temps: Vec<String> = pieces.iter().map(|p| p.name.clone()).collect();
+        let result = self
+            .compose_tree(upload, pieces, crc32c, opts, &url, &mut temps)
+            .await;
+        self.delete_all(&upload.bucket, temps).await;
+        result
+    }
+
+    async fn compose_tree(
+        &self,
+        upload: &MultipartUpload,
+        mut level: Vec<Piece>,
+        crc32c: Option<u32>,
+        opts: &PutOptions,
+        url: &str,
+        temps: &mut Vec<String>,
+    ) -> Result<ObjectMeta> {
+        let combined = crc32c_combine_all(level.iter().map(|p| (p.crc, p.size)));
+        if let Some(c) = crc32c.filter(|c| *c != combined) {
+            return Err(Error::new(
+                ErrorKind::Integrity,
+                Op::Compose,
+                url,
+                format!("the parts' CRC32Cs combine to {combined:08x}, expected {c:08x}"),
+            ));
+        }
+        let bucket = upload.bucket.as_str();
+        let plain = PutOptions::default();
+        let mut round = 0u32;
+        while level.len() > MAX_COMPOSE_SOURCES {
+            let groups: Vec<(usize, Vec<Piece>)> = level
+                .chunks(MAX_COMPOSE_SOURCES)
+                .map(|c| c.to_vec())
+                .enumerate()
+                .collect();
+            for (i, g) in &groups {
+                if g.len() > 1 {
+                    temps.push(intermediate_name(&upload.upload_id, round, *i));
+                }
+            }
+            level = futures::stream::iter(groups)
+                .map(|(i, group)| {
+                    let plain = &plain;
+                    async move {
+                        if let [single] = group.as_slice() {
+                            return Ok(single.clone());
+                        }
+                        let name = intermediate_name(&upload.upload_id, round, i);
+                        let names: Vec<&str> = group.iter().map(|p| p.name.as_str()).collect();
+                        let crc = crc32c_combine_all(group.iter().map(|p| (p.crc, p.size)));
+                        let size = group.iter().map(|p| p.size).sum();
+                        let meta = self
+                            .compose(bucket, &names, &name, plain)
+                            .await
+                            .map_err(|e| e.with_url(url))?;
+                        check_stored_crc(Op::Compose, url, &meta, crc)?;
+                        Ok::<_, Error>(Piece { name, crc, size })
+                    }
+                })
+                .buffered(FAN_OUT)
+                .try_collect()
+                .await?;
+            round += 1;
+        }
+        let names: Vec<&str> = level.iter().map(|p| p.name.as_str()).collect();
+        let meta = self.compose(bucket, &names, &upload.key, opts).await?;
+        let expected = crc32c.unwrap_or(combined);
+        if meta.crc32c != Some(expected) {
+            // Remove what we just wrote, but only that generation: never a
+            // newer object someone else put there meanwhile.
+            let generation = match &meta.version {
+                Some(shoal_core::ObjectVersion::Generation(g)) => Some(*g),
+                _ => None,
+            };
+            if let Err(e) = self.delete_if(bucket, &upload.key, generation).await {
+                tracing::warn!(error = %e, "could not delete a composed object with a wrong checksum");
+            }
+            let got = meta
+                .crc32c
+                .map_or("none".to_owned(), |c| format!("{c:08x}"));
+            return Err(Error::new(
+                ErrorKind::Integrity,
+                Op::Compose,
+                url,
+                format!(
+                    "the composed object has CRC32C {got}, expected {expected:08x}; it was deleted"
+                ),
+            ));
+        }
+        Ok(meta)
+    }
+
+    pub(crate) async fn multipart_abort(&self, upload: &MultipartUpload) -> Result<()> {
+        let url = gs_url(&upload.bucket, &upload.key);
+        let mut req = ListRequest {
+            prefix: upload_prefix(&upload.upload_id),
+            projection: Projection::NameOnly,
+            ..Default::default()
+        };
+        let mut names = Vec::new();
+        loop {
+            let page = self
+                .list_page(&upload.bucket, &req)
+                .await
+                .map_err(|e| e.with_url(&url).with_op(Op::Multipart))?;
+            // Re-filter: the server's prefix handling is not ours to trust.
+            names.extend(
+                page.objects
+                    .into_iter()
+                    .map(|o| o.key)
+                    .filter(|k| k.starts_with(&req.prefix)),
+            );
+            match page.next_page_token {
+                Some(t) => req.page_token = Some(t),
+                None => break,
+            }
+        }
+        let failed = self.delete_all(&upload.bucket, names).await;
+        if failed > 0 {
+            return Err(Error::new(
+                ErrorKind::ServerBusy,
+                Op::Multipart,
+                url,
+                format!("{failed} temporary objects could not be deleted"),
+            )
+            .with_hint(format!(
+                "they are under gs://{}/{}",
+                upload.bucket,
+                upload_prefix(&upload.upload_id)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Deletes temporaries concurrently; "not found" counts as deleted.
+    /// Returns how many could not be deleted (each logged).
+    async fn delete_all(&self, bucket: &str, names: Vec<String>) -> usize {
+        let unique: HashSet<String> = names.into_iter().collect();
+        futures::stream::iter(unique)
+            .map(|name| async move {
+                match self.delete(bucket, &name).await {
+                    Ok(()) => 0,
+                    Err(e) if e.kind() == ErrorKind::NotFound => 0,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not delete a temporary object");
+                        1
+                    }
+                }
+            })
+            .buffer_unordered(FAN_OUT)
+            .fold(0usize, |n, f| async move { n + f })
+            .await
+    }
+}
+
+fn intermediate_name(upload_id: &str, round: u32, index: usize) -> String {
+    format!("{}c{round}-{index:05}", upload_prefix(upload_id))
+}
+
+/// The parts in order, each checked to be one of this upload's temporaries
+/// (never compose, and then delete, an arbitrary object named by a token).
+fn checked_pieces(upload: &MultipartUpload, parts: &[PartInfo], url: &str) -> Result<Vec<Piece>> {
+    if parts.is_empty() {
+        return Err(Error::invalid(Op::Multipart, url, "no parts to assemble"));
+    }
+    let mut sorted: Vec<&PartInfo> = parts.iter().collect();
+    sorted.sort_by_key(|p| p.part_number);
+    let mut pieces = Vec::with_capacity(sorted.len());
+    for (i, p) in sorted.iter().enumerate() {
+        if i > 0 && sorted[i - 1].part_number == p.part_number {
+            return Err(Error::invalid(
+                Op::Multipart,
+                url,
+                format!("part {} is listed twice", p.part_number),
+            ));
+        }
+        let expected = part_name(&upload.upload_id, p.part_number);
+        if p.etag != expected {
+            return Err(Error::invalid(
+                Op::Multipart,
+                url,
+                format!(
+                    "part {} does not belong to upload {}",
+                    p.part_number, upload.upload_id
+                ),
+            ));
+        }
+        pieces.push(Piece {
+            name: expected,
+            crc: p.crc32c,
+            size: p.size,
+        });
+    }
+    Ok(pieces)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn up() -> MultipartUpload {
+        MultipartUpload {
+            bucket: "b".into(),
+            key: "k".into(),
+            upload_id: "id".into(),
+        }
+    }
+
+    #[test]
+    fn names_sort_in_part_order() {
+        assert_eq!(part_name("id", 7), ".shoal-tmp/composite/id/00007");
+        assert!(part_name("id", 9999) < part_name("id", 10000));
+        assert_eq!(new_upload_id().len(), 32);
+    }
+
+    #[test]
+    fn parts_are_sorted_and_checked() {
+        let p = |n: u32| PartInfo {
+            part_number: n,
+            etag: part_name("id", n),
+            crc32c: n,
+            size: 1,
+        };
+        let pieces = checked_pieces(&up(), &[p(2), p(1)], "gs://b/k").unwrap();
+        assert_eq!(pieces[0].name, part_name("id", 1));
+        let e = checked_pieces(&up(), &[p(1), p(1)], "gs://b/k").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput);
+        let mut foreign = p(3);
+        foreign.etag = "important/data".into();
+        let e = checked_pieces(&up(), &[foreign], "gs://b/k").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput);
+        assert!(checked_pieces(&up(), &[], "gs://b/k").is_err());
+    }
+}

@@ -1,0 +1,109 @@
+//! Where to connect and how to authenticate, read from the environment in
+//! one place.
+//!
+//! The emulator convention is Google's own: client libraries in every
+//! language switch to an emulator when `STORAGE_EMULATOR_HOST` is set, and
+//! emulators take no credentials, so the same variable also turns signing
+//! off. Nothing else in this crate reads the environment, except
+//! `google-cloud-auth`, which owns the ADC search.
+
+use shoal_core::http::HttpConfig;
+use shoal_core::retry::RetryPolicy;
+
+/// The public endpoint of the JSON API.
+pub(crate) const DEFAULT_ENDPOINT: &str = "https://storage.googleapis.com";
+
+/// How a [`crate::GcsStore`] connects.
+#[derive(Debug, Clone, Default)]
+pub struct GcsConfig {
+    /// Base URL, e.g. `http://127.0.0.1:4443`; `None` is the public
+    /// `https://storage.googleapis.com`.
+    pub endpoint: Option<String>,
+    /// Send no `Authorization` header at all (public data, emulators).
+    pub anonymous: bool,
+    /// Project that owns new buckets (`create_bucket`).
+    pub project: Option<String>,
+    /// HTTP client settings.
+    pub http: HttpConfig,
+    /// Retry policy for every request.
+    pub retry: RetryPolicy,
+}
+
+impl GcsConfig {
+    /// Reads `STORAGE_EMULATOR_HOST` (endpoint, and anonymous access) and the
+    /// project from `GOOGLE_CLOUD_PROJECT` or `CLOUDSDK_CORE_PROJECT`.
+    pub fn from_env() -> Self {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// [`GcsConfig::from_env`] over any variable source, so it can be tested
+    /// without touching the process environment.
+    pub(crate) fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Self {
+        let non_empty = |name: &str| get(name).filter(|v| !v.trim().is_empty());
+        let mut cfg = GcsConfig::default();
+        if let Some(host) = non_empty("STORAGE_EMULATOR_HOST") {
+            let host = host.trim().trim_end_matches('/');
+            // Google's libraries accept both `host:port` and a full URL;
+            // emulators speak plain HTTP, so that is the scheme to add.
+            cfg.endpoint = Some(if host.contains("://") {
+                host.to_owned()
+            } else {
+                format!("http://{host}")
+            });
+            cfg.anonymous = true;
+        }
+        cfg.project =
+            non_empty("GOOGLE_CLOUD_PROJECT").or_else(|| non_empty("CLOUDSDK_CORE_PROJECT"));
+        cfg
+    }
+
+    /// The base URL without a trailing `/`.
+    pub(crate) fn base_url(&self) -> String {
+        self.endpoint
+            .as_deref()
+            .unwrap_or(DEFAULT_ENDPOINT)
+            .trim_end_matches('/')
+            .to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn cfg(vars: &[(&str, &str)]) -> GcsConfig {
+        let m: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        GcsConfig::from_lookup(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn emulator_host_with_and_without_scheme() {
+        let c = cfg(&[("STORAGE_EMULATOR_HOST", "http://127.0.0.1:4443/")]);
+        assert_eq!(c.endpoint.as_deref(), Some("http://127.0.0.1:4443"));
+        assert!(c.anonymous);
+        let c = cfg(&[("STORAGE_EMULATOR_HOST", "localhost:9023")]);
+        assert_eq!(c.endpoint.as_deref(), Some("http://localhost:9023"));
+        assert!(c.anonymous);
+    }
+
+    #[test]
+    fn no_emulator_means_public_endpoint_and_credentials() {
+        let c = cfg(&[
+            ("STORAGE_EMULATOR_HOST", ""),
+            ("CLOUDSDK_CORE_PROJECT", "p2"),
+        ]);
+        assert_eq!(c.endpoint, None);
+        assert!(!c.anonymous);
+        assert_eq!(c.base_url(), DEFAULT_ENDPOINT);
+        assert_eq!(c.project.as_deref(), Some("p2"));
+        let c = cfg(&[
+            ("GOOGLE_CLOUD_PROJECT", "p1"),
+            ("CLOUDSDK_CORE_PROJECT", "p2"),
+        ]);
+        assert_eq!(c.project.as_deref(), Some("p1"));
+    }
+}

@@ -1,0 +1,162 @@
+//! Authentication: anonymous, or Application Default Credentials.
+//!
+//! ADC is Google's search order (GOOGLE_APPLICATION_CREDENTIALS, the gcloud
+//! file, then the metadata server on Google Cloud), implemented by Google's
+//! `google-cloud-auth`, which also caches tokens and refreshes them before
+//! they expire. We do not reimplement any of it; this module only decides
+//! *when* to ask and how to explain a failure.
+//!
+//! - Lazily, on the first request, then cached: constructing a store must
+//!   not touch files or the network (a `--no-sign-request` run, or a CLI
+//!   that only parses flags, never pays for a credential search).
+//! - When no ADC file exists, ADC falls back to the metadata server. Off
+//!   Google Cloud that server does not exist, and the failure really means
+//!   "you have no credentials": we say so, without retrying, with a hint.
+//!   Once a token has been obtained, a later failure is a refresh problem,
+//!   and a transient one is retried like any 5xx.
+//! - Tokens never reach a message, a log line or a `Debug` output; header
+//!   values are marked sensitive so HTTP-level logging skips them too.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use google_cloud_auth::credentials::{Builder, CacheableResource, Credentials};
+use google_cloud_auth::errors::CredentialsError;
+use http::{Extensions, HeaderMap};
+use shoal_core::{Error, ErrorKind, Op, Result};
+use tokio::sync::OnceCell;
+
+const NO_CREDENTIALS_HINT: &str = "run `gcloud auth application-default login`, set \
+     GOOGLE_APPLICATION_CREDENTIALS to a key file, or use --no-sign-request for public data";
+
+/// Where authorization headers come from.
+pub(crate) enum Auth {
+    /// No `Authorization` header at all.
+    Anonymous,
+    /// Application Default Credentials, looked up on first use.
+    Adc(Adc),
+}
+
+pub(crate) struct Adc {
+    creds: OnceCell<Credentials>,
+    /// A token was obtained at least once: later failures are refreshes.
+    ever_ok: AtomicBool,
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Deliberately nothing about the credentials themselves.
+        f.write_str(match self {
+            Auth::Anonymous => "anonymous",
+            Auth::Adc(_) => "application-default",
+        })
+    }
+}
+
+impl Auth {
+    pub(crate) fn new(anonymous: bool) -> Self {
+        if anonymous {
+            Auth::Anonymous
+        } else {
+            Auth::Adc(Adc {
+                creds: OnceCell::new(),
+                ever_ok: AtomicBool::new(false),
+            })
+        }
+    }
+
+    /// Headers to add to one request (none when anonymous). `url` is the
+    /// user-facing URL the failing operation is about.
+    pub(crate) async fn headers(&self, op: Op, url: &str) -> Result<Option<HeaderMap>> {
+        let adc = match self {
+            Auth::Anonymous => return Ok(None),
+            Auth::Adc(adc) => adc,
+        };
+        let creds = adc
+            .creds
+            .get_or_try_init(|| async {
+                Builder::default().build().map_err(|e| {
+                    let what = if adc_file().is_none() {
+                        "no Google credentials found"
+                    } else {
+                        "could not load Google credentials"
+                    };
+                    Error::new(ErrorKind::Unauthenticated, op, url, format!("{what}: {e}"))
+                        .with_hint(NO_CREDENTIALS_HINT)
+                        .with_source(e)
+                })
+            })
+            .await?;
+        match creds.headers(Extensions::new()).await {
+            Ok(CacheableResource::New { data, .. }) => {
+                adc.ever_ok.store(true, Ordering::Relaxed);
+                let mut data = data;
+                for v in data.values_mut() {
+                    v.set_sensitive(true);
+                }
+                Ok(Some(data))
+            }
+            // Only returned when the caller passes an entity tag; we never do.
+            Ok(CacheableResource::NotModified) => Err(Error::new(
+                ErrorKind::Protocol,
+                op,
+                url,
+                "the credential library returned no headers",
+            )),
+            Err(e) => Err(token_error(
+                op,
+                url,
+                &e,
+                adc.ever_ok.load(Ordering::Relaxed),
+            )),
+        }
+    }
+}
+
+fn token_error(op: Op, url: &str, e: &CredentialsError, ever_ok: bool) -> Error {
+    // The library's own message can be long (it explains ADC); keep one
+    // line of it. It never contains the token.
+    let said = shoal_core::error::one_line(&e.to_string(), 160);
+    if !ever_ok && adc_file().is_none() {
+        // The library's text here is about its retry state, not the cause;
+        // keep it for debugging only.
+        tracing::debug!(error = %said, "metadata server token request failed");
+        return Error::new(
+            ErrorKind::Unauthenticated,
+            op,
+            url,
+            "no Google credentials found: no application-default credentials file, \
+             and no metadata server (not running on Google Cloud?)",
+        )
+        .with_hint(NO_CREDENTIALS_HINT);
+    }
+    let kind = if e.is_transient() {
+        ErrorKind::ServerBusy
+    } else {
+        ErrorKind::Unauthenticated
+    };
+    let mut err = Error::new(
+        kind,
+        op,
+        url,
+        format!("could not get a Google access token: {said}"),
+    );
+    if kind == ErrorKind::Unauthenticated {
+        err = err.with_hint(NO_CREDENTIALS_HINT);
+    }
+    err
+}
+
+/// The ADC file google-cloud-auth would read, if one exists (the same
+/// search as the library's: the variable, else the gcloud well-known file).
+fn adc_file() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("GOOGLE_APPLICATION_CREDENTIALS") {
+        return Some(PathBuf::from(p));
+    }
+    #[cfg(windows)]
+    let root = std::env::var_os("APPDATA").map(|r| PathBuf::from(r).join("gcloud"));
+    #[cfg(not(windows))]
+    let root = std::env::var_os("HOME").map(|r| PathBuf::from(r).join(".config/gcloud"));
+    let p = root?.join("application_default_credentials.json");
+    p.is_file().then_some(p)
+}

@@ -1,0 +1,1 @@
+//! Resumable uploads (todo).
