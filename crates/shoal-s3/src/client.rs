@@ -1,0 +1,351 @@
+//! Request plumbing: build the URL, sign, send, retry, and turn failures
+//! into errors a user can act on. Every operation goes through here, so
+//! retries, credentials and error wording are decided once.
+//!
+//! A request is a plain value ([`Request`]) with its body as `Bytes`, so a
+//! retry re-signs (fresh date) and re-sends the same bytes without copying.
+//! Operations that read a response body retry the whole exchange, parsing
+//! included: a connection reset mid-body, or S3's "200 OK with an `<Error>`
+//! inside" for a slow CompleteMultipartUpload, is then one more attempt
+//! rather than a failed transfer. Errors name the user's `s3://bucket/key`,
+//! never the HTTP URL (which may be a virtual host the user never typed).
+
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use reqwest::Method;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use shoal_core::http::{error_from_reqwest, error_from_response, hint_for};
+use shoal_core::retry::RetryPolicy;
+use shoal_core::{Error, ErrorKind, Op, Result};
+
+use crate::credential::CredentialSource;
+use crate::endpoint::Endpoint;
+use crate::sign::sign_request;
+use crate::xml::error_code_message;
+
+/// Largest XML response we read into memory. A full ListObjectsV2 page is
+/// 1000 keys of up to 1 KiB, tripled by URL encoding, plus ~0.5 KiB of
+/// fields each: under 4 MiB. 64 MiB leaves room without letting a broken
+/// server stream forever into RAM.
+pub(crate) const MAX_XML_BODY: usize = 64 << 20;
+
+/// Everything one request needs, reusable across retries.
+#[derive(Debug, Clone)]
+pub(crate) struct Request<'a> {
+    pub(crate) method: Method,
+    pub(crate) op: Op,
+    pub(crate) bucket: &'a str,
+    pub(crate) key: Option<&'a str>,
+    /// The user-facing URL for errors (`s3://bucket/key`).
+    pub(crate) target: String,
+    pub(crate) query: Vec<(&'static str, String)>,
+    /// Lowercase names; all of them are signed.
+    pub(crate) headers: Vec<(&'static str, String)>,
+    /// None for bodyless requests (GET, HEAD, DELETE).
+    pub(crate) body: Option<Bytes>,
+}
+
+impl<'a> Request<'a> {
+    pub(crate) fn new(method: Method, op: Op, bucket: &'a str, key: Option<&'a str>) -> Self {
+        let target = match key {
+            Some(k) => format!("s3://{bucket}/{k}"),
+            None => format!("s3://{bucket}"),
+        };
+        Request {
+            method,
+            op,
+            bucket,
+            key,
+            target,
+            query: Vec::new(),
+            headers: Vec::new(),
+            body: None,
+        }
+    }
+    pub(crate) fn query(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.query.push((name, value.into()));
+        self
+    }
+    pub(crate) fn header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
+    }
+    pub(crate) fn body(mut self, body: Bytes) -> Self {
+        self.body = Some(body);
+        self
+    }
+}
+
+/// The connection to one endpoint: HTTP client, addressing, credentials.
+#[derive(Debug)]
+pub(crate) struct Client {
+    pub(crate) http: reqwest::Client,
+    pub(crate) endpoint: Endpoint,
+    pub(crate) creds: CredentialSource,
+    pub(crate) region: String,
+    pub(crate) retry: RetryPolicy,
+}
+
+impl Client {
+    /// Sends with retries; returns the response of a 2xx answer.
+    pub(crate) async fn send(&self, req: &Request<'_>) -> Result<reqwest::Response> {
+        let what = format!("{} {}", req.op, req.target);
+        self.retry.run(&what, || self.send_once(req)).await
+    }
+
+    /// Sends with retries, reads the body (bounded) and hands it to `parse`;
+    /// a retryable error from any of the three repeats the whole exchange.
+    pub(crate) async fn send_parse<T>(
+        &self,
+        req: &Request<'_>,
+        parse: impl Fn(&HeaderMap, &[u8]) -> Result<T>,
+    ) -> Result<T> {
+        let what = format!("{} {}", req.op, req.target);
+        self.retry
+            .run(&what, || async {
+                let resp = self.send_once(req).await?;
+                let headers = resp.headers().clone();
+                let body = read_body(resp, req.op, &req.target).await?;
+                parse(&headers, &body)
+            })
+            .await
+    }
+
+    /// One attempt.
+    pub(crate) async fn send_once(&self, req: &Request<'_>) -> Result<reqwest::Response> {
+        if let Some(key) = req.key {
+            check_key(req.op, &req.target, key)?;
+        }
+        let url = self.endpoint.url(req.bucket, req.key, &req.query);
+        let creds = self.creds.get(req.op, &req.target).await?;
+        let mut headers = HeaderMap::with_capacity(req.headers.len() + 4);
+        for (name, value) in &req.headers {
+            headers.insert(*name, header_value(req.op, &req.target, name, value)?);
+        }
+        if let Some(creds) = &creds {
+            let signed = sign_request(
+                creds,
+                &self.region,
+                req.method.as_str(),
+                &url,
+                &req.headers,
+                req.body.as_ref().is_some_and(|b| !b.is_empty()),
+                SystemTime::now(),
+                req.op,
+                &req.target,
+            )?;
+            for (name, value) in signed {
+                let mut v = header_value(req.op, &req.target, name, &value)?;
+                v.set_sensitive(true);
+                headers.insert(HeaderName::from_static(name), v);
+            }
+        }
+        let mut builder = self.http.request(req.method.clone(), &url).headers(headers);
+        if let Some(body) = &req.body {
+            builder = builder.body(body.clone());
+        }
+        tracing::trace!(method = %req.method, target = %req.target, "s3 request");
+        let resp = builder
+            .send()
+            .await
+            .map_err(|e| error_from_reqwest(req.op, &req.target, e))?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        let err = s3_error(req.op, &req.target, resp).await;
+        if creds.is_none() && err.kind() == ErrorKind::PermissionDenied {
+            let msg = err.message().to_owned();
+            return Err(rebuild(
+                &err,
+                req.op,
+                &req.target,
+                msg,
+                Some("unsigned requests (--no-sign-request) only reach public data: give credentials".into()),
+            ));
+        }
+        Err(err)
+    }
+}
+
+/// Refuses keys the HTTP stack would rewrite (see `endpoint.rs`).
+fn check_key(op: Op, target: &str, key: &str) -> Result<()> {
+    if key.split('/').any(|seg| seg == "." || seg == "..") {
+        return Err(Error::invalid(
+            op,
+            target,
+            "keys with '.' or '..' path segments cannot be addressed over S3's HTTP API by shoal \
+             (URL parsing would rewrite them into another key)",
+        ));
+    }
+    Ok(())
+}
+
+fn header_value(op: Op, target: &str, name: &str, value: &str) -> Result<HeaderValue> {
+    HeaderValue::from_str(value).map_err(|_| {
+        Error::invalid(
+            op,
+            target,
+            format!("invalid characters in the {name} header"),
+        )
+    })
+}
+
+/// Reads a whole (XML) response body, bounded by [`MAX_XML_BODY`].
+pub(crate) async fn read_body(mut resp: reqwest::Response, op: Op, target: &str) -> Result<Bytes> {
+    if resp
+        .content_length()
+        .is_some_and(|n| n > MAX_XML_BODY as u64)
+    {
+        return Err(too_big(op, target));
+    }
+    let mut buf = Vec::new();
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|e| error_from_reqwest(op, target, e))?
+    {
+        if buf.len() + chunk.len() > MAX_XML_BODY {
+            return Err(too_big(op, target));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.into())
+}
+
+fn too_big(op: Op, target: &str) -> Error {
+    Error::new(
+        ErrorKind::Protocol,
+        op,
+        target,
+        format!("expected an XML response under {MAX_XML_BODY} bytes, got more"),
+    )
+}
+
+/// Builds the error for a non-2xx answer: status, S3 code and message, and a
+/// hint that points at the likely cause.
+pub(crate) async fn s3_error(op: Op, target: &str, resp: reqwest::Response) -> Error {
+    let header = |name: &str| {
+        resp.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(|s| s.trim().trim_matches('"').to_owned())
+            .filter(|s| !s.is_empty())
+    };
+    // HEAD answers carry no body; MinIO puts the code in headers instead.
+    let minio_code = header("x-minio-error-code");
+    let minio_desc = header("x-minio-error-desc");
+    let bucket_region = header("x-amz-bucket-region");
+    let err = error_from_response(op, target, resp, extract_error).await;
+
+    let mut message = err.message().to_owned();
+    if !message.contains(": ") {
+        match (&minio_code, &minio_desc) {
+            (Some(c), Some(d)) => message = format!("{message}: {c}: {d}"),
+            (Some(c), None) => message = format!("{message}: {c}"),
+            _ => {}
+        }
+    }
+    let code = minio_code.unwrap_or_else(|| {
+        // "HTTP 403 Forbidden: SignatureDoesNotMatch: ..." -> the code.
+        message.split(": ").nth(1).unwrap_or("").to_owned()
+    });
+    let hint = credential_hint(&code, err.status(), bucket_region.as_deref())
+        .or_else(|| hint_for(err.kind()).map(str::to_owned));
+    rebuild(&err, op, target, message, hint)
+}
+
+/// Builds a new error with the same kind, status and retry-after.
+pub(crate) fn rebuild(
+    err: &Error,
+    op: Op,
+    target: &str,
+    message: String,
+    hint: Option<String>,
+) -> Error {
+    let mut e = Error::new(err.kind(), op, target, message);
+    if let Some(s) = err.status() {
+        e = e.with_status(s);
+    }
+    if let Some(a) = err.retry_after() {
+        e = e.with_retry_after(a);
+    }
+    if let Some(h) = hint {
+        e = e.with_hint(h);
+    }
+    e
+}
+
+fn extract_error(body: &str) -> Option<String> {
+    error_code_message(body)
+}
+
+/// Hints for answers that mean "your credentials or region are wrong", which
+/// `status_kind` alone (403 → permission) would misdirect.
+fn credential_hint(code: &str, status: Option<u16>, bucket_region: Option<&str>) -> Option<String> {
+    let creds = "the server rejected the credentials: check AWS_ACCESS_KEY_ID and \
+                 AWS_SECRET_ACCESS_KEY (or the profile in AWS_PROFILE)";
+    Some(match code {
+        "SignatureDoesNotMatch" => format!("{creds}; a wrong secret key, or a wrong --region, gives this"),
+        "InvalidAccessKeyId" | "InvalidClientTokenId" => {
+            format!("{creds}; the access key id is unknown to this endpoint")
+        }
+        "InvalidToken" | "ExpiredToken" | "TokenRefreshRequired" => {
+            "the session token is invalid or expired: refresh the credentials (e.g. aws sso login) or unset AWS_SESSION_TOKEN".to_owned()
+        }
+        "RequestTimeTooSkewed" => "the local clock is wrong: fix the system time".to_owned(),
+        "AuthorizationHeaderMalformed" | "PermanentRedirect" | "IllegalLocationConstraintException" => {
+            region_hint(bucket_region)
+        }
+        "AccessDenied" => {
+            "the credentials lack permission for this (or are not the ones you meant: check AWS_PROFILE / AWS_ACCESS_KEY_ID); for public data try --no-sign-request".to_owned()
+        }
+        _ if status == Some(301) => region_hint(bucket_region),
+        _ => return None,
+    })
+}
+
+fn region_hint(bucket_region: Option<&str>) -> String {
+    match bucket_region {
+        Some(r) => format!("the bucket is in region {r}: set --region {r} or AWS_REGION={r}"),
+        None => "the bucket is in another region: set --region or AWS_REGION".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_segments_are_refused() {
+        for k in [".", "..", "a/./b", "a/../b", "x/.."] {
+            assert_eq!(
+                check_key(Op::Upload, "s3://b/k", k).unwrap_err().kind(),
+                ErrorKind::InvalidInput
+            );
+        }
+        for k in ["a//b", ".x", "x.", "...", "a/.b/", "", "/"] {
+            assert!(check_key(Op::Upload, "s3://b/k", k).is_ok(), "{k}");
+        }
+    }
+
+    #[test]
+    fn credential_hints() {
+        assert!(
+            credential_hint("SignatureDoesNotMatch", Some(403), None)
+                .unwrap()
+                .contains("AWS_SECRET_ACCESS_KEY")
+        );
+        assert!(
+            credential_hint("InvalidAccessKeyId", Some(403), None)
+                .unwrap()
+                .contains("AWS_ACCESS_KEY_ID")
+        );
+        assert!(
+            credential_hint("", Some(301), Some("eu-west-2"))
+                .unwrap()
+                .contains("--region eu-west-2")
+        );
+        assert!(credential_hint("NoSuchKey", Some(404), None).is_none());
+    }
+}

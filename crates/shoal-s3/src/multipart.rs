@@ -1,0 +1,350 @@
+//! Multipart upload: start, parts, complete, abort.
+//!
+//! Uploads are started with `x-amz-checksum-algorithm: CRC32C` and
+//! `x-amz-checksum-type: FULL_OBJECT`, so the finished object carries a
+//! CRC32C of its whole content (the default, COMPOSITE, gives a checksum of
+//! part checksums, `xxxx-N`, which no download can verify against). Each
+//! part is sent with its own CRC32C, which the server checks, and the
+//! complete request carries the whole-object CRC32C that the caller
+//! combined from the parts, so the server checks the assembly too.
+//!
+//! CompleteMultipartUpload can answer `200 OK` and still fail: the status
+//! is sent early to keep the connection alive, and an `<Error>` document
+//! may follow. The body is always parsed, and an `InternalError` inside a
+//! 200 is retried like a 500.
+
+use bytes::Bytes;
+use reqwest::Method;
+use shoal_core::checksum::{crc32c_from_base64, crc32c_to_base64};
+use shoal_core::{
+    Error, ErrorKind, MultipartUpload, ObjectMeta, ObjectVersion, Op, PartInfo, PutOptions, Result,
+};
+
+use crate::client::{Client, Request};
+use crate::endpoint::check_bucket;
+use crate::object::{full_object_crc, integrity, protocol, with_object_headers};
+use crate::xml::read_simple;
+
+impl Client {
+    pub(crate) async fn multipart_start(
+        &self,
+        bucket: &str,
+        key: &str,
+        opts: &PutOptions,
+    ) -> Result<MultipartUpload> {
+        check_bucket(Op::Multipart, bucket)?;
+        let req = Request::new(Method::POST, Op::Multipart, bucket, Some(key))
+            .query("uploads", "")
+            .header("x-amz-checksum-algorithm", "CRC32C")
+            .header("x-amz-checksum-type", "FULL_OBJECT");
+        let req = with_object_headers(req, opts).body(Bytes::new());
+        let target = req.target.clone();
+        let upload_id = self
+            .send_parse(&req, |_, body| {
+                let doc = read_simple(body, &["UploadId"]).map_err(|m| {
+                    protocol(
+                        Op::Multipart,
+                        &target,
+                        expected("InitiateMultipartUploadResult", &m),
+                    )
+                })?;
+                if doc.root != "InitiateMultipartUploadResult" {
+                    return Err(protocol(
+                        Op::Multipart,
+                        &target,
+                        expected(
+                            "InitiateMultipartUploadResult",
+                            &format!("got <{}>", doc.root),
+                        ),
+                    ));
+                }
+                doc.values
+                    .into_iter()
+                    .next()
+                    .flatten()
+                    .filter(|id| !id.is_empty())
+                    .ok_or_else(|| {
+                        protocol(
+                            Op::Multipart,
+                            &target,
+                            "expected an UploadId in InitiateMultipartUploadResult",
+                        )
+                    })
+            })
+            .await?;
+        Ok(MultipartUpload {
+            bucket: bucket.to_owned(),
+            key: key.to_owned(),
+            upload_id,
+        })
+    }
+
+    pub(crate) async fn multipart_put(
+        &self,
+        upload: &MultipartUpload,
+        part_number: u32,
+        data: Bytes,
+        crc32c: u32,
+    ) -> Result<PartInfo> {
+        check_bucket(Op::Multipart, &upload.bucket)?;
+        // S3 numbers parts 1..=10000.
+        if !(1..=10_000).contains(&part_number) {
+            return Err(Error::invalid(
+                Op::Multipart,
+                format!("s3://{}/{}", upload.bucket, upload.key),
+                format!("part number {part_number} is outside 1..=10000"),
+            ));
+        }
+        let size = data.len() as u64;
+        let req = Request::new(
+            Method::PUT,
+            Op::Multipart,
+            &upload.bucket,
+            Some(&upload.key),
+        )
+        .query("partNumber", part_number.to_string())
+        .query("uploadId", upload.upload_id.as_str())
+        .header("x-amz-checksum-crc32c", crc32c_to_base64(crc32c))
+        .body(data);
+        let resp = self
+            .send(&req)
+            .await
+            .map_err(|e| integrity(e, &req.target))?;
+        let etag = resp
+            .headers()
+            .get("etag")
+            .and_then(|v| v.to_str().ok())
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| {
+                protocol(
+                    Op::Multipart,
+                    &req.target,
+                    format!("expected an ETag for part {part_number}"),
+                )
+            })?
+            .to_owned();
+        // Servers that echo the part checksum must agree with ours.
+        if let Some(echo) = resp
+            .headers()
+            .get("x-amz-checksum-crc32c")
+            .and_then(|v| v.to_str().ok())
+            .and_then(crc32c_from_base64)
+            && echo != crc32c
+        {
+            return Err(Error::new(
+                ErrorKind::Integrity,
+                Op::Multipart,
+                &req.target,
+                format!(
+                    "part {part_number}: server computed CRC32C {echo:08x}, we sent {crc32c:08x}"
+                ),
+            ));
+        }
+        Ok(PartInfo {
+            part_number,
+            etag,
+            crc32c,
+            size,
+        })
+    }
+
+    pub(crate) async fn multipart_complete(
+        &self,
+        upload: &MultipartUpload,
+        parts: &[PartInfo],
+        crc32c: Option<u32>,
+    ) -> Result<ObjectMeta> {
+        check_bucket(Op::Multipart, &upload.bucket)?;
+        let mut sorted: Vec<&PartInfo> = parts.iter().collect();
+        sorted.sort_by_key(|p| p.part_number);
+        let target = format!("s3://{}/{}", upload.bucket, upload.key);
+        if sorted.is_empty()
+            || sorted
+                .windows(2)
+                .any(|w| w[0].part_number == w[1].part_number)
+        {
+            return Err(Error::invalid(
+                Op::Multipart,
+                &target,
+                "a multipart upload needs at least one part and distinct part numbers",
+            ));
+        }
+        let mut req = Request::new(
+            Method::POST,
+            Op::Multipart,
+            &upload.bucket,
+            Some(&upload.key),
+        )
+        .query("uploadId", upload.upload_id.as_str())
+        .header("content-type", "application/xml");
+        if let Some(c) = crc32c {
+            req = req
+                .header("x-amz-checksum-crc32c", crc32c_to_base64(c))
+                .header("x-amz-checksum-type", "FULL_OBJECT");
+        }
+        let req = req.body(Bytes::from(complete_body(&sorted)));
+        let size = sorted.iter().map(|p| p.size).sum();
+        let (etag, server_crc) = self
+            .send_parse(&req, |_, body| parse_complete(body, &target))
+            .await
+            .map_err(|e| integrity(e, &target))?;
+        if let (Some(ours), Some(theirs)) = (crc32c, server_crc)
+            && ours != theirs
+        {
+            return Err(Error::new(
+                ErrorKind::Integrity,
+                Op::Multipart,
+                &target,
+                format!("assembled object has CRC32C {theirs:08x}, expected {ours:08x}"),
+            ));
+        }
+        Ok(ObjectMeta {
+            key: upload.key.clone(),
+            size,
+            crc32c: crc32c.or(server_crc),
+            version: etag.map(ObjectVersion::ETag),
+            ..Default::default()
+        })
+    }
+
+    pub(crate) async fn multipart_abort(&self, upload: &MultipartUpload) -> Result<()> {
+        check_bucket(Op::Multipart, &upload.bucket)?;
+        let req = Request::new(
+            Method::DELETE,
+            Op::Multipart,
+            &upload.bucket,
+            Some(&upload.key),
+        )
+        .query("uploadId", upload.upload_id.as_str());
+        match self.send(&req).await {
+            Ok(_) => Ok(()),
+            // Already gone (aborted, completed, or a retry of our own abort
+            // whose answer was lost): the parts are freed either way.
+            Err(e) if e.kind() == ErrorKind::NotFound && e.message().contains("NoSuchUpload") => {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn expected(what: &str, got: &str) -> String {
+    format!("expected {what}: {got}")
+}
+
+/// The CompleteMultipartUpload document.
+fn complete_body(parts: &[&PartInfo]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(100 + parts.len() * 150);
+    s.push_str("<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">");
+    for p in parts {
+        // Writing to a String cannot fail.
+        let _ = write!(
+            s,
+            "<Part><PartNumber>{}</PartNumber><ETag>{}</ETag><ChecksumCRC32C>{}</ChecksumCRC32C></Part>",
+            p.part_number,
+            quick_xml::escape::escape(p.etag.as_str()),
+            crc32c_to_base64(p.crc32c)
+        );
+    }
+    s.push_str("</CompleteMultipartUpload>");
+    s
+}
+
+/// ETag and whole-object CRC32C from a CompleteMultipartUploadResult, or
+/// the error an `<Error>` body (even under 200) describes.
+fn parse_complete(body: &[u8], target: &str) -> Result<(Option<String>, Option<u32>)> {
+    let doc = read_simple(
+        body,
+        &["ETag", "ChecksumCRC32C", "ChecksumType", "Code", "Message"],
+    )
+    .map_err(|m| {
+        protocol(
+            Op::Multipart,
+            target,
+            expected("CompleteMultipartUploadResult", &m),
+        )
+    })?;
+    let [etag, crc, ctype, code, message]: [Option<String>; 5] = doc
+        .values
+        .try_into()
+        .map_err(|_| protocol(Op::Multipart, target, "internal: field count"))?;
+    match doc.root.as_str() {
+        "CompleteMultipartUploadResult" => Ok((
+            etag.filter(|e| !e.is_empty()),
+            full_object_crc(crc.as_deref(), ctype.as_deref()),
+        )),
+        "Error" => {
+            let code = code.unwrap_or_default();
+            let kind = match code.as_str() {
+                "InternalError" | "ServiceUnavailable" | "SlowDown" => ErrorKind::ServerBusy,
+                "NoSuchUpload" | "NoSuchKey" | "NoSuchBucket" => ErrorKind::NotFound,
+                "BadDigest" | "InvalidDigest" => ErrorKind::Integrity,
+                "AccessDenied" => ErrorKind::PermissionDenied,
+                _ => ErrorKind::Rejected,
+            };
+            Err(Error::new(
+                kind,
+                Op::Multipart,
+                target,
+                format!(
+                    "HTTP 200 OK with an error: {code}: {}",
+                    message.unwrap_or_default()
+                ),
+            ))
+        }
+        other => Err(protocol(
+            Op::Multipart,
+            target,
+            expected("CompleteMultipartUploadResult", &format!("got <{other}>")),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn complete_document_escapes_etags() {
+        let p = PartInfo {
+            part_number: 1,
+            etag: "\"abc\"".into(),
+            crc32c: 0xE306_9283,
+            size: 5,
+        };
+        let s = complete_body(&[&p]);
+        assert!(s.contains("<ETag>&quot;abc&quot;</ETag>"), "{s}");
+        assert!(s.contains("<ChecksumCRC32C>4waSgw==</ChecksumCRC32C>"));
+    }
+
+    #[test]
+    fn complete_results_and_errors_in_200() {
+        let ok = br#"<?xml version="1.0" encoding="UTF-8"?><CompleteMultipartUploadResult><Location>x</Location><Bucket>b</Bucket><Key>k</Key><ETag>"e-2"</ETag><ChecksumCRC32C>4waSgw==</ChecksumCRC32C><ChecksumType>FULL_OBJECT</ChecksumType></CompleteMultipartUploadResult>"#;
+        assert_eq!(
+            parse_complete(ok, "s3://b/k").unwrap(),
+            (Some("\"e-2\"".into()), Some(0xE306_9283))
+        );
+        let composite = br#"<CompleteMultipartUploadResult><ETag>"e-2"</ETag><ChecksumCRC32C>4waSgw==-2</ChecksumCRC32C></CompleteMultipartUploadResult>"#;
+        assert_eq!(parse_complete(composite, "s3://b/k").unwrap().1, None);
+        let err = b"<Error><Code>InternalError</Code><Message>We encountered an internal error. Please try again.</Message></Error>";
+        let e = parse_complete(err, "s3://b/k").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::ServerBusy);
+        assert!(e.is_retryable());
+        assert!(
+            e.to_string().contains("InternalError: We encountered"),
+            "{e}"
+        );
+        for bad in [
+            &b""[..],
+            b"<CompleteMultipartUploadResult>",
+            b"<html/>",
+            b"\x00\x01",
+        ] {
+            assert_eq!(
+                parse_complete(bad, "s3://b/k").unwrap_err().kind(),
+                ErrorKind::Protocol
+            );
+        }
+    }
+}

@@ -1,0 +1,423 @@
+//! Single-object operations: HEAD, ranged GET, PUT, DELETE, and bucket
+//! creation, plus reading object metadata out of response headers.
+//!
+//! Checksums: S3 returns `x-amz-checksum-crc32c` only when asked
+//! (`x-amz-checksum-mode: ENABLED`). For a multipart object uploaded with
+//! composite checksums the value is a checksum of part checksums, written
+//! `xxxx-3`; that is not the object's CRC32C and is dropped. The ETag is an
+//! MD5 only for single-part objects stored unencrypted or with SSE-S3.
+
+use bytes::Bytes;
+use futures::StreamExt;
+use reqwest::Method;
+use reqwest::header::HeaderMap;
+use shoal_core::checksum::{crc32c_from_base64, crc32c_to_base64, md5_from_hex, md5_to_base64};
+use shoal_core::http::error_from_reqwest;
+use shoal_core::{
+    ByteRange, Error, ErrorKind, GetResponse, ObjectMeta, ObjectVersion, Op, PutOptions, Result,
+};
+
+use crate::client::{Client, Request, rebuild};
+use crate::endpoint::check_bucket;
+
+impl Client {
+    pub(crate) async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {
+        check_bucket(Op::Stat, bucket)?;
+        let req = Request::new(Method::HEAD, Op::Stat, bucket, Some(key))
+            .header("x-amz-checksum-mode", "ENABLED");
+        let resp = self.send(&req).await?;
+        let size = header_u64(resp.headers(), "content-length")
+            .ok_or_else(|| protocol(Op::Stat, &req.target, "expected a Content-Length on HEAD"))?;
+        Ok(meta_from_headers(key, size, resp.headers()))
+    }
+
+    pub(crate) async fn get(
+        &self,
+        bucket: &str,
+        key: &str,
+        range: ByteRange,
+        version: Option<&ObjectVersion>,
+    ) -> Result<GetResponse> {
+        check_bucket(Op::Download, bucket)?;
+        let etag = match version {
+            Some(ObjectVersion::ETag(e)) => Some(e.clone()),
+            Some(v @ ObjectVersion::Generation(_)) => {
+                return Err(Error::invalid(
+                    Op::Download,
+                    format!("s3://{bucket}/{key}"),
+                    format!("S3 objects are pinned by ETag, not by {v}"),
+                ));
+            }
+            None => None,
+        };
+        if range.end.is_some_and(|e| e < range.start) {
+            return Err(Error::invalid(
+                Op::Download,
+                format!("s3://{bucket}/{key}"),
+                format!(
+                    "range end {:?} is before its start {}",
+                    range.end, range.start
+                ),
+            ));
+        }
+        if range.is_empty() {
+            // `bytes=5-4` is not a valid Range and S3 would answer with the
+            // whole object; an empty read needs only the metadata.
+            return self.get_empty(bucket, key, range, etag).await;
+        }
+        let mut req = Request::new(Method::GET, Op::Download, bucket, Some(key));
+        match range.header_value() {
+            Some(r) => req = req.header("range", r),
+            // Only a whole-object answer can carry the whole object's CRC32C.
+            None => req = req.header("x-amz-checksum-mode", "ENABLED"),
+        }
+        if let Some(e) = &etag {
+            req = req.header("if-match", e.as_str());
+        }
+        let target = req.target.clone();
+        let resp = self
+            .send(&req)
+            .await
+            .map_err(|e| changed(e, &target, etag.as_deref()))?;
+        let headers = resp.headers();
+        let (size, resolved) = if resp.status().as_u16() == 206 {
+            let cr = headers
+                .get("content-range")
+                .and_then(|v| v.to_str().ok())
+                .ok_or_else(|| {
+                    protocol(
+                        Op::Download,
+                        &target,
+                        "expected Content-Range on a 206 answer",
+                    )
+                })?;
+            let (start, end, total) = parse_content_range(cr).ok_or_else(|| {
+                protocol(
+                    Op::Download,
+                    &target,
+                    format!("expected Content-Range bytes a-b/total, got {cr:?}"),
+                )
+            })?;
+            if start != range.start {
+                return Err(protocol(
+                    Op::Download,
+                    &target,
+                    format!("asked for bytes from {}, server sent {cr:?}", range.start),
+                ));
+            }
+            (total, ByteRange::new(start, end))
+        } else {
+            let total = header_u64(headers, "content-length")
+                .ok_or_else(|| protocol(Op::Download, &target, "expected a Content-Length"))?;
+            // 200 to a ranged request: acceptable only if the whole object is
+            // what was asked for (a range from 0 that covers it).
+            if range.start != 0 || range.end.is_some_and(|e| e < total) {
+                return Err(protocol(
+                    Op::Download,
+                    &target,
+                    format!("asked for {range:?}, server sent the whole object (HTTP 200)"),
+                ));
+            }
+            (total, ByteRange::new(0, total))
+        };
+        let mut meta = meta_from_headers(key, size, headers);
+        if resolved.start != 0 || resolved.end != Some(size) {
+            // A checksum header on a partial answer describes the whole
+            // object at best; keep it only where it is unambiguous.
+            meta.crc32c = None;
+        }
+        let body = resp
+            .bytes_stream()
+            .map(move |r| r.map_err(|e| error_from_reqwest(Op::Download, &target, e)))
+            .boxed();
+        Ok(GetResponse {
+            meta,
+            range: resolved,
+            body,
+        })
+    }
+
+    async fn get_empty(
+        &self,
+        bucket: &str,
+        key: &str,
+        range: ByteRange,
+        etag: Option<String>,
+    ) -> Result<GetResponse> {
+        let mut req = Request::new(Method::HEAD, Op::Download, bucket, Some(key));
+        if let Some(e) = &etag {
+            req = req.header("if-match", e.as_str());
+        }
+        let target = req.target.clone();
+        let resp = self
+            .send(&req)
+            .await
+            .map_err(|e| changed(e, &target, etag.as_deref()))?;
+        let size = header_u64(resp.headers(), "content-length")
+            .ok_or_else(|| protocol(Op::Download, &target, "expected a Content-Length on HEAD"))?;
+        if range.start > size {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                Op::Download,
+                &target,
+                format!(
+                    "range starts at {} but the object has {size} bytes",
+                    range.start
+                ),
+            ));
+        }
+        Ok(GetResponse {
+            meta: meta_from_headers(key, size, resp.headers()),
+            range,
+            body: futures::stream::empty().boxed(),
+        })
+    }
+
+    pub(crate) async fn put(
+        &self,
+        bucket: &str,
+        key: &str,
+        data: Bytes,
+        opts: &PutOptions,
+    ) -> Result<ObjectMeta> {
+        check_bucket(Op::Upload, bucket)?;
+        let size = data.len() as u64;
+        let mut req = Request::new(Method::PUT, Op::Upload, bucket, Some(key));
+        req = with_object_headers(req, opts);
+        if let Some(c) = opts.crc32c {
+            req = req.header("x-amz-checksum-crc32c", crc32c_to_base64(c));
+        }
+        if let Some(m) = &opts.md5 {
+            req = req.header("content-md5", md5_to_base64(m));
+        }
+        if opts.if_not_exists {
+            req = req.header("if-none-match", "*");
+        }
+        let req = req.body(data);
+        let resp = self.send(&req).await.map_err(|e| {
+            if e.kind() == ErrorKind::Precondition {
+                let msg = format!("{}; the object already exists", e.message());
+                rebuild(&e, Op::Upload, &req.target, msg, None)
+            } else {
+                integrity(e, &req.target)
+            }
+        })?;
+        let mut meta = meta_from_headers(key, size, resp.headers());
+        meta.crc32c = opts.crc32c.or(meta.crc32c);
+        meta.md5 = opts.md5.or(meta.md5);
+        meta.content_encoding = opts.content_encoding.clone();
+        Ok(meta)
+    }
+
+    pub(crate) async fn delete(&self, bucket: &str, key: &str) -> Result<()> {
+        check_bucket(Op::Delete, bucket)?;
+        self.send(&Request::new(Method::DELETE, Op::Delete, bucket, Some(key)))
+            .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn create_bucket(&self, bucket: &str) -> Result<()> {
+        check_bucket(Op::CreateBucket, bucket)?;
+        let mut req = Request::new(Method::PUT, Op::CreateBucket, bucket, None);
+        // us-east-1 is the default location and AWS rejects naming it.
+        if self.region != "us-east-1" {
+            let body = format!(
+                "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">\
+                 <LocationConstraint>{}</LocationConstraint></CreateBucketConfiguration>",
+                quick_xml::escape::escape(self.region.as_str())
+            );
+            req = req
+                .header("content-type", "application/xml")
+                .body(Bytes::from(body));
+        } else {
+            req = req.body(Bytes::new());
+        }
+        self.send(&req).await?;
+        Ok(())
+    }
+}
+
+/// `Content-Type` / `Content-Encoding` for PUT and multipart start.
+pub(crate) fn with_object_headers<'a>(mut req: Request<'a>, opts: &PutOptions) -> Request<'a> {
+    if let Some(ct) = &opts.content_type {
+        req = req.header("content-type", ct.as_str());
+    }
+    if let Some(ce) = &opts.content_encoding {
+        req = req.header("content-encoding", ce.as_str());
+    }
+    req
+}
+
+/// A precondition failure on a pinned read means the object was replaced.
+fn changed(e: Error, target: &str, etag: Option<&str>) -> Error {
+    match (e.kind(), etag) {
+        (ErrorKind::Precondition, Some(etag)) => Error::new(
+            ErrorKind::Changed,
+            Op::Download,
+            target,
+            format!(
+                "{}; the object changed since it was listed (no longer ETag {etag})",
+                e.message()
+            ),
+        )
+        .with_status(e.status().unwrap_or(412)),
+        _ => e,
+    }
+}
+
+/// A checksum the server refused is an integrity error, not a generic 400.
+pub(crate) fn integrity(e: Error, target: &str) -> Error {
+    const CODES: [&str; 4] = [
+        "BadDigest",
+        "InvalidDigest",
+        "XAmzContentChecksumMismatch",
+        "XAmzContentSHA256Mismatch",
+    ];
+    if e.status() == Some(400) && CODES.iter().any(|c| e.message().contains(c)) {
+        let mut n = Error::new(ErrorKind::Integrity, e.op(), target, e.message());
+        if let Some(s) = e.status() {
+            n = n.with_status(s);
+        }
+        return n.with_hint("the data changed in memory or on the wire; retry");
+    }
+    e
+}
+
+pub(crate) fn protocol(op: Op, target: &str, msg: impl AsRef<str>) -> Error {
+    Error::new(ErrorKind::Protocol, op, target, msg)
+}
+
+fn header_str<'h>(h: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    h.get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
+fn header_u64(h: &HeaderMap, name: &str) -> Option<u64> {
+    header_str(h, name)?.parse().ok()
+}
+
+/// A whole-object CRC32C from a header value, or None for composite
+/// (`xxxx-N`) or malformed values.
+pub(crate) fn full_object_crc(value: Option<&str>, checksum_type: Option<&str>) -> Option<u32> {
+    let v = value?;
+    if v.contains('-') || checksum_type.is_some_and(|t| t.eq_ignore_ascii_case("COMPOSITE")) {
+        return None;
+    }
+    crc32c_from_base64(v)
+}
+
+/// Object metadata from response headers.
+pub(crate) fn meta_from_headers(key: &str, size: u64, h: &HeaderMap) -> ObjectMeta {
+    let etag = header_str(h, "etag").map(str::to_owned);
+    // SSE-KMS and SSE-C ETags are not MD5s; plain and SSE-S3 ones are.
+    let sse_ok = match header_str(h, "x-amz-server-side-encryption") {
+        None => true,
+        Some(v) => v == "AES256",
+    } && header_str(h, "x-amz-server-side-encryption-customer-algorithm").is_none();
+    let md5 = etag
+        .as_deref()
+        .filter(|_| sse_ok)
+        .and_then(|e| md5_from_hex(e.trim_matches('"')));
+    ObjectMeta {
+        key: key.to_owned(),
+        size,
+        updated_ns: header_str(h, "last-modified").and_then(parse_http_date),
+        crc32c: full_object_crc(
+            header_str(h, "x-amz-checksum-crc32c"),
+            header_str(h, "x-amz-checksum-type"),
+        ),
+        md5,
+        version: etag.map(ObjectVersion::ETag),
+        storage_class: Some(
+            header_str(h, "x-amz-storage-class")
+                .unwrap_or("STANDARD")
+                .to_owned(),
+        ),
+        content_encoding: header_str(h, "content-encoding").map(str::to_owned),
+    }
+}
+
+/// `Content-Range: bytes 0-9/100` → `(0, 10, 100)` (end exclusive).
+pub(crate) fn parse_content_range(v: &str) -> Option<(u64, u64, u64)> {
+    let rest = v.trim().strip_prefix("bytes ")?;
+    let (range, total) = rest.split_once('/')?;
+    let (a, b) = range.split_once('-')?;
+    let (a, b, total): (u64, u64, u64) = (
+        a.trim().parse().ok()?,
+        b.trim().parse().ok()?,
+        total.trim().parse().ok()?,
+    );
+    if a > b || b >= total {
+        return None;
+    }
+    Some((a, b + 1, total))
+}
+
+/// `Last-Modified: Wed, 21 Oct 2015 07:28:00 GMT` as Unix nanoseconds.
+pub(crate) fn parse_http_date(s: &str) -> Option<i128> {
+    let fmt = time::macros::format_description!(
+        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
+    );
+    time::PrimitiveDateTime::parse(s, &fmt)
+        .ok()
+        .map(|t| t.assume_utc().unix_timestamp_nanos())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_ranges() {
+        assert_eq!(parse_content_range("bytes 0-9/100"), Some((0, 10, 100)));
+        assert_eq!(parse_content_range("bytes 99-99/100"), Some((99, 100, 100)));
+        assert_eq!(parse_content_range("bytes 0-9/*"), None);
+        assert_eq!(parse_content_range("bytes 9-0/100"), None);
+        assert_eq!(parse_content_range("bytes 0-100/100"), None);
+        assert_eq!(parse_content_range("garbage"), None);
+    }
+
+    #[test]
+    fn http_dates() {
+        assert_eq!(
+            parse_http_date("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(1_445_412_480_000_000_000)
+        );
+        assert_eq!(parse_http_date("yesterday"), None);
+    }
+
+    #[test]
+    fn composite_checksums_are_not_object_crcs() {
+        assert_eq!(full_object_crc(Some("4waSgw=="), None), Some(0xE306_9283));
+        assert_eq!(
+            full_object_crc(Some("4waSgw=="), Some("FULL_OBJECT")),
+            Some(0xE306_9283)
+        );
+        assert_eq!(full_object_crc(Some("4waSgw==-3"), None), None);
+        assert_eq!(full_object_crc(Some("4waSgw=="), Some("COMPOSITE")), None);
+        assert_eq!(full_object_crc(Some("nope"), None), None);
+    }
+
+    #[test]
+    fn metadata_from_headers() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "etag",
+            "\"900150983cd24fb0d6963f7d28e17f72\"".parse().unwrap(),
+        );
+        h.insert("x-amz-checksum-crc32c", "4waSgw==".parse().unwrap());
+        let m = meta_from_headers("k", 3, &h);
+        assert_eq!(m.md5, Some(shoal_core::checksum::md5_digest(b"abc")));
+        assert_eq!(m.crc32c, Some(0xE306_9283));
+        h.insert("x-amz-server-side-encryption", "aws:kms".parse().unwrap());
+        assert_eq!(meta_from_headers("k", 3, &h).md5, None);
+        h.insert(
+            "etag",
+            "\"900150983cd24fb0d6963f7d28e17f72-2\"".parse().unwrap(),
+        );
+        h.remove("x-amz-server-side-encryption");
+        assert_eq!(meta_from_headers("k", 3, &h).md5, None);
+    }
+}

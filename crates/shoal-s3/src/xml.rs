@@ -1,0 +1,154 @@
+//! Small XML helpers over quick-xml's event reader, for the short documents
+//! S3 answers outside of listings (errors, multipart results).
+//!
+//! Serde would do, but the workspace builds quick-xml without it and these
+//! documents are a root with a few text children: a loop is shorter than
+//! the derive attributes. Parsing never panics; anything unexpected comes
+//! back as a message for an `ErrorKind::Protocol` error.
+
+use quick_xml::escape::resolve_predefined_entity;
+use quick_xml::events::{BytesRef, Event};
+use quick_xml::reader::Reader;
+
+/// Appends the text an entity or character reference stands for.
+pub(crate) fn push_ref(out: &mut String, r: &BytesRef<'_>) -> Result<(), String> {
+    match r.resolve_char_ref() {
+        Ok(Some(c)) => out.push(c),
+        Ok(None) => match resolve_predefined_entity(r) {
+            Some(s) => out.push_str(s),
+            None => return Err(format!("unknown XML entity &{};", &**r)),
+        },
+        Err(e) => return Err(format!("bad XML character reference: {e}")),
+    }
+    Ok(())
+}
+
+/// A small document: the root's local name and the text of some of its
+/// direct children (first occurrence each, in the order of `fields`).
+#[derive(Debug)]
+pub(crate) struct Simple {
+    pub(crate) root: String,
+    pub(crate) values: Vec<Option<String>>,
+}
+
+/// Reads a small document. Fails on malformed or truncated XML or no root.
+pub(crate) fn read_simple(xml: &[u8], fields: &[&str]) -> Result<Simple, String> {
+    let mut reader = Reader::from_reader(xml);
+    let mut depth = 0usize;
+    let mut root: Option<String> = None;
+    let mut closed = false;
+    let mut values: Vec<Option<String>> = vec![None; fields.len()];
+    let mut capture: Option<usize> = None;
+    let mut text = String::new();
+    loop {
+        let ev = reader
+            .read_event()
+            .map_err(|e| format!("malformed XML at byte {}: {e}", reader.buffer_position()))?;
+        match ev {
+            Event::Start(e) => {
+                depth += 1;
+                let name = e.local_name();
+                let name: &str = name.as_ref();
+                if depth == 1 {
+                    if closed {
+                        return Err("more than one XML root element".into());
+                    }
+                    root = Some(name.to_owned());
+                } else if depth == 2 {
+                    capture = fields.iter().position(|f| *f == name);
+                    text.clear();
+                }
+            }
+            Event::Empty(e) => {
+                if depth == 0 {
+                    let name = e.local_name();
+                    root = Some(AsRef::<str>::as_ref(&name).to_owned());
+                    closed = true;
+                } else if depth == 1 {
+                    let name = e.local_name();
+                    let name: &str = name.as_ref();
+                    if let Some(i) = fields.iter().position(|f| *f == name) {
+                        values[i].get_or_insert_with(String::new);
+                    }
+                }
+            }
+            Event::End(_) => {
+                if depth == 2
+                    && let Some(i) = capture.take()
+                    && values[i].is_none()
+                {
+                    values[i] = Some(std::mem::take(&mut text));
+                }
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    closed = true;
+                }
+            }
+            Event::Text(t) if capture.is_some() && depth == 2 => text.push_str(&t.xml10_content()),
+            Event::CData(t) if capture.is_some() && depth == 2 => text.push_str(&t.xml10_content()),
+            Event::GeneralRef(r) if capture.is_some() && depth == 2 => push_ref(&mut text, &r)?,
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    match root {
+        None => Err("no XML element in the response".into()),
+        Some(_) if !closed => Err("XML response is truncated".into()),
+        Some(root) => Ok(Simple { root, values }),
+    }
+}
+
+/// `Code: Message` from an S3 `<Error>` body, for error messages.
+pub(crate) fn error_code_message(body: &str) -> Option<String> {
+    let doc = read_simple(body.as_bytes(), &["Code", "Message"]).ok()?;
+    if doc.root != "Error" {
+        return None;
+    }
+    let mut it = doc.values.into_iter();
+    let code = it.next().flatten().filter(|s| !s.trim().is_empty());
+    let msg = it.next().flatten().filter(|s| !s.trim().is_empty());
+    match (code, msg) {
+        (Some(c), Some(m)) => Some(format!("{}: {}", c.trim(), m.trim())),
+        (Some(c), None) => Some(c.trim().to_owned()),
+        (None, Some(m)) => Some(m.trim().to_owned()),
+        (None, None) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies() {
+        let body = r#"<?xml version="1.0" encoding="UTF-8"?>
+<Error><Code>NoSuchKey</Code><Message>The specified key does not exist.</Message><Key>a &amp; b</Key><RequestId>1</RequestId></Error>"#;
+        assert_eq!(
+            error_code_message(body).as_deref(),
+            Some("NoSuchKey: The specified key does not exist.")
+        );
+        assert_eq!(error_code_message("<html><body>502</body></html>"), None);
+        assert_eq!(error_code_message("<Error><Code>X</Code>"), None);
+        assert_eq!(error_code_message("not xml at all"), None);
+        assert_eq!(error_code_message(""), None);
+    }
+
+    #[test]
+    fn simple_documents() {
+        let d = read_simple(
+            b"<R xmlns=\"x\"><A>1 &lt; 2 &#x41;</A><B/><A>ignored</A><C><A>deep</A></C></R>",
+            &["A", "B", "Z"],
+        )
+        .unwrap();
+        assert_eq!(d.root, "R");
+        assert_eq!(
+            d.values,
+            vec![Some("1 < 2 A".into()), Some(String::new()), None]
+        );
+        assert!(read_simple(b"<R><A>1</A>", &["A"]).is_err());
+        assert!(read_simple(b"<R><A>1</B></R>", &["A"]).is_err());
+        assert!(read_simple(b"\xff\xfe<", &["A"]).is_err());
+        assert!(read_simple(b"<R>&bogus;</R>", &[]).is_ok()); // not captured: ignored
+        assert!(read_simple(b"<R><A>&bogus;</A></R>", &["A"]).is_err());
+    }
+}
