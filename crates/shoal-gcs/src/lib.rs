@@ -42,6 +42,7 @@ use shoal_core::{
 
 pub use config::GcsConfig;
 pub use list::parse_list_page;
+pub use resumable::RESUMABLE_CHUNK_SIZE;
 
 /// Parts per composite upload. Not a GCS limit (a composite object may
 /// have any number of components); it matches S3's so planners use one

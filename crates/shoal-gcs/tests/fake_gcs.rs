@@ -311,3 +311,65 @@ async fn fake_gcs_end_to_end() {
     assert_eq!(e.kind(), ErrorKind::NotFound);
     assert!(list_all(&s, &b, ListRequest::default()).await.0.is_empty());
 }
+
+#[tokio::test]
+async fn fake_gcs_resumable_upload() {
+    let Some(s) = store() else { return };
+    let b = format!("gcsdev-{:016x}", rand::random::<u64>());
+    s.create_bucket(&b).await.expect("create bucket");
+
+    // 2.5 chunks in odd-sized pieces: two full chunks, then the final one.
+    let total = shoal_gcs::RESUMABLE_CHUNK_SIZE * 5 / 2 + 12_345;
+    let data: Vec<u8> = (0..total).map(|i| (i % 253) as u8).collect();
+    let crc = crc32c::crc32c(&data);
+    let pieces = |d: Vec<u8>| {
+        let pieces: Vec<shoal_core::Result<Bytes>> = d
+            .chunks(100_003)
+            .map(|c| Ok(Bytes::copy_from_slice(c)))
+            .collect();
+        futures::stream::iter(pieces)
+    };
+    let opts = PutOptions {
+        crc32c: Some(crc),
+        content_type: Some("text/plain".into()),
+        ..Default::default()
+    };
+    let key = "resumable//ü 100%";
+    let m = s
+        .resumable_upload(&b, key, pieces(data.clone()), &opts)
+        .await
+        .expect("resumable upload");
+    assert_eq!(
+        (m.key.as_str(), m.size, m.crc32c),
+        (key, total as u64, Some(crc))
+    );
+    let (_, got) = read_all(&s, &b, key, ByteRange::from(0)).await;
+    assert!(got == data, "resumable bytes differ");
+
+    // A short stream is one ordinary request.
+    let m = s
+        .resumable_upload(
+            &b,
+            "short",
+            pieces(b"tiny".to_vec()),
+            &PutOptions::default(),
+        )
+        .await
+        .expect("short upload");
+    assert_eq!(m.size, 4);
+
+    // A wrong expected checksum stores nothing, even after chunks were sent.
+    let bad = PutOptions {
+        crc32c: Some(crc ^ 1),
+        ..Default::default()
+    };
+    let e = s
+        .resumable_upload(&b, "bad", pieces(data), &bad)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Integrity, "{e}");
+    assert_eq!(
+        s.head(&b, "bad").await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+}
