@@ -1,1 +1,139 @@
-fn main() {}
+//! `shoal`, the command line.
+//!
+//! Exit codes: 0 success, 1 failure, 2 usage error. Every failure is one
+//! line on stderr naming the operation, the URL, what the server said and
+//! what to try; a panic is caught and reported the same way, never as a
+//! stack trace.
+
+mod args;
+mod cmd;
+mod config;
+mod output;
+mod progress;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::args::{Cli, Command};
+use crate::config::Context;
+
+/// A command's failure: how to exit and what to say.
+pub(crate) enum Failure {
+    /// Bad usage (exit 2).
+    Usage(String),
+    /// The operation failed (exit 1).
+    Failed(String),
+    /// Already reported (per-item failures); just exit 1.
+    Reported,
+}
+
+impl From<shoal_core::Error> for Failure {
+    fn from(e: shoal_core::Error) -> Self {
+        if e.kind() == shoal_core::ErrorKind::InvalidInput && e.status().is_none() {
+            Failure::Usage(e.to_string())
+        } else {
+            Failure::Failed(e.to_string())
+        }
+    }
+}
+
+pub(crate) type CmdResult = Result<(), Failure>;
+
+fn main() -> ExitCode {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown".into());
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!(
+            "shoal: internal error: {}{at} (this is a bug; please report it)",
+            shoal_core::error::one_line(&msg, 200)
+        );
+    }));
+
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind as K;
+            if matches!(
+                e.kind(),
+                K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                return if e.kind() == K::DisplayHelpOnMissingArgumentOrSubcommand {
+                    ExitCode::from(2)
+                } else {
+                    ExitCode::SUCCESS
+                };
+            }
+            // clap's own rendering is several lines; keep the first (the problem).
+            let rendered = e.render().to_string();
+            let first = rendered
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("invalid arguments");
+            let first = first.trim_start_matches("error: ");
+            eprintln!("shoal: {first} (see 'shoal --help')");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(cli.global.verbose);
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("shoal: cannot start: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let ctx = Context::new(&cli.global);
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Ls(a) => cmd::ls::run(&ctx, a).await,
+            Command::Stat(a) => cmd::stat::run(&ctx, a).await,
+            Command::Cat(a) => cmd::cat::run(&ctx, a).await,
+            Command::Rm(a) => cmd::rm::run(&ctx, a).await,
+            Command::Mb(a) => cmd::mb::run(&ctx, a).await,
+            Command::Cp(a) => cmd::cp::run(&ctx, a).await,
+        }
+    });
+    // Don't wait for idle pooled connections or stray tasks.
+    runtime.shutdown_background();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(m)) => {
+            eprintln!("shoal: {m}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Failed(m)) => {
+            eprintln!("shoal: {m}");
+            ExitCode::FAILURE
+        }
+        Err(Failure::Reported) => ExitCode::FAILURE,
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let level = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = std::env::var("SHOAL_LOG").unwrap_or_else(|_| format!("shoal={level},shoal_core={level},shoal_gcs={level},shoal_s3={level},shoal_transfer={level},warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}

@@ -24,7 +24,10 @@ pub fn pages(
             let req = state?;
             match policy.run("list", || store.list_page(&bucket, &req)).await {
                 Ok(page) => {
-                    let next = page.next_page_token.clone().map(|t| ListRequest { page_token: Some(t), ..req });
+                    let next = page.next_page_token.clone().map(|t| ListRequest {
+                        page_token: Some(t),
+                        ..req
+                    });
                     Some((Ok(page), next))
                 }
                 Err(e) => Some((Err(e), None)),

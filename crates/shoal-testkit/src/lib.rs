@@ -1,1 +1,112 @@
-//! placeholder
+//! shoal's test kit: finding the local test servers, and the conformance
+//! suite every backend must pass.
+//!
+//! The servers are started by `scripts/servers.sh` (never by a test), which
+//! exports `SHOAL_TEST_GCS` and `SHOAL_TEST_S3`. When one is missing the
+//! tests for that backend print a skip line; with `SHOAL_REQUIRE_SERVERS=1`
+//! (set by the test script and CI) a missing server is a failure instead,
+//! so a green CI run cannot hide skipped backends.
+
+pub mod conformance;
+
+use std::sync::Arc;
+
+use shoal_core::Store;
+
+/// What a backend's server cannot do, written next to the skip it causes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Quirks {
+    /// Refuses keys with empty or dot segments (`a//b`, `x/./y`): MinIO.
+    pub no_empty_or_dot_segments: bool,
+    /// Keys ending in `/` cannot be stored (local files).
+    pub no_trailing_slash_keys: bool,
+    /// The store does not keep CRC32C for objects.
+    pub no_stored_crc32c: bool,
+    /// Deleting a missing object succeeds (S3's DELETE is idempotent: 204).
+    pub idempotent_delete: bool,
+    /// Parts of a multipart upload must be at least this big (but the last).
+    pub min_part_size: usize,
+}
+
+/// A store and a fresh bucket to test in.
+pub struct Target {
+    /// The backend under test.
+    pub store: Arc<dyn Store>,
+    /// A bucket created for this test alone.
+    pub bucket: String,
+    /// Known server gaps.
+    pub quirks: Quirks,
+    /// Keeps a local store's folder alive.
+    pub _dir: Option<tempfile::TempDir>,
+}
+
+/// A unique bucket name (lowercase, valid everywhere).
+pub fn unique_bucket(prefix: &str) -> String {
+    format!("{prefix}-{:016x}", rand::random::<u64>())
+}
+
+/// The server address from `var`, or None (skip) / panic (required).
+pub fn server(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(v) if !v.is_empty() => Some(v),
+        _ => {
+            if std::env::var("SHOAL_REQUIRE_SERVERS").is_ok_and(|v| v == "1") {
+                panic!(
+                    "{var} is not set but SHOAL_REQUIRE_SERVERS=1: start the servers with scripts/servers.sh"
+                );
+            }
+            eprintln!("skipped: {var} not set (start servers with scripts/servers.sh start)");
+            None
+        }
+    }
+}
+
+/// A GCS store on the fake-gcs-server named by `SHOAL_TEST_GCS`.
+pub fn gcs_store() -> Option<Arc<dyn Store>> {
+    let ep = server("SHOAL_TEST_GCS")?;
+    let cfg = shoal_gcs::GcsConfig {
+        endpoint: Some(ep),
+        anonymous: true,
+        ..shoal_gcs::GcsConfig::from_env()
+    };
+    Some(Arc::new(shoal_gcs::GcsStore::new(cfg).expect("gcs store")))
+}
+
+/// An S3 store on the MinIO named by `SHOAL_TEST_S3`.
+pub fn s3_store() -> Option<Arc<dyn Store>> {
+    let ep = server("SHOAL_TEST_S3")?;
+    let cfg = shoal_s3::S3Config {
+        endpoint: Some(ep),
+        region: "us-east-1".into(),
+        addressing: shoal_s3::Addressing::Path,
+        anonymous: false,
+        access_key: Some(
+            std::env::var("SHOAL_TEST_S3_KEY").unwrap_or_else(|_| "minioadmin".into()),
+        ),
+        secret_key: Some(
+            std::env::var("SHOAL_TEST_S3_SECRET").unwrap_or_else(|_| "minioadmin".into()),
+        ),
+        session_token: None,
+        ..shoal_s3::S3Config::from_env()
+    };
+    Some(Arc::new(shoal_s3::S3Store::new(cfg).expect("s3 store")))
+}
+
+/// Creates a fresh bucket on `store`.
+pub async fn target(
+    store: Arc<dyn Store>,
+    quirks: Quirks,
+    dir: Option<tempfile::TempDir>,
+) -> Target {
+    let bucket = unique_bucket("conf");
+    store
+        .create_bucket(&bucket)
+        .await
+        .unwrap_or_else(|e| panic!("create bucket: {e}"));
+    Target {
+        store,
+        bucket,
+        quirks,
+        _dir: dir,
+    }
+}

@@ -1,0 +1,210 @@
+//! The command line, as clap sees it. Only parsing and validation here;
+//! turning flags into stores and engines happens in `config.rs`.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// shoal: move, list and read data in cloud object storage, fast.
+#[derive(Debug, Parser)]
+#[command(name = "shoal", version, about, long_about = None, propagate_version = true)]
+pub(crate) struct Cli {
+    #[command(flatten)]
+    pub(crate) global: Global,
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Flags every verb takes.
+#[derive(Debug, Args)]
+pub(crate) struct Global {
+    /// Endpoint for gs:// and s3:// URLs (e.g. http://127.0.0.1:9000); the
+    /// scheme-specific flags below win over it.
+    #[arg(long, global = true, value_name = "URL")]
+    pub(crate) endpoint_url: Option<String>,
+    /// Endpoint for gs:// only (default: $STORAGE_EMULATOR_HOST, else Google).
+    #[arg(long, global = true, value_name = "URL")]
+    pub(crate) gcs_endpoint_url: Option<String>,
+    /// Endpoint for s3:// only (default: $AWS_ENDPOINT_URL_S3, $AWS_ENDPOINT_URL, else AWS).
+    #[arg(long, global = true, value_name = "URL")]
+    pub(crate) s3_endpoint_url: Option<String>,
+    /// Send requests without credentials (public data).
+    #[arg(long, global = true)]
+    pub(crate) no_sign_request: bool,
+    /// S3 region (default: $AWS_REGION, $AWS_DEFAULT_REGION, us-east-1).
+    #[arg(long, global = true)]
+    pub(crate) region: Option<String>,
+    /// AWS profile to take credentials from.
+    #[arg(long, global = true)]
+    pub(crate) profile: Option<String>,
+    /// S3 addressing style.
+    #[arg(long, global = true, value_enum, default_value_t = Addressing::Auto)]
+    pub(crate) s3_addressing: Addressing,
+    /// Parallel requests (default: 2 per vCPU).
+    #[arg(long, short = 'w', global = true, value_parser = parse_workers)]
+    pub(crate) workers: Option<usize>,
+    /// Attempts per request for retryable failures (1 = no retries).
+    #[arg(long, global = true, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub(crate) attempts: u32,
+    /// No progress bars or summaries.
+    #[arg(long, short = 'q', global = true)]
+    pub(crate) quiet: bool,
+    /// More log output (-v info, -vv debug, -vvv trace), on stderr.
+    #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count)]
+    pub(crate) verbose: u8,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Addressing {
+    /// Path style for custom endpoints, virtual host for AWS.
+    Auto,
+    /// https://endpoint/bucket/key
+    Path,
+    /// https://bucket.endpoint/key
+    Virtual,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// List buckets' objects and prefixes.
+    Ls(LsArgs),
+    /// Show an object's metadata.
+    Stat(StatArgs),
+    /// Write objects to stdout.
+    Cat(CatArgs),
+    /// Delete objects.
+    Rm(RmArgs),
+    /// Create a bucket.
+    Mb(MbArgs),
+    /// Copy one object or file (local↔cloud, cloud↔cloud); `-` is stdin/stdout.
+    Cp(CpArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct LsArgs {
+    /// gs://bucket[/prefix], s3://bucket[/prefix] or a local folder.
+    pub(crate) url: String,
+    /// Show size and update time, and a total.
+    #[arg(short = 'l', long)]
+    pub(crate) long: bool,
+    /// List everything below the prefix, not just one level.
+    #[arg(short = 'r', long)]
+    pub(crate) recursive: bool,
+    /// One JSON object per line.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct StatArgs {
+    /// The object.
+    pub(crate) url: String,
+    /// One JSON object.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CatArgs {
+    /// Objects to write, in order.
+    #[arg(required = true)]
+    pub(crate) urls: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RmArgs {
+    /// Objects to delete.
+    #[arg(required = true)]
+    pub(crate) urls: Vec<String>,
+    /// Delete everything below each URL taken as a prefix.
+    #[arg(short = 'r', long)]
+    pub(crate) recursive: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct MbArgs {
+    /// gs://bucket or s3://bucket.
+    pub(crate) url: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CpArgs {
+    /// Source: URL, local path, or `-` for stdin.
+    pub(crate) src: String,
+    /// Destination: URL, local path, or `-` for stdout. A destination ending
+    /// in `/` or naming an existing folder receives the source's base name.
+    pub(crate) dst: String,
+    /// Slices for a download (1 = one plain stream). Default: from the size.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub(crate) slices: Option<u64>,
+    /// Smallest slice (e.g. 32MiB); objects below two slices are one stream.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub(crate) slice_size: Option<u64>,
+    /// Multipart part size for uploads (e.g. 16MiB).
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub(crate) part_size: Option<u64>,
+}
+
+fn parse_workers(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a whole number"))?;
+    if !(1..=4096).contains(&n) {
+        return Err(format!("{n} is out of range: use 1 to 4096"));
+    }
+    Ok(n)
+}
+
+/// Parses sizes like `123`, `64KiB`, `16M`, `1.5GiB` (K/M/G/T are powers of 1024).
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    if num.is_empty() {
+        return Err(format!(
+            "'{s}' is not a size (examples: 1048576, 64KiB, 16MiB, 2GiB)"
+        ));
+    }
+    let value: f64 = num.parse().map_err(|_| format!("'{s}' is not a size"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        other => {
+            return Err(format!(
+                "unknown size unit '{other}' in '{s}' (use KiB, MiB, GiB, TiB)"
+            ));
+        }
+    };
+    let bytes = value * mult as f64;
+    if !(1.0..=(1u64 << 50) as f64).contains(&bytes) {
+        return Err(format!("'{s}' is out of range (1 byte to 1 PiB)"));
+    }
+    Ok(bytes as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("123").unwrap(), 123);
+        assert_eq!(parse_size("64KiB").unwrap(), 64 << 10);
+        assert_eq!(parse_size("16M").unwrap(), 16 << 20);
+        assert_eq!(parse_size("1.5GiB").unwrap(), 3 << 29);
+        assert!(parse_size("-5").is_err());
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("12XB").is_err());
+        assert!(parse_size("99999999999999999999TiB").is_err());
+    }
+
+    #[test]
+    fn cli_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

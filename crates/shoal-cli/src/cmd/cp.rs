@@ -1,0 +1,287 @@
+//! `shoal cp SRC DST` for one object or file, in any direction.
+//!
+//! Destination naming follows cp(1) and gsutil: a destination that ends in
+//! `/`, is a bucket root, or is an existing local folder receives the
+//! source's base name. Local writes always go through a temporary name and
+//! a rename after verification (see `shoal_transfer::download`).
+
+use std::path::{Path, PathBuf};
+
+use shoal_core::local::temp_sibling;
+use shoal_core::local_path::key_to_relative_path;
+use shoal_core::{Error, ErrorKind, Location, Op, PutOptions};
+use shoal_transfer::download::{check_destination, download_known, download_to_writer};
+use shoal_transfer::stream::{copy_object, reader_stream, upload_stream};
+use shoal_transfer::upload::upload_file;
+use shoal_transfer::{Report, TransferOptions};
+
+use crate::args::CpArgs;
+use crate::config::Context;
+use crate::progress::{Progress, summary};
+use crate::{CmdResult, Failure};
+
+pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
+    let mut opts = ctx.transfer.clone();
+    if let Some(n) = a.slices {
+        opts.slices = Some(n as usize);
+    }
+    if let Some(s) = a.slice_size {
+        opts.min_slice = s;
+    }
+    if let Some(p) = a.part_size {
+        opts.part_size = p;
+    }
+    let src = if a.src == "-" {
+        None
+    } else {
+        Some(super::parse(&a.src)?)
+    };
+    let dst = if a.dst == "-" {
+        None
+    } else {
+        Some(super::parse(&a.dst)?)
+    };
+    if let Some(s) = &src {
+        if !s.is_local() && s.is_prefix_like() {
+            return Err(Failure::Usage(format!(
+                "cp {s}: the source is a bucket or prefix, not an object (copying folders is cp -r, not yet available)"
+            )));
+        }
+    }
+
+    let (report, what, elapsed) = match (src, dst) {
+        (None, None) => {
+            return Err(Failure::Usage(
+                "cp - -: copy stdin to stdout with cat(1)".into(),
+            ));
+        }
+        (Some(s), None) => {
+            let progress = Progress::start(None, true);
+            opts.progress = Some(progress.counter());
+            let report = to_stdout(ctx, &s, &opts).await?;
+            (report, format!("{s} → stdout"), progress.finish())
+        }
+        (None, Some(d)) => {
+            let progress = Progress::start(None, ctx.quiet);
+            opts.progress = Some(progress.counter());
+            let report = from_stdin(ctx, &d, &opts).await?;
+            (report, format!("stdin → {d}"), progress.finish())
+        }
+        (Some(s), Some(d)) => {
+            let (report, dst_name, elapsed) = copy_one(ctx, &s, &d, &mut opts).await?;
+            (report, format!("{s} → {dst_name}"), elapsed)
+        }
+    };
+    if !ctx.quiet {
+        let unit = if report.pieces == 1 {
+            "request"
+        } else {
+            "parallel requests"
+        };
+        eprintln!(
+            "Copied {what}: {} ({} {unit}, {} verified)",
+            summary(report.bytes, elapsed),
+            report.pieces,
+            report.verified
+        );
+    }
+    Ok(())
+}
+
+async fn copy_one(
+    ctx: &Context,
+    src: &Location,
+    dst: &Location,
+    opts: &mut TransferOptions,
+) -> Result<(Report, String, std::time::Duration), Failure> {
+    match (src.is_local(), dst.is_local()) {
+        (true, false) => {
+            let path = Path::new(&src.key);
+            let md = std::fs::metadata(path).map_err(|e| Error::io(Op::Read, &src.key, e))?;
+            if md.is_dir() {
+                return Err(Failure::Usage(format!(
+                    "cp {}: is a folder (copying folders is cp -r, not yet available)",
+                    src.key
+                )));
+            }
+            let dst = cloud_dest(dst, src.basename());
+            let store = ctx.store(&dst)?;
+            let progress = Progress::start(Some(md.len()), ctx.quiet);
+            opts.progress = Some(progress.counter());
+            let r = upload_file(store, path, &dst, opts, &ctx.retry).await?;
+            Ok((r, dst.to_string(), progress.finish()))
+        }
+        (false, true) => {
+            let dest = local_dest(&dst.key, src)?;
+            check_destination(&dest)?;
+            let store = ctx.store(src)?;
+            let meta = ctx
+                .retry
+                .run("stat", || store.head(&src.bucket, &src.key))
+                .await
+                .map_err(|e| e.with_url(src.to_string()).with_op(Op::Download))?;
+            let progress = Progress::start(Some(meta.size), ctx.quiet);
+            opts.progress = Some(progress.counter());
+            let r = download_known(store, src, &meta, &dest, opts, &ctx.retry).await?;
+            Ok((r, dest.display().to_string(), progress.finish()))
+        }
+        (false, false) => {
+            let dst = cloud_dest(dst, src.basename());
+            let (ss, ds) = (ctx.store(src)?, ctx.store(&dst)?);
+            let progress = Progress::start(None, ctx.quiet);
+            opts.progress = Some(progress.counter());
+            let r = copy_object(ss, src, ds, &dst, opts, &ctx.retry).await?;
+            Ok((r, dst.to_string(), progress.finish()))
+        }
+        (true, true) => {
+            let from = PathBuf::from(&src.key);
+            let md = std::fs::metadata(&from).map_err(|e| Error::io(Op::Read, &src.key, e))?;
+            if md.is_dir() {
+                return Err(Failure::Usage(format!(
+                    "cp {}: is a folder (copying folders is cp -r, not yet available)",
+                    src.key
+                )));
+            }
+            let name = from
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let dest = local_dest(
+                &dst.key,
+                &Location {
+                    key: name,
+                    ..src.clone()
+                },
+            )?;
+            check_destination(&dest)?;
+            let progress = Progress::start(Some(md.len()), ctx.quiet);
+            let tmp = temp_sibling(&dest);
+            let dest_s = dest.display().to_string();
+            let copied = tokio::fs::copy(&from, &tmp)
+                .await
+                .map_err(|e| Error::io(Op::Write, &dest_s, e));
+            let renamed = match copied {
+                Ok(n) => tokio::fs::rename(&tmp, &dest)
+                    .await
+                    .map(|()| n)
+                    .map_err(|e| Error::io(Op::Write, &dest_s, e)),
+                Err(e) => Err(e),
+            };
+            let n = renamed.inspect_err(|_| {
+                let _ = std::fs::remove_file(&tmp);
+            })?;
+            let r = Report {
+                bytes: n,
+                pieces: 1,
+                verified: shoal_transfer::Verified::SizeOnly,
+                crc32c: 0,
+            };
+            Ok((r, dest_s, progress.finish()))
+        }
+    }
+}
+
+/// A cloud destination ending in `/` (or a bare bucket) gets the source's name.
+fn cloud_dest(dst: &Location, basename: &str) -> Location {
+    if dst.is_prefix_like() {
+        dst.with_key(format!("{}{basename}", dst.key))
+    } else {
+        dst.clone()
+    }
+}
+
+/// A local destination that is a folder (or ends with `/`) gets the source's
+/// base name, which must itself be a safe file name.
+fn local_dest(dst: &str, src: &Location) -> Result<PathBuf, Failure> {
+    let p = PathBuf::from(dst);
+    if dst.ends_with('/') || p.is_dir() {
+        let name = src.basename();
+        let rel = key_to_relative_path(name).map_err(|why| {
+            Failure::Failed(
+                Error::new(
+                    ErrorKind::InvalidInput,
+                    Op::Download,
+                    src.to_string(),
+                    format!("cannot name a local file after it: {why}"),
+                )
+                .to_string(),
+            )
+        })?;
+        Ok(p.join(rel))
+    } else {
+        Ok(p)
+    }
+}
+
+async fn to_stdout(
+    ctx: &Context,
+    src: &Location,
+    opts: &TransferOptions,
+) -> Result<Report, Failure> {
+    let mut out = tokio::io::stdout();
+    if src.is_local() {
+        let mut f = tokio::fs::File::open(&src.key)
+            .await
+            .map_err(|e| Error::io(Op::Read, &src.key, e))?;
+        let n = tokio::io::copy(&mut f, &mut out)
+            .await
+            .map_err(|e| Error::io(Op::Write, "stdout", e))?;
+        return Ok(Report {
+            bytes: n,
+            pieces: 1,
+            verified: shoal_transfer::Verified::SizeOnly,
+            crc32c: 0,
+        });
+    }
+    let store = ctx.store(src)?;
+    Ok(download_to_writer(store, src, &mut out, opts, &ctx.retry).await?)
+}
+
+async fn from_stdin(
+    ctx: &Context,
+    dst: &Location,
+    opts: &TransferOptions,
+) -> Result<Report, Failure> {
+    if dst.is_local() {
+        let dest = PathBuf::from(&dst.key);
+        if dst.key.ends_with('/') || dest.is_dir() {
+            return Err(Failure::Usage(format!(
+                "cp - {}: name the file to write stdin to",
+                dst.key
+            )));
+        }
+        check_destination(&dest)?;
+        let tmp = temp_sibling(&dest);
+        let mut f = tokio::fs::File::create(&tmp)
+            .await
+            .map_err(|e| Error::io(Op::Write, &dst.key, e))?;
+        let n = tokio::io::copy(&mut tokio::io::stdin(), &mut f)
+            .await
+            .map_err(|e| Error::io(Op::Write, &dst.key, e));
+        drop(f);
+        let n = match n {
+            Ok(n) => tokio::fs::rename(&tmp, &dest)
+                .await
+                .map(|()| n)
+                .map_err(|e| Error::io(Op::Write, &dst.key, e)),
+            Err(e) => Err(e),
+        }
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })?;
+        return Ok(Report {
+            bytes: n,
+            pieces: 1,
+            verified: shoal_transfer::Verified::SizeOnly,
+            crc32c: 0,
+        });
+    }
+    if dst.is_prefix_like() {
+        return Err(Failure::Usage(format!(
+            "cp - {dst}: name the object to write stdin to"
+        )));
+    }
+    let store = ctx.store(dst)?;
+    let body = reader_stream(tokio::io::stdin(), "stdin");
+    Ok(upload_stream(store, body, dst, &PutOptions::default(), opts, &ctx.retry).await?)
+}

@@ -1,0 +1,247 @@
+//! `shoal ls`: one level (with `/` as delimiter) or everything below (`-r`).
+//!
+//! `ls gs://b/dir` behaves like gsutil: it shows the object `dir` if it
+//! exists and the contents of `dir/` if that prefix exists; neither is an
+//! error ("matched no objects"), as is any listing of a missing bucket.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use shoal_core::paginate::pages;
+use shoal_core::{ListRequest, Location, ObjectMeta, Projection, Store};
+
+use crate::args::LsArgs;
+use crate::config::Context;
+use crate::output::{human_bytes, meta_json, rfc3339};
+use crate::{CmdResult, Failure};
+
+struct Printer<'a> {
+    out: std::io::BufWriter<std::io::StdoutLock<'a>>,
+    args: &'a LsArgs,
+    objects: u64,
+    bytes: u64,
+}
+
+impl Printer<'_> {
+    fn object(&mut self, loc: &Location, m: &ObjectMeta) -> std::io::Result<()> {
+        let url = loc.with_key(m.key.clone()).to_string();
+        self.objects += 1;
+        self.bytes += m.size;
+        if self.args.json {
+            writeln!(self.out, "{}", meta_json(&url, m))
+        } else if self.args.long {
+            writeln!(
+                self.out,
+                "{:>12}  {:<20}  {url}",
+                m.size,
+                rfc3339(m.updated_ns)
+            )
+        } else {
+            writeln!(self.out, "{url}")
+        }
+    }
+
+    fn prefix(&mut self, loc: &Location, p: &str) -> std::io::Result<()> {
+        let url = loc.with_key(p.to_owned()).to_string();
+        if self.args.json {
+            writeln!(
+                self.out,
+                "{}",
+                serde_json::json!({"url": url, "prefix": true})
+            )
+        } else if self.args.long {
+            writeln!(self.out, "{:>12}  {:<20}  {url}", "", "")
+        } else {
+            writeln!(self.out, "{url}")
+        }
+    }
+}
+
+pub(crate) async fn run(ctx: &Context, a: LsArgs) -> CmdResult {
+    let loc = super::parse(&a.url)?;
+    if loc.is_local() {
+        return ls_local(&loc, &a);
+    }
+    let store = ctx.store(&loc)?;
+    let projection = if a.json {
+        Projection::Full
+    } else if a.long {
+        Projection::NameSizeTime
+    } else {
+        Projection::NameOnly
+    };
+    let stdout = std::io::stdout();
+    let mut p = Printer {
+        out: std::io::BufWriter::new(stdout.lock()),
+        args: &a,
+        objects: 0,
+        bytes: 0,
+    };
+    let delimiter = if a.recursive {
+        None
+    } else {
+        Some("/".to_owned())
+    };
+
+    let mut found_any;
+    if loc.is_prefix_like() {
+        found_any = list_into(ctx, &store, &loc, &loc.key, delimiter, projection, &mut p).await?;
+        // An empty bucket listing is not an error; an empty prefix is.
+        if loc.key.is_empty() {
+            found_any = true;
+        }
+    } else {
+        // Is there an object with exactly this name, a prefix `key/`, or both?
+        let probe = ListRequest {
+            prefix: loc.key.clone(),
+            delimiter: Some("/".into()),
+            end_offset: Some(format!("{}0", loc.key)), // '0' follows '/': stop after `key/`
+            projection,
+            ..Default::default()
+        };
+        let first = ctx
+            .retry
+            .run("list", || store.list_page(&loc.bucket, &probe))
+            .await
+            .map_err(|e| e.with_url(loc.to_string()))?;
+        let exact = first.objects.iter().find(|o| o.key == loc.key).cloned();
+        let dir = format!("{}/", loc.key);
+        let has_dir = first.prefixes.iter().any(|x| *x == dir)
+            || first.objects.iter().any(|o| o.key.starts_with(&dir));
+        found_any = exact.is_some() || has_dir;
+        if let Some(m) = exact {
+            p.object(&loc, &m).map_err(write_failure)?;
+        }
+        if has_dir {
+            list_into(ctx, &store, &loc, &dir, delimiter, projection, &mut p).await?;
+        }
+    }
+    if a.long && !a.json && found_any {
+        writeln!(
+            p.out,
+            "TOTAL: {} objects, {} bytes ({})",
+            p.objects,
+            p.bytes,
+            human_bytes(p.bytes)
+        )
+        .map_err(write_failure)?;
+    }
+    p.out.flush().map_err(write_failure)?;
+    if !found_any {
+        return Err(Failure::Failed(format!("list {}: matched no objects", loc)));
+    }
+    Ok(())
+}
+
+async fn list_into(
+    ctx: &Context,
+    store: &Arc<dyn Store>,
+    loc: &Location,
+    prefix: &str,
+    delimiter: Option<String>,
+    projection: Projection,
+    p: &mut Printer<'_>,
+) -> Result<bool, Failure> {
+    let req = ListRequest {
+        prefix: prefix.to_owned(),
+        delimiter,
+        projection,
+        ..Default::default()
+    };
+    let mut stream = Box::pin(pages(store.clone(), loc.bucket.clone(), req, ctx.retry));
+    let mut any = false;
+    while let Some(page) = stream.next().await {
+        let page = page.map_err(|e| e.with_url(loc.with_key(prefix.to_owned()).to_string()))?;
+        // Objects and prefixes interleave in key order.
+        let (mut oi, mut pi) = (0, 0);
+        while oi < page.objects.len() || pi < page.prefixes.len() {
+            let take_obj = pi >= page.prefixes.len()
+                || (oi < page.objects.len()
+                    && page.objects[oi].key.as_str() < page.prefixes[pi].as_str());
+            any = true;
+            if take_obj {
+                p.object(loc, &page.objects[oi]).map_err(write_failure)?;
+                oi += 1;
+            } else {
+                p.prefix(loc, &page.prefixes[pi]).map_err(write_failure)?;
+                pi += 1;
+            }
+        }
+    }
+    Ok(any)
+}
+
+/// Output errors: a closed pipe (`| head`) ends quietly.
+pub(crate) fn write_failure(e: std::io::Error) -> Failure {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        Failure::Reported
+    } else {
+        Failure::Failed(format!("write stdout: {e}"))
+    }
+}
+
+fn ls_local(loc: &Location, a: &LsArgs) -> CmdResult {
+    let path = std::path::Path::new(&loc.key);
+    let md = std::fs::metadata(path)
+        .map_err(|e| Failure::from(shoal_core::Error::io(shoal_core::Op::List, &loc.key, e)))?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut entries = Vec::new();
+    if md.is_dir() {
+        collect_local(path, a.recursive, &mut entries)
+            .map_err(|e| Failure::from(shoal_core::Error::io(shoal_core::Op::List, &loc.key, e)))?;
+        entries.sort();
+    } else {
+        entries.push((
+            path.display().to_string(),
+            md.len(),
+            md.modified().ok(),
+            false,
+        ));
+    }
+    for (name, size, modified, is_dir) in entries {
+        let ns = modified
+            .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_nanos() as i128);
+        let line = if a.json {
+            serde_json::json!({"url": name, "size": size, "updated": rfc3339(ns), "prefix": is_dir})
+                .to_string()
+        } else if a.long && !is_dir {
+            format!("{size:>12}  {:<20}  {name}", rfc3339(ns))
+        } else {
+            name
+        };
+        writeln!(out, "{line}").map_err(write_failure)?;
+    }
+    out.flush().map_err(write_failure)
+}
+
+type LocalEntry = (String, u64, Option<std::time::SystemTime>, bool);
+
+fn collect_local(
+    dir: &std::path::Path,
+    recursive: bool,
+    out: &mut Vec<LocalEntry>,
+) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let md = entry.metadata()?;
+        let path = entry.path();
+        if md.is_dir() {
+            if recursive {
+                collect_local(&path, true, out)?;
+            } else {
+                out.push((format!("{}/", path.display()), 0, md.modified().ok(), true));
+            }
+        } else {
+            out.push((
+                path.display().to_string(),
+                md.len(),
+                md.modified().ok(),
+                false,
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,28 @@
+//! One module per verb.
+
+pub(crate) mod cat;
+pub(crate) mod cp;
+pub(crate) mod ls;
+pub(crate) mod mb;
+pub(crate) mod rm;
+pub(crate) mod stat;
+
+use shoal_core::Location;
+
+use crate::Failure;
+
+/// Parses a URL argument; a bad one is a usage error.
+pub(crate) fn parse(url: &str) -> Result<Location, Failure> {
+    Location::parse(url).map_err(|e| Failure::Usage(e.to_string()))
+}
+
+/// Requires a cloud URL with a key (for verbs that act on one object).
+pub(crate) fn require_object(url: &str, verb: &str) -> Result<Location, Failure> {
+    let loc = parse(url)?;
+    if !loc.is_local() && loc.key.is_empty() {
+        return Err(Failure::Usage(format!(
+            "{verb} {url}: needs an object, not a bucket (write {url}/KEY)"
+        )));
+    }
+    Ok(loc)
+}

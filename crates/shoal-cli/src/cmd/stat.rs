@@ -1,0 +1,58 @@
+//! `shoal stat`: an object's metadata.
+
+use shoal_core::checksum::{crc32c_to_base64, hex};
+use shoal_core::{Error, ObjectMeta, ObjectVersion, Op};
+
+use crate::CmdResult;
+use crate::args::StatArgs;
+use crate::config::Context;
+use crate::output::{meta_json, rfc3339};
+
+pub(crate) async fn run(ctx: &Context, a: StatArgs) -> CmdResult {
+    let loc = super::require_object(&a.url, "stat")?;
+    let meta = if loc.is_local() {
+        let md = std::fs::metadata(&loc.key).map_err(|e| Error::io(Op::Stat, &loc.key, e))?;
+        ObjectMeta {
+            key: loc.key.clone(),
+            size: md.len(),
+            updated_ns: md
+                .modified()
+                .ok()
+                .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_nanos() as i128),
+            ..Default::default()
+        }
+    } else {
+        let store = ctx.store(&loc)?;
+        ctx.retry
+            .run("stat", || store.head(&loc.bucket, &loc.key))
+            .await
+            .map_err(|e| e.with_url(loc.to_string()))?
+    };
+    let url = loc.to_string();
+    if a.json {
+        println!("{}", meta_json(&url, &meta));
+        return Ok(());
+    }
+    println!("{url}:");
+    println!("    Size:             {}", meta.size);
+    println!("    Updated:          {}", rfc3339(meta.updated_ns));
+    if let Some(c) = meta.crc32c {
+        println!("    CRC32C:           {} ({c:08x})", crc32c_to_base64(c));
+    }
+    if let Some(m) = meta.md5 {
+        println!("    MD5:              {}", hex(&m));
+    }
+    match &meta.version {
+        Some(ObjectVersion::Generation(g)) => println!("    Generation:       {g}"),
+        Some(ObjectVersion::ETag(e)) => println!("    ETag:             {e}"),
+        None => {}
+    }
+    if let Some(sc) = &meta.storage_class {
+        println!("    Storage class:    {sc}");
+    }
+    if let Some(ce) = &meta.content_encoding {
+        println!("    Content-Encoding: {ce}");
+    }
+    Ok(())
+}

@@ -1,0 +1,128 @@
+//! From flags and environment to ready-to-use stores and engine options.
+//!
+//! Environment variables are read here and in the backends' `from_env`
+//! only, once. Stores are built on first use: `shoal ls gs://…` never
+//! builds an S3 client, and no credential is looked up until a request
+//! needs one (cold start is part of the product).
+
+use std::sync::{Arc, OnceLock};
+
+use shoal_core::http::HttpConfig;
+use shoal_core::local::LocalStore;
+use shoal_core::retry::RetryPolicy;
+use shoal_core::{Location, Result, Scheme, Store};
+use shoal_transfer::TransferOptions;
+
+use crate::args::{Addressing, Global};
+
+/// Everything a command needs.
+pub(crate) struct Context {
+    pub(crate) quiet: bool,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) transfer: TransferOptions,
+    http: HttpConfig,
+    endpoint_url: Option<String>,
+    gcs_endpoint_url: Option<String>,
+    s3_endpoint_url: Option<String>,
+    no_sign_request: bool,
+    region: Option<String>,
+    profile: Option<String>,
+    addressing: Addressing,
+    gcs: OnceLock<Arc<dyn Store>>,
+    s3: OnceLock<Arc<dyn Store>>,
+    local: OnceLock<Arc<dyn Store>>,
+}
+
+impl Context {
+    pub(crate) fn new(g: &Global) -> Self {
+        let mut transfer = TransferOptions::default();
+        if let Some(w) = g.workers {
+            transfer.workers = w;
+        }
+        let http = HttpConfig {
+            pool_max_idle_per_host: transfer.workers.max(16) * 2,
+            ..HttpConfig::default()
+        };
+        Context {
+            quiet: g.quiet,
+            retry: RetryPolicy {
+                max_attempts: g.attempts,
+                ..RetryPolicy::default()
+            },
+            transfer,
+            http,
+            endpoint_url: g.endpoint_url.clone(),
+            gcs_endpoint_url: g.gcs_endpoint_url.clone(),
+            s3_endpoint_url: g.s3_endpoint_url.clone(),
+            no_sign_request: g.no_sign_request,
+            region: g.region.clone(),
+            profile: g.profile.clone(),
+            addressing: g.s3_addressing,
+            gcs: OnceLock::new(),
+            s3: OnceLock::new(),
+            local: OnceLock::new(),
+        }
+    }
+
+    /// The store serving `loc`'s scheme, built on first use.
+    pub(crate) fn store(&self, loc: &Location) -> Result<Arc<dyn Store>> {
+        match loc.scheme {
+            Scheme::Gs => get_or_try_init(&self.gcs, || self.build_gcs()),
+            Scheme::S3 => get_or_try_init(&self.s3, || self.build_s3()),
+            Scheme::File => Ok(self
+                .local
+                .get_or_init(|| Arc::new(LocalStore::new("/")))
+                .clone()),
+        }
+    }
+
+    fn build_gcs(&self) -> Result<Arc<dyn Store>> {
+        let mut cfg = shoal_gcs::GcsConfig::from_env();
+        if let Some(ep) = self
+            .gcs_endpoint_url
+            .as_ref()
+            .or(self.endpoint_url.as_ref())
+        {
+            cfg.endpoint = Some(ep.clone());
+        }
+        if self.no_sign_request {
+            cfg.anonymous = true;
+        }
+        cfg.http = self.http.clone();
+        cfg.retry = self.retry;
+        Ok(Arc::new(shoal_gcs::GcsStore::new(cfg)?))
+    }
+
+    fn build_s3(&self) -> Result<Arc<dyn Store>> {
+        let mut cfg = shoal_s3::S3Config::from_env();
+        if let Some(ep) = self.s3_endpoint_url.as_ref().or(self.endpoint_url.as_ref()) {
+            cfg.endpoint = Some(ep.clone());
+        }
+        if let Some(r) = &self.region {
+            cfg.region = r.clone();
+        }
+        if let Some(p) = &self.profile {
+            cfg.profile = Some(p.clone());
+        }
+        cfg.anonymous = self.no_sign_request;
+        cfg.addressing = match self.addressing {
+            Addressing::Auto => shoal_s3::Addressing::Auto,
+            Addressing::Path => shoal_s3::Addressing::Path,
+            Addressing::Virtual => shoal_s3::Addressing::VirtualHost,
+        };
+        cfg.http = self.http.clone();
+        cfg.retry = self.retry;
+        Ok(Arc::new(shoal_s3::S3Store::new(cfg)?))
+    }
+}
+
+fn get_or_try_init(
+    cell: &OnceLock<Arc<dyn Store>>,
+    f: impl FnOnce() -> Result<Arc<dyn Store>>,
+) -> Result<Arc<dyn Store>> {
+    if let Some(s) = cell.get() {
+        return Ok(s.clone());
+    }
+    let s = f()?;
+    Ok(cell.get_or_init(|| s).clone())
+}

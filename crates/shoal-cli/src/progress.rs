@@ -1,0 +1,82 @@
+//! Progress for one transfer: a bar on a terminal, nothing otherwise, and a
+//! final line with size, time and effective bandwidth.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::output::human_bytes;
+
+/// A running transfer's display.
+pub(crate) struct Progress {
+    counter: Arc<AtomicU64>,
+    bar: Option<ProgressBar>,
+    ticker: Option<tokio::task::JoinHandle<()>>,
+    started: Instant,
+}
+
+impl Progress {
+    /// Starts showing progress toward `total` bytes (if known) on stderr.
+    pub(crate) fn start(total: Option<u64>, quiet: bool) -> Self {
+        let counter = Arc::new(AtomicU64::new(0));
+        let show = !quiet && std::io::stderr().is_terminal();
+        let (bar, ticker) = if show {
+            let bar = match total {
+                Some(t) => ProgressBar::new(t),
+                None => ProgressBar::new_spinner(),
+            };
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{bar:30} {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            let (b, c) = (bar.clone(), counter.clone());
+            let ticker = tokio::spawn(async move {
+                loop {
+                    b.set_position(c.load(Ordering::Relaxed));
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            });
+            (Some(bar), Some(ticker))
+        } else {
+            (None, None)
+        };
+        Progress {
+            counter,
+            bar,
+            ticker,
+            started: Instant::now(),
+        }
+    }
+
+    /// The counter the engines add to.
+    pub(crate) fn counter(&self) -> Arc<AtomicU64> {
+        self.counter.clone()
+    }
+
+    /// Stops the bar; returns the elapsed time.
+    pub(crate) fn finish(self) -> Duration {
+        if let Some(t) = &self.ticker {
+            t.abort();
+        }
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+        self.started.elapsed()
+    }
+}
+
+/// "256.00 MiB in 0.42 s, effective bandwidth 609.52 MiB/s".
+pub(crate) fn summary(bytes: u64, elapsed: Duration) -> String {
+    let secs = elapsed.as_secs_f64().max(1e-6);
+    format!(
+        "{} in {:.2} s, effective bandwidth {:.2} MiB/s",
+        human_bytes(bytes),
+        secs,
+        bytes as f64 / secs / (1 << 20) as f64
+    )
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every test: unit tests, the conformance suite on all four backends,
+# and the CLI's end-to-end and bad-input tests, against local servers this
+# script starts on its own ports and stops again (only the ones it started).
+#
+#   scripts/test.sh            all tests
+#   scripts/test.sh -- ARGS    extra arguments for cargo test
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export SHOAL_CACHE=${SHOAL_CACHE:-$HOME/.cache/shoal}
+# Own ports and run folder, so a developer's servers are left alone.
+export SHOAL_RUN_DIR=${SHOAL_RUN_DIR:-$(mktemp -d /tmp/shoal-test.XXXXXX)}
+export SHOAL_GCS_PORT=${SHOAL_GCS_PORT:-14443}
+export SHOAL_S3_PORT=${SHOAL_S3_PORT:-19000}
+export SHOAL_TOXI_PORT=${SHOAL_TOXI_PORT:-18474}
+
+cleanup() { scripts/servers.sh stop || true; rm -rf "$SHOAL_RUN_DIR"; }
+trap cleanup EXIT
+
+scripts/servers.sh start gcs s3 toxiproxy
+eval "$(scripts/servers.sh env)"
+
+# A missing server is a failure, not a skip.
+export SHOAL_REQUIRE_SERVERS=1
+# Nothing may leave loopback: no cloud metadata servers, no real endpoints.
+export AWS_EC2_METADATA_DISABLED=true GCE_METADATA_HOST=127.0.0.1:9 GCE_METADATA_IP=127.0.0.1:9
+export NO_PROXY='*'
+
+[ "${1:-}" = "--" ] && shift
+cargo test --workspace --locked "$@"
