@@ -1,0 +1,1 @@
+"""shoal's end-to-end benchmark harness (stdlib only; see bench/README.md)."""

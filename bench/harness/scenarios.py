@@ -1,0 +1,254 @@
+"""Scenarios: what is moved, against which servers, by which tools, checked how.
+
+Runs are interleaved: run i of every tool happens before run i+1 of any, in
+an order rotated each round, so drift (page cache, thermal, a neighbour's
+build) hits all tools alike. A scenario whose shoal capability does not exist
+yet still runs its peers, and shoal's row says "not yet".
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import measure
+from .tools import Job, Target, Tool
+from .workload import GLOB, GLOB_PREFIX, Workload, gcs_delete, gcs_meta, gcs_object_sha, s3_head_crc, s3_helper, tree_digest
+
+GiB = 1 << 30
+
+
+@dataclass
+class Run:
+    scenario: str
+    tool: str
+    target: str
+    profile: str
+    run: int
+    wall: float
+    cpu: float
+    rss_mib: float
+    rc: int
+    bytes: int
+    objects: int
+    check: str  # "ok", "FAILED: …"
+    detail: str = ""
+
+
+@dataclass
+class Row:
+    """One (scenario, target, profile, tool): its runs, or why it has none."""
+
+    scenario: str
+    tool: str
+    target: str
+    profile: str
+    status: str  # "measured", "not yet", "n/a", "not installed"
+    reason: str = ""
+    runs: list[Run] = field(default_factory=list)
+
+    def median(self, attr: str) -> float:
+        return statistics.median(getattr(r, attr) for r in self.runs)
+
+    @property
+    def failed(self) -> bool:
+        return any(r.check != "ok" for r in self.runs)
+
+
+@dataclass
+class Scenario:
+    key: str
+    title: str
+    unit: str  # "bytes" | "objects"
+    notes: list[str] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    not_yet: str = ""  # the whole scenario waits for a capability
+
+
+def log(msg: str) -> None:
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+def _tail(s: str, n: int = 240) -> str:
+    s = " ".join(s.split())
+    return s[-n:]
+
+
+class Runner:
+    def __init__(self, wl: Workload, runs: int, shoal_caps: dict[str, str]):
+        self.wl = wl
+        self.runs = runs
+        # capability -> "" if present, else why not (for "not yet" rows)
+        self.shoal_caps = shoal_caps
+
+    def run_matrix(self, sc: Scenario, targets: list[Target], tools: list[Tool],
+                   make_job: Callable[[Tool, Target, int], Job | None],
+                   check: Callable[[Tool, Target, int, measure.Proc, Job], tuple[str, int, int, str]],
+                   needs_cap: str | None = None, before: Callable[[], None] | None = None) -> None:
+        for t in targets:
+            rows: dict[str, Row] = {}
+            live: list[Tool] = []
+            for tool in tools:
+                row = Row(sc.key, tool.name, t.label, t.profile, "measured")
+                rows[tool.name] = row
+                sc.rows.append(row)
+                if not tool.ok:
+                    row.status, row.reason = "not installed", tool.reason
+                elif not tool.supports(t) or make_job(tool, t, 0) is None:
+                    if tool.name == "shoal" and needs_cap and self.shoal_caps.get(needs_cap):
+                        row.status, row.reason = "not yet", self.shoal_caps[needs_cap]
+                    else:
+                        row.status, row.reason = "n/a", f"no {t.proto} support" if not tool.supports(t) else "operation not offered"
+                else:
+                    live.append(tool)
+            for i in range(self.runs):
+                order = live[i % len(live):] + live[: i % len(live)] if live else []
+                for tool in order:
+                    if before:
+                        before()
+                    job = make_job(tool, t, i)
+                    log(f"{sc.key} | {t.label} {t.profile} | {tool.name} | run {i + 1}/{self.runs}")
+                    p = measure.run(job.argv, env=job.env)
+                    if p.rc != 0:
+                        res = (f"FAILED: exit {p.rc}: {_tail(p.stderr)}", 0, 0, "")
+                    else:
+                        try:
+                            res = check(tool, t, i, p, job)
+                        except Exception as e:  # a check that cannot read back is a failure
+                            res = (f"FAILED: check: {_tail(str(e))}", 0, 0, "")
+                    check_s, nbytes, nobj, detail = res
+                    if check_s != "ok":
+                        log(f"  {check_s}")
+                    rows[tool.name].runs.append(Run(sc.key, tool.name, t.label, t.profile, i + 1, p.wall, p.cpu,
+                                                    p.rss_mib, p.rc, nbytes, nobj, check_s, detail or job.note))
+
+    # ---- scenarios -------------------------------------------------------
+
+    def download_big(self, sc: Scenario, targets: list[Target], tools: list[Tool]) -> None:
+        wl = self.wl
+        dest = wl.dst / "big.bin"
+
+        def key(t: Target) -> str:
+            return f"size-{wl.sizes.big}" if t.server == "benchserver" else "big/src.bin"
+
+        def job(tool, t, i):
+            return tool.download(t, key(t), dest)
+
+        def check(tool, t, i, p, j):
+            if not dest.exists():
+                return ("FAILED: no file written", 0, 0, "")
+            from .workload import sha256_file
+
+            want = wl.pattern_sha if t.server == "benchserver" else wl.big_sha
+            got = sha256_file(dest)
+            size = dest.stat().st_size
+            ok = "ok" if got == want else f"FAILED: sha256 {got[:12]}…, expected {want[:12]}… ({size} bytes)"
+            return (ok, size, 1, "")
+
+        self.run_matrix(sc, targets, tools, job, check, before=wl.clean_dst)
+
+    def upload_big(self, sc: Scenario, targets: list[Target], tools: list[Tool]) -> None:
+        wl = self.wl
+
+        def key(tool, t, i):
+            slug = "".join(c if c.isalnum() else "-" for c in tool.name)
+            return f"up/{slug}-{i}-size-{wl.sizes.big}.bin"
+
+        def job(tool, t, i):
+            return tool.upload(t, wl.big, key(tool, t, i))
+
+        def check(tool, t, i, p, j):
+            k = key(tool, t, i)
+            if t.server == "benchserver":
+                if t.proto == "gcs":
+                    m = gcs_meta(t, k)
+                    import base64
+
+                    size, crc = int(m["size"]), base64.b64decode(m["crc32c"]).hex()
+                else:
+                    size, crc = s3_head_crc(t, k)
+                ok = "ok" if (size, crc) == (wl.sizes.big, wl.big_crc) else \
+                    f"FAILED: server received {size} bytes, CRC32C {crc}, expected {wl.big_crc}"
+                return (ok, size, 1, "checked: CRC32C the server computed over the bytes received")
+            if t.proto == "gcs":
+                size, sha = gcs_object_sha(t, k)
+                gcs_delete(t, k)
+            else:
+                r = s3_helper(t.endpoint, t.bucket, "object", k)
+                size, sha = r["size"], r["sha256"]
+                s3_helper(t.endpoint, t.bucket, "delete", k)
+            ok = "ok" if sha == wl.big_sha else f"FAILED: read back sha256 {sha[:12]}… ({size} bytes)"
+            return (ok, size, 1, "")
+
+        self.run_matrix(sc, targets, tools, job, check)
+
+    def download_small(self, sc: Scenario, targets: list[Target], tools: list[Tool]) -> None:
+        wl = self.wl
+        dest = wl.dst / "small"
+
+        def job(tool, t, i):
+            dest.mkdir(parents=True, exist_ok=True)
+            return tool.download_tree(t, "small/", dest)
+
+        def check(tool, t, i, p, j):
+            n, d = tree_digest(dest)
+            want_n, want_d = wl.small_tree
+            ok = "ok" if (n, d) == (want_n, want_d) else f"FAILED: {n} files (expected {want_n}), content digest differs"
+            return (ok, n * wl.sizes.small_size, n, "")
+
+        def before():
+            wl.clean_dst()
+            dest.mkdir(parents=True)
+
+        self.run_matrix(sc, targets, tools, job, check, needs_cap="recursive", before=before)
+
+    def upload_small(self, sc: Scenario, targets: list[Target], tools: list[Tool]) -> None:
+        wl = self.wl
+
+        def prefix(tool, i):
+            slug = "".join(c if c.isalnum() else "-" for c in tool.name)
+            return f"smallup/{slug}-{i}/"
+
+        def job(tool, t, i):
+            return tool.upload_tree(t, wl.small, prefix(tool, i))
+
+        def check(tool, t, i, p, j):
+            pre = prefix(tool, i)
+            r = s3_helper(t.endpoint, t.bucket, "tree", pre)
+            s3_helper(t.endpoint, t.bucket, "delete", pre)
+            want_n, want_d = wl.small_tree
+            ok = "ok" if (r["count"], r["digest"]) == (want_n, want_d) else \
+                f"FAILED: read back {r['count']} objects (expected {want_n}), content digest differs"
+            return (ok, r.get("bytes", 0), r["count"], "")
+
+        self.run_matrix(sc, targets, tools, job, check, needs_cap="recursive")
+
+    def ls_glob(self, sc: Scenario, targets: list[Target], tools: list[Tool]) -> None:
+        want = self.wl.sizes.glob_match
+
+        def job(tool, t, i):
+            if tool.name == "shoal" and self.shoal_caps.get("glob"):
+                return None
+            return tool.ls_glob(t, GLOB_PREFIX, GLOB)
+
+        def check(tool, t, i, p, j):
+            n = j.count(p.stdout) if j.count else -1
+            if tool.name.startswith("curl"):
+                # One request is a floor, not an answer, where the server ignores matchGlob.
+                return ("ok", 0, n, f"{n} of {want} matches in one unpaged answer (server-side glob "
+                                    f"{'honoured' if n == want else 'ignored or paged'})")
+            ok = "ok" if n == want else f"FAILED: {n} names match, expected {want}"
+            return (ok, 0, n, "")
+
+        self.run_matrix(sc, targets, tools, job, check, needs_cap="glob")
+
+
+def to_json(scenarios: list[Scenario]) -> list[dict]:
+    return [asdict(s) for s in scenarios]
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z")

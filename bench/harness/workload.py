@@ -1,0 +1,197 @@
+"""The data every scenario moves, made once per run, and how results are checked.
+
+Sources live in a work folder on tmpfs (/dev/shm when present) so the disk
+is not what gets measured. Checks are independent of every client: sha256 of
+what landed locally; for uploads, the object read back from the server
+(stdlib HTTP for GCS, boto3 for S3) or, on shoal-benchserver, which keeps no
+data, the CRC32C it computed over the bytes it received.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from .env import VENV_PY
+from .tools import Target
+
+PYPEERS = Path(__file__).resolve().parent.parent / "pypeers"
+GLOB = "ABC*.zip"
+GLOB_PREFIX = "glob/"
+
+
+@dataclass
+class Sizes:
+    big: int  # bytes of the one-object scenarios
+    small_n: int  # number of small files
+    small_size: int
+    glob_keys: int  # keys under the glob prefix
+    glob_match: int  # of which match ABC*.zip
+    runs: int
+
+
+FULL = Sizes(big=1 << 30, small_n=5000, small_size=16 << 10, glob_keys=10_000, glob_match=150, runs=3)
+SMOKE = Sizes(big=8 << 20, small_n=50, small_size=16 << 10, glob_keys=1000, glob_match=15, runs=1)
+
+
+def sha256_file(p: Path) -> str:
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        while chunk := f.read(8 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def tree_digest(root: Path) -> tuple[int, str]:
+    """(file count, digest over sorted (relative path, sha256)). A single
+    wrapping folder (some tools copy `small/` into the destination) is
+    looked through so equal content compares equal."""
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    rels = [p.relative_to(root).as_posix() for p in files]
+    firsts = {r.split("/", 1)[0] for r in rels}
+    if len(firsts) == 1 and all("/" in r for r in rels):
+        rels = [r.split("/", 1)[1] for r in rels]
+    pairs = sorted(zip(rels, (sha256_file(p) for p in files)))
+    h = hashlib.sha256()
+    for r, d in pairs:
+        h.update(f"{r}\0{d}\n".encode())
+    return len(pairs), h.hexdigest()
+
+
+def _random_file(p: Path, size: int) -> None:
+    with open(p, "wb") as f:
+        left = size
+        while left:
+            n = min(left, 8 << 20)
+            f.write(os.urandom(n))
+            left -= n
+
+
+class Workload:
+    def __init__(self, work: Path, sizes: Sizes, benchserver: Path):
+        self.work = work
+        self.sizes = sizes
+        self.benchserver = benchserver
+        self.src = work / "src"
+        self.dst = work / "dst"
+        self.gcs_data = work / "gcs-data"
+        self.big = self.src / "big.bin"
+        self.small = self.src / "small"
+
+    def make(self) -> None:
+        s = self.sizes
+        for d in (self.src, self.dst, self.small, self.gcs_data / "bench" / "big", self.gcs_data / "bench" / "small",
+                  self.gcs_data / "benchglob" / "glob", self.gcs_data / "benchup"):
+            d.mkdir(parents=True, exist_ok=True)
+        _random_file(self.big, s.big)
+        for i in range(s.small_n):
+            _random_file(self.small / f"f{i:05d}.bin", s.small_size)
+        os.link(self.big, self.gcs_data / "bench" / "big" / "src.bin")
+        for f in self.small.iterdir():
+            os.link(f, self.gcs_data / "bench" / "small" / f.name)
+        (self.gcs_data / "benchup" / ".keep").write_text("")
+        # The glob shape: glob_keys keys, glob_match named ABC*.zip, plus
+        # decoys a correct glob must skip (deeper levels, near-miss names).
+        g = self.gcs_data / "benchglob" / "glob"
+        step = max(1, s.glob_keys // s.glob_match)
+        matched = 0
+        for i in range(s.glob_keys):
+            if i % step == 0 and matched < s.glob_match:
+                name, matched = f"ABC{i:05d}.zip", matched + 1
+            elif i % 97 == 1:
+                name = f"ABC{i:05d}.zip.bak"
+            else:
+                name = f"f{i:05d}.dat"
+            (g / name).write_text("x")
+        (g / "ABC-dir").mkdir()
+        (g / "ABC-dir" / "deep.zip").write_text("x")
+        self.big_sha = sha256_file(self.big)
+        self.big_crc = self.crc32c(self.big)
+        self.small_tree = tree_digest(self.small)
+        # What shoal-benchserver serves for size-N.
+        h = hashlib.sha256()
+        p = subprocess.Popen([str(self.benchserver), "gen", str(s.big)], stdout=subprocess.PIPE)
+        while chunk := p.stdout.read(8 << 20):
+            h.update(chunk)
+        p.wait()
+        self.pattern_sha = h.hexdigest()
+
+    def crc32c(self, p: Path) -> str:
+        return subprocess.run([str(self.benchserver), "crc32c", str(p)], capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    def seed_s3(self, endpoint: str) -> None:
+        """MinIO: buckets, the big object and the small files (boto3, not a client under test)."""
+        for b in ("bench", "benchup"):
+            s3_helper(endpoint, b, "mb", "-")
+        s3_helper(endpoint, "bench", "seed", "big/", str(self.big))
+        s3_helper(endpoint, "bench", "seed", "small/", *sorted(str(p) for p in self.small.iterdir()))
+
+    def clean_dst(self) -> None:
+        shutil.rmtree(self.dst, ignore_errors=True)
+        self.dst.mkdir(parents=True)
+
+
+def s3_helper(endpoint: str, bucket: str, what: str, *args: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_ACCESS_KEY_ID="minioadmin", AWS_SECRET_ACCESS_KEY="minioadmin", AWS_DEFAULT_REGION="us-east-1",
+               AWS_EC2_METADATA_DISABLED="true")
+    p = subprocess.run([str(VENV_PY), str(PYPEERS / "s3_verify.py"), endpoint, bucket, what, *args],
+                       capture_output=True, text=True, env=env, timeout=1800)
+    if p.returncode != 0:
+        raise RuntimeError(f"s3 {what} {bucket}: {p.stderr.strip()[-400:]}")
+    return json.loads(p.stdout) if p.stdout.strip() else {}
+
+
+def _gcs_obj_url(t: Target, key: str) -> str:
+    return f"{t.endpoint}/storage/v1/b/{t.bucket}/o/{urllib.parse.quote(key, safe='')}"
+
+
+def gcs_object_sha(t: Target, key: str) -> tuple[int, str]:
+    h = hashlib.sha256()
+    n = 0
+    with urllib.request.urlopen(_gcs_obj_url(t, key) + "?alt=media", timeout=120) as r:
+        while chunk := r.read(8 << 20):
+            h.update(chunk)
+            n += len(chunk)
+    return n, h.hexdigest()
+
+
+def gcs_meta(t: Target, key: str) -> dict:
+    with urllib.request.urlopen(_gcs_obj_url(t, key), timeout=30) as r:
+        return json.loads(r.read())
+
+
+def gcs_delete(t: Target, key: str) -> None:
+    try:
+        urllib.request.urlopen(urllib.request.Request(_gcs_obj_url(t, key), method="DELETE"), timeout=30).close()
+    except urllib.error.HTTPError:
+        pass
+
+
+def gcs_create_bucket(endpoint: str, bucket: str) -> None:
+    req = urllib.request.Request(f"{endpoint}/storage/v1/b?project=test", method="POST",
+                                 data=json.dumps({"name": bucket}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        urllib.request.urlopen(req, timeout=30).close()
+    except urllib.error.HTTPError as e:
+        if e.code != 409:
+            raise
+
+
+def s3_head_crc(t: Target, key: str) -> tuple[int, str]:
+    """On shoal-benchserver (no auth): size and CRC32C of what it received."""
+    import base64
+
+    req = urllib.request.Request(f"{t.endpoint}/{t.bucket}/{urllib.parse.quote(key)}", method="HEAD",
+                                 headers={"x-amz-checksum-mode": "ENABLED"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        crc = base64.b64decode(r.headers["x-amz-checksum-crc32c"]).hex()
+        return int(r.headers["content-length"]), crc

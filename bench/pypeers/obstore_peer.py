@@ -1,0 +1,34 @@
+"""obstore peer (S3 only here: its GCS writes use the XML API the emulators lack).
+
+usage: obstore_peer.py OP s3 ENDPOINT BUCKET ARGS...
+  download KEY DEST   obs.get, streamed to the file
+  upload KEY SRC      obs.put from the file (its own multipart, default concurrency)
+"""
+import os
+import sys
+
+import obstore as obs
+from obstore.store import S3Store
+
+
+def main() -> None:
+    op, _proto, endpoint, bucket, *rest = sys.argv[1:]
+    store = S3Store(bucket, endpoint=endpoint, virtual_hosted_style_request=False, region="us-east-1",
+                    access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+                    secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+                    client_options={"allow_http": True})
+    if op == "download":
+        key, dest = rest
+        with open(dest, "wb") as f:
+            for chunk in obs.get(store, key).stream(min_chunk_size=8 << 20):
+                f.write(chunk)
+    elif op == "upload":
+        key, src = rest
+        with open(src, "rb") as f:
+            obs.put(store, key, f)
+    else:
+        sys.exit(f"unknown op {op}")
+
+
+if __name__ == "__main__":
+    main()
