@@ -301,6 +301,16 @@ async fn resumable_put(state: &State, req: Request<Incoming>, host: &str, id: &s
     r
 }
 
+/// Where the body after a part's header block starts (after its blank line).
+fn header_end(buf: &[u8]) -> Option<usize> {
+    let crlf = find(buf, b"\r\n\r\n").map(|i| i + 4);
+    let lf = find(buf, b"\n\n").map(|i| i + 2);
+    match (crlf, lf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
@@ -312,7 +322,9 @@ async fn consume_related(
     boundary: &str,
 ) -> Option<(serde_json::Value, Stored)> {
     let delim = format!("--{boundary}").into_bytes();
-    let close = format!("\r\n--{boundary}").into_bytes();
+    // Line breaks may be CRLF (as RFC 2046 says) or bare LF (Python's email
+    // package, which gcloud uses): accept both.
+    let close = format!("\n--{boundary}").into_bytes();
     // Held back at the end of the media, long enough for the closing delimiter.
     let keep = close.len() + 8;
     let mut head = Vec::new();
@@ -337,11 +349,14 @@ async fn consume_related(
             else {
                 continue;
             };
-            let Some(media) = find(&head[second..], b"\r\n\r\n").map(|i| i + second + 4) else {
+            let Some(media) = header_end(&head[second..]).map(|i| i + second) else {
                 continue;
             };
-            let json_start = find(&head[first..second], b"\r\n\r\n")? + first + 4;
-            let json_end = second.checked_sub(2)?;
+            let json_start = header_end(&head[first..second])? + first;
+            let mut json_end = second.checked_sub(1)?;
+            if head[json_end - 1] == b'\r' {
+                json_end -= 1;
+            }
             meta = Some(serde_json::from_slice(&head[json_start..json_end]).unwrap_or_default());
             data = Bytes::copy_from_slice(&head[media..]);
             head = Vec::new();
@@ -361,9 +376,12 @@ async fn consume_related(
         }
     }
     let meta = meta?;
-    let end = hold
+    let mut end = hold
         .windows(close.len())
         .rposition(|w| w == close.as_slice())?;
+    if end > 0 && hold[end - 1] == b'\r' {
+        end -= 1;
+    }
     add(&mut s, &hold[..end]);
     Some((meta, s))
 }
