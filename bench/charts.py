@@ -28,6 +28,8 @@ def main() -> None:
             continue
         groups = {}
         for r in sc["rows"]:
+            if r["status"] == "n/a":
+                continue
             groups.setdefault((r["target"], r["profile"]), []).append(r)
         groups = {k: v for k, v in groups.items() if any(r["runs"] or r["status"] == "not yet" for r in v)}
         n = len(groups)

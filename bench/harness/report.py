@@ -37,6 +37,8 @@ def table(sc: Scenario) -> list[str]:
         shoal = next((r for r in rows if r.tool == "shoal"), None)
         for r in rows:
             name = f"**{r.tool}**" if r.tool == "shoal" else r.tool
+            if r.status == "n/a":
+                continue  # the protocol or operation is not the tool's; said once in the Tools table
             if r.status != "measured" or not r.runs:
                 why = r.status + (f": {r.reason}" if r.reason else "")
                 out.append(f"| {target} | {profile} | {name} | | | | | | {why} |")

@@ -83,6 +83,7 @@ class Runner:
         self.runs = runs
         # capability -> "" if present, else why not (for "not yet" rows)
         self.shoal_caps = shoal_caps
+        self.timeout = 300  # a stalled client is a failure, not a stalled benchmark
 
     def run_matrix(self, sc: Scenario, targets: list[Target], tools: list[Tool],
                    make_job: Callable[[Tool, Target, int], Job | None],
@@ -100,6 +101,8 @@ class Runner:
                 elif not tool.supports(t) or make_job(tool, t, 0) is None:
                     if tool.name == "shoal" and needs_cap and self.shoal_caps.get(needs_cap):
                         row.status, row.reason = "not yet", self.shoal_caps[needs_cap]
+                    elif tool.supports(t) and getattr(tool, "skip_reason", {}).get((sc.key.split("-")[0], t.server)):
+                        row.status, row.reason = "skipped", tool.skip_reason[(sc.key.split("-")[0], t.server)]
                     else:
                         row.status, row.reason = "n/a", f"no {t.proto} support" if not tool.supports(t) else "operation not offered"
                 else:
@@ -111,7 +114,7 @@ class Runner:
                         before()
                     job = make_job(tool, t, i)
                     log(f"{sc.key} | {t.label} {t.profile} | {tool.name} | run {i + 1}/{self.runs}")
-                    p = measure.run(job.argv, env=job.env)
+                    p = measure.run(job.argv, env=job.env, timeout=self.timeout)
                     if p.rc != 0:
                         res = (f"FAILED: exit {p.rc}: {_tail(p.stderr)}", 0, 0, "")
                     else:
@@ -132,7 +135,7 @@ class Runner:
         dest = wl.dst / "big.bin"
 
         def key(t: Target) -> str:
-            return f"size-{wl.sizes.big}" if t.server == "benchserver" else "big/src.bin"
+            return f"size-{wl.sizes.big}" if t.server == "benchserver" else "big/big.bin"
 
         def job(tool, t, i):
             return tool.download(t, key(t), dest)

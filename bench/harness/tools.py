@@ -210,7 +210,13 @@ class Gcloud(Tool):
     def download(self, t, key, dest):
         return self._cmd(t, "cp", url(t, key), str(dest))
 
+    # Measured instead of assumed: gcloud's multipart upload is refused by
+    # shoal-benchserver's multipart/related parser and its resumable one stalls.
+    skip_reason = {("upload", "benchserver"): "not measured: shoal-benchserver does not yet parse gcloud's uploads"}
+
     def upload(self, t, src, key):
+        if t.server == "benchserver":
+            return None
         return self._cmd(t, "cp", str(src), url(t, key))
 
     def download_tree(self, t, prefix, dest):

@@ -92,7 +92,7 @@ class Workload:
         _random_file(self.big, s.big)
         for i in range(s.small_n):
             _random_file(self.small / f"f{i:05d}.bin", s.small_size)
-        os.link(self.big, self.gcs_data / "bench" / "big" / "src.bin")
+        os.link(self.big, self.gcs_data / "bench" / "big" / "big.bin")
         for f in self.small.iterdir():
             os.link(f, self.gcs_data / "bench" / "small" / f.name)
         (self.gcs_data / "benchup" / ".keep").write_text("")
