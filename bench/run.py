@@ -20,6 +20,7 @@ import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -79,6 +80,8 @@ def main() -> None:
     ap.add_argument("--benchserver-bin", help="use this shoal-benchserver binary instead of building one")
     ap.add_argument("--no-build", action="store_true", help="do not run cargo; use target/release")
     args = ap.parse_args()
+    # SIGTERM unwinds like Ctrl-C, so the servers started here are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sizes = SMOKE if args.smoke else FULL
     runs = args.runs or sizes.runs
     out = Path(args.out) if args.out else (RAW / "smoke" if args.smoke else RESULTS)
