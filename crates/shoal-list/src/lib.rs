@@ -1,0 +1,194 @@
+//! Listing, written once for every backend: URL globs, the narrowest
+//! request a server can be sent for them, a work-stealing parallel lister
+//! for huge buckets, and the grouping behind `shoal du`.
+//!
+//! - [`glob`]: `gcloud storage` glob semantics on keys, the literal prefix,
+//!   whether a delimiter is safe, the GCS `matchGlob` to send.
+//! - [`plan`]: URL → one [`ListRequest`] + the client-side re-check.
+//! - [`parallel`]: ranges `[start, end)` that split themselves when a worker
+//!   is idle; [`split`] finds where to cut.
+//! - [`du`]: totals and groups.
+//!
+//! Entry points: [`expand`] (every object a URL or glob names: what `cp`,
+//! `rm`, `cat` and `du` act on) and [`entries`] (what `ls` shows for a
+//! glob: objects and matching levels).
+//!
+//! Requests are sent once: the backends retry what can be retried (see
+//! `shoal_core::retry`), so nothing here wraps them again.
+//!
+//! Every result is re-checked on the client: servers may ignore
+//! `matchGlob`, `fields` and `endOffset` (fake-gcs-server ignores the first
+//! two, S3 has none of them), and shoal's answer must not depend on which.
+
+#![warn(missing_docs, unreachable_pub)]
+
+pub mod du;
+pub mod glob;
+pub mod parallel;
+pub mod plan;
+pub mod split;
+
+use std::sync::Arc;
+
+use futures::stream::{self, BoxStream, StreamExt};
+use shoal_core::paginate::pages;
+use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, Store};
+
+pub use glob::{KeyGlob, has_wildcard};
+pub use parallel::{ListStats, ParallelOptions};
+pub use plan::{ListOptions, Plan};
+
+/// One line of a listing: an object, or a common prefix (a "directory").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// An object.
+    Object(ObjectMeta),
+    /// A common prefix, ending in `/`.
+    Prefix(String),
+}
+
+/// Checks a URL's glob without listing: a usage error names the URL and
+/// the problem (e.g. an unclosed `[`).
+pub fn check(loc: &Location) -> Result<()> {
+    if loc.is_local() {
+        return Ok(());
+    }
+    KeyGlob::parse(&loc.to_string(), &loc.key).map(|_| ())
+}
+
+/// Every object `loc` names: a literal URL is that object (a HEAD), or
+/// with `recursive` the object and everything below `key/` (or below the
+/// prefix, for `dir/` and bucket URLs); a glob is every matching object,
+/// and with `recursive` everything below each matching level too.
+///
+/// Nothing matching is an empty stream (literal non-recursive: a NotFound
+/// error); the caller words "matched no objects". Errors carry `loc`'s URL.
+pub fn expand(
+    store: Arc<dyn Store>,
+    loc: &Location,
+    opts: &ListOptions,
+) -> impl futures::Stream<Item = Result<ObjectMeta>> + Send + 'static {
+    let url = loc.to_string();
+    let plan = match Plan::objects(loc, opts, store.capabilities()) {
+        Ok(p) => p,
+        Err(e) => return stream::once(async { Err(e) }).boxed(),
+    };
+    let Some(plan) = plan else {
+        let (bucket, key) = (loc.bucket.clone(), loc.key.clone());
+        if key.is_empty() {
+            let e = Error::invalid(
+                Op::List,
+                url,
+                "names a bucket, not an object (use -r for everything in it)",
+            );
+            return stream::once(async { Err(e) }).boxed();
+        }
+        return stream::once(async move {
+            store.head(&bucket, &key).await.map_err(|e| e.with_url(url))
+        })
+        .boxed();
+    };
+    objects_of(store, loc.bucket.clone(), plan, opts, url)
+}
+
+fn objects_of(
+    store: Arc<dyn Store>,
+    bucket: String,
+    plan: Plan,
+    opts: &ListOptions,
+    url: String,
+) -> BoxStream<'static, Result<ObjectMeta>> {
+    let plan = Arc::new(plan);
+    let pages: BoxStream<'static, Result<Vec<ObjectMeta>>> = if plan.parallel_ok() {
+        let popts = ParallelOptions {
+            workers: opts.workers.max(1),
+            sorted: opts.sorted,
+            stats: None,
+        };
+        parallel::list_objects(store, bucket, plan.request.clone(), popts).boxed()
+    } else {
+        pages(store, bucket, plan.request.clone())
+            .map(|p| p.map(|p| p.objects))
+            .boxed()
+    };
+    pages
+        .flat_map(move |page| {
+            let plan = plan.clone();
+            let url = url.clone();
+            let items: Vec<Result<ObjectMeta>> = match page {
+                Ok(objs) => objs
+                    .into_iter()
+                    .filter(|o| plan.keep_object(&o.key))
+                    .map(Ok)
+                    .collect(),
+                Err(e) => vec![Err(e.with_url(url))],
+            };
+            stream::iter(items)
+        })
+        .boxed()
+}
+
+/// What `ls` shows for a glob URL: matching objects and, listing one level,
+/// the common prefixes of matching levels, in key order when the listing is
+/// sequential. `Ok(None)` for a literal URL (ls lists those itself).
+pub fn entries(
+    store: Arc<dyn Store>,
+    loc: &Location,
+    opts: &ListOptions,
+) -> Result<Option<BoxStream<'static, Result<Entry>>>> {
+    let url = loc.to_string();
+    let Some(plan) = Plan::entries(loc, opts, store.capabilities())? else {
+        return Ok(None);
+    };
+    if plan.parallel_ok() {
+        let s = objects_of(store, loc.bucket.clone(), plan, opts, url);
+        return Ok(Some(s.map(|r| r.map(Entry::Object)).boxed()));
+    }
+    let plan = Arc::new(plan);
+    let s = pages(store, loc.bucket.clone(), plan.request.clone()).flat_map(move |page| {
+        let items: Vec<Result<Entry>> = match page {
+            Ok(page) => merge_page(page.objects, page.prefixes)
+                .into_iter()
+                .filter(|e| match e {
+                    Entry::Object(o) => plan.keep_object(&o.key),
+                    Entry::Prefix(p) => plan.keep_prefix(p),
+                })
+                .map(Ok)
+                .collect(),
+            Err(e) => vec![Err(e.with_url(url.clone()))],
+        };
+        stream::iter(items)
+    });
+    Ok(Some(s.boxed()))
+}
+
+/// Objects and prefixes of one page, interleaved in key order.
+fn merge_page(objects: Vec<ObjectMeta>, prefixes: Vec<String>) -> Vec<Entry> {
+    let mut out = Vec::with_capacity(objects.len() + prefixes.len());
+    let mut o = objects.into_iter().peekable();
+    let mut p = prefixes.into_iter().peekable();
+    loop {
+        let take_obj = match (o.peek(), p.peek()) {
+            (None, None) => break,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(a), Some(b)) => a.key.as_str() < b.as_str(),
+        };
+        if take_obj {
+            out.push(Entry::Object(o.next().expect("peeked")));
+        } else {
+            out.push(Entry::Prefix(p.next().expect("peeked")));
+        }
+    }
+    out
+}
+
+/// The error a command reports when a URL matched nothing.
+pub fn no_match(op: Op, loc: &Location) -> Error {
+    Error::new(
+        ErrorKind::NotFound,
+        op,
+        loc.to_string(),
+        "matched no objects",
+    )
+}
