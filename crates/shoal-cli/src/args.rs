@@ -66,6 +66,8 @@ pub(crate) enum Addressing {
 pub(crate) enum Command {
     /// List buckets' objects and prefixes.
     Ls(LsArgs),
+    /// Total size and count below a URL or glob, optionally grouped.
+    Du(DuArgs),
     /// Show an object's metadata.
     Stat(StatArgs),
     /// Write objects to stdout.
@@ -91,6 +93,41 @@ pub(crate) struct LsArgs {
     /// One JSON object per line.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Parallel list requests for large recursive listings (1 = one at a
+    /// time). Extra requests start only once the first page shows there is
+    /// more than one page.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub(crate) parallel: Option<u32>,
+    /// Print in key order (a parallel listing holds later key ranges in
+    /// memory until the earlier ones are done).
+    #[arg(long)]
+    pub(crate) sorted: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DuArgs {
+    /// gs://bucket[/prefix], s3://…, a glob (gs://b/logs/**.gz).
+    #[arg(required = true)]
+    pub(crate) urls: Vec<String>,
+    /// Only the total per URL.
+    #[arg(short = 's', long)]
+    pub(crate) summarize: bool,
+    /// Group by prefix[:DEPTH] (default prefix:1), suffix, age or storage-class.
+    #[arg(long, value_name = "HOW", value_parser = parse_group_by)]
+    pub(crate) group_by: Option<shoal_list::du::GroupBy>,
+    /// Count objects only (no sizes).
+    #[arg(short = 'c', long)]
+    pub(crate) count: bool,
+    /// One JSON object per line.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Parallel list requests (1 = one at a time).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub(crate) parallel: Option<u32>,
+}
+
+fn parse_group_by(s: &str) -> Result<shoal_list::du::GroupBy, String> {
+    s.parse()
 }
 
 #[derive(Debug, Args)]

@@ -100,6 +100,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Ls(a) => cmd::ls::run(&ctx, a).await,
+            Command::Du(a) => cmd::du::run(&ctx, a).await,
             Command::Stat(a) => cmd::stat::run(&ctx, a).await,
             Command::Cat(a) => cmd::cat::run(&ctx, a).await,
             Command::Rm(a) => cmd::rm::run(&ctx, a).await,

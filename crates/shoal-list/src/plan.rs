@@ -135,12 +135,15 @@ impl Plan {
         if opts.recursive || !g.delimiter_safe() {
             return Plan::objects(loc, opts, caps);
         }
-        // No matchGlob here: it is defined on object names, and the common
-        // prefixes this listing exists to show might be filtered out with it.
+        // The matchGlob is "P or anything below it" (`P**`): whether GCS
+        // applies it to object names before folding them into common
+        // prefixes or to the prefixes themselves, the prefixes of matching
+        // levels survive.
         Ok(Some(Plan {
             request: ListRequest {
                 prefix: g.literal_prefix().to_owned(),
                 delimiter: Some("/".into()),
+                match_glob: caps.match_glob.then(|| g.match_glob_or_below()).flatten(),
                 projection: opts.projection,
                 max_results: opts.page_size,
                 ..Default::default()
@@ -257,7 +260,8 @@ mod tests {
         let p = Plan::entries(&loc, &ListOptions::default(), &caps(true))
             .unwrap()
             .unwrap();
-        assert_eq!(p.request.match_glob, None);
+        assert_eq!(p.request.match_glob.as_deref(), Some("d**"));
+        assert_eq!(p.request.delimiter.as_deref(), Some("/"));
         assert!(p.keep_prefix("d1/"));
         assert!(!p.keep_prefix("e/"));
     }

@@ -1,5 +1,12 @@
 //! `shoal ls`: one level (with `/` as delimiter) or everything below (`-r`).
 //!
+//! A URL with `*`, `?` or `[` is a glob (docs/globs.md): one level shows
+//! matching objects and the `dir/` prefixes of matching levels; `-r` shows
+//! every object that matches or lies below a matching level. Recursive
+//! listings go through shoal-list's parallel lister, which stays a plain
+//! sequential listing until the first page shows there is more; results
+//! then come in no particular order unless `--sorted`.
+//!
 //! `ls gs://b/dir` behaves like gsutil: it shows the object `dir` if it
 //! exists and the contents of `dir/` if that prefix exists; neither is an
 //! error ("matched no objects"), as is any listing of a missing bucket.
@@ -10,6 +17,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use shoal_core::paginate::pages;
 use shoal_core::{ListRequest, Location, ObjectMeta, Projection, Store};
+use shoal_list::{Entry, ListOptions};
 
 use crate::args::LsArgs;
 use crate::config::Context;
@@ -63,6 +71,8 @@ pub(crate) async fn run(ctx: &Context, a: LsArgs) -> CmdResult {
     if loc.is_local() {
         return ls_local(&loc, &a);
     }
+    // A bad glob is a usage error before any store is built.
+    shoal_list::check(&loc)?;
     let store = ctx.store(&loc)?;
     let projection = if a.json {
         Projection::Full
@@ -83,10 +93,30 @@ pub(crate) async fn run(ctx: &Context, a: LsArgs) -> CmdResult {
     } else {
         Some("/".to_owned())
     };
+    let opts = ListOptions {
+        recursive: a.recursive,
+        projection,
+        workers: a
+            .parallel
+            .map_or(shoal_list::parallel::DEFAULT_WORKERS, |n| n as usize),
+        sorted: a.sorted,
+        page_size: None,
+    };
 
     let mut found_any;
-    if loc.is_prefix_like() {
-        found_any = list_into(ctx, &store, &loc, &loc.key, delimiter, projection, &mut p).await?;
+    if let Some(entries) = shoal_list::entries(store.clone(), &loc, &opts)? {
+        // A glob: matching objects (and, one level, matching "directories").
+        found_any = print_entries(&loc, entries, &mut p).await?;
+    } else if a.recursive {
+        // Everything below a literal prefix or name, listed in parallel
+        // once it proves to be more than a page.
+        let objects = Box::pin(shoal_list::expand(store.clone(), &loc, &opts));
+        found_any = print_entries(&loc, objects.map(|r| r.map(Entry::Object)), &mut p).await?;
+        if loc.key.is_empty() {
+            found_any = true;
+        }
+    } else if loc.is_prefix_like() {
+        found_any = list_into(&store, &loc, &loc.key, delimiter, projection, &mut p).await?;
         // An empty bucket listing is not an error; an empty prefix is.
         if loc.key.is_empty() {
             found_any = true;
@@ -100,9 +130,7 @@ pub(crate) async fn run(ctx: &Context, a: LsArgs) -> CmdResult {
             projection,
             ..Default::default()
         };
-        let first = ctx
-            .retry
-            .run("list", || store.list_page(&loc.bucket, &probe))
+        let first = (store.list_page(&loc.bucket, &probe))
             .await
             .map_err(|e| e.with_url(loc.to_string()))?;
         let exact = first.objects.iter().find(|o| o.key == loc.key).cloned();
@@ -114,7 +142,7 @@ pub(crate) async fn run(ctx: &Context, a: LsArgs) -> CmdResult {
             p.object(&loc, &m).map_err(write_failure)?;
         }
         if has_dir {
-            list_into(ctx, &store, &loc, &dir, delimiter, projection, &mut p).await?;
+            list_into(&store, &loc, &dir, delimiter, projection, &mut p).await?;
         }
     }
     if a.long && !a.json && found_any {
@@ -134,8 +162,25 @@ pub(crate) async fn run(ctx: &Context, a: LsArgs) -> CmdResult {
     Ok(())
 }
 
+async fn print_entries(
+    loc: &Location,
+    entries: impl futures::Stream<Item = shoal_core::Result<Entry>>,
+    p: &mut Printer<'_>,
+) -> Result<bool, Failure> {
+    let mut entries = std::pin::pin!(entries);
+    let mut any = false;
+    while let Some(e) = entries.next().await {
+        any = true;
+        match e? {
+            Entry::Object(m) => p.object(loc, &m),
+            Entry::Prefix(x) => p.prefix(loc, &x),
+        }
+        .map_err(write_failure)?;
+    }
+    Ok(any)
+}
+
 async fn list_into(
-    ctx: &Context,
     store: &Arc<dyn Store>,
     loc: &Location,
     prefix: &str,
@@ -149,7 +194,7 @@ async fn list_into(
         projection,
         ..Default::default()
     };
-    let mut stream = Box::pin(pages(store.clone(), loc.bucket.clone(), req, ctx.retry));
+    let mut stream = Box::pin(pages(store.clone(), loc.bucket.clone(), req));
     let mut any = false;
     while let Some(page) = stream.next().await {
         let page = page.map_err(|e| e.with_url(loc.with_key(prefix.to_owned()).to_string()))?;

@@ -2,6 +2,7 @@
 
 pub(crate) mod cat;
 pub(crate) mod cp;
+pub(crate) mod du;
 pub(crate) mod ls;
 pub(crate) mod mb;
 pub(crate) mod rm;
