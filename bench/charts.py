@@ -69,8 +69,8 @@ def main() -> None:
             ax.set_title(f"{target}, {profile}", fontsize=10, loc="left")
             ax.set_xlabel("MiB/s (higher is better)" if by_bytes else "wall time, ms (lower is better)", fontsize=8)
             ax.spines[["top", "right"]].set_visible(False)
-        fig.suptitle(sc["title"], fontsize=12, x=0.01, ha="left")
-        fig.tight_layout()
+        fig.suptitle(sc["title"], fontsize=12, x=0.01, ha="left", fontweight="bold")
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.45 / height))  # room for the title above the first panel
         name = f"{sc['key']}.png"
         fig.savefig(out / name, dpi=110)
         plt.close(fig)
