@@ -74,13 +74,25 @@ fn main() -> ExitCode {
                 };
             }
             // clap's own rendering is several lines; keep the first (the problem).
+            // clap renders several lines (problem, detail, usage, tip): join
+            // what comes before "Usage:" into the one line we promise.
             let rendered = e.render().to_string();
-            let first = rendered
+            let problem: Vec<&str> = rendered
                 .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("invalid arguments");
-            let first = first.trim_start_matches("error: ");
-            eprintln!("shoal: {first} (see 'shoal --help')");
+                .take_while(|l| !l.starts_with("Usage:"))
+                .map(str::trim)
+                .filter(|l| {
+                    !l.is_empty()
+                        && !l.starts_with("tip:")
+                        && !l.starts_with("For more information")
+                })
+                .collect();
+            let problem = problem.join(" ");
+            let problem = problem.trim_start_matches("error: ");
+            eprintln!(
+                "shoal: {} (see 'shoal --help')",
+                shoal_core::error::one_line(problem, 300)
+            );
             return ExitCode::from(2);
         }
     };
@@ -131,10 +143,28 @@ fn init_logging(verbose: u8) {
         2 => "debug",
         _ => "trace",
     };
-    let filter = std::env::var("SHOAL_LOG").unwrap_or_else(|_| format!("shoal={level},shoal_core={level},shoal_gcs={level},shoal_s3={level},shoal_transfer={level},warn"));
+    // Our crates at the chosen level; other crates only at error by default
+    // (their warnings, e.g. about missing AWS config files, are noise to a
+    // user who gets one clear error line from us). SHOAL_LOG overrides.
+    let ours = [
+        "shoal",
+        "shoal_core",
+        "shoal_gcs",
+        "shoal_s3",
+        "shoal_transfer",
+        "shoal_list",
+    ];
+    let default = ours
+        .iter()
+        .map(|c| format!("{c}={level}"))
+        .collect::<Vec<_>>()
+        .join(",")
+        + ",error";
+    let filter = std::env::var("SHOAL_LOG").unwrap_or(default);
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
 }

@@ -18,9 +18,6 @@ use crate::meta::{ByteRange, ObjectVersion};
 use crate::retry::RetryPolicy;
 use crate::store::{BoxByteStream, Store};
 
-/// Most consecutive failures without a single new byte before giving up.
-const MAX_STALLED_RESUMES: u32 = 6;
-
 struct State {
     store: Arc<dyn Store>,
     bucket: String,
@@ -36,7 +33,9 @@ struct State {
 }
 
 /// Reads `range` of an object, resuming after failures from the last byte
-/// received. `first` is an already-open body for the same range (so the
+/// received. `policy.max_attempts` bounds consecutive failures that bring
+/// no new byte (progress resets the count, so a long download survives many
+/// separate hiccups). `first` is an already-open body for the same range (so the
 /// caller could read its headers), or None to open one here.
 #[allow(clippy::too_many_arguments)]
 pub fn resuming_stream(
@@ -69,10 +68,8 @@ pub fn resuming_stream(
             }
             if st.body.is_none() {
                 let range = ByteRange { start: st.pos, end: st.end };
-                let opened = st
-                    .policy
-                    .run("reopen download", || st.store.get(&st.bucket, &st.key, range, st.version.as_ref()))
-                    .await;
+                // The backend retries the request itself (see crate::retry).
+                let opened = st.store.get(&st.bucket, &st.key, range, st.version.as_ref()).await;
                 match opened {
                     Ok(r) => st.body = Some(r.body),
                     Err(e) => {
@@ -100,7 +97,7 @@ pub fn resuming_stream(
                     }
                     return Some((Ok(chunk), st));
                 }
-                Some(Err(e)) if e.is_retryable() && st.failures < MAX_STALLED_RESUMES => {
+                Some(Err(e)) if e.is_retryable() && st.failures + 1 < st.policy.max_attempts => {
                     tracing::debug!(url = %st.url, pos = st.pos, error = %e, "download stream broke; resuming");
                     st.failures += 1;
                     st.body = None;
@@ -114,7 +111,7 @@ pub fn resuming_stream(
                     Some(end) if st.pos < end => {
                         st.body = None;
                         st.failures += 1;
-                        if st.failures > MAX_STALLED_RESUMES {
+                        if st.failures >= st.policy.max_attempts {
                             st.done = true;
                             let e = Error::new(
                                 ErrorKind::Integrity,

@@ -6,8 +6,12 @@
 //! shorter than a user's patience). A server's `Retry-After` replaces the
 //! computed wait when it is longer, capped at one minute.
 //!
-//! Only whole requests are retried here. A download stream that breaks
-//! halfway is resumed from its last byte by [`crate::resume`], not restarted.
+//! Who retries: the backends, around each HTTP request they send, and no
+//! one above them. Engines and commands call store methods once; wrapping
+//! them again would multiply attempts (8 × 8 = 64) and hide real outages.
+//! A download stream that breaks halfway is the one thing a backend cannot
+//! retry, because only the reader knows how much it consumed: that is
+//! resumed from its last byte by [`crate::resume`], not restarted.
 
 use std::future::Future;
 use std::time::Duration;

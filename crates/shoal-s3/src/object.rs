@@ -28,6 +28,15 @@ impl Client {
         let resp = self.send(&req).await?;
         let size = header_u64(resp.headers(), "content-length")
             .ok_or_else(|| protocol(Op::Stat, &req.target, "expected a Content-Length on HEAD"))?;
+        // Every S3 implementation sends an ETag with an object; a 200
+        // without one is some other server (a proxy page, a wrong port).
+        if resp.headers().get("etag").is_none() {
+            return Err(protocol(
+                Op::Stat,
+                &req.target,
+                "the answer has no ETag: is this an S3 endpoint?",
+            ));
+        }
         Ok(meta_from_headers(key, size, resp.headers()))
     }
 

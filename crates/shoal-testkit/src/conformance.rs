@@ -9,7 +9,6 @@
 use bytes::Bytes;
 use futures::TryStreamExt;
 use shoal_core::paginate::pages;
-use shoal_core::retry::RetryPolicy;
 use shoal_core::{ByteRange, ErrorKind, ListRequest, ObjectVersion, PutOptions};
 
 use crate::Target;
@@ -53,15 +52,10 @@ async fn list_keys(t: &Target, mut req: ListRequest) -> (Vec<String>, Vec<String
     if req.max_results.is_none() {
         req.max_results = Some(1000);
     }
-    let pages: Vec<_> = pages(
-        t.store.clone(),
-        t.bucket.clone(),
-        req,
-        RetryPolicy::default(),
-    )
-    .try_collect()
-    .await
-    .unwrap_or_else(|e| panic!("list: {e}"));
+    let pages: Vec<_> = pages(t.store.clone(), t.bucket.clone(), req)
+        .try_collect()
+        .await
+        .unwrap_or_else(|e| panic!("list: {e}"));
     let mut objs = Vec::new();
     let mut prefixes = Vec::new();
     for p in pages {

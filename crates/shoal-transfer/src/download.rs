@@ -67,8 +67,7 @@ pub async fn download_to_file(
 ) -> Result<Report> {
     check_destination(dest)?;
     let url = src.to_string();
-    let meta = policy
-        .run("stat", || store.head(&src.bucket, &src.key))
+    let meta = (store.head(&src.bucket, &src.key))
         .await
         .map_err(|e| e.with_url(&url).with_op(Op::Download))?;
     download_known(store, src, &meta, dest, opts, policy).await
@@ -285,8 +284,7 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
     policy: &RetryPolicy,
 ) -> Result<Report> {
     let url = src.to_string();
-    let meta = policy
-        .run("stat", || store.head(&src.bucket, &src.key))
+    let meta = (store.head(&src.bucket, &src.key))
         .await
         .map_err(|e| e.with_url(&url).with_op(Op::Download))?;
     let mut stream = resuming_stream(

@@ -70,7 +70,6 @@ pub async fn upload_stream(
     dst: &Location,
     put_opts: &PutOptions,
     opts: &TransferOptions,
-    policy: &RetryPolicy,
 ) -> Result<Report> {
     // `fill` may ask again after the end: a fused stream keeps answering None.
     let mut body: BoxByteStream = Box::pin(body.fuse());
@@ -85,10 +84,7 @@ pub async fn upload_stream(
             crc32c: Some(crc),
             ..put_opts.clone()
         };
-        let meta = policy
-            .run("upload", || {
-                store.put(&dst.bucket, &dst.key, first.clone(), &put)
-            })
+        let meta = (store.put(&dst.bucket, &dst.key, first.clone(), &put))
             .await
             .map_err(|e| e.with_url(&url))?;
         opts.add_progress(first.len() as u64);
@@ -101,10 +97,7 @@ pub async fn upload_stream(
         });
     }
 
-    let upload = policy
-        .run("start multipart upload", || {
-            store.multipart_start(&dst.bucket, &dst.key, put_opts)
-        })
+    let upload = (store.multipart_start(&dst.bucket, &dst.key, put_opts))
         .await
         .map_err(|e| e.with_url(&url))?;
     let sem = Arc::new(tokio::sync::Semaphore::new(opts.workers.max(1)));
@@ -135,22 +128,14 @@ pub async fn upload_stream(
             while let Some(done) = tasks.try_join_next() {
                 parts.push(joined(done, &url)?);
             }
-            let (store, upload, policy, opts, url2) = (
-                store.clone(),
-                upload.clone(),
-                *policy,
-                opts.clone(),
-                url.clone(),
-            );
+            let (store, upload, opts, url2) =
+                (store.clone(), upload.clone(), opts.clone(), url.clone());
             let n = number;
             tasks.spawn(async move {
                 let _permit = permit;
                 let crc = crc32c::crc32c(&data);
                 let len = data.len() as u64;
-                let info = policy
-                    .run("upload part", || {
-                        store.multipart_put(&upload, n, data.clone(), crc)
-                    })
+                let info = (store.multipart_put(&upload, n, data.clone(), crc))
                     .await
                     .map_err(|e| e.with_url(&url2))?;
                 opts.add_progress(len);
@@ -169,21 +154,16 @@ pub async fn upload_stream(
     .await;
     if let Err(e) = outcome {
         tasks.abort_all();
-        abort_quietly(&store, &upload, policy).await;
+        abort_quietly(&store, &upload).await;
         return Err(e);
     }
     parts.sort_by_key(|p| p.part_number);
     let crc = crc32c_combine_all(parts.iter().map(|p| (p.crc32c, p.size)));
     let bytes = parts.iter().map(|p| p.size).sum();
-    let meta = match policy
-        .run("complete multipart upload", || {
-            store.multipart_complete(&upload, &parts, Some(crc))
-        })
-        .await
-    {
+    let meta = match (store.multipart_complete(&upload, &parts, Some(crc))).await {
         Ok(m) => m,
         Err(e) => {
-            abort_quietly(&store, &upload, policy).await;
+            abort_quietly(&store, &upload).await;
             return Err(e.with_url(&url));
         }
     };
@@ -206,8 +186,7 @@ pub async fn copy_object(
     policy: &RetryPolicy,
 ) -> Result<Report> {
     let src_url = src.to_string();
-    let meta = policy
-        .run("stat", || src_store.head(&src.bucket, &src.key))
+    let meta = (src_store.head(&src.bucket, &src.key))
         .await
         .map_err(|e| e.with_url(&src_url).with_op(Op::Copy))?;
     let body = resuming_stream(
@@ -224,7 +203,7 @@ pub async fn copy_object(
         content_encoding: meta.content_encoding.clone(),
         ..Default::default()
     };
-    let mut report = upload_stream(dst_store, body, dst, &put_opts, opts, policy).await?;
+    let mut report = upload_stream(dst_store, body, dst, &put_opts, opts).await?;
     if report.bytes != meta.size {
         return Err(Error::new(
             ErrorKind::Integrity,

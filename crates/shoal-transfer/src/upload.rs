@@ -18,7 +18,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use shoal_core::checksum::crc32c_combine_all;
-use shoal_core::retry::RetryPolicy;
 use shoal_core::{
     Error, ErrorKind, Location, MultipartUpload, Op, PartInfo, PutOptions, Result, Store,
 };
@@ -50,7 +49,6 @@ pub async fn upload_file(
     path: &Path,
     dst: &Location,
     opts: &TransferOptions,
-    policy: &RetryPolicy,
 ) -> Result<Report> {
     let path_s = path.display().to_string();
     let file = File::open(path).map_err(|e| Error::io(Op::Read, &path_s, e))?;
@@ -75,10 +73,7 @@ pub async fn upload_file(
             crc32c: Some(crc),
             ..Default::default()
         };
-        let meta = policy
-            .run("upload", || {
-                store.put(&dst.bucket, &dst.key, data.clone(), &put_opts)
-            })
+        let meta = (store.put(&dst.bucket, &dst.key, data.clone(), &put_opts))
             .await
             .map_err(|e| e.with_url(&url))?;
         opts.add_progress(size);
@@ -92,16 +87,10 @@ pub async fn upload_file(
     }
 
     let start_opts = PutOptions::default();
-    let upload = policy
-        .run("start multipart upload", || {
-            store.multipart_start(&dst.bucket, &dst.key, &start_opts)
-        })
+    let upload = (store.multipart_start(&dst.bucket, &dst.key, &start_opts))
         .await
         .map_err(|e| e.with_url(&url))?;
-    let result = upload_parts(
-        &store, &upload, &file, size, part, opts, policy, &path_s, &url,
-    )
-    .await;
+    let result = upload_parts(&store, &upload, &file, size, part, opts, &path_s, &url).await;
     let result = match result {
         Ok(parts) => match check_unchanged(&file, stamp, &path_s) {
             Ok(()) => Ok(parts),
@@ -112,20 +101,16 @@ pub async fn upload_file(
     let parts = match result {
         Ok(p) => p,
         Err(e) => {
-            abort_quietly(&store, &upload, policy).await;
+            abort_quietly(&store, &upload).await;
             return Err(e);
         }
     };
     let crc = crc32c_combine_all(parts.iter().map(|p| (p.crc32c, p.size)));
-    let completed = policy
-        .run("complete multipart upload", || {
-            store.multipart_complete(&upload, &parts, Some(crc))
-        })
-        .await;
+    let completed = (store.multipart_complete(&upload, &parts, Some(crc))).await;
     let meta = match completed {
         Ok(m) => m,
         Err(e) => {
-            abort_quietly(&store, &upload, policy).await;
+            abort_quietly(&store, &upload).await;
             return Err(e.with_url(&url));
         }
     };
@@ -139,15 +124,8 @@ pub async fn upload_file(
 }
 
 /// Aborts an upload, logging (not failing) if that too fails.
-pub(crate) async fn abort_quietly(
-    store: &Arc<dyn Store>,
-    upload: &MultipartUpload,
-    policy: &RetryPolicy,
-) {
-    if let Err(e) = policy
-        .run("abort multipart upload", || store.multipart_abort(upload))
-        .await
-    {
+pub(crate) async fn abort_quietly(store: &Arc<dyn Store>, upload: &MultipartUpload) {
+    if let Err(e) = (store.multipart_abort(upload)).await {
         tracing::warn!(error = %e, upload_id = %upload.upload_id, "could not abort the multipart upload; its parts may remain");
     }
 }
@@ -215,7 +193,6 @@ async fn upload_parts(
     size: u64,
     part: u64,
     opts: &TransferOptions,
-    policy: &RetryPolicy,
     path_s: &str,
     url: &str,
 ) -> Result<Vec<PartInfo>> {
@@ -233,13 +210,8 @@ async fn upload_parts(
         while let Some(done) = tasks.try_join_next() {
             parts.push(joined(done, url).inspect_err(|_| tasks.abort_all())?);
         }
-        let (store, upload, file, policy, opts) = (
-            store.clone(),
-            upload.clone(),
-            file.clone(),
-            *policy,
-            opts.clone(),
-        );
+        let (store, upload, file, opts) =
+            (store.clone(), upload.clone(), file.clone(), opts.clone());
         let (path_s, url) = (path_s.to_owned(), url.to_owned());
         let offset = i * part;
         let len = part.min(size - offset) as usize;
@@ -248,10 +220,7 @@ async fn upload_parts(
             let data = read_at(&file, offset, len, &path_s).await?;
             let crc = crc32c::crc32c(&data);
             let number = (i + 1) as u32;
-            let info = policy
-                .run("upload part", || {
-                    store.multipart_put(&upload, number, data.clone(), crc)
-                })
+            let info = (store.multipart_put(&upload, number, data.clone(), crc))
                 .await
                 .map_err(|e| e.with_url(&url))?;
             opts.add_progress(len as u64);

@@ -245,15 +245,9 @@ async fn multipart_upload_round_trip_and_abort_on_failure() {
     let body = data(10_500, 11);
     std::fs::write(&src, &body).unwrap();
     let dst = Location::parse("gs://b/up").unwrap();
-    let r = upload_file(
-        store.clone(),
-        &src,
-        &dst,
-        &small_slices(),
-        &RetryPolicy::default(),
-    )
-    .await
-    .unwrap();
+    let r = upload_file(store.clone(), &src, &dst, &small_slices())
+        .await
+        .unwrap();
     assert_eq!(r.pieces, 11);
     let got = store
         .get("b", "up", ByteRange::from(0), None)
@@ -266,15 +260,9 @@ async fn multipart_upload_round_trip_and_abort_on_failure() {
     // A non-retryable failure mid-way aborts the upload; the object is not created.
     store.fail_next(&[ErrorKind::PermissionDenied]);
     let dst2 = Location::parse("gs://b/up2").unwrap();
-    let err = upload_file(
-        store.clone(),
-        &src,
-        &dst2,
-        &small_slices(),
-        &RetryPolicy::default(),
-    )
-    .await
-    .unwrap_err();
+    let err = upload_file(store.clone(), &src, &dst2, &small_slices())
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::PermissionDenied);
     assert_eq!(
         store.head("b", "up2").await.unwrap_err().kind(),
@@ -299,7 +287,6 @@ async fn stream_upload_small_and_large_and_copy() {
             &dst,
             &PutOptions::default(),
             &small_slices(),
-            &RetryPolicy::default(),
         )
         .await
         .unwrap();

@@ -108,16 +108,14 @@ async fn copy_one(
             let store = ctx.store(&dst)?;
             let progress = Progress::start(Some(md.len()), ctx.quiet);
             opts.progress = Some(progress.counter());
-            let r = upload_file(store, path, &dst, opts, &ctx.retry).await?;
+            let r = upload_file(store, path, &dst, opts).await?;
             Ok((r, dst.to_string(), progress.finish()))
         }
         (false, true) => {
             let dest = local_dest(&dst.key, src)?;
             check_destination(&dest)?;
             let store = ctx.store(src)?;
-            let meta = ctx
-                .retry
-                .run("stat", || store.head(&src.bucket, &src.key))
+            let meta = (store.head(&src.bucket, &src.key))
                 .await
                 .map_err(|e| e.with_url(src.to_string()).with_op(Op::Download))?;
             let progress = Progress::start(Some(meta.size), ctx.quiet);
@@ -283,5 +281,5 @@ async fn from_stdin(
     }
     let store = ctx.store(dst)?;
     let body = reader_stream(tokio::io::stdin(), "stdin");
-    Ok(upload_stream(store, body, dst, &PutOptions::default(), opts, &ctx.retry).await?)
+    Ok(upload_stream(store, body, dst, &PutOptions::default(), opts).await?)
 }

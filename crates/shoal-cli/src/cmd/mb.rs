@@ -21,8 +21,7 @@ pub(crate) async fn run(ctx: &Context, a: MbArgs) -> CmdResult {
         )));
     }
     let store = ctx.store(&loc)?;
-    ctx.retry
-        .run("create bucket", || store.create_bucket(&loc.bucket))
+    (store.create_bucket(&loc.bucket))
         .await
         .map_err(|e| e.with_url(loc.to_string()))?;
     if !ctx.quiet {

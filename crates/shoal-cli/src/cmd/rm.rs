@@ -48,7 +48,7 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
         } else {
             format!("{}/", loc.key)
         };
-        let mut stream = Box::pin(pages(store, loc.bucket.clone(), req, ctx.retry));
+        let mut stream = Box::pin(pages(store, loc.bucket.clone(), req));
         let before = targets.len();
         while let Some(page) = stream.next().await {
             let page = page.map_err(|e| e.with_url(loc.to_string()))?;
@@ -66,8 +66,7 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
     let results = futures::stream::iter(targets)
         .map(|loc| async move {
             let store = ctx.store(&loc)?;
-            ctx.retry
-                .run("delete", || store.delete(&loc.bucket, &loc.key))
+            (store.delete(&loc.bucket, &loc.key))
                 .await
                 .map_err(|e| e.with_url(loc.to_string()))?;
             Ok::<_, Error>(loc)

@@ -24,8 +24,7 @@ pub(crate) async fn run(ctx: &Context, a: StatArgs) -> CmdResult {
         }
     } else {
         let store = ctx.store(&loc)?;
-        ctx.retry
-            .run("stat", || store.head(&loc.bucket, &loc.key))
+        (store.head(&loc.bucket, &loc.key))
             .await
             .map_err(|e| e.with_url(loc.to_string()))?
     };
