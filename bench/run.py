@@ -164,11 +164,13 @@ def main() -> None:
             sc = Scenario("upload-big", f"Upload one {big} object", "bytes", notes=[
                 "Checked by reading the object back (sha256) from MinIO and fake-gcs-server; shoal-benchserver keeps no data, "
                 "so there the check is the CRC32C it computed over the bytes it received.",
-                "fake-gcs-server uploads are slow (~80 MB/s, one core): its rows measure the emulator more than the client.",
+                "fake-gcs-server is left out: in this harness's first full run its memory backend grew past 3.6 GB RSS "
+                "during shoal's 1 GiB upload (64 parallel part uploads, then compose), the kernel's OOM killer ended it, "
+                "and shoal had not finished after 300 s. Its uploads are slow (~80 MB/s) at the best of times.",
                 "python-storage uploads with upload_from_filename (resumable, one stream): upload_chunks_concurrently needs "
                 "the XML multipart API, which neither emulator has."])
             scen.append(sc)
-            runner.upload_big(sc, [minio_up, fgcs_up, Target("benchserver", "s3", b_s3.endpoint, "benchup", "loopback"),
+            runner.upload_big(sc, [minio_up, Target("benchserver", "s3", b_s3.endpoint, "benchup", "loopback"),
                                    Target("benchserver", "gcs", b_gcs.endpoint, "benchup", "loopback")], all_tools)
 
             sc = Scenario("download-small", f"Download {small} objects", "objects", notes=[
