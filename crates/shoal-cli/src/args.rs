@@ -76,8 +76,12 @@ pub(crate) enum Command {
     Rm(RmArgs),
     /// Create a bucket.
     Mb(MbArgs),
-    /// Copy one object or file (local↔cloud, cloud↔cloud); `-` is stdin/stdout.
+    /// Copy objects or files (local↔cloud, cloud↔cloud); `-r` for folders, globs for sets; `-` is stdin/stdout.
     Cp(CpArgs),
+    /// Make DST hold what SRC holds: copy what is missing or differs (`--delete` removes extras).
+    Sync(SyncArgs),
+    /// Run `cp`/`rm` lines from a file (or `-` for stdin) concurrently.
+    Run(RunArgs),
 }
 
 #[derive(Debug, Args)]
@@ -169,6 +173,9 @@ pub(crate) struct CpArgs {
     /// Destination: URL, local path, or `-` for stdout. A destination ending
     /// in `/` or naming an existing folder receives the source's base name.
     pub(crate) dst: String,
+    /// Copy folders and prefixes with everything below them.
+    #[arg(short = 'r', long)]
+    pub(crate) recursive: bool,
     /// Slices for a download (1 = one plain stream). Default: from the size.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub(crate) slices: Option<u64>,
@@ -244,4 +251,27 @@ mod tests {
         use clap::CommandFactory;
         Cli::command().debug_assert();
     }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SyncArgs {
+    /// Source folder, prefix or bucket.
+    pub(crate) src: String,
+    /// Destination folder, prefix or bucket.
+    pub(crate) dst: String,
+    /// Delete destination files the source does not have.
+    #[arg(long)]
+    pub(crate) delete: bool,
+    /// Print what would be done, do nothing.
+    #[arg(long, short = 'n')]
+    pub(crate) dry_run: bool,
+    /// Compare CRC32C (reads local files) instead of size and modification time.
+    #[arg(long, short = 'c')]
+    pub(crate) checksum: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// File of commands, one per line (`cp SRC DST`, `rm URL`; `#` comments); `-` reads stdin.
+    pub(crate) file: String,
 }

@@ -116,6 +116,33 @@ impl Context {
     }
 }
 
+impl Context {
+    /// A store lookup for batch engines: the stores for `locs`' schemes are
+    /// built now (so a credential problem stops the batch before it starts)
+    /// and shared by every action.
+    pub(crate) fn store_for(&self, locs: &[&Location]) -> Result<shoal_transfer::batch::StoreFor> {
+        let mut stores: Vec<(Scheme, Arc<dyn Store>)> = Vec::new();
+        for l in locs {
+            if !stores.iter().any(|(s, _)| *s == l.scheme) {
+                stores.push((l.scheme, self.store(l)?));
+            }
+        }
+        Ok(Arc::new(move |loc: &Location| {
+            stores
+                .iter()
+                .find(|(s, _)| *s == loc.scheme)
+                .map(|(_, st)| st.clone())
+                .ok_or_else(|| {
+                    shoal_core::Error::invalid(
+                        shoal_core::Op::Copy,
+                        loc.to_string(),
+                        "no store for this scheme in this batch",
+                    )
+                })
+        }))
+    }
+}
+
 fn get_or_try_init(
     cell: &OnceLock<Arc<dyn Store>>,
     f: impl FnOnce() -> Result<Arc<dyn Store>>,

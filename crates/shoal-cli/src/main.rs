@@ -118,6 +118,8 @@ fn main() -> ExitCode {
             Command::Rm(a) => cmd::rm::run(&ctx, a).await,
             Command::Mb(a) => cmd::mb::run(&ctx, a).await,
             Command::Cp(a) => cmd::cp::run(&ctx, a).await,
+            Command::Sync(a) => cmd::sync::run(&ctx, a).await,
+            Command::Run(a) => cmd::run::run(&ctx, a).await,
         }
     });
     // Don't wait for idle pooled connections or stray tasks.

@@ -231,12 +231,37 @@ fn io_message(err: &std::io::Error) -> String {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}: {}", self.op, self.url, self.message)?;
+        // A key may hold control characters; never send them raw to a terminal.
+        write!(
+            f,
+            "{} {}: {}",
+            self.op,
+            escape_controls(&self.url),
+            self.message
+        )?;
         if let Some(hint) = &self.hint {
             write!(f, " ({hint})")?;
         }
         Ok(())
     }
+}
+
+/// `s` with control characters written as `\u{..}` escapes.
+pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    std::borrow::Cow::Owned(
+        s.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_unicode().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
 }
 
 /// Flattens `s` to one line of at most `max` characters.
@@ -292,6 +317,17 @@ mod tests {
         let body = "x".repeat(10_000);
         let e = Error::new(ErrorKind::Protocol, Op::List, "s3://b/", &body);
         assert!(e.to_string().chars().count() < 400);
+    }
+
+    #[test]
+    fn control_characters_in_urls_are_escaped() {
+        let e = Error::new(
+            ErrorKind::NotFound,
+            Op::Stat,
+            "gs://b/a\u{1b}[2Jb\n",
+            "gone",
+        );
+        assert_eq!(e.to_string(), "stat gs://b/a\\u{1b}[2Jb\\u{a}: gone");
     }
 
     #[test]

@@ -104,6 +104,7 @@ pub async fn download_known(
         let policy = *policy;
         let opts = opts.clone();
         tasks.spawn(async move {
+            let _slot = opts.permit().await;
             let range = ByteRange::new(start, end);
             let stream = resuming_stream(
                 store,

@@ -20,9 +20,11 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+pub mod batch;
 pub mod download;
 pub mod plan;
 pub mod stream;
+pub mod tree;
 pub mod upload;
 
 use std::sync::Arc;
@@ -43,6 +45,13 @@ pub struct TransferOptions {
     pub part_size: u64,
     /// Bytes moved so far, for progress displays.
     pub progress: Option<Arc<AtomicU64>>,
+    /// Requests in flight across every transfer sharing this limiter. A
+    /// batch of many files shares one, so big files' slices and small
+    /// files' single requests draw from the same budget (`--workers`),
+    /// instead of files × slices requests. Only requests hold permits,
+    /// never whole files, so a file waiting for its slices cannot starve
+    /// them.
+    pub limiter: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl Default for TransferOptions {
@@ -56,11 +65,20 @@ impl Default for TransferOptions {
             min_slice: plan::DEFAULT_MIN_SLICE,
             part_size: upload::DEFAULT_PART_SIZE,
             progress: None,
+            limiter: None,
         }
     }
 }
 
 impl TransferOptions {
+    /// Waits for a request slot when a limiter is shared.
+    pub(crate) async fn permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        match &self.limiter {
+            Some(l) => l.clone().acquire_owned().await.ok(),
+            None => None,
+        }
+    }
+
     pub(crate) fn add_progress(&self, n: u64) {
         if let Some(p) = &self.progress {
             p.fetch_add(n, std::sync::atomic::Ordering::Relaxed);

@@ -84,6 +84,7 @@ pub async fn upload_stream(
             crc32c: Some(crc),
             ..put_opts.clone()
         };
+        let _slot = opts.permit().await;
         let meta = (store.put(&dst.bucket, &dst.key, first.clone(), &put))
             .await
             .map_err(|e| e.with_url(&url))?;
@@ -133,6 +134,7 @@ pub async fn upload_stream(
             let n = number;
             tasks.spawn(async move {
                 let _permit = permit;
+                let _slot = opts.permit().await;
                 let crc = crc32c::crc32c(&data);
                 let len = data.len() as u64;
                 let info = (store.multipart_put(&upload, n, data.clone(), crc))

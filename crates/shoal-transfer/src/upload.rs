@@ -73,6 +73,7 @@ pub async fn upload_file(
             crc32c: Some(crc),
             ..Default::default()
         };
+        let _slot = opts.permit().await;
         let meta = (store.put(&dst.bucket, &dst.key, data.clone(), &put_opts))
             .await
             .map_err(|e| e.with_url(&url))?;
@@ -217,6 +218,7 @@ async fn upload_parts(
         let len = part.min(size - offset) as usize;
         tasks.spawn(async move {
             let _permit = permit;
+            let _slot = opts.permit().await;
             let data = read_at(&file, offset, len, &path_s).await?;
             let crc = crc32c::crc32c(&data);
             let number = (i + 1) as u32;

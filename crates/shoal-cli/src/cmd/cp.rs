@@ -31,6 +31,10 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
     if let Some(p) = a.part_size {
         opts.part_size = p;
     }
+    let is_glob = a.src != "-" && a.src.contains("://") && shoal_list::has_wildcard(&a.src);
+    if a.recursive || is_glob {
+        return copy_many(ctx, &a, opts).await;
+    }
     let src = if a.src == "-" {
         None
     } else {
@@ -86,6 +90,50 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
         );
     }
     Ok(())
+}
+
+/// `cp -r` and glob sources: many files through the batch engine.
+async fn copy_many(ctx: &Context, a: &CpArgs, opts: TransferOptions) -> CmdResult {
+    if a.src == "-" || a.dst == "-" {
+        return Err(Failure::Usage(
+            "cp -r: stdin and stdout hold one stream, not a tree".into(),
+        ));
+    }
+    let src = super::parse(&a.src)?;
+    let dst = super::parse(&a.dst)?;
+    shoal_list::check(&src).map_err(|e| Failure::Usage(e.to_string()))?;
+    if src.is_local() && !Path::new(&src.key).exists() {
+        return Err(Error::io(
+            Op::Read,
+            &src.key,
+            std::io::Error::from(std::io::ErrorKind::NotFound),
+        )
+        .into());
+    }
+    if dst.is_local() && Path::new(&dst.key).is_file() {
+        return Err(Failure::Usage(format!(
+            "cp -r: destination {} is a file, not a folder",
+            dst.key
+        )));
+    }
+    let root = shoal_transfer::tree::copy_root(&src).map_err(|e| Failure::Usage(e.to_string()))?;
+    let store_for = ctx.store_for(&[&src, &dst])?;
+    let src_store = if src.is_local() {
+        None
+    } else {
+        Some(store_for(&src)?)
+    };
+    let entries = shoal_transfer::tree::enumerate(
+        &src,
+        src_store,
+        &root,
+        shoal_core::Projection::Full,
+        opts.workers,
+        a.recursive,
+    );
+    let actions = shoal_transfer::batch::copy_actions(entries, dst);
+    crate::cmd::batch::run_and_report(ctx, actions, store_for, opts, "Copied", &src.to_string())
+        .await
 }
 
 async fn copy_one(

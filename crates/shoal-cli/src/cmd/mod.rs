@@ -1,12 +1,15 @@
 //! One module per verb.
 
+pub(crate) mod batch;
 pub(crate) mod cat;
 pub(crate) mod cp;
 pub(crate) mod du;
 pub(crate) mod ls;
 pub(crate) mod mb;
 pub(crate) mod rm;
+pub(crate) mod run;
 pub(crate) mod stat;
+pub(crate) mod sync;
 
 use shoal_core::Location;
 

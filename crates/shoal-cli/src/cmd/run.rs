@@ -1,0 +1,76 @@
+//! `shoal run FILE`: many commands, one batch (like `s5cmd run`).
+//!
+//! Each line is `cp SRC DST` or `rm URL` (shell quoting via shlex; blank
+//! lines and `#` comments ignored). All lines run concurrently through the
+//! batch engine, so a file of 100,000 small copies keeps `--workers`
+//! requests in flight. A malformed line is reported with its number and
+//! nothing runs, so a typo cannot half-apply a plan.
+
+use std::io::Read;
+
+use futures::StreamExt;
+use shoal_core::Location;
+use shoal_transfer::batch::Action;
+
+use crate::args::RunArgs;
+use crate::config::Context;
+use crate::{CmdResult, Failure};
+
+pub(crate) async fn run(ctx: &Context, a: RunArgs) -> CmdResult {
+    let mut text = String::new();
+    let read = if a.file == "-" {
+        std::io::stdin().read_to_string(&mut text)
+    } else {
+        std::fs::File::open(&a.file).and_then(|mut f| f.read_to_string(&mut text))
+    };
+    read.map_err(|e| Failure::from(shoal_core::Error::io(shoal_core::Op::Read, &a.file, e)))?;
+
+    let mut actions = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = |why: &str| Failure::Usage(format!("run {}:{}: {why}: {line}", a.file, n + 1));
+        let words = shlex::split(line).ok_or_else(|| bad("unbalanced quotes"))?;
+        let parse = |s: &str| Location::parse(s).map_err(|e| bad(&e.to_string()));
+        match words
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            ["cp", src, dst] => {
+                let src = parse(src)?;
+                let mut dst = parse(dst)?;
+                if dst.is_prefix_like()
+                    || (dst.is_local() && std::path::Path::new(&dst.key).is_dir())
+                {
+                    let sep = if dst.key.is_empty() || dst.key.ends_with('/') {
+                        ""
+                    } else {
+                        "/"
+                    };
+                    dst.key = format!("{}{sep}{}", dst.key, src.basename());
+                }
+                actions.push(Action::Copy {
+                    src,
+                    meta: None,
+                    dst,
+                });
+            }
+            ["rm", url] => actions.push(Action::Delete { dst: parse(url)? }),
+            _ => return Err(bad("expected `cp SRC DST` or `rm URL`")),
+        }
+    }
+    let mut locs: Vec<&Location> = Vec::new();
+    for act in &actions {
+        match act {
+            Action::Copy { src, dst, .. } => locs.extend([src, dst]),
+            Action::Delete { dst } => locs.push(dst),
+        }
+    }
+    let store_for = ctx.store_for(&locs)?;
+    let stream = futures::stream::iter(actions.into_iter().map(Ok)).boxed();
+    crate::cmd::batch::run_and_report(ctx, stream, store_for, ctx.transfer.clone(), "Ran", "").await
+}

@@ -1,0 +1,360 @@
+//! Many files: folder trees up and down, sync, run files, and the keys that
+//! must never write outside the destination.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+fn make_tree(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let files: Vec<(String, Vec<u8>)> = vec![
+        ("a.txt".into(), b"alpha".to_vec()),
+        ("empty".into(), vec![]),
+        (
+            "nested/deeper/deepest/x.bin".into(),
+            (0..100_000u32).map(|i| (i % 251) as u8).collect(),
+        ),
+        ("nested/ünï cødé.txt".into(), "ü".repeat(100).into_bytes()),
+        ("nested/sp ace".into(), b"space".to_vec()),
+    ];
+    for (rel, data) in &files {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, data).unwrap();
+    }
+    files
+}
+
+fn assert_tree(root: &Path, files: &[(String, Vec<u8>)]) {
+    for (rel, data) in files {
+        assert_eq!(
+            &std::fs::read(root.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}")),
+            data,
+            "{rel}"
+        );
+    }
+    let mut count = 0;
+    fn walk(p: &Path, n: &mut usize) {
+        for e in std::fs::read_dir(p).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                walk(&e.path(), n)
+            } else {
+                *n += 1
+            }
+        }
+    }
+    walk(root, &mut count);
+    assert_eq!(count, files.len(), "exactly the tree, no temporaries");
+}
+
+fn tree_round_trip(base: fn() -> Option<Command>, scheme: &str) {
+    let Some(bucket) = make_bucket(base, scheme) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let files = make_tree(&dir.path().join("src"));
+    let r = run(with_args(
+        base().unwrap(),
+        &[
+            "cp",
+            "-r",
+            dir.path().join("src").to_str().unwrap(),
+            &format!("{scheme}://{bucket}/up/"),
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("Copied: 5 files"), "{}", r.stderr);
+    let out = dir.path().join("out");
+    let r = run(with_args(
+        base().unwrap(),
+        &[
+            "cp",
+            "-r",
+            &format!("{scheme}://{bucket}/up/src"),
+            out.to_str().unwrap(),
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_tree(&out.join("src"), &files);
+
+    // A glob source: only the matching level, names kept from the glob's folder.
+    let r = run(with_args(
+        base().unwrap(),
+        &[
+            "cp",
+            &format!("{scheme}://{bucket}/up/src/nested/*"),
+            dir.path().join("g").to_str().unwrap(),
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let mut got = files_in(&dir.path().join("g"));
+    got.sort();
+    assert_eq!(got, ["sp ace", "ünï cødé.txt"]);
+}
+
+#[test]
+fn tree_round_trip_gcs() {
+    tree_round_trip(gcs, "gs");
+}
+
+#[test]
+fn tree_round_trip_s3() {
+    tree_round_trip(s3, "s3");
+}
+
+#[test]
+fn sync_twice_moves_nothing_and_delete_removes_extras() {
+    let Some(bucket) = make_bucket(s3, "s3") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("site");
+    let files = make_tree(&src);
+    let dst = format!("s3://{bucket}/www");
+    let r = run(with_args(
+        s3().unwrap(),
+        &["sync", src.to_str().unwrap(), &dst],
+    ));
+    assert!(
+        r.code == 0 && r.stderr.contains("Synced: 5 files"),
+        "{}",
+        r.stderr
+    );
+    let r = run(with_args(
+        s3().unwrap(),
+        &["sync", src.to_str().unwrap(), &dst],
+    ));
+    assert!(
+        r.code == 0 && r.stderr.contains("Synced: 0 files"),
+        "second sync moves nothing: {}",
+        r.stderr
+    );
+
+    // A changed file and an extra object.
+    std::fs::write(src.join("a.txt"), b"changed, longer").unwrap();
+    let extra = dir.path().join("extra");
+    std::fs::write(&extra, b"x").unwrap();
+    assert_eq!(
+        run(with_args(
+            s3().unwrap(),
+            &["cp", extra.to_str().unwrap(), &format!("{dst}/extra")]
+        ))
+        .code,
+        0
+    );
+    let r = run(with_args(
+        s3().unwrap(),
+        &["sync", "--dry-run", "--delete", src.to_str().unwrap(), &dst],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout.lines().count(), 2, "{}", r.stdout);
+    assert!(
+        r.stdout.contains("would copy") && r.stdout.contains("would delete"),
+        "{}",
+        r.stdout
+    );
+    let r = run(with_args(
+        s3().unwrap(),
+        &["sync", "--delete", src.to_str().unwrap(), &dst],
+    ));
+    assert!(
+        r.stderr.contains("Synced: 1 files") && r.stderr.contains("1 deleted"),
+        "{}",
+        r.stderr
+    );
+
+    // And back down, then again: nothing moves.
+    let back = dir.path().join("back");
+    let r = run(with_args(
+        s3().unwrap(),
+        &["sync", &dst, back.to_str().unwrap()],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let mut want = files.clone();
+    want[0].1 = b"changed, longer".to_vec();
+    assert_tree(&back, &want);
+    let r = run(with_args(
+        s3().unwrap(),
+        &["sync", "--checksum", &dst, back.to_str().unwrap()],
+    ));
+    assert!(
+        r.stderr.contains("Synced: 0 files"),
+        "checksum sync agrees: {}",
+        r.stderr
+    );
+}
+
+#[test]
+fn traversal_keys_never_land_outside_the_destination() {
+    // fake-gcs-server stores any name, like real GCS; MinIO refuses dot segments.
+    let Some(bucket) = make_bucket(gcs, "gs") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("f");
+    std::fs::write(&f, b"payload").unwrap();
+    let evil = [
+        "t/../escaped",
+        "t/a/../../escaped2",
+        "t//abs",
+        "t/back\\..\\slash",
+        "t/ctl\u{1}x",
+        "t/./dot",
+    ];
+    // A folder marker: the CLI reads a trailing `/` as "into this folder",
+    // so it is made with one raw JSON-API upload.
+    raw_gcs_upload(&bucket, "t/dir/", b"");
+    for key in evil.iter().chain(["t/ok", "t/sub/ok2"].iter()) {
+        let r = run(with_args(
+            gcs().unwrap(),
+            &["cp", f.to_str().unwrap(), &format!("gs://{bucket}/{key}")],
+        ));
+        assert_eq!(r.code, 0, "{key}: {}", r.stderr);
+    }
+    let out = dir.path().join("jail").join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let r = run(with_args(
+        gcs().unwrap(),
+        &[
+            "cp",
+            "-r",
+            &format!("gs://{bucket}/t"),
+            out.to_str().unwrap(),
+        ],
+    ));
+    assert_eq!(r.code, 1, "refused keys make the batch fail: {}", r.stderr);
+    assert!(
+        r.stderr.contains("Copied: 2 files"),
+        "the safe ones still copy: {}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("folder marker"), "{}", r.stderr);
+    for key in &evil {
+        let shown = format!("gs://{bucket}/{}", key.replace('\u{1}', "\\u{1}"));
+        assert!(
+            r.stderr.contains(&shown),
+            "{key:?} reported as {shown}: {}",
+            r.stderr
+        );
+    }
+    assert!(
+        !r.stderr.contains('\u{1}'),
+        "no raw control characters on stderr"
+    );
+    // Nothing anywhere but out/t/ok and out/t/sub/ok2.
+    assert_eq!(files_in(&dir.path().join("jail")), ["out"]);
+    assert_eq!(files_in(&out), ["t"]);
+    assert_eq!(files_in(&out.join("t")), ["ok", "sub"]);
+    assert_eq!(files_in(dir.path()), ["f", "jail"]);
+}
+
+#[test]
+fn one_failing_file_does_not_stop_the_batch() {
+    let Some(bucket) = make_bucket(gcs, "gs") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("f");
+    std::fs::write(&f, b"data").unwrap();
+    // `c/a` and `c/a/b` cannot both be local: a file and a folder named `a`.
+    for key in ["c/a", "c/a/b", "c/z1", "c/z2", "c/z3"] {
+        assert_eq!(
+            run(with_args(
+                gcs().unwrap(),
+                &["cp", f.to_str().unwrap(), &format!("gs://{bucket}/{key}")]
+            ))
+            .code,
+            0
+        );
+    }
+    let out = dir.path().join("out");
+    let r = run(with_args(
+        gcs().unwrap(),
+        &[
+            "--workers",
+            "1",
+            "cp",
+            "-r",
+            &format!("gs://{bucket}/c"),
+            out.to_str().unwrap(),
+        ],
+    ));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("Copied: 4 files") && r.stderr.contains("1 FAILED"),
+        "{}",
+        r.stderr
+    );
+    for z in ["z1", "z2", "z3"] {
+        assert_eq!(std::fs::read(out.join("c").join(z)).unwrap(), b"data");
+    }
+}
+
+#[test]
+fn run_file_executes_lines_concurrently_and_refuses_bad_plans() {
+    let Some(bucket) = make_bucket(gcs, "gs") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut plan = String::from("# upload, then later remove one\n");
+    for i in 0..20 {
+        let p = dir.path().join(format!("in {i}"));
+        std::fs::write(&p, format!("file {i}")).unwrap();
+        plan.push_str(&format!("cp '{}' gs://{bucket}/r/\n", p.display()));
+    }
+    let plan_path = dir.path().join("plan");
+    std::fs::write(&plan_path, &plan).unwrap();
+    let r = run(with_args(
+        gcs().unwrap(),
+        &["run", plan_path.to_str().unwrap()],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("Ran: 20 files"), "{}", r.stderr);
+    let ls = run(with_args(
+        gcs().unwrap(),
+        &["ls", &format!("gs://{bucket}/r/")],
+    ));
+    assert_eq!(ls.stdout.lines().count(), 20, "{}", ls.stdout);
+
+    std::fs::write(&plan_path, format!("rm 'gs://{bucket}/r/in 0'\nmv a b\n")).unwrap();
+    let r = run(with_args(
+        gcs().unwrap(),
+        &["run", plan_path.to_str().unwrap()],
+    ));
+    r.assert_one_line_error(2, &[":2:", "expected `cp SRC DST` or `rm URL`"]);
+    let ls = run(with_args(
+        gcs().unwrap(),
+        &["ls", &format!("gs://{bucket}/r/")],
+    ));
+    assert_eq!(ls.stdout.lines().count(), 20, "a bad plan runs nothing");
+}
+
+/// One media upload straight to fake-gcs-server's JSON API.
+fn raw_gcs_upload(bucket: &str, name: &str, body: &[u8]) {
+    use std::io::{Read, Write};
+    let ep = std::env::var("SHOAL_TEST_GCS").unwrap();
+    let host = ep.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    let enc: String = name
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    let head = format!(
+        "POST /upload/storage/v1/b/{bucket}/o?uploadType=media&name={enc} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {}\r\nContent-Type: application/octet-stream\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
+}

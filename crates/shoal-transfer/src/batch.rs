@@ -1,0 +1,350 @@
+//! Running many transfers as one batch: `cp -r`, `sync`, `run`.
+//!
+//! One scheduler for all of them. Actions arrive as a stream (from a
+//! lister, a sync plan or a run file) and are executed with at most
+//! `2 × workers` files in progress; every request they make (a small
+//! file's one PUT, a big file's slices or parts) takes a slot from one
+//! shared limiter of `workers` slots. So small files keep `workers`
+//! requests in flight, a big file in the batch is sliced by the same engine
+//! as a single big object, and the total never exceeds the budget. Twice as
+//! many files as slots are in progress so that local I/O and checksums of
+//! the next files overlap the network wait of the current ones.
+//!
+//! A failing file is recorded with its URL and the batch goes on; the
+//! caller prints the failures at the end and exits 1.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures::stream::{BoxStream, StreamExt};
+use shoal_core::local::temp_sibling;
+use shoal_core::retry::RetryPolicy;
+use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, Store};
+
+use crate::TransferOptions;
+use crate::download::download_known;
+use crate::stream::copy_object;
+use crate::tree::{Entry, destination};
+use crate::upload::upload_file;
+
+/// Finds the store for a location (the CLI builds stores lazily).
+pub type StoreFor = Arc<dyn Fn(&Location) -> Result<Arc<dyn Store>> + Send + Sync>;
+
+/// One step of a batch.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// Copy `src` (whose metadata is known) to `dst`.
+    Copy {
+        /// Source.
+        src: Location,
+        /// What a listing said about the source; None: ask the store (a
+        /// HEAD, made inside the concurrent batch, not before it).
+        meta: Option<ObjectMeta>,
+        /// Destination.
+        dst: Location,
+    },
+    /// Delete `dst` (sync --delete).
+    Delete {
+        /// What to delete.
+        dst: Location,
+    },
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Action::Copy { src, dst, .. } => write!(f, "copy {src} → {dst}"),
+            Action::Delete { dst } => write!(f, "delete {dst}"),
+        }
+    }
+}
+
+/// Live counters a progress display reads.
+#[derive(Debug, Default)]
+pub struct BatchCounters {
+    /// Actions finished (successfully or not).
+    pub done: AtomicU64,
+    /// Actions that failed.
+    pub failed: AtomicU64,
+    /// Bytes copied by finished actions.
+    pub bytes: AtomicU64,
+}
+
+/// What a batch did.
+#[derive(Debug, Default)]
+pub struct BatchReport {
+    /// Files copied.
+    pub copied: u64,
+    /// Objects or files deleted.
+    pub deleted: u64,
+    /// Bytes copied.
+    pub bytes: u64,
+    /// One line per failed action, with its URL and the reason.
+    pub failures: Vec<String>,
+    /// One line per item deliberately not copied (folder markers, unsafe keys).
+    pub skipped: Vec<String>,
+}
+
+/// Executes `actions` (see the module docs for the concurrency rules).
+pub async fn run(
+    actions: BoxStream<'static, Result<Action>>,
+    store_for: StoreFor,
+    mut opts: TransferOptions,
+    policy: RetryPolicy,
+    counters: Arc<BatchCounters>,
+) -> BatchReport {
+    let slots = opts.workers.max(1);
+    if opts.limiter.is_none() {
+        opts.limiter = Some(Arc::new(tokio::sync::Semaphore::new(slots)));
+    }
+    let opts = Arc::new(opts);
+    let mut results = actions
+        .map(|a| {
+            let (store_for, opts, counters) = (store_for.clone(), opts.clone(), counters.clone());
+            async move {
+                let outcome = match a {
+                    Ok(action) => execute(&action, &store_for, &opts, &policy)
+                        .await
+                        .map(|b| (action, b)),
+                    Err(e) => Err(e),
+                };
+                counters.done.fetch_add(1, Ordering::Relaxed);
+                match &outcome {
+                    Ok((_, b)) => {
+                        counters.bytes.fetch_add(*b, Ordering::Relaxed);
+                    }
+                    Err(e) if e.kind() != ErrorKind::Unsupported => {
+                        counters.failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(_) => {}
+                }
+                outcome
+            }
+        })
+        .buffer_unordered(slots * 2);
+    let mut report = BatchReport::default();
+    while let Some(r) = results.next().await {
+        match r {
+            Ok((Action::Copy { .. }, bytes)) => {
+                report.copied += 1;
+                report.bytes += bytes;
+            }
+            Ok((Action::Delete { .. }, _)) => report.deleted += 1,
+            // Folder markers and the like: reported, not failures.
+            Err(e) if e.kind() == ErrorKind::Unsupported => report.skipped.push(e.to_string()),
+            Err(e) => report.failures.push(e.to_string()),
+        }
+    }
+    report
+}
+
+async fn execute(
+    action: &Action,
+    store_for: &StoreFor,
+    opts: &TransferOptions,
+    policy: &RetryPolicy,
+) -> Result<u64> {
+    match action {
+        Action::Delete { dst } => {
+            if dst.is_local() {
+                tokio::fs::remove_file(&dst.key)
+                    .await
+                    .map_err(|e| Error::io(Op::Delete, &dst.key, e))?;
+            } else {
+                let store = store_for(dst)?;
+                let _slot = opts.permit().await;
+                store
+                    .delete(&dst.bucket, &dst.key)
+                    .await
+                    .map_err(|e| e.with_url(dst.to_string()))?;
+            }
+            Ok(0)
+        }
+        Action::Copy { src, meta, dst } => {
+            let r = match (src.is_local(), dst.is_local()) {
+                (true, false) => {
+                    upload_file(store_for(dst)?, Path::new(&src.key), dst, opts).await?
+                }
+                (false, true) => {
+                    let store = store_for(src)?;
+                    let meta = match meta {
+                        Some(m) => m.clone(),
+                        None => store
+                            .head(&src.bucket, &src.key)
+                            .await
+                            .map_err(|e| e.with_url(src.to_string()))?,
+                    };
+                    let path = Path::new(&dst.key);
+                    if let Some(parent) = path.parent() {
+                        tokio::fs::create_dir_all(parent)
+                            .await
+                            .map_err(|e| Error::io(Op::Write, &dst.key, e))?;
+                    }
+                    download_known(store, src, &meta, path, opts, policy).await?
+                }
+                (false, false) => {
+                    copy_object(store_for(src)?, src, store_for(dst)?, dst, opts, policy).await?
+                }
+                (true, true) => return copy_local(&src.key, &dst.key).await,
+            };
+            Ok(r.bytes)
+        }
+    }
+}
+
+async fn copy_local(from: &str, to: &str) -> Result<u64> {
+    let to_path = Path::new(to);
+    if let Some(parent) = to_path.parent() {
+        tokio::fs::create_dir_all(parent)
+            .await
+            .map_err(|e| Error::io(Op::Write, to, e))?;
+    }
+    let tmp = temp_sibling(to_path);
+    let n = tokio::fs::copy(from, &tmp)
+        .await
+        .map_err(|e| Error::io(Op::Copy, from, e));
+    let n = match n {
+        Ok(n) => tokio::fs::rename(&tmp, to_path)
+            .await
+            .map(|()| n)
+            .map_err(|e| Error::io(Op::Write, to, e)),
+        Err(e) => Err(e),
+    };
+    if n.is_err() {
+        let _ = tokio::fs::remove_file(&tmp).await;
+    }
+    n
+}
+
+/// `cp -r`: every entry becomes a copy to its place under `dst`; entries
+/// that cannot be placed (unsafe keys, folder markers) become errors of
+/// the batch (reported, the rest continues).
+pub fn copy_actions(
+    entries: BoxStream<'static, Result<Entry>>,
+    dst: Location,
+) -> BoxStream<'static, Result<Action>> {
+    entries
+        .map(move |e| {
+            let e = e?;
+            let to = destination(&dst, &e.rel, &e.src.to_string())?;
+            Ok(Action::Copy {
+                src: e.src,
+                meta: Some(e.meta),
+                dst: to,
+            })
+        })
+        .boxed()
+}
+
+/// How `sync` decides that a file differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compare {
+    /// Size, then modification time: copy when the source is newer. After
+    /// a copy the destination is always newer (written later), so a second
+    /// sync moves nothing. Cheap: no bytes are read.
+    SizeAndTime,
+    /// Size, then CRC32C (read from the stores' metadata; computed for
+    /// local files). Exact, costs a read of local files.
+    Checksum,
+}
+
+/// `sync`: copies what is missing or differs, and with `delete` removes
+/// destination entries the source does not have. The destination listing
+/// is held in a map (one entry per destination object, ~100 bytes each);
+/// the source side is streamed.
+pub async fn sync_actions(
+    mut src: BoxStream<'static, Result<Entry>>,
+    dst_entries: BoxStream<'static, Result<Entry>>,
+    dst: Location,
+    compare: Compare,
+    delete: bool,
+    store_for: StoreFor,
+) -> Result<(Vec<Action>, Vec<String>)> {
+    let mut existing: HashMap<String, Entry> = HashMap::new();
+    let mut dst_entries = dst_entries;
+    while let Some(e) = dst_entries.next().await {
+        match e {
+            Ok(e) => {
+                existing.insert(e.rel.clone(), e);
+            }
+            // A destination that does not exist yet is simply empty.
+            Err(e) if e.kind() == ErrorKind::NotFound && dst.is_local() => break,
+            Err(e) => return Err(e),
+        }
+    }
+    let mut actions = Vec::new();
+    let mut problems = Vec::new();
+    while let Some(e) = src.next().await {
+        let e = match e {
+            Ok(e) => e,
+            Err(err) => {
+                problems.push(err.to_string());
+                continue;
+            }
+        };
+        let theirs = existing.remove(&e.rel);
+        let differs = match &theirs {
+            None => true,
+            Some(t) if t.meta.size != e.meta.size => true,
+            Some(t) => match compare {
+                Compare::SizeAndTime => match (e.meta.updated_ns, t.meta.updated_ns) {
+                    (Some(a), Some(b)) => a > b,
+                    _ => true,
+                },
+                Compare::Checksum => {
+                    let a = crc_of(&e, &store_for).await?;
+                    let b = crc_of(t, &store_for).await?;
+                    a.is_none() || a != b
+                }
+            },
+        };
+        if differs {
+            match destination(&dst, &e.rel, &e.src.to_string()) {
+                Ok(to) => actions.push(Action::Copy {
+                    src: e.src,
+                    meta: Some(e.meta),
+                    dst: to,
+                }),
+                Err(err) => problems.push(err.to_string()),
+            }
+        }
+    }
+    if delete {
+        let mut extra: Vec<Entry> = existing.into_values().collect();
+        extra.sort_by(|a, b| a.rel.cmp(&b.rel));
+        actions.extend(extra.into_iter().map(|e| Action::Delete { dst: e.src }));
+    }
+    Ok((actions, problems))
+}
+
+/// The CRC32C of an entry: from its metadata, a HEAD (S3 listings carry
+/// none), or by reading a local file.
+async fn crc_of(e: &Entry, store_for: &StoreFor) -> Result<Option<u32>> {
+    if e.meta.crc32c.is_some() {
+        return Ok(e.meta.crc32c);
+    }
+    if e.src.is_local() {
+        let path = e.src.key.clone();
+        let crc = tokio::task::spawn_blocking(move || -> std::io::Result<u32> {
+            use std::io::Read;
+            let mut f = std::fs::File::open(path)?;
+            let mut buf = vec![0u8; 1 << 20];
+            let mut crc = 0u32;
+            loop {
+                let n = f.read(&mut buf)?;
+                if n == 0 {
+                    return Ok(crc);
+                }
+                crc = crc32c::crc32c_append(crc, &buf[..n]);
+            }
+        })
+        .await
+        .map_err(|e2| Error::new(ErrorKind::Io, Op::Read, &e.src.key, e2.to_string()))?
+        .map_err(|e2| Error::io(Op::Read, &e.src.key, e2))?;
+        return Ok(Some(crc));
+    }
+    let store = store_for(&e.src)?;
+    Ok(store.head(&e.src.bucket, &e.src.key).await?.crc32c)
+}
