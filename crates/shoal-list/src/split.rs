@@ -100,21 +100,29 @@ pub fn midpoint(
         }
         let mut cand = String::with_capacity(head.len() + digits.len() * 2);
         cand.push_str(head);
+        // The shortest prefix of the midpoint that still lies above `lo` is
+        // as good a cut and keeps keys from growing with every split.
         for &d in digits {
             cand.push(alpha[(d.max(1) - 1) as usize]);
-        }
-        let above_lo = cand.as_str() > lo;
-        let below_hi = hi.is_none_or(|h| cand.as_str() < h);
-        if above_lo && below_hi {
-            return Some(cand);
-        }
-        if !below_hi {
-            // Only rounding up an "end" can overshoot; more digits won't help
-            // more than they hurt, but a longer lo-side expansion might.
-            continue;
+            if cand.as_str() > lo
+                && hi.is_none_or(|h| cand.as_str() < h)
+                && (dirty(lo) || !dirty(&cand))
+            {
+                return Some(cand);
+            }
         }
     }
     None
+}
+
+/// Whether a key has an empty or dot level (`a//b`, `x/./y`, `..`), which
+/// some servers refuse even as an offset (MinIO: XMinioInvalidResourceName).
+/// A cut may contain one only if the keys around it already do.
+fn dirty(key: &str) -> bool {
+    let mut levels = key.split('/');
+    let last = levels.next_back();
+    levels.any(|l| l.is_empty() || l == "." || l == "..")
+        || last.is_some_and(|l| l == "." || l == "..")
 }
 
 #[cfg(test)]
@@ -157,6 +165,23 @@ mod tests {
     fn unbounded_ranges_stay_inside_the_prefix() {
         let m = check("logs/2024/0001", None, "logs/", "logs/20134").unwrap();
         assert!(m.starts_with("logs/"));
+    }
+
+    #[test]
+    fn cuts_are_short_and_clean() {
+        let lo = "hot/0450.dat";
+        let m = check(lo, None, "", "hot/0123456789.da").unwrap();
+        assert!(m.len() <= 5, "{m}");
+        for _ in 0..50 {
+            // Repeated cuts of one range do not grow without bound.
+            let m2 = check(lo, Some(&m), "", "hot/0123456789.da");
+            if let Some(m2) = m2 {
+                assert!(m2.len() <= lo.len() + 3, "{m2}");
+                assert!(!dirty(&m2));
+            }
+        }
+        assert!(dirty("a//b") && dirty("x/./y") && dirty("..") && dirty("/a"));
+        assert!(!dirty("a/b/") && !dirty("a.b/c"));
     }
 
     #[test]
