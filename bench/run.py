@@ -167,6 +167,8 @@ def main() -> None:
                 "fake-gcs-server is left out: in this harness's first full run its memory backend grew past 3.6 GB RSS "
                 "during shoal's 1 GiB upload (64 parallel part uploads, then compose), the kernel's OOM killer ended it, "
                 "and shoal had not finished after 300 s. Its uploads are slow (~80 MB/s) at the best of times.",
+                "shoal-benchserver's resumable-upload emulation is minimal: rclone's GCS uploads get a 308 they do not "
+                "expect and gcloud's are not parsed, so a FAILED there is the instrument's gap, not the client's.",
                 "python-storage uploads with upload_from_filename (resumable, one stream): upload_chunks_concurrently needs "
                 "the XML multipart API, which neither emulator has."])
             scen.append(sc)
