@@ -13,7 +13,12 @@
 //! keys seen so far ([`crate::split`]). The victim learns of its new end
 //! before it emits its next page and drops whatever lies past it. A cut
 //! costs at most one wasted partial page, and workers stay busy however
-//! skewed the keys: a dense range is simply cut again and again.
+//! skewed the keys: a dense range is simply cut again and again. A range is
+//! cut at most once per page it receives: cutting a range nothing new is
+//! known about (its request still in flight) only bisects empty space,
+//! each piece an empty request, with cut keys growing longer every time.
+//! Rejected: a fixed fan-out by first character (s5cmd-style prefixes), which
+//! leaves all but one worker idle when one prefix holds most keys.
 //!
 //! Small listings stay as cheap as before: worker 0 *is* the sequential
 //! listing (page tokens, the whole range) and the others start only once
@@ -91,6 +96,10 @@ struct Range {
     pos: Option<String>,
     /// Exclusive end; None = the end of the listing's range.
     end: Option<String>,
+    /// A page came back since the last cut, and said there is more. One cut
+    /// per page: cutting a range nothing is known about again and again
+    /// (while its first request is in flight) only makes empty requests.
+    splittable: bool,
 }
 
 #[derive(Default)]
@@ -164,6 +173,7 @@ pub fn list_objects(
         start: start.clone(),
         pos: None,
         end: req.end_offset.clone(),
+        splittable: false,
     });
     state.open.insert(start);
     let shared = Arc::new(Shared {
@@ -315,7 +325,9 @@ fn steal(shared: &Shared, id: usize) -> Steal {
     // end counts as widest); ties go to the lowest worker.
     let mut best: Option<(usize, usize, String)> = None;
     for (v, r) in st.ranges.iter().enumerate() {
-        let Some(r) = r else { continue };
+        let Some(r) = r.as_ref().filter(|r| r.splittable) else {
+            continue;
+        };
         let lo = r.pos.as_deref().unwrap_or(&r.start);
         let Some(mid) = crate::split::midpoint(lo, r.end.as_deref(), prefix, &st.alphabet) else {
             continue;
@@ -333,10 +345,12 @@ fn steal(shared: &Shared, id: usize) -> Steal {
     };
     let victim = st.ranges[v].as_mut().expect("busy");
     let end = victim.end.replace(mid.clone());
+    victim.splittable = false;
     st.ranges[id] = Some(Range {
         start: mid.clone(),
         pos: None,
         end,
+        splittable: false,
     });
     if shared.sorted {
         st.open.insert(mid.clone());
@@ -408,6 +422,7 @@ async fn list_range(
                 r.pos = Some(o.key.clone());
             }
             let last = crossed || page.next_page_token.is_none();
+            r.splittable = !last;
             let range = r.start.clone();
             if last {
                 st.ranges[id] = None;
@@ -509,11 +524,102 @@ mod tests {
         let mut keys: Vec<String> = (0..9000).map(|i| format!("hot/{i:06}")).collect();
         keys.extend((0..1000).map(|i| format!("{}/{i}", ["a", "m", "z", "q"][i % 4])));
         let store = store_with(&keys).await;
-        let (got, stats) = run(store, req("", 50), 8, false).await;
+        let (got, stats) = run(store.clone(), req("", 50), 8, false).await;
         assert_exact(&got, &keys);
         let splits = stats.splits.load(Ordering::Relaxed);
         assert!(splits >= 8, "the hot prefix was split: {splits}");
-        assert!(stats.peak_busy.load(Ordering::Relaxed) >= 4);
+        // With a round trip per page (as on a network), all workers get busy
+        // and the listing takes a fraction of the sequential time.
+        let slow: Arc<dyn Store> = Arc::new(Slow(store));
+        let t = std::time::Instant::now();
+        let (got, stats) = run(slow.clone(), req("", 50), 8, false).await;
+        let parallel = t.elapsed();
+        assert_exact(&got, &keys);
+        assert_eq!(stats.peak_busy.load(Ordering::Relaxed), 8);
+        let t = std::time::Instant::now();
+        let (got, _) = run(slow, req("", 50), 1, false).await;
+        let sequential = t.elapsed();
+        assert_exact(&got, &keys);
+        eprintln!(
+            "skewed 10k keys, 5 ms/page: parallel(8) {parallel:?}, sequential {sequential:?}"
+        );
+        assert!(
+            parallel * 3 < sequential,
+            "parallel {parallel:?} vs sequential {sequential:?}"
+        );
+    }
+
+    /// A store whose list requests take 5 ms, like a nearby server.
+    #[derive(Debug)]
+    struct Slow(Arc<dyn Store>);
+
+    #[async_trait::async_trait]
+    impl Store for Slow {
+        fn scheme(&self) -> shoal_core::Scheme {
+            self.0.scheme()
+        }
+        fn capabilities(&self) -> &shoal_core::Capabilities {
+            self.0.capabilities()
+        }
+        async fn head(&self, b: &str, k: &str) -> Result<ObjectMeta> {
+            self.0.head(b, k).await
+        }
+        async fn list_page(&self, b: &str, r: &ListRequest) -> Result<shoal_core::ListPage> {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            self.0.list_page(b, r).await
+        }
+        async fn get(
+            &self,
+            b: &str,
+            k: &str,
+            r: shoal_core::ByteRange,
+            v: Option<&shoal_core::ObjectVersion>,
+        ) -> Result<shoal_core::GetResponse> {
+            self.0.get(b, k, r, v).await
+        }
+        async fn put(
+            &self,
+            b: &str,
+            k: &str,
+            d: bytes::Bytes,
+            o: &PutOptions,
+        ) -> Result<ObjectMeta> {
+            self.0.put(b, k, d, o).await
+        }
+        async fn delete(&self, b: &str, k: &str) -> Result<()> {
+            self.0.delete(b, k).await
+        }
+        async fn create_bucket(&self, b: &str) -> Result<()> {
+            self.0.create_bucket(b).await
+        }
+        async fn multipart_start(
+            &self,
+            b: &str,
+            k: &str,
+            o: &PutOptions,
+        ) -> Result<shoal_core::MultipartUpload> {
+            self.0.multipart_start(b, k, o).await
+        }
+        async fn multipart_put(
+            &self,
+            u: &shoal_core::MultipartUpload,
+            n: u32,
+            d: bytes::Bytes,
+            c: u32,
+        ) -> Result<shoal_core::PartInfo> {
+            self.0.multipart_put(u, n, d, c).await
+        }
+        async fn multipart_complete(
+            &self,
+            u: &shoal_core::MultipartUpload,
+            p: &[shoal_core::PartInfo],
+            c: Option<u32>,
+        ) -> Result<ObjectMeta> {
+            self.0.multipart_complete(u, p, c).await
+        }
+        async fn multipart_abort(&self, u: &shoal_core::MultipartUpload) -> Result<()> {
+            self.0.multipart_abort(u).await
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
