@@ -16,11 +16,14 @@
 //! A key without wildcards is never a glob: `gs://b/a[1` is an error only
 //! because `[` opens a class that does not close; `gs://b/a]` is literal.
 //!
-//! Matching is globset's (`literal_separator(true)`: ~10M keys/s/core).
-//! Rejected: hand-written matching (globset is tested and fast), and
-//! globset's own `{a,b}` and `\` escapes (they would change the meaning of
-//! keys that contain those characters). We use `{…}` internally only, to
-//! spell "a `**` inside a level": `P**S` compiles as `P{*,*/**/*}S`.
+//! Matching compiles the glob to one anchored regular expression
+//! (regex-automata's meta engine, Unicode mode: a `?` or a class matches
+//! one *character*, as in gcloud, so `?/x` matches `é/x`). Rejected:
+//! globset, the first choice — it matches bytes (`(?-u)`), so `?` matches
+//! one byte of `é` and a class holding `é` never matches it, and its `{a,b}`
+//! and `\` escapes would change the meaning of keys that hold those
+//! characters. Hand-written backtracking matching: `a*a*a*…b` would be
+//! exponential; the regex engines are linear.
 //!
 //! The server is told three things, each only a narrowing: the literal
 //! prefix (everything before the first wildcard), whether a `/` delimiter
@@ -32,7 +35,7 @@
 //! `\`). A server that ignores it (fake-gcs-server) or reads it more
 //! loosely costs bytes, never correctness: every result is re-checked here.
 
-use globset::{GlobBuilder, GlobMatcher};
+use regex_automata::meta::Regex;
 use shoal_core::{Error, Op, Result};
 
 /// Whether a key contains a wildcard (`*`, `?`, `[`).
@@ -45,9 +48,9 @@ pub fn has_wildcard(key: &str) -> bool {
 pub struct KeyGlob {
     raw: String,
     literal_prefix: String,
-    matcher: GlobMatcher,
-    /// `P` or anything below a level `P` matches (`P/**`).
-    below: GlobMatcher,
+    matcher: Regex,
+    /// Anything below a level `P` matches (`P/**`).
+    below: Regex,
     crosses_levels: bool,
     match_glob: Option<String>,
 }
@@ -62,14 +65,14 @@ impl KeyGlob {
         let bad = |msg: String| Error::invalid(Op::Parse, url, msg);
         let first = key.find(['*', '?', '[']).expect("has a wildcard");
         let literal_prefix = key[..first].to_owned();
-        let (translated, crosses_levels) = translate(key).map_err(bad)?;
-        let matcher = compile(&translated).map_err(bad)?;
-        let below_src = if key.ends_with('/') {
-            format!("{translated}**")
+        let (body, crosses_levels) = translate(key).map_err(bad)?;
+        let matcher = compile(&format!("^{body}$")).map_err(bad)?;
+        let below = if key.ends_with('/') {
+            format!("^{body}.*$")
         } else {
-            format!("{translated}/**")
+            format!("^{body}/.*$")
         };
-        let below = compile(&below_src).map_err(bad)?;
+        let below = compile(&below).map_err(bad)?;
         let match_glob = if key.contains(['{', '}', '\\']) {
             None
         } else {
@@ -139,32 +142,29 @@ impl KeyGlob {
     }
 }
 
-fn compile(glob: &str) -> std::result::Result<GlobMatcher, String> {
-    GlobBuilder::new(glob)
-        .literal_separator(true)
-        .backslash_escape(false)
-        .build()
-        .map(|g| g.compile_matcher())
-        .map_err(|e| glob_error(&e))
+fn compile(re: &str) -> std::result::Result<Regex, String> {
+    Regex::new(re).map_err(|e| format!("invalid glob: {e}"))
 }
 
-/// globset's messages mention its own syntax; say the problem in ours.
-fn glob_error(e: &globset::Error) -> String {
-    use globset::ErrorKind as K;
-    match e.kind() {
-        K::UnclosedClass => {
-            "'[' opens a character class that is never closed (write [[] for a literal '[')".into()
-        }
-        K::InvalidRange(a, b) => format!("invalid character range {a}-{b} in a [...] class"),
-        other => format!("invalid glob: {other}"),
+const UNCLOSED: &str =
+    "'[' opens a character class that is never closed (write [[] for a literal '[')";
+
+/// A character as a regex literal (inside or outside a class).
+fn lit(out: &mut String, c: char) {
+    if c.is_ascii_alphanumeric() {
+        out.push(c);
+    } else {
+        out.push_str(&format!("\\x{{{:x}}}", c as u32));
     }
 }
 
-/// Our syntax → globset's. Returns the translation and whether a match can
-/// span levels beyond the pattern's own `/`s.
+/// Our syntax → a regex body (unanchored). Returns it and whether a
+/// match can hold a `/` beyond the literal prefix's levels.
 fn translate(key: &str) -> std::result::Result<(String, bool), String> {
     let chars: Vec<char> = key.chars().collect();
-    let mut out = String::with_capacity(key.len() + 8);
+    // `(?s)`: keys may hold newlines, and `.` must match them too.
+    let mut out = String::with_capacity(key.len() * 2 + 8);
+    out.push_str("(?s:");
     let mut crosses = false;
     let mut i = 0;
     while i < chars.len() {
@@ -176,62 +176,90 @@ fn translate(key: &str) -> std::result::Result<(String, bool), String> {
                     n += 1;
                 }
                 if n == 1 {
-                    out.push('*');
+                    out.push_str("[^/]*");
+                    i += 1;
+                    continue;
+                }
+                crosses = true;
+                let at_start = i == 0 || chars[i - 1] == '/';
+                let followed_by_slash = i + n < chars.len() && chars[i + n] == '/';
+                if at_start && followed_by_slash {
+                    // `**/` as a whole level: zero or more whole levels.
+                    out.push_str("(?:.*/)?");
+                    i += n + 1;
                 } else {
-                    crosses = true;
-                    let at_start = i == 0 || chars[i - 1] == '/';
-                    let at_end = i + n == chars.len() || chars[i + n] == '/';
-                    if at_start && at_end {
-                        out.push_str("**");
-                    } else {
-                        // Inside a level: any run of characters, '/' included.
-                        out.push_str("{*,*/**/*}");
-                    }
+                    // `a/**`, `**`, or inside a level: any characters.
+                    out.push_str(".*");
+                    i += n;
                 }
-                i += n;
             }
-            '[' => {
-                // Copy a class verbatim; a ']' right after '[' or '[!' is a member.
-                let start = i;
-                let mut j = i + 1;
-                if j < chars.len() && (chars[j] == '!' || chars[j] == '^') {
-                    j += 1;
-                }
-                if j < chars.len() && chars[j] == ']' {
-                    j += 1;
-                }
-                while j < chars.len() && chars[j] != ']' {
-                    j += 1;
-                }
-                if j >= chars.len() {
-                    return Err(
-                        "'[' opens a character class that is never closed (write [[] for a literal '[')"
-                            .into(),
-                    );
-                }
-                let class: String = chars[start..=j].iter().collect();
-                if class.contains('/') {
-                    return Err(format!("a character class cannot match '/': {class}"));
-                }
-                out.push_str(&class);
-                i = j + 1;
-            }
-            '{' | '}' => {
-                out.push('[');
-                out.push(c);
-                out.push(']');
+            '?' => {
+                out.push_str("[^/]");
                 i += 1;
             }
+            '[' => {
+                let mut j = i + 1;
+                let negated = j < chars.len() && (chars[j] == '!' || chars[j] == '^');
+                if negated {
+                    j += 1;
+                }
+                let first = j;
+                let mut members: Vec<(char, char)> = Vec::new();
+                loop {
+                    if j >= chars.len() {
+                        return Err(UNCLOSED.into());
+                    }
+                    let m = chars[j];
+                    if m == ']' && j > first {
+                        break;
+                    }
+                    if m == '/' {
+                        let class: String = chars[i..].iter().collect();
+                        return Err(format!("a character class cannot match '/': {class}"));
+                    }
+                    if j + 2 < chars.len() && chars[j + 1] == '-' && chars[j + 2] != ']' {
+                        let hi = chars[j + 2];
+                        if hi < m {
+                            return Err(format!(
+                                "invalid character range {m}-{hi} in a [...] class"
+                            ));
+                        }
+                        if hi == '/' || (m..=hi).contains(&'/') {
+                            return Err(format!(
+                                "a character class cannot match '/': range {m}-{hi}"
+                            ));
+                        }
+                        members.push((m, hi));
+                        j += 3;
+                    } else {
+                        members.push((m, m));
+                        j += 1;
+                    }
+                }
+                out.push('[');
+                if negated {
+                    out.push('^');
+                    out.push('/');
+                }
+                for (a, b) in members {
+                    lit(&mut out, a);
+                    if a != b {
+                        out.push('-');
+                        lit(&mut out, b);
+                    }
+                }
+                out.push(']');
+                i = j + 1;
+            }
             _ => {
-                out.push(c);
+                lit(&mut out, c);
                 i += 1;
             }
         }
     }
-    // A wildcard before the last '/' matches across several prefixes but
-    // not below them; only `**` makes a delimiter unsafe. Still, with a
-    // wildcard in an inner level a delimiter listing of the literal prefix
-    // would fold the matches into common prefixes, so that counts too.
+    out.push(')');
+    // A wildcard before the last '/' also puts matches in several levels:
+    // a delimiter listing of the literal prefix would fold them away.
     let first_wild = key.find(['*', '?', '[']).unwrap_or(key.len());
     if key[first_wild..].contains('/') {
         crosses = true;
@@ -340,6 +368,16 @@ mod tests {
         ("a//*", "a//b", true),
         ("a//*", "a/b", false),
         ("x/*", "x/\u{80}é\u{10FFFF}", true),
+        // One character, not one byte.
+        ("?/*.txt", "é/ü.txt", true),
+        ("[é中]", "中", true),
+        ("[!é]", "é", false),
+        ("[!é]", "\u{10FFFF}", true),
+        ("a?c", "a\nc", true),
+        ("[]]", "]", true),
+        ("[!]]", "x", true),
+        ("[a-]", "-", true),
+        ("*", "a\nb", true),
     ];
 
     #[test]
@@ -384,7 +422,7 @@ mod tests {
 
     #[test]
     fn bad_globs_are_one_line_errors_naming_the_url() {
-        for k in ["a[bc", "x/[", "[z-a]", "[a/b]c"] {
+        for k in ["a[bc", "x/[", "[z-a]", "[a/b]c", "[!]", "[.-0]"] {
             let e = KeyGlob::parse(&format!("gs://b/{k}"), k).unwrap_err();
             let s = e.to_string();
             assert!(s.contains(&format!("gs://b/{k}")), "{s}");
