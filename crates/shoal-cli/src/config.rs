@@ -89,6 +89,7 @@ impl Context {
             cfg.anonymous = true;
         }
         cfg.http = self.http.clone();
+        cfg.http.plain_http = is_plain_http(cfg.endpoint.as_deref());
         cfg.retry = self.retry;
         Ok(Arc::new(shoal_gcs::GcsStore::new(cfg)?))
     }
@@ -111,6 +112,7 @@ impl Context {
             Addressing::Virtual => shoal_s3::Addressing::VirtualHost,
         };
         cfg.http = self.http.clone();
+        cfg.http.plain_http = is_plain_http(cfg.endpoint.as_deref());
         cfg.retry = self.retry;
         Ok(Arc::new(shoal_s3::S3Store::new(cfg)?))
     }
@@ -141,6 +143,14 @@ impl Context {
                 })
         }))
     }
+}
+
+/// Whether every request goes to a plain-http endpoint (no TLS to set up).
+fn is_plain_http(endpoint: Option<&str>) -> bool {
+    endpoint.is_some_and(|e| {
+        e.get(..7)
+            .is_some_and(|p| p.eq_ignore_ascii_case("http://"))
+    })
 }
 
 fn get_or_try_init(

@@ -24,6 +24,11 @@ pub struct HttpConfig {
     pub pool_max_idle_per_host: usize,
     /// Sent as `User-Agent`.
     pub user_agent: String,
+    /// The endpoint is plain `http://` (an emulator, a local MinIO): skip
+    /// loading the system's root certificates, which reads ~150 files and
+    /// was about half of a cold `shoal ls` against a local server. Any
+    /// `https://` request through this client then fails verification.
+    pub plain_http: bool,
 }
 
 impl Default for HttpConfig {
@@ -33,6 +38,7 @@ impl Default for HttpConfig {
             read_timeout: Duration::from_secs(60),
             pool_max_idle_per_host: 256,
             user_agent: concat!("shoal/", env!("CARGO_PKG_VERSION")).to_owned(),
+            plain_http: false,
         }
     }
 }
@@ -40,8 +46,11 @@ impl Default for HttpConfig {
 impl HttpConfig {
     /// Builds a client. Only fails if the TLS stack cannot initialise.
     pub fn build(&self) -> Result<reqwest::Client, Error> {
-        reqwest::Client::builder()
-            .connect_timeout(self.connect_timeout)
+        let mut b = reqwest::Client::builder();
+        if self.plain_http {
+            b = b.tls_certs_only(std::iter::empty::<reqwest::Certificate>());
+        }
+        b.connect_timeout(self.connect_timeout)
             .read_timeout(self.read_timeout)
             .pool_max_idle_per_host(self.pool_max_idle_per_host)
             .pool_idle_timeout(Duration::from_secs(50))
