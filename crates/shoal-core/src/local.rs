@@ -198,7 +198,8 @@ where
             continue;
         }
         if req.end_offset.as_ref().is_some_and(|e| key >= e) {
-            continue;
+            // Sorted: nothing further can be before the end.
+            break;
         }
         // With a delimiter, a key folds into a common prefix.
         let entry_key = match &req.delimiter {

@@ -321,26 +321,26 @@ fn steal(shared: &Shared, id: usize) -> Steal {
         return Steal::Finished;
     }
     let prefix = &shared.base.prefix;
-    // Widest = shortest common prefix between position and end (an open
-    // end counts as widest); ties go to the lowest worker.
-    let mut best: Option<(usize, usize, String)> = None;
-    for (v, r) in st.ranges.iter().enumerate() {
-        let Some(r) = r.as_ref().filter(|r| r.splittable) else {
-            continue;
-        };
+    // Widest first = shortest common prefix between position and end (an
+    // open end counts as widest); ties go to the lowest worker. The cut is
+    // computed for candidates in that order until one has room.
+    let mut candidates: Vec<(usize, usize)> = st
+        .ranges
+        .iter()
+        .enumerate()
+        .filter_map(|(v, r)| {
+            let r = r.as_ref().filter(|r| r.splittable)?;
+            let lo = r.pos.as_deref().unwrap_or(&r.start);
+            Some((r.end.as_deref().map_or(0, |e| common_len(lo, e)), v))
+        })
+        .collect();
+    candidates.sort_unstable();
+    let found = candidates.into_iter().find_map(|(_, v)| {
+        let r = st.ranges[v].as_ref().expect("busy");
         let lo = r.pos.as_deref().unwrap_or(&r.start);
-        let Some(mid) = crate::split::midpoint(lo, r.end.as_deref(), prefix, &st.alphabet) else {
-            continue;
-        };
-        let width = match &r.end {
-            None => 0,
-            Some(e) => common_len(lo, e),
-        };
-        if best.as_ref().is_none_or(|(_, w, _)| width < *w) {
-            best = Some((v, width, mid));
-        }
-    }
-    let Some((v, _, mid)) = best else {
+        crate::split::midpoint(lo, r.end.as_deref(), prefix, &st.alphabet).map(|m| (v, m))
+    });
+    let Some((v, mid)) = found else {
         return Steal::Wait;
     };
     let victim = st.ranges[v].as_mut().expect("busy");
@@ -438,9 +438,13 @@ async fn list_range(
             for w in 1..shared.workers {
                 spawn(shared, w, tx.clone());
             }
-        } else if is_last || !objects.is_empty() {
-            // Someone may be waiting for a range to split or for the end.
+        } else if is_last {
+            // Idle workers may now be able to finish (or cut elsewhere).
             shared.wake.notify_waiters();
+        } else {
+            // This range may be cut once more: one thief is enough. Waking
+            // all idle workers on every page cost more CPU than the listing.
+            shared.wake.notify_one();
         }
         if tx
             .send(Msg::Page {
