@@ -15,7 +15,7 @@ use shoal_list::parallel::{ListStats, ParallelOptions, list_objects};
 
 fn key(i: usize) -> String {
     // Skewed: 90% under one prefix.
-    if i % 10 == 0 {
+    if i.is_multiple_of(10) {
         format!("p{:02}/{i:09}", i % 97)
     } else {
         format!("hot/{i:09}")

@@ -10,7 +10,8 @@
 //! `[start, end)` and pages through it; its position moves to the last key
 //! it received. When a worker runs out of work it takes the upper half of
 //! the busy range that looks widest, cut at a midpoint computed from the
-//! keys seen so far ([`crate::split`]). The victim learns of its new end
+//! keys seen so far, or a few pages ahead where the last page shows keys
+//! are dense ([`crate::split`]). The victim learns of its new end
 //! before it emits its next page and drops whatever lies past it. A cut
 //! costs at most one wasted partial page, and workers stay busy however
 //! skewed the keys: a dense range is simply cut again and again. A range is
@@ -94,6 +95,8 @@ struct Range {
     start: String,
     /// Last key emitted, if any.
     pos: Option<String>,
+    /// First key of the last page: with `pos`, how dense keys are here.
+    page_first: Option<String>,
     /// Exclusive end; None = the end of the listing's range.
     end: Option<String>,
     /// A page came back since the last cut, and said there is more. One cut
@@ -172,6 +175,7 @@ pub fn list_objects(
     state.ranges[0] = Some(Range {
         start: start.clone(),
         pos: None,
+        page_first: None,
         end: req.end_offset.clone(),
         splittable: false,
     });
@@ -338,7 +342,14 @@ fn steal(shared: &Shared, id: usize) -> Steal {
     let found = candidates.into_iter().find_map(|(_, v)| {
         let r = st.ranges[v].as_ref().expect("busy");
         let lo = r.pos.as_deref().unwrap_or(&r.start);
-        crate::split::midpoint(lo, r.end.as_deref(), prefix, &st.alphabet).map(|m| (v, m))
+        crate::split::cut(
+            lo,
+            r.end.as_deref(),
+            prefix,
+            &st.alphabet,
+            r.page_first.as_deref(),
+        )
+        .map(|m| (v, m))
     });
     let Some((v, mid)) = found else {
         return Steal::Wait;
@@ -349,6 +360,7 @@ fn steal(shared: &Shared, id: usize) -> Steal {
     st.ranges[id] = Some(Range {
         start: mid.clone(),
         pos: None,
+        page_first: None,
         end,
         splittable: false,
     });
@@ -420,6 +432,7 @@ async fn list_range(
             }
             if let Some(o) = objects.last() {
                 r.pos = Some(o.key.clone());
+                r.page_first = objects.first().map(|f| f.key.clone());
             }
             let last = crossed || page.next_page_token.is_none();
             r.splittable = !last;

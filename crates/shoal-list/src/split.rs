@@ -31,6 +31,27 @@ pub fn midpoint(
     prefix: &str,
     alphabet: &BTreeSet<char>,
 ) -> Option<String> {
+    cut(lo, hi, prefix, alphabet, None)
+}
+
+/// Like [`midpoint`], but when the last page spanned `[page_first, lo]`,
+/// the cut is no further than [`PAGES_AHEAD`] such spans above `lo`.
+///
+/// Why: keys are rarely spread evenly over the alphabet. `hot/000000000` …
+/// `hot/009999999` occupy a sliver of the space between `hot/` and the next
+/// prefix, so cutting at the alphabet midpoint hands the thief an empty
+/// range, again and again, one halving per page, ~4 bits per character of
+/// common prefix. The last page says where the keys are dense; cutting a
+/// few pages ahead leaves the victim a known amount of work and gives the
+/// thief everything after, which the next thief cuts the same way. (The
+/// ClickHouse proposal in LISTING-NOTES.md reads key spacing the same way.)
+pub fn cut(
+    lo: &str,
+    hi: Option<&str>,
+    prefix: &str,
+    alphabet: &BTreeSet<char>,
+    page_first: Option<&str>,
+) -> Option<String> {
     if hi.is_some_and(|h| lo >= h) {
         return None;
     }
@@ -48,10 +69,16 @@ pub fn midpoint(
     let head = &lo[..common];
     let lo_s: Vec<char> = lo[common..].chars().collect();
     let hi_s: Option<Vec<char>> = hi.map(|h| h[common..].chars().collect());
+    let first_s: Option<Vec<char>> = page_first
+        .filter(|f| f.starts_with(head) && *f < lo)
+        .map(|f| f[common..].chars().collect());
     let mut alpha: BTreeSet<char> = alphabet.clone();
     alpha.extend(lo_s.iter().copied());
     if let Some(h) = &hi_s {
         alpha.extend(h.iter().copied());
+    }
+    if let Some(f) = &first_s {
+        alpha.extend(f.iter().copied());
     }
     if alpha.is_empty() {
         alpha.insert('0');
@@ -59,52 +86,45 @@ pub fn midpoint(
     let alpha: Vec<char> = alpha.into_iter().collect();
     let base = alpha.len() as u32 + 1;
     let digit = |c: char| alpha.binary_search(&c).expect("in alphabet") as u32 + 1;
-    let longest = lo_s.len().max(hi_s.as_ref().map_or(0, Vec::len));
+    let to_num = |chars: &[char], len: usize| -> Vec<u32> {
+        let mut v = vec![0u32; len + 1];
+        for (i, c) in chars.iter().enumerate().take(len) {
+            v[i + 1] = digit(*c);
+        }
+        v
+    };
+    let longest = lo_s
+        .len()
+        .max(hi_s.as_ref().map_or(0, Vec::len))
+        .max(first_s.as_ref().map_or(0, Vec::len));
     for len in longest + 1..=longest + MAX_EXTRA_DIGITS {
-        // Fixed point: index 0 is the integer digit.
-        let mut a = vec![0u32; len + 1];
-        for (i, c) in lo_s.iter().enumerate() {
-            a[i + 1] = digit(*c);
-        }
-        let mut b = vec![0u32; len + 1];
-        match &hi_s {
-            Some(h) => {
-                for (i, c) in h.iter().enumerate() {
-                    b[i + 1] = digit(*c);
-                }
+        let a = to_num(&lo_s, len);
+        let b = match &hi_s {
+            Some(h) => to_num(h, len),
+            None => {
+                let mut b = vec![0u32; len + 1];
+                b[0] = 1;
+                b
             }
-            None => b[0] = 1,
+        };
+        let mut target = half(&add(&a, &b, base), base);
+        if let Some(f) = &first_s {
+            let span = sub(&a, &to_num(f, len), base);
+            let ahead = add(&a, &mul(&span, PAGES_AHEAD, base), base);
+            if ahead[0] == 0 && ahead < target {
+                target = ahead;
+            }
         }
-        // (a + b) / 2, most significant digit first.
-        let mut sum = vec![0u32; len + 1];
-        let mut carry = 0;
-        for i in (0..=len).rev() {
-            let s = a[i] + b[i] + carry;
-            sum[i] = s % base;
-            carry = s / base;
-        }
-        let mut mid = vec![0u32; len + 1];
-        let mut rem = carry;
-        for i in 0..=len {
-            let cur = rem * base + sum[i];
-            mid[i] = cur / 2;
-            rem = cur % 2;
-        }
-        debug_assert_eq!(mid[0], 0);
-        // Digits to a key: drop trailing "ends"; an "end" followed by more
-        // digits cannot be spelled, so it becomes the smallest character
-        // (which only moves the cut up, away from `lo`).
-        let mut digits = &mid[1..];
-        while let Some((0, rest)) = digits.split_last() {
-            digits = rest;
-        }
-        let mut cand = String::with_capacity(head.len() + digits.len() * 2);
+        // The cut is the shortest prefix of `target` at or above the point
+        // halfway between `lo` and `target`: short keys (offsets do not
+        // grow with every cut) that still leave the victim about its share.
+        let floor = digits_to_key(head, &half(&add(&a, &target, base), base)[1..], &alpha);
+        let mut cand = String::with_capacity(head.len() + len * 2);
         cand.push_str(head);
-        // The shortest prefix of the midpoint that still lies above `lo` is
-        // as good a cut and keeps keys from growing with every split.
-        for &d in digits {
+        for &d in trim(&target[1..]) {
             cand.push(alpha[(d.max(1) - 1) as usize]);
             if cand.as_str() > lo
+                && cand >= floor
                 && hi.is_none_or(|h| cand.as_str() < h)
                 && (dirty(lo) || !dirty(&cand))
             {
@@ -113,6 +133,86 @@ pub fn midpoint(
         }
     }
     None
+}
+
+/// Pages of keys a victim keeps when the last page's spacing is known.
+/// More means fewer cuts (each costs one extra request) but a slower ramp
+/// to all workers busy; 8 pages of 1,000 keys is a few round trips of work.
+pub const PAGES_AHEAD: u32 = 8;
+
+fn trim(d: &[u32]) -> &[u32] {
+    let mut d = d;
+    while let Some((0, rest)) = d.split_last() {
+        d = rest;
+    }
+    d
+}
+
+/// Digits to a key: an "end" followed by more digits cannot be spelled, so
+/// it becomes the smallest character (which only moves the key up).
+fn digits_to_key(head: &str, digits: &[u32], alpha: &[char]) -> String {
+    let mut s = head.to_owned();
+    for &d in trim(digits) {
+        s.push(alpha[(d.max(1) - 1) as usize]);
+    }
+    s
+}
+
+fn add(a: &[u32], b: &[u32], base: u32) -> Vec<u32> {
+    let mut out = vec![0u32; a.len()];
+    let mut carry = 0;
+    for i in (0..a.len()).rev() {
+        let s = a[i] + b[i] + carry;
+        out[i] = s % base;
+        carry = s / base;
+    }
+    // Overflow past the integer digit saturates (it only happens with
+    // the unbounded upper end, and then `target` is capped by the midpoint).
+    if carry > 0 {
+        out[0] = base;
+    }
+    out
+}
+
+/// `a - b` for `a >= b`.
+fn sub(a: &[u32], b: &[u32], base: u32) -> Vec<u32> {
+    let mut out = vec![0u32; a.len()];
+    let mut borrow = 0i64;
+    for i in (0..a.len()).rev() {
+        let mut d = a[i] as i64 - b[i] as i64 - borrow;
+        borrow = 0;
+        if d < 0 {
+            d += base as i64;
+            borrow = 1;
+        }
+        out[i] = d as u32;
+    }
+    out
+}
+
+fn mul(a: &[u32], k: u32, base: u32) -> Vec<u32> {
+    let mut out = vec![0u32; a.len()];
+    let mut carry = 0u64;
+    for i in (0..a.len()).rev() {
+        let p = a[i] as u64 * k as u64 + carry;
+        out[i] = (p % base as u64) as u32;
+        carry = p / base as u64;
+    }
+    if carry > 0 {
+        out[0] = base;
+    }
+    out
+}
+
+fn half(a: &[u32], base: u32) -> Vec<u32> {
+    let mut out = vec![0u32; a.len()];
+    let mut rem = 0;
+    for i in 0..a.len() {
+        let cur = rem * base + a[i];
+        out[i] = cur / 2;
+        rem = cur % 2;
+    }
+    out
 }
 
 /// Whether a key has an empty or dot level (`a//b`, `x/./y`, `..`), which
@@ -182,6 +282,28 @@ mod tests {
         }
         assert!(dirty("a//b") && dirty("x/./y") && dirty("..") && dirty("/a"));
         assert!(!dirty("a/b/") && !dirty("a.b/c"));
+    }
+
+    #[test]
+    fn cuts_follow_the_density_of_the_last_page() {
+        let alpha = abc("hot/0123456789p");
+        let m = cut("hot/000000999", None, "", &alpha, Some("hot/000000000")).unwrap();
+        // About PAGES_AHEAD pages of 1,000 keys ahead, not at the alphabet's middle.
+        assert!(
+            m.as_str() > "hot/000000999" && m.as_str() <= "hot/000009",
+            "{m}"
+        );
+        assert!(m.as_str() >= "hot/000004", "{m}");
+        // A near end wins over the spacing.
+        let m = cut(
+            "hot/000000999",
+            Some("hot/000001"),
+            "",
+            &alpha,
+            Some("hot/000000000"),
+        )
+        .unwrap();
+        assert!(m.as_str() < "hot/000001", "{m}");
     }
 
     #[test]
