@@ -135,8 +135,8 @@ pub(crate) async fn run(ctx: &Context, a: LsArgs) -> CmdResult {
             .map_err(|e| e.with_url(loc.to_string()))?;
         let exact = first.objects.iter().find(|o| o.key == loc.key).cloned();
         let dir = format!("{}/", loc.key);
-        let has_dir = first.prefixes.iter().any(|x| *x == dir)
-            || first.objects.iter().any(|o| o.key.starts_with(&dir));
+        let has_dir =
+            first.prefixes.contains(&dir) || first.objects.iter().any(|o| o.key.starts_with(&dir));
         found_any = exact.is_some() || has_dir;
         if let Some(m) = exact {
             p.object(&loc, &m).map_err(write_failure)?;
