@@ -154,7 +154,9 @@ pub fn error_from_reqwest(op: Op, url: &str, err: reqwest::Error) -> Error {
         ErrorKind::Timeout
     } else if err.is_connect() {
         ErrorKind::Connect
-    } else if err.is_decode() {
+    } else if err.is_decode() && !chain_has_transport_error(&err) {
+        // reqwest files a body that breaks mid-stream under "decode" too;
+        // only a real decoding failure is a protocol error.
         ErrorKind::Protocol
     } else {
         // Body and request errors: a reset or an early EOF mid-stream.
@@ -172,6 +174,17 @@ pub fn error_from_reqwest(op: Op, url: &str, err: reqwest::Error) -> Error {
         e = e.with_hint(h);
     }
     e.with_source(err.without_url())
+}
+
+fn chain_has_transport_error(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if e.is::<hyper::Error>() || e.is::<std::io::Error>() {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
 }
 
 fn chain_has_timeout(err: &(dyn std::error::Error + 'static)) -> bool {
