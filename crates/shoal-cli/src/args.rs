@@ -185,6 +185,13 @@ pub(crate) struct CpArgs {
     /// Multipart part size for uploads (e.g. 16MiB).
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub(crate) part_size: Option<u64>,
+    /// Pick up an interrupted sliced download where it stopped (the
+    /// default: slices already on disk are checked and kept).
+    #[arg(long, overrides_with = "no_resume")]
+    pub(crate) resume: bool,
+    /// Start a download from zero, discarding slices an interrupted run left.
+    #[arg(long)]
+    pub(crate) no_resume: bool,
 }
 
 fn parse_workers(s: &str) -> Result<usize, String> {

@@ -168,7 +168,11 @@ fn walk(
             walk(&path, out, base)?;
         } else if ft.is_file() {
             let name = entry.file_name();
-            if name.to_string_lossy().contains(".shoal-tmp-") {
+            let n = name.to_string_lossy();
+            if n.contains(".shoal-tmp-")
+                || n.ends_with(".shoal-partial")
+                || n.ends_with(".shoal-partial.json")
+            {
                 continue;
             }
             if let Some(key) = path.strip_prefix(base).ok().and_then(relative_path_to_key) {
@@ -275,15 +279,15 @@ impl Store for LocalStore {
         let url = self.url(bucket, key);
         let path = self.object_path(Op::Download, bucket, key)?;
         let meta = self.meta_of(Op::Download, &path, bucket, key).await?;
-        if let Some(v) = version {
-            if meta.version.as_ref() != Some(v) {
-                return Err(Error::new(
-                    ErrorKind::Changed,
-                    Op::Download,
-                    url,
-                    "the file changed since it was first read",
-                ));
-            }
+        if let Some(v) = version
+            && meta.version.as_ref() != Some(v)
+        {
+            return Err(Error::new(
+                ErrorKind::Changed,
+                Op::Download,
+                url,
+                "the file changed since it was first read",
+            ));
         }
         let end = range.end.unwrap_or(meta.size).min(meta.size);
         if range.start > meta.size
@@ -454,15 +458,15 @@ impl Store for LocalStore {
                 .map_err(|e| Error::io(Op::Multipart, &url, e))?;
             data.extend_from_slice(&bytes);
         }
-        if let Some(want) = crc {
-            if crc32c::crc32c(&data) != want {
-                return Err(Error::new(
-                    ErrorKind::Integrity,
-                    Op::Multipart,
-                    url,
-                    "assembled object's CRC32C differs",
-                ));
-            }
+        if let Some(want) = crc
+            && crc32c::crc32c(&data) != want
+        {
+            return Err(Error::new(
+                ErrorKind::Integrity,
+                Op::Multipart,
+                url,
+                "assembled object's CRC32C differs",
+            ));
         }
         write_atomically(&dest, &data)
             .await
@@ -495,15 +499,15 @@ pub(crate) fn verify_declared(op: Op, url: &str, data: &[u8], opts: &PutOptions)
             ));
         }
     }
-    if let Some(want) = opts.md5 {
-        if crate::checksum::md5_digest(data) != want {
-            return Err(Error::new(
-                ErrorKind::Integrity,
-                op,
-                url,
-                "declared MD5 does not match the data",
-            ));
-        }
+    if let Some(want) = opts.md5
+        && crate::checksum::md5_digest(data) != want
+    {
+        return Err(Error::new(
+            ErrorKind::Integrity,
+            op,
+            url,
+            "declared MD5 does not match the data",
+        ));
     }
     Ok(())
 }

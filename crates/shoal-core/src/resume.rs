@@ -83,8 +83,8 @@ pub fn resuming_stream(
                 Some(Ok(chunk)) => {
                     st.pos += chunk.len() as u64;
                     st.failures = 0;
-                    if let Some(end) = st.end {
-                        if st.pos > end {
+                    if let Some(end) = st.end
+                        && st.pos > end {
                             st.done = true;
                             let e = Error::new(
                                 ErrorKind::Integrity,
@@ -94,7 +94,6 @@ pub fn resuming_stream(
                             );
                             return Some((Err(e), st));
                         }
-                    }
                     return Some((Ok(chunk), st));
                 }
                 Some(Err(e)) if e.is_retryable() && st.failures + 1 < st.policy.max_attempts => {

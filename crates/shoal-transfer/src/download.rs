@@ -26,6 +26,7 @@ use shoal_core::retry::RetryPolicy;
 use shoal_core::{ByteRange, Error, ErrorKind, Location, ObjectMeta, Op, Result, Store};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
+use crate::partial::Partial;
 use crate::plan::plan_slices;
 use crate::{Report, TransferOptions, Verified};
 
@@ -86,15 +87,45 @@ pub async fn download_known(
     let url = src.to_string();
     let dest_s = dest.display().to_string();
     let slices = plan_slices(meta.size, opts.workers, opts.min_slice, opts.slices);
-    let tmp = temp_sibling(dest);
-    let file = File::create(&tmp).map_err(|e| Error::io(Op::Write, &dest_s, e))?;
-    let guard = TempGuard(Some(tmp.clone()));
-    file.set_len(meta.size)
-        .map_err(|e| Error::io(Op::Write, &dest_s, e))?;
+    // More than one slice: keep what an interruption leaves, for the next run.
+    let (file, tmp, guard, partial) = if slices.len() > 1 {
+        let (p, file) = Partial::open(
+            dest,
+            &url,
+            meta.size,
+            meta.version.as_ref(),
+            &slices,
+            opts.resume,
+        )?;
+        (file, p.data_path.clone(), TempGuard(None), Some(p))
+    } else {
+        let tmp = temp_sibling(dest);
+        let file = File::create(&tmp).map_err(|e| Error::io(Op::Write, &dest_s, e))?;
+        file.set_len(meta.size)
+            .map_err(|e| Error::io(Op::Write, &dest_s, e))?;
+        (file, tmp.clone(), TempGuard(Some(tmp)), None)
+    };
     let file = Arc::new(file);
+    let partial = partial.map(Arc::new);
+    let done = |i: usize| partial.as_ref().and_then(|p| p.done[i]);
 
+    // More slices than workers (`--slices 64 --workers 8`): at most
+    // `workers` requests at once, unless a batch already shares a limiter.
+    let mut opts = opts.clone();
+    if opts.limiter.is_none() && slices.len() > opts.workers {
+        opts.limiter = Some(Arc::new(tokio::sync::Semaphore::new(opts.workers.max(1))));
+    }
+    let opts = &opts;
     let mut tasks = tokio::task::JoinSet::new();
+    let mut crcs = vec![(0u32, 0u64); slices.len()];
+    let mut fetched = 0;
     for (i, &(start, end)) in slices.iter().enumerate() {
+        if let Some(crc) = done(i) {
+            crcs[i] = (crc, end - start);
+            opts.add_progress(end - start);
+            continue;
+        }
+        fetched += 1;
         let store = store.clone();
         let file = file.clone();
         let src = src.clone();
@@ -103,6 +134,7 @@ pub async fn download_known(
         let version = meta.version.clone();
         let policy = *policy;
         let opts = opts.clone();
+        let partial = partial.clone();
         tasks.spawn(async move {
             let _slot = opts.permit().await;
             let range = ByteRange::new(start, end);
@@ -117,27 +149,47 @@ pub async fn download_known(
                 policy,
             );
             let crc = write_slice(stream, file, start, end, &dest_s, &url, &opts).await?;
+            if let Some(p) = &partial {
+                p.record(i, crc);
+            }
             Ok::<_, Error>((i, crc, end - start))
         });
     }
-    let mut crcs = vec![(0u32, 0u64); slices.len()];
-    while let Some(joined) = tasks.join_next().await {
-        match joined {
-            Ok(Ok((i, crc, len))) => crcs[i] = (crc, len),
-            Ok(Err(e)) => {
-                tasks.abort_all();
-                return Err(e);
-            }
-            Err(join) => {
-                tasks.abort_all();
-                return Err(Error::new(
-                    ErrorKind::Io,
-                    Op::Download,
-                    &url,
-                    format!("slice task failed: {join}"),
-                ));
-            }
+    let resumed = partial.as_ref().map_or(0, |p| p.reused(&slices).1);
+    let failed = |e: Error, partial: Option<Arc<Partial>>| {
+        let Some(p) = partial.and_then(|p| Arc::try_unwrap(p).ok()) else {
+            return e;
+        };
+        if e.kind() == ErrorKind::Integrity {
+            p.discard();
+            return e;
         }
+        if p.done.iter().all(Option::is_none) {
+            p.discard();
+            return e;
+        }
+        e.with_hint(format!(
+            "finished slices are kept in {}; run the same command again to fetch only the rest",
+            p.data_path.display()
+        ))
+    };
+    while let Some(joined) = tasks.join_next().await {
+        let e = match joined {
+            Ok(Ok((i, crc, len))) => {
+                crcs[i] = (crc, len);
+                continue;
+            }
+            Ok(Err(e)) => e,
+            Err(join) => Error::new(
+                ErrorKind::Io,
+                Op::Download,
+                &url,
+                format!("slice task failed: {join}"),
+            ),
+        };
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+        return Err(failed(e, partial));
     }
     let crc = crc32c_combine_all(crcs.iter().copied());
     let file = Arc::try_unwrap(file)
@@ -146,12 +198,19 @@ pub async fn download_known(
         .map_err(|e| Error::io(Op::Write, &dest_s, e))?;
     drop(file);
 
-    let verified = verify(meta, crc, &tmp, &url).await?;
+    let verified = match verify(meta, crc, &tmp, &url).await {
+        Ok(v) => v,
+        Err(e) => return Err(failed(e, partial)),
+    };
     std::fs::rename(&tmp, dest).map_err(|e| Error::io(Op::Write, &dest_s, e))?;
     guard.disarm();
+    if let Some(p) = partial.and_then(|p| Arc::try_unwrap(p).ok()) {
+        p.finish();
+    }
     Ok(Report {
+        resumed,
         bytes: meta.size,
-        pieces: slices.len(),
+        pieces: fetched,
         verified,
         crc32c: crc,
     })
@@ -325,6 +384,7 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
         None => Verified::SizeOnly,
     };
     Ok(Report {
+        resumed: 0,
         bytes: n,
         pieces: 1,
         verified,

@@ -22,6 +22,7 @@
 
 pub mod batch;
 pub mod download;
+pub mod partial;
 pub mod plan;
 pub mod stream;
 pub mod tree;
@@ -52,6 +53,9 @@ pub struct TransferOptions {
     /// never whole files, so a file waiting for its slices cannot starve
     /// them.
     pub limiter: Option<Arc<tokio::sync::Semaphore>>,
+    /// Keep an interrupted sliced download's slices and pick them up on the
+    /// next run (see [`partial`]). On by default.
+    pub resume: bool,
 }
 
 impl Default for TransferOptions {
@@ -66,6 +70,7 @@ impl Default for TransferOptions {
             part_size: upload::DEFAULT_PART_SIZE,
             progress: None,
             limiter: None,
+            resume: true,
         }
     }
 }
@@ -118,4 +123,7 @@ pub struct Report {
     pub verified: Verified,
     /// CRC32C of the bytes moved.
     pub crc32c: u32,
+    /// Bytes an earlier, interrupted run had already fetched (not moved
+    /// again).
+    pub resumed: u64,
 }

@@ -91,6 +91,7 @@ pub async fn upload_stream(
         opts.add_progress(first.len() as u64);
         let verified = check_result(meta.crc32c, crc, &url)?;
         return Ok(Report {
+            resumed: 0,
             bytes: first.len() as u64,
             pieces: 1,
             verified,
@@ -171,6 +172,7 @@ pub async fn upload_stream(
     };
     let verified = check_result(meta.crc32c, crc, &url)?;
     Ok(Report {
+        resumed: 0,
         bytes,
         pieces: parts.len(),
         verified,

@@ -40,11 +40,11 @@ const CHANNEL: usize = 1024;
 /// The part of a key that `cp -r` strips: everything up to the source's
 /// last level (`data/sub` → `data/`), or a glob's literal folder.
 pub fn copy_root(src: &Location) -> Result<String> {
-    if !src.is_local() {
-        if let Some(g) = KeyGlob::parse(&src.to_string(), &src.key)? {
-            let lit = g.literal_prefix();
-            return Ok(lit[..lit.rfind('/').map_or(0, |i| i + 1)].to_owned());
-        }
+    if !src.is_local()
+        && let Some(g) = KeyGlob::parse(&src.to_string(), &src.key)?
+    {
+        let lit = g.literal_prefix();
+        return Ok(lit[..lit.rfind('/').map_or(0, |i| i + 1)].to_owned());
     }
     let k = src.key.trim_end_matches('/');
     Ok(k[..k.rfind('/').map_or(0, |i| i + 1)].to_owned())

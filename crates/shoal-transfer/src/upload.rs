@@ -80,6 +80,7 @@ pub async fn upload_file(
         opts.add_progress(size);
         let verified = check_result(meta.crc32c, crc, &url)?;
         return Ok(Report {
+            resumed: 0,
             bytes: size,
             pieces: 1,
             verified,
@@ -117,6 +118,7 @@ pub async fn upload_file(
     };
     let verified = check_result(meta.crc32c, crc, &url)?;
     Ok(Report {
+        resumed: 0,
         bytes: size,
         pieces: parts.len(),
         verified,

@@ -25,6 +25,7 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
     if let Some(n) = a.slices {
         opts.slices = Some(n as usize);
     }
+    opts.resume = !a.no_resume || a.resume;
     if let Some(s) = a.slice_size {
         opts.min_slice = s;
     }
@@ -82,9 +83,17 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
         } else {
             "parallel requests"
         };
+        let resumed = if report.resumed > 0 {
+            format!(
+                ", resumed: {} were already here",
+                crate::output::human_bytes(report.resumed)
+            )
+        } else {
+            String::new()
+        };
         eprintln!(
-            "Copied {what}: {} ({} {unit}, {} verified)",
-            summary(report.bytes, elapsed),
+            "Copied {what}: {} ({} {unit}, {} verified{resumed})",
+            summary(report.bytes - report.resumed, elapsed),
             report.pieces,
             report.verified
         );
@@ -217,6 +226,7 @@ async fn copy_one(
                 let _ = std::fs::remove_file(&tmp);
             })?;
             let r = Report {
+                resumed: 0,
                 bytes: n,
                 pieces: 1,
                 verified: shoal_transfer::Verified::SizeOnly,
@@ -273,6 +283,7 @@ async fn to_stdout(
             .await
             .map_err(|e| Error::io(Op::Write, "stdout", e))?;
         return Ok(Report {
+            resumed: 0,
             bytes: n,
             pieces: 1,
             verified: shoal_transfer::Verified::SizeOnly,
@@ -316,6 +327,7 @@ async fn from_stdin(
             let _ = std::fs::remove_file(&tmp);
         })?;
         return Ok(Report {
+            resumed: 0,
             bytes: n,
             pieces: 1,
             verified: shoal_transfer::Verified::SizeOnly,
