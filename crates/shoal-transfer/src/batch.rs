@@ -34,9 +34,6 @@ pub type StoreFor = Arc<dyn Fn(&Location) -> Result<Arc<dyn Store>> + Send + Syn
 
 /// One step of a batch.
 #[derive(Debug, Clone)]
-// Copy dominates a batch, so boxing its metadata would only add an
-// allocation per file.
-#[allow(clippy::large_enum_variant)]
 pub enum Action {
     /// Copy `src` (whose metadata is known) to `dst`.
     Copy {
@@ -143,7 +140,10 @@ pub async fn run(
     report
 }
 
-async fn execute(
+/// Executes one action of a batch (what [`run`] does for each), for
+/// callers that keep their own per-item results. `opts.limiter` is the
+/// budget shared with the other actions in flight; returns bytes copied.
+pub async fn execute(
     action: &Action,
     store_for: &StoreFor,
     opts: &TransferOptions,

@@ -1,0 +1,41 @@
+//! shoal's Python extension module, `shoal._shoal`.
+//!
+//! Thin on purpose: every function parses its arguments, runs one of the
+//! Rust engines (shoal-transfer, shoal-list) on the process's one tokio
+//! runtime with the GIL released, and turns the result into Python values.
+//! The Python-shaped API (transfer_manager names, fsspec, Dask) is written
+//! in Python on top of these primitives (python/shoal/), where its users
+//! can read it.
+//!
+//! Each operation exists twice, like obstore's: `name(...)` blocks (with
+//! the GIL released and Ctrl-C checked every 100 ms) and `name_async(...)`
+//! returns an awaitable completed from the tokio runtime
+//! (pyo3-async-runtimes), so asyncio code and fsspec's event loop never
+//! wait on a thread.
+//!
+//! - [`session`]: configuration (environment + keyword overrides) → stores.
+//! - [`objects`]: `ObjectInfo`, what a listing or stat returns.
+//! - [`errors`]: shoal's error kinds → the `shoal.errors` hierarchy.
+//! - [`list`], [`transfer`], [`read`]: the operations.
+
+mod errors;
+mod list;
+mod objects;
+mod read;
+mod runtime;
+mod session;
+mod transfer;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _shoal(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<session::Session>()?;
+    m.add_class::<objects::ObjectInfo>()?;
+    m.add_class::<read::ReadStream>()?;
+    list::register(m)?;
+    transfer::register(m)?;
+    read::register(m)?;
+    Ok(())
+}

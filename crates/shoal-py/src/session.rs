@@ -1,0 +1,155 @@
+//! A `Session`: configuration (environment + keyword overrides) and the
+//! stores built from it, shared by every call that names it.
+//!
+//! The Python package keeps one per distinct set of keywords, so
+//! connection pools are reused across calls. A session pickles as its
+//! keywords (Dask ships it to workers, which build their own stores).
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use shoal_config::{Addressing, Overrides, Stores};
+use shoal_core::retry::RetryPolicy;
+use shoal_transfer::TransferOptions;
+
+/// Stores and defaults for a group of calls.
+#[pyclass(frozen, module = "shoal._shoal")]
+pub(crate) struct Session {
+    pub(crate) stores: Arc<Stores>,
+    pub(crate) workers: usize,
+    kwargs: Py<PyDict>,
+}
+
+impl Session {
+    /// Engine options for one call: `workers` requests in flight (the
+    /// session's default when None) and, if given, the slice/part size.
+    pub(crate) fn transfer_options(
+        &self,
+        workers: Option<usize>,
+        chunk_size: Option<u64>,
+    ) -> TransferOptions {
+        let mut o = TransferOptions {
+            workers: workers.unwrap_or(self.workers).max(1),
+            ..TransferOptions::default()
+        };
+        if let Some(c) = chunk_size {
+            o.min_slice = c.max(1);
+            o.part_size = c.max(1);
+        }
+        o
+    }
+
+    pub(crate) fn retry(&self) -> RetryPolicy {
+        self.stores.retry()
+    }
+}
+
+#[pymethods]
+impl Session {
+    #[new]
+    #[pyo3(signature = (
+        *, endpoint_url=None, gcs_endpoint_url=None, s3_endpoint_url=None,
+        no_sign_request=false, region=None, profile=None, key=None, secret=None,
+        s3_addressing="auto", workers=None, attempts=None,
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        endpoint_url: Option<String>,
+        gcs_endpoint_url: Option<String>,
+        s3_endpoint_url: Option<String>,
+        no_sign_request: bool,
+        region: Option<String>,
+        profile: Option<String>,
+        key: Option<String>,
+        secret: Option<String>,
+        s3_addressing: &str,
+        workers: Option<usize>,
+        attempts: Option<u32>,
+    ) -> PyResult<Self> {
+        let kwargs = PyDict::new(py);
+        for (k, v) in [
+            ("endpoint_url", &endpoint_url),
+            ("gcs_endpoint_url", &gcs_endpoint_url),
+            ("s3_endpoint_url", &s3_endpoint_url),
+            ("region", &region),
+            ("profile", &profile),
+            ("key", &key),
+            ("secret", &secret),
+        ] {
+            if let Some(v) = v {
+                kwargs.set_item(k, v)?;
+            }
+        }
+        kwargs.set_item("no_sign_request", no_sign_request)?;
+        kwargs.set_item("s3_addressing", s3_addressing)?;
+        if let Some(w) = workers {
+            kwargs.set_item("workers", w)?;
+        }
+        if let Some(a) = attempts {
+            kwargs.set_item("attempts", a)?;
+        }
+        let addressing = match s3_addressing {
+            "auto" => Addressing::Auto,
+            "path" => Addressing::Path,
+            "virtual" => Addressing::VirtualHost,
+            other => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "s3_addressing must be 'auto', 'path' or 'virtual', not {other:?}"
+                )));
+            }
+        };
+        if key.is_some() != secret.is_some() {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "key and secret go together: give both or neither",
+            ));
+        }
+        let overrides = Overrides {
+            endpoint_url,
+            gcs_endpoint_url,
+            s3_endpoint_url,
+            no_sign_request,
+            region,
+            profile,
+            addressing,
+            s3_access_key: key,
+            s3_secret_key: secret,
+        };
+        let workers = workers.unwrap_or_else(|| TransferOptions::default().workers).max(1);
+        let mut retry = RetryPolicy::default();
+        if let Some(a) = attempts {
+            retry.max_attempts = a.max(1);
+        }
+        Ok(Session {
+            stores: Arc::new(Stores::new(overrides, workers, retry)),
+            workers,
+            kwargs: kwargs.unbind(),
+        })
+    }
+
+    /// Requests in flight per call unless the call says otherwise.
+    #[getter]
+    fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// The keywords this session was made with.
+    #[getter]
+    fn kwargs<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.kwargs.bind(py).copy()
+    }
+
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyDict>,))> {
+        let rebuild = py.import("shoal._session")?.getattr("_rebuild")?;
+        Ok((rebuild, (self.kwargs.bind(py).copy()?,)))
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let kw = self.kwargs.bind(py).copy()?;
+        if kw.contains("secret")? {
+            kw.set_item("secret", "***")?;
+        }
+        Ok(format!("Session({})", kw.repr()?))
+    }
+}

@@ -1,0 +1,327 @@
+//! Moving bytes: one big object (sliced download, multipart upload), many
+//! files under one budget, and objects to and from Python `bytes`.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::PyBytes;
+use shoal_core::resume::resuming_stream;
+use shoal_core::{ByteRange, Error, ErrorKind, Location, Op, PutOptions};
+use shoal_transfer::batch::{Action, execute};
+use shoal_transfer::plan::plan_slices;
+
+use crate::errors::{IntoPyResult, exception, to_py};
+use crate::list::cloud;
+use crate::runtime::blocking_and_async;
+use crate::session::Session;
+
+/// What a finished transfer did.
+#[pyclass(frozen, get_all, module = "shoal._shoal")]
+#[derive(Debug, Clone)]
+pub(crate) struct Report {
+    /// Bytes moved.
+    bytes: u64,
+    /// Parallel requests used (slices or parts).
+    pieces: usize,
+    /// How the result was checked: `crc32c`, `md5` or `size only`.
+    verified: String,
+    /// CRC32C of the bytes, 8 hex digits.
+    crc32c: String,
+}
+
+impl From<shoal_transfer::Report> for Report {
+    fn from(r: shoal_transfer::Report) -> Self {
+        Report {
+            bytes: r.bytes,
+            pieces: r.pieces,
+            verified: r.verified.to_string(),
+            crc32c: format!("{:08x}", r.crc32c),
+        }
+    }
+}
+
+#[pymethods]
+impl Report {
+    fn __repr__(&self) -> String {
+        format!(
+            "Report(bytes={}, pieces={}, verified={:?})",
+            self.bytes, self.pieces, self.verified
+        )
+    }
+}
+
+fn download_impl(
+    s: &Session,
+    url: String,
+    filename: PathBuf,
+    workers: Option<usize>,
+    chunk_size: Option<u64>,
+    slices: Option<usize>,
+) -> impl Future<Output = PyResult<Report>> + use<> {
+    let stores = s.stores.clone();
+    let mut opts = s.transfer_options(workers, chunk_size);
+    opts.slices = slices;
+    let policy = s.retry();
+    async move {
+        let loc = cloud(&url)?;
+        let store = stores.store(&loc).py()?;
+        let r = shoal_transfer::download::download_to_file(store, &loc, &filename, &opts, &policy)
+            .await
+            .py()?;
+        Ok(r.into())
+    }
+}
+
+blocking_and_async! {
+    /// Downloads one object to a file: parallel ranged GETs of `chunk_size`
+    /// or more (default 32 MiB) written in place, CRC32C-verified, renamed
+    /// into place only when complete.
+    #[pyo3(signature = (session, url, filename, workers=None, chunk_size=None, slices=None))]
+    fn download / download_async(url: String, filename: PathBuf, workers: Option<usize>, chunk_size: Option<u64>, slices: Option<usize>) -> Report = download_impl;
+}
+
+fn upload_impl(
+    s: &Session,
+    filename: PathBuf,
+    url: String,
+    workers: Option<usize>,
+    chunk_size: Option<u64>,
+) -> impl Future<Output = PyResult<Report>> + use<> {
+    let stores = s.stores.clone();
+    let opts = s.transfer_options(workers, chunk_size);
+    async move {
+        let loc = cloud(&url)?;
+        let store = stores.store(&loc).py()?;
+        let r = shoal_transfer::upload::upload_file(store, &filename, &loc, &opts)
+            .await
+            .py()?;
+        Ok(r.into())
+    }
+}
+
+blocking_and_async! {
+    /// Uploads one file: one PUT, or a multipart upload (S3) / parallel
+    /// composite upload (GCS) in parts of `chunk_size` (default 16 MiB).
+    #[pyo3(signature = (session, filename, url, workers=None, chunk_size=None))]
+    fn upload / upload_async(filename: PathBuf, url: String, workers: Option<usize>, chunk_size: Option<u64>) -> Report = upload_impl;
+}
+
+/// Per pair: bytes copied (int) or the exception copying it raised.
+type PerItem = Vec<Py<PyAny>>;
+
+fn copy_many_impl(
+    s: &Session,
+    pairs: Vec<(String, String)>,
+    workers: Option<usize>,
+    chunk_size: Option<u64>,
+) -> impl Future<Output = PyResult<PerItem>> + use<> {
+    let stores = s.stores.clone();
+    let mut opts = s.transfer_options(workers, chunk_size);
+    let slots = opts.workers;
+    opts.limiter = Some(Arc::new(tokio::sync::Semaphore::new(slots)));
+    let opts = Arc::new(opts);
+    let policy = s.retry();
+    async move {
+        // Parse everything first: the stores for the schemes present are
+        // built once (a credential problem fails the call, not each item).
+        let parsed: Vec<shoal_core::Result<(Location, Location)>> = pairs
+            .iter()
+            .map(|(a, b)| Ok((Location::parse(a)?, Location::parse(b)?)))
+            .collect();
+        let locs: Vec<&Location> = parsed
+            .iter()
+            .filter_map(|p| p.as_ref().ok())
+            .flat_map(|(a, b)| [a, b])
+            .filter(|l| !l.is_local())
+            .collect();
+        let store_for = stores.store_for(&locs).py()?;
+        // Same shape as shoal_transfer::batch::run: 2 × workers files in
+        // progress, every request drawing from one limiter of `workers`.
+        let results: Vec<shoal_core::Result<u64>> = futures::stream::iter(parsed)
+            .map(|p| {
+                let (store_for, opts) = (store_for.clone(), opts.clone());
+                async move {
+                    let (src, dst) = p?;
+                    let action = Action::Copy {
+                        src,
+                        meta: None,
+                        dst,
+                    };
+                    execute(&action, &store_for, &opts, &policy).await
+                }
+            })
+            .buffered(slots * 2)
+            .collect()
+            .await;
+        Python::attach(|py| {
+            results
+                .into_iter()
+                .map(|r| match r {
+                    Ok(n) => Ok(n.into_pyobject(py)?.into_any().unbind()),
+                    Err(e) => exception(py, &e),
+                })
+                .collect()
+        })
+    }
+}
+
+blocking_and_async! {
+    /// Copies `(source, destination)` pairs (any mix of local paths, gs://
+    /// and s3:// URLs), with at most `workers` requests in flight across
+    /// all of them; big files are sliced within the same budget. One entry
+    /// per pair, in order: bytes copied, or the exception (never raised).
+    #[pyo3(signature = (session, pairs, workers=None, chunk_size=None))]
+    fn copy_many / copy_many_async(pairs: Vec<(String, String)>, workers: Option<usize>, chunk_size: Option<u64>) -> PerItem = copy_many_impl;
+}
+
+fn put_impl(
+    s: &Session,
+    url: String,
+    data: PyBackedBytes,
+    content_type: Option<String>,
+) -> impl Future<Output = PyResult<u64>> + use<> {
+    let stores = s.stores.clone();
+    let opts = s.transfer_options(None, None);
+    async move {
+        let loc = cloud(&url)?;
+        let store = stores.store(&loc).py()?;
+        let len = data.len() as u64;
+        let body = futures::stream::once(async move { Ok(Bytes::from_owner(data)) }).boxed();
+        let put = PutOptions {
+            content_type,
+            ..PutOptions::default()
+        };
+        shoal_transfer::stream::upload_stream(store, body, &loc, &put, &opts)
+            .await
+            .py()?;
+        Ok(len)
+    }
+}
+
+blocking_and_async! {
+    /// Writes `data` as the object (multipart when it is big).
+    #[pyo3(signature = (session, url, data, content_type=None))]
+    fn put / put_async(url: String, data: PyBackedBytes, content_type: Option<String>) -> u64 = put_impl;
+}
+
+/// Resolves Python-style `[start, end)` (None = edge, negative = from the
+/// end) against `size`.
+fn resolve(start: Option<i64>, end: Option<i64>, size: u64) -> (u64, u64) {
+    let at = |v: i64| {
+        if v < 0 {
+            size.saturating_sub(v.unsigned_abs())
+        } else {
+            (v as u64).min(size)
+        }
+    };
+    let s = start.map_or(0, at);
+    let e = end.map_or(size, at);
+    (s, e.max(s))
+}
+
+fn cat_impl(
+    s: &Session,
+    url: String,
+    start: Option<i64>,
+    end: Option<i64>,
+) -> impl Future<Output = PyResult<Py<PyBytes>>> + use<> {
+    let stores = s.stores.clone();
+    let opts = s.transfer_options(None, None);
+    let policy = s.retry();
+    async move {
+        let loc = cloud(&url)?;
+        let store = stores.store(&loc).py()?;
+        let meta = store
+            .head(&loc.bucket, &loc.key)
+            .await
+            .map_err(|e| to_py(e.with_url(&url).with_op(Op::Download)))?;
+        let (a, b) = resolve(start, end, meta.size);
+        let mut buf = vec![0u8; (b - a) as usize];
+        // Slices as for a download to a file, each filling its own part of
+        // the buffer; one object's bytes are read once, in parallel.
+        let slices = plan_slices(b - a, opts.workers, opts.min_slice, None);
+        let mut rest: &mut [u8] = &mut buf;
+        let mut parts = Vec::with_capacity(slices.len());
+        for &(s0, s1) in &slices {
+            let (mine, tail) = std::mem::take(&mut rest).split_at_mut((s1 - s0) as usize);
+            rest = tail;
+            let mut body = resuming_stream(
+                store.clone(),
+                &loc.bucket,
+                &loc.key,
+                &url,
+                ByteRange::new(a + s0, a + s1),
+                meta.version.clone(),
+                None,
+                policy,
+            );
+            parts.push(async move {
+                let mut at = 0usize;
+                while let Some(chunk) = body.next().await {
+                    let chunk = chunk?;
+                    let n = chunk.len().min(mine.len() - at);
+                    mine[at..at + n].copy_from_slice(&chunk[..n]);
+                    at += chunk.len();
+                }
+                if at != mine.len() {
+                    return Err(Error::new(
+                        ErrorKind::Integrity,
+                        Op::Download,
+                        "",
+                        format!("expected {} bytes, received {at}", mine.len()),
+                    ));
+                }
+                Ok(())
+            });
+        }
+        for r in futures::future::join_all(parts).await {
+            r.map_err(|e| to_py(e.with_url(&url)))?;
+        }
+        if (a, b) == (0, meta.size)
+            && let Some(want) = meta.crc32c
+        {
+            let got = crc32c::crc32c(&buf);
+            if got != want {
+                return Err(to_py(Error::new(
+                    ErrorKind::Integrity,
+                    Op::Download,
+                    url,
+                    format!("CRC32C mismatch: store {want:08x}, received {got:08x}"),
+                )));
+            }
+        }
+        Ok(Python::attach(|py| PyBytes::new(py, &buf).unbind()))
+    }
+}
+
+blocking_and_async! {
+    /// The object's bytes `[start, end)` (None = edge, negative = from the
+    /// end), read with parallel ranged GETs; whole objects are CRC32C-checked.
+    #[pyo3(signature = (session, url, start=None, end=None))]
+    fn cat / cat_async(url: String, start: Option<i64>, end: Option<i64>) -> Py<PyBytes> = cat_impl;
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    use pyo3::wrap_pyfunction;
+    m.add_class::<Report>()?;
+    for f in [
+        wrap_pyfunction!(download, m)?,
+        wrap_pyfunction!(download_async, m)?,
+        wrap_pyfunction!(upload, m)?,
+        wrap_pyfunction!(upload_async, m)?,
+        wrap_pyfunction!(copy_many, m)?,
+        wrap_pyfunction!(copy_many_async, m)?,
+        wrap_pyfunction!(put, m)?,
+        wrap_pyfunction!(put_async, m)?,
+        wrap_pyfunction!(cat, m)?,
+        wrap_pyfunction!(cat_async, m)?,
+    ] {
+        m.add_function(f)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,91 @@
+"""shoal: fast object storage for Python (GCS, S3, local files).
+
+- Plain functions: :func:`ls`, :func:`glob`, :func:`du`, :func:`stat`,
+  :func:`cat`, :func:`put`, :func:`read`, :func:`rm`, :func:`mb`,
+  :func:`copy`, :func:`copy_many`, :func:`download`, :func:`upload`, each
+  with an ``_async`` twin.
+- :mod:`shoal.transfer_manager`: google-cloud-storage's transfer_manager
+  functions, same names and parameters, taking URLs.
+- :mod:`shoal.fsspec`: an fsspec ``AsyncFileSystem`` (``shoal://gs/b/k``;
+  ``shoal.fsspec.register(override=True)`` serves ``gs://`` and ``s3://``).
+- :mod:`shoal.dask`: listings as Dask partitions; copies, reads and ``du``
+  as Dask tasks.
+
+Every blocking call releases the GIL; errors are :class:`ShoalError`
+subclasses (``NotFoundError`` is also a ``FileNotFoundError``, …).
+"""
+
+from . import errors, transfer_manager
+from ._api import (
+    DiskUsage,
+    Listing,
+    cat,
+    cat_async,
+    copy,
+    copy_async,
+    copy_many,
+    copy_many_async,
+    download,
+    download_async,
+    du,
+    du_async,
+    glob,
+    glob_async,
+    ls,
+    ls_async,
+    mb,
+    mb_async,
+    put,
+    put_async,
+    read,
+    read_async,
+    rm,
+    rm_async,
+    stat,
+    stat_async,
+    upload,
+    upload_async,
+)
+from ._session import session
+from ._shoal import ObjectInfo, Report, Session, __version__
+from .errors import *  # noqa: F403
+from .errors import ShoalError
+
+__all__ = [
+    "DiskUsage",
+    "Listing",
+    "ObjectInfo",
+    "Report",
+    "Session",
+    "ShoalError",
+    "__version__",
+    "cat",
+    "cat_async",
+    "copy",
+    "copy_async",
+    "copy_many",
+    "copy_many_async",
+    "download",
+    "download_async",
+    "du",
+    "du_async",
+    "errors",
+    "glob",
+    "glob_async",
+    "ls",
+    "ls_async",
+    "mb",
+    "mb_async",
+    "put",
+    "put_async",
+    "read",
+    "read_async",
+    "rm",
+    "rm_async",
+    "session",
+    "stat",
+    "stat_async",
+    "transfer_manager",
+    "upload",
+    "upload_async",
+] + errors.__all__

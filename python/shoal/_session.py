@@ -1,0 +1,45 @@
+"""Sessions: one per distinct set of configuration keywords, reused.
+
+Configuration is the CLI's: ``STORAGE_EMULATOR_HOST`` or Application
+Default Credentials for ``gs://``; ``AWS_ENDPOINT_URL(_S3)``, ``AWS_REGION``
+and the AWS credential chain for ``s3://``. Keywords override:
+``endpoint_url``, ``gcs_endpoint_url``, ``s3_endpoint_url``,
+``no_sign_request``, ``region``, ``profile``, ``key``/``secret``,
+``s3_addressing`` (``auto``/``path``/``virtual``), ``workers`` (requests in
+flight per call, default 2 per vCPU) and ``attempts``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from . import _shoal
+
+_lock = threading.Lock()
+_sessions: dict[tuple, _shoal.Session] = {}
+
+
+def session(**options: Any) -> _shoal.Session:
+    """The shared session for these options (built on first use)."""
+    key = tuple(sorted((k, v) for k, v in options.items() if v is not None))
+    with _lock:
+        s = _sessions.get(key)
+        if s is None:
+            s = _shoal.Session(**dict(key))
+            _sessions[key] = s
+        return s
+
+
+def resolve(sess: _shoal.Session | None, options: dict[str, Any]) -> _shoal.Session:
+    """``sess`` if given, else the shared session for ``options``."""
+    if sess is not None:
+        if options:
+            raise TypeError("give either session= or configuration keywords, not both")
+        return sess
+    return session(**options)
+
+
+def _rebuild(kwargs: dict[str, Any]) -> _shoal.Session:
+    # Unpickling (Dask workers): same keywords, this process's own stores.
+    return session(**kwargs)
