@@ -34,6 +34,9 @@ pub type StoreFor = Arc<dyn Fn(&Location) -> Result<Arc<dyn Store>> + Send + Syn
 
 /// One step of a batch.
 #[derive(Debug, Clone)]
+// Copy dominates a batch, so boxing its metadata would only add an
+// allocation per file.
+#[allow(clippy::large_enum_variant)]
 pub enum Action {
     /// Copy `src` (whose metadata is known) to `dst`.
     Copy {
