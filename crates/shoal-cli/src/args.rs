@@ -192,6 +192,11 @@ pub(crate) struct CpArgs {
     /// Start a download from zero, discarding slices an interrupted run left.
     #[arg(long)]
     pub(crate) no_resume: bool,
+    /// How uploads to gs:// are made: `compose` (parallel parts, then
+    /// compose), `resumable` (one session, no temporary objects) or `auto`
+    /// (compose for files, resumable for stdin and cloud-to-cloud).
+    #[arg(long, value_enum, default_value = "auto", value_name = "METHOD")]
+    pub(crate) gcs_upload: GcsUploadArg,
 }
 
 fn parse_workers(s: &str) -> Result<usize, String> {
@@ -281,4 +286,12 @@ pub(crate) struct SyncArgs {
 pub(crate) struct RunArgs {
     /// File of commands, one per line (`cp SRC DST`, `rm URL`; `#` comments); `-` reads stdin.
     pub(crate) file: String,
+}
+
+/// `--gcs-upload` values (see `shoal_transfer::GcsUpload`).
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(crate) enum GcsUploadArg {
+    Auto,
+    Compose,
+    Resumable,
 }

@@ -17,7 +17,7 @@ use std::pin::Pin;
 use bytes::Bytes;
 use futures::Stream;
 
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Op, Result};
 use crate::meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion};
 use crate::url::Scheme;
 
@@ -176,4 +176,28 @@ pub trait Store: Send + Sync + Debug {
 
     /// Abandons an upload and frees its parts.
     async fn multipart_abort(&self, upload: &MultipartUpload) -> Result<()>;
+
+    /// Whether [`Store::put_stream`] is a real single-session upload here.
+    fn supports_put_stream(&self) -> bool {
+        false
+    }
+
+    /// Uploads a body of unknown length in one session (GCS resumable
+    /// upload): no temporary objects, the server checks the whole object.
+    /// Stores without one answer `Unsupported`; callers use multipart.
+    async fn put_stream(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: BoxByteStream,
+        opts: &PutOptions,
+    ) -> Result<ObjectMeta> {
+        let _ = (body, opts);
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            Op::Upload,
+            format!("{bucket}/{key}"),
+            "this store has no single-session streaming upload",
+        ))
+    }
 }

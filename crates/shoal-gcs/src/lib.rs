@@ -36,8 +36,8 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 use shoal_core::{
-    ByteRange, Capabilities, GetResponse, ListPage, ListRequest, MultipartUpload, ObjectMeta,
-    ObjectVersion, PartInfo, PutOptions, Result, Scheme, Store,
+    BoxByteStream, ByteRange, Capabilities, GetResponse, ListPage, ListRequest, MultipartUpload,
+    ObjectMeta, ObjectVersion, PartInfo, PutOptions, Result, Scheme, Store,
 };
 
 pub use config::GcsConfig;
@@ -163,6 +163,20 @@ impl Store for GcsStore {
         self.client
             .create_bucket(bucket, self.project.as_deref())
             .await
+    }
+
+    fn supports_put_stream(&self) -> bool {
+        true
+    }
+
+    async fn put_stream(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: BoxByteStream,
+        opts: &PutOptions,
+    ) -> Result<ObjectMeta> {
+        self.resumable_upload(bucket, key, body, opts).await
     }
 
     async fn multipart_start(

@@ -56,6 +56,26 @@ pub struct TransferOptions {
     /// Keep an interrupted sliced download's slices and pick them up on the
     /// next run (see [`partial`]). On by default.
     pub resume: bool,
+    /// How a GCS destination takes an upload (see [`GcsUpload`]).
+    pub gcs_upload: GcsUpload,
+}
+
+/// How an upload to GCS is made. S3 always uses its native multipart
+/// upload; this choice exists because GCS has two ways to move one object
+/// and each wins somewhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GcsUpload {
+    /// Files: parallel composite (parts on parallel connections, then
+    /// compose); streams of unknown length (stdin, cloud to cloud): one
+    /// resumable session, which leaves no temporary objects behind.
+    #[default]
+    Auto,
+    /// Always parallel composite: fastest for big files; temporary part
+    /// objects exist until the compose, and the result has no MD5.
+    Compose,
+    /// Always one resumable session: one connection, no temporary objects,
+    /// the server checks the whole object.
+    Resumable,
 }
 
 impl Default for TransferOptions {
@@ -71,6 +91,7 @@ impl Default for TransferOptions {
             progress: None,
             limiter: None,
             resume: true,
+            gcs_upload: GcsUpload::Auto,
         }
     }
 }

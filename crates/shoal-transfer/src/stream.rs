@@ -22,7 +22,7 @@ use shoal_core::{
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::upload::{abort_quietly, check_result, joined};
-use crate::{Report, TransferOptions, Verified};
+use crate::{GcsUpload, Report, TransferOptions, Verified};
 
 /// Reads `reader` as a stream of chunks of up to 1 MiB.
 pub fn reader_stream<R: AsyncRead + Send + Unpin + 'static>(
@@ -99,6 +99,13 @@ pub async fn upload_stream(
         });
     }
 
+    if store.supports_put_stream() && opts.gcs_upload != GcsUpload::Compose {
+        // One resumable session: the first part plus the rest of the body.
+        let rest = std::mem::replace(&mut body, Box::pin(futures::stream::empty()));
+        let read_ahead = [Ok(first), Ok(carry.split().freeze())];
+        let whole: BoxByteStream = Box::pin(futures::stream::iter(read_ahead).chain(rest));
+        return put_stream(&store, whole, dst, put_opts, opts).await;
+    }
     let upload = (store.multipart_start(&dst.bucket, &dst.key, put_opts))
         .await
         .map_err(|e| e.with_url(&url))?;
@@ -203,6 +210,9 @@ pub async fn copy_object(
         None,
         *policy,
     );
+    // A short or damaged read must fail the body itself, so the upload is
+    // abandoned before the destination object is finalised.
+    let body = exactly(body, meta.size, meta.crc32c, &src_url);
     let put_opts = PutOptions {
         content_encoding: meta.content_encoding.clone(),
         ..Default::default()
@@ -231,4 +241,136 @@ pub async fn copy_object(
         report.verified = Verified::Crc32c;
     }
     Ok(report)
+}
+
+/// Passes `body` through and, at its end, fails it unless it held exactly
+/// `size` bytes with CRC32C `crc` (when known).
+fn exactly(body: BoxByteStream, size: u64, crc: Option<u32>, url: &str) -> BoxByteStream {
+    let url = url.to_owned();
+    let state = (body, 0u64, 0u32, false);
+    Box::pin(futures::stream::unfold(
+        state,
+        move |(mut body, n, c, done)| {
+            let url = url.clone();
+            async move {
+                if done {
+                    return None;
+                }
+                match body.next().await {
+                    Some(Ok(chunk)) => {
+                        let c = crc32c::crc32c_append(c, &chunk);
+                        let n = n + chunk.len() as u64;
+                        Some((Ok(chunk), (body, n, c, false)))
+                    }
+                    Some(Err(e)) => Some((Err(e), (body, n, c, true))),
+                    None if n != size => {
+                        let e = Error::new(
+                            ErrorKind::Integrity,
+                            Op::Copy,
+                            &url,
+                            format!("read {n} bytes, the source has {size}; nothing was written"),
+                        );
+                        Some((Err(e), (body, n, c, true)))
+                    }
+                    None => match crc {
+                        Some(want) if want != c => {
+                            let e = Error::new(
+                                ErrorKind::Integrity,
+                                Op::Copy,
+                                &url,
+                                format!(
+                                    "CRC32C mismatch reading the source: store {want:08x}, received {c:08x}; nothing was written"
+                                ),
+                            );
+                            Some((Err(e), (body, n, c, true)))
+                        }
+                        _ => None,
+                    },
+                }
+            }
+        },
+    ))
+}
+
+/// Uploads `body` in one session ([`Store::put_stream`]), counting progress
+/// and checking the stored CRC32C against the bytes sent.
+pub(crate) async fn put_stream(
+    store: &Arc<dyn Store>,
+    body: BoxByteStream,
+    dst: &Location,
+    put_opts: &PutOptions,
+    opts: &TransferOptions,
+) -> Result<Report> {
+    let url = dst.to_string();
+    let sent = Arc::new(std::sync::Mutex::new((0u32, 0u64)));
+    let counted = {
+        let sent = sent.clone();
+        let opts = opts.clone();
+        body.inspect(move |chunk| {
+            if let Ok(c) = chunk {
+                let mut s = sent.lock().unwrap_or_else(|p| p.into_inner());
+                s.0 = crc32c::crc32c_append(s.0, c);
+                s.1 += c.len() as u64;
+                opts.add_progress(c.len() as u64);
+            }
+        })
+    };
+    let _slot = opts.permit().await;
+    let meta = (store.put_stream(&dst.bucket, &dst.key, Box::pin(counted), put_opts))
+        .await
+        .map_err(|e| e.with_url(&url))?;
+    let (crc, bytes) = *sent.lock().unwrap_or_else(|p| p.into_inner());
+    let verified = check_result(meta.crc32c, crc, &url)?;
+    Ok(Report {
+        resumed: 0,
+        bytes,
+        pieces: 1,
+        verified,
+        crc32c: crc,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(parts: &[&'static [u8]]) -> BoxByteStream {
+        let v: Vec<Result<Bytes>> = parts.iter().map(|p| Ok(Bytes::from_static(p))).collect();
+        Box::pin(futures::stream::iter(v))
+    }
+
+    async fn drain(s: BoxByteStream) -> (Vec<u8>, Option<Error>) {
+        let mut s = s;
+        let mut out = Vec::new();
+        while let Some(x) = s.next().await {
+            match x {
+                Ok(b) => out.extend_from_slice(&b),
+                Err(e) => return (out, Some(e)),
+            }
+        }
+        (out, None)
+    }
+
+    #[tokio::test]
+    async fn exactly_fails_a_short_or_damaged_body_at_its_end() {
+        let crc = crc32c::crc32c(b"abcdef");
+        let (out, err) = drain(exactly(body(&[b"abc", b"def"]), 6, Some(crc), "s3://b/k")).await;
+        assert_eq!(out, b"abcdef");
+        assert!(err.is_none());
+
+        let (_, err) = drain(exactly(body(&[b"abc", b"de"]), 6, None, "s3://b/k")).await;
+        let e = err.expect("short body fails");
+        assert_eq!(e.kind(), ErrorKind::Integrity);
+        assert!(
+            e.to_string().contains("read 5 bytes, the source has 6"),
+            "{e}"
+        );
+
+        let (_, err) = drain(exactly(body(&[b"abc", b"deX"]), 6, Some(crc), "s3://b/k")).await;
+        assert!(
+            err.expect("crc mismatch")
+                .to_string()
+                .contains("CRC32C mismatch")
+        );
+    }
 }

@@ -22,7 +22,7 @@ use shoal_core::{
     Error, ErrorKind, Location, MultipartUpload, Op, PartInfo, PutOptions, Result, Store,
 };
 
-use crate::{Report, TransferOptions, Verified};
+use crate::{GcsUpload, Report, TransferOptions, Verified};
 
 /// Default part size: 16 MiB. Parts in flight are held in memory, so
 /// workers × part size bounds memory (8 workers: 128 MiB at most, usually
@@ -88,6 +88,17 @@ pub async fn upload_file(
         });
     }
 
+    if store.supports_put_stream() && opts.gcs_upload == GcsUpload::Resumable {
+        let reader = tokio::fs::File::from_std(
+            file.try_clone()
+                .map_err(|e| Error::io(Op::Read, &path_s, e))?,
+        );
+        let body = crate::stream::reader_stream(reader, &path_s);
+        let report =
+            crate::stream::put_stream(&store, body, dst, &PutOptions::default(), opts).await?;
+        check_unchanged(&file, stamp, &path_s)?;
+        return Ok(report);
+    }
     let start_opts = PutOptions::default();
     let upload = (store.multipart_start(&dst.bucket, &dst.key, &start_opts))
         .await

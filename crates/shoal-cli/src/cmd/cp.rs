@@ -13,9 +13,9 @@ use shoal_core::{Error, ErrorKind, Location, Op, PutOptions};
 use shoal_transfer::download::{check_destination, download_known, download_to_writer};
 use shoal_transfer::stream::{copy_object, reader_stream, upload_stream};
 use shoal_transfer::upload::upload_file;
-use shoal_transfer::{Report, TransferOptions};
+use shoal_transfer::{GcsUpload, Report, TransferOptions};
 
-use crate::args::CpArgs;
+use crate::args::{CpArgs, GcsUploadArg};
 use crate::config::Context;
 use crate::progress::{Progress, summary};
 use crate::{CmdResult, Failure};
@@ -26,6 +26,11 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
         opts.slices = Some(n as usize);
     }
     opts.resume = !a.no_resume || a.resume;
+    opts.gcs_upload = match a.gcs_upload {
+        GcsUploadArg::Auto => GcsUpload::Auto,
+        GcsUploadArg::Compose => GcsUpload::Compose,
+        GcsUploadArg::Resumable => GcsUpload::Resumable,
+    };
     if let Some(s) = a.slice_size {
         opts.min_slice = s;
     }
