@@ -70,7 +70,7 @@ pub(crate) enum Command {
     Du(DuArgs),
     /// Show an object's metadata.
     Stat(StatArgs),
-    /// Write objects to stdout.
+    /// Write objects (or globs) to stdout in order; -d decompresses zstd and gzip.
     Cat(CatArgs),
     /// Delete objects.
     Rm(RmArgs),
@@ -82,6 +82,8 @@ pub(crate) enum Command {
     Sync(SyncArgs),
     /// Run `cp`/`rm` lines from a file (or `-` for stdin) concurrently.
     Run(RunArgs),
+    /// Measure: `bench read URL...` reads and decompresses, writes nothing.
+    Bench(BenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -145,14 +147,76 @@ pub(crate) struct StatArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct CatArgs {
-    /// Objects to write, in order.
+    /// Objects, globs (gs://b/logs/**.zst) or local files, written in the
+    /// order given (a glob's objects in key order).
     #[arg(required = true)]
     pub(crate) urls: Vec<String>,
+    #[command(flatten)]
+    pub(crate) read: ReadFlags,
+    /// Write whole objects as they finish instead of in order (never
+    /// interleaving two objects' bytes).
+    #[arg(long)]
+    pub(crate) unordered: bool,
+    /// End every object's output with a newline, so lines of two objects
+    /// are never joined.
+    #[arg(long)]
+    pub(crate) lines: bool,
+    /// Pipe the output to copies of CMD (`sh -c CMD`), whole lines to each
+    /// (implies --lines); fails if any copy fails.
+    #[arg(long, value_name = "CMD")]
+    pub(crate) exec: Option<String>,
+    /// Copies of the --exec command (default: one per vCPU).
+    #[arg(long, value_name = "N", requires = "exec", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub(crate) jobs: Option<u16>,
+}
+
+/// How `cat` and `bench read` read and decode.
+#[derive(Debug, Args)]
+pub(crate) struct ReadFlags {
+    /// Decompress zstd and gzip, recognised by their magic bytes, else by
+    /// the extension (.zst, .gz). Without it, only objects stored with
+    /// Content-Encoding: gzip are decoded.
+    #[arg(short = 'd', long, conflicts_with = "no_decompress")]
+    pub(crate) decompress: bool,
+    /// Bytes exactly as stored, even with Content-Encoding: gzip.
+    #[arg(long)]
+    pub(crate) no_decompress: bool,
+    /// Memory for reading ahead: fetched and decoded bytes not yet written.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE", default_value = "256MiB")]
+    pub(crate) read_ahead: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum BenchCommand {
+    /// Read and decompress without writing; report GB/s and CPU use.
+    Read(BenchReadArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    #[command(subcommand)]
+    pub(crate) what: BenchCommand,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct BenchReadArgs {
+    /// Objects, globs or local files.
+    #[arg(required = true)]
+    pub(crate) urls: Vec<String>,
+    /// Bytes as stored (measure the network alone).
+    #[arg(long)]
+    pub(crate) no_decompress: bool,
+    /// Memory for reading ahead.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE", default_value = "256MiB")]
+    pub(crate) read_ahead: u64,
+    /// One JSON object.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct RmArgs {
-    /// Objects to delete.
+    /// Objects or globs to delete.
     #[arg(required = true)]
     pub(crate) urls: Vec<String>,
     /// Delete everything below each URL taken as a prefix.

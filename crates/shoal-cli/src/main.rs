@@ -120,6 +120,7 @@ fn main() -> ExitCode {
             Command::Cp(a) => cmd::cp::run(&ctx, a).await,
             Command::Sync(a) => cmd::sync::run(&ctx, a).await,
             Command::Run(a) => cmd::run::run(&ctx, a).await,
+            Command::Bench(a) => cmd::bench::run(&ctx, a).await,
         }
     });
     // Don't wait for idle pooled connections or stray tasks.

@@ -21,9 +21,11 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod batch;
+pub mod decode;
 pub mod download;
 pub mod partial;
 pub mod plan;
+pub mod read;
 pub mod stream;
 pub mod tree;
 pub mod upload;

@@ -1,50 +1,336 @@
-//! `shoal cat`: objects to stdout, in the order given. Like cat(1), a
-//! failing object is reported and the rest still printed; the exit code
-//! says whether all succeeded.
+//! `shoal cat`: objects to stdout, read ahead in parallel, optionally
+//! decompressed (the engine is `shoal_transfer::read`).
+//!
+//! Like cat(1), a failing object is reported and the rest still written;
+//! the exit code says whether all succeeded. A reader that goes away
+//! (`| head`) ends the command quietly (exit 1, nothing on stderr).
+//!
+//! `--exec CMD` is a map stage in one line of shell: the output is cut at
+//! line ends and each piece goes to whichever of N `sh -c CMD` copies is
+//! free, so every copy sees whole lines (each object's last line is
+//! finished with a newline if it lacks one). Copies write to our stdout
+//! and stderr directly; a copy that fails makes the command fail.
 
-use shoal_core::{Error, Op};
-use shoal_transfer::download::download_to_writer;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
 
-use crate::args::CatArgs;
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use shoal_core::{Error, ErrorKind, Op, Projection, Result};
+use shoal_list::ListOptions;
+use shoal_transfer::decode::Decompress;
+use shoal_transfer::read::{ReadOptions, Reader, Source};
+
+use crate::args::{CatArgs, ReadFlags};
 use crate::config::Context;
 use crate::{CmdResult, Failure};
 
 pub(crate) async fn run(ctx: &Context, a: CatArgs) -> CmdResult {
-    let locs = a
-        .urls
-        .iter()
-        .map(|u| super::require_object(u, "cat"))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut out = tokio::io::stdout();
+    let sources = sources(ctx, &a.urls, true)?;
+    let opts = ReadOptions {
+        workers: ctx.transfer.workers,
+        read_ahead: a.read.read_ahead,
+        decompress: decompress(&a.read),
+        ordered: !a.unordered,
+        ..ReadOptions::default()
+    };
+    let mut reader = Reader::start(sources, opts, ctx.retry);
+    let mut sink = match &a.exec {
+        Some(cmd) => Sink::exec(cmd, a.jobs.map_or_else(cpus, usize::from))?,
+        None => Sink::stdout(),
+    };
+    let lines = a.lines || a.exec.is_some();
     let mut failed = false;
-    for loc in locs {
-        let r = if loc.is_local() {
-            match tokio::fs::File::open(&loc.key).await {
-                Ok(mut f) => tokio::io::copy(&mut f, &mut out)
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| Error::io(Op::Read, &loc.key, e)),
-                Err(e) => Err(Error::io(Op::Read, &loc.key, e)),
-            }
-        } else {
-            match ctx.store(&loc) {
-                Ok(store) => download_to_writer(store, &loc, &mut out, &ctx.transfer, &ctx.retry)
-                    .await
-                    .map(|_| ()),
-                Err(e) => Err(e),
+    'objects: while let Some(o) = reader.next_object().await {
+        let mut o = match o {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("shoal: {e}");
+                failed = true;
+                continue;
             }
         };
-        if let Err(e) = r {
-            if e.kind() == shoal_core::ErrorKind::Io && e.message().contains("Broken pipe") {
-                return Err(Failure::Reported);
+        let mut last = b'\n';
+        let mut any = false;
+        while let Some(c) = o.next().await {
+            match c {
+                Ok(c) => {
+                    if c.is_empty() {
+                        continue;
+                    }
+                    last = c[c.len() - 1];
+                    any = true;
+                    if sink.write(c.bytes().clone()).await.is_err() {
+                        break 'objects;
+                    }
+                }
+                Err(e) => {
+                    eprintln!("shoal: {e}");
+                    failed = true;
+                    break;
+                }
             }
-            eprintln!("shoal: {e}");
-            failed = true;
         }
+        if sink
+            .end_object(lines && any && last != b'\n')
+            .await
+            .is_err()
+        {
+            break;
+        }
+    }
+    drop(reader);
+    match sink.finish().await {
+        Ok(()) => {}
+        Err(SinkError::Gone) => return Err(Failure::Reported),
+        Err(SinkError::Failed(m)) => return Err(Failure::Failed(m)),
     }
     if failed {
         Err(Failure::Reported)
     } else {
         Ok(())
+    }
+}
+
+pub(crate) fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+pub(crate) fn decompress(r: &ReadFlags) -> Decompress {
+    if r.no_decompress {
+        Decompress::Off
+    } else if r.decompress {
+        Decompress::Detect
+    } else {
+        Decompress::ContentEncoding
+    }
+}
+
+/// The objects `urls` name, in order: local files as they are, URLs
+/// through `shoal_list::expand` (a glob in key order when `sorted`). A
+/// glob matching nothing is an error in the stream, in its place.
+pub(crate) fn sources(
+    ctx: &Context,
+    urls: &[String],
+    sorted: bool,
+) -> Result<BoxStream<'static, Result<Source>>, Failure> {
+    let mut parts: Vec<BoxStream<'static, Result<Source>>> = Vec::new();
+    for u in urls {
+        let loc = super::parse(u)?;
+        if loc.is_local() {
+            let path = loc.key.clone();
+            parts.push(futures::stream::once(async move { Source::file(path) }).boxed());
+            continue;
+        }
+        shoal_list::check(&loc)?;
+        let store = ctx.store(&loc)?;
+        let opts = ListOptions {
+            projection: Projection::Full,
+            sorted,
+            ..ListOptions::default()
+        };
+        let glob = shoal_list::has_wildcard(&loc.key);
+        let url = loc.to_string();
+        let objects = shoal_list::expand(store.clone(), &loc, &opts)
+            .map(move |m| {
+                m.map(|meta| Source::object(store.clone(), loc.with_key(meta.key.clone()), meta))
+            })
+            .boxed();
+        parts.push(if glob {
+            no_match_is_an_error(objects, url).boxed()
+        } else {
+            objects
+        });
+    }
+    Ok(futures::stream::iter(parts).flatten().boxed())
+}
+
+/// Passes `s` through, adding "no objects match" if it yielded nothing.
+fn no_match_is_an_error(
+    s: BoxStream<'static, Result<Source>>,
+    url: String,
+) -> impl futures::Stream<Item = Result<Source>> {
+    let any = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = any.clone();
+    s.inspect(move |_| seen.store(true, std::sync::atomic::Ordering::Relaxed))
+        .map(Some)
+        .chain(futures::stream::once(async move {
+            if any.load(std::sync::atomic::Ordering::Relaxed) {
+                None
+            } else {
+                Some(Err(Error::new(
+                    ErrorKind::NotFound,
+                    Op::Read,
+                    url,
+                    "no objects match",
+                )))
+            }
+        }))
+        .filter_map(|x| async move { x })
+}
+
+enum SinkError {
+    /// The reader went away (EPIPE): stop quietly.
+    Gone,
+    /// Something to report.
+    Failed(String),
+}
+
+/// Where the bytes go: stdout through a writer thread (so a slow pipe
+/// never stalls the async workers), or --exec children.
+enum Sink {
+    Stdout {
+        tx: tokio::sync::mpsc::Sender<Bytes>,
+        thread: std::thread::JoinHandle<std::io::Result<()>>,
+    },
+    Exec {
+        tx: tokio::sync::mpsc::Sender<Bytes>,
+        carry: BytesMut,
+        cmd: String,
+        threads: Vec<std::thread::JoinHandle<std::io::Result<std::process::ExitStatus>>>,
+    },
+}
+
+impl Sink {
+    fn stdout() -> Sink {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+        let thread = std::thread::spawn(move || {
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
+            while let Some(b) = rx.blocking_recv() {
+                out.write_all(&b)?;
+            }
+            out.flush()
+        });
+        Sink::Stdout { tx, thread }
+    }
+
+    fn exec(cmd: &str, jobs: usize) -> Result<Sink, Failure> {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(jobs * 2);
+        let rx = Arc::new(Mutex::new(rx));
+        let mut threads = Vec::new();
+        for k in 0..jobs {
+            let mut child = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(cmd)
+                .env("SHOAL_JOB", k.to_string())
+                .stdin(std::process::Stdio::piped())
+                .spawn()
+                .map_err(|e| Failure::Failed(format!("cat --exec: cannot start sh: {e}")))?;
+            let mut stdin = child.stdin.take().expect("piped");
+            let rx = rx.clone();
+            threads.push(std::thread::spawn(move || {
+                loop {
+                    let next = rx.lock().unwrap().blocking_recv();
+                    let Some(b) = next else { break };
+                    // A copy that stops reading (`head`) just gets no more.
+                    if stdin.write_all(&b).is_err() {
+                        break;
+                    }
+                }
+                drop(stdin);
+                drop(rx);
+                child.wait()
+            }));
+        }
+        Ok(Sink::Exec {
+            tx,
+            carry: BytesMut::new(),
+            cmd: cmd.to_owned(),
+            threads,
+        })
+    }
+
+    async fn write(&mut self, b: Bytes) -> Result<(), ()> {
+        match self {
+            Sink::Stdout { tx, .. } => tx.send(b).await.map_err(|_| ()),
+            Sink::Exec { tx, carry, .. } => {
+                // Whole lines only: up to the last newline goes out, the
+                // rest waits for the next chunk.
+                let Some(nl) = b.iter().rposition(|&c| c == b'\n') else {
+                    carry.extend_from_slice(&b);
+                    return Ok(());
+                };
+                let head = if carry.is_empty() {
+                    b.slice(..=nl)
+                } else {
+                    carry.extend_from_slice(&b[..=nl]);
+                    carry.split().freeze()
+                };
+                carry.extend_from_slice(&b[nl + 1..]);
+                tx.send(head).await.map_err(|_| ())
+            }
+        }
+    }
+
+    /// An object ended; `newline` finishes its unterminated last line.
+    async fn end_object(&mut self, newline: bool) -> Result<(), ()> {
+        match self {
+            Sink::Stdout { tx, .. } if newline => {
+                tx.send(Bytes::from_static(b"\n")).await.map_err(|_| ())
+            }
+            Sink::Stdout { .. } => Ok(()),
+            Sink::Exec { tx, carry, .. } => {
+                if carry.is_empty() {
+                    return Ok(());
+                }
+                carry.extend_from_slice(b"\n");
+                let line = carry.split().freeze();
+                tx.send(line).await.map_err(|_| ())
+            }
+        }
+    }
+
+    async fn finish(self) -> Result<(), SinkError> {
+        match self {
+            Sink::Stdout { tx, thread } => {
+                drop(tx);
+                let r = tokio::task::spawn_blocking(move || thread.join())
+                    .await
+                    .map_err(|e| SinkError::Failed(format!("write stdout: {e}")))?;
+                match r {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                        Err(SinkError::Gone)
+                    }
+                    Ok(Err(e)) => Err(SinkError::Failed(
+                        Error::io(Op::Write, "stdout", e).to_string(),
+                    )),
+                    Err(_) => Err(SinkError::Failed(
+                        "write stdout: writer thread failed".into(),
+                    )),
+                }
+            }
+            Sink::Exec {
+                tx, cmd, threads, ..
+            } => {
+                drop(tx);
+                let n = threads.len();
+                let statuses = tokio::task::spawn_blocking(move || {
+                    threads.into_iter().map(|t| t.join()).collect::<Vec<_>>()
+                })
+                .await
+                .map_err(|e| SinkError::Failed(format!("cat --exec: {e}")))?;
+                let mut bad = Vec::new();
+                for s in statuses {
+                    match s {
+                        Ok(Ok(st)) if st.success() => {}
+                        Ok(Ok(st)) => bad.push(st.to_string()),
+                        Ok(Err(e)) => bad.push(e.to_string()),
+                        Err(_) => bad.push("thread failed".into()),
+                    }
+                }
+                if bad.is_empty() {
+                    return Ok(());
+                }
+                Err(SinkError::Failed(format!(
+                    "cat --exec {}: {} of {n} copies failed ({})",
+                    shoal_core::error::one_line(&cmd, 80),
+                    bad.len(),
+                    bad[0]
+                )))
+            }
+        }
     }
 }

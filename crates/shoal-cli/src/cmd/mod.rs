@@ -1,6 +1,7 @@
 //! One module per verb.
 
 pub(crate) mod batch;
+pub(crate) mod bench;
 pub(crate) mod cat;
 pub(crate) mod cp;
 pub(crate) mod du;

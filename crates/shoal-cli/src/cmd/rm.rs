@@ -1,10 +1,11 @@
-//! `shoal rm`: delete objects; `-r` deletes everything below a prefix.
+//! `shoal rm`: delete objects or globs; `-r` deletes everything below a
+//! prefix (or below each level a glob matches).
 //! Deletions run in parallel (bounded by `--workers`); each failure is
 //! reported with its URL and the rest still proceed.
 
 use futures::StreamExt;
 use shoal_core::paginate::pages;
-use shoal_core::{Error, ListRequest, Location, Op, Projection};
+use shoal_core::{Error, ErrorKind, ListRequest, Location, Op, Projection};
 
 use crate::args::RmArgs;
 use crate::config::Context;
@@ -25,6 +26,32 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
                 failed += 1;
             } else if !ctx.quiet {
                 eprintln!("Removed {}", loc.key);
+            }
+            continue;
+        }
+        if shoal_list::has_wildcard(&loc.key) {
+            // A glob: every matching object (with -r, everything below
+            // each matching level too).
+            shoal_list::check(&loc)?;
+            let store = ctx.store(&loc)?;
+            let opts = shoal_list::ListOptions {
+                recursive: a.recursive,
+                ..Default::default()
+            };
+            let mut objects = std::pin::pin!(shoal_list::expand(store, &loc, &opts));
+            let before = targets.len();
+            while let Some(m) = objects.next().await {
+                targets.push(loc.with_key(m?.key));
+            }
+            if targets.len() == before {
+                let e = Error::new(
+                    ErrorKind::NotFound,
+                    Op::Delete,
+                    loc.to_string(),
+                    "no objects match",
+                );
+                eprintln!("shoal: {e}");
+                failed += 1;
             }
             continue;
         }

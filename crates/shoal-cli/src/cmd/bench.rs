@@ -1,0 +1,125 @@
+//! `shoal bench read`: read (and decompress) a dataset, write nothing, and
+//! say how fast and at what CPU cost: compressed and decompressed GB/s,
+//! user+system CPU seconds, and MB/s of compressed input per CPU second
+//! (how many cores a given network rate would keep busy).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use shoal_transfer::decode::Decompress;
+use shoal_transfer::read::{ReadOptions, Reader};
+
+use crate::args::{BenchArgs, BenchCommand, BenchReadArgs};
+use crate::config::Context;
+use crate::{CmdResult, Failure};
+
+pub(crate) async fn run(ctx: &Context, a: BenchArgs) -> CmdResult {
+    match a.what {
+        BenchCommand::Read(r) => read(ctx, r).await,
+    }
+}
+
+async fn read(ctx: &Context, a: BenchReadArgs) -> CmdResult {
+    let fetched = Arc::new(AtomicU64::new(0));
+    let opts = ReadOptions {
+        workers: ctx.transfer.workers,
+        read_ahead: a.read_ahead,
+        decompress: if a.no_decompress {
+            Decompress::Off
+        } else {
+            Decompress::Detect
+        },
+        // Nothing is written, so order buys nothing.
+        ordered: false,
+        fetched: Some(fetched.clone()),
+        ..ReadOptions::default()
+    };
+    let sources = super::cat::sources(ctx, &a.urls, false)?;
+    let cpu0 = cpu_seconds();
+    let t0 = Instant::now();
+    let mut reader = Reader::start(sources, opts, ctx.retry);
+    let (mut objects, mut decoded, mut failed) = (0u64, 0u64, false);
+    while let Some(o) = reader.next_object().await {
+        let mut o = match o {
+            Ok(o) => o,
+            Err(e) => {
+                eprintln!("shoal: {e}");
+                failed = true;
+                continue;
+            }
+        };
+        objects += 1;
+        while let Some(c) = o.next().await {
+            match c {
+                Ok(c) => decoded += c.len() as u64,
+                Err(e) => {
+                    eprintln!("shoal: {e}");
+                    failed = true;
+                }
+            }
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64().max(1e-9);
+    let cpu1 = cpu_seconds();
+    let compressed = fetched.load(Ordering::Relaxed);
+    let (user, sys) = match (cpu0, cpu1) {
+        (Some(a), Some(b)) => (Some(b.0 - a.0), Some(b.1 - a.1)),
+        _ => (None, None),
+    };
+    let cpu = user.zip(sys).map(|(u, s)| u + s);
+    let per_core = cpu
+        .filter(|c| *c > 0.0)
+        .map(|c| compressed as f64 / c / 1e6);
+    if a.json {
+        let v = serde_json::json!({
+            "objects": objects,
+            "compressed_bytes": compressed,
+            "decompressed_bytes": decoded,
+            "seconds": secs,
+            "compressed_gb_s": compressed as f64 / secs / 1e9,
+            "decompressed_gb_s": decoded as f64 / secs / 1e9,
+            "cpu_user_s": user,
+            "cpu_sys_s": sys,
+            "compressed_mb_s_per_cpu_s": per_core,
+            "workers": ctx.transfer.workers,
+            "cpus": super::cat::cpus(),
+        });
+        println!("{v}");
+    } else {
+        println!(
+            "read {objects} objects: {:.1} MiB compressed, {:.1} MiB decompressed in {secs:.3} s",
+            compressed as f64 / 1048576.0,
+            decoded as f64 / 1048576.0
+        );
+        println!(
+            "  {:.3} GB/s compressed, {:.3} GB/s decompressed",
+            compressed as f64 / secs / 1e9,
+            decoded as f64 / secs / 1e9
+        );
+        if let (Some(u), Some(s), Some(c)) = (user, sys, cpu) {
+            println!(
+                "  cpu {c:.2} s (user {u:.2}, sys {s:.2}) on {} vCPUs; {:.0} MB/s of compressed input per CPU second",
+                super::cat::cpus(),
+                per_core.unwrap_or(0.0)
+            );
+        }
+    }
+    if failed {
+        Err(Failure::Reported)
+    } else {
+        Ok(())
+    }
+}
+
+/// (user, system) CPU seconds of this process, from /proc (Linux; the
+/// kernel reports them in USER_HZ = 100 ticks per second).
+fn cpu_seconds() -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 14 and 15 of the line; `rest` starts at field 3.
+    let user: f64 = f.get(11)?.parse().ok()?;
+    let sys: f64 = f.get(12)?.parse().ok()?;
+    Some((user / 100.0, sys / 100.0))
+}

@@ -1,0 +1,960 @@
+//! Reading a dataset: many objects, one stream of (decoded) bytes, fast.
+//!
+//! `shoal cat` and `shoal bench read` hand a [`Reader`] the objects a list
+//! of URLs and globs names, as the listing streams them in. The reader
+//! hands back [`Object`]s, each a stream of [`Chunk`]s, in listing order
+//! (or, unordered, as they finish). Behind that:
+//!
+//! - **Prefetch.** While the caller writes one object, the next ones are
+//!   already downloading on other connections (`workers` requests at once)
+//!   and decoding on other cores. An object bigger than a slice is read as
+//!   several ranges in parallel and fed to its decoder in order, so one
+//!   big object goes as fast as many small ones.
+//! - **A memory budget.** `read_ahead` bounds what is held and not yet
+//!   written. Fetched bytes hold a share of a byte semaphore from before
+//!   the request is sent until the decoder (or the writer) is done with
+//!   them. Decoded bytes hold a per-object share, so an object ahead of
+//!   the writer decodes at most that far and then waits. Half the budget
+//!   each when decoding.
+//! - **Decoding off the async workers.** Decompression is CPU-bound, so each
+//!   decoded object gets a blocking thread ([`decode`](crate::decode)) that
+//!   pulls its compressed chunks through channels and pushes 1 MiB blocks
+//!   out. Objects read as stored skip the thread: chunks go from the
+//!   socket to the caller as they are.
+//!
+//! Why this cannot deadlock: requests are sent, and budget taken, in
+//! listing order, and the writer drains the lowest object first. Whatever
+//! the lowest object still needs was either already granted or can only
+//! be waiting on budget held by objects *below* it, which are gone. The
+//! unordered mode takes an object early only once it is completely decoded
+//! (it then needs nothing more), otherwise it drains the lowest one as the
+//! ordered mode does. Objects in flight are capped (`4 × workers`) so
+//! threads and per-object buffers stay bounded however small objects are.
+//!
+//! Every slice is pinned to the object's generation/ETag and resumes from
+//! its last byte after a broken connection, like downloads. The CRC32C of
+//! the fetched bytes, combined over slices, is checked against the store's
+//! at the end of each object (bytes already written cannot be taken back,
+//! so a mismatch is an error after the fact, naming the object).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{self, BufRead, Read};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use shoal_core::checksum::crc32c_combine_all;
+use shoal_core::resume::resuming_stream;
+use shoal_core::retry::RetryPolicy;
+use shoal_core::{
+    BoxByteStream, ByteRange, Error, ErrorKind, Location, ObjectMeta, Op, Result, Store,
+};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::decode::{self, Codec, Decompress, MAGIC_LEN, MAX_FEED};
+
+/// Decoded bytes per block handed to the writer: big enough that channel
+/// and syscall costs vanish, small enough that a block is never a memory
+/// concern (objects in flight × 2 blocks at least).
+pub const BLOCK: usize = 1 << 20;
+
+/// Default read-ahead budget (`--read-ahead`): room for 16 slices of 16 MiB
+/// with 8 workers, far below any machine's memory.
+pub const DEFAULT_READ_AHEAD: u64 = 256 << 20;
+
+/// Largest slice: a slice is a request, and past 32 MiB more parallel
+/// requests beat longer ones (see [`crate::plan`]).
+const MAX_SLICE: u64 = 32 << 20;
+/// Smallest slice: below 1 MiB the per-request cost shows.
+const MIN_SLICE: u64 = 1 << 20;
+/// Local files are read in pieces of this size.
+const FILE_PIECE: usize = 1 << 20;
+
+/// Knobs of a [`Reader`].
+#[derive(Debug, Clone)]
+pub struct ReadOptions {
+    /// Requests in flight (`--workers`, default 2 per vCPU).
+    pub workers: usize,
+    /// Bytes held and not yet written, fetched and decoded together.
+    pub read_ahead: u64,
+    /// What to decompress.
+    pub decompress: Decompress,
+    /// Objects in listing order (true) or whole objects as they finish.
+    pub ordered: bool,
+    /// Bytes per ranged request (default: from the budget and workers,
+    /// 1–32 MiB).
+    pub slice_size: Option<u64>,
+    /// Counts bytes as they are fetched (compressed), for progress and
+    /// `bench read`.
+    pub fetched: Option<Arc<AtomicU64>>,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            workers: crate::TransferOptions::default().workers,
+            read_ahead: DEFAULT_READ_AHEAD,
+            decompress: Decompress::default(),
+            ordered: true,
+            slice_size: None,
+            fetched: None,
+        }
+    }
+}
+
+impl ReadOptions {
+    /// Bytes of the budget for fetched (compressed) bytes.
+    fn fetch_budget(&self) -> u64 {
+        let b = if self.decompress == Decompress::Off {
+            self.read_ahead
+        } else {
+            self.read_ahead / 2
+        };
+        b.clamp(MIN_SLICE, u32::MAX as u64)
+    }
+
+    fn in_flight(&self) -> usize {
+        (self.workers * 4).max(4)
+    }
+
+    /// Decoded bytes one object may hold before its thread waits.
+    fn decoded_cap(&self) -> usize {
+        let share = (self.read_ahead / 2) / self.in_flight() as u64;
+        (share as usize).clamp(2 * BLOCK, u32::MAX as usize)
+    }
+
+    fn slice(&self) -> u64 {
+        self.slice_size.unwrap_or_else(|| {
+            (self.fetch_budget() / (2 * self.workers.max(1) as u64)).clamp(MIN_SLICE, MAX_SLICE)
+        })
+    }
+}
+
+/// Where an object's bytes come from.
+#[derive(Debug, Clone)]
+pub enum Origin {
+    /// A store object.
+    Store {
+        /// The store serving `loc`.
+        store: Arc<dyn Store>,
+        /// The object.
+        loc: Location,
+    },
+    /// A local file.
+    File(PathBuf),
+}
+
+/// One object to read: where from, and what a listing or HEAD said.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// Shown in errors.
+    pub url: String,
+    /// Where the bytes are.
+    pub origin: Origin,
+    /// Size, version, checksum, content encoding.
+    pub meta: ObjectMeta,
+}
+
+impl Source {
+    /// A store object with its metadata.
+    pub fn object(store: Arc<dyn Store>, loc: Location, meta: ObjectMeta) -> Self {
+        Source {
+            url: loc.to_string(),
+            origin: Origin::Store { store, loc },
+            meta,
+        }
+    }
+
+    /// A local file (its metadata is read now).
+    pub fn file(path: impl Into<PathBuf>) -> Result<Self> {
+        let path = path.into();
+        let url = path.display().to_string();
+        let md = std::fs::metadata(&path).map_err(|e| Error::io(Op::Read, &url, e))?;
+        if md.is_dir() {
+            return Err(Error::invalid(Op::Read, url, "is a folder, not a file"));
+        }
+        Ok(Source {
+            meta: ObjectMeta {
+                key: url.clone(),
+                size: md.len(),
+                ..ObjectMeta::default()
+            },
+            url,
+            origin: Origin::File(path),
+        })
+    }
+}
+
+/// Bytes for the caller, holding their share of the memory budget until
+/// dropped.
+#[derive(Debug)]
+pub struct Chunk {
+    data: Bytes,
+    _hold: Option<OwnedSemaphorePermit>,
+}
+
+impl Chunk {
+    /// The bytes.
+    pub fn bytes(&self) -> &Bytes {
+        &self.data
+    }
+}
+
+impl std::ops::Deref for Chunk {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+type Piece = Result<(Bytes, Option<OwnedSemaphorePermit>)>;
+
+/// What an object's fetch tasks, its decoder and its reader share.
+struct Shared {
+    index: usize,
+    url: String,
+    meta: ObjectMeta,
+    /// `Content-Encoding`: from the listing, else from the first response.
+    encoding: OnceLock<Option<String>>,
+    crcs: Mutex<Vec<Option<(u32, u64)>>>,
+    slices_left: AtomicUsize,
+    cancelled: AtomicBool,
+    ready: UnboundedSender<usize>,
+}
+
+impl Shared {
+    /// Compares the combined CRC32C of the fetched bytes with the store's.
+    fn check_crc(&self) -> Result<()> {
+        let Some(want) = self.meta.crc32c else {
+            return Ok(());
+        };
+        let crcs = self.crcs.lock().unwrap();
+        if crcs.iter().any(Option::is_none) {
+            return Ok(()); // a slice failed and said so
+        }
+        let got = crc32c_combine_all(crcs.iter().flatten().copied());
+        if got == want {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorKind::Integrity,
+            Op::Read,
+            &self.url,
+            format!("CRC32C mismatch: store {want:08x}, received {got:08x}"),
+        ))
+    }
+}
+
+/// One object's output, in order.
+pub struct Object {
+    /// Position in the listing (0-based).
+    pub index: usize,
+    /// The object's URL.
+    pub url: String,
+    peeked: Option<Option<Result<Chunk>>>,
+    body: Body,
+    shared: Arc<Shared>,
+    _in_flight: OwnedSemaphorePermit,
+}
+
+enum Body {
+    /// Stored bytes straight from the slices.
+    Direct {
+        slices: VecDeque<UnboundedReceiver<Piece>>,
+        checked: bool,
+    },
+    /// Blocks from the object's decoding thread.
+    Decoded(UnboundedReceiver<Result<Chunk>>),
+}
+
+impl Object {
+    /// The object's metadata (from the listing or HEAD).
+    pub fn meta(&self) -> &ObjectMeta {
+        &self.shared.meta
+    }
+
+    /// The next bytes; None at the end. After an error, the object ends.
+    pub async fn next(&mut self) -> Option<Result<Chunk>> {
+        if let Some(p) = self.peeked.take() {
+            return p;
+        }
+        match &mut self.body {
+            Body::Decoded(rx) => rx.recv().await,
+            Body::Direct { slices, checked } => loop {
+                let Some(rx) = slices.front_mut() else {
+                    if std::mem::replace(checked, true) {
+                        return None;
+                    }
+                    return self.shared.check_crc().err().map(Err);
+                };
+                match rx.recv().await {
+                    Some(Ok((data, hold))) => return Some(Ok(Chunk { data, _hold: hold })),
+                    Some(Err(e)) => {
+                        slices.clear();
+                        *checked = true;
+                        return Some(Err(e));
+                    }
+                    None => {
+                        slices.pop_front();
+                    }
+                }
+            },
+        }
+    }
+}
+
+impl Drop for Object {
+    fn drop(&mut self) {
+        self.shared.cancelled.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Objects in listing order (or as they finish), read ahead within a budget.
+pub struct Reader {
+    objects: UnboundedReceiver<Result<Object>>,
+    objects_done: bool,
+    ready: UnboundedReceiver<usize>,
+    pending: BTreeMap<usize, Object>,
+    errors: VecDeque<Error>,
+    ordered: bool,
+    dispatcher: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.dispatcher.abort();
+    }
+}
+
+impl Reader {
+    /// Starts reading `sources` (a listing may still be producing them).
+    /// Must be called within a Tokio runtime.
+    pub fn start(
+        sources: BoxStream<'static, Result<Source>>,
+        opts: ReadOptions,
+        policy: RetryPolicy,
+    ) -> Reader {
+        let (objects_tx, objects) = unbounded_channel();
+        let (ready_tx, ready) = unbounded_channel();
+        let ordered = opts.ordered;
+        let dispatcher = tokio::spawn(dispatch(sources, opts, policy, objects_tx, ready_tx));
+        Reader {
+            objects,
+            objects_done: false,
+            ready,
+            pending: BTreeMap::new(),
+            errors: VecDeque::new(),
+            ordered,
+            dispatcher,
+        }
+    }
+
+    /// The next object to drain, or a listing error; None when all are
+    /// done. Drain each object before asking for the next (objects ahead
+    /// wait for budget the current one frees).
+    pub async fn next_object(&mut self) -> Option<Result<Object>> {
+        if self.ordered {
+            return self.objects.recv().await;
+        }
+        loop {
+            self.drain();
+            if let Some(e) = self.errors.pop_front() {
+                return Some(Err(e));
+            }
+            if self.pending.is_empty() && self.objects_done {
+                return None;
+            }
+            // The lowest object is always safe to drain; others only once
+            // their producer has finished (they announce it on `ready`).
+            let mut lowest = self.pending.pop_first().map(|(_, o)| o);
+            tokio::select! {
+                biased;
+                Some(i) = self.ready.recv() => {
+                    if let Some(o) = lowest.take() {
+                        if o.index == i {
+                            return Some(Ok(o));
+                        }
+                        self.pending.insert(o.index, o);
+                    }
+                    self.drain();
+                    if let Some(o) = self.pending.remove(&i) {
+                        return Some(Ok(o));
+                    }
+                }
+                o = self.objects.recv(), if !self.objects_done => {
+                    if let Some(l) = lowest.take() {
+                        self.pending.insert(l.index, l);
+                    }
+                    match o {
+                        Some(Ok(o)) => { self.pending.insert(o.index, o); }
+                        Some(Err(e)) => self.errors.push_back(e),
+                        None => self.objects_done = true,
+                    }
+                }
+                first = async {
+                    match lowest.as_mut() {
+                        Some(o) => Some(o.next().await),
+                        None => None,
+                    }
+                }, if lowest.is_some() => {
+                    let mut o = lowest.take().expect("guarded");
+                    o.peeked = first;
+                    return Some(Ok(o));
+                }
+            }
+        }
+    }
+
+    /// Moves objects the dispatcher has sent into `pending`.
+    fn drain(&mut self) {
+        while let Ok(o) = self.objects.try_recv() {
+            match o {
+                Ok(o) => {
+                    self.pending.insert(o.index, o);
+                }
+                Err(e) => self.errors.push_back(e),
+            }
+        }
+    }
+}
+
+async fn dispatch(
+    mut sources: BoxStream<'static, Result<Source>>,
+    opts: ReadOptions,
+    policy: RetryPolicy,
+    objects: UnboundedSender<Result<Object>>,
+    ready: UnboundedSender<usize>,
+) {
+    let budget_total = opts.fetch_budget();
+    let budget = Arc::new(Semaphore::new(budget_total as usize));
+    let slots = Arc::new(Semaphore::new(opts.workers.max(1)));
+    let in_flight = Arc::new(Semaphore::new(opts.in_flight()));
+    let slice = opts.slice();
+    let mut index = 0;
+    while let Some(src) = sources.next().await {
+        let i = index;
+        index += 1;
+        let src = match src {
+            Ok(s) => s,
+            Err(e) => {
+                if objects.send(Err(e)).is_err() {
+                    return;
+                }
+                continue;
+            }
+        };
+        let Ok(flight) = in_flight.clone().acquire_owned().await else {
+            return;
+        };
+        let ranges = plan(&src.meta, slice);
+        let shared = Arc::new(Shared {
+            index: i,
+            url: src.url.clone(),
+            meta: src.meta.clone(),
+            encoding: OnceLock::new(),
+            crcs: Mutex::new(vec![None; ranges.len()]),
+            slices_left: AtomicUsize::new(ranges.len()),
+            cancelled: AtomicBool::new(false),
+            ready: ready.clone(),
+        });
+        if src.meta.content_encoding.is_some() {
+            let _ = shared.encoding.set(src.meta.content_encoding.clone());
+        }
+        let (txs, rxs): (Vec<_>, VecDeque<_>) = ranges.iter().map(|_| unbounded_channel()).unzip();
+        let body = if opts.decompress == Decompress::Off {
+            if ranges.is_empty() {
+                let _ = ready.send(i);
+            }
+            Body::Direct {
+                slices: rxs,
+                checked: false,
+            }
+        } else {
+            let (out_tx, out_rx) = unbounded_channel();
+            let input = SliceReader {
+                slices: rxs,
+                cur: None,
+                pos: 0,
+                consumed: 0,
+                error: None,
+            };
+            let shared = shared.clone();
+            let mode = opts.decompress;
+            let cap = opts.decoded_cap();
+            let handle = tokio::runtime::Handle::current();
+            tokio::task::spawn_blocking(move || {
+                let r = produce(input, &shared, mode, cap, &out_tx, &handle);
+                if let Err(e) = r {
+                    let _ = out_tx.send(Err(e));
+                }
+                drop(out_tx);
+                let _ = shared.ready.send(shared.index);
+            });
+            Body::Decoded(out_rx)
+        };
+        let object = Object {
+            index: i,
+            url: src.url.clone(),
+            peeked: None,
+            body,
+            shared: shared.clone(),
+            _in_flight: flight,
+        };
+        if objects.send(Ok(object)).is_err() {
+            return;
+        }
+        for (n, (range, tx)) in ranges.into_iter().zip(txs).enumerate() {
+            let want = (range.1 - range.0).min(budget_total) as u32;
+            let Ok(reservation) = budget.clone().acquire_many_owned(want).await else {
+                return;
+            };
+            let Ok(slot) = slots.clone().acquire_owned().await else {
+                return;
+            };
+            let fetch = Fetch {
+                origin: src.origin.clone(),
+                shared: shared.clone(),
+                slice: n,
+                range,
+                policy,
+                budget: budget.clone(),
+                budget_total,
+                fetched: opts.fetched.clone(),
+                direct: opts.decompress == Decompress::Off,
+            };
+            tokio::spawn(async move {
+                fetch.run(tx, reservation).await;
+                drop(slot);
+            });
+        }
+    }
+}
+
+/// The ranges an object is read in. Objects stored with a content encoding
+/// are read in one request: GCS may ignore ranges on them.
+fn plan(meta: &ObjectMeta, slice: u64) -> Vec<(u64, u64)> {
+    let size = meta.size;
+    if size == 0 {
+        return Vec::new();
+    }
+    let encoded = meta
+        .content_encoding
+        .as_deref()
+        .is_some_and(|e| !e.is_empty() && e != "identity");
+    if encoded || size <= slice + slice / 2 {
+        return vec![(0, size)];
+    }
+    let n = size.div_ceil(slice);
+    let each = size.div_ceil(n);
+    (0..n)
+        .map(|i| (i * each, ((i + 1) * each).min(size)))
+        .filter(|(a, b)| a < b)
+        .collect()
+}
+
+struct Fetch {
+    origin: Origin,
+    shared: Arc<Shared>,
+    slice: usize,
+    range: (u64, u64),
+    policy: RetryPolicy,
+    budget: Arc<Semaphore>,
+    budget_total: u64,
+    fetched: Option<Arc<AtomicU64>>,
+    direct: bool,
+}
+
+impl Fetch {
+    async fn run(self, tx: UnboundedSender<Piece>, reservation: OwnedSemaphorePermit) {
+        match self.pump(&tx, reservation).await {
+            Ok(Some((crc, n))) => self.shared.crcs.lock().unwrap()[self.slice] = Some((crc, n)),
+            Ok(None) => {}
+            Err(e) => {
+                let _ = tx.send(Err(e));
+            }
+        }
+        drop(tx);
+        let last = self.shared.slices_left.fetch_sub(1, Ordering::AcqRel) == 1;
+        if last && self.direct {
+            let _ = self.shared.ready.send(self.shared.index);
+        }
+    }
+
+    /// Sends the slice's bytes; returns its CRC32C and length, or None
+    /// when the reader went away.
+    async fn pump(
+        &self,
+        tx: &UnboundedSender<Piece>,
+        reservation: OwnedSemaphorePermit,
+    ) -> Result<Option<(u32, u64)>> {
+        let (start, end) = self.range;
+        let mut stream = self.open().await?;
+        let mut reservation = Some(reservation);
+        let (mut crc, mut n) = (0u32, 0u64);
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk?;
+            if self.shared.cancelled.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            crc = crc32c::crc32c_append(crc, &chunk);
+            n += chunk.len() as u64;
+            if let Some(f) = &self.fetched {
+                f.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+            }
+            let hold = self.hold(&mut reservation, chunk.len()).await;
+            if tx.send(Ok((chunk, hold))).is_err() {
+                return Ok(None);
+            }
+        }
+        if n != end - start {
+            return Err(Error::new(
+                ErrorKind::Integrity,
+                Op::Read,
+                &self.shared.url,
+                format!(
+                    "bytes {start}-{end}: received {n} bytes, expected {}",
+                    end - start
+                ),
+            ));
+        }
+        Ok(Some((crc, n)))
+    }
+
+    /// The budget share for `n` bytes: from the reservation made before the
+    /// request, or (past it, for slices bigger than the budget) newly taken.
+    async fn hold(
+        &self,
+        reservation: &mut Option<OwnedSemaphorePermit>,
+        n: usize,
+    ) -> Option<OwnedSemaphorePermit> {
+        if let Some(r) = reservation {
+            if r.num_permits() > n {
+                return r.split(n);
+            }
+            let mut have = reservation.take()?;
+            let more = n - have.num_permits();
+            if more > 0 {
+                let more = (more as u64).min(self.budget_total) as u32;
+                if let Ok(p) = self.budget.clone().acquire_many_owned(more).await {
+                    have.merge(p);
+                }
+            }
+            return Some(have);
+        }
+        let want = (n as u64).min(self.budget_total) as u32;
+        self.budget.clone().acquire_many_owned(want).await.ok()
+    }
+
+    async fn open(&self) -> Result<BoxByteStream> {
+        let (start, end) = self.range;
+        let url = &self.shared.url;
+        match &self.origin {
+            Origin::Store { store, loc } => {
+                let version = self.shared.meta.version.clone();
+                let range = ByteRange::new(start, end);
+                let first = (store.get(&loc.bucket, &loc.key, range, version.as_ref()))
+                    .await
+                    .map_err(|e| e.with_url(url).with_op(Op::Read))?;
+                if self.slice == 0 {
+                    let _ = self
+                        .shared
+                        .encoding
+                        .set(first.meta.content_encoding.clone());
+                }
+                Ok(resuming_stream(
+                    store.clone(),
+                    &loc.bucket,
+                    &loc.key,
+                    url,
+                    range,
+                    version,
+                    Some(first.body),
+                    self.policy,
+                ))
+            }
+            Origin::File(path) => {
+                let file = std::fs::File::open(path).map_err(|e| Error::io(Op::Read, url, e))?;
+                Ok(file_stream(Arc::new(file), start, end, url.clone()))
+            }
+        }
+    }
+}
+
+/// `[start, end)` of a local file in pieces read on the blocking pool.
+fn file_stream(file: Arc<std::fs::File>, start: u64, end: u64, url: String) -> BoxByteStream {
+    futures::stream::unfold(start, move |pos| {
+        let (file, url) = (file.clone(), url.clone());
+        async move {
+            if pos >= end {
+                return None;
+            }
+            let len = ((end - pos) as usize).min(FILE_PIECE);
+            let read = tokio::task::spawn_blocking(move || {
+                let mut buf = vec![0u8; len];
+                let n = file.read_at(&mut buf, pos)?;
+                buf.truncate(n);
+                Ok::<_, io::Error>(buf)
+            })
+            .await;
+            let r = match read {
+                Ok(Ok(buf)) if buf.is_empty() => Err(Error::new(
+                    ErrorKind::Integrity,
+                    Op::Read,
+                    &url,
+                    format!("file ended at byte {pos} of {end} (truncated while read?)"),
+                )),
+                Ok(Ok(buf)) => Ok(Bytes::from(buf)),
+                Ok(Err(e)) => Err(Error::io(Op::Read, &url, e)),
+                Err(e) => Err(Error::new(ErrorKind::Io, Op::Read, &url, e.to_string())),
+            };
+            let next = match &r {
+                Ok(b) => pos + b.len() as u64,
+                Err(_) => end,
+            };
+            Some((r, next))
+        }
+    })
+    .boxed()
+}
+
+/// The decoding thread of one object: picks the codec from its first bytes
+/// and pushes decoded blocks (or, for plain bytes, the fetched chunks as
+/// they are) to the reader.
+fn produce(
+    mut input: SliceReader,
+    shared: &Shared,
+    mode: Decompress,
+    cap: usize,
+    out: &UnboundedSender<Result<Chunk>>,
+    handle: &tokio::runtime::Handle,
+) -> Result<()> {
+    let url = shared.url.as_str();
+    let head = input
+        .peek(MAGIC_LEN)
+        .map_err(|e| input.fetch_error(url, e))?;
+    let encoding = shared.encoding.get().cloned().flatten();
+    let codec = decode::choose(mode, encoding.as_deref(), &head, &shared.meta.key);
+    if codec == Codec::Plain {
+        while let Some((data, hold)) = input.next_piece().map_err(|e| input.fetch_error(url, e))? {
+            if out.send(Ok(Chunk { data, _hold: hold })).is_err() {
+                return Ok(());
+            }
+        }
+        return shared.check_crc();
+    }
+    let cap_sem = Arc::new(Semaphore::new(cap));
+    let mut dec = DecodeState {
+        input: &mut input,
+        codec,
+    };
+    let mut reader =
+        decode::decoder(codec, &mut dec).map_err(|e| decode::decode_error(codec, url, 0, &e))?;
+    loop {
+        if shared.cancelled.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let mut buf = vec![0u8; BLOCK];
+        let mut filled = 0;
+        while filled < BLOCK {
+            match reader.read(&mut buf[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    drop(reader);
+                    return Err(dec.error(url, &e));
+                }
+            }
+        }
+        if filled == 0 {
+            break;
+        }
+        buf.truncate(filled);
+        let Ok(hold) = handle.block_on(cap_sem.clone().acquire_many_owned(filled as u32)) else {
+            return Ok(());
+        };
+        let chunk = Chunk {
+            data: Bytes::from(buf),
+            _hold: Some(hold),
+        };
+        if out.send(Ok(chunk)).is_err() {
+            return Ok(());
+        }
+    }
+    drop(reader);
+    shared.check_crc()
+}
+
+/// The decoder's input, with what is needed to word its errors.
+struct DecodeState<'a> {
+    input: &'a mut SliceReader,
+    codec: Codec,
+}
+
+impl DecodeState<'_> {
+    fn error(&mut self, url: &str, e: &io::Error) -> Error {
+        if let Some(fetch) = self.input.error.take() {
+            return fetch;
+        }
+        decode::decode_error(self.codec, url, self.input.consumed, e)
+    }
+}
+
+impl Read for &mut DecodeState<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.input.read(buf)
+    }
+}
+
+impl BufRead for &mut DecodeState<'_> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        self.input.fill_buf()
+    }
+    fn consume(&mut self, n: usize) {
+        self.input.consume(n)
+    }
+}
+
+/// An object's compressed bytes as a `BufRead`: its slices' channels, one
+/// after the other, read on the decoding thread. Counts what the decoder
+/// consumed (for error offsets) and releases each chunk's budget share
+/// once consumed.
+struct SliceReader {
+    slices: VecDeque<UnboundedReceiver<Piece>>,
+    cur: Option<(Bytes, Option<OwnedSemaphorePermit>)>,
+    pos: usize,
+    consumed: u64,
+    error: Option<Error>,
+}
+
+impl SliceReader {
+    /// The next chunk from the channels.
+    fn recv_piece(&mut self) -> io::Result<Option<(Bytes, Option<OwnedSemaphorePermit>)>> {
+        loop {
+            let Some(rx) = self.slices.front_mut() else {
+                return Ok(None);
+            };
+            match rx.blocking_recv() {
+                Some(Ok(p)) if p.0.is_empty() => {}
+                Some(Ok(p)) => return Ok(Some(p)),
+                Some(Err(e)) => {
+                    self.slices.clear();
+                    let msg = e.to_string();
+                    self.error = Some(e);
+                    return Err(io::Error::other(msg));
+                }
+                None => {
+                    self.slices.pop_front();
+                }
+            }
+        }
+    }
+
+    /// The next chunk whole, for bytes passed through (the unread rest of
+    /// the current one first).
+    fn next_piece(&mut self) -> io::Result<Option<(Bytes, Option<OwnedSemaphorePermit>)>> {
+        if let Some((data, hold)) = self.cur.take() {
+            let pos = std::mem::take(&mut self.pos);
+            if pos < data.len() {
+                self.consumed += (data.len() - pos) as u64;
+                return Ok(Some((data.slice(pos..), hold)));
+            }
+        }
+        let p = self.recv_piece()?;
+        if let Some((d, _)) = &p {
+            self.consumed += d.len() as u64;
+        }
+        Ok(p)
+    }
+
+    /// The first `n` bytes (fewer if the object is shorter), joining
+    /// chunks if the first is shorter, left unconsumed. Call before any
+    /// read.
+    fn peek(&mut self, n: usize) -> io::Result<Bytes> {
+        let mut pieces = Vec::new();
+        let mut total = 0;
+        while total < n {
+            match self.recv_piece()? {
+                Some(p) => {
+                    total += p.0.len();
+                    pieces.push(p);
+                }
+                None => break,
+            }
+        }
+        let cur = if pieces.len() <= 1 {
+            pieces.pop()
+        } else {
+            let mut data = Vec::with_capacity(total);
+            let mut hold: Option<OwnedSemaphorePermit> = None;
+            for (d, h) in pieces {
+                data.extend_from_slice(&d);
+                match (&mut hold, h) {
+                    (Some(a), Some(b)) => a.merge(b),
+                    (a @ None, b) => *a = b,
+                    _ => {}
+                }
+            }
+            Some((Bytes::from(data), hold))
+        };
+        let peek = cur
+            .as_ref()
+            .map(|(d, _)| d.slice(..n.min(d.len())))
+            .unwrap_or_default();
+        self.cur = cur;
+        self.pos = 0;
+        Ok(peek)
+    }
+
+    fn fetch_error(&mut self, url: &str, e: io::Error) -> Error {
+        self.error
+            .take()
+            .unwrap_or_else(|| Error::new(ErrorKind::Io, Op::Read, url, e.to_string()))
+    }
+}
+
+impl Read for SliceReader {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let have = self.fill_buf()?;
+        let n = have.len().min(buf.len());
+        buf[..n].copy_from_slice(&have[..n]);
+        self.consume(n);
+        Ok(n)
+    }
+}
+
+impl BufRead for SliceReader {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        let exhausted = self.cur.as_ref().is_none_or(|(d, _)| self.pos >= d.len());
+        if exhausted {
+            self.cur = None;
+            match self.recv_piece()? {
+                Some(p) => {
+                    self.cur = Some(p);
+                    self.pos = 0;
+                }
+                None => return Ok(&[]),
+            }
+        }
+        let (d, _) = self.cur.as_ref().expect("filled above");
+        let end = d.len().min(self.pos + MAX_FEED);
+        Ok(&d[self.pos..end])
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.pos += n;
+        self.consumed += n as u64;
+        if self.cur.as_ref().is_some_and(|(d, _)| self.pos >= d.len()) {
+            self.cur = None;
+            self.pos = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
