@@ -183,11 +183,18 @@ impl Client {
                 .header("x-amz-checksum-type", "FULL_OBJECT");
         }
         let req = req.body(Bytes::from(complete_body(&sorted)));
-        let size = sorted.iter().map(|p| p.size).sum();
-        let (etag, server_crc) = self
+        let size: u64 = sorted.iter().map(|p| p.size).sum();
+        let (etag, server_crc) = match self
             .send_parse(&req, |_, body| parse_complete(body, &target))
             .await
-            .map_err(|e| integrity(e, &target))?;
+        {
+            Ok(done) => done,
+            Err(e) if is_no_such_upload(&e) => self
+                .completed_by_lost_answer(upload, &target, size, crc32c)
+                .await
+                .ok_or(e)?,
+            Err(e) => return Err(integrity(e, &target)),
+        };
         if let (Some(ours), Some(theirs)) = (crc32c, server_crc)
             && ours != theirs
         {
@@ -207,6 +214,35 @@ impl Client {
         })
     }
 
+    /// A complete whose answer was lost (connection cut after the server
+    /// assembled the object) is retried, and the retry finds no upload:
+    /// `NoSuchUpload`. The object is then already in place; it is accepted
+    /// only if its size and full-object CRC32C are the ones this upload
+    /// combined from its parts (without a CRC32C nothing can be proven and
+    /// the error stands).
+    async fn completed_by_lost_answer(
+        &self,
+        upload: &MultipartUpload,
+        target: &str,
+        size: u64,
+        crc32c: Option<u32>,
+    ) -> Option<(Option<String>, Option<u32>)> {
+        let ours = crc32c?;
+        let meta = self.head(&upload.bucket, &upload.key).await.ok()?;
+        if meta.size != size || meta.crc32c != Some(ours) {
+            return None;
+        }
+        tracing::debug!(
+            target,
+            "multipart complete: answer lost, object already assembled"
+        );
+        let etag = match meta.version {
+            Some(ObjectVersion::ETag(e)) => Some(e),
+            _ => None,
+        };
+        Some((etag, Some(ours)))
+    }
+
     pub(crate) async fn multipart_abort(&self, upload: &MultipartUpload) -> Result<()> {
         check_bucket(Op::Multipart, &upload.bucket)?;
         let req = Request::new(
@@ -220,12 +256,14 @@ impl Client {
             Ok(_) => Ok(()),
             // Already gone (aborted, completed, or a retry of our own abort
             // whose answer was lost): the parts are freed either way.
-            Err(e) if e.kind() == ErrorKind::NotFound && e.message().contains("NoSuchUpload") => {
-                Ok(())
-            }
+            Err(e) if is_no_such_upload(&e) => Ok(()),
             Err(e) => Err(e),
         }
     }
+}
+
+fn is_no_such_upload(e: &Error) -> bool {
+    e.kind() == ErrorKind::NotFound && e.message().contains("NoSuchUpload")
 }
 
 fn expected(what: &str, got: &str) -> String {

@@ -1,5 +1,6 @@
-//! shoal's test kit: finding the local test servers, and the conformance
-//! suite every backend must pass.
+//! shoal's test kit: finding the local test servers, the conformance
+//! suite every backend must pass, and a fault-injecting HTTP proxy
+//! ([`faultproxy`]) to put between a client and a real server.
 //!
 //! The servers are started by `scripts/servers.sh` (never by a test), which
 //! exports `SHOAL_TEST_GCS` and `SHOAL_TEST_S3`. When one is missing the
@@ -8,6 +9,7 @@
 //! so a green CI run cannot hide skipped backends.
 
 pub mod conformance;
+pub mod faultproxy;
 
 use std::sync::Arc;
 

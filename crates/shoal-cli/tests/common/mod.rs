@@ -143,3 +143,17 @@ pub fn files_in(dir: &Path) -> Vec<String> {
     v.sort();
     v
 }
+
+/// `n` pseudo-random bytes (xorshift from `seed`): incompressible, and
+/// different for different seeds.
+pub fn pattern(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = 0x2545_F491_4F6C_DD1Du64 ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
