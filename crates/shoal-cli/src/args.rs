@@ -44,6 +44,10 @@ pub(crate) struct Global {
     /// Attempts per request for retryable failures (1 = no retries).
     #[arg(long, global = true, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub(crate) attempts: u32,
+    /// Seconds without a byte from the server (before or during a
+    /// response) after which a request is dropped and retried (default 60).
+    #[arg(long, global = true, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub(crate) read_timeout: Option<u64>,
     /// No progress bars or summaries.
     #[arg(long, short = 'q', global = true)]
     pub(crate) quiet: bool,

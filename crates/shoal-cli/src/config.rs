@@ -47,7 +47,11 @@ impl Context {
         Context {
             quiet: g.quiet,
             retry,
-            stores: Stores::new(overrides, transfer.workers, retry),
+            stores: match g.read_timeout {
+                Some(secs) => Stores::new(overrides, transfer.workers, retry)
+                    .with_read_timeout(std::time::Duration::from_secs(secs)),
+                None => Stores::new(overrides, transfer.workers, retry),
+            },
             transfer,
         }
     }

@@ -1,6 +1,8 @@
 //! Network faults from toxiproxy between shoal and the real servers:
 //! downloads survive connections cut mid-stream, resuming from the last
-//! byte, and come out byte-identical.
+//! byte, latency, bandwidth limits, sliced packets and connections that go
+//! silent, and come out byte-identical. (Per-request HTTP faults are in
+//! http_faults.rs, through the test kit's proxy.)
 
 mod common;
 
@@ -168,4 +170,104 @@ fn a_dead_endpoint_fails_cleanly_with_nothing_written() {
         files_in(&out_dir).is_empty(),
         "no partial file, no temporary"
     );
+}
+
+/// Slow and choppy networks (latency, a bandwidth limit, tiny TCP slices)
+/// and a network that swallows every byte (toxiproxy's `timeout` toxic
+/// with no timeout: only the read timeout can end such a request).
+#[test]
+fn slow_choppy_and_silent_networks() {
+    let (Some(gcs_ep), Some(s3_ep), Some(_)) = (
+        shoal_testkit_server("SHOAL_TEST_GCS"),
+        shoal_testkit_server("SHOAL_TEST_S3"),
+        shoal_testkit_server("SHOAL_TEST_TOXIPROXY"),
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let body = data(1 << 20);
+    let src = dir.path().join("src");
+    std::fs::write(&src, &body).unwrap();
+    for (scheme, ep, base) in [
+        ("gs", &gcs_ep, gcs as fn() -> Option<std::process::Command>),
+        ("s3", &s3_ep, s3),
+    ] {
+        let bucket = make_bucket(base, scheme).unwrap();
+        let url = format!("{scheme}://{bucket}/net.bin");
+        let r = run(with_args(
+            base().unwrap(),
+            &["cp", src.to_str().unwrap(), &url],
+        ));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let latency = r#"{"name":"lat","type":"latency","stream":"downstream","attributes":{"latency":150,"jitter":50}}"#;
+        let bandwidth =
+            r#"{"name":"bw","type":"bandwidth","stream":"downstream","attributes":{"rate":4096}}"#;
+        let slicer = r#"{"name":"sl","type":"slicer","stream":"downstream","attributes":{"average_size":64,"size_variation":48,"delay":10}}"#;
+        let up_latency =
+            r#"{"name":"ulat","type":"latency","stream":"upstream","attributes":{"latency":300}}"#;
+        for (name, toxics) in [
+            ("latency", vec![latency]),
+            ("bandwidth 4 MB/s", vec![bandwidth]),
+            ("slicer", vec![slicer]),
+            ("slow start + latency", vec![up_latency, latency]),
+        ] {
+            let (pname, pep) = proxy(ep, &toxics);
+            let out = dir.path().join(format!("{scheme}-{}", unique("o")));
+            let mut c = base().unwrap();
+            c.env("STORAGE_EMULATOR_HOST", &pep)
+                .env("AWS_ENDPOINT_URL", &pep)
+                .args([
+                    "cp",
+                    "--slices",
+                    "2",
+                    "--slice-size",
+                    "256KiB",
+                    &url,
+                    out.to_str().unwrap(),
+                ]);
+            let r = run(c);
+            toxi("DELETE", &format!("/proxies/{pname}"), "");
+            assert_eq!(r.code, 0, "{scheme} {name}: {}", r.stderr);
+            assert!(std::fs::read(&out).unwrap() == body, "{scheme} {name}");
+        }
+
+        // Every byte swallowed until the toxic is removed 2.5 s later: the
+        // requests in flight then can never complete (their bytes are
+        // gone), so only a read timeout and a retry finish the copy.
+        let silent = r#"{"name":"silent","type":"timeout","stream":"downstream","attributes":{"timeout":0}}"#;
+        let (pname, pep) = proxy(ep, &[silent]);
+        let out = dir.path().join(format!("{scheme}-silent"));
+        let mut c = base().unwrap();
+        c.env("STORAGE_EMULATOR_HOST", &pep)
+            .env("AWS_ENDPOINT_URL", &pep)
+            .args(["--read-timeout", "1", "cp", &url, out.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(2500));
+        toxi("DELETE", &format!("/proxies/{pname}/toxics/silent"), "");
+        // A watchdog, not a timing assertion: a hung client fails the test.
+        let mut status = None;
+        for _ in 0..600 {
+            if let Some(s) = child.try_wait().unwrap() {
+                status = Some(s);
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        toxi("DELETE", &format!("/proxies/{pname}"), "");
+        let Some(status) = status else {
+            let _ = child.kill();
+            panic!("{scheme}: shoal hung on a silent network (read timeout did not fire)");
+        };
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert!(status.success(), "{scheme} silent: {err}");
+        assert!(std::fs::read(&out).unwrap() == body, "{scheme} silent");
+    }
 }

@@ -438,3 +438,97 @@ fn faults_that_outlast_the_attempts_fail_cleanly() {
         assert!(files_in(dir.path()).is_empty());
     }
 }
+
+/// A server that goes silent (before the headers, or halfway through a
+/// body) must not hang a transfer: the read timeout fires, the request is
+/// retried or the stream resumed, and the bytes come out identical.
+#[test]
+fn stalls_hit_the_read_timeout_and_are_retried() {
+    if !servers() {
+        return;
+    }
+    // Far longer than the watchdog below: without a working read timeout
+    // the transfer hangs and the test fails instead of passing late.
+    let long = Duration::from_secs(600);
+    for scheme in ["gs", "s3"] {
+        let bucket = make_bucket(base(scheme), scheme).unwrap();
+        let (url, body) = object(scheme, &bucket, "stall.bin", 400 << 10);
+        for (name, when, fault) in [
+            (
+                "stall before headers",
+                When::any(),
+                Fault::DelayHeaders(long),
+            ),
+            (
+                "stall mid-body",
+                data_get(scheme),
+                Fault::StallBody {
+                    after: 100 << 10,
+                    pause: long,
+                },
+            ),
+        ] {
+            let name = format!("{scheme} {name}");
+            let proxy = FaultProxy::start(
+                &upstream(scheme),
+                Script::new().rule(Rule::new(when, fault)),
+            );
+            let dir = tempfile::tempdir().unwrap();
+            let out = dir.path().join("out");
+            let r = run_within(
+                with_args(
+                    via(&proxy, scheme),
+                    &["--read-timeout", "1", "cp", &url, out.to_str().unwrap()],
+                ),
+                Duration::from_secs(60),
+            );
+            assert_eq!(r.code, 0, "{name}: {}", r.stderr);
+            assert_injected(&proxy, &name);
+            assert!(std::fs::read(&out).unwrap() == body, "{name}: bytes differ");
+        }
+    }
+}
+
+/// Runs `c`, killing it (and failing) if it is still running after `limit`:
+/// a watchdog for hangs, not a measurement.
+fn run_within(mut c: Command, limit: Duration) -> Run {
+    use std::io::Read;
+    let mut child = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "shoal hung for {limit:?}: {}",
+                String::from_utf8_lossy(&t_err.join().unwrap())
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stdout_bytes = t_out.join().unwrap();
+    Run {
+        code: status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&stdout_bytes).into_owned(),
+        stdout_bytes,
+        stderr: String::from_utf8_lossy(&t_err.join().unwrap()).into_owned(),
+    }
+}

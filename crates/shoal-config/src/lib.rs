@@ -72,6 +72,13 @@ impl Stores {
         }
     }
 
+    /// Longest silence between two reads of a response before the request
+    /// is dropped and retried (default 60 s); stores built later use it.
+    pub fn with_read_timeout(mut self, t: std::time::Duration) -> Self {
+        self.http.read_timeout = t;
+        self
+    }
+
     /// The retry policy the stores were built with.
     pub fn retry(&self) -> RetryPolicy {
         self.retry
