@@ -3,8 +3,11 @@
 # and the CLI's end-to-end and bad-input tests, against local servers this
 # script starts on its own ports and stops again (only the ones it started).
 #
-#   scripts/test.sh            all tests
-#   scripts/test.sh -- ARGS    extra arguments for cargo test
+#   scripts/test.sh              all tests
+#   scripts/test.sh -- ARGS      extra arguments for cargo test
+#   scripts/test.sh --extended   also 20 s of each cargo-fuzz target (needs a
+#                                nightly toolchain and cargo-fuzz; or set
+#                                SHOAL_TEST_EXTENDED=1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,5 +30,17 @@ export SHOAL_REQUIRE_SERVERS=1
 export AWS_EC2_METADATA_DISABLED=true GCE_METADATA_HOST=127.0.0.1:9 GCE_METADATA_IP=127.0.0.1:9
 export NO_PROXY='*'
 
+EXTENDED=${SHOAL_TEST_EXTENDED:-0}
+if [ "${1:-}" = "--extended" ]; then EXTENDED=1; shift; fi
 [ "${1:-}" = "--" ] && shift
 cargo test --workspace --locked "$@"
+
+if [ "$EXTENDED" = 1 ]; then
+  # Fuzz targets (fuzz/, its own workspace): a short run of each, on a
+  # scratch copy of the committed seeds so the run leaves nothing behind.
+  for t in glob url s3_list_xml gcs_list_json; do
+    corpus=$(mktemp -d "$SHOAL_RUN_DIR/fuzz-$t.XXXXXX")
+    cp fuzz/corpus/$t/seed* "$corpus/"
+    (cd fuzz && cargo +nightly fuzz run -O "$t" "$corpus" -- -max_total_time="${SHOAL_FUZZ_SECS:-20}")
+  done
+fi
