@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: unit tests, the conformance suite on all four backends,
-# and the CLI's end-to-end and bad-input tests, against local servers this
-# script starts on its own ports and stops again (only the ones it started).
+# the CLI's end-to-end and bad-input tests and the Python package's tests,
+# against local servers this script starts on its own ports and stops again
+# (only the ones it started).
 #
 #   scripts/test.sh              all tests
 #   scripts/test.sh -- ARGS      extra arguments for cargo test
@@ -34,6 +35,24 @@ EXTENDED=${SHOAL_TEST_EXTENDED:-0}
 if [ "${1:-}" = "--extended" ]; then EXTENDED=1; shift; fi
 [ "${1:-}" = "--" ] && shift
 cargo test --workspace --locked "$@"
+
+# The Python package (python/): pinned tools in a venv cached under
+# $SHOAL_CACHE (rebuilt when python/requirements-test.txt changes), the
+# extension built by maturin in the dev profile (it reuses the dependencies
+# cargo test just built; incremental off, whose stale objects can break the
+# cdylib link), then pytest against the same servers. SHOAL_SKIP_PYTHON=1
+# leaves it out.
+if [ "${SHOAL_SKIP_PYTHON:-0}" != 1 ]; then
+  venv=$SHOAL_CACHE/py-venv
+  if ! cmp -s python/requirements-test.txt "$venv/.requirements"; then
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q -r python/requirements-test.txt
+    cp python/requirements-test.txt "$venv/.requirements"
+  fi
+  (cd python && VIRTUAL_ENV=$venv PATH=$venv/bin:$PATH CARGO_INCREMENTAL=0 maturin develop -q)
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
+fi
 
 if [ "$EXTENDED" = 1 ]; then
   # Fuzz targets (fuzz/, its own workspace): a short run of each, on a

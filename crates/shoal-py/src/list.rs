@@ -69,6 +69,7 @@ fn list_prefix_impl(
     url: String,
     delimiter: bool,
     detail: String,
+    limit: Option<u32>,
 ) -> impl Future<Output = PyResult<Listing>> + use<> {
     let stores = s.stores.clone();
     async move {
@@ -78,16 +79,21 @@ fn list_prefix_impl(
             prefix: loc.key.clone(),
             delimiter: delimiter.then(|| "/".to_owned()),
             projection: projection(&detail)?,
+            max_results: limit,
             ..Default::default()
         };
         let mut objects = Vec::new();
         let mut prefixes = Vec::new();
-        if delimiter {
+        if delimiter || limit.is_some() {
             let mut p = std::pin::pin!(pages(store, loc.bucket.clone(), req));
             while let Some(page) = p.next().await {
                 let page = page.map_err(|e| to_py(e.with_url(&url)))?;
                 objects.extend(page.objects.into_iter().map(|m| ObjectInfo::new(&loc, m)));
                 prefixes.extend(page.prefixes.into_iter().map(|p| loc.with_key(p).to_string()));
+                if limit.is_some() {
+                    // A probe (does anything exist here?): one page is the answer.
+                    break;
+                }
             }
         } else {
             let popts = ParallelOptions {
@@ -112,9 +118,10 @@ fn list_prefix_impl(
 blocking_and_async! {
     /// Objects whose key starts with the URL's key, taken literally: one
     /// level (objects and `/`-prefixes) with `delimiter`, else everything,
-    /// listed in parallel once there is more than a page.
-    #[pyo3(signature = (session, url, delimiter=true, detail="full".to_owned()))]
-    fn list_prefix / list_prefix_async(url: String, delimiter: bool, detail: String) -> Listing = list_prefix_impl;
+    /// listed in parallel once there is more than a page. With `limit`,
+    /// one page of at most that many entries (a cheap existence probe).
+    #[pyo3(signature = (session, url, delimiter=true, detail="full".to_owned(), limit=None))]
+    fn list_prefix / list_prefix_async(url: String, delimiter: bool, detail: String, limit: Option<u32>) -> Listing = list_prefix_impl;
 }
 
 fn expand_impl(

@@ -184,6 +184,7 @@ fn put_impl(
     url: String,
     data: PyBackedBytes,
     content_type: Option<String>,
+    if_not_exists: bool,
 ) -> impl Future<Output = PyResult<u64>> + use<> {
     let stores = s.stores.clone();
     let opts = s.transfer_options(None, None);
@@ -194,6 +195,7 @@ fn put_impl(
         let body = futures::stream::once(async move { Ok(Bytes::from_owner(data)) }).boxed();
         let put = PutOptions {
             content_type,
+            if_not_exists,
             ..PutOptions::default()
         };
         shoal_transfer::stream::upload_stream(store, body, &loc, &put, &opts)
@@ -204,9 +206,10 @@ fn put_impl(
 }
 
 blocking_and_async! {
-    /// Writes `data` as the object (multipart when it is big).
-    #[pyo3(signature = (session, url, data, content_type=None))]
-    fn put / put_async(url: String, data: PyBackedBytes, content_type: Option<String>) -> u64 = put_impl;
+    /// Writes `data` as the object (multipart when it is big). With
+    /// `if_not_exists`, a PreconditionError if the object exists.
+    #[pyo3(signature = (session, url, data, content_type=None, if_not_exists=false))]
+    fn put / put_async(url: String, data: PyBackedBytes, content_type: Option<String>, if_not_exists: bool) -> u64 = put_impl;
 }
 
 /// Resolves Python-style `[start, end)` (None = edge, negative = from the
@@ -306,10 +309,22 @@ blocking_and_async! {
     fn cat / cat_async(url: String, start: Option<i64>, end: Option<i64>) -> Py<PyBytes> = cat_impl;
 }
 
+/// Where the key-relative name `rel` of `src_url` lands under the folder
+/// `dst` (shoal's one key → path mapping: unsafe names for local paths are
+/// an InvalidInputError, folder markers an UnsupportedError).
+#[pyfunction]
+pub(crate) fn destination(dst: &str, rel: &str, src_url: &str) -> PyResult<String> {
+    let dst = Location::parse(dst).py()?;
+    Ok(shoal_transfer::tree::destination(&dst, rel, src_url)
+        .py()?
+        .to_string())
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     use pyo3::wrap_pyfunction;
     m.add_class::<Report>()?;
     for f in [
+        wrap_pyfunction!(destination, m)?,
         wrap_pyfunction!(download, m)?,
         wrap_pyfunction!(download_async, m)?,
         wrap_pyfunction!(upload, m)?,

@@ -1,0 +1,98 @@
+"""The fsspec filesystem: shoal://gs/… and shoal://s3/…, and gs:// / s3://
+after register(override=True); pandas and pyarrow reading through it."""
+
+from __future__ import annotations
+
+import fsspec
+import pandas as pd
+import pytest
+
+import shoal
+import shoal.fsspec
+
+
+def path_of(bucket: str) -> str:
+    scheme, _, name = bucket.partition("://")
+    return f"shoal://{scheme}/{name}"
+
+
+def test_protocol_is_registered_by_entry_point_and_paths_map(bucket):
+    fs = fsspec.filesystem("shoal")
+    assert isinstance(fs, shoal.fsspec.ShoalFileSystem)
+    root = path_of(bucket)
+    fs.pipe(f"{root}/dir/a.txt", b"hello")
+    assert fs.cat(f"{root}/dir/a.txt") == b"hello"
+    assert fs.cat_file(f"{root}/dir/a.txt", start=1, end=3) == b"el"
+    assert fs.info(f"{root}/dir")["type"] == "directory"
+    info = fs.info(f"{root}/dir/a.txt")
+    assert (info["type"], info["size"]) == ("file", 5)
+    assert fs.ls(root, detail=False) == [fs._strip_protocol(f"{root}/dir")]
+    assert fs.find(root) == [fs._strip_protocol(f"{root}/dir/a.txt")]
+    assert fs.exists(f"{root}/dir/a.txt") and not fs.exists(f"{root}/dir/nope")
+    # gs:// and s3:// URLs are accepted as shoal paths too.
+    assert fs.cat(f"{bucket}/dir/a.txt") == b"hello"
+    fs.rm(f"{root}/dir", recursive=True)
+    assert not fs.exists(f"{root}/dir/a.txt")
+
+
+def test_open_write_then_read(bucket):
+    fs = fsspec.filesystem("shoal")
+    p = f"{path_of(bucket)}/f.bin"
+    with fs.open(p, "wb", block_size=5 << 20) as f:
+        for _ in range(3):
+            f.write(b"x" * (3 << 20))
+    with fs.open(p, "rb") as f:
+        f.seek(9 << 20 - 4)
+        assert f.read(4) == b"xxxx"
+    assert fs.size(p) == 9 << 20
+
+
+def test_missing_paths_raise_file_not_found(bucket):
+    fs = fsspec.filesystem("shoal")
+    with pytest.raises(FileNotFoundError):
+        fs.cat(f"{path_of(bucket)}/nope")
+    with pytest.raises(FileNotFoundError):
+        fs.info(f"{path_of(bucket)}/nope")
+
+
+def test_pandas_csv_and_parquet_through_shoal_protocol(bucket):
+    df = pd.DataFrame({"a": range(1000), "b": [f"v{i}" for i in range(1000)]})
+    root = path_of(bucket)
+    df.to_csv(f"{root}/t.csv", index=False)
+    assert pd.read_csv(f"{root}/t.csv").equals(df)
+    df.to_parquet(f"{root}/t.parquet")
+    pd.testing.assert_frame_equal(pd.read_parquet(f"{root}/t.parquet"), df)
+
+
+def test_override_serves_gs_and_s3_for_pandas(bucket):
+    shoal.fsspec.register(override=True)
+    try:
+        fs = fsspec.filesystem(bucket.partition("://")[0])
+        assert isinstance(fs, shoal.fsspec.ShoalFileSystem)
+        df = pd.DataFrame({"x": [1.5, 2.5]})
+        df.to_csv(f"{bucket}/over.csv", index=False)
+        pd.testing.assert_frame_equal(pd.read_csv(f"{bucket}/over.csv"), df)
+        # For parquet, pandas prefers pyarrow's own gs/s3 filesystems unless
+        # storage_options are given: an empty dict sends it through fsspec.
+        df.to_parquet(f"{bucket}/over.parquet", storage_options={})
+        pd.testing.assert_frame_equal(pd.read_parquet(f"{bucket}/over.parquet", storage_options={}), df)
+        name = bucket.partition("://")[2]
+        assert fs.ls(bucket, detail=False) == [f"{name}/over.csv", f"{name}/over.parquet"]
+    finally:
+        from fsspec.registry import _registry
+
+        for p in ("gs", "gcs", "s3", "s3a"):
+            _registry.pop(p, None)
+
+
+def test_pyarrow_dataset_over_a_prefix(bucket):
+    import pyarrow.dataset as ds
+    from pyarrow.fs import FSSpecHandler, PyFileSystem
+
+    fs = fsspec.filesystem("shoal")
+    root = path_of(bucket)
+    for i in range(3):
+        pd.DataFrame({"i": [i] * 10}).to_parquet(f"{root}/ds/part-{i}.parquet")
+    pafs = PyFileSystem(FSSpecHandler(fs))
+    table = ds.dataset(fs._strip_protocol(f"{root}/ds"), filesystem=pafs, format="parquet").to_table()
+    assert sorted(table.column("i").to_pylist()) == sorted([0] * 10 + [1] * 10 + [2] * 10)

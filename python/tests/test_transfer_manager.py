@@ -1,0 +1,72 @@
+"""shoal.transfer_manager: google-cloud-storage's functions, same shapes."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import shoal
+from shoal import transfer_manager
+
+
+def test_upload_many_from_filenames_then_download_many_to_path(bucket, tmp_path):
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    names = ["a.txt", "sub/b.txt", "c d.bin"]
+    for n in names:
+        (src / n).write_bytes(n.encode() * 100)
+    results = transfer_manager.upload_many_from_filenames(
+        bucket, names, source_directory=str(src), blob_name_prefix="up/", max_workers=4
+    )
+    assert results == [None, None, None]
+    assert sorted(o.key for o in shoal.glob(f"{bucket}/up/**")) == ["up/a.txt", "up/c d.bin", "up/sub/b.txt"]
+
+    dst = tmp_path / "dst"
+    results = transfer_manager.download_many_to_path(
+        bucket, names, destination_directory=str(dst), blob_name_prefix="up/", max_workers=4
+    )
+    assert results == [None, None, None]
+    for n in names:
+        assert (dst / n).read_bytes() == n.encode() * 100
+
+
+def test_failures_are_returned_per_item_or_raised(bucket, tmp_path):
+    (tmp_path / "ok.txt").write_bytes(b"ok")
+    results = transfer_manager.upload_many_from_filenames(bucket, ["ok.txt", "missing.txt"], source_directory=str(tmp_path))
+    assert results[0] is None
+    assert isinstance(results[1], FileNotFoundError)
+    assert "missing.txt" in str(results[1])
+    with pytest.raises(FileNotFoundError):
+        transfer_manager.download_many_to_path(bucket, ["nope"], destination_directory=str(tmp_path), raise_exception=True)
+
+
+def test_skip_if_exists(bucket, tmp_path):
+    (tmp_path / "f").write_bytes(b"new")
+    shoal.put(f"{bucket}/f", b"old")
+    assert transfer_manager.upload_many_from_filenames(bucket, ["f"], source_directory=str(tmp_path), skip_if_exists=True) == [None]
+    assert shoal.cat(f"{bucket}/f") == b"old"
+
+
+def test_upload_and_download_chunks_concurrently(bucket, tmp_path):
+    data = os.urandom(21 << 20)
+    src = tmp_path / "big.bin"
+    src.write_bytes(data)
+    # 5 MiB parts: S3 multipart (its minimum part size), GCS composite.
+    transfer_manager.upload_chunks_concurrently(str(src), f"{bucket}/big.bin", chunk_size=5 << 20, max_workers=4)
+    assert shoal.stat(f"{bucket}/big.bin").size == len(data)
+    out = tmp_path / "out.bin"
+    transfer_manager.download_chunks_concurrently(f"{bucket}/big.bin", str(out), chunk_size=4 << 20, max_workers=4)
+    assert out.read_bytes() == data
+
+
+def test_upload_many_pairs_and_download_many_pairs(bucket, tmp_path):
+    (tmp_path / "x").write_bytes(b"x")
+    assert transfer_manager.upload_many([(str(tmp_path / "x"), f"{bucket}/p/x")]) == [None]
+    assert transfer_manager.download_many([(f"{bucket}/p/x", str(tmp_path / "y"))]) == [None]
+    assert (tmp_path / "y").read_bytes() == b"x"
+
+
+def test_bucket_must_be_a_url():
+    with pytest.raises(ValueError, match="expected a URL"):
+        transfer_manager.download_many_to_path("just-a-name", ["k"])
