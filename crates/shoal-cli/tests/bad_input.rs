@@ -337,3 +337,557 @@ fn server_answering_garbage() {
     ))
     .assert_one_line_error(1, &["s3://b/k"]);
 }
+
+/// One bad input: what to run, and what the single line must name.
+struct Case {
+    name: &'static str,
+    args: Vec<String>,
+    env: Vec<(&'static str, String)>,
+    /// Needs this test server (`SHOAL_TEST_GCS`, `SHOAL_TEST_S3`).
+    server: Option<&'static str>,
+    code: i32,
+    needles: Vec<String>,
+}
+
+fn case(name: &'static str, args: &[&str], code: i32, needles: &[&str]) -> Case {
+    Case {
+        name,
+        args: args.iter().map(|s| s.to_string()).collect(),
+        env: Vec::new(),
+        server: None,
+        code,
+        needles: needles.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+impl Case {
+    fn env(mut self, k: &'static str, v: &str) -> Self {
+        self.env.push((k, v.to_owned()));
+        self
+    }
+    fn on(mut self, server: &'static str) -> Self {
+        self.server = Some(server);
+        self
+    }
+}
+
+/// The table: malformed URLs, invalid globs, unknown flags and values,
+/// huge and negative numbers, keys that cannot be local names, missing,
+/// wrong and expired credentials, buckets and objects that do not exist,
+/// unreachable endpoints, across every verb. `{S3}`/`{GCS}` in an argument
+/// or variable become the test server's address, `{DIR}` the case's own
+/// empty working folder (which must still be empty afterwards).
+fn table() -> Vec<Case> {
+    let s3_env = |c: Case| {
+        c.on("SHOAL_TEST_S3")
+            .env("AWS_ENDPOINT_URL", "{S3}")
+            .env("AWS_REGION", "us-east-1")
+            .env("AWS_ACCESS_KEY_ID", "minioadmin")
+            .env("AWS_SECRET_ACCESS_KEY", SECRET)
+    };
+    let gcs_env = |c: Case| c.on("SHOAL_TEST_GCS").env("STORAGE_EMULATOR_HOST", "{GCS}");
+    vec![
+        // URLs.
+        case(
+            "unknown scheme",
+            &["ls", "ftp://bucket/key"],
+            2,
+            &["unknown scheme 'ftp://'"],
+        ),
+        case(
+            "empty gs bucket",
+            &["cp", "gs:///key", "{DIR}/x"],
+            2,
+            &["empty bucket name"],
+        ),
+        case(
+            "empty s3 bucket",
+            &["ls", "s3://"],
+            2,
+            &["empty bucket name"],
+        ),
+        case(
+            "stat of a bucket",
+            &["stat", "gs://bucket"],
+            2,
+            &["needs an object"],
+        ),
+        case(
+            "rm of a bucket",
+            &["rm", "s3://bucket"],
+            2,
+            &["needs an object"],
+        ),
+        case(
+            "mb with a key",
+            &["mb", "gs://bucket/key"],
+            2,
+            &["has no key"],
+        ),
+        case(
+            "mb of a local path",
+            &["mb", "./local"],
+            2,
+            &["needs gs://BUCKET"],
+        ),
+        case(
+            "stdin to stdout",
+            &["cp", "-", "-"],
+            2,
+            &["stdin to stdout"],
+        ),
+        case(
+            "tree to stdout",
+            &["cp", "-r", "gs://b/", "-"],
+            2,
+            &["not a tree"],
+        ),
+        case(
+            "endpoint without host",
+            &[
+                "--no-sign-request",
+                "--endpoint-url",
+                "http://",
+                "ls",
+                "s3://bucket/",
+            ],
+            2,
+            &["empty host"],
+        ),
+        case(
+            "endpoint bad IPv6",
+            &[
+                "--no-sign-request",
+                "--endpoint-url",
+                "http://[::1",
+                "stat",
+                "s3://bucket/k",
+            ],
+            2,
+            &["invalid IPv6"],
+        ),
+        case(
+            "endpoint not a URL",
+            &[
+                "--attempts",
+                "1",
+                "--no-sign-request",
+                "--endpoint-url",
+                "not-a-url",
+                "ls",
+                "gs://bucket/",
+            ],
+            1,
+            &["gs://bucket/", "--endpoint-url"],
+        ),
+        case(
+            "endpoint refusing",
+            &[
+                "--attempts",
+                "1",
+                "--no-sign-request",
+                "--endpoint-url",
+                "http://127.0.0.1:9",
+                "stat",
+                "gs://b/k",
+            ],
+            1,
+            &["could not connect"],
+        ),
+        case(
+            "invalid s3 bucket name",
+            &["ls", "s3://Bad_Bucket!/"],
+            2,
+            &["invalid bucket name"],
+        ),
+        // Globs.
+        case(
+            "glob class never closed",
+            &["ls", "gs://b/a[b"],
+            2,
+            &["never closed"],
+        ),
+        case(
+            "glob empty class",
+            &["ls", "gs://b/a[]"],
+            2,
+            &["never closed"],
+        ),
+        case("glob reversed range", &["rm", "gs://b/a[z-a]"], 2, &["z-a"]),
+        // Flags and values.
+        case(
+            "unknown flag",
+            &["ls", "--frobnicate", "gs://b"],
+            2,
+            &["--frobnicate"],
+        ),
+        case("unknown verb", &["frobnicate"], 2, &["frobnicate"]),
+        case(
+            "missing destination",
+            &["cp", "only-one-arg"],
+            2,
+            &["<DST>"],
+        ),
+        case(
+            "missing sync destination",
+            &["sync", "gs://b/x"],
+            2,
+            &["<DST>"],
+        ),
+        case("cat without URLs", &["cat"], 2, &["<URLS>"]),
+        case("extra argument", &["stat", "gs://b/x", "y"], 2, &["'y'"]),
+        case(
+            "workers zero",
+            &["--workers", "0", "ls", "gs://b"],
+            2,
+            &["out of range"],
+        ),
+        case(
+            "workers negative",
+            &["--workers", "-3", "ls", "gs://b"],
+            2,
+            &["-3"],
+        ),
+        case(
+            "workers huge",
+            &["--workers", "99999999999999999999999", "ls", "gs://b"],
+            2,
+            &["not a whole number"],
+        ),
+        case(
+            "workers not a number",
+            &["--workers", "1e3", "du", "gs://b"],
+            2,
+            &["1e3"],
+        ),
+        case(
+            "slice size unit",
+            &["cp", "--slice-size", "12XB", "a", "gs://b/k"],
+            2,
+            &["unknown size unit"],
+        ),
+        case(
+            "slice size zero",
+            &["cp", "--slice-size", "0", "a", "gs://b/k"],
+            2,
+            &["out of range"],
+        ),
+        case(
+            "part size negative",
+            &["cp", "--part-size", "-1", "a", "gs://b/k"],
+            2,
+            &["-1"],
+        ),
+        case(
+            "part size huge",
+            &[
+                "cp",
+                "--part-size",
+                "99999999999999999999TiB",
+                "a",
+                "gs://b/k",
+            ],
+            2,
+            &["out of range"],
+        ),
+        case(
+            "slices zero",
+            &["cp", "--slices", "0", "a", "gs://b/k"],
+            2,
+            &["0"],
+        ),
+        case(
+            "slices huge",
+            &["cp", "--slices", "10001", "a", "gs://b/k"],
+            2,
+            &["10001"],
+        ),
+        case(
+            "attempts huge",
+            &["--attempts", "1000", "ls", "gs://b"],
+            2,
+            &["1000"],
+        ),
+        case(
+            "attempts negative",
+            &["--attempts", "-1", "ls", "gs://b"],
+            2,
+            &["-1"],
+        ),
+        case(
+            "read timeout zero",
+            &["--read-timeout", "0", "ls", "gs://b"],
+            2,
+            &["--read-timeout"],
+        ),
+        case(
+            "read timeout huge",
+            &["--read-timeout", "99999999999", "ls", "gs://b"],
+            2,
+            &["99999999999"],
+        ),
+        case(
+            "addressing value",
+            &["--s3-addressing", "sideways", "ls", "s3://b"],
+            2,
+            &["sideways"],
+        ),
+        case(
+            "du grouping",
+            &["du", "--group-by", "nonsense", "gs://b/"],
+            2,
+            &["nonsense"],
+        ),
+        case(
+            "du negative depth",
+            &["du", "--group-by", "prefix:-1", "gs://b/"],
+            2,
+            &["prefix:-1"],
+        ),
+        case(
+            "ls parallel zero",
+            &["ls", "--parallel", "0", "gs://b/"],
+            2,
+            &["--parallel"],
+        ),
+        // Keys that cannot be local names (docs/keys.md).
+        case(
+            "key with ..",
+            &["cp", "gs://bucket/a/..", "{DIR}/"],
+            1,
+            &["'.' or '..' segment"],
+        ),
+        case(
+            "key with newline",
+            &["cp", "gs://bucket/a\nb", "{DIR}/"],
+            1,
+            &["'\\n'"],
+        ),
+        case(
+            "key with tab",
+            &["cp", "gs://bucket/a\tb", "{DIR}/"],
+            1,
+            &["'\\t'"],
+        ),
+        case(
+            "key with backslash",
+            &["cp", "gs://bucket/a\\..\\b", "{DIR}/"],
+            1,
+            &["'\\\\'"],
+        ),
+        // Local sources.
+        case(
+            "local source missing",
+            &["cp", "/nonexistent/shoal/src", "s3://b/k"],
+            1,
+            &["no such file or directory"],
+        ),
+        case(
+            "local source is a folder",
+            &["cp", "{DIR}", "gs://b/k"],
+            2,
+            &["is a folder"],
+        ),
+        case(
+            "sync source missing",
+            &["sync", "/nonexistent/shoal/src", "gs://b/x"],
+            2,
+            &["must be a folder"],
+        ),
+        case(
+            "run plan missing",
+            &["run", "/nonexistent/shoal/plan"],
+            1,
+            &["no such file"],
+        ),
+        // Servers: what does not exist, credentials.
+        gcs_env(case(
+            "gs bucket missing",
+            &["ls", "gs://no-such-bucket-shoal/"],
+            1,
+            &["404"],
+        )),
+        s3_env(case(
+            "s3 bucket missing",
+            &["ls", "s3://no-such-bucket-shoal/x/"],
+            1,
+            &["NoSuchBucket"],
+        )),
+        gcs_env(case(
+            "gs object missing (stat)",
+            &["stat", "gs://no-such-bucket-shoal/k"],
+            1,
+            &["404"],
+        )),
+        s3_env(case(
+            "s3 object missing (cp)",
+            &["cp", "s3://no-such-bucket-shoal/k", "{DIR}/out"],
+            1,
+            &["404"],
+        )),
+        gcs_env(case(
+            "gs object missing (cat)",
+            &["cat", "gs://no-such-bucket-shoal/k"],
+            1,
+            &["404"],
+        )),
+        s3_env(case(
+            "s3 sync from missing bucket",
+            &["sync", "s3://no-such-bucket-shoal/p/", "{DIR}"],
+            1,
+            &["NoSuchBucket"],
+        )),
+        case(
+            "no s3 credentials",
+            &["--s3-endpoint-url", "{S3}", "ls", "s3://bucket/"],
+            1,
+            &["no AWS credentials found"],
+        )
+        .on("SHOAL_TEST_S3"),
+        s3_env(case(
+            "wrong s3 secret",
+            &["ls", "s3://bucket/"],
+            1,
+            &["SignatureDoesNotMatch"],
+        ))
+        .env("AWS_SECRET_ACCESS_KEY", "wrong-secret"),
+        s3_env(case(
+            "expired s3 session token",
+            &["ls", "s3://some-bucket/"],
+            1,
+            &["403"],
+        ))
+        .env("AWS_SESSION_TOKEN", "expired-token"),
+        case(
+            "no gcs credentials",
+            &["--gcs-endpoint-url", "{GCS}", "stat", "gs://bucket/key"],
+            1,
+            &["Google credentials"],
+        )
+        .on("SHOAL_TEST_GCS"),
+        case(
+            "gcs credentials file missing",
+            &["--gcs-endpoint-url", "{GCS}", "ls", "gs://bucket/"],
+            1,
+            &[
+                "could not load Google credentials",
+                "/nonexistent/shoal.json",
+            ],
+        )
+        .on("SHOAL_TEST_GCS")
+        .env("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/shoal.json"),
+        case(
+            "gcs credentials file malformed",
+            &["--gcs-endpoint-url", "{GCS}", "ls", "gs://bucket/"],
+            1,
+            &["could not load Google credentials", "parse"],
+        )
+        .on("SHOAL_TEST_GCS")
+        .env("GOOGLE_APPLICATION_CREDENTIALS", "{DIR}/../bad-adc.json"),
+        case(
+            "gcs token endpoint down",
+            &[
+                "--attempts",
+                "1",
+                "--gcs-endpoint-url",
+                "{GCS}",
+                "ls",
+                "gs://bucket/",
+            ],
+            1,
+            &["access token"],
+        )
+        .on("SHOAL_TEST_GCS")
+        .env("GOOGLE_APPLICATION_CREDENTIALS", "{DIR}/../dead-adc.json"),
+    ]
+}
+
+#[test]
+fn bad_input_table() {
+    let cases = table();
+    assert!(cases.len() >= 40, "{} cases", cases.len());
+    let mut failed = Vec::new();
+    for c in cases {
+        let ep = match c.server {
+            Some(var) => match shoal_testkit_server(var) {
+                Some(ep) => Some(ep),
+                None => continue,
+            },
+            None => None,
+        };
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("work");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(root.path().join("bad-adc.json"), "{nope").unwrap();
+        std::fs::write(
+            root.path().join("dead-adc.json"),
+            r#"{"type":"authorized_user","client_id":"c","client_secret":"s","refresh_token":"r","token_uri":"http://127.0.0.1:9/token"}"#,
+        )
+        .unwrap();
+        let fill = |s: &str| {
+            let s = s.replace("{DIR}", dir.to_str().unwrap());
+            match &ep {
+                Some(ep) => s.replace("{S3}", ep).replace("{GCS}", ep),
+                None => s,
+            }
+        };
+        let mut cmd = shoal();
+        cmd.current_dir(&dir);
+        for (k, v) in &c.env {
+            cmd.env(k, fill(v));
+        }
+        cmd.args(c.args.iter().map(|a| fill(a)));
+        let r = run(cmd);
+        let needles: Vec<String> = c.needles.iter().map(|n| fill(n)).collect();
+        let needles: Vec<&str> = needles.iter().map(String::as_str).collect();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            r.assert_one_line_error(c.code, &needles);
+            assert!(r.stdout.is_empty(), "nothing on stdout: {}", r.stdout);
+            assert!(
+                files_in(&dir).is_empty(),
+                "nothing written: {:?}",
+                files_in(&dir)
+            );
+        }));
+        if let Err(e) = outcome {
+            let msg = e
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            failed.push(format!("{}: {msg}", c.name));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{} case(s) failed:\n{}",
+        failed.len(),
+        failed.join("\n")
+    );
+}
+
+/// A sync whose source cannot be listed must not take the empty listing
+/// for "the source has nothing": with --delete that emptied the
+/// destination.
+#[test]
+fn sync_delete_from_an_unlistable_source_deletes_nothing() {
+    for (base, scheme) in [(gcs as fn() -> Option<Command>, "gs"), (s3, "s3")] {
+        let Some(c) = base() else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("keep.txt"), b"precious").unwrap();
+        let src = format!("{scheme}://no-such-bucket-shoal/p/");
+        let r = run(with_args(
+            c,
+            &["sync", "--delete", &src, dir.path().to_str().unwrap()],
+        ));
+        assert_eq!(r.code, 1, "{}", r.stderr);
+        assert!(r.stderr.contains("not deleted"), "{}", r.stderr);
+        assert_eq!(
+            files_in(dir.path()),
+            ["keep.txt"],
+            "{scheme}: nothing deleted"
+        );
+    }
+}

@@ -282,11 +282,15 @@ pub async fn sync_actions(
     }
     let mut actions = Vec::new();
     let mut problems = Vec::new();
+    // A source that could not be read completely says nothing about what
+    // the destination has too many of: --delete then deletes nothing.
+    let mut source_incomplete = false;
     while let Some(e) = src.next().await {
         let e = match e {
             Ok(e) => e,
             Err(err) => {
                 problems.push(err.to_string());
+                source_incomplete = true;
                 continue;
             }
         };
@@ -317,7 +321,12 @@ pub async fn sync_actions(
             }
         }
     }
-    if delete {
+    if delete && source_incomplete && !existing.is_empty() {
+        problems.push(format!(
+            "sync --delete: {} not deleted from {dst}: the source could not be listed completely",
+            existing.len()
+        ));
+    } else if delete {
         let mut extra: Vec<Entry> = existing.into_values().collect();
         extra.sort_by(|a, b| a.rel.cmp(&b.rel));
         actions.extend(extra.into_iter().map(|e| Action::Delete { dst: e.src }));

@@ -102,6 +102,10 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
             Err(Failure::Reported)
         };
     }
+    if actions.is_empty() && !problems.is_empty() {
+        // Nothing to do but report: no "Synced: 0 files" after an error.
+        return Err(Failure::Reported);
+    }
     let stream = futures::stream::iter(actions.into_iter().map(Ok)).boxed();
     let r = crate::cmd::batch::run_and_report(
         ctx,
