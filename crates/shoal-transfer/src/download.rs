@@ -204,8 +204,13 @@ pub async fn download_known(
     };
     std::fs::rename(&tmp, dest).map_err(|e| Error::io(Op::Write, &dest_s, e))?;
     guard.disarm();
-    if let Some(p) = partial.and_then(|p| Arc::try_unwrap(p).ok()) {
-        p.finish();
+    match partial {
+        Some(p) => {
+            if let Ok(p) = Arc::try_unwrap(p) {
+                p.finish();
+            }
+        }
+        None => crate::partial::remove_stale(dest),
     }
     Ok(Report {
         resumed,

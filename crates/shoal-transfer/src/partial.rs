@@ -59,6 +59,14 @@ pub fn data_path(dest: &Path) -> PathBuf {
     sibling(dest, ".shoal-partial")
 }
 
+/// Removes what an interrupted download into `dest` left, once `dest` is
+/// complete by other means (a rerun with a different slice plan, or one
+/// slice): a finished download leaves no hidden files behind.
+pub(crate) fn remove_stale(dest: &Path) {
+    let _ = std::fs::remove_file(data_path(dest));
+    let _ = std::fs::remove_file(state_path(dest));
+}
+
 fn state_path(dest: &Path) -> PathBuf {
     sibling(dest, ".shoal-partial.json")
 }
