@@ -76,6 +76,16 @@ def _exists(s: _shoal.Session, url: str) -> bool:
         return False
 
 
+def _run_pairs(s: _shoal.Session, pairs: list[tuple[str, str]], skip: Any, max_workers: int | None, raise_exception: bool) -> list[BaseException | None]:
+    """Copies the pairs ``skip(pair)`` does not rule out; one result each."""
+    results: list[Any] = [None] * len(pairs)
+    todo = [i for i, p in enumerate(pairs) if not (skip and skip(p))]
+    done = _shoal.copy_many(s, [pairs[i] for i in todo], max_workers, None)
+    for i, r in zip(todo, done):
+        results[i] = r
+    return _finish(results, raise_exception)
+
+
 def upload_many(
     file_blob_pairs: Sequence[tuple[str | os.PathLike, Any]],
     skip_if_exists: bool = False,
@@ -92,14 +102,8 @@ def upload_many(
     """Uploads ``(filename, blob URL)`` pairs concurrently."""
     s = resolve(session, options)
     pairs = [(os.fspath(f), _blob_url(b)) for f, b in file_blob_pairs]
-    results: list[Any] = [None] * len(pairs)
-    todo = list(range(len(pairs)))
-    if skip_if_exists:
-        todo = [i for i in todo if not _exists(s, pairs[i][1])]
-    done = _shoal.copy_many(s, [pairs[i] for i in todo], max_workers, None)
-    for i, r in zip(todo, done):
-        results[i] = r
-    return _finish(results, raise_exception)
+    skip = (lambda p: _exists(s, p[1])) if skip_if_exists else None
+    return _run_pairs(s, pairs, skip, max_workers, raise_exception)
 
 
 def upload_many_from_filenames(
@@ -151,14 +155,8 @@ def download_many(
     verified and renamed into place)."""
     s = resolve(session, options)
     pairs = [(_blob_url(b), os.fspath(f)) for b, f in blob_file_pairs]
-    results: list[Any] = [None] * len(pairs)
-    todo = list(range(len(pairs)))
-    if skip_if_exists:
-        todo = [i for i in todo if not os.path.exists(pairs[i][1])]
-    done = _shoal.copy_many(s, [pairs[i] for i in todo], max_workers, None)
-    for i, r in zip(todo, done):
-        results[i] = r
-    return _finish(results, raise_exception)
+    skip = (lambda p: os.path.exists(p[1])) if skip_if_exists else None
+    return _run_pairs(s, pairs, skip, max_workers, raise_exception)
 
 
 def download_many_to_path(
