@@ -3,7 +3,8 @@
 //! `GET /storage/v1/b/B/o/O` (metadata, or bytes with `alt=media`; also
 //! under `/download/`), `POST /upload/storage/v1/b/B/o?uploadType=media|
 //! multipart|resumable` (+ the resumable session's `PUT`s), compose, delete,
-//! and enough bucket calls for clients that look before they leap.
+//! listings (of `list-N` buckets' keys, see `list`; others are empty), and
+//! enough bucket calls for clients that look before they leap.
 
 use std::sync::Arc;
 
@@ -88,10 +89,14 @@ pub async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Resp {
             StatusCode::OK,
             serde_json::json!({"kind": "storage#bucket", "name": bucket, "id": bucket, "location": "US"}),
         ),
-        (Method::GET, Some("o")) => json(
-            StatusCode::OK,
-            serde_json::json!({"kind": "storage#objects"}),
-        ),
+        // A listing: of a `list-N` bucket's keys, else of nothing.
+        (Method::GET, Some("o")) => {
+            let keys = state.lists.get(&bucket).unwrap_or_default();
+            match crate::list::gcs(&keys, &bucket, &q) {
+                Some(body) => full(StatusCode::OK, "application/json; charset=UTF-8", body),
+                None => error(StatusCode::BAD_REQUEST, "Invalid pageToken"),
+            }
+        }
         (m, Some(o)) if o.starts_with("o/") => {
             let o = &o[2..];
             if let Some(dest) = o.strip_suffix("/compose") {

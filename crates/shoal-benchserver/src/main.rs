@@ -11,11 +11,16 @@
 //! ```text
 //! shoal-benchserver serve --port 35430 [--threads 1]
 //! shoal-benchserver gen SIZE        # the bytes of size-SIZE, to stdout
-//! shoal-benchserver crc32c FILE     # CRC32C of a file, as hex
+//! shoal-benchserver crc32c FILE|-   # CRC32C (and, for stdin, byte count)
+//! shoal-benchserver list-keys N     # the keys of bucket list-N, sorted
 //! ```
+//!
+//! Buckets named `list-N` hold N generated keys for listing benchmarks
+//! (see `list`).
 
 mod gcs;
 mod http;
+mod list;
 mod pattern;
 mod s3;
 mod state;
@@ -29,7 +34,9 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 
 fn usage() -> ! {
-    eprintln!("usage: shoal-benchserver serve --port P [--threads N] | gen SIZE | crc32c FILE");
+    eprintln!(
+        "usage: shoal-benchserver serve --port P [--threads N] | gen SIZE | crc32c FILE|- | list-keys N"
+    );
     std::process::exit(2)
 }
 
@@ -66,21 +73,46 @@ fn main() {
             }
         }
         Some("crc32c") => {
+            // `-` reads stdin and also prints the byte count: the harness
+            // checks a client's output stream this way. CRC32C is nearly
+            // free (0.07 s per GiB); the kernel's pipe copies cost ~0.7 s.
             let path = args.get(1).unwrap_or_else(|| usage());
-            let mut f = std::fs::File::open(path).unwrap_or_else(|e| {
-                eprintln!("shoal-benchserver: {path}: {e}");
-                std::process::exit(1)
-            });
+            let mut f: Box<dyn Read> = if path == "-" {
+                Box::new(std::io::stdin().lock())
+            } else {
+                Box::new(std::fs::File::open(path).unwrap_or_else(|e| {
+                    eprintln!("shoal-benchserver: {path}: {e}");
+                    std::process::exit(1)
+                }))
+            };
             let mut buf = vec![0u8; 4 << 20];
-            let mut crc = 0u32;
+            let (mut crc, mut total) = (0u32, 0u64);
             loop {
                 let n = f.read(&mut buf).expect("read");
                 if n == 0 {
                     break;
                 }
                 crc = crc32c::crc32c_append(crc, &buf[..n]);
+                total += n as u64;
             }
-            println!("{crc:08x}");
+            if path == "-" {
+                println!("{crc:08x} {total}");
+            } else {
+                println!("{crc:08x}");
+            }
+        }
+        Some("list-keys") => {
+            let n = args
+                .get(1)
+                .and_then(|s| list::size_of_bucket(&format!("list-{s}")))
+                .unwrap_or_else(|| usage());
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            for k in list::keys(n) {
+                if writeln!(out, "{k}").is_err() {
+                    std::process::exit(1);
+                }
+            }
+            let _ = out.flush();
         }
         _ => usage(),
     }

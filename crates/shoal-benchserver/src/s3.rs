@@ -1,6 +1,7 @@
 //! The S3 paths the benchmarks use (path-style, signatures not checked):
 //! `HEAD`/`GET /B/K` with Range, `PUT /B/K`, multipart create / part /
-//! complete / abort, `DELETE`, and bucket calls that answer "fine, empty".
+//! complete / abort, `DELETE`, bucket calls that answer "fine", and
+//! listings (of `list-N` buckets' keys; any other bucket is empty).
 
 use std::sync::Arc;
 
@@ -51,14 +52,18 @@ pub async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Resp {
     let method = req.method().clone();
     if key.is_empty() {
         return match method {
-            Method::GET => xml(
-                StatusCode::OK,
-                format!(
-                    "<ListBucketResult><Name>{}</Name><Prefix></Prefix><KeyCount>0</KeyCount>\
-                     <MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated></ListBucketResult>",
-                    xml_escape(&bucket)
-                ),
-            ),
+            // A listing: of a `list-N` bucket's keys, else of nothing.
+            Method::GET => {
+                let keys = state.lists.get(&bucket).unwrap_or_default();
+                match crate::list::s3(&keys, &bucket, &q) {
+                    Some(body) => full(StatusCode::OK, "application/xml", body),
+                    None => error(
+                        StatusCode::BAD_REQUEST,
+                        "InvalidArgument",
+                        "The continuation token provided is incorrect",
+                    ),
+                }
+            }
             Method::HEAD | Method::PUT => empty(StatusCode::OK),
             _ => error(
                 StatusCode::NOT_IMPLEMENTED,

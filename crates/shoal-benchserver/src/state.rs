@@ -12,15 +12,20 @@ pub struct Stored {
     pub crc: u32,
 }
 
+/// An S3 multipart upload in progress: bucket, key, part number → part.
+type Multipart = (String, String, BTreeMap<u32, Stored>);
+
 #[derive(Default)]
 pub struct State {
     /// (bucket, name) → what was uploaded there.
     objects: Mutex<HashMap<(String, String), Stored>>,
     /// S3 multipart upload id → (bucket, key, part number → part).
-    multipart: Mutex<HashMap<String, (String, String, BTreeMap<u32, Stored>)>>,
+    multipart: Mutex<HashMap<String, Multipart>>,
     /// GCS resumable session id → (bucket, name, received so far).
     resumable: Mutex<HashMap<String, (String, String, Stored)>>,
     next_id: AtomicU64,
+    /// The synthetic `list-N` buckets (see `list`).
+    pub lists: crate::list::Lists,
 }
 
 impl State {
@@ -28,8 +33,15 @@ impl State {
         format!("bench{:016x}", self.next_id.fetch_add(1, Ordering::Relaxed))
     }
 
-    /// An object's size and CRC32C: uploaded ones first, then generated.
+    /// An object's size and CRC32C: in a `list-N` bucket, its keys only;
+    /// elsewhere uploaded ones first, then generated.
     pub fn lookup(&self, bucket: &str, name: &str) -> Option<Stored> {
+        if let Some(keys) = self.lists.get(bucket) {
+            return keys
+                .binary_search_by(|k| k.as_str().cmp(name))
+                .ok()
+                .map(|_| crate::list::object_of(name));
+        }
         if let Some(s) = self
             .objects
             .lock()
