@@ -3,9 +3,10 @@
 usage: charts.py RESULTS.json OUT_DIR   (prints one "key file.png" line per chart)
 
 One PNG per scenario: a panel per (server, profile), one bar per tool. Byte
-scenarios show MiB/s (longer is better), listings show milliseconds (shorter
-is better). shoal's bar is the dark one; failed runs are drawn red and say
-FAILED; tools without a result are named with the reason.
+scenarios show MiB/s (longer is better; the zstd stream: decompressed
+MiB/s), listings show milliseconds (shorter is better). shoal's bar is the
+dark one; failed runs are drawn red and say FAILED; tools without a result
+are named with the reason.
 """
 import json
 import statistics
@@ -35,7 +36,7 @@ def main() -> None:
         n = len(groups)
         height = sum(max(2, len(v)) * 0.42 + 0.9 for v in groups.values())
         fig, axes = plt.subplots(n, 1, figsize=(10, height), squeeze=False)
-        by_bytes = sc["unit"] == "bytes"
+        by_bytes = sc["unit"] in ("bytes", "stream")  # stream: decompressed bytes
         for ax, ((target, profile), rows) in zip(axes[:, 0], groups.items()):
             names, vals, colors, labels = [], [], [], []
             for r in rows:

@@ -21,7 +21,7 @@ RCLONE_MODULE = "github.com/rclone/rclone@latest"  # as PEERS.md: @latest resolv
 
 # Python packages, in two stages so --smoke only waits for the small set.
 # s3fs is not used, but if it ever is, PEERS.md says pin it (botocore conflict).
-PY_SMOKE = ["matplotlib", "boto3", "s3transfer"]
+PY_SMOKE = ["matplotlib", "boto3", "s3transfer", "zstandard"]
 PY_FULL = ["google-cloud-storage", "obstore"]
 
 
@@ -136,9 +136,10 @@ def venv(full: bool) -> dict[str, Peer]:
             stamp.write_text("\n".join(sorted(have | set(missing))) + "\n")
         else:
             err = f"pip: {_tail(p.stderr)}"
-    versions = _py_versions(["matplotlib", "boto3", "s3transfer", "botocore", "google-cloud-storage", "obstore"])
+    versions = _py_versions(["matplotlib", "boto3", "s3transfer", "botocore", "google-cloud-storage", "obstore",
+                             "zstandard"])
     out = {}
-    for pkg in ["matplotlib", "boto3", "google-cloud-storage", "obstore"]:
+    for pkg in ["matplotlib", "boto3", "google-cloud-storage", "obstore", "zstandard"]:
         if pkg in versions:
             out[pkg] = Peer(pkg, True, version=versions[pkg])
         elif pkg in wanted:

@@ -8,10 +8,15 @@ from .scenarios import GiB, Row, Scenario
 MiB = 1 << 20
 
 
-def _ratio(row: Row, shoal: Row | None) -> str:
+def _mib(v: float) -> str:
+    return "—" if v != v else f"{v:,.0f}"  # NaN: not known (a run killed at its timeout)
+
+
+def _ratio(row: Row, shoal: Row | None, attr: str = "wall") -> str:
     if row.tool == "shoal" or not shoal or shoal.status != "measured" or shoal.failed or not row.runs:
         return "—" if row.tool != "shoal" else "1.00"
-    return f"{row.median('wall') / shoal.median('wall'):.2f}"
+    base, v = shoal.median(attr), row.median(attr)
+    return f"{v / base:.2f}" if base > 0 and v == v else "—"
 
 
 def _check(row: Row) -> str:
@@ -24,7 +29,15 @@ def _check(row: Row) -> str:
 
 def table(sc: Scenario) -> list[str]:
     out = []
-    if sc.unit == "bytes":
+    if sc.unit == "keys":
+        out.append("| server | profile | tool | wall s (median) | keys/s | peer time ÷ shoal time | client CPU s per M keys "
+                   "| CPU ÷ shoal | peak RSS MiB | RSS ÷ shoal | check |")
+        out.append("|---|---|---|--:|--:|--:|--:|--:|--:|--:|---|")
+    elif sc.unit == "stream":
+        out.append("| source | profile | tool | wall s (median) | decompressed MB/s | compressed MB/s | peer time ÷ shoal time "
+                   "| client CPU s | compressed MB/s per CPU s | peak RSS MiB | check |")
+        out.append("|---|---|---|--:|--:|--:|--:|--:|--:|--:|---|")
+    elif sc.unit == "bytes":
         out.append("| server | profile | tool | wall s (median) | MiB/s | peer time ÷ shoal time | client CPU s/GiB | peak RSS MiB | check |")
         out.append("|---|---|---|--:|--:|--:|--:|--:|---|")
     else:
@@ -41,19 +54,34 @@ def table(sc: Scenario) -> list[str]:
                 continue  # the protocol or operation is not the tool's; said once in the Tools table
             if r.status != "measured" or not r.runs:
                 why = r.status + (f": {r.reason}" if r.reason else "")
-                out.append(f"| {target} | {profile} | {name} | | | | | | {why} |")
+                blanks = "| " * (7 if sc.unit in ("keys", "stream") else 5)
+                out.append(f"| {target} | {profile} | {name} {blanks}| {why} |")
                 continue
             wall = r.median("wall")
             rss = r.median("rss_mib")
             ratio = _ratio(r, shoal)
-            if sc.unit == "bytes":
+            if sc.unit == "keys":
+                keys = max(x.objects for x in r.runs)
+                rate = f"{keys / wall:,.0f}" if keys and not r.failed else ""
+                per_m = f"{r.median('cpu') / (keys / 1e6):.2f}" if keys else ""
+                out.append(f"| {target} | {profile} | {name} | {wall:.2f} | {rate} | {ratio} | {per_m} | "
+                           f"{_ratio(r, shoal, 'cpu')} | {_mib(rss)} | {_ratio(r, shoal, 'rss_mib')} | {_check(r)} |")
+            elif sc.unit == "stream":
+                comp = sc.meta.get("compressed", 0)
+                dec = max(x.bytes for x in r.runs)
+                ok = not r.failed
+                cpu = r.median("cpu")
+                out.append(f"| {target} | {profile} | {name} | {wall:.2f} | {dec / 1e6 / wall if ok else 0:,.0f} | "
+                           f"{comp / 1e6 / wall if ok else 0:,.0f} | {ratio} | {cpu:.2f} | "
+                           f"{comp / 1e6 / cpu if ok and cpu > 0 else 0:,.0f} | {_mib(rss)} | {_check(r)} |")
+            elif sc.unit == "bytes":
                 nbytes = max(x.bytes for x in r.runs)
                 mibs = f"{nbytes / MiB / wall:,.0f}" if nbytes and not r.failed else ""
                 cpu = f"{r.median('cpu') / (nbytes / GiB):.2f}" if nbytes else f"{r.median('cpu'):.2f} s"
-                out.append(f"| {target} | {profile} | {name} | {wall:.2f} | {mibs} | {ratio} | {cpu} | {rss:,.0f} | {_check(r)} |")
+                out.append(f"| {target} | {profile} | {name} | {wall:.2f} | {mibs} | {ratio} | {cpu} | {_mib(rss)} | {_check(r)} |")
             else:
                 objs = max(x.objects for x in r.runs)
-                out.append(f"| {target} | {profile} | {name} | {wall:.3f} | {objs:,} | {ratio} | {r.median('cpu'):.2f} | {rss:,.0f} | {_check(r)} |")
+                out.append(f"| {target} | {profile} | {name} | {wall:.3f} | {objs:,} | {ratio} | {r.median('cpu'):.2f} | {_mib(rss)} | {_check(r)} |")
     return out
 
 

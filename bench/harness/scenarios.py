@@ -7,7 +7,10 @@ yet still runs its peers, and shoal's row says "not yet".
 """
 from __future__ import annotations
 
+import fcntl
+import json
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -66,6 +69,7 @@ class Scenario:
     notes: list[str] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
     not_yet: str = ""  # the whole scenario waits for a capability
+    meta: dict = field(default_factory=dict)  # scenario facts the report needs (e.g. compressed bytes)
 
 
 def log(msg: str) -> None:
@@ -96,8 +100,12 @@ class Runner:
                 row = Row(sc.key, tool.name, t.label, t.profile, "measured")
                 rows[tool.name] = row
                 sc.rows.append(row)
-                if not tool.ok:
+                if not tool.supports(t):  # another protocol: said once in the Tools table
+                    row.status, row.reason = "n/a", f"no {t.proto} support"
+                elif not tool.ok:
                     row.status, row.reason = "not installed", tool.reason
+                elif tool.supports(t) and tool.skip_why(sc.key, t):
+                    row.status, row.reason = "skipped", tool.skip_why(sc.key, t)
                 elif not tool.supports(t) or make_job(tool, t, 0) is None:
                     if tool.name == "shoal" and needs_cap and self.shoal_caps.get(needs_cap):
                         row.status, row.reason = "not yet", self.shoal_caps[needs_cap]
@@ -114,7 +122,7 @@ class Runner:
                         before()
                     job = make_job(tool, t, i)
                     log(f"{sc.key} | {t.label} {t.profile} | {tool.name} | run {i + 1}/{self.runs}")
-                    p = measure.run(job.argv, env=job.env, timeout=self.timeout)
+                    p = self.measure(job)
                     if p.rc != 0:
                         res = (f"FAILED: exit {p.rc}: {_tail(p.stderr)}", 0, 0, "")
                     else:
@@ -127,6 +135,26 @@ class Runner:
                         log(f"  {check_s}")
                     rows[tool.name].runs.append(Run(sc.key, tool.name, t.label, t.profile, i + 1, p.wall, p.cpu,
                                                     p.rss_mib, p.rc, nbytes, nobj, check_s, detail or job.note))
+
+    def measure(self, job: Job) -> measure.Proc:
+        """One run. A `digest` job's stdout goes to `shoal-benchserver crc32c -`
+        (a process of its own, so its CPU is not the client's), and the
+        run's stdout becomes that checker's answer: "CRC32C BYTES"."""
+        if not job.digest:
+            return measure.run(job.argv, env=job.env, timeout=self.timeout)
+        sink = subprocess.Popen([str(self.wl.benchserver), "crc32c", "-"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE)
+        try:  # a 1 MiB pipe (Linux): fewer wake-ups for writer and checker than 64 KiB
+            fcntl.fcntl(sink.stdin.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ
+        except OSError:
+            pass
+        try:
+            p = measure.run(job.argv, env=job.env, timeout=self.timeout, stdout_fd=sink.stdin.fileno())
+        finally:
+            sink.stdin.close()
+        p.stdout = sink.stdout.read().decode().strip()
+        sink.wait()
+        return p
 
     # ---- scenarios -------------------------------------------------------
 
@@ -247,6 +275,49 @@ class Runner:
             return (ok, 0, n, "")
 
         self.run_matrix(sc, targets, tools, job, check, needs_cap="glob")
+
+
+    def ls_full(self, sc: Scenario, targets: list[Target], tools: list[Tool]) -> None:
+        """Every key of a `list-N` bucket; the check is the number of keys
+        printed and how many of them still carry their bytes above 0x7F."""
+        def job(tool, t, i):
+            return tool.ls_all(t)
+
+        def check(tool, t, i, p, j):
+            n_want = int(t.bucket.removeprefix("list-"))
+            u_want = self.wl.list_nonascii[n_want]
+            n = j.count(p.stdout)
+            u = sum(1 for line in p.stdout.splitlines() if not line.isascii())
+            if n != n_want:
+                return (f"FAILED: {n:,} keys printed, expected {n_want:,}", 0, n, "")
+            if u != u_want:
+                return (f"FAILED: {u:,} lines with bytes above 0x7F, expected {u_want:,} (names mangled?)", 0, n, "")
+            return ("ok", 0, n, "")
+
+        self.run_matrix(sc, targets, tools, job, check)
+
+    def stream_zstd(self, sc: Scenario, targets: list[Target], tools: list[Tool], prefix: str) -> None:
+        """The zstd dataset read and decompressed to stdout, checked by the
+        CRC32C and byte count of that stream (`shoal bench read` writes
+        nothing: its own object and byte counts are its check)."""
+        m = self.wl.zstd
+
+        def job(tool, t, i):
+            return tool.cat_zstd(t, prefix)
+
+        def check(tool, t, i, p, j):
+            if not j.digest:
+                r = json.loads(p.stdout.strip().splitlines()[-1])
+                got = (r["objects"], r["decompressed_bytes"])
+                ok = "ok" if got == (m["objects"], m["bytes"]) else \
+                    f"FAILED: read {got[0]} objects, {got[1]:,} bytes; expected {m['objects']}, {m['bytes']:,}"
+                return (ok, r["decompressed_bytes"], r["objects"], "")
+            crc, n = p.stdout.split()
+            ok = "ok" if (crc, int(n)) == (m["crc32c"], m["bytes"]) else \
+                f"FAILED: stream of {int(n):,} bytes, CRC32C {crc}; expected {m['bytes']:,} bytes, {m['crc32c']}"
+            return (ok, int(n), m["objects"], "")
+
+        self.run_matrix(sc, targets, tools, job, check)
 
 
 def to_json(scenarios: list[Scenario]) -> list[dict]:

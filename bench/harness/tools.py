@@ -29,10 +29,11 @@ class Target:
     endpoint: str  # http://127.0.0.1:PORT (direct or through toxiproxy)
     bucket: str
     profile: str  # "loopback" | "+10 ms"
+    name: str = ""  # what the report calls it, if not "server (proto)"
 
     @property
     def label(self) -> str:
-        return f"{self.server} ({self.proto})"
+        return self.name or f"{self.server} ({self.proto})"
 
 
 @dataclass
@@ -42,6 +43,9 @@ class Job:
     # For listings: the number of matching names in the tool's stdout.
     count: Callable[[str], int] | None = None
     note: str = ""
+    # stdout goes through `shoal-benchserver crc32c -` (CRC32C and byte
+    # count of the stream) instead of into memory.
+    digest: bool = False
 
 
 def base_env() -> dict[str, str]:
@@ -73,6 +77,17 @@ def count_lines(pattern: str) -> Callable[[str], int]:
     return lambda out: sum(1 for line in out.splitlines() if rx.search(line.strip()))
 
 
+def shell(cmd: str, env: dict[str, str]) -> Job:
+    """A bash pipeline that fails when any stage fails."""
+    return Job(["bash", "-c", "set -o pipefail; " + cmd], env, digest=True)
+
+
+def q(s: str) -> str:
+    import shlex
+
+    return shlex.quote(s)
+
+
 @dataclass
 class Tool:
     name: str
@@ -100,6 +115,25 @@ class Tool:
     def ls_glob(self, t: Target, prefix: str, glob: str) -> Job | None:
         return None
 
+    def ls_all(self, t: Target) -> Job | None:
+        """Every key of the bucket, one line each (stdout), counted by `Job.count`."""
+        return None
+
+    def cat_zstd(self, t: Target, prefix: str) -> Job | None:
+        """Every object below prefix in key order, decompressed, to stdout."""
+        return None
+
+    def skip_why(self, scenario: str, t: Target) -> str:
+        """Why this tool is not measured there (a row says so), or "".
+
+        `extra["ls_all_max"]`: the largest `list-N` bucket the tool lists
+        (for listers so slow that a million keys take minutes per run)."""
+        cap = self.extra.get("ls_all_max")
+        n = int(t.bucket.removeprefix("list-")) if t.bucket.startswith("list-") else 0
+        if scenario == "ls-full" and cap and n > cap:
+            return f"not run at {n:,} keys (minutes per run): see its {cap:,}-key row"
+        return ""
+
 
 class Shoal(Tool):
     def __init__(self, exe: Path, has_recursive: bool, **kw):
@@ -126,6 +160,36 @@ class Shoal(Tool):
     def ls_glob(self, t, prefix, glob):
         return Job([self.exe, "ls", url(t, prefix + glob)], target_env(t), count=count_lines(r"ABC[^/]*\.zip$"))
 
+    def ls_all(self, t):
+        return Job([self.exe, "ls", "-r", url(t, "")], target_env(t), count=count_lines(r"^(s3|gs)://"))
+
+    def cat_zstd(self, t, prefix):
+        return Job([self.exe, "cat", "-d", url(t, prefix + "**")], target_env(t), digest=True)
+
+
+class ShoalBenchRead(Tool):
+    """`shoal bench read`: reads and decompresses, writes nothing; it reports
+    the objects and decompressed bytes it saw (its check), not a digest."""
+
+    def __init__(self, exe: Path, **kw):
+        super().__init__("shoal bench read", **kw)
+        self.exe = str(exe)
+
+    def cat_zstd(self, t, prefix):
+        return Job([self.exe, "bench", "read", "--json", url(t, prefix + "**")], target_env(t),
+                   note="writes nothing: checked by its own count of objects and decompressed bytes, no digest")
+
+
+class LocalZstd(Tool):
+    """The local limit: `zstd -dc` over the dataset's files on tmpfs."""
+
+    def __init__(self, files: list[Path], **kw):
+        super().__init__("zstd -dc (local files)", protos=("file",), **kw)
+        self.files = [str(f) for f in files]
+
+    def cat_zstd(self, t, prefix):
+        return Job(["zstd", "-dc", *self.files], base_env(), digest=True)
+
 
 class S5cmd(Tool):
     def __init__(self, exe: str, **kw):
@@ -151,6 +215,16 @@ class S5cmd(Tool):
         j = self._cmd(t, "ls", url(t, prefix + glob))
         j.count = count_lines(r"ABC[^/]*\.zip$")
         return j
+
+    def ls_all(self, t):
+        j = self._cmd(t, "ls", url(t, "*"))
+        j.count = count_lines(r"^\S+ \S+\s+\d+\s")  # date time size key (not "DIR")
+        return j
+
+    def cat_zstd(self, t, prefix):
+        # s5cmd cat takes a wildcard and writes the objects in key order.
+        return shell(f"{q(self.exe)} --endpoint-url {q(t.endpoint)} cat {q(url(t, prefix + '*'))} | zstd -dc",
+                     target_env(t))
 
 
 class Rclone(Tool):
@@ -188,9 +262,22 @@ class Rclone(Tool):
         j.count = count_lines(r"ABC[^/]*\.zip$")
         return j
 
+    def ls_all(self, t):
+        j = self._cmd(t, "lsf", "-R", "--files-only", self._remote(t))
+        j.count = count_lines(r".")
+        return j
+
+    def cat_zstd(self, t, prefix):
+        j = self._cmd(t, "cat", f"{self._remote(t)}/{prefix}")
+        return shell(" ".join(q(a) for a in j.argv) + " | zstd -dc", j.env)
+
 
 class Gcloud(Tool):
     def __init__(self, **kw):
+        # Measured, not assumed: `gcloud storage ls 'gs://list-100000/**'` took
+        # 45 s (~2,200 keys/s, 21 CPU s) on this project's 2-core machine
+        # against shoal-benchserver: a million keys would take ~8 min per run.
+        kw.setdefault("extra", {"ls_all_max": 100_000})
         super().__init__("gcloud storage", protos=("gcs",), **kw)
         self.config = tempfile.mkdtemp(prefix="shoal-bench-gcloud-")
 
@@ -230,6 +317,11 @@ class Gcloud(Tool):
         j.count = count_lines(r"ABC[^/]*\.zip$")
         return j
 
+    def ls_all(self, t):
+        j = self._cmd(t, "ls", url(t, "**"))
+        j.count = count_lines(r"^gs://")
+        return j
+
 
 class PyPeer(Tool):
     """A Python library driven by a script in bench/pypeers, run in the bench venv."""
@@ -244,7 +336,9 @@ class PyPeer(Tool):
     def _cmd(self, op, t, *args):
         if op not in self.ops:
             return None
-        return Job([str(VENV_PY), self.script, op, t.proto, t.endpoint, t.bucket, *args, *self.args], target_env(t))
+        env = target_env(t)
+        env["PYTHONIOENCODING"] = "utf-8"
+        return Job([str(VENV_PY), self.script, op, t.proto, t.endpoint, t.bucket, *args, *self.args], env)
 
     def download(self, t, key, dest):
         return self._cmd("download", t, key, str(dest))
@@ -262,6 +356,18 @@ class PyPeer(Tool):
         j = self._cmd("ls_glob", t, prefix, glob)
         if j:
             j.count = count_lines(r"ABC[^/]*\.zip$")
+        return j
+
+    def ls_all(self, t):
+        j = self._cmd("ls_all", t)
+        if j:
+            j.count = count_lines(r".")
+        return j
+
+    def cat_zstd(self, t, prefix):
+        j = self._cmd("cat_zstd", t, prefix)
+        if j:
+            j.digest = True
         return j
 
 

@@ -8,9 +8,11 @@ data, the CRC32C it computed over the bytes it received.
 """
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import os
+import random
 import shutil
 import subprocess
 import urllib.parse
@@ -18,12 +20,13 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from .env import VENV_PY
+from .env import CACHE, VENV_PY
 from .tools import Target
 
 PYPEERS = Path(__file__).resolve().parent.parent / "pypeers"
 GLOB = "ABC*.zip"
 GLOB_PREFIX = "glob/"
+ZSTD_PREFIX = "ds/"
 
 
 @dataclass
@@ -34,10 +37,15 @@ class Sizes:
     glob_keys: int  # keys under the glob prefix
     glob_match: int  # of which match ABC*.zip
     runs: int
+    list_keys: int = 1_000_000  # keys of the big synthetic listing bucket (list-N on shoal-benchserver)
+    list_keys_small: int = 100_000  # the size-limited variant, for slow listers (gcloud)
+    zstd_objects: int = 500  # the zstd dataset: objects ...
+    zstd_bytes: int = 1 << 30  # ... and their total size decompressed
 
 
 FULL = Sizes(big=1 << 30, small_n=5000, small_size=16 << 10, glob_keys=10_000, glob_match=150, runs=3)
-SMOKE = Sizes(big=8 << 20, small_n=50, small_size=16 << 10, glob_keys=1000, glob_match=15, runs=1)
+SMOKE = Sizes(big=8 << 20, small_n=50, small_size=16 << 10, glob_keys=1000, glob_match=15, runs=1,
+              list_keys=5000, list_keys_small=2000, zstd_objects=10, zstd_bytes=4 << 20)
 
 
 def sha256_file(p: Path) -> str:
@@ -83,6 +91,7 @@ class Workload:
         self.gcs_data = work / "gcs-data"
         self.big = self.src / "big.bin"
         self.small = self.src / "small"
+        self.zds = self.src / "ds"  # the zstd dataset's files
 
     def make(self) -> None:
         s = self.sizes
@@ -121,17 +130,36 @@ class Workload:
             h.update(chunk)
         p.wait()
         self.pattern_sha = h.hexdigest()
+        # The zstd dataset: cached on disk, copied to tmpfs for the local limit.
+        cached, self.zstd = zstd_dataset(s.zstd_objects, s.zstd_bytes, self.benchserver)
+        shutil.copytree(cached, self.zds)
+        self.zstd_files = sorted(self.zds.iterdir())
+        # The listing buckets: how many keys have bytes above 0x7F.
+        stats = {n: self.list_key_stats(n) for n in {s.list_keys, s.list_keys_small}}
+        self.list_nonascii = {n: st[1] for n, st in stats.items()}
+        self.list_hot = stats[s.list_keys][2:]  # (folder holding the most keys, its share, folders)
 
     def crc32c(self, p: Path) -> str:
         return subprocess.run([str(self.benchserver), "crc32c", str(p)], capture_output=True, text=True,
                               check=True).stdout.strip()
 
+    def list_key_stats(self, n: int) -> tuple[int, int, str, float, int]:
+        """Of shoal-benchserver's bucket list-N: (keys, keys with bytes above
+        0x7F, the folder holding the most keys, its share of them, folders)."""
+        out = subprocess.run([str(self.benchserver), "list-keys", str(n)], capture_output=True, check=True).stdout
+        lines = out.decode().splitlines()
+        folders = collections.Counter(k.rsplit("/", 1)[0] + "/" for k in lines)
+        top, top_n = folders.most_common(1)[0]
+        return len(lines), sum(1 for k in lines if not k.isascii()), top, top_n / len(lines), len(folders)
+
     def seed_s3(self, endpoint: str) -> None:
-        """MinIO: buckets, the big object and the small files (boto3, not a client under test)."""
+        """MinIO: buckets, the big object, the small files and the zstd
+        dataset (boto3, not a client under test)."""
         for b in ("bench", "benchup"):
             s3_helper(endpoint, b, "mb", "-")
         s3_helper(endpoint, "bench", "seed", "big/", str(self.big))
         s3_helper(endpoint, "bench", "seed", "small/", *sorted(str(p) for p in self.small.iterdir()))
+        s3_helper(endpoint, "bench", "seed", ZSTD_PREFIX, *(str(p) for p in self.zstd_files))
 
     def clean_dst(self) -> None:
         shutil.rmtree(self.dst, ignore_errors=True)
@@ -195,3 +223,75 @@ def s3_head_crc(t: Target, key: str) -> tuple[int, str]:
     with urllib.request.urlopen(req, timeout=30) as r:
         crc = base64.b64decode(r.headers["x-amz-checksum-crc32c"]).hex()
         return int(r.headers["content-length"]), crc
+
+
+# ---- the zstd dataset ------------------------------------------------------
+
+ZSTD_VERSION = 1  # bump when the generator changes: the cache key includes it
+
+
+def _log_lines(rng: random.Random) -> tuple[list[str], int]:
+    """Line tails (level, service, path, status, message) to draw from."""
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randrange(3, 10))) for _ in range(2000)]
+    lv = ("INFO", "INFO", "INFO", "DEBUG", "WARN", "ERROR")
+    st = ("200", "200", "200", "201", "204", "304", "404", "500")
+    ch, ri = rng.choice, rng.randrange
+    return [f" {ch(lv)} svc-{ch(words[:40])}[{ri(1000, 1100)}]: user={ri(100000)} path=/{ch(words)}/{ch(words)}/"
+            f"{ch(words)} status={ch(st)} ms={ri(1, 900)} msg=\"{ch(words)} {ch(words)} {ch(words)} {ch(words)}\"\n"
+            for _ in range(65536)], 0
+
+
+def _text(rng: random.Random, tails: list[str], nbytes: int, t: int) -> tuple[bytes, int]:
+    """`nbytes` of log-like lines (timestamp, random request id, a drawn tail),
+    ending in a newline: compressible about 3x by zstd -3, like real logs
+    with ids in them."""
+    out: list[str] = []
+    n = 0
+    while n < nbytes:
+        rb = rng.randbytes(11 * 4096)
+        for i in range(0, len(rb), 11):
+            t += rb[i] % 40 + 1
+            s = (f"2024-06-01T{t // 3600000 % 24:02}:{t // 60000 % 60:02}:{t // 1000 % 60:02}.{t % 1000:03}Z "
+                 f"req={rb[i + 1:i + 9].hex()}{tails[rb[i + 9] << 8 | rb[i + 10]]}")
+            out.append(s)
+            n += len(s)
+            if n >= nbytes:
+                break
+    return "".join(out).encode()[: nbytes - 1] + b"\n", t
+
+
+def zstd_dataset(n_objects: int, total: int, benchserver: Path) -> tuple[Path, dict]:
+    """The zstd dataset (made once, cached in $SHOAL_CACHE/bench-data): a
+    folder of `part-NNNNN.zst` files (zstd -3, one frame each) and what the
+    concatenated decompressed stream must be, as `shoal-benchserver crc32c -`
+    reports it (CRC32C and byte count) plus its sha256."""
+    root = CACHE / "bench-data" / f"zstd-v{ZSTD_VERSION}-{n_objects}x{total}"
+    manifest = root / "manifest.json"
+    if manifest.exists():
+        return root / "ds", json.loads(manifest.read_text())
+    if not shutil.which("zstd"):
+        raise RuntimeError("the zstd CLI is not installed (apt-get install zstd)")
+    tmp = root.with_name(root.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "ds").mkdir(parents=True)
+    rng = random.Random(20240601)
+    tails, t = _log_lines(rng)
+    sink = subprocess.Popen([str(benchserver), "crc32c", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    sha = hashlib.sha256()
+    compressed = 0
+    for i in range(n_objects):
+        size = total // n_objects + (1 if i < total % n_objects else 0)
+        raw, t = _text(rng, tails, size, t)
+        sink.stdin.write(raw)
+        sha.update(raw)
+        z = subprocess.run(["zstd", "-3", "-q", "-c"], input=raw, capture_output=True, check=True).stdout
+        (tmp / "ds" / f"part-{i:05d}.zst").write_bytes(z)
+        compressed += len(z)
+    sink.stdin.close()
+    crc, nbytes = sink.stdout.read().decode().split()
+    sink.wait()
+    m = {"objects": n_objects, "bytes": int(nbytes), "crc32c": crc, "sha256": sha.hexdigest(), "compressed": compressed}
+    (tmp / "manifest.json").write_text(json.dumps(m, indent=1))
+    shutil.rmtree(root, ignore_errors=True)
+    tmp.rename(root)
+    return root / "ds", m

@@ -2,6 +2,9 @@
 
 usage: boto3_classic.py OP s3 ENDPOINT BUCKET ARGS...
   download KEY DEST | upload KEY SRC | download_tree PREFIX DEST | upload_tree PREFIX SRC | ls_glob PREFIX GLOB
+  ls_all                 every key (the list_objects_v2 paginator), one per line
+  cat_zstd PREFIX        every object below PREFIX in key order, one get_object at a time,
+                         decompressed with the zstandard package, to stdout
 Many files go through one s3transfer TransferManager (its default 10 threads).
 """
 import fnmatch
@@ -44,6 +47,21 @@ def main() -> None:
             for o in p.get("Contents", []):
                 if fnmatch.fnmatchcase(o["Key"][len(prefix):], glob) and "/" not in o["Key"][len(prefix):]:
                     print(o["Key"])
+    elif op == "ls_all":
+        out = sys.stdout
+        for p in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+            out.write("".join(o["Key"] + "\n" for o in p.get("Contents", [])))
+    elif op == "cat_zstd":
+        import zstandard
+
+        (prefix,) = rest
+        keys = [o["Key"] for p in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+                for o in p.get("Contents", [])]
+        out = sys.stdout.buffer
+        for k in keys:
+            d = zstandard.ZstdDecompressor().decompressobj()
+            for chunk in s3.get_object(Bucket=bucket, Key=k)["Body"].iter_chunks(1 << 20):
+                out.write(d.decompress(chunk))
     else:
         sys.exit(f"unknown op {op}")
 

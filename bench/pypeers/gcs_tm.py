@@ -7,6 +7,7 @@ usage: gcs_tm.py OP gcs ENDPOINT BUCKET ARGS... --workers-type threads|processes
   download_tree PREFIX DEST  download_many_to_path
   upload_tree PREFIX SRC     upload_many_from_filenames
   ls_glob PREFIX GLOB        list_blobs(match_glob=...), names to stdout
+  ls_all                     list_blobs() (its defaults: full resources), names to stdout
 Defaults are the library's own (max_workers=8).
 """
 import os
@@ -51,6 +52,10 @@ def main() -> None:
         prefix, glob = rest
         for b in client.list_blobs(bucket_name, prefix=prefix, match_glob=prefix + glob, fields="items(name),nextPageToken"):
             print(b.name)
+    elif op == "ls_all":
+        out = sys.stdout
+        for page in client.list_blobs(bucket_name).pages:
+            out.write("".join(b.name + "\n" for b in page))
     else:
         sys.exit(f"unknown op {op}")
 

@@ -3,6 +3,9 @@
 usage: obstore_peer.py OP s3 ENDPOINT BUCKET ARGS...
   download KEY DEST   obs.get, streamed to the file
   upload KEY SRC      obs.put from the file (its own multipart, default concurrency)
+  ls_all              every key (obs.list), one per line
+  cat_zstd PREFIX     every object below PREFIX in key order, one obs.get at a time,
+                      decompressed with the zstandard package, to stdout
 """
 import os
 import sys
@@ -26,6 +29,20 @@ def main() -> None:
         key, src = rest
         with open(src, "rb") as f:
             obs.put(store, key, f)
+    elif op == "ls_all":
+        out = sys.stdout
+        for batch in obs.list(store, chunk_size=1000):
+            out.write("".join(m["path"] + "\n" for m in batch))
+    elif op == "cat_zstd":
+        import zstandard
+
+        (prefix,) = rest
+        keys = sorted(m["path"] for batch in obs.list(store, prefix=prefix) for m in batch)
+        out = sys.stdout.buffer
+        for k in keys:
+            d = zstandard.ZstdDecompressor().decompressobj()
+            for chunk in obs.get(store, k).stream(min_chunk_size=1 << 20):
+                out.write(d.decompress(bytes(chunk)))
     else:
         sys.exit(f"unknown op {op}")
 
