@@ -11,7 +11,7 @@ Writes REPORT.md and one PNG per scenario to --out (default bench/results;
 raw runs as JSON to bench/results/raw/. Needs Python 3.11 (stdlib only here;
 matplotlib and the Python peers live in a venv it makes in
 $SHOAL_CACHE/bench-venv), Go and Rust toolchains. Servers run on their own
-ports (base SHOAL_BENCH_PORT_BASE, default 35400) and stop at the end.
+ports (base SHOAL_BENCH_PORT_BASE, default 31400, below the kernel's range for outgoing ports) and stop at the end.
 """
 from __future__ import annotations
 

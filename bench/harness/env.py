@@ -63,4 +63,4 @@ class Ports:
 
 
 def ports() -> Ports:
-    return Ports(int(os.environ.get("SHOAL_BENCH_PORT_BASE", "35400")))
+    return Ports(int(os.environ.get("SHOAL_BENCH_PORT_BASE", "31400")))
