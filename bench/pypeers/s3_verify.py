@@ -39,9 +39,14 @@ def main() -> None:
         ks = keys(key)
         with ThreadPoolExecutor(16) as ex:
             ds = list(ex.map(digest, ks))
+        rels = [k[len(key):] for k in ks]
+        # As workload.tree_digest: a single wrapping folder (`cp -r dir/ URL`
+        # puts `dir/` under URL, the way gcloud storage does) is looked through.
+        if len({r.split("/", 1)[0] for r in rels}) == 1 and all("/" in r for r in rels):
+            rels = [r.split("/", 1)[1] for r in rels]
         tree = hashlib.sha256()
-        for k, (_, h) in zip(ks, ds):
-            tree.update(f"{k[len(key):]}\0{h}\n".encode())
+        for r, (_, h) in sorted(zip(rels, ds)):
+            tree.update(f"{r}\0{h}\n".encode())
         print(json.dumps({"count": len(ks), "digest": tree.hexdigest(), "bytes": sum(n for n, _ in ds)}))
     elif what == "delete":
         ks = keys(key) if key.endswith("/") else [key]
