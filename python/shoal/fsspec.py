@@ -206,6 +206,15 @@ class ShoalFileSystem(AsyncFileSystem):
     async def _get_file(self, rpath: str, lpath: str, callback: Any = None, **kwargs: Any) -> None:
         if os.path.isdir(lpath):
             return
+        # fsspec's recursive `get` makes local paths by joining the remote
+        # names under the target folder as strings, so a key with a `..`
+        # segment would land outside it. Such keys are refused here, where
+        # every download passes (shoal's rule for keys as paths: docs/keys.md).
+        if ".." in self._strip_protocol(rpath).split("/"):
+            url = self._url(rpath)
+            raise _shoal_errors().InvalidInputError(
+                f"download {url}: not copied: the key has a '..' segment, which could write outside {os.path.dirname(os.fspath(lpath)) or '.'} (see docs/keys.md)"
+            )
         await _shoal.download_async(self.session, self._url(rpath), os.fspath(lpath), None, None, None)
 
     async def _cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:

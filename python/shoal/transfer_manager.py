@@ -68,6 +68,12 @@ def _finish(results: list[Any], raise_exception: bool) -> list[Any]:
     return out
 
 
+def _shoal_errors() -> Any:
+    from . import errors
+
+    return errors
+
+
 def _exists(s: _shoal.Session, url: str) -> bool:
     try:
         _shoal.stat(s, url)
@@ -177,24 +183,41 @@ def download_many_to_path(
     **options: Any,
 ) -> list[BaseException | None]:
     """Downloads ``blob_name_prefix + name`` from ``bucket`` to
-    ``destination_directory/name`` for every name, concurrently."""
+    ``destination_directory/name`` for every name, concurrently.
+
+    A name becomes a path by shoal's one rule (docs/keys.md), never by
+    ``os.path.join``: a name that would land outside the folder (``..`` or
+    ``.`` segments, an absolute name, ``\\``, control characters, empty
+    segments) or that is a folder marker (``dir/``) is not downloaded; its
+    result is the ``InvalidInputError`` / ``UnsupportedError`` that says why.
+    """
     base = _bucket_url(bucket)
-    pairs = [(base + blob_name_prefix + n, os.path.join(destination_directory, n)) for n in blob_names]
+    folder = os.fspath(destination_directory) or "."
+    results: list[Any] = [None] * len(blob_names)
+    todo: list[int] = []
+    pairs: list[tuple[str, str]] = []
+    for i, n in enumerate(blob_names):
+        url = base + blob_name_prefix + n
+        try:
+            pairs.append((url, _shoal.destination(folder, n, url)))
+            todo.append(i)
+        except _shoal_errors().ShoalError as e:
+            results[i] = e
     if not create_directories:
-        missing = [
-            i for i, (_, f) in enumerate(pairs) if not os.path.isdir(os.path.dirname(f) or ".")
-        ]
+        missing = [f for _, f in pairs if not os.path.isdir(os.path.dirname(f) or ".")]
         if missing:
-            f = pairs[missing[0]][1]
+            f = missing[0]
             raise FileNotFoundError(f"download {f}: folder {os.path.dirname(f)} does not exist (create_directories=False)")
-    return download_many(
+    done = download_many(
         pairs,
-        raise_exception=raise_exception,
         max_workers=max_workers,
         skip_if_exists=skip_if_exists,
         session=session,
         **options,
     )
+    for i, r in zip(todo, done):
+        results[i] = r
+    return _finish(results, raise_exception)
 
 
 def download_chunks_concurrently(

@@ -96,3 +96,18 @@ def test_pyarrow_dataset_over_a_prefix(bucket):
     pafs = PyFileSystem(FSSpecHandler(fs))
     table = ds.dataset(fs._strip_protocol(f"{root}/ds"), filesystem=pafs, format="parquet").to_table()
     assert sorted(table.column("i").to_pylist()) == sorted([0] * 10 + [1] * 10 + [2] * 10)
+
+
+def test_recursive_get_refuses_keys_that_climb_out(gs_bucket, tmp_path):
+    # fake-gcs-server stores `..` segments, like real GCS.
+    shoal.put(f"{gs_bucket}/t/ok", b"ok")
+    shoal.put(f"{gs_bucket}/t/a/../../escaped", b"evil")
+    fs = fsspec.filesystem("shoal")
+    out = tmp_path / "jail" / "out"
+    out.mkdir(parents=True)
+    # fsspec >= 2026.9 refuses such a path itself; older versions reach
+    # shoal's own check in _get_file. Either way a ValueError, nothing written.
+    with pytest.raises(ValueError, match=r"outside the destination|'\.\.' segment"):
+        fs.get(f"{path_of(gs_bucket)}/t/", str(out) + "/", recursive=True)
+    written = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert all(out in p.parents for p in written), written

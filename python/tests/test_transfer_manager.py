@@ -70,3 +70,28 @@ def test_upload_many_pairs_and_download_many_pairs(bucket, tmp_path):
 def test_bucket_must_be_a_url():
     with pytest.raises(ValueError, match="expected a URL"):
         transfer_manager.download_many_to_path("just-a-name", ["k"])
+
+
+def test_download_many_to_path_never_writes_outside_the_folder(gs_bucket, tmp_path):
+    # fake-gcs-server stores any name, like real GCS (MinIO refuses dot segments).
+    evil = ["../escaped", "a/../../escaped2", "/abs", "back\\slash", "ctl\x01x", "./dot", "dir/"]
+    for n in evil + ["ok", "sub/ok2"]:
+        shoal.put(f"{gs_bucket}/t/{n}", b"payload")
+    jail = tmp_path / "jail"
+    out = jail / "out"
+    results = transfer_manager.download_many_to_path(
+        gs_bucket, evil + ["ok", "sub/ok2"], destination_directory=str(out), blob_name_prefix="t/"
+    )
+    for n, r in zip(evil, results):
+        assert isinstance(r, shoal.errors.ShoalError), (n, r)
+        assert "not copied" in str(r), str(r)
+    assert isinstance(results[0], ValueError)  # InvalidInputError is a ValueError
+    assert results[-2:] == [None, None]
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()) == [
+        "jail/out/ok",
+        "jail/out/sub/ok2",
+    ]
+    with pytest.raises(shoal.errors.InvalidInputError):
+        transfer_manager.download_many_to_path(
+            gs_bucket, ["../escaped"], destination_directory=str(out), blob_name_prefix="t/", raise_exception=True
+        )

@@ -224,6 +224,63 @@ fn no_gcs_credentials() {
 }
 
 #[test]
+fn rejected_gcs_refresh_token_is_named_and_never_printed() {
+    let Some(ep) = shoal_testkit_server("SHOAL_TEST_GCS") else {
+        return;
+    };
+    // A token endpoint that answers as Google's does for a revoked or
+    // expired refresh token (the authorized-user credential of ADC).
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let token_uri = format!("http://{}/token", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for mut sock in listener.incoming().flatten() {
+            let mut buf = [0u8; 8192];
+            let _ = sock.read(&mut buf);
+            let body = r#"{"error":"invalid_grant","error_description":"Token has been expired or revoked."}"#;
+            let _ = write!(
+                sock,
+                "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let adc = dir.path().join("adc.json");
+    let refresh = "1//RefreshTokenDoNotPrint";
+    std::fs::write(
+        &adc,
+        format!(
+            r#"{{"type":"authorized_user","client_id":"c","client_secret":"s3cr3tDoNotPrint","refresh_token":"{refresh}","token_uri":"{token_uri}"}}"#
+        ),
+    )
+    .unwrap();
+    let mut c = shoal();
+    c.env("GOOGLE_APPLICATION_CREDENTIALS", &adc).args([
+        "-vvv",
+        "--attempts",
+        "1",
+        "--gcs-endpoint-url",
+        &ep,
+        "ls",
+        "gs://bucket/",
+    ]);
+    let r = run(c);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let last = r.stderr.lines().last().unwrap_or_default();
+    assert!(last.starts_with("shoal: list gs://bucket/"), "{last}");
+    assert!(
+        last.contains("access token") && last.contains("invalid_grant"),
+        "names the refusal: {last}"
+    );
+    for secret in [refresh, "s3cr3tDoNotPrint"] {
+        assert!(
+            !r.stderr.contains(secret) && !r.stdout.contains(secret),
+            "{secret} leaked"
+        );
+    }
+}
+
+#[test]
 fn wrong_s3_credentials_are_named_and_never_printed() {
     let Some(ep) = shoal_testkit_server("SHOAL_TEST_S3") else {
         return;
@@ -751,6 +808,12 @@ fn table() -> Vec<Case> {
             &["SignatureDoesNotMatch"],
         ))
         .env("AWS_SECRET_ACCESS_KEY", "wrong-secret"),
+        s3_env(case(
+            "s3 permission denied (anonymous request to a private bucket)",
+            &["--no-sign-request", "ls", "s3://some-private-bucket/"],
+            1,
+            &["403", "AccessDenied"],
+        )),
         s3_env(case(
             "expired s3 session token",
             &["ls", "s3://some-bucket/"],

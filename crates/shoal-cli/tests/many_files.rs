@@ -252,6 +252,84 @@ fn traversal_keys_never_land_outside_the_destination() {
 }
 
 #[test]
+fn traversal_keys_are_refused_by_sync_glob_copies_and_run_files() {
+    let Some(bucket) = make_bucket(gcs, "gs") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("f");
+    std::fs::write(&f, b"payload").unwrap();
+    // `v/x/..` and `v/ctl\u{1}` have unsafe base names: what `run` and a
+    // single `cp` into a folder name the local file after.
+    let evil = ["v/../escaped", "v/a/../../escaped2", "v/x/..", "v/ctl\u{1}"];
+    for key in evil.iter().chain(["v/ok"].iter()) {
+        let r = run(with_args(
+            gcs().unwrap(),
+            &["cp", f.to_str().unwrap(), &format!("gs://{bucket}/{key}")],
+        ));
+        assert_eq!(r.code, 0, "{key}: {}", r.stderr);
+    }
+    let jail = dir.path().join("jail");
+    let outs = ["sync", "glob", "run"].map(|n| jail.join(n).join("out"));
+    for o in &outs {
+        std::fs::create_dir_all(o).unwrap();
+    }
+    let sync = run(with_args(
+        gcs().unwrap(),
+        &[
+            "sync",
+            &format!("gs://{bucket}/v"),
+            outs[0].to_str().unwrap(),
+        ],
+    ));
+    let glob = run(with_args(
+        gcs().unwrap(),
+        &[
+            "cp",
+            &format!("gs://{bucket}/v/**"),
+            outs[1].to_str().unwrap(),
+        ],
+    ));
+    for (what, r) in [("sync", &sync), ("glob cp", &glob)] {
+        assert_eq!(
+            r.code, 1,
+            "{what}: refused keys fail the batch: {}",
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains(&format!("gs://{bucket}/v/../escaped")),
+            "{what}: the refused key is named: {}",
+            r.stderr
+        );
+    }
+    assert_eq!(files_in(&outs[0]), ["ok"], "{}", sync.stderr);
+    assert_eq!(files_in(&outs[1]), ["ok"], "{}", glob.stderr);
+
+    // A run file: a line whose source name is no safe file name refuses
+    // the whole plan (nothing runs), like any other malformed line.
+    for key in ["v/x/..", "v/ctl\u{1}"] {
+        let plan = dir.path().join("plan");
+        std::fs::write(
+            &plan,
+            format!(
+                "cp gs://{bucket}/v/ok {out}/\ncp 'gs://{bucket}/{key}' {out}/\n",
+                out = outs[2].display()
+            ),
+        )
+        .unwrap();
+        let r = run(with_args(gcs().unwrap(), &["run", plan.to_str().unwrap()]));
+        r.assert_one_line_error(2, &[":2:", "not copied"]);
+        assert!(files_in(&outs[2]).is_empty(), "{key:?}: nothing ran");
+    }
+    // Nothing anywhere but the one safe file in each folder.
+    for (name, o) in ["sync", "glob", "run"].iter().zip(&outs) {
+        assert_eq!(files_in(&jail.join(name)), ["out"], "{name}");
+        let _ = o;
+    }
+    assert_eq!(files_in(dir.path()), ["f", "jail", "plan"]);
+}
+
+#[test]
 fn one_failing_file_does_not_stop_the_batch() {
     let Some(bucket) = make_bucket(gcs, "gs") else {
         return;

@@ -115,8 +115,21 @@ impl Auth {
 
 fn token_error(op: Op, url: &str, e: &CredentialsError, ever_ok: bool) -> Error {
     // The library's own message can be long (it explains ADC); keep one
-    // line of it. It never contains the token.
-    let said = shoal_core::error::one_line(&e.to_string(), 160);
+    // line of it. What the token endpoint answered (`invalid_grant: Token
+    // has been expired or revoked`) is further down the source chain: that
+    // is the part a user can act on. Neither holds the token or the
+    // refresh token (the request body is never part of an error).
+    let mut all = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let m = s.to_string();
+        if !all.contains(&m) {
+            all.push_str(": ");
+            all.push_str(&m);
+        }
+        source = s.source();
+    }
+    let said = shoal_core::error::one_line(&all, 400);
     if !ever_ok && adc_file().is_none() {
         // The library's text here is about its retry state, not the cause;
         // keep it for debugging only.

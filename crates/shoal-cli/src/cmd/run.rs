@@ -4,13 +4,15 @@
 //! lines and `#` comments ignored). All lines run concurrently through the
 //! batch engine, so a file of 100,000 small copies keeps `--workers`
 //! requests in flight. A malformed line is reported with its number and
-//! nothing runs, so a typo cannot half-apply a plan.
+//! nothing runs, so a typo cannot half-apply a plan; so is a copy into a
+//! local folder whose source name is no safe file name (docs/keys.md).
 
 use std::io::Read;
 
 use futures::StreamExt;
 use shoal_core::Location;
 use shoal_transfer::batch::Action;
+use shoal_transfer::tree::destination;
 
 use crate::args::RunArgs;
 use crate::config::Context;
@@ -46,12 +48,11 @@ pub(crate) async fn run(ctx: &Context, a: RunArgs) -> CmdResult {
                 if dst.is_prefix_like()
                     || (dst.is_local() && std::path::Path::new(&dst.key).is_dir())
                 {
-                    let sep = if dst.key.is_empty() || dst.key.ends_with('/') {
-                        ""
-                    } else {
-                        "/"
-                    };
-                    dst.key = format!("{}{sep}{}", dst.key, src.basename());
+                    // The source's name joins the folder by the one key →
+                    // path rule, so `cp gs://b/x/.. out/` cannot land (or
+                    // leave a temporary file) outside `out/`.
+                    dst = destination(&dst, src.basename(), &src.to_string())
+                        .map_err(|e| bad(&e.to_string()))?;
                 }
                 actions.push(Action::Copy {
                     src,
