@@ -143,14 +143,16 @@ async def cat_async(url: str, start: int | None = None, end: int | None = None, 
     return await _shoal.cat_async(resolve(session, options), url, start, end)
 
 
-def put(url: str, data: bytes, *, content_type: str | None = None, session: _shoal.Session | None = None, **options: Any) -> int:
-    """Writes ``data`` as the object; returns its size."""
-    return _shoal.put(resolve(session, options), url, data, content_type)
+def put(url: str, data: bytes, *, content_type: str | None = None, content_encoding: str | None = None, session: _shoal.Session | None = None, **options: Any) -> int:
+    """Writes ``data`` as the object; returns its size. ``content_encoding``
+    is stored as the object's ``Content-Encoding`` (``"gzip"``: ``data`` is
+    gzip, and :func:`read` yields it decoded)."""
+    return _shoal.put(resolve(session, options), url, data, content_type, False, content_encoding)
 
 
-async def put_async(url: str, data: bytes, *, content_type: str | None = None, session: _shoal.Session | None = None, **options: Any) -> int:
+async def put_async(url: str, data: bytes, *, content_type: str | None = None, content_encoding: str | None = None, session: _shoal.Session | None = None, **options: Any) -> int:
     """:func:`put` for asyncio."""
-    return await _shoal.put_async(resolve(session, options), url, data, content_type)
+    return await _shoal.put_async(resolve(session, options), url, data, content_type, False, content_encoding)
 
 
 def _raise_first(results: Sequence[Any]) -> None:
@@ -231,22 +233,60 @@ async def upload_async(filename: str | os.PathLike, url: str, *, max_workers: in
     return await _shoal.upload_async(resolve(session, options), os.fspath(filename), url, max_workers, chunk_size)
 
 
-def read(urls: str | Iterable[str], *, lines: bool = False, session: _shoal.Session | None = None, **options: Any) -> Iterator[bytes]:
-    """Streams the bytes of every object the URLs and globs name, in order
-    (globs in key order), with objects fetched ahead in parallel and each
-    one's CRC32C checked. With ``lines=True``, yields lines (without their
-    ``\\n``); an object's last line ends with the object.
+def _stream(urls, lines, decompress, unordered, read_ahead, session, options) -> _shoal.ReadStream:
+    return _shoal.read(resolve(session, options), _urls(urls), lines, decompress, not unordered, read_ahead)
 
-    Objects are yielded as stored: decompression (gzip, zstd) is not done
-    yet.
+
+def read(
+    urls: str | os.PathLike | Iterable[str],
+    *,
+    lines: bool = False,
+    decompress: bool | None = None,
+    unordered: bool = False,
+    read_ahead: int | None = None,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> Iterator[bytes]:
+    """Streams the content of every object the URLs and globs name (globs
+    in key order; local paths are files), through the engine ``shoal cat``
+    uses: objects fetched ahead on many connections within ``read_ahead``
+    bytes (default 256 MiB), big objects as parallel ranges, each object's
+    CRC32C checked. Memory stays within that budget however much is read.
+
+    Decompression is ``shoal cat``'s: objects stored with
+    ``Content-Encoding: gzip`` are always decoded (that is their content);
+    ``decompress=True`` also decodes zstd and gzip recognised by their magic
+    bytes, else by a ``.zst``/``.zstd``/``.gz``/``.gzip`` extension
+    (``cat -d``); ``decompress=False`` yields the bytes as stored
+    (``cat --no-decompress``).
+
+    With ``lines=True``, yields lines (without their ``\\n``); an object's
+    last line ends with the object. ``unordered=True`` yields each object
+    whole as soon as it is ready instead of in listing order.
+
+    The first failure (a missing object, a glob matching nothing, a
+    checksum mismatch, a corrupt compressed object, named with its URL and
+    offset) is raised as a :class:`shoal.ShoalError` and ends the stream;
+    bytes before it have already been yielded.
     """
-    stream = _shoal.read(resolve(session, options), _urls(urls), lines)
+    stream = _stream(urls, lines, decompress, unordered, read_ahead, session, options)
     if not lines:
         return iter(stream)
     return _lines(stream)
 
 
+def _split(carry: bytes, chunk: bytes) -> tuple[list[bytes], bytes]:
+    """The whole lines of ``carry + chunk``, and what is left after them."""
+    parts = chunk.split(b"\n")
+    if len(parts) == 1:
+        return [], carry + chunk
+    parts[0] = carry + parts[0]
+    rest = parts.pop()
+    return parts, rest
+
+
 def _lines(stream: Iterable[bytes]) -> Iterator[bytes]:
+    """Lines from a stream whose empty items mark the end of each object."""
     carry = b""
     for chunk in stream:
         if not chunk:  # end of an object
@@ -254,20 +294,25 @@ def _lines(stream: Iterable[bytes]) -> Iterator[bytes]:
                 yield carry
             carry = b""
             continue
-        parts = chunk.split(b"\n")
-        if len(parts) == 1:
-            carry += chunk
-            continue
-        parts[0] = carry + parts[0]
-        carry = parts.pop()
+        parts, carry = _split(carry, chunk)
         yield from parts
     if carry:
         yield carry
 
 
-async def read_async(urls: str | Iterable[str], *, lines: bool = False, session: _shoal.Session | None = None, **options: Any) -> AsyncIterator[bytes]:
-    """:func:`read` for asyncio: an async iterator."""
-    stream = _shoal.read(resolve(session, options), _urls(urls), lines)
+async def read_async(
+    urls: str | os.PathLike | Iterable[str],
+    *,
+    lines: bool = False,
+    decompress: bool | None = None,
+    unordered: bool = False,
+    read_ahead: int | None = None,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> AsyncIterator[bytes]:
+    """:func:`read` for asyncio: an async iterator (waiting never blocks
+    the event loop)."""
+    stream = _stream(urls, lines, decompress, unordered, read_ahead, session, options)
     carry = b""
     async for chunk in stream:
         if not lines:
@@ -278,9 +323,7 @@ async def read_async(urls: str | Iterable[str], *, lines: bool = False, session:
                 yield carry
             carry = b""
             continue
-        parts = chunk.split(b"\n")
-        parts[0] = carry + parts[0]
-        carry = parts.pop()
+        parts, carry = _split(carry, chunk)
         for p in parts:
             yield p
     if carry:

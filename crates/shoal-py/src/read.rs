@@ -1,56 +1,77 @@
-//! Reading objects as a stream of bytes, in order, over URLs and globs.
+//! `shoal.read`: the (decoded) bytes of many objects as one Python
+//! iterator, through the engine `shoal cat` uses.
 //!
-//! A task on the runtime expands each URL (globs in key order), fetches up
-//! to [`PREFETCH`] objects ahead (small objects whole, big ones as one
-//! resuming stream each, so memory stays bounded), checks each object's
-//! CRC32C, and hands chunks of about [`CHUNK`] bytes to a bounded channel.
-//! Python pulls from the channel with the GIL released.
+//! The work is [`shoal_transfer::read::Reader`]'s: objects requested ahead
+//! on `workers` connections within a `read_ahead` byte budget, big objects
+//! as parallel ranges, decoding on blocking threads, CRC32C checked per
+//! object, in listing order unless `ordered` is off. Decompression follows
+//! `cat`: `Content-Encoding: gzip` always (the object's content is the
+//! decoded bytes), zstd/gzip by magic bytes then extension when asked
+//! (`cat -d`), nothing at all when told not to (`cat --no-decompress`).
 //!
-//! Decompression (gzip, zstd by name or `Content-Encoding`) is not done
-//! here yet; see python/shoal/_read.py.
+//! This module adds only the hand-over to Python. A task on the runtime
+//! drains the reader object by object and sends batches of its chunks
+//! through a small bounded channel; Python pulls a batch with the GIL
+//! released (Ctrl-C checked, see [`crate::runtime`]) and gets it as one
+//! `bytes`. Why this shape:
+//!
+//! - A task, not the reader driven from `__next__`: the channel's `recv`
+//!   can be cancelled (Ctrl-C, an asyncio timeout) without losing
+//!   anything, which the unordered reader's `next_object` cannot promise.
+//! - Batches: chunks straight from a socket can be a few KiB, and a GIL
+//!   round trip per chunk would cost more than the copy. What is already
+//!   there (up to [`BATCH`]) is joined; nothing waits to fill a batch.
+//! - Chunks keep their budget permits until Python has copied them, so
+//!   memory stays within `read_ahead` plus [`CHANNEL`] batches, however big
+//!   the dataset.
+//!
+//! Like a Python file, the first error (a missing object, a CRC32C
+//! mismatch, a corrupt frame naming the object and compressed offset)
+//! is raised and ends the iteration; `cat` reports it and goes on instead.
+//! Lines are cut in Python (python/shoal/_api.py) from the object
+//! boundaries marked here.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use bytes::{Bytes, BytesMut};
-use futures::StreamExt;
+use futures::stream::BoxStream;
+use futures::{FutureExt, StreamExt};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use shoal_config::Stores;
-use shoal_core::resume::resuming_stream;
-use shoal_core::retry::RetryPolicy;
-use shoal_core::{BoxByteStream, ByteRange, Error, ErrorKind, Location, ObjectMeta, Op, Projection};
+use shoal_core::{Error, ErrorKind, Location, Op, Projection, Result};
 use shoal_list::ListOptions;
+use shoal_transfer::decode::Decompress;
+use shoal_transfer::read::{Chunk, DEFAULT_READ_AHEAD, ReadOptions, Reader, Source};
 use tokio::sync::{Mutex, mpsc};
 
-use crate::errors::to_py;
+use crate::errors::{IntoPyResult, to_py};
 use crate::runtime::{awaitable, block_on};
 use crate::session::Session;
 
-/// Objects fetched ahead of the one being read: enough to hide a request's
-/// latency behind the reading of small objects.
-const PREFETCH: usize = 8;
-/// Objects up to this size are fetched whole (at most PREFETCH of them are
-/// held); bigger ones are streamed.
-const WHOLE: u64 = 8 << 20;
-/// Bytes per item handed to Python: few enough items that the per-item
-/// cost (a GIL round trip) does not matter, small enough to keep memory low.
-const CHUNK: usize = 1 << 20;
-/// Items buffered between the task and Python.
-const CHANNEL: usize = 8;
+/// Most bytes joined into one `bytes` for Python: big enough that the
+/// per-item cost (a GIL round trip, a Python object) vanishes, small
+/// enough that the copy never shows (the decoder's blocks are this size).
+const BATCH: usize = shoal_transfer::read::BLOCK;
+/// Batches waiting for Python: enough to keep the task one step ahead;
+/// the read-ahead itself happens in the reader, within its budget.
+const CHANNEL: usize = 4;
 
 enum Item {
-    Bytes(Bytes),
+    /// Chunks of one object, in order, none empty.
+    Data(Vec<Chunk>),
     /// The end of one object.
     End,
 }
 
-type Rx = Arc<Mutex<mpsc::Receiver<shoal_core::Result<Item>>>>;
+type Rx = Arc<Mutex<mpsc::Receiver<Result<Item>>>>;
 
-/// An iterator (and async iterator) of `bytes` over objects, in order.
+/// An iterator (and async iterator) of `bytes` over objects.
 #[pyclass(module = "shoal._shoal")]
 pub(crate) struct ReadStream {
     rx: Rx,
     boundaries: bool,
+    closed: Arc<AtomicBool>,
     task: tokio::task::AbortHandle,
 }
 
@@ -60,17 +81,39 @@ impl Drop for ReadStream {
     }
 }
 
-async fn next_item(rx: Rx, boundaries: bool) -> PyResult<Option<Bytes>> {
+/// The next batch (empty: the end of an object, with `boundaries`).
+async fn next_item(
+    rx: Rx,
+    boundaries: bool,
+    closed: Arc<AtomicBool>,
+) -> PyResult<Option<Vec<Chunk>>> {
     let mut rx = rx.lock().await;
     loop {
+        if closed.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
         match rx.recv().await {
             None => return Ok(None),
             Some(Err(e)) => return Err(to_py(e)),
-            Some(Ok(Item::Bytes(b))) => return Ok(Some(b)),
-            Some(Ok(Item::End)) if boundaries => return Ok(Some(Bytes::new())),
+            Some(Ok(Item::Data(b))) => return Ok(Some(b)),
+            Some(Ok(Item::End)) if boundaries => return Ok(Some(Vec::new())),
             Some(Ok(Item::End)) => continue,
         }
     }
+}
+
+/// One `bytes` holding the batch; the chunks' budget is released after.
+fn to_bytes(py: Python<'_>, batch: Vec<Chunk>) -> PyResult<Py<PyBytes>> {
+    let len = batch.iter().map(|c| c.len()).sum();
+    let b = PyBytes::new_with(py, len, |buf| {
+        let mut at = 0;
+        for c in &batch {
+            buf[at..at + c.len()].copy_from_slice(&c[..]);
+            at += c.len();
+        }
+        Ok(())
+    })?;
+    Ok(b.unbind())
 }
 
 #[pymethods]
@@ -80,8 +123,11 @@ impl ReadStream {
     }
 
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyBytes>>> {
-        let item = block_on(py, next_item(self.rx.clone(), self.boundaries))?;
-        Ok(item.map(|b| PyBytes::new(py, &b).unbind()))
+        let next = next_item(self.rx.clone(), self.boundaries, self.closed.clone());
+        match block_on(py, next)? {
+            Some(batch) => to_bytes(py, batch).map(Some),
+            None => Ok(None),
+        }
     }
 
     fn __aiter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
@@ -89,154 +135,179 @@ impl ReadStream {
     }
 
     fn __anext__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let (rx, boundaries) = (self.rx.clone(), self.boundaries);
+        let next = next_item(self.rx.clone(), self.boundaries, self.closed.clone());
         awaitable(py, async move {
-            match next_item(rx, boundaries).await? {
-                Some(b) => Ok(Python::attach(|py| PyBytes::new(py, &b).unbind())),
+            match next.await? {
+                Some(batch) => Python::attach(|py| to_bytes(py, batch)),
                 None => Err(pyo3::exceptions::PyStopAsyncIteration::new_err(())),
             }
         })
     }
 
-    /// Stops fetching (also done when the stream is dropped).
+    /// Stops reading and lets go of what was read ahead (also done when
+    /// the stream is dropped); the iteration ends.
     fn close(&self) {
+        self.closed.store(true, Ordering::Relaxed);
         self.task.abort();
-    }
-}
-
-/// One object to hand over: fetched whole, or a stream still to read.
-enum Source {
-    Whole(Bytes),
-    Stream(BoxByteStream, ObjectMeta, String),
-}
-
-fn integrity(url: &str, want: u32, got: u32) -> Error {
-    Error::new(
-        ErrorKind::Integrity,
-        Op::Read,
-        url,
-        format!("CRC32C mismatch: store {want:08x}, received {got:08x}"),
-    )
-}
-
-async fn fetch(
-    stores: Arc<Stores>,
-    loc: Location,
-    meta: ObjectMeta,
-    policy: RetryPolicy,
-) -> shoal_core::Result<Source> {
-    let url = loc.with_key(meta.key.clone()).to_string();
-    let store = stores.store(&loc)?;
-    let mut body = resuming_stream(
-        store,
-        &loc.bucket,
-        &meta.key,
-        &url,
-        ByteRange::new(0, meta.size),
-        meta.version.clone(),
-        None,
-        policy,
-    );
-    if meta.size > WHOLE {
-        return Ok(Source::Stream(body, meta, url));
-    }
-    let mut buf = BytesMut::with_capacity(meta.size as usize);
-    while let Some(chunk) = body.next().await {
-        buf.extend_from_slice(&chunk?);
-    }
-    if let Some(want) = meta.crc32c {
-        let got = crc32c::crc32c(&buf);
-        if got != want {
-            return Err(integrity(&url, want, got));
+        if let Ok(mut rx) = self.rx.try_lock() {
+            rx.close();
+            while rx.try_recv().is_ok() {}
         }
     }
-    Ok(Source::Whole(buf.freeze()))
 }
 
-type Tx = mpsc::Sender<shoal_core::Result<Item>>;
-
-/// Sends everything `urls` names; false when Python stopped listening.
-async fn produce(stores: Arc<Stores>, urls: Vec<String>, policy: RetryPolicy, tx: &Tx) -> shoal_core::Result<bool> {
-    for url in urls {
-        let loc = Location::parse(&url)?;
+/// The objects `urls` name, in order, as the reader wants them: local
+/// files as they are, cloud URLs through `shoal_list::expand` (globs in key
+/// order). A glob matching nothing is an error in its place. URLs, globs
+/// and stores are checked now, so a bad one raises at the call.
+fn sources(stores: &Stores, urls: &[String]) -> Result<BoxStream<'static, Result<Source>>> {
+    let mut parts: Vec<BoxStream<'static, Result<Source>>> = Vec::new();
+    for u in urls {
+        let loc = Location::parse(u)?;
         if loc.is_local() {
-            return Err(Error::invalid(Op::Read, &url, "is a local path; read takes gs:// or s3:// URLs"));
+            let path = loc.key.clone();
+            parts.push(futures::stream::once(async move { Source::file(path) }).boxed());
+            continue;
         }
+        shoal_list::check(&loc)?;
         let store = stores.store(&loc)?;
         let opts = ListOptions {
             projection: Projection::Full,
             sorted: true,
             ..ListOptions::default()
         };
-        let metas: Vec<ObjectMeta> = shoal_list::expand(store, &loc, &opts)
-            .collect::<Vec<_>>()
-            .await
-            .into_iter()
-            .collect::<shoal_core::Result<_>>()?;
-        if metas.is_empty() {
-            return Err(shoal_list::no_match(Op::Read, &loc));
+        let glob = shoal_list::has_wildcard(&loc.key);
+        let l = loc.clone();
+        let objects = shoal_list::expand(store.clone(), &loc, &opts)
+            .map(move |m| {
+                m.map(|meta| Source::object(store.clone(), l.with_key(meta.key.clone()), meta))
+            })
+            .boxed();
+        if !glob {
+            parts.push(objects);
+            continue;
         }
-        let mut sources = futures::stream::iter(metas)
-            .map(|m| fetch(stores.clone(), loc.clone(), m, policy))
-            .buffered(PREFETCH);
-        while let Some(src) = sources.next().await {
-            match src? {
-                Source::Whole(b) => {
-                    if !b.is_empty() && tx.send(Ok(Item::Bytes(b))).await.is_err() {
-                        return Ok(false);
+        // Nothing matched: the error comes after the (empty) listing.
+        let empty = futures::stream::once(async move { Err(shoal_list::no_match(Op::Read, &loc)) });
+        parts.push(
+            objects
+                .into_future()
+                .map(move |(first, rest)| match first {
+                    Some(first) => futures::stream::once(async { first }).chain(rest).boxed(),
+                    None => empty.boxed(),
+                })
+                .flatten_stream()
+                .boxed(),
+        );
+    }
+    Ok(futures::stream::iter(parts).flatten().boxed())
+}
+
+/// Rewords the engine's hint for a damaged compressed object in this
+/// API's terms (the engine speaks the CLI's flags).
+fn for_python(e: Error) -> Error {
+    if e.kind() == ErrorKind::Integrity && e.message().contains("at compressed offset") {
+        return e.with_hint("the stored object is damaged; decompress=False reads it as stored");
+    }
+    e
+}
+
+/// Drains `reader` into `tx`: each object's chunks in batches, then an
+/// end marker; the first error last.
+async fn pump(mut reader: Reader, tx: mpsc::Sender<Result<Item>>) {
+    let fail = |e: Error| {
+        let tx = tx.clone();
+        async move {
+            let _ = tx.send(Err(for_python(e))).await;
+        }
+    };
+    while let Some(o) = reader.next_object().await {
+        let mut o = match o {
+            Ok(o) => o,
+            Err(e) => return fail(e).await,
+        };
+        while let Some(c) = o.next().await {
+            let c = match c {
+                Ok(c) => c,
+                Err(e) => return fail(e).await,
+            };
+            let mut n = c.len();
+            let mut batch = vec![c];
+            let mut failed = None;
+            // Join what is already there; never wait to fill a batch.
+            while n < BATCH {
+                match o.next().now_or_never() {
+                    Some(Some(Ok(c))) => {
+                        n += c.len();
+                        batch.push(c);
                     }
-                }
-                Source::Stream(mut body, meta, url) => {
-                    let mut crc = 0u32;
-                    let mut buf = BytesMut::with_capacity(CHUNK);
-                    while let Some(chunk) = body.next().await {
-                        let chunk = chunk?;
-                        crc = crc32c::crc32c_append(crc, &chunk);
-                        buf.extend_from_slice(&chunk);
-                        if buf.len() >= CHUNK
-                            && tx.send(Ok(Item::Bytes(buf.split().freeze()))).await.is_err()
-                        {
-                            return Ok(false);
-                        }
+                    Some(Some(Err(e))) => {
+                        failed = Some(e);
+                        break;
                     }
-                    if let Some(want) = meta.crc32c
-                        && want != crc
-                    {
-                        return Err(integrity(&url, want, crc));
-                    }
-                    if !buf.is_empty() && tx.send(Ok(Item::Bytes(buf.freeze()))).await.is_err() {
-                        return Ok(false);
-                    }
+                    Some(None) | None => break,
                 }
             }
-            if tx.send(Ok(Item::End)).await.is_err() {
-                return Ok(false);
+            batch.retain(|c| !c.is_empty());
+            if !batch.is_empty() && tx.send(Ok(Item::Data(batch))).await.is_err() {
+                return;
             }
+            if let Some(e) = failed {
+                return fail(e).await;
+            }
+        }
+        if tx.send(Ok(Item::End)).await.is_err() {
+            return;
         }
     }
-    Ok(true)
 }
 
 /// Streams the bytes of every object `urls` name (globs in key order),
-/// object after object. With `boundaries`, an empty `bytes` marks the end
-/// of each object.
+/// read ahead in parallel by shoal's reader and decompressed like `shoal
+/// cat`: `decompress` None decodes only `Content-Encoding: gzip` objects,
+/// True also zstd/gzip by magic bytes or extension, False nothing. With
+/// `boundaries`, an empty `bytes` marks the end of each object. `ordered`
+/// False yields whole objects as they finish. `read_ahead` bounds the
+/// bytes held (default 256 MiB).
 #[pyfunction]
-#[pyo3(signature = (session, urls, boundaries=false))]
-pub(crate) fn read(session: PyRef<'_, Session>, urls: Vec<String>, boundaries: bool) -> ReadStream {
-    let (tx, rx) = mpsc::channel(CHANNEL);
+#[pyo3(signature = (session, urls, boundaries=false, decompress=None, ordered=true, read_ahead=None))]
+pub(crate) fn read(
+    py: Python<'_>,
+    session: PyRef<'_, Session>,
+    urls: Vec<String>,
+    boundaries: bool,
+    decompress: Option<bool>,
+    ordered: bool,
+    read_ahead: Option<u64>,
+) -> PyResult<ReadStream> {
+    if read_ahead == Some(0) {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "read_ahead must be at least 1 byte",
+        ));
+    }
     let stores = session.stores.clone();
+    let sources = py.detach(|| sources(&stores, &urls)).py()?;
+    let opts = ReadOptions {
+        workers: session.workers,
+        read_ahead: read_ahead.unwrap_or(DEFAULT_READ_AHEAD),
+        decompress: match decompress {
+            None => Decompress::ContentEncoding,
+            Some(true) => Decompress::Detect,
+            Some(false) => Decompress::Off,
+        },
+        ordered,
+        ..ReadOptions::default()
+    };
     let policy = session.retry();
+    let (tx, rx) = mpsc::channel(CHANNEL);
     let rt = pyo3_async_runtimes::tokio::get_runtime();
-    let task = rt.spawn(async move {
-        if let Err(e) = produce(stores, urls, policy, &tx).await {
-            let _ = tx.send(Err(e)).await;
-        }
-    });
-    ReadStream {
+    let task = rt.spawn(async move { pump(Reader::start(sources, opts, policy), tx).await });
+    Ok(ReadStream {
         rx: Arc::new(Mutex::new(rx)),
         boundaries,
+        closed: Arc::new(AtomicBool::new(false)),
         task: task.abort_handle(),
-    }
+    })
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -185,6 +185,7 @@ fn put_impl(
     data: PyBackedBytes,
     content_type: Option<String>,
     if_not_exists: bool,
+    content_encoding: Option<String>,
 ) -> impl Future<Output = PyResult<u64>> + use<> {
     let stores = s.stores.clone();
     let opts = s.transfer_options(None, None);
@@ -195,6 +196,7 @@ fn put_impl(
         let body = futures::stream::once(async move { Ok(Bytes::from_owner(data)) }).boxed();
         let put = PutOptions {
             content_type,
+            content_encoding,
             if_not_exists,
             ..PutOptions::default()
         };
@@ -208,8 +210,10 @@ fn put_impl(
 blocking_and_async! {
     /// Writes `data` as the object (multipart when it is big). With
     /// `if_not_exists`, a PreconditionError if the object exists.
-    #[pyo3(signature = (session, url, data, content_type=None, if_not_exists=false))]
-    fn put / put_async(url: String, data: PyBackedBytes, content_type: Option<String>, if_not_exists: bool) -> u64 = put_impl;
+    /// `content_encoding` is stored as the object's `Content-Encoding`
+    /// (`"gzip"`: `data` is gzip and its content the decoded bytes).
+    #[pyo3(signature = (session, url, data, content_type=None, if_not_exists=false, content_encoding=None))]
+    fn put / put_async(url: String, data: PyBackedBytes, content_type: Option<String>, if_not_exists: bool, content_encoding: Option<String>) -> u64 = put_impl;
 }
 
 /// Resolves Python-style `[start, end)` (None = edge, negative = from the
