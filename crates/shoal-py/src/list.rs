@@ -89,7 +89,11 @@ fn list_prefix_impl(
             while let Some(page) = p.next().await {
                 let page = page.map_err(|e| to_py(e.with_url(&url)))?;
                 objects.extend(page.objects.into_iter().map(|m| ObjectInfo::new(&loc, m)));
-                prefixes.extend(page.prefixes.into_iter().map(|p| loc.with_key(p).to_string()));
+                prefixes.extend(
+                    page.prefixes
+                        .into_iter()
+                        .map(|p| loc.with_key(p).to_string()),
+                );
                 if limit.is_some() {
                     // A probe (does anything exist here?): one page is the answer.
                     break;
@@ -158,7 +162,10 @@ blocking_and_async! {
     fn expand / expand_async(url: String, recursive: bool, detail: String) -> Vec<ObjectInfo> = expand_impl;
 }
 
-fn entries_impl(s: &Session, url: String) -> impl Future<Output = PyResult<Option<Listing>>> + use<> {
+fn entries_impl(
+    s: &Session,
+    url: String,
+) -> impl Future<Output = PyResult<Option<Listing>>> + use<> {
     let stores = s.stores.clone();
     async move {
         let loc = cloud(&url)?;

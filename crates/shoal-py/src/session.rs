@@ -116,7 +116,9 @@ impl Session {
             s3_access_key: key,
             s3_secret_key: secret,
         };
-        let workers = workers.unwrap_or_else(|| TransferOptions::default().workers).max(1);
+        let workers = workers
+            .unwrap_or_else(|| TransferOptions::default().workers)
+            .max(1);
         let mut retry = RetryPolicy::default();
         if let Some(a) = attempts {
             retry.max_attempts = a.max(1);
@@ -140,7 +142,10 @@ impl Session {
         self.kwargs.bind(py).copy()
     }
 
-    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyDict>,))> {
+    fn __reduce__<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyDict>,))> {
         let rebuild = py.import("shoal._session")?.getattr("_rebuild")?;
         Ok((rebuild, (self.kwargs.bind(py).copy()?,)))
     }
