@@ -90,6 +90,35 @@ pub(crate) enum Command {
     Bench(BenchArgs),
 }
 
+impl Command {
+    /// The rate limits of the verbs that move data (None for the others).
+    pub(crate) fn limits(&self) -> Option<&LimitFlags> {
+        match self {
+            Command::Cp(a) => Some(&a.limits),
+            Command::Sync(a) => Some(&a.limits),
+            Command::Run(a) => Some(&a.limits),
+            Command::Cat(a) => Some(&a.limits),
+            Command::Bench(BenchArgs {
+                what: BenchCommand::Read(a),
+            }) => Some(&a.limits),
+            _ => None,
+        }
+    }
+}
+
+/// Rate limits for the whole command (`shoal_transfer::rate`).
+#[derive(Debug, Args)]
+pub(crate) struct LimitFlags {
+    /// Bytes per second the whole command may move, uploads and downloads
+    /// together (e.g. 100MiB = 100 MiB/s). Default: unlimited.
+    #[arg(long, value_parser = parse_rate, value_name = "SIZE", allow_hyphen_values = true)]
+    pub(crate) rate_limit: Option<u64>,
+    /// Requests the whole command may start per second, across all
+    /// workers. Default: unlimited.
+    #[arg(long, value_parser = parse_requests_per_sec, value_name = "N", allow_hyphen_values = true)]
+    pub(crate) max_requests_per_sec: Option<u64>,
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct LsArgs {
     /// gs://bucket[/prefix], s3://bucket[/prefix] or a local folder.
@@ -172,6 +201,8 @@ pub(crate) struct CatArgs {
     /// Copies of the --exec command (default: one per vCPU).
     #[arg(long, value_name = "N", requires = "exec", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub(crate) jobs: Option<u16>,
+    #[command(flatten)]
+    pub(crate) limits: LimitFlags,
 }
 
 /// How `cat` and `bench read` read and decode.
@@ -216,6 +247,8 @@ pub(crate) struct BenchReadArgs {
     /// One JSON object.
     #[arg(long)]
     pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) limits: LimitFlags,
 }
 
 #[derive(Debug, Args)]
@@ -265,6 +298,8 @@ pub(crate) struct CpArgs {
     /// (compose for files, resumable for stdin and cloud-to-cloud).
     #[arg(long, value_enum, default_value = "auto", value_name = "METHOD")]
     pub(crate) gcs_upload: GcsUploadArg,
+    #[command(flatten)]
+    pub(crate) limits: LimitFlags,
 }
 
 fn parse_workers(s: &str) -> Result<usize, String> {
@@ -274,6 +309,39 @@ fn parse_workers(s: &str) -> Result<usize, String> {
         .map_err(|_| format!("'{s}' is not a whole number"))?;
     if !(1..=4096).contains(&n) {
         return Err(format!("{n} is out of range: use 1 to 4096"));
+    }
+    Ok(n)
+}
+
+/// Most a `--rate-limit` may be: 1 TiB/s is far past any one machine's
+/// network, so a bigger value is a typo.
+const MAX_RATE: u64 = 1 << 40;
+
+/// `--rate-limit`: a size per second (`100MiB`, also `100MiB/s`).
+fn parse_rate(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let out_of_range = || format!("'{s}' is out of range (1 byte/s to 1TiB/s)");
+    let n = parse_size(t.strip_suffix("/s").unwrap_or(t)).map_err(|e| {
+        if e.contains("out of range") {
+            out_of_range()
+        } else {
+            e
+        }
+    })?;
+    if n > MAX_RATE {
+        return Err(out_of_range());
+    }
+    Ok(n)
+}
+
+/// `--max-requests-per-sec`: a whole number, 1 to a million.
+fn parse_requests_per_sec(s: &str) -> Result<u64, String> {
+    let n: u64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a whole number"))?;
+    if !(1..=1_000_000).contains(&n) {
+        return Err(format!("{n} is out of range: use 1 to 1000000"));
     }
     Ok(n)
 }
@@ -327,6 +395,20 @@ mod tests {
     }
 
     #[test]
+    fn rates() {
+        assert_eq!(parse_rate("100MiB").unwrap(), 100 << 20);
+        assert_eq!(parse_rate("100MiB/s").unwrap(), 100 << 20);
+        assert_eq!(parse_rate("1TiB").unwrap(), 1 << 40);
+        for bad in ["0", "-1", "2TiB", "fast", "10XB/s", ""] {
+            assert!(parse_rate(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_requests_per_sec("50").unwrap(), 50);
+        for bad in ["0", "-5", "1.5", "1000001", "many"] {
+            assert!(parse_requests_per_sec(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn cli_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
@@ -348,12 +430,16 @@ pub(crate) struct SyncArgs {
     /// Compare CRC32C (reads local files) instead of size and modification time.
     #[arg(long, short = 'c')]
     pub(crate) checksum: bool,
+    #[command(flatten)]
+    pub(crate) limits: LimitFlags,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
     /// File of commands, one per line (`cp SRC DST`, `rm URL`; `#` comments); `-` reads stdin.
     pub(crate) file: String,
+    #[command(flatten)]
+    pub(crate) limits: LimitFlags,
 }
 
 /// `--gcs-upload` values (see `shoal_transfer::GcsUpload`).

@@ -10,7 +10,7 @@ use shoal_core::retry::RetryPolicy;
 use shoal_core::{Location, Result, Store};
 use shoal_transfer::TransferOptions;
 
-use crate::args::{Addressing, Global};
+use crate::args::{Addressing, Global, LimitFlags};
 
 /// Everything a command needs.
 pub(crate) struct Context {
@@ -21,10 +21,13 @@ pub(crate) struct Context {
 }
 
 impl Context {
-    pub(crate) fn new(g: &Global) -> Self {
+    pub(crate) fn new(g: &Global, limits: Option<&LimitFlags>) -> Self {
         let mut transfer = TransferOptions::default();
         if let Some(w) = g.workers {
             transfer.workers = w;
+        }
+        if let Some(l) = limits {
+            transfer.rates = shoal_transfer::rate::Rates::new(l.rate_limit, l.max_requests_per_sec);
         }
         let retry = RetryPolicy {
             max_attempts: g.attempts,

@@ -108,7 +108,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let ctx = Context::new(&cli.global);
+    let ctx = Context::new(&cli.global, cli.command.limits());
     let result = runtime.block_on(async {
         match cli.command {
             Command::Ls(a) => cmd::ls::run(&ctx, a).await,

@@ -177,10 +177,13 @@ pub async fn execute(
                     let store = store_for(src)?;
                     let meta = match meta {
                         Some(m) => m.clone(),
-                        None => store
-                            .head(&src.bucket, &src.key)
-                            .await
-                            .map_err(|e| e.with_url(src.to_string()))?,
+                        None => {
+                            opts.rates.request().await;
+                            store
+                                .head(&src.bucket, &src.key)
+                                .await
+                                .map_err(|e| e.with_url(src.to_string()))?
+                        }
                     };
                     let path = Path::new(&dst.key);
                     if let Some(parent) = path.parent() {

@@ -68,6 +68,7 @@ pub async fn download_to_file(
 ) -> Result<Report> {
     check_destination(dest)?;
     let url = src.to_string();
+    opts.rates.request().await;
     let meta = (store.head(&src.bucket, &src.key))
         .await
         .map_err(|e| e.with_url(&url).with_op(Op::Download))?;
@@ -235,6 +236,7 @@ async fn write_slice(
     let mut buf = BytesMut::with_capacity(WRITE_BUFFER.min((end - start) as usize));
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;
+        opts.rates.bytes(chunk.len() as u64).await;
         crc = crc32c::crc32c_append(crc, &chunk);
         buf.extend_from_slice(&chunk);
         opts.add_progress(chunk.len() as u64);
@@ -349,9 +351,11 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
     policy: &RetryPolicy,
 ) -> Result<Report> {
     let url = src.to_string();
+    opts.rates.request().await;
     let meta = (store.head(&src.bucket, &src.key))
         .await
         .map_err(|e| e.with_url(&url).with_op(Op::Download))?;
+    let _slot = opts.permit().await;
     let mut stream = resuming_stream(
         store.clone(),
         &src.bucket,
@@ -366,6 +370,7 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
     let mut n = 0u64;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;
+        opts.rates.bytes(chunk.len() as u64).await;
         crc = crc32c::crc32c_append(crc, &chunk);
         n += chunk.len() as u64;
         opts.add_progress(chunk.len() as u64);

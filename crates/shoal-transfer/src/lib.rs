@@ -25,6 +25,7 @@ pub mod decode;
 pub mod download;
 pub mod partial;
 pub mod plan;
+pub mod rate;
 pub mod read;
 pub mod stream;
 pub mod tree;
@@ -55,6 +56,9 @@ pub struct TransferOptions {
     /// never whole files, so a file waiting for its slices cannot starve
     /// them.
     pub limiter: Option<Arc<tokio::sync::Semaphore>>,
+    /// Byte and request rates for the whole command (see [`rate`]);
+    /// unlimited by default. Clones share them.
+    pub rates: rate::Rates,
     /// Keep an interrupted sliced download's slices and pick them up on the
     /// next run (see [`partial`]). On by default.
     pub resume: bool,
@@ -92,6 +96,7 @@ impl Default for TransferOptions {
             part_size: upload::DEFAULT_PART_SIZE,
             progress: None,
             limiter: None,
+            rates: rate::Rates::default(),
             resume: true,
             gcs_upload: GcsUpload::Auto,
         }
@@ -99,12 +104,15 @@ impl Default for TransferOptions {
 }
 
 impl TransferOptions {
-    /// Waits for a request slot when a limiter is shared.
+    /// Waits for a request slot when a limiter is shared, then for the
+    /// request rate.
     pub(crate) async fn permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        match &self.limiter {
+        let slot = match &self.limiter {
             Some(l) => l.clone().acquire_owned().await.ok(),
             None => None,
-        }
+        };
+        self.rates.request().await;
+        slot
     }
 
     pub(crate) fn add_progress(&self, n: u64) {

@@ -92,6 +92,9 @@ pub struct ReadOptions {
     /// Counts bytes as they are fetched (compressed), for progress and
     /// `bench read`.
     pub fetched: Option<Arc<AtomicU64>>,
+    /// Byte and request rates (see [`crate::rate`]): bytes fetched from a
+    /// store are charged as they arrive; local files are not limited.
+    pub rates: crate::rate::Rates,
 }
 
 impl Default for ReadOptions {
@@ -103,6 +106,7 @@ impl Default for ReadOptions {
             ordered: true,
             slice_size: None,
             fetched: None,
+            rates: crate::rate::Rates::default(),
         }
     }
 }
@@ -525,6 +529,7 @@ async fn dispatch(
                 budget: budget.clone(),
                 budget_total,
                 fetched: opts.fetched.clone(),
+                rates: opts.rates.clone(),
                 direct: opts.decompress == Decompress::Off,
             };
             tokio::spawn(async move {
@@ -566,6 +571,7 @@ struct Fetch {
     budget: Arc<Semaphore>,
     budget_total: u64,
     fetched: Option<Arc<AtomicU64>>,
+    rates: crate::rate::Rates,
     direct: bool,
 }
 
@@ -594,6 +600,9 @@ impl Fetch {
     ) -> Result<Option<(u32, u64)>> {
         let (start, end) = self.range;
         let mut stream = self.open().await?;
+        if matches!(self.origin, Origin::Store { .. }) {
+            stream = self.rates.pace(stream);
+        }
         let mut reservation = Some(reservation);
         let (mut crc, mut n) = (0u32, 0u64);
         while let Some(chunk) = stream.next().await {
@@ -657,6 +666,7 @@ impl Fetch {
             Origin::Store { store, loc } => {
                 let version = self.shared.meta.version.clone();
                 let range = ByteRange::new(start, end);
+                self.rates.request().await;
                 let first = (store.get(&loc.bucket, &loc.key, range, version.as_ref()))
                     .await
                     .map_err(|e| e.with_url(url).with_op(Op::Read))?;

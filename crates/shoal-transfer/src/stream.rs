@@ -85,6 +85,7 @@ pub async fn upload_stream(
             ..put_opts.clone()
         };
         let _slot = opts.permit().await;
+        opts.rates.bytes(first.len() as u64).await;
         let meta = (store.put(&dst.bucket, &dst.key, first.clone(), &put))
             .await
             .map_err(|e| e.with_url(&url))?;
@@ -106,6 +107,7 @@ pub async fn upload_stream(
         let whole: BoxByteStream = Box::pin(futures::stream::iter(read_ahead).chain(rest));
         return put_stream(&store, whole, dst, put_opts, opts).await;
     }
+    opts.rates.request().await;
     let upload = (store.multipart_start(&dst.bucket, &dst.key, put_opts))
         .await
         .map_err(|e| e.with_url(&url))?;
@@ -143,8 +145,9 @@ pub async fn upload_stream(
             tasks.spawn(async move {
                 let _permit = permit;
                 let _slot = opts.permit().await;
-                let crc = crc32c::crc32c(&data);
                 let len = data.len() as u64;
+                opts.rates.bytes(len).await;
+                let crc = crc32c::crc32c(&data);
                 let info = (store.multipart_put(&upload, n, data.clone(), crc))
                     .await
                     .map_err(|e| e.with_url(&url2))?;
@@ -170,6 +173,7 @@ pub async fn upload_stream(
     parts.sort_by_key(|p| p.part_number);
     let crc = crc32c_combine_all(parts.iter().map(|p| (p.crc32c, p.size)));
     let bytes = parts.iter().map(|p| p.size).sum();
+    opts.rates.request().await;
     let meta = match (store.multipart_complete(&upload, &parts, Some(crc))).await {
         Ok(m) => m,
         Err(e) => {
@@ -197,6 +201,7 @@ pub async fn copy_object(
     policy: &RetryPolicy,
 ) -> Result<Report> {
     let src_url = src.to_string();
+    opts.rates.request().await;
     let meta = (src_store.head(&src.bucket, &src.key))
         .await
         .map_err(|e| e.with_url(&src_url).with_op(Op::Copy))?;
@@ -306,7 +311,8 @@ pub(crate) async fn put_stream(
     let counted = {
         let sent = sent.clone();
         let opts = opts.clone();
-        body.inspect(move |chunk| {
+        // Paced as the store pulls the body: one session, smooth.
+        opts.rates.pace(body).inspect(move |chunk| {
             if let Ok(c) = chunk {
                 let mut s = sent.lock().unwrap_or_else(|p| p.into_inner());
                 s.0 = crc32c::crc32c_append(s.0, c);

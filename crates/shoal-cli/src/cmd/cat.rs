@@ -30,6 +30,7 @@ pub(crate) async fn run(ctx: &Context, a: CatArgs) -> CmdResult {
     let sources = sources(ctx, &a.urls, true)?;
     let opts = ReadOptions {
         workers: ctx.transfer.workers,
+        rates: ctx.transfer.rates.clone(),
         read_ahead: a.read.read_ahead,
         decompress: decompress(&a.read),
         ordered: !a.unordered,

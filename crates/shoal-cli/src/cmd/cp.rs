@@ -51,12 +51,13 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
     } else {
         Some(super::parse(&a.dst)?)
     };
-    if let Some(s) = &src {
-        if !s.is_local() && s.is_prefix_like() {
-            return Err(Failure::Usage(format!(
-                "cp {s}: the source is a bucket or prefix, not an object (copying folders is cp -r, not yet available)"
-            )));
-        }
+    if let Some(s) = &src
+        && !s.is_local()
+        && s.is_prefix_like()
+    {
+        return Err(Failure::Usage(format!(
+            "cp {s}: the source is a bucket or prefix, not an object (to copy everything under it, use cp -r)"
+        )));
     }
 
     let (report, what, elapsed) = match (src, dst) {
@@ -162,7 +163,7 @@ async fn copy_one(
             let md = std::fs::metadata(path).map_err(|e| Error::io(Op::Read, &src.key, e))?;
             if md.is_dir() {
                 return Err(Failure::Usage(format!(
-                    "cp {}: is a folder (copying folders is cp -r, not yet available)",
+                    "cp {}: is a folder (to copy a folder, use cp -r)",
                     src.key
                 )));
             }
@@ -198,7 +199,7 @@ async fn copy_one(
             let md = std::fs::metadata(&from).map_err(|e| Error::io(Op::Read, &src.key, e))?;
             if md.is_dir() {
                 return Err(Failure::Usage(format!(
-                    "cp {}: is a folder (copying folders is cp -r, not yet available)",
+                    "cp {}: is a folder (to copy a folder, use cp -r)",
                     src.key
                 )));
             }

@@ -129,6 +129,7 @@ fn opts(decompress: Decompress, ordered: bool, read_ahead: u64) -> ReadOptions {
         ordered,
         slice_size: Some(1 << 20),
         fetched: None,
+        rates: crate::rate::Rates::default(),
     }
 }
 
@@ -259,4 +260,42 @@ fn plan_cuts_big_objects_and_keeps_encoded_whole() {
     assert_eq!(plan(&meta(30, None), 10), vec![(0, 10), (10, 20), (20, 30)]);
     assert_eq!(plan(&meta(31, None), 10).last(), Some(&(24, 31)));
     assert_eq!(plan(&meta(100, Some("gzip")), 10), vec![(0, 100)]);
+}
+
+/// `cat`/`bench read` under `--rate-limit` and `--max-requests-per-sec`:
+/// on paused time, so the pacing is asserted exactly, not by a clock.
+#[tokio::test(start_paused = true)]
+async fn rates_pace_fetched_bytes_and_ranged_requests() {
+    use std::time::Duration;
+    let mem = Arc::new(MemoryStore::new());
+    mem.create_bucket("b").await.unwrap();
+    let mut set = Set {
+        store: mem.clone(),
+        mem,
+        objects: Vec::new(),
+    };
+    for i in 0..3 {
+        let t = text(1 << 20, 20 + i);
+        put(&mut set, &format!("{i}.txt"), t.clone(), t, None).await;
+    }
+    let t0 = tokio::time::Instant::now();
+    let mut o = opts(Decompress::Off, true, 64 << 20);
+    o.rates = crate::rate::Rates::new(Some(1 << 20), None);
+    let got = read_all(&set, o).await;
+    assert!(got.iter().all(|g| g.1.is_ok()));
+    // 3 MiB at 1 MiB/s, the first second's worth at once.
+    let took = t0.elapsed();
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_millis(2100),
+        "{took:?}"
+    );
+
+    // Slices of 256 KiB: 12 ranged GETs at 4/s, the first 4 at once.
+    let t0 = tokio::time::Instant::now();
+    let mut o = opts(Decompress::Off, false, 64 << 20);
+    o.slice_size = Some(256 << 10);
+    o.rates = crate::rate::Rates::new(None, Some(4));
+    let got = read_all(&set, o).await;
+    assert!(got.iter().all(|g| g.1.is_ok()));
+    assert_eq!(t0.elapsed(), Duration::from_secs(2));
 }

@@ -1,0 +1,234 @@
+//! `--rate-limit` and `--max-requests-per-sec` through the engines, on the
+//! in-memory store and tokio's paused clock: time moves only when every
+//! task sleeps, so elapsed time is what the limits imposed, exactly, and
+//! no assertion depends on how fast the machine is.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use shoal_core::memory::MemoryStore;
+use shoal_core::retry::RetryPolicy;
+use shoal_core::{Location, PutOptions, Store};
+use shoal_transfer::TransferOptions;
+use shoal_transfer::batch::{self, Action, BatchCounters, StoreFor};
+use shoal_transfer::download::download_to_file;
+use shoal_transfer::rate::Rates;
+use shoal_transfer::stream::copy_object;
+use shoal_transfer::upload::upload_file;
+use tokio::time::Instant;
+
+const MIB: u64 = 1 << 20;
+
+fn data(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect()
+}
+
+async fn mem() -> Arc<MemoryStore> {
+    let s = Arc::new(MemoryStore::new());
+    s.create_bucket("b").await.unwrap();
+    s
+}
+
+async fn put(s: &MemoryStore, key: &str, body: Vec<u8>) {
+    s.put("b", key, Bytes::from(body), &PutOptions::default())
+        .await
+        .unwrap();
+}
+
+fn limited(bytes: Option<u64>, requests: Option<u64>) -> TransferOptions {
+    TransferOptions {
+        workers: 4,
+        min_slice: MIB,
+        part_size: MIB,
+        rates: Rates::new(bytes, requests),
+        ..Default::default()
+    }
+}
+
+fn store_for(store: Arc<MemoryStore>) -> StoreFor {
+    Arc::new(move |_: &Location| Ok(store.clone() as Arc<dyn Store>))
+}
+
+fn assert_about(took: Duration, want: Duration) {
+    // One 64 KiB chunk of slack at 1 MiB/s is 62.5 ms.
+    assert!(
+        took >= want && took < want + Duration::from_millis(100),
+        "took {took:?}, want {want:?}"
+    );
+}
+
+/// A big slice is paced chunk by chunk, not charged in one lump: progress
+/// sampled mid-way sits on the rate line (1 MiB of burst + 1 MiB/s).
+#[tokio::test(start_paused = true)]
+async fn one_slice_download_is_paced_smoothly() {
+    let s = mem().await;
+    let body = data(4 * MIB as usize, 1);
+    put(&s, "k", body.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("out");
+    let progress = Arc::new(AtomicU64::new(0));
+    let mut opts = limited(Some(MIB), None);
+    opts.slices = Some(1);
+    opts.progress = Some(progress.clone());
+    let t0 = Instant::now();
+    let task = {
+        let dest = dest.clone();
+        tokio::spawn(async move {
+            download_to_file(
+                s,
+                &Location::parse("gs://b/k").unwrap(),
+                &dest,
+                &opts,
+                &RetryPolicy::default(),
+            )
+            .await
+        })
+    };
+    for half_secs in [1u64, 3, 5] {
+        tokio::time::sleep_until(t0 + Duration::from_millis(500 * half_secs)).await;
+        let want = MIB + MIB * half_secs / 2;
+        let got = progress.load(Ordering::Relaxed);
+        assert!(
+            got.abs_diff(want) <= 128 << 10,
+            "at {} ms: {got} bytes, want about {want}",
+            500 * half_secs
+        );
+    }
+    task.await.unwrap().unwrap();
+    assert_about(t0.elapsed(), Duration::from_secs(3));
+    assert_eq!(std::fs::read(&dest).unwrap(), body);
+}
+
+/// Slices on parallel connections share one rate: 4 MiB in 4 slices at
+/// 1 MiB/s takes as long as one stream would.
+#[tokio::test(start_paused = true)]
+async fn parallel_slices_share_the_rate() {
+    let s = mem().await;
+    let body = data(4 * MIB as usize, 2);
+    put(&s, "k", body.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("out");
+    let t0 = Instant::now();
+    let r = download_to_file(
+        s,
+        &Location::parse("gs://b/k").unwrap(),
+        &dest,
+        &limited(Some(MIB), None),
+        &RetryPolicy::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.pieces, 4);
+    assert_about(t0.elapsed(), Duration::from_secs(3));
+    assert_eq!(std::fs::read(&dest).unwrap(), body);
+}
+
+/// Uploads: each part is charged before it is sent; the multipart start
+/// and complete count as requests.
+#[tokio::test(start_paused = true)]
+async fn multipart_upload_is_paced_by_bytes_and_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    let body = data(5 * MIB as usize, 3);
+    std::fs::write(&path, &body).unwrap();
+    let dst = Location::parse("gs://b/up").unwrap();
+
+    let s = mem().await;
+    let t0 = Instant::now();
+    let r = upload_file(s.clone(), &path, &dst, &limited(Some(MIB), None))
+        .await
+        .unwrap();
+    assert_eq!(r.pieces, 5);
+    assert_about(t0.elapsed(), Duration::from_secs(4));
+
+    // 7 requests (start, 5 parts, complete) at 2/s, 2 at once: 2.5 s.
+    let s = mem().await;
+    let t0 = Instant::now();
+    upload_file(s.clone(), &path, &dst, &limited(None, Some(2)))
+        .await
+        .unwrap();
+    assert_eq!(t0.elapsed(), Duration::from_millis(2500));
+    let got = s.head("b", "up").await.unwrap();
+    assert_eq!(got.size, body.len() as u64);
+}
+
+/// A cloud-to-cloud copy is charged once (on its upload side), not once
+/// for the read and again for the write.
+#[tokio::test(start_paused = true)]
+async fn cloud_to_cloud_is_charged_once() {
+    let s = mem().await;
+    put(&s, "src", data(3 * MIB as usize, 4)).await;
+    let t0 = Instant::now();
+    copy_object(
+        s.clone(),
+        &Location::parse("gs://b/src").unwrap(),
+        s.clone(),
+        &Location::parse("gs://b/dst").unwrap(),
+        &limited(Some(MIB), None),
+        &RetryPolicy::default(),
+    )
+    .await
+    .unwrap();
+    assert_about(t0.elapsed(), Duration::from_secs(2));
+}
+
+fn copies(keys: std::ops::Range<usize>, dir: &std::path::Path) -> Vec<Action> {
+    keys.map(|i| Action::Copy {
+        src: Location::parse(&format!("gs://b/f{i}")).unwrap(),
+        meta: None,
+        dst: Location::parse(dir.join(format!("f{i}")).to_str().unwrap()).unwrap(),
+    })
+    .collect()
+}
+
+async fn run_batch(s: &Arc<MemoryStore>, actions: Vec<Action>, opts: TransferOptions) {
+    let stream = futures::stream::iter(actions.into_iter().map(Ok)).boxed();
+    let report = batch::run(
+        stream,
+        store_for(s.clone()),
+        opts,
+        RetryPolicy::default(),
+        Arc::new(BatchCounters::default()),
+    )
+    .await;
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+}
+
+/// A batch of small files shares the command's byte rate and request
+/// rate (each file here is a HEAD and a GET); without limits the same
+/// batch spends no time at all waiting.
+#[tokio::test(start_paused = true)]
+async fn a_batch_shares_one_byte_rate_and_one_request_rate() {
+    let s = mem().await;
+    for i in 0..24 {
+        put(&s, &format!("f{i}"), data(128 << 10, i as u8)).await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+
+    // 24 × 128 KiB = 3 MiB at 1 MiB/s.
+    let t0 = Instant::now();
+    run_batch(&s, copies(0..24, dir.path()), limited(Some(MIB), None)).await;
+    assert_about(t0.elapsed(), Duration::from_secs(2));
+
+    // 48 requests at 8/s, 8 at once: the last starts at 5 s.
+    let t0 = Instant::now();
+    run_batch(&s, copies(0..24, dir.path()), limited(None, Some(8))).await;
+    assert_eq!(t0.elapsed(), Duration::from_secs(5));
+
+    // Deletes draw from the request rate too: 16 at 8/s.
+    let deletes = (0..16)
+        .map(|i| Action::Delete {
+            dst: Location::parse(&format!("gs://b/f{i}")).unwrap(),
+        })
+        .collect();
+    let t0 = Instant::now();
+    run_batch(&s, deletes, limited(None, Some(8))).await;
+    assert_eq!(t0.elapsed(), Duration::from_secs(1));
+
+    let t0 = Instant::now();
+    run_batch(&s, copies(16..24, dir.path()), limited(None, None)).await;
+    assert_eq!(t0.elapsed(), Duration::ZERO);
+}
