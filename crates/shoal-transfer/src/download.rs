@@ -13,11 +13,10 @@
 //! after a broken connection ([`shoal_core::resume`]).
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::Bytes;
 use futures::StreamExt;
 use shoal_core::checksum::{crc32c_combine_all, hex};
 use shoal_core::local::temp_sibling;
@@ -30,10 +29,13 @@ use crate::partial::Partial;
 use crate::plan::plan_slices;
 use crate::{Report, TransferOptions, Verified};
 
-/// Bytes gathered before one `pwrite`: big enough that syscalls and
-/// blocking-pool hops are rare, small enough that workers × buffer stays far
+/// Bytes gathered before one `pwritev`: big enough that syscalls and
+/// blocking-pool hops are rare, small enough that workers × batch stays far
 /// below the memory budget (16 workers × 4 MiB = 64 MiB).
 const WRITE_BUFFER: usize = 4 << 20;
+
+/// Chunks in one `pwritev` at most (Linux's IOV_MAX is 1024).
+const MAX_IOV: usize = 512;
 
 /// Checks that `dest`'s folder exists, before any byte is fetched.
 pub fn check_destination(dest: &Path) -> Result<()> {
@@ -222,6 +224,10 @@ pub async fn download_known(
     })
 }
 
+/// Streams one slice to its place in the file. The chunks are written as
+/// they were received, gathered into one `pwritev` per [`WRITE_BUFFER`]: no
+/// staging copy and no fresh buffer per write (the copy and the page faults
+/// of a new 4 MiB buffer each time were ~15% of a download's CPU).
 async fn write_slice(
     mut stream: shoal_core::BoxByteStream,
     file: Arc<File>,
@@ -233,20 +239,25 @@ async fn write_slice(
 ) -> Result<u32> {
     let mut crc = 0u32;
     let mut pos = start;
-    let mut buf = BytesMut::with_capacity(WRITE_BUFFER.min((end - start) as usize));
+    let mut batch: Vec<Bytes> = Vec::new();
+    let mut batched = 0usize;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;
+        if chunk.is_empty() {
+            continue;
+        }
         opts.rates.bytes(chunk.len() as u64).await;
         crc = crc32c::crc32c_append(crc, &chunk);
-        buf.extend_from_slice(&chunk);
         opts.add_progress(chunk.len() as u64);
-        if buf.len() >= WRITE_BUFFER {
-            let full = std::mem::replace(&mut buf, BytesMut::with_capacity(WRITE_BUFFER));
-            pos = pwrite(&file, full, pos, dest).await?;
+        batched += chunk.len();
+        batch.push(chunk);
+        if batched >= WRITE_BUFFER || batch.len() >= MAX_IOV {
+            pos = pwrite(&file, std::mem::take(&mut batch), pos, dest).await?;
+            batched = 0;
         }
     }
-    if !buf.is_empty() {
-        pos = pwrite(&file, buf, pos, dest).await?;
+    if !batch.is_empty() {
+        pos = pwrite(&file, batch, pos, dest).await?;
     }
     if pos != end {
         return Err(Error::new(
@@ -263,14 +274,73 @@ async fn write_slice(
     Ok(crc)
 }
 
-async fn pwrite(file: &Arc<File>, data: BytesMut, pos: u64, dest: &str) -> Result<u64> {
+/// Writes `chunks` one after another at `pos`, on the blocking pool.
+async fn pwrite(file: &Arc<File>, chunks: Vec<Bytes>, pos: u64, dest: &str) -> Result<u64> {
     let file = file.clone();
-    let len = data.len() as u64;
-    tokio::task::spawn_blocking(move || file.write_all_at(&data, pos))
+    let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
+    tokio::task::spawn_blocking(move || pwritev_all(&file, &chunks, pos))
         .await
         .map_err(|e| Error::new(ErrorKind::Io, Op::Write, dest, e.to_string()))?
         .map_err(|e| Error::io(Op::Write, dest, e))?;
     Ok(pos + len)
+}
+
+/// `pwritev` until every byte of `chunks` is written (short writes and
+/// EINTR continue where they stopped).
+fn pwritev_all(file: &File, mut chunks: &[Bytes], mut pos: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // Bytes of chunks[0] already written.
+    let mut skip = 0usize;
+    while let Some(first) = chunks.first() {
+        let iov: Vec<libc::iovec> = chunks
+            .iter()
+            .take(MAX_IOV)
+            .enumerate()
+            .map(|(i, c)| {
+                let s = if i == 0 { &first[skip..] } else { &c[..] };
+                libc::iovec {
+                    iov_base: s.as_ptr() as *mut libc::c_void,
+                    iov_len: s.len(),
+                }
+            })
+            .collect();
+        let offset = libc::off_t::try_from(pos)
+            .map_err(|_| std::io::Error::other("file offset past the largest off_t"))?;
+        // SAFETY: every iovec points into a `Bytes` that `chunks` keeps alive
+        // for the call, with its exact length; the fd is open for writing.
+        let n = unsafe {
+            libc::pwritev(
+                file.as_raw_fd(),
+                iov.as_ptr(),
+                iov.len() as libc::c_int,
+                offset,
+            )
+        };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        let mut n = n as usize;
+        pos += n as u64;
+        while n > 0 {
+            let left = chunks[0].len() - skip;
+            if n >= left {
+                n -= left;
+                chunks = &chunks[1..];
+                skip = 0;
+            } else {
+                skip += n;
+                n = 0;
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn verify(meta: &ObjectMeta, crc: u32, tmp: &Path, url: &str) -> Result<Verified> {
@@ -400,4 +470,32 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
         verified,
         crc32c: crc,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// More chunks than one `pwritev` takes, of uneven sizes, at an offset
+    /// into a file that already holds other bytes: every byte lands at its
+    /// place and nothing around it changes.
+    #[test]
+    fn pwritev_all_writes_every_chunk_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, vec![0xAAu8; 64]).unwrap();
+        let chunks: Vec<Bytes> = (0..(MAX_IOV * 2 + 7))
+            .map(|i| Bytes::from(vec![(i % 251) as u8; 1 + i % 13]))
+            .collect();
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        pwritev_all(&file, &chunks, 10).unwrap();
+        let want: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+        let got = std::fs::read(&path).unwrap();
+        assert_eq!(&got[..10], &[0xAA; 10]);
+        assert_eq!(&got[10..10 + want.len()], &want[..]);
+        assert_eq!(got.len(), (10 + want.len()).max(64));
+        if got.len() > 10 + want.len() {
+            assert!(got[10 + want.len()..].iter().all(|&b| b == 0xAA));
+        }
+    }
 }
