@@ -273,6 +273,9 @@ async fn resumable_put(state: &State, req: Request<Incoming>, host: &str, id: &s
         return error(StatusCode::NOT_FOUND, "no such upload session");
     };
     let cr = header(&req, "content-range").unwrap_or("").to_owned();
+    // Go's client (rclone, gcsfuse) asks for "resume incomplete" as a 200
+    // with an override header: its HTTP stack reads a bare 308 as a redirect.
+    let no_308 = header(&req, "x-guploader-no-308").is_some_and(|v| v.eq_ignore_ascii_case("yes"));
     let spec = cr.trim().strip_prefix("bytes ").unwrap_or("*/*");
     let (range, total) = spec.split_once('/').unwrap_or(("*", "*"));
     let total: Option<u64> = total.parse().ok();
@@ -298,7 +301,14 @@ async fn resumable_put(state: &State, req: Request<Incoming>, host: &str, id: &s
         state.rs_finish(id);
         return json(StatusCode::OK, object_json(host, &bucket, &name, s));
     }
-    let mut r = empty(StatusCode::PERMANENT_REDIRECT);
+    let mut r = if no_308 {
+        let mut r = empty(StatusCode::OK);
+        r.headers_mut()
+            .insert("x-http-status-code-override", "308".parse().unwrap());
+        r
+    } else {
+        empty(StatusCode::PERMANENT_REDIRECT)
+    };
     if s.size > 0 {
         r.headers_mut()
             .insert("range", format!("bytes=0-{}", s.size - 1).parse().unwrap());
