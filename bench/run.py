@@ -4,7 +4,7 @@
     bench/run.py                 # full run: 1 GiB, 5,000 small files, 10,000-key glob, 1M-key listing,
                                  # 1 GiB zstd dataset; 3 runs each
     bench/run.py --with-rclone   # also build (~15 min, nice 19) and measure rclone
-    bench/run.py --smoke         # tiny sizes, 1 run, shoal + s5cmd + boto3 only (~1 min warm)
+    bench/run.py --smoke         # tiny sizes, 1 run, shoal + s5cmd + boto3 (classic and CRT) only (~1 min warm)
 
 Writes REPORT.md and one PNG per scenario to --out (default bench/results;
 --smoke defaults to bench/results/raw/smoke, which is not committed), and the
@@ -33,13 +33,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import install, measure  # noqa: E402
 from harness.env import RAW, REPO, RESULTS, VENV_PY, ports  # noqa: E402
-from harness.scenarios import Runner, Scenario, log, now, to_json  # noqa: E402
+from harness.scenarios import Runner, Scenario, from_json, log, now, to_json  # noqa: E402
 from harness.servers import Servers  # noqa: E402
 from harness.tools import (CurlList, Gcloud, LocalZstd, PyPeer, Rclone, S5cmd, Shoal, ShoalBenchRead,  # noqa: E402
                            Target, Tool, target_env)
 from harness.workload import FULL, GLOB, GLOB_PREFIX, SMOKE, ZSTD_PREFIX, Workload, gcs_create_bucket  # noqa: E402
 
 LATENCY_MS = 10
+# Every scenario, in report order (`--only` takes these keys).
+SCENARIOS = ["download-big", "upload-big", "download-small", "upload-small", "download-mid", "upload-mid", "ls-glob",
+             "ls-full", "stream-zstd"]
 
 
 def build(args) -> tuple[Path, Path]:
@@ -51,7 +54,7 @@ def build(args) -> tuple[Path, Path]:
         pkgs += [] if args.benchserver_bin else ["-p", "shoal-benchserver"]
         if pkgs:
             log("cargo build --release " + " ".join(pkgs) + " (first time ~10 min)")
-            subprocess.run(["cargo", "build", "--release", *pkgs], cwd=REPO, check=True)
+            subprocess.run(["cargo", "build", "--release", "--locked", *pkgs], cwd=REPO, check=True)
     for p in (shoal, bserver):
         if not p.exists():
             sys.exit(f"bench: {p} does not exist (build it, or pass --shoal-bin/--benchserver-bin)")
@@ -82,7 +85,14 @@ def main() -> None:
     ap.add_argument("--shoal-bin", help="use this shoal binary instead of building one")
     ap.add_argument("--benchserver-bin", help="use this shoal-benchserver binary instead of building one")
     ap.add_argument("--no-build", action="store_true", help="do not run cargo; use target/release")
+    ap.add_argument("--only", metavar="KEYS",
+                    help="comma-separated scenario keys (" + ", ".join(SCENARIOS) + "): run just these and merge them "
+                         "into the newest full run's raw results")
     args = ap.parse_args()
+    only = [k.strip() for k in args.only.split(",") if k.strip()] if args.only else []
+    if unknown := [k for k in only if k not in SCENARIOS]:
+        ap.error(f"--only: unknown scenario {', '.join(unknown)} (known: {', '.join(SCENARIOS)})")
+    want = lambda key: not only or key in only  # noqa: E731
     # SIGTERM unwinds like Ctrl-C, so the servers started here are stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sizes = SMOKE if args.smoke else FULL
@@ -118,6 +128,10 @@ def main() -> None:
     rc = Rclone(peers["rclone"].extra.get("exe", "rclone"), **st(peers["rclone"]))
     gc = Gcloud(**st(peers["gcloud"]))
     boto = PyPeer("boto3 (s3transfer classic)", "boto3_classic.py", ("s3",), **st(pb))
+    crt = PyPeer("boto3 (s3transfer CRT)", "boto3_crt.py", ("s3",),
+                 ops=("download", "upload", "download_tree", "upload_tree"), **st(py["awscrt"]),
+                 extra={"skip": {("upload", "benchserver"): "not measured: shoal-benchserver answers its upload "
+                                                            "NotImplemented (the instrument's gap)"}})
     obst = PyPeer("obstore", "obstore_peer.py", ("s3",), ops=("download", "upload"), **st(po))
     tm_thr = PyPeer("python-storage (threads)", "gcs_tm.py", ("gcs",), args=("--workers-type", "threads"), **st(pg))
     tm_proc = PyPeer("python-storage (processes)", "gcs_tm.py", ("gcs",), args=("--workers-type", "processes"),
@@ -171,7 +185,7 @@ def main() -> None:
                           version=subprocess.run([str(shoal_bin), "--version"], capture_output=True, text=True).stdout.strip())
             log(f"shoal capabilities: {caps}")
             runner = Runner(wl, runs, caps)
-            all_tools = [shoal, s5, rc, gc, boto, obst, tm_thr, tm_proc]
+            all_tools = [shoal, s5, rc, gc, boto, crt, obst, tm_thr, tm_proc]
             big = "1 GiB" if sizes.big == 1 << 30 else f"{sizes.big >> 20} MiB"
             small = f"{sizes.small_n:,} × {sizes.small_size >> 10} KiB"
             scen = []
@@ -180,8 +194,9 @@ def main() -> None:
                 "Destination on tmpfs; each result's sha256 compared with the source's.",
                 "shoal-benchserver generates the bytes and does almost no work: its rows show each client's own ceiling here.",
                 "fake-gcs-server is a fair download target; MinIO is the fair S3 target."])
-            scen.append(sc)
-            runner.download_big(sc, [minio, fgcs, b_s3, b_gcs, minio_l], all_tools)
+            if want(sc.key):
+                scen.append(sc)
+                runner.download_big(sc, [minio, fgcs, b_s3, b_gcs, minio_l], all_tools)
 
             sc = Scenario("upload-big", f"Upload one {big} object", "bytes", notes=[
                 "Checked by reading the object back (sha256) from MinIO and fake-gcs-server; shoal-benchserver keeps no data, "
@@ -189,24 +204,42 @@ def main() -> None:
                 "fake-gcs-server is left out: in this harness's first full run its memory backend grew past 3.6 GB RSS "
                 "during shoal's 1 GiB upload (64 parallel part uploads, then compose), the kernel's OOM killer ended it, "
                 "and shoal had not finished after 300 s. Its uploads are slow (~80 MB/s) at the best of times.",
-                "shoal-benchserver's resumable-upload emulation is minimal: rclone's GCS uploads get a 308 they do not "
-                "expect and gcloud's are not parsed, so a FAILED there is the instrument's gap, not the client's.",
+                "shoal-benchserver's GCS upload emulation is minimal: gcloud's upload to it did not finish in 10 "
+                "minutes here, so gcloud is not measured there (the instrument's gap, not the client's).",
                 "python-storage uploads with upload_from_filename (resumable, one stream): upload_chunks_concurrently needs "
                 "the XML multipart API, which neither emulator has."])
-            scen.append(sc)
-            runner.upload_big(sc, [minio_up, Target("benchserver", "s3", b_s3.endpoint, "benchup", "loopback"),
-                                   Target("benchserver", "gcs", b_gcs.endpoint, "benchup", "loopback")], all_tools)
+            if want(sc.key):
+                scen.append(sc)
+                runner.upload_big(sc, [minio_up, Target("benchserver", "s3", b_s3.endpoint, "benchup", "loopback"),
+                                       Target("benchserver", "gcs", b_gcs.endpoint, "benchup", "loopback")], all_tools)
 
             sc = Scenario("download-small", f"Download {small} objects", "objects", notes=[
                 "Destination on tmpfs; file names and contents compared with the sources (digest over path and sha256)."])
-            scen.append(sc)
-            runner.download_small(sc, [minio, fgcs, minio_l], all_tools)
+            if want(sc.key):
+                scen.append(sc)
+                runner.download_tree(sc, [minio, fgcs, minio_l], all_tools, "small")
 
             sc = Scenario("upload-small", f"Upload {small} files", "objects", notes=[
                 "MinIO only: fake-gcs-server scans the bucket on every insert (15 objects/s past 10,000), which would "
                 "measure the emulator. Checked by reading every object back."])
-            scen.append(sc)
-            runner.upload_small(sc, [minio_up], all_tools)
+            if want(sc.key):
+                scen.append(sc)
+                runner.upload_tree(sc, [minio_up], all_tools, "small")
+
+            mid = f"{sizes.mid_n:,} × {sizes.mid_size >> 20} MiB"
+            sc = Scenario("download-mid", f"Download {mid} objects", "objects", notes=[
+                "Files each worth a few requests: a tool must keep many transfers and their parts in flight at once.",
+                "MinIO only: fake-gcs-server's memory backend already holds ~4.6 GB for the 1.1 GB of seed data, and "
+                "1.6 GB more put the machine at risk of the OOM killer. Checked file by file, as the small files."])
+            if want(sc.key):
+                scen.append(sc)
+                runner.download_tree(sc, [minio, minio_l], all_tools, "mid")
+
+            sc = Scenario("upload-mid", f"Upload {mid} files", "objects", notes=[
+                "MinIO, read back object by object."])
+            if want(sc.key):
+                scen.append(sc)
+                runner.upload_tree(sc, [minio_up], all_tools, "mid")
 
             sc = Scenario("ls-glob", f"Cold `ls` of `{GLOB_PREFIX}{GLOB}` among {sizes.glob_keys:,} keys "
                                      f"({sizes.glob_match} match)", "objects", notes=[
@@ -217,8 +250,9 @@ def main() -> None:
                 "check column says whether this server honoured the glob.",
                 f"The +{LATENCY_MS} ms profile puts toxiproxy with a latency toxic on both directions (~{2 * LATENCY_MS} ms "
                 "per round trip), closer to a real cloud's listing."])
-            scen.append(sc)
-            runner.ls_glob(sc, [fglob, fglob_l], [shoal, gc, tm_thr, rc, curl])
+            if want(sc.key):
+                scen.append(sc)
+                runner.ls_glob(sc, [fglob, fglob_l], [shoal, gc, tm_thr, rc, curl])
 
             n_big, n_small = sizes.list_keys, sizes.list_keys_small
             bench_l = ep(srv.proxy("bench", P.bench, LATENCY_MS))
@@ -226,7 +260,7 @@ def main() -> None:
             def list_targets(n: int, profiles) -> list[Target]:
                 return [Target("benchserver", proto, e, f"list-{n}", prof, name=f"benchserver ({proto}), {n:,} keys")
                         for proto in ("s3", "gcs") for e, prof in profiles]
-            for n in {n_big, n_small}:  # the server builds a key set on first use: not inside a measured run
+            for n in {n_big, n_small} if want("ls-full") else ():  # built on first use: not in a measured run
                 urllib.request.urlopen(f"{b_gcs.endpoint}/storage/v1/b/list-{n}/o?maxResults=1", timeout=120).close()
             sc = Scenario("ls-full", f"Full listing of a large skewed bucket ({n_big:,} keys)", "keys", notes=[
                 f"shoal-benchserver's synthetic bucket `list-N` (N keys generated, sorted and held in memory; each page "
@@ -245,12 +279,13 @@ def main() -> None:
                 f"The +{LATENCY_MS} ms profile puts toxiproxy with a latency toxic on both directions (~{2 * LATENCY_MS} ms "
                 "per round trip): a sequential lister then waits a round trip per 1,000-key page.",
                 "Ratios are peer ÷ shoal for wall time, client CPU seconds and peak RSS (> 1: shoal used less)."])
-            scen.append(sc)
-            both = ((b_s3.endpoint, "loopback"), (bench_l, lat))
-            runner.ls_full(sc, list_targets(n_big, both), [shoal, s5, rc, gc, boto_ls, obst_ls, tm_ls])
-            if not args.smoke:  # smoke sizes are under every cap: nothing was skipped above
-                # The size-limited variant: CPU-bound listers, where loopback tells it all.
-                runner.ls_full(sc, list_targets(n_small, both[:1]), [shoal, gc, boto_ls])
+            if want(sc.key):
+                scen.append(sc)
+                both = ((b_s3.endpoint, "loopback"), (bench_l, lat))
+                runner.ls_full(sc, list_targets(n_big, both), [shoal, s5, rc, gc, boto_ls, obst_ls, tm_ls])
+                if not args.smoke:  # smoke sizes are under every cap: nothing was skipped above
+                    # The size-limited variant: CPU-bound listers, where loopback tells it all.
+                    runner.ls_full(sc, list_targets(n_small, both[:1]), [shoal, gc, boto_ls])
 
             zst = wl.zstd
             zmib = f"{zst['bytes'] / (1 << 30):.0f} GiB" if zst["bytes"] >= 1 << 30 else f"{zst['bytes'] >> 20} MiB"
@@ -269,11 +304,12 @@ def main() -> None:
                 "The local limit: `zstd -dc` over the same files on tmpfs (no network, one core).",
                 "Compressed MB/s per CPU second is the compressed input one core of the client keeps up with "
                 "(the issue's seed figure: ~52 MB/s per core). MB = 10^6 bytes."])
-            scen.append(sc)
-            local = Target("local files", "file", "", "", "tmpfs")
-            zd = LocalZstd(wl.zstd_files, version=zstd_version)
-            sbr = ShoalBenchRead(shoal_bin, version=shoal.version)
-            runner.stream_zstd(sc, [local, minio, minio_l], [zd, shoal, sbr, s5, rc, boto_z, obst_z], ZSTD_PREFIX)
+            if want(sc.key):
+                scen.append(sc)
+                local = Target("local files", "file", "", "", "tmpfs")
+                zd = LocalZstd(wl.zstd_files, version=zstd_version)
+                sbr = ShoalBenchRead(shoal_bin, version=shoal.version)
+                runner.stream_zstd(sc, [local, minio, minio_l], [zd, shoal, sbr, s5, rc, boto_z, obst_z], ZSTD_PREFIX)
         finally:
             srv.stop()
 
@@ -282,13 +318,27 @@ def main() -> None:
     tool_rows = [
         ("shoal", True, shoal.version, ""), ("s5cmd", s5.ok, s5.version, s5.reason), ("rclone", rc.ok, rc.version, rc.reason),
         ("gcloud storage", gc.ok, gc.version, gc.reason), ("boto3 / s3transfer classic", boto.ok, boto.version, boto.reason),
+        ("boto3 / s3transfer CRT", crt.ok, crt.version, crt.reason),
         ("obstore", obst.ok, obst.version, obst.reason), ("python-storage transfer_manager", tm_thr.ok, tm_thr.version, tm_thr.reason),
         ("curl", True, curl.version, ""), ("zstd (CLI)", bool(zstd_version), zstd_version, "not on PATH"),
         ("zstandard (Python)", pz.ok, pz.version, pz.reason),
         ("matplotlib (charts)", py["matplotlib"].ok, py["matplotlib"].version, py["matplotlib"].reason),
     ]
+    measured = f"Measured {now()} by `bench/run.py {' '.join(sys.argv[1:])}` in {elapsed / 60:.1f} min"
+    if only:  # a partial run: the newest full run's other scenarios stand beside it
+        prev = sorted(p for p in RAW.glob("*.json") if p.name.endswith("-smoke.json") == args.smoke)
+        if not prev:
+            sys.exit(f"bench: --only needs an earlier {'smoke' if args.smoke else 'full'} run's results in {RAW}")
+        old = json.loads(prev[-1].read_text())
+        kept = {s.key: s for s in from_json(old["scenarios"])}
+        kept.update({s.key: s for s in scen})
+        scen = [kept[k] for k in SCENARIOS if k in kept]
+        before = old.get("measured") or (f"Measured {old['when']} by `bench/run.py {' '.join(old['args'])}` in "
+                                         f"{old['elapsed_s'] / 60:.1f} min")
+        measured = (f"{before}; {', '.join(only)} measured again "
+                    f"{now()} by `bench/run.py {' '.join(sys.argv[1:])}` in {elapsed / 60:.1f} min")
     raw = {"when": now(), "args": sys.argv[1:], "elapsed_s": elapsed, "sizes": sizes.__dict__, "runs": runs,
-           "caps": caps, "tools": tool_rows, "scenarios": to_json(scen)}
+           "caps": caps, "tools": tool_rows, "scenarios": to_json(scen), "measured": measured}
     raw_path = RAW / f"{stamp}{'-smoke' if args.smoke else ''}.json"
     raw_path.write_text(json.dumps(raw, indent=1))
 
@@ -306,8 +356,7 @@ def main() -> None:
     header = [
         "# shoal benchmarks" + (" (smoke)" if args.smoke else ""),
         "",
-        f"Measured {now()} by `bench/run.py {' '.join(sys.argv[1:])}` in {elapsed / 60:.1f} min "
-        f"(raw runs: `bench/results/raw/{raw_path.name}`, not committed).",
+        f"{measured} (raw runs: `bench/results/raw/{raw_path.name}`, not committed).",
         "",
         f"- Machine: {os.cpu_count()} cores, {mem:.0f} GiB, {platform.system()} {platform.release()}, "
         "every server on 127.0.0.1. **Client and server share these cores**: a client's wall time includes "
@@ -320,6 +369,7 @@ def main() -> None:
         "cannot do yet; \"n/a\" a tool without that operation or protocol.",
     ]
     speaks = {"s5cmd": "S3", "rclone": "S3, GCS", "gcloud storage": "GCS", "boto3 / s3transfer classic": "S3",
+              "boto3 / s3transfer CRT": "S3 (awscrt's client wired to the local endpoint by hand)",
               "obstore": "S3 (its GCS writes need the XML API)", "python-storage transfer_manager": "GCS (threads and processes)",
               "shoal": "S3, GCS", "curl": "GCS listing", "zstd (CLI)": "local files (the decompression limit)",
               "zstandard (Python)": "decompression for boto3 and obstore"}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: unit tests, the conformance suite on all four backends,
-# the CLI's end-to-end and bad-input tests and the Python package's tests,
+# the CLI's end-to-end and bad-input tests, the Python package's tests and
+# the benchmark harness at smoke size,
 # against local servers this script starts on its own ports and stops again
 # (only the ones it started).
 #
@@ -52,6 +53,18 @@ if [ "${SHOAL_SKIP_PYTHON:-0}" != 1 ]; then
   fi
   (cd python && VIRTUAL_ENV=$venv PATH=$venv/bin:$PATH CARGO_INCREMENTAL=0 maturin develop -q)
   "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
+fi
+
+# The benchmark harness at smoke size (tiny sizes, one run, shoal + s5cmd +
+# boto3 on servers of its own, on ports apart from a developer's full run),
+# so it cannot rot: it builds the release binaries and installs its peers
+# (cached in $SHOAL_CACHE) the first time. SHOAL_SKIP_BENCH_SMOKE=1 leaves
+# it out.
+if [ "${SHOAL_SKIP_BENCH_SMOKE:-0}" != 1 ]; then
+  py=python3
+  [ -x "$SHOAL_CACHE/py-venv/bin/python" ] && py=$SHOAL_CACHE/py-venv/bin/python
+  SHOAL_BENCH_PORT_BASE=${SHOAL_BENCH_PORT_BASE:-32400} \
+    "$py" -m pytest -q -p no:cacheprovider bench/test_smoke.py
 fi
 
 if [ "$EXTENDED" = 1 ]; then

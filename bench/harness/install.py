@@ -21,7 +21,7 @@ RCLONE_MODULE = "github.com/rclone/rclone@latest"  # as PEERS.md: @latest resolv
 
 # Python packages, in two stages so --smoke only waits for the small set.
 # s3fs is not used, but if it ever is, PEERS.md says pin it (botocore conflict).
-PY_SMOKE = ["matplotlib", "boto3", "s3transfer", "zstandard"]
+PY_SMOKE = ["matplotlib", "boto3", "s3transfer", "zstandard", "awscrt"]
 PY_FULL = ["google-cloud-storage", "obstore"]
 
 
@@ -137,9 +137,9 @@ def venv(full: bool) -> dict[str, Peer]:
         else:
             err = f"pip: {_tail(p.stderr)}"
     versions = _py_versions(["matplotlib", "boto3", "s3transfer", "botocore", "google-cloud-storage", "obstore",
-                             "zstandard"])
+                             "zstandard", "awscrt"])
     out = {}
-    for pkg in ["matplotlib", "boto3", "google-cloud-storage", "obstore", "zstandard"]:
+    for pkg in ["matplotlib", "boto3", "google-cloud-storage", "obstore", "zstandard", "awscrt"]:
         if pkg in versions:
             out[pkg] = Peer(pkg, True, version=versions[pkg])
         elif pkg in wanted:
@@ -148,6 +148,8 @@ def venv(full: bool) -> dict[str, Peer]:
             out[pkg] = Peer(pkg, False, reason="not installed in --smoke mode")
     if "boto3" in out and out["boto3"].ok:
         out["boto3"].version = f"boto3 {versions['boto3']}, s3transfer {versions.get('s3transfer', '?')}"
+    if out["awscrt"].ok and "boto3" in versions:
+        out["awscrt"].version = f"awscrt {versions['awscrt']}, s3transfer {versions.get('s3transfer', '?')}"
     return out
 
 

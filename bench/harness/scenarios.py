@@ -216,19 +216,27 @@ class Runner:
 
         self.run_matrix(sc, targets, tools, job, check)
 
-    def download_small(self, sc: Scenario, targets: list[Target], tools: list[Tool]) -> None:
+    def _tree(self, name: str) -> tuple[Path, tuple[int, str], int]:
+        """A file set by name ("small", "mid"): its folder, (count, digest), bytes per file."""
         wl = self.wl
-        dest = wl.dst / "small"
+        if name == "small":
+            return wl.small, wl.small_tree, wl.sizes.small_size
+        return wl.mid, wl.mid_tree, wl.sizes.mid_size
+
+    def download_tree(self, sc: Scenario, targets: list[Target], tools: list[Tool], name: str) -> None:
+        """Every object below `name/` into a local folder, checked file by file."""
+        wl = self.wl
+        dest = wl.dst / name
+        _src, want, size = self._tree(name)
 
         def job(tool, t, i):
             dest.mkdir(parents=True, exist_ok=True)
-            return tool.download_tree(t, "small/", dest)
+            return tool.download_tree(t, f"{name}/", dest)
 
         def check(tool, t, i, p, j):
             n, d = tree_digest(dest)
-            want_n, want_d = wl.small_tree
-            ok = "ok" if (n, d) == (want_n, want_d) else f"FAILED: {n} files (expected {want_n}), content digest differs"
-            return (ok, n * wl.sizes.small_size, n, "")
+            ok = "ok" if (n, d) == want else f"FAILED: {n} files (expected {want[0]}), content digest differs"
+            return (ok, n * size, n, "")
 
         def before():
             wl.clean_dst()
@@ -236,23 +244,23 @@ class Runner:
 
         self.run_matrix(sc, targets, tools, job, check, needs_cap="recursive", before=before)
 
-    def upload_small(self, sc: Scenario, targets: list[Target], tools: list[Tool]) -> None:
-        wl = self.wl
+    def upload_tree(self, sc: Scenario, targets: list[Target], tools: list[Tool], name: str) -> None:
+        """A local folder up below a fresh prefix, read back object by object."""
+        src, want, _size = self._tree(name)
 
         def prefix(tool, i):
             slug = "".join(c if c.isalnum() else "-" for c in tool.name)
-            return f"smallup/{slug}-{i}/"
+            return f"{name}up/{slug}-{i}/"
 
         def job(tool, t, i):
-            return tool.upload_tree(t, wl.small, prefix(tool, i))
+            return tool.upload_tree(t, src, prefix(tool, i))
 
         def check(tool, t, i, p, j):
             pre = prefix(tool, i)
             r = s3_helper(t.endpoint, t.bucket, "tree", pre)
             s3_helper(t.endpoint, t.bucket, "delete", pre)
-            want_n, want_d = wl.small_tree
-            ok = "ok" if (r["count"], r["digest"]) == (want_n, want_d) else \
-                f"FAILED: read back {r['count']} objects (expected {want_n}), content digest differs"
+            ok = "ok" if (r["count"], r["digest"]) == want else \
+                f"FAILED: read back {r['count']} objects (expected {want[0]}), content digest differs"
             return (ok, r.get("bytes", 0), r["count"], "")
 
         self.run_matrix(sc, targets, tools, job, check, needs_cap="recursive")
@@ -322,6 +330,15 @@ class Runner:
 
 def to_json(scenarios: list[Scenario]) -> list[dict]:
     return [asdict(s) for s in scenarios]
+
+
+def from_json(items: list[dict]) -> list[Scenario]:
+    """Scenarios back from a raw results file (to merge a partial run)."""
+    out = []
+    for d in items:
+        rows = [Row(**{**r, "runs": [Run(**x) for x in r["runs"]]}) for r in d["rows"]]
+        out.append(Scenario(**{**d, "rows": rows}))
+    return out
 
 
 def now() -> str:

@@ -127,7 +127,11 @@ class Tool:
         """Why this tool is not measured there (a row says so), or "".
 
         `extra["ls_all_max"]`: the largest `list-N` bucket the tool lists
-        (for listers so slow that a million keys take minutes per run)."""
+        (for listers so slow that a million keys take minutes per run);
+        `extra["skip"]`: {(operation, server): why} for pairs not measured."""
+        skip = self.extra.get("skip", {}).get((scenario.split("-")[0], t.server))
+        if skip:
+            return skip
         cap = self.extra.get("ls_all_max")
         n = int(t.bucket.removeprefix("list-")) if t.bucket.startswith("list-") else 0
         if scenario == "ls-full" and cap and n > cap:
@@ -299,7 +303,7 @@ class Gcloud(Tool):
 
     # Measured instead of assumed: gcloud's multipart upload is refused by
     # shoal-benchserver's multipart/related parser and its resumable one stalls.
-    skip_reason = {("upload", "benchserver"): "not measured: shoal-benchserver does not yet parse gcloud's uploads"}
+    skip_reason = {("upload", "benchserver"): "not measured: gcloud's upload to shoal-benchserver does not finish (the instrument's gap)"}
 
     def upload(self, t, src, key):
         if t.server == "benchserver":

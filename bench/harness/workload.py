@@ -41,11 +41,13 @@ class Sizes:
     list_keys_small: int = 100_000  # the size-limited variant, for slow listers (gcloud)
     zstd_objects: int = 500  # the zstd dataset: objects ...
     zstd_bytes: int = 1 << 30  # ... and their total size decompressed
+    mid_n: int = 200  # the mid-size files: 200 × 8 MiB (many files that are each worth a few requests)
+    mid_size: int = 8 << 20
 
 
 FULL = Sizes(big=1 << 30, small_n=5000, small_size=16 << 10, glob_keys=10_000, glob_match=150, runs=3)
 SMOKE = Sizes(big=8 << 20, small_n=50, small_size=16 << 10, glob_keys=1000, glob_match=15, runs=1,
-              list_keys=5000, list_keys_small=2000, zstd_objects=10, zstd_bytes=4 << 20)
+              list_keys=5000, list_keys_small=2000, zstd_objects=10, zstd_bytes=4 << 20, mid_n=4, mid_size=1 << 20)
 
 
 def sha256_file(p: Path) -> str:
@@ -91,16 +93,19 @@ class Workload:
         self.gcs_data = work / "gcs-data"
         self.big = self.src / "big.bin"
         self.small = self.src / "small"
+        self.mid = self.src / "mid"
         self.zds = self.src / "ds"  # the zstd dataset's files
 
     def make(self) -> None:
         s = self.sizes
-        for d in (self.src, self.dst, self.small, self.gcs_data / "bench" / "big", self.gcs_data / "bench" / "small",
+        for d in (self.src, self.dst, self.small, self.mid, self.gcs_data / "bench" / "big", self.gcs_data / "bench" / "small",
                   self.gcs_data / "benchglob" / "glob", self.gcs_data / "benchup"):
             d.mkdir(parents=True, exist_ok=True)
         _random_file(self.big, s.big)
         for i in range(s.small_n):
             _random_file(self.small / f"f{i:05d}.bin", s.small_size)
+        for i in range(s.mid_n):
+            _random_file(self.mid / f"m{i:03d}.bin", s.mid_size)
         os.link(self.big, self.gcs_data / "bench" / "big" / "big.bin")
         for f in self.small.iterdir():
             os.link(f, self.gcs_data / "bench" / "small" / f.name)
@@ -123,6 +128,7 @@ class Workload:
         self.big_sha = sha256_file(self.big)
         self.big_crc = self.crc32c(self.big)
         self.small_tree = tree_digest(self.small)
+        self.mid_tree = tree_digest(self.mid)
         # What shoal-benchserver serves for size-N.
         h = hashlib.sha256()
         p = subprocess.Popen([str(self.benchserver), "gen", str(s.big)], stdout=subprocess.PIPE)
@@ -153,12 +159,13 @@ class Workload:
         return len(lines), sum(1 for k in lines if not k.isascii()), top, top_n / len(lines), len(folders)
 
     def seed_s3(self, endpoint: str) -> None:
-        """MinIO: buckets, the big object, the small files and the zstd
-        dataset (boto3, not a client under test)."""
+        """MinIO: buckets, the big object, the small and mid-size files and
+        the zstd dataset (boto3, not a client under test)."""
         for b in ("bench", "benchup"):
             s3_helper(endpoint, b, "mb", "-")
         s3_helper(endpoint, "bench", "seed", "big/", str(self.big))
         s3_helper(endpoint, "bench", "seed", "small/", *sorted(str(p) for p in self.small.iterdir()))
+        s3_helper(endpoint, "bench", "seed", "mid/", *sorted(str(p) for p in self.mid.iterdir()))
         s3_helper(endpoint, "bench", "seed", ZSTD_PREFIX, *(str(p) for p in self.zstd_files))
 
     def clean_dst(self) -> None:
