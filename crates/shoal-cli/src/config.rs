@@ -25,6 +25,7 @@ impl Context {
         let mut transfer = TransferOptions::default();
         if let Some(w) = g.workers {
             transfer.workers = w;
+            transfer.small_workers = w;
         }
         if let Some(l) = limits {
             transfer.rates = shoal_transfer::rate::Rates::new(l.rate_limit, l.max_requests_per_sec);
@@ -47,13 +48,15 @@ impl Context {
             },
             ..Overrides::default()
         };
+        // Connections kept for every request a batch may have in flight.
+        let in_flight = transfer.workers + transfer.small_workers;
         Context {
             quiet: g.quiet,
             retry,
             stores: match g.read_timeout {
-                Some(secs) => Stores::new(overrides, transfer.workers, retry)
+                Some(secs) => Stores::new(overrides, in_flight, retry)
                     .with_read_timeout(std::time::Duration::from_secs(secs)),
-                None => Stores::new(overrides, transfer.workers, retry),
+                None => Stores::new(overrides, in_flight, retry),
             },
             transfer,
         }

@@ -25,6 +25,12 @@ struct Inner {
     failures: Vec<ErrorKind>,
     /// Cut every body stream after this many bytes (once per stream).
     cut_streams_after: Option<usize>,
+    /// Each GET, PUT, part and delete waits this long before it answers
+    /// (a round trip), so concurrency can be seen.
+    latency: std::time::Duration,
+    /// Requests answering now, and the most there ever were at once.
+    in_flight: usize,
+    peak_in_flight: usize,
 }
 
 /// Objects in a map, with injectable failures.
@@ -66,6 +72,31 @@ impl MemoryStore {
     /// The next requests fail with these kinds, in order.
     pub fn fail_next(&self, kinds: &[ErrorKind]) {
         self.inner.lock().unwrap().failures.extend_from_slice(kinds);
+    }
+
+    /// Every GET, PUT, part and delete takes `d` to answer (tokio's clock,
+    /// so paused-time tests stay exact).
+    pub fn set_latency(&self, d: std::time::Duration) {
+        self.inner.lock().unwrap().latency = d;
+    }
+
+    /// The most GETs, PUTs, parts and deletes that were answering at once.
+    pub fn peak_in_flight(&self) -> usize {
+        self.inner.lock().unwrap().peak_in_flight
+    }
+
+    /// One request's round trip: counted in flight while it waits.
+    async fn round_trip(&self) {
+        let latency = {
+            let mut inner = self.inner.lock().unwrap();
+            inner.in_flight += 1;
+            inner.peak_in_flight = inner.peak_in_flight.max(inner.in_flight);
+            inner.latency
+        };
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        self.inner.lock().unwrap().in_flight -= 1;
     }
 
     /// Body streams break (with a retryable error) after `n` bytes.
@@ -186,6 +217,7 @@ impl Store for MemoryStore {
         version: Option<&ObjectVersion>,
     ) -> Result<GetResponse> {
         let url = Self::url(bucket, key);
+        self.round_trip().await;
         self.injected(Op::Download, &url)?;
         let (data, meta, cut) = {
             let inner = self.inner.lock().unwrap();
@@ -247,12 +279,14 @@ impl Store for MemoryStore {
         data: Bytes,
         opts: &PutOptions,
     ) -> Result<ObjectMeta> {
+        self.round_trip().await;
         self.injected(Op::Upload, &Self::url(bucket, key))?;
         self.store_object(bucket, key, data, opts, Op::Upload)
     }
 
     async fn delete(&self, bucket: &str, key: &str) -> Result<()> {
         let url = Self::url(bucket, key);
+        self.round_trip().await;
         self.injected(Op::Delete, &url)?;
         let mut inner = self.inner.lock().unwrap();
         let b = inner
@@ -304,6 +338,7 @@ impl Store for MemoryStore {
         crc: u32,
     ) -> Result<PartInfo> {
         let url = Self::url(&up.bucket, &up.key);
+        self.round_trip().await;
         self.injected(Op::Multipart, &url)?;
         if crc32c::crc32c(&data) != crc {
             return Err(Error::new(

@@ -18,6 +18,8 @@ use shoal_transfer::TransferOptions;
 pub(crate) struct Session {
     pub(crate) stores: Arc<Stores>,
     pub(crate) workers: usize,
+    /// `workers=` as given to the session (None: the defaults).
+    explicit_workers: Option<usize>,
     kwargs: Py<PyDict>,
 }
 
@@ -33,6 +35,10 @@ impl Session {
             workers: workers.unwrap_or(self.workers).max(1),
             ..TransferOptions::default()
         };
+        // A count the caller chose bounds every request, as --workers does.
+        if let Some(w) = workers.or(self.explicit_workers) {
+            o.small_workers = w.max(1);
+        }
         if let Some(c) = chunk_size {
             o.min_slice = c.max(1);
             o.part_size = c.max(1);
@@ -116,6 +122,7 @@ impl Session {
             s3_access_key: key,
             s3_secret_key: secret,
         };
+        let explicit_workers = workers.map(|w| w.max(1));
         let workers = workers
             .unwrap_or_else(|| TransferOptions::default().workers)
             .max(1);
@@ -124,8 +131,13 @@ impl Session {
             retry.max_attempts = a.max(1);
         }
         Ok(Session {
-            stores: Arc::new(Stores::new(overrides, workers, retry)),
+            stores: Arc::new(Stores::new(
+                overrides,
+                workers + explicit_workers.unwrap_or(shoal_transfer::DEFAULT_SMALL_WORKERS),
+                retry,
+            )),
             workers,
+            explicit_workers,
             kwargs: kwargs.unbind(),
         })
     }

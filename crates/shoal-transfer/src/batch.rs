@@ -1,14 +1,22 @@
 //! Running many transfers as one batch: `cp -r`, `sync`, `run`.
 //!
 //! One scheduler for all of them. Actions arrive as a stream (from a
-//! lister, a sync plan or a run file) and are executed with at most
-//! `2 × workers` files in progress; every request they make (a small
-//! file's one PUT, a big file's slices or parts) takes a slot from one
-//! shared limiter of `workers` slots. So small files keep `workers`
-//! requests in flight, a big file in the batch is sliced by the same engine
-//! as a single big object, and the total never exceeds the budget. Twice as
-//! many files as slots are in progress so that local I/O and checksums of
-//! the next files overlap the network wait of the current ones.
+//! lister, a sync plan or a run file) and are executed with at most twice
+//! as many files in progress as there are request slots. Two limiters
+//! hold those slots, by what a request costs:
+//!
+//! - transfers that are one cheap request (a delete, a download of one
+//!   stream, an upload of at most 1 MiB) take a slot of `small_workers`
+//!   (default 64): they are bound by round trips, not by bytes or memory,
+//!   so many must be in flight at once to keep the pipe full;
+//! - everything else (a big file's slices or parts, a mid-size file's one
+//!   PUT of its whole buffer) takes a slot of `workers` (2 per vCPU), the
+//!   same budget a single big object has, so memory stays bounded.
+//!
+//! A big file in the batch is sliced by the same engine as a single big
+//! object. Twice as many files as slots are in progress so that local I/O
+//! and checksums of the next files overlap the network wait of the current
+//! ones.
 //!
 //! A failing file is recorded with its URL and the batch goes on; the
 //! caller prints the failures at the end and exits 1.
@@ -23,11 +31,11 @@ use shoal_core::local::temp_sibling;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, Store};
 
-use crate::TransferOptions;
 use crate::download::download_known;
 use crate::stream::copy_object;
 use crate::tree::{Entry, destination};
 use crate::upload::upload_file;
+use crate::{SMALL_UPLOAD, TransferOptions};
 
 /// Finds the store for a location (the CLI builds stores lazily).
 pub type StoreFor = Arc<dyn Fn(&Location) -> Result<Arc<dyn Store>> + Send + Sync>;
@@ -98,9 +106,14 @@ pub async fn run(
     policy: RetryPolicy,
     counters: Arc<BatchCounters>,
 ) -> BatchReport {
-    let slots = opts.workers.max(1);
+    let slots = opts.workers.max(1) + opts.small_workers.max(1);
     if opts.limiter.is_none() {
-        opts.limiter = Some(Arc::new(tokio::sync::Semaphore::new(slots)));
+        opts.limiter = Some(Arc::new(tokio::sync::Semaphore::new(opts.workers.max(1))));
+    }
+    if opts.small_limiter.is_none() {
+        opts.small_limiter = Some(Arc::new(tokio::sync::Semaphore::new(
+            opts.small_workers.max(1),
+        )));
     }
     let opts = Arc::new(opts);
     let mut results = actions
@@ -144,8 +157,9 @@ pub async fn run(
 }
 
 /// Executes one action of a batch (what [`run`] does for each), for
-/// callers that keep their own per-item results. `opts.limiter` is the
-/// budget shared with the other actions in flight; returns bytes copied.
+/// callers that keep their own per-item results. `opts.limiter` and
+/// `opts.small_limiter` are the budgets shared with the other actions in
+/// flight (see the module docs); returns bytes copied.
 pub async fn execute(
     action: &Action,
     store_for: &StoreFor,
@@ -160,7 +174,7 @@ pub async fn execute(
                     .map_err(|e| Error::io(Op::Delete, &dst.key, e))?;
             } else {
                 let store = store_for(dst)?;
-                let _slot = opts.permit().await;
+                let _slot = opts.for_small().permit().await;
                 store
                     .delete(&dst.bucket, &dst.key)
                     .await
@@ -171,6 +185,8 @@ pub async fn execute(
         Action::Copy { src, meta, dst } => {
             let r = match (src.is_local(), dst.is_local()) {
                 (true, false) => {
+                    let small = meta.as_ref().is_some_and(|m| m.size <= SMALL_UPLOAD);
+                    let opts = if small { &opts.for_small() } else { opts };
                     upload_file(store_for(dst)?, Path::new(&src.key), dst, opts).await?
                 }
                 (false, true) => {
@@ -191,9 +207,18 @@ pub async fn execute(
                             .await
                             .map_err(|e| Error::io(Op::Write, &dst.key, e))?;
                     }
+                    // One stream (no slices) holds at most one write batch.
+                    let opts = if meta.size <= opts.min_slice && opts.slices.is_none_or(|s| s <= 1)
+                    {
+                        &opts.for_small()
+                    } else {
+                        opts
+                    };
                     download_known(store, src, &meta, path, opts, policy).await?
                 }
                 (false, false) => {
+                    let small = meta.as_ref().is_some_and(|m| m.size <= SMALL_UPLOAD);
+                    let opts = if small { &opts.for_small() } else { opts };
                     copy_object(store_for(src)?, src, store_for(dst)?, dst, opts, policy).await?
                 }
                 (true, true) => return copy_local(&src.key, &dst.key).await,

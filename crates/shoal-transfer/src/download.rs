@@ -30,9 +30,9 @@ use crate::plan::plan_slices;
 use crate::{Report, TransferOptions, Verified};
 
 /// Bytes gathered before one `pwritev`: big enough that syscalls and
-/// blocking-pool hops are rare, small enough that workers × batch stays far
-/// below the memory budget (16 workers × 4 MiB = 64 MiB).
-const WRITE_BUFFER: usize = 4 << 20;
+/// blocking-pool hops are rare (1,024 per GiB), small enough that a batch's
+/// 64 single-stream downloads hold at most 64 MiB.
+const WRITE_BUFFER: usize = 1 << 20;
 
 /// Chunks in one `pwritev` at most (Linux's IOV_MAX is 1024).
 const MAX_IOV: usize = 512;

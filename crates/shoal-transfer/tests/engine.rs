@@ -314,3 +314,98 @@ async fn stream_upload_small_and_large_and_copy() {
         );
     }
 }
+
+/// A batch keeps `small_workers` cheap requests in flight (small
+/// downloads, small uploads, deletes), while slices and parts of big files
+/// stay within `workers`: on a store with a 10 ms round trip, the peak of
+/// requests answering at once is exactly each limit.
+#[tokio::test(start_paused = true)]
+async fn a_batch_keeps_small_requests_wide_and_big_ones_within_workers() {
+    use shoal_transfer::batch::{self, Action, BatchCounters};
+    let mib = 1u64 << 20;
+    let opts = || TransferOptions {
+        workers: 3,
+        small_workers: 24,
+        min_slice: mib,
+        part_size: mib,
+        ..Default::default()
+    };
+    let run = |s: Arc<MemoryStore>, actions: Vec<Action>| async move {
+        let store = s.clone();
+        let store_for: batch::StoreFor =
+            Arc::new(move |_: &Location| Ok(store.clone() as Arc<dyn Store>));
+        let report = batch::run(
+            futures::StreamExt::boxed(futures::stream::iter(actions.into_iter().map(Ok))),
+            store_for,
+            opts(),
+            RetryPolicy::default(),
+            Arc::new(BatchCounters::default()),
+        )
+        .await;
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let key = |i: usize| Location::parse(&format!("gs://b/s/{i}")).unwrap();
+
+    // 100 small objects down: 24 GETs at once.
+    let s = Arc::new(MemoryStore::new());
+    s.create_bucket("b").await.unwrap();
+    for i in 0..100 {
+        s.put(
+            "b",
+            &format!("s/{i}"),
+            Bytes::from(vec![i as u8; 1000]),
+            &PutOptions::default(),
+        )
+        .await
+        .unwrap();
+    }
+    s.set_latency(std::time::Duration::from_millis(10));
+    let down = (0..100)
+        .map(|i| Action::Copy {
+            src: key(i),
+            meta: None,
+            dst: Location::parse(dir.path().join(format!("d{i}")).to_str().unwrap()).unwrap(),
+        })
+        .collect();
+    run(s.clone(), down).await;
+    assert_eq!(s.peak_in_flight(), 24);
+    assert_eq!(
+        std::fs::read(dir.path().join("d7")).unwrap(),
+        vec![7u8; 1000]
+    );
+
+    // Their deletes: 24 at once as well.
+    let s2 = s.clone();
+    let deletes = (0..100).map(|i| Action::Delete { dst: key(i) }).collect();
+    run(s2, deletes).await;
+    assert_eq!(s.peak_in_flight(), 24);
+
+    // Two 8 MiB objects: 16 slices, at most 3 at once.
+    let s = Arc::new(MemoryStore::new());
+    s.create_bucket("b").await.unwrap();
+    for i in 0..2 {
+        s.put(
+            "b",
+            &format!("s/{i}"),
+            Bytes::from(vec![1u8; 8 << 20]),
+            &PutOptions::default(),
+        )
+        .await
+        .unwrap();
+    }
+    s.set_latency(std::time::Duration::from_millis(10));
+    let big = (0..2)
+        .map(|i| Action::Copy {
+            src: key(i),
+            meta: None,
+            dst: Location::parse(dir.path().join(format!("b{i}")).to_str().unwrap()).unwrap(),
+        })
+        .collect();
+    run(s.clone(), big).await;
+    assert_eq!(s.peak_in_flight(), 3);
+    assert_eq!(
+        std::fs::metadata(dir.path().join("b1")).unwrap().len(),
+        8 << 20
+    );
+}

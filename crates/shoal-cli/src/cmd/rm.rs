@@ -98,7 +98,7 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
                 .map_err(|e| e.with_url(loc.to_string()))?;
             Ok::<_, Error>(loc)
         })
-        .buffer_unordered(ctx.transfer.workers.max(1));
+        .buffer_unordered(ctx.transfer.small_workers.max(1));
     let mut results = Box::pin(results);
     while let Some(r) = results.next().await {
         match r {
