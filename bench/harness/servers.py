@@ -50,9 +50,6 @@ class Servers:
             SHOAL_S3_PORT=str(self.ports.s3),
             SHOAL_TOXI_PORT=str(self.ports.toxi),
         )
-        # MinIO refuses writes (507 XMinioStorageFull) near a full drive: its
-        # tmpfs holds the ~3 GB of seed data plus a 1 GiB upload at a time.
-        env.setdefault("SHOAL_MINIO_TMPFS_SIZE", "16g")
         return env
 
     def start(self, gcs_data: Path, benchserver: Path) -> None:
