@@ -13,8 +13,10 @@
 //!   PUT of its whole buffer) takes a slot of `workers` (2 per vCPU), the
 //!   same budget a single big object has, so memory stays bounded.
 //!
-//! A big file in the batch is sliced by the same engine as a single big
-//! object. Twice as many files as slots are in progress so that local I/O
+//! Every request takes its slot before it reads a byte into memory, and
+//! cloud-to-cloud copies that buffer parts are at most `2 × workers` at a
+//! time, so the many files in progress hold nothing while they wait. A big
+//! file in the batch is sliced by the same engine as a single big object. Twice as many files as slots are in progress so that local I/O
 //! and checksums of the next files overlap the network wait of the current
 //! ones.
 //!
@@ -109,6 +111,11 @@ pub async fn run(
     let slots = opts.workers.max(1) + opts.small_workers.max(1);
     if opts.limiter.is_none() {
         opts.limiter = Some(Arc::new(tokio::sync::Semaphore::new(opts.workers.max(1))));
+    }
+    if opts.stream_copies.is_none() {
+        opts.stream_copies = Some(Arc::new(tokio::sync::Semaphore::new(
+            2 * opts.workers.max(1),
+        )));
     }
     if opts.small_limiter.is_none() {
         opts.small_limiter = Some(Arc::new(tokio::sync::Semaphore::new(
@@ -218,6 +225,10 @@ pub async fn execute(
                 }
                 (false, false) => {
                     let small = meta.as_ref().is_some_and(|m| m.size <= SMALL_UPLOAD);
+                    let _copying = match (&opts.stream_copies, small) {
+                        (Some(s), false) => s.clone().acquire_owned().await.ok(),
+                        _ => None,
+                    };
                     let opts = if small { &opts.for_small() } else { opts };
                     copy_object(store_for(src)?, src, store_for(dst)?, dst, opts, policy).await?
                 }

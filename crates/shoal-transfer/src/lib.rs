@@ -51,6 +51,10 @@ pub struct TransferOptions {
     pub small_workers: usize,
     /// The limiter of those requests (`batch::run` makes it).
     pub small_limiter: Option<Arc<tokio::sync::Semaphore>>,
+    /// Cloud-to-cloud copies in progress in a batch, beyond the small ones
+    /// (`batch::run` makes it, 2 × workers): each reads a part of its
+    /// source into memory before it can wait for an upload slot.
+    pub stream_copies: Option<Arc<tokio::sync::Semaphore>>,
     /// Force this many slices (1 = one plain stream).
     pub slices: Option<usize>,
     /// Smallest slice worth its own request (see [`plan::DEFAULT_MIN_SLICE`]).
@@ -111,6 +115,7 @@ impl Default for TransferOptions {
             workers: cpus * 2,
             small_workers: DEFAULT_SMALL_WORKERS,
             small_limiter: None,
+            stream_copies: None,
             slices: None,
             min_slice: plan::DEFAULT_MIN_SLICE,
             part_size: upload::DEFAULT_PART_SIZE,

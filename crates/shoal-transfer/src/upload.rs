@@ -66,6 +66,10 @@ pub async fn upload_file(
     let url = dst.to_string();
 
     if size <= part || size <= store.capabilities().min_part_size {
+        // The slot is taken before the file is read: a batch has many more
+        // files in progress than slots, and a waiting file holds no buffer
+        // (read first, 136 files of 8 MiB in progress held 1.1 GB).
+        let _slot = opts.permit().await;
         let data = read_at(&file, 0, size as usize, &path_s).await?;
         let crc = crc32c::crc32c(&data);
         check_unchanged(&file, stamp, &path_s)?;
@@ -73,7 +77,6 @@ pub async fn upload_file(
             crc32c: Some(crc),
             ..Default::default()
         };
-        let _slot = opts.permit().await;
         opts.rates.bytes(size).await;
         let meta = (store.put(&dst.bucket, &dst.key, data.clone(), &put_opts))
             .await
