@@ -3,10 +3,11 @@
 
     bench/coldstart.py [--runs 30]
 
-Against a fake-gcs-server already running (`scripts/servers.sh start gcs`,
-STORAGE_EMULATOR_HOST set) and a shoal release binary ($CARGO_TARGET_DIR or
-target/release), it seeds the glob shape (10,000 keys under `glob/`, 150
-named `ABC*.zip`) once, then times, each as a new process, median of --runs:
+It starts a fake-gcs-server of its own (port SHOAL_COLDSTART_PORT, default
+31390; the binary scripts/servers.sh builds) loaded with the bench's glob
+shape (10,000 keys under `glob/`, 150 named `ABC*.zip`), and with a shoal
+release binary ($CARGO_TARGET_DIR or target/release) times, each as a new
+process, median of --runs:
 
 - `shoal --version`: exec, dynamic loading, argument parsing: the floor of
   any command;
@@ -41,22 +42,29 @@ PREFIX = "glob/"
 GLOB = "ABC*.zip"
 
 
-def seed(ep: str) -> None:
-    """The bench's glob shape, uploaded once (skipped when already there)."""
-    q = urllib.parse.quote
-    try:
-        with urllib.request.urlopen(f"{ep}/storage/v1/b/{BUCKET}/o?maxResults=1&prefix={q(PREFIX)}") as r:
-            if b'"items"' in r.read():
-                return
-    except urllib.error.HTTPError:
-        req = urllib.request.Request(f"{ep}/storage/v1/b?project=test", data=f'{{"name":"{BUCKET}"}}'.encode(),
-                                     headers={"content-type": "application/json"})
-        urllib.request.urlopen(req).close()
+def start_server(work: Path, port: int) -> subprocess.Popen:
+    """fake-gcs-server (from $SHOAL_CACHE/bin, as scripts/servers.sh builds
+    it) loaded at start-up with the bench's glob shape: 10,000 keys under
+    `glob/`, 150 named `ABC*.zip` (inserting them through its API takes
+    minutes: every insert scans the bucket)."""
+    g = work / "data" / BUCKET / PREFIX.rstrip("/")
+    g.mkdir(parents=True)
     for i in range(10_000):
         name = f"ABC{i:05d}.zip" if i % 66 == 0 and i // 66 < 150 else f"f{i:05d}.dat"
-        req = urllib.request.Request(
-            f"{ep}/upload/storage/v1/b/{BUCKET}/o?uploadType=media&name={q(PREFIX + name, safe='')}", data=b"x")
-        urllib.request.urlopen(req).close()
+        (g / name).write_text("x")
+    cache = Path(os.environ.get("SHOAL_CACHE", Path.home() / ".cache" / "shoal"))
+    proc = subprocess.Popen([str(cache / "bin" / "fake-gcs-server"), "-scheme", "http", "-host", "127.0.0.1",
+                             "-port", str(port), "-backend", "memory", "-data", str(work / "data"),
+                             "-external-url", f"http://127.0.0.1:{port}", "-public-host", f"127.0.0.1:{port}",
+                             "-log-level", "warn"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(600):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/_internal/healthcheck", timeout=1).close()
+            return proc
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    sys.exit("coldstart: fake-gcs-server did not start")
 
 
 def timed(cmd: list[str], runs: int) -> float:
@@ -94,12 +102,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=30)
     args = ap.parse_args()
-    ep = os.environ.get("STORAGE_EMULATOR_HOST")
-    if not ep:
-        sys.exit("coldstart: set STORAGE_EMULATOR_HOST (eval \"$(scripts/servers.sh env)\")")
     target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
     shoal = str(target / "release" / "shoal")
-    seed(ep)
+    port = int(os.environ.get("SHOAL_COLDSTART_PORT", "31390"))
+    ep = f"http://127.0.0.1:{port}"
+    os.environ["STORAGE_EMULATOR_HOST"] = ep
+    with tempfile.TemporaryDirectory() as work:
+        server = start_server(Path(work), port)
+        try:
+            measure(shoal, ep, args.runs)
+        finally:
+            server.terminate()
+            server.wait()
+
+
+def measure(shoal: str, ep: str, runs: int) -> None:
     url = f"gs://{BUCKET}/{PREFIX}{GLOB}"
     got = subprocess.run([shoal, "ls", url], capture_output=True, text=True, check=True).stdout.splitlines()
     if len(got) != 150:
@@ -108,10 +125,10 @@ def main() -> None:
     q = urllib.parse.urlencode({"prefix": PREFIX, "delimiter": "/", "matchGlob": PREFIX + GLOB,
                                 "fields": "items(name),prefixes,nextPageToken", "maxResults": "1000"})
     curl = ["curl", "-sf", "-o", "/dev/null", f"{ep}/storage/v1/b/{BUCKET}/o?{q}"]
-    rows = [("`shoal --version` (process start-up floor)", timed([shoal, "--version"], args.runs)),
-            ("`curl` of the list request (one round trip)", timed(curl, args.runs)),
-            (f"`shoal ls '{url}'`", timed([shoal, "ls", url], args.runs))]
-    print(f"| command (median of {args.runs}, new process each) | wall ms |\n|---|--:|")
+    rows = [("`shoal --version` (process start-up floor)", timed([shoal, "--version"], runs)),
+            ("`curl` of the list request (one round trip)", timed(curl, runs)),
+            (f"`shoal ls '{url}'`", timed([shoal, "ls", url], runs))]
+    print(f"| command (median of {runs}, new process each) | wall ms |\n|---|--:|")
     for name, s in rows:
         print(f"| {name} | {s * 1000:.1f} |")
     if shutil.which("strace"):
