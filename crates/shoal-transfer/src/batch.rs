@@ -181,7 +181,7 @@ pub async fn execute(
                     .map_err(|e| Error::io(Op::Delete, &dst.key, e))?;
             } else {
                 let store = store_for(dst)?;
-                let _slot = opts.for_small().permit().await;
+                let _slot = opts.for_transfer(true).permit().await;
                 store
                     .delete(&dst.bucket, &dst.key)
                     .await
@@ -193,8 +193,8 @@ pub async fn execute(
             let r = match (src.is_local(), dst.is_local()) {
                 (true, false) => {
                     let small = meta.as_ref().is_some_and(|m| m.size <= SMALL_UPLOAD);
-                    let opts = if small { &opts.for_small() } else { opts };
-                    upload_file(store_for(dst)?, Path::new(&src.key), dst, opts).await?
+                    let opts = opts.for_transfer(small);
+                    upload_file(store_for(dst)?, Path::new(&src.key), dst, &opts).await?
                 }
                 (false, true) => {
                     let store = store_for(src)?;
@@ -215,13 +215,10 @@ pub async fn execute(
                             .map_err(|e| Error::io(Op::Write, &dst.key, e))?;
                     }
                     // One stream (no slices) holds at most one write batch.
-                    let opts = if meta.size <= opts.min_slice && opts.slices.is_none_or(|s| s <= 1)
-                    {
-                        &opts.for_small()
-                    } else {
-                        opts
-                    };
-                    download_known(store, src, &meta, path, opts, policy).await?
+                    let one_stream =
+                        meta.size <= opts.min_slice && opts.slices.is_none_or(|s| s <= 1);
+                    let opts = opts.for_transfer(one_stream);
+                    download_known(store, src, &meta, path, &opts, policy).await?
                 }
                 (false, false) => {
                     let small = meta.as_ref().is_some_and(|m| m.size <= SMALL_UPLOAD);
@@ -229,8 +226,8 @@ pub async fn execute(
                         (Some(s), false) => s.clone().acquire_owned().await.ok(),
                         _ => None,
                     };
-                    let opts = if small { &opts.for_small() } else { opts };
-                    copy_object(store_for(src)?, src, store_for(dst)?, dst, opts, policy).await?
+                    let opts = opts.for_transfer(small);
+                    copy_object(store_for(src)?, src, store_for(dst)?, dst, &opts, policy).await?
                 }
                 (true, true) => return copy_local(&src.key, &dst.key).await,
             };

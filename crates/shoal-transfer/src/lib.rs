@@ -140,15 +140,16 @@ impl TransferOptions {
         slot
     }
 
-    /// These options for a transfer that is one cheap request: its slot
-    /// comes from the small-request limiter.
-    pub(crate) fn for_small(&self) -> TransferOptions {
-        match &self.small_limiter {
-            Some(l) => TransferOptions {
+    /// These options for one transfer: when it is one cheap request
+    /// (`small`), its slot comes from the small-request limiter; otherwise
+    /// they are used as they are, uncloned.
+    pub(crate) fn for_transfer(&self, small: bool) -> std::borrow::Cow<'_, TransferOptions> {
+        match (&self.small_limiter, small) {
+            (Some(l), true) => std::borrow::Cow::Owned(TransferOptions {
                 limiter: Some(l.clone()),
                 ..self.clone()
-            },
-            None => self.clone(),
+            }),
+            _ => std::borrow::Cow::Borrowed(self),
         }
     }
 

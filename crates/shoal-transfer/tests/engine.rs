@@ -348,26 +348,33 @@ async fn a_batch_keeps_small_requests_wide_and_big_ones_within_workers() {
     let key = |i: usize| Location::parse(&format!("gs://b/s/{i}")).unwrap();
 
     // 100 small objects down: 24 GETs at once.
-    let s = Arc::new(MemoryStore::new());
-    s.create_bucket("b").await.unwrap();
-    for i in 0..100 {
-        s.put(
-            "b",
-            &format!("s/{i}"),
-            Bytes::from(vec![i as u8; 1000]),
-            &PutOptions::default(),
-        )
-        .await
-        .unwrap();
-    }
-    s.set_latency(std::time::Duration::from_millis(10));
-    let down = (0..100)
-        .map(|i| Action::Copy {
-            src: key(i),
-            meta: None,
-            dst: Location::parse(dir.path().join(format!("d{i}")).to_str().unwrap()).unwrap(),
-        })
-        .collect();
+    // `n` objects s/0.. of `size` bytes (byte i), answering after 10 ms,
+    // and their downloads to `{prefix}{i}` in the temporary folder.
+    let seeded = |n: usize, size: usize, prefix: &'static str| {
+        let dir = dir.path().to_owned();
+        async move {
+            let s = Arc::new(MemoryStore::new());
+            s.create_bucket("b").await.unwrap();
+            for i in 0..n {
+                let body = Bytes::from(vec![i as u8; size]);
+                s.put("b", &format!("s/{i}"), body, &PutOptions::default())
+                    .await
+                    .unwrap();
+            }
+            s.set_latency(std::time::Duration::from_millis(10));
+            let downloads: Vec<Action> = (0..n)
+                .map(|i| Action::Copy {
+                    src: key(i),
+                    meta: None,
+                    dst: Location::parse(dir.join(format!("{prefix}{i}")).to_str().unwrap())
+                        .unwrap(),
+                })
+                .collect();
+            (s, downloads)
+        }
+    };
+
+    let (s, down) = seeded(100, 1000, "d").await;
     run(s.clone(), down).await;
     assert_eq!(s.peak_in_flight(), 24);
     assert_eq!(
@@ -382,26 +389,7 @@ async fn a_batch_keeps_small_requests_wide_and_big_ones_within_workers() {
     assert_eq!(s.peak_in_flight(), 24);
 
     // Two 8 MiB objects: 16 slices, at most 3 at once.
-    let s = Arc::new(MemoryStore::new());
-    s.create_bucket("b").await.unwrap();
-    for i in 0..2 {
-        s.put(
-            "b",
-            &format!("s/{i}"),
-            Bytes::from(vec![1u8; 8 << 20]),
-            &PutOptions::default(),
-        )
-        .await
-        .unwrap();
-    }
-    s.set_latency(std::time::Duration::from_millis(10));
-    let big = (0..2)
-        .map(|i| Action::Copy {
-            src: key(i),
-            meta: None,
-            dst: Location::parse(dir.path().join(format!("b{i}")).to_str().unwrap()).unwrap(),
-        })
-        .collect();
+    let (s, big) = seeded(2, 8 << 20, "b").await;
     run(s.clone(), big).await;
     assert_eq!(s.peak_in_flight(), 3);
     assert_eq!(

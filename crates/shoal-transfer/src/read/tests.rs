@@ -59,16 +59,21 @@ async fn put(set: &mut Set, key: &str, stored: Vec<u8>, decoded: Vec<u8>, encodi
     set.objects.push((key.to_owned(), stored, decoded));
 }
 
-/// Plain, zstd (multi-frame), gzip (multi-member), empty, big, and a
-/// gzip-encoded object, in key order.
-async fn mixed() -> Set {
+/// An empty bucket `b` on a memory store.
+async fn empty_set() -> Set {
     let mem = Arc::new(MemoryStore::new());
     mem.create_bucket("b").await.unwrap();
-    let mut set = Set {
+    Set {
         store: mem.clone(),
         mem,
         objects: Vec::new(),
-    };
+    }
+}
+
+/// Plain, zstd (multi-frame), gzip (multi-member), empty, big, and a
+/// gzip-encoded object, in key order.
+async fn mixed() -> Set {
+    let mut set = empty_set().await;
     let a = text(300_000, 1);
     put(&mut set, "a.txt", a.clone(), a, None).await;
     let b = text(3_000_000, 2);
@@ -267,13 +272,7 @@ fn plan_cuts_big_objects_and_keeps_encoded_whole() {
 #[tokio::test(start_paused = true)]
 async fn rates_pace_fetched_bytes_and_ranged_requests() {
     use std::time::Duration;
-    let mem = Arc::new(MemoryStore::new());
-    mem.create_bucket("b").await.unwrap();
-    let mut set = Set {
-        store: mem.clone(),
-        mem,
-        objects: Vec::new(),
-    };
+    let mut set = empty_set().await;
     for i in 0..3 {
         let t = text(1 << 20, 20 + i);
         put(&mut set, &format!("{i}.txt"), t.clone(), t, None).await;
