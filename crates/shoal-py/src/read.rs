@@ -2,7 +2,7 @@
 //! iterator, through the engine `shoal cat` uses.
 //!
 //! The work is [`shoal_transfer::read::Reader`]'s: objects requested ahead
-//! on `workers` connections within a `read_ahead` byte budget, big objects
+//! with up to 64 requests in flight (`workers=` sets it) within a `read_ahead` byte budget, big objects
 //! as parallel ranges, decoding on blocking threads, CRC32C checked per
 //! object, in listing order unless `ordered` is off. Decompression follows
 //! `cat`: `Content-Encoding: gzip` always (the object's content is the
@@ -289,6 +289,7 @@ pub(crate) fn read(
     let sources = py.detach(|| sources(&stores, &urls)).py()?;
     let opts = ReadOptions {
         workers: session.workers,
+        requests: session.transfer_options(None, None).small_workers,
         read_ahead: read_ahead.unwrap_or(DEFAULT_READ_AHEAD),
         decompress: match decompress {
             None => Decompress::ContentEncoding,

@@ -24,6 +24,7 @@ async fn read(ctx: &Context, a: BenchReadArgs) -> CmdResult {
     let fetched = Arc::new(AtomicU64::new(0));
     let opts = ReadOptions {
         workers: ctx.transfer.workers,
+        requests: ctx.transfer.small_workers,
         rates: ctx.transfer.rates.clone(),
         read_ahead: a.read_ahead,
         decompress: if a.no_decompress {

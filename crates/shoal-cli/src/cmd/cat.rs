@@ -20,7 +20,7 @@ use futures::stream::BoxStream;
 use shoal_core::{Error, ErrorKind, Op, Projection, Result};
 use shoal_list::ListOptions;
 use shoal_transfer::decode::Decompress;
-use shoal_transfer::read::{ReadOptions, Reader, Source};
+use shoal_transfer::read::{Chunk, ReadOptions, Reader, Source};
 
 use crate::args::{CatArgs, ReadFlags};
 use crate::config::Context;
@@ -30,6 +30,7 @@ pub(crate) async fn run(ctx: &Context, a: CatArgs) -> CmdResult {
     let sources = sources(ctx, &a.urls, true)?;
     let opts = ReadOptions {
         workers: ctx.transfer.workers,
+        requests: ctx.transfer.small_workers,
         rates: ctx.transfer.rates.clone(),
         read_ahead: a.read.read_ahead,
         decompress: decompress(&a.read),
@@ -62,7 +63,7 @@ pub(crate) async fn run(ctx: &Context, a: CatArgs) -> CmdResult {
                     }
                     last = c[c.len() - 1];
                     any = true;
-                    if sink.write(c.bytes().clone()).await.is_err() {
+                    if sink.write(c).await.is_err() {
                         break 'objects;
                     }
                 }
@@ -178,11 +179,32 @@ enum SinkError {
     Failed(String),
 }
 
+/// Widens a pipe on `fd` to 1 MiB (Linux; the unprivileged maximum by
+/// default). With the default 64 KiB, every 1 MiB block is 16 wake-ups of
+/// the writer and of the reader at the other end; this is what `pv` and
+/// `splice`-based tools do too. Anything but a pipe, or a refusal, is
+/// left as it is.
+fn grow_pipe(fd: std::os::fd::RawFd) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: fstat and fcntl on a descriptor we do not own only read or
+    // resize the pipe's buffer; failures are returned, not faults.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFIFO {
+            let _ = libc::fcntl(fd, libc::F_SETPIPE_SZ, 1 << 20);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = fd;
+}
+
 /// Where the bytes go: stdout through a writer thread (so a slow pipe
 /// never stalls the async workers), or --exec children.
 enum Sink {
     Stdout {
-        tx: tokio::sync::mpsc::Sender<Bytes>,
+        /// Chunks, not their bytes: a chunk dropped after its write gives
+        /// its block back for reuse and holds its budget share till then.
+        tx: tokio::sync::mpsc::Sender<Chunk>,
         thread: std::thread::JoinHandle<std::io::Result<()>>,
     },
     Exec {
@@ -195,7 +217,8 @@ enum Sink {
 
 impl Sink {
     fn stdout() -> Sink {
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Chunk>(16);
+        grow_pipe(1);
         let thread = std::thread::spawn(move || {
             let stdout = std::io::stdout();
             let mut out = stdout.lock();
@@ -243,10 +266,12 @@ impl Sink {
         })
     }
 
-    async fn write(&mut self, b: Bytes) -> Result<(), ()> {
+    async fn write(&mut self, c: Chunk) -> Result<(), ()> {
         match self {
-            Sink::Stdout { tx, .. } => tx.send(b).await.map_err(|_| ()),
+            Sink::Stdout { tx, .. } => tx.send(c).await.map_err(|_| ()),
             Sink::Exec { tx, carry, .. } => {
+                let b = c.bytes().clone();
+                drop(c);
                 // Whole lines only: up to the last newline goes out, the
                 // rest waits for the next chunk.
                 let Some(nl) = b.iter().rposition(|&c| c == b'\n') else {
@@ -268,9 +293,10 @@ impl Sink {
     /// An object ended; `newline` finishes its unterminated last line.
     async fn end_object(&mut self, newline: bool) -> Result<(), ()> {
         match self {
-            Sink::Stdout { tx, .. } if newline => {
-                tx.send(Bytes::from_static(b"\n")).await.map_err(|_| ())
-            }
+            Sink::Stdout { tx, .. } if newline => tx
+                .send(Bytes::from_static(b"\n").into())
+                .await
+                .map_err(|_| ()),
             Sink::Stdout { .. } => Ok(()),
             Sink::Exec { tx, carry, .. } => {
                 if carry.is_empty() {

@@ -129,6 +129,7 @@ async fn read_all(set: &Set, opts: ReadOptions) -> Vec<(usize, Result<Vec<u8>, S
 fn opts(decompress: Decompress, ordered: bool, read_ahead: u64) -> ReadOptions {
     ReadOptions {
         workers: 4,
+        requests: 4,
         read_ahead,
         decompress,
         ordered,
@@ -297,4 +298,54 @@ async fn rates_pace_fetched_bytes_and_ranged_requests() {
     let got = read_all(&set, o).await;
     assert!(got.iter().all(|g| g.1.is_ok()));
     assert_eq!(t0.elapsed(), Duration::from_secs(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decoded_bytes_stay_within_the_budget_while_the_writer_stalls() {
+    // Each object decodes to less than one decoder's share, so without a
+    // bound over objects every decoder would finish its object and start
+    // the next: the whole dataset would sit decoded behind a stalled writer.
+    let mut set = empty_set().await;
+    for i in 0..40 {
+        let d = text(1_500_000, 100 + i);
+        put(&mut set, &format!("o{i:02}.zst"), zstd(&d), d, None).await;
+    }
+    let read_ahead = 16 << 20;
+    let mut r = Reader::start(
+        sources(&set),
+        opts(Decompress::Detect, true, read_ahead),
+        RetryPolicy::default(),
+    );
+    let first = r.next_object().await.unwrap().unwrap();
+    // Let decoders run as far as they can; poll until nothing moves.
+    let mut last = u64::MAX;
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let now = r.decoded_held();
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    let held = r.decoded_held();
+    assert!(held > 0, "decoders never started");
+    assert!(
+        held <= read_ahead / 2,
+        "{held} decoded bytes held behind a stalled writer, budget {}",
+        read_ahead / 2
+    );
+    // And everything still comes out, whole and in order.
+    drop(first);
+    let mut n = 1;
+    while let Some(o) = r.next_object().await {
+        let mut o = o.unwrap();
+        let mut got = Vec::new();
+        while let Some(c) = o.next().await {
+            got.extend_from_slice(&c.unwrap());
+        }
+        assert_eq!(got, set.objects[o.index].2, "object {}", o.index);
+        n += 1;
+    }
+    assert_eq!(n, 40);
+    drop(r);
 }
