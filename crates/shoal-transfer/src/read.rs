@@ -291,14 +291,21 @@ impl Chunk {
     }
 }
 
+impl Chunk {
+    /// Bytes that are not a pooled block, with their budget share if any.
+    fn held(data: Bytes, hold: Option<OwnedSemaphorePermit>) -> Self {
+        Chunk {
+            data,
+            _hold: hold,
+            pool: None,
+        }
+    }
+}
+
 /// Bytes of the caller's own (a separator, say) to go out with chunks.
 impl From<Bytes> for Chunk {
     fn from(data: Bytes) -> Self {
-        Chunk {
-            data,
-            _hold: None,
-            pool: None,
-        }
+        Chunk::held(data, None)
     }
 }
 
@@ -393,13 +400,7 @@ impl Object {
                     return self.shared.check_crc().err().map(Err);
                 };
                 match rx.recv().await {
-                    Some(Ok((data, hold))) => {
-                        return Some(Ok(Chunk {
-                            data,
-                            _hold: hold,
-                            pool: None,
-                        }));
-                    }
+                    Some(Ok((data, hold))) => return Some(Ok(Chunk::held(data, hold))),
                     Some(Err(e)) => {
                         slices.clear();
                         *checked = true;
@@ -905,12 +906,7 @@ fn produce(
     let codec = decode::choose(mode, encoding.as_deref(), &head, &shared.meta.key);
     if codec == Codec::Plain {
         while let Some((data, hold)) = input.next_piece().map_err(|e| input.fetch_error(url, e))? {
-            let chunk = Chunk {
-                data,
-                _hold: hold,
-                pool: None,
-            };
-            if out.send(Ok(chunk)).is_err() {
+            if out.send(Ok(Chunk::held(data, hold))).is_err() {
                 return Ok(());
             }
         }
