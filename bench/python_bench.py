@@ -239,11 +239,16 @@ def best_of(runs: int, specs_check):
 
 def run_case(spec) -> dict:
     t0 = time.perf_counter()
-    p = subprocess.Popen([sys.executable, __file__, "--case", json.dumps(spec)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _, status, ru = os.wait4(p.pid, 0)
+    # Output goes to files, not pipes: wait4 (for the child's rusage) reads
+    # nothing, so a child writing more than a pipe holds would block forever.
+    with tempfile.TemporaryFile("w+") as fo, tempfile.TemporaryFile("w+") as fe:
+        p = subprocess.Popen([sys.executable, __file__, "--case", json.dumps(spec)], stdout=fo, stderr=fe, text=True)
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        fo.seek(0)
+        fe.seek(0)
+        out, err = fo.read(), fe.read()
     status = os.waitstatus_to_exitcode(status)
-    wall = time.perf_counter() - t0
-    out, err = p.stdout.read(), p.stderr.read()
     if status != 0:
         return {"error": (err.strip().splitlines() or ["exit %d" % status])[-1][:160]}
     res = {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime}

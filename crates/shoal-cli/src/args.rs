@@ -295,9 +295,11 @@ pub(crate) struct CpArgs {
     /// Start a download from zero, discarding slices an interrupted run left.
     #[arg(long)]
     pub(crate) no_resume: bool,
-    /// How uploads to gs:// are made: `compose` (parallel parts, then
-    /// compose), `resumable` (one session, no temporary objects) or `auto`
-    /// (compose for files, resumable for stdin and cloud-to-cloud).
+    /// How uploads to gs:// are made: `xml` (the XML API's multipart
+    /// upload: parallel parts, no temporary objects), `compose` (parallel
+    /// parts as temporary objects, then compose), `resumable` (one session)
+    /// or `auto` (xml on Google's endpoints; elsewhere compose for files and
+    /// resumable for stdin and cloud-to-cloud).
     #[arg(long, value_enum, default_value = "auto", value_name = "METHOD")]
     pub(crate) gcs_upload: GcsUploadArg,
     #[command(flatten)]
@@ -449,5 +451,6 @@ pub(crate) struct RunArgs {
 pub(crate) enum GcsUploadArg {
     Auto,
     Compose,
+    Xml,
     Resumable,
 }

@@ -143,3 +143,39 @@ fn s3_to_gcs_copies_are_whole() {
         assert!(read_back(&gs_url, dir.path()) == body, "{method}");
     }
 }
+
+#[test]
+fn xml_multipart_where_the_server_lacks_it_is_one_clear_line() {
+    // fake-gcs-server has no XML API multipart upload (real GCS does; it is
+    // `auto`'s choice there): asking for it must fail plainly, not hang or
+    // leave anything behind.
+    let Some(bucket) = make_bucket(gcs, "gs") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::write(&src, data(3 << 20)).unwrap();
+    let url = format!("gs://{bucket}/xml");
+    let r = run(with_args(
+        gcs().unwrap(),
+        &[
+            "cp",
+            "--gcs-upload",
+            "xml",
+            "--part-size",
+            "1MiB",
+            src.to_str().unwrap(),
+            &url,
+        ],
+    ));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
+    assert!(r.stderr.contains(&url), "{}", r.stderr);
+    assert!(r.stderr.contains("--gcs-upload compose"), "{}", r.stderr);
+    assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+    let r = run(with_args(
+        gcs().unwrap(),
+        &["ls", "-r", &format!("gs://{bucket}/")],
+    ));
+    assert_eq!(r.stdout.trim(), "", "{}", r.stdout);
+}

@@ -24,10 +24,12 @@ pub mod resume;
 pub mod retry;
 pub mod store;
 pub mod url;
+pub mod xml;
 
 pub use error::{Error, ErrorKind, Op, Result};
 pub use meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion, Projection};
 pub use store::{
-    BoxByteStream, Capabilities, GetResponse, MultipartUpload, PartInfo, PutOptions, Store,
+    Assemble, BoxByteStream, Capabilities, GetResponse, MultipartUpload, PartInfo, PutOptions,
+    Store,
 };
 pub use url::{Location, Scheme};

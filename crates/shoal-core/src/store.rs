@@ -81,6 +81,22 @@ pub struct PutOptions {
     pub content_type: Option<String>,
     /// `Content-Encoding` to store.
     pub content_encoding: Option<String>,
+    /// How `multipart_start` assembles the upload, where there is a choice.
+    pub assemble: Assemble,
+}
+
+/// How a multipart upload is assembled, for stores that have more than one
+/// way (GCS: its XML API's multipart upload, or parts stored as temporary
+/// objects and composed). Stores with one way ignore it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Assemble {
+    /// The store's choice: native where the server has it.
+    #[default]
+    Auto,
+    /// The server's multipart upload (S3, the GCS XML API).
+    Native,
+    /// Parts as temporary objects, composed on the server (GCS).
+    Compose,
 }
 
 /// A multipart upload in progress.
@@ -105,6 +121,59 @@ pub struct PartInfo {
     pub crc32c: u32,
     /// Size of the part in bytes.
     pub size: u64,
+}
+
+impl PartInfo {
+    /// Fails unless `part_number` is in `1..=max` (the numbering every
+    /// multipart protocol here shares).
+    pub fn check_number(part_number: u32, max: u32, url: &str) -> Result<()> {
+        if (1..=max).contains(&part_number) {
+            return Ok(());
+        }
+        Err(Error::invalid(
+            Op::Multipart,
+            url,
+            format!("part number {part_number} is outside 1..={max}"),
+        ))
+    }
+
+    /// The part as stored; a CRC32C the server computed (`echo`) must be
+    /// the one sent.
+    pub fn stored(self, echo: Option<u32>, url: &str) -> Result<PartInfo> {
+        match echo {
+            Some(theirs) if theirs != self.crc32c => Err(Error::new(
+                ErrorKind::Integrity,
+                Op::Multipart,
+                url,
+                format!(
+                    "part {}: server computed CRC32C {theirs:08x}, we sent {:08x}",
+                    self.part_number, self.crc32c
+                ),
+            )),
+            _ => Ok(self),
+        }
+    }
+
+    /// `parts` in assembly order; fails when there are none or a number
+    /// repeats.
+    pub fn in_order<'a>(parts: &'a [PartInfo], url: &str) -> Result<Vec<&'a PartInfo>> {
+        let mut sorted: Vec<&PartInfo> = parts.iter().collect();
+        sorted.sort_by_key(|p| p.part_number);
+        if sorted.is_empty() {
+            return Err(Error::invalid(Op::Multipart, url, "no parts to assemble"));
+        }
+        if let Some(w) = sorted
+            .windows(2)
+            .find(|w| w[0].part_number == w[1].part_number)
+        {
+            return Err(Error::invalid(
+                Op::Multipart,
+                url,
+                format!("part {} is listed twice", w[0].part_number),
+            ));
+        }
+        Ok(sorted)
+    }
 }
 
 /// An object store: the primitives shoal's engines are built from.

@@ -120,7 +120,7 @@ impl Client {
             Ok(resp)
         } else {
             Err(classify(
-                error_from_response(op, url, resp, json_error_message).await,
+                error_from_response(op, url, resp, server_message).await,
             ))
         }
     }
@@ -172,15 +172,21 @@ pub(crate) fn json_error_message(body: &str) -> Option<String> {
         .filter(|m| !m.is_empty())
 }
 
+/// The server's message from an error body: JSON from the JSON API, an
+/// S3-style `<Error>` document from the XML API (multipart uploads).
+fn server_message(body: &str) -> Option<String> {
+    json_error_message(body).or_else(|| shoal_core::xml::error_code_message(body))
+}
+
 /// Refines the generic status mapping with what GCS means by it: a 400
 /// about a checksum is an integrity failure (the bytes that arrived are not
 /// the bytes we declared), not a malformed request.
 fn classify(err: Error) -> Error {
     let m = err.message().to_ascii_lowercase();
-    if err.status() == Some(400)
-        && (m.contains("crc32c") || m.contains("md5"))
-        && (m.contains("match") || m.contains("invalid"))
-    {
+    let checksum = ((m.contains("crc32c") || m.contains("md5"))
+        && (m.contains("match") || m.contains("invalid")))
+        || m.contains("baddigest");
+    if err.status() == Some(400) && checksum {
         return with_kind(err, ErrorKind::Integrity)
             .with_hint("the data changed or was corrupted on the way; it was not stored");
     }
@@ -240,6 +246,11 @@ mod tests {
         );
         assert_eq!(json_error_message("<html>nope</html>"), None);
         assert_eq!(json_error_message(r#"{"error":{"code":500}}"#), None);
+        assert_eq!(
+            server_message("<Error><Code>NoSuchUpload</Code><Message>gone</Message></Error>")
+                .as_deref(),
+            Some("NoSuchUpload: gone")
+        );
     }
 
     #[test]

@@ -124,16 +124,7 @@ impl Client {
         crc32c: u32,
     ) -> Result<PartInfo> {
         let url = gs_url(&upload.bucket, &upload.key);
-        if !(1..=crate::MAX_PARTS).contains(&part_number) {
-            return Err(Error::invalid(
-                Op::Multipart,
-                url,
-                format!(
-                    "part number {part_number} is outside 1..={}",
-                    crate::MAX_PARTS
-                ),
-            ));
-        }
+        PartInfo::check_number(part_number, crate::MAX_PARTS, &url)?;
         let name = part_name(&upload.upload_id, part_number);
         let size = data.len() as u64;
         let opts = PutOptions {
@@ -322,20 +313,9 @@ fn intermediate_name(upload_id: &str, round: u32, index: usize) -> String {
 /// The parts in order, each checked to be one of this upload's temporaries
 /// (never compose, and then delete, an arbitrary object named by a token).
 fn checked_pieces(upload: &MultipartUpload, parts: &[PartInfo], url: &str) -> Result<Vec<Piece>> {
-    if parts.is_empty() {
-        return Err(Error::invalid(Op::Multipart, url, "no parts to assemble"));
-    }
-    let mut sorted: Vec<&PartInfo> = parts.iter().collect();
-    sorted.sort_by_key(|p| p.part_number);
+    let sorted = PartInfo::in_order(parts, url)?;
     let mut pieces = Vec::with_capacity(sorted.len());
-    for (i, p) in sorted.iter().enumerate() {
-        if i > 0 && sorted[i - 1].part_number == p.part_number {
-            return Err(Error::invalid(
-                Op::Multipart,
-                url,
-                format!("part {} is listed twice", p.part_number),
-            ));
-        }
+    for p in sorted {
         let expected = part_name(&upload.upload_id, p.part_number);
         if p.etag != expected {
             return Err(Error::invalid(

@@ -27,6 +27,11 @@ pub struct GcsConfig {
     pub http: HttpConfig,
     /// Retry policy for every request.
     pub retry: RetryPolicy,
+    /// Whether the server has the XML API's multipart upload, which
+    /// multipart uploads then use unless told to compose. `None`: yes on
+    /// Google's own endpoints (`*.googleapis.com`), no elsewhere: no
+    /// emulator has it.
+    pub xml_multipart: Option<bool>,
 }
 
 impl GcsConfig {
@@ -55,6 +60,19 @@ impl GcsConfig {
         cfg.project =
             non_empty("GOOGLE_CLOUD_PROJECT").or_else(|| non_empty("CLOUDSDK_CORE_PROJECT"));
         cfg
+    }
+
+    /// Whether multipart uploads go through the XML API by default.
+    pub(crate) fn has_xml_multipart(&self) -> bool {
+        self.xml_multipart.unwrap_or_else(|| match &self.endpoint {
+            None => true,
+            Some(e) => {
+                let host = e.split_once("://").map_or(e.as_str(), |(_, h)| h);
+                let host = host.split(['/', ':']).next().unwrap_or("");
+                host.eq_ignore_ascii_case("storage.googleapis.com")
+                    || host.to_ascii_lowercase().ends_with(".googleapis.com")
+            }
+        })
     }
 
     /// The base URL without a trailing `/`.
@@ -105,5 +123,23 @@ mod tests {
             ("CLOUDSDK_CORE_PROJECT", "p2"),
         ]);
         assert_eq!(c.project.as_deref(), Some("p1"));
+    }
+
+    #[test]
+    fn xml_multipart_only_where_google_serves_it() {
+        let with = |endpoint: Option<&str>| GcsConfig {
+            endpoint: endpoint.map(str::to_owned),
+            ..Default::default()
+        };
+        assert!(with(None).has_xml_multipart());
+        assert!(with(Some("https://storage.googleapis.com/")).has_xml_multipart());
+        assert!(with(Some("https://storage-abc.p.googleapis.com")).has_xml_multipart());
+        assert!(!with(Some("http://127.0.0.1:4443")).has_xml_multipart());
+        assert!(!with(Some("http://googleapis.com.evil:80")).has_xml_multipart());
+        let forced = GcsConfig {
+            xml_multipart: Some(true),
+            ..with(Some("http://127.0.0.1:9"))
+        };
+        assert!(forced.has_xml_multipart());
     }
 }

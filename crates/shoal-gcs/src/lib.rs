@@ -1,4 +1,5 @@
-//! Google Cloud Storage for shoal, over the JSON API.
+//! Google Cloud Storage for shoal, over the JSON API (and the XML API for
+//! multipart uploads).
 //!
 //! Why the JSON API and not the XML (S3-like) one: only JSON listing has
 //! `matchGlob` (server-side glob filtering), `fields` projections (a page of
@@ -16,6 +17,8 @@
 //! - `list`: list requests and the (fuzzable) JSON parser;
 //! - `object`: metadata, download, upload, delete, bucket creation;
 //! - `compose`: multipart uploads as parallel composite uploads;
+//! - `xml_multipart`: multipart uploads over the XML API, where the server
+//!   has it (Google's does, emulators do not);
 //! - `resumable`: one stream of unknown length as a resumable upload.
 //!
 //! Everything here is one request (or, for compose, a bounded tree of
@@ -30,14 +33,15 @@ mod credential;
 mod list;
 mod object;
 mod resumable;
+mod xml_multipart;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use bytes::Bytes;
 use shoal_core::{
-    BoxByteStream, ByteRange, Capabilities, GetResponse, ListPage, ListRequest, MultipartUpload,
-    ObjectMeta, ObjectVersion, PartInfo, PutOptions, Result, Scheme, Store,
+    Assemble, BoxByteStream, ByteRange, Capabilities, GetResponse, ListPage, ListRequest,
+    MultipartUpload, ObjectMeta, ObjectVersion, PartInfo, PutOptions, Result, Scheme, Store,
 };
 
 pub use config::GcsConfig;
@@ -56,6 +60,8 @@ pub struct GcsStore {
     caps: Capabilities,
     project: Option<String>,
     anonymous: bool,
+    /// `Assemble::Auto` uses the XML API's multipart upload.
+    xml_multipart: bool,
     /// Options given to `multipart_start`, applied when composing (the
     /// trait's `multipart_complete` does not carry them). Uploads started
     /// by another process complete with default options.
@@ -77,6 +83,7 @@ impl GcsStore {
     /// A store for `cfg`. Looks up no credentials: that happens on the
     /// first request (and never when anonymous).
     pub fn new(cfg: GcsConfig) -> Result<Self> {
+        let xml_multipart = cfg.has_xml_multipart();
         Ok(GcsStore {
             client: client::Client::new(&cfg)?,
             caps: Capabilities {
@@ -85,11 +92,15 @@ impl GcsStore {
                 match_glob: true,
                 projection: true,
                 end_offset: true,
-                native_multipart: false,
+                native_multipart: xml_multipart,
                 compose: true,
-                // Parts are ordinary objects, and compose accepts
-                // components of any size (unlike S3's 5 MiB minimum).
-                min_part_size: 0,
+                // Composed parts are ordinary objects, of any size; the XML
+                // API keeps S3's 5 MiB minimum.
+                min_part_size: if xml_multipart {
+                    xml_multipart::MIN_PART_SIZE
+                } else {
+                    0
+                },
                 max_parts: MAX_PARTS,
                 // The GCS object size limit.
                 max_put_size: 5 << 40,
@@ -97,6 +108,7 @@ impl GcsStore {
             },
             project: cfg.project,
             anonymous: cfg.anonymous,
+            xml_multipart,
             uploads: Mutex::new(HashMap::new()),
         })
     }
@@ -185,6 +197,15 @@ impl Store for GcsStore {
         key: &str,
         opts: &PutOptions,
     ) -> Result<MultipartUpload> {
+        let xml = match opts.assemble {
+            Assemble::Native => true,
+            Assemble::Compose => false,
+            // A conditional write needs compose's `ifGenerationMatch`.
+            Assemble::Auto => self.xml_multipart && !opts.if_not_exists,
+        };
+        if xml {
+            return self.client.xml_start(bucket, key, opts).await;
+        }
         let upload_id = compose::new_upload_id();
         // The whole-object checksums cannot be checked per part; the
         // expected CRC32C comes with `multipart_complete`.
@@ -211,6 +232,9 @@ impl Store for GcsStore {
         data: Bytes,
         crc32c: u32,
     ) -> Result<PartInfo> {
+        if xml_multipart::is_xml_upload(&upload.upload_id) {
+            return self.client.xml_put(upload, part_number, data, crc32c).await;
+        }
         self.client
             .multipart_put(upload, part_number, data, crc32c)
             .await
@@ -222,6 +246,9 @@ impl Store for GcsStore {
         parts: &[PartInfo],
         crc32c: Option<u32>,
     ) -> Result<ObjectMeta> {
+        if xml_multipart::is_xml_upload(&upload.upload_id) {
+            return self.client.xml_complete(upload, parts, crc32c).await;
+        }
         // Temporaries are deleted whatever happens, so the upload is over.
         let opts = self.upload_options(&upload.upload_id, true);
         self.client
@@ -230,6 +257,9 @@ impl Store for GcsStore {
     }
 
     async fn multipart_abort(&self, upload: &MultipartUpload) -> Result<()> {
+        if xml_multipart::is_xml_upload(&upload.upload_id) {
+            return self.client.xml_abort(upload).await;
+        }
         self.upload_options(&upload.upload_id, true);
         self.client.multipart_abort(upload).await
     }

@@ -22,7 +22,7 @@ use shoal_core::{Error, ErrorKind, Op, Result};
 use crate::credential::CredentialSource;
 use crate::endpoint::Endpoint;
 use crate::sign::sign_request;
-use crate::xml::error_code_message;
+use shoal_core::xml::error_code_message;
 
 /// Largest XML response we read into memory. A full ListObjectsV2 page is
 /// 1000 keys of up to 1 KiB, tripled by URL encoding, plus ~0.5 KiB of

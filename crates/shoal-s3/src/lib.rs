@@ -28,7 +28,6 @@ mod list;
 mod multipart;
 mod object;
 mod sign;
-mod xml;
 
 use std::fmt;
 

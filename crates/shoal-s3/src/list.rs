@@ -27,7 +27,7 @@ use reqwest::Method;
 use shoal_core::{Error, ErrorKind, ListPage, ListRequest, ObjectMeta, ObjectVersion, Op, Result};
 
 use crate::client::{Client, Request};
-use crate::xml::push_ref;
+use shoal_core::xml::push_ref;
 
 /// S3's largest page: it silently caps `max-keys` at 1000.
 pub(crate) const MAX_LIST_PAGE: u32 = 1000;

@@ -23,7 +23,7 @@ use shoal_core::{
 use crate::client::{Client, Request};
 use crate::endpoint::check_bucket;
 use crate::object::{full_object_crc, integrity, protocol, with_object_headers};
-use crate::xml::read_simple;
+use shoal_core::xml::{complete_multipart_body, error_code_kind, read_simple};
 
 impl Client {
     pub(crate) async fn multipart_start(
@@ -88,13 +88,8 @@ impl Client {
     ) -> Result<PartInfo> {
         check_bucket(Op::Multipart, &upload.bucket)?;
         // S3 numbers parts 1..=10000.
-        if !(1..=10_000).contains(&part_number) {
-            return Err(Error::invalid(
-                Op::Multipart,
-                format!("s3://{}/{}", upload.bucket, upload.key),
-                format!("part number {part_number} is outside 1..=10000"),
-            ));
-        }
+        let url = format!("s3://{}/{}", upload.bucket, upload.key);
+        PartInfo::check_number(part_number, 10_000, &url)?;
         let size = data.len() as u64;
         let req = Request::new(
             Method::PUT,
@@ -124,28 +119,18 @@ impl Client {
             })?
             .to_owned();
         // Servers that echo the part checksum must agree with ours.
-        if let Some(echo) = resp
+        let echo = resp
             .headers()
             .get("x-amz-checksum-crc32c")
             .and_then(|v| v.to_str().ok())
-            .and_then(crc32c_from_base64)
-            && echo != crc32c
-        {
-            return Err(Error::new(
-                ErrorKind::Integrity,
-                Op::Multipart,
-                &req.target,
-                format!(
-                    "part {part_number}: server computed CRC32C {echo:08x}, we sent {crc32c:08x}"
-                ),
-            ));
-        }
-        Ok(PartInfo {
+            .and_then(crc32c_from_base64);
+        PartInfo {
             part_number,
             etag,
             crc32c,
             size,
-        })
+        }
+        .stored(echo, &req.target)
     }
 
     pub(crate) async fn multipart_complete(
@@ -155,20 +140,8 @@ impl Client {
         crc32c: Option<u32>,
     ) -> Result<ObjectMeta> {
         check_bucket(Op::Multipart, &upload.bucket)?;
-        let mut sorted: Vec<&PartInfo> = parts.iter().collect();
-        sorted.sort_by_key(|p| p.part_number);
         let target = format!("s3://{}/{}", upload.bucket, upload.key);
-        if sorted.is_empty()
-            || sorted
-                .windows(2)
-                .any(|w| w[0].part_number == w[1].part_number)
-        {
-            return Err(Error::invalid(
-                Op::Multipart,
-                &target,
-                "a multipart upload needs at least one part and distinct part numbers",
-            ));
-        }
+        let sorted = PartInfo::in_order(parts, &target)?;
         let mut req = Request::new(
             Method::POST,
             Op::Multipart,
@@ -182,7 +155,7 @@ impl Client {
                 .header("x-amz-checksum-crc32c", crc32c_to_base64(c))
                 .header("x-amz-checksum-type", "FULL_OBJECT");
         }
-        let req = req.body(Bytes::from(complete_body(&sorted)));
+        let req = req.body(Bytes::from(complete_multipart_body(&sorted, true)));
         let size: u64 = sorted.iter().map(|p| p.size).sum();
         let (etag, server_crc) = match self
             .send_parse(&req, |_, body| parse_complete(body, &target))
@@ -270,25 +243,6 @@ fn expected(what: &str, got: &str) -> String {
     format!("expected {what}: {got}")
 }
 
-/// The CompleteMultipartUpload document.
-fn complete_body(parts: &[&PartInfo]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(100 + parts.len() * 150);
-    s.push_str("<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">");
-    for p in parts {
-        // Writing to a String cannot fail.
-        let _ = write!(
-            s,
-            "<Part><PartNumber>{}</PartNumber><ETag>{}</ETag><ChecksumCRC32C>{}</ChecksumCRC32C></Part>",
-            p.part_number,
-            quick_xml::escape::escape(p.etag.as_str()),
-            crc32c_to_base64(p.crc32c)
-        );
-    }
-    s.push_str("</CompleteMultipartUpload>");
-    s
-}
-
 /// ETag and whole-object CRC32C from a CompleteMultipartUploadResult, or
 /// the error an `<Error>` body (even under 200) describes.
 fn parse_complete(body: &[u8], target: &str) -> Result<(Option<String>, Option<u32>)> {
@@ -314,13 +268,7 @@ fn parse_complete(body: &[u8], target: &str) -> Result<(Option<String>, Option<u
         )),
         "Error" => {
             let code = code.unwrap_or_default();
-            let kind = match code.as_str() {
-                "InternalError" | "ServiceUnavailable" | "SlowDown" => ErrorKind::ServerBusy,
-                "NoSuchUpload" | "NoSuchKey" | "NoSuchBucket" => ErrorKind::NotFound,
-                "BadDigest" | "InvalidDigest" => ErrorKind::Integrity,
-                "AccessDenied" => ErrorKind::PermissionDenied,
-                _ => ErrorKind::Rejected,
-            };
+            let kind = error_code_kind(&code);
             Err(Error::new(
                 kind,
                 Op::Multipart,
@@ -342,19 +290,6 @@ fn parse_complete(body: &[u8], target: &str) -> Result<(Option<String>, Option<u
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn complete_document_escapes_etags() {
-        let p = PartInfo {
-            part_number: 1,
-            etag: "\"abc\"".into(),
-            crc32c: 0xE306_9283,
-            size: 5,
-        };
-        let s = complete_body(&[&p]);
-        assert!(s.contains("<ETag>&quot;abc&quot;</ETag>"), "{s}");
-        assert!(s.contains("<ChecksumCRC32C>4waSgw==</ChecksumCRC32C>"));
-    }
 
     #[test]
     fn complete_results_and_errors_in_200() {

@@ -89,21 +89,37 @@ pub const DEFAULT_SMALL_WORKERS: usize = 64;
 pub const SMALL_UPLOAD: u64 = 1 << 20;
 
 /// How an upload to GCS is made. S3 always uses its native multipart
-/// upload; this choice exists because GCS has two ways to move one object
-/// and each wins somewhere.
+/// upload; this choice exists because GCS has three ways to move one
+/// object and each wins somewhere.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum GcsUpload {
-    /// Files: parallel composite (parts on parallel connections, then
-    /// compose); streams of unknown length (stdin, cloud to cloud): one
-    /// resumable session, which leaves no temporary objects behind.
+    /// Where the server has the XML API's multipart upload (Google's
+    /// endpoints): that, for files and streams alike. Elsewhere (emulators):
+    /// files are parallel composite uploads, and streams of unknown length
+    /// (stdin, cloud to cloud) one resumable session, which leaves no
+    /// temporary objects behind.
     #[default]
     Auto,
-    /// Always parallel composite: fastest for big files; temporary part
-    /// objects exist until the compose, and the result has no MD5.
+    /// Always parallel composite: parts on parallel connections stored as
+    /// temporary objects, then composed; the result has no MD5.
     Compose,
+    /// Always the XML API's multipart upload: parts on parallel
+    /// connections, no temporary objects; the result has no MD5.
+    Xml,
     /// Always one resumable session: one connection, no temporary objects,
     /// the server checks the whole object.
     Resumable,
+}
+
+impl GcsUpload {
+    /// How the store is asked to assemble a multipart upload.
+    pub fn assemble(self) -> shoal_core::Assemble {
+        match self {
+            GcsUpload::Compose => shoal_core::Assemble::Compose,
+            GcsUpload::Xml => shoal_core::Assemble::Native,
+            GcsUpload::Auto | GcsUpload::Resumable => shoal_core::Assemble::Auto,
+        }
+    }
 }
 
 impl Default for TransferOptions {

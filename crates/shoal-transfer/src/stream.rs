@@ -100,7 +100,12 @@ pub async fn upload_stream(
         });
     }
 
-    if store.supports_put_stream() && opts.gcs_upload != GcsUpload::Compose {
+    let one_session = match opts.gcs_upload {
+        GcsUpload::Resumable => true,
+        GcsUpload::Auto => !caps.native_multipart,
+        GcsUpload::Compose | GcsUpload::Xml => false,
+    };
+    if store.supports_put_stream() && one_session {
         // One resumable session: the first part plus the rest of the body.
         let rest = std::mem::replace(&mut body, Box::pin(futures::stream::empty()));
         let read_ahead = [Ok(first), Ok(carry.split().freeze())];
@@ -108,7 +113,11 @@ pub async fn upload_stream(
         return put_stream(&store, whole, dst, put_opts, opts).await;
     }
     opts.rates.request().await;
-    let upload = (store.multipart_start(&dst.bucket, &dst.key, put_opts))
+    let start_opts = PutOptions {
+        assemble: opts.gcs_upload.assemble(),
+        ..put_opts.clone()
+    };
+    let upload = (store.multipart_start(&dst.bucket, &dst.key, &start_opts))
         .await
         .map_err(|e| e.with_url(&url))?;
     let sem = Arc::new(tokio::sync::Semaphore::new(opts.workers.max(1)));

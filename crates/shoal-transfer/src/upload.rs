@@ -103,7 +103,10 @@ pub async fn upload_file(
         check_unchanged(&file, stamp, &path_s)?;
         return Ok(report);
     }
-    let start_opts = PutOptions::default();
+    let start_opts = PutOptions {
+        assemble: opts.gcs_upload.assemble(),
+        ..Default::default()
+    };
     opts.rates.request().await;
     let upload = (store.multipart_start(&dst.bucket, &dst.key, &start_opts))
         .await

@@ -29,6 +29,7 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
     opts.gcs_upload = match a.gcs_upload {
         GcsUploadArg::Auto => GcsUpload::Auto,
         GcsUploadArg::Compose => GcsUpload::Compose,
+        GcsUploadArg::Xml => GcsUpload::Xml,
         GcsUploadArg::Resumable => GcsUpload::Resumable,
     };
     if let Some(s) = a.slice_size {

@@ -1,5 +1,7 @@
 //! Small XML helpers over quick-xml's event reader, for the short documents
-//! S3 answers outside of listings (errors, multipart results).
+//! the S3-style XML dialects answer outside of listings (errors, multipart
+//! results): S3 itself and GCS's XML API, whose multipart upload is the same
+//! protocol.
 //!
 //! Serde would do, but the workspace builds quick-xml without it and these
 //! documents are a root with a few text children: a loop is shorter than
@@ -11,7 +13,7 @@ use quick_xml::events::{BytesRef, Event};
 use quick_xml::reader::Reader;
 
 /// Appends the text an entity or character reference stands for.
-pub(crate) fn push_ref(out: &mut String, r: &BytesRef<'_>) -> Result<(), String> {
+pub fn push_ref(out: &mut String, r: &BytesRef<'_>) -> Result<(), String> {
     match r.resolve_char_ref() {
         Ok(Some(c)) => out.push(c),
         Ok(None) => match resolve_predefined_entity(r) {
@@ -26,13 +28,15 @@ pub(crate) fn push_ref(out: &mut String, r: &BytesRef<'_>) -> Result<(), String>
 /// A small document: the root's local name and the text of some of its
 /// direct children (first occurrence each, in the order of `fields`).
 #[derive(Debug)]
-pub(crate) struct Simple {
-    pub(crate) root: String,
-    pub(crate) values: Vec<Option<String>>,
+pub struct Simple {
+    /// The root element's local name.
+    pub root: String,
+    /// The text of each requested child, `None` where it is absent.
+    pub values: Vec<Option<String>>,
 }
 
 /// Reads a small document. Fails on malformed or truncated XML or no root.
-pub(crate) fn read_simple(xml: &[u8], fields: &[&str]) -> Result<Simple, String> {
+pub fn read_simple(xml: &[u8], fields: &[&str]) -> Result<Simple, String> {
     let mut reader = Reader::from_reader(xml);
     let mut depth = 0usize;
     let mut root: Option<String> = None;
@@ -98,8 +102,8 @@ pub(crate) fn read_simple(xml: &[u8], fields: &[&str]) -> Result<Simple, String>
     }
 }
 
-/// `Code: Message` from an S3 `<Error>` body, for error messages.
-pub(crate) fn error_code_message(body: &str) -> Option<String> {
+/// `Code: Message` from an S3 or GCS XML `<Error>` body, for error messages.
+pub fn error_code_message(body: &str) -> Option<String> {
     let doc = read_simple(body.as_bytes(), &["Code", "Message"]).ok()?;
     if doc.root != "Error" {
         return None;
@@ -115,9 +119,70 @@ pub(crate) fn error_code_message(body: &str) -> Option<String> {
     }
 }
 
+/// What an S3-style error code means, for an `<Error>` that came with a
+/// success status (a CompleteMultipartUpload answers `200 OK` before it is
+/// done, and may fail after).
+pub fn error_code_kind(code: &str) -> crate::ErrorKind {
+    use crate::ErrorKind;
+    match code {
+        "InternalError" | "ServiceUnavailable" | "SlowDown" => ErrorKind::ServerBusy,
+        "NoSuchUpload" | "NoSuchKey" | "NoSuchBucket" => ErrorKind::NotFound,
+        "BadDigest" | "InvalidDigest" => ErrorKind::Integrity,
+        "AccessDenied" => ErrorKind::PermissionDenied,
+        _ => ErrorKind::Rejected,
+    }
+}
+
+/// The CompleteMultipartUpload document for `parts`, in the order given.
+/// With `crc32c`, each part carries its `ChecksumCRC32C` (S3 checks them
+/// against what it stored); GCS's XML API takes number and ETag only.
+pub fn complete_multipart_body(parts: &[&crate::PartInfo], crc32c: bool) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(100 + parts.len() * 150);
+    s.push_str("<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">");
+    for p in parts {
+        // Writing to a String cannot fail.
+        let _ = write!(
+            s,
+            "<Part><PartNumber>{}</PartNumber><ETag>{}</ETag>",
+            p.part_number,
+            quick_xml::escape::escape(p.etag.as_str()),
+        );
+        if crc32c {
+            let _ = write!(
+                s,
+                "<ChecksumCRC32C>{}</ChecksumCRC32C>",
+                crate::checksum::crc32c_to_base64(p.crc32c)
+            );
+        }
+        s.push_str("</Part>");
+    }
+    s.push_str("</CompleteMultipartUpload>");
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn complete_document_escapes_etags() {
+        let p = crate::PartInfo {
+            part_number: 1,
+            etag: "\"abc\"".into(),
+            crc32c: 0xE306_9283,
+            size: 5,
+        };
+        let s = complete_multipart_body(&[&p], true);
+        assert!(s.contains("<ETag>&quot;abc&quot;</ETag>"), "{s}");
+        assert!(s.contains("<ChecksumCRC32C>4waSgw==</ChecksumCRC32C>"));
+        let s = complete_multipart_body(&[&p], false);
+        assert!(
+            s.contains("<Part><PartNumber>1</PartNumber><ETag>&quot;abc&quot;</ETag></Part>"),
+            "{s}"
+        );
+        assert!(!s.contains("Checksum"));
+    }
 
     #[test]
     fn error_bodies() {
