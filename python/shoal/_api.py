@@ -224,7 +224,7 @@ async def download_async(url: str, filename: str | os.PathLike, *, max_workers: 
 
 
 def upload(filename: str | os.PathLike, url: str, *, max_workers: int | None = None, chunk_size: int | None = None, session: _shoal.Session | None = None, **options: Any) -> Report:
-    """Uploads one file (multipart / parallel composite when big)."""
+    """Uploads one file (multipart when big: S3's, GCS's XML API's, or parallel composite)."""
     return _shoal.upload(resolve(session, options), os.fspath(filename), url, max_workers, chunk_size)
 
 

@@ -255,8 +255,9 @@ def upload_chunks_concurrently(
     **options: Any,
 ) -> None:
     """Uploads one file in parts of ``chunk_size`` sent in parallel (S3
-    multipart; GCS parallel composite, so it also works where XML multipart
-    does not)."""
+    multipart; on GCS the XML API's multipart upload, as google-cloud-storage
+    does, where the server has it, else parallel composite: emulators lack
+    the XML API's)."""
     s = resolve(session, options)
     _shoal.upload(s, os.fspath(filename), _blob_url(blob), max_workers, chunk_size)
 
