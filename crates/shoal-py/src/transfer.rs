@@ -122,8 +122,7 @@ fn copy_many_impl(
 ) -> impl Future<Output = PyResult<PerItem>> + use<> {
     let stores = s.stores.clone();
     let mut opts = s.transfer_options(workers, chunk_size);
-    let slots = opts.workers;
-    opts.limiter = Some(Arc::new(tokio::sync::Semaphore::new(slots)));
+    let slots = shoal_transfer::batch::share_budgets(&mut opts);
     let opts = Arc::new(opts);
     let policy = s.retry();
     async move {
@@ -140,8 +139,9 @@ fn copy_many_impl(
             .filter(|l| !l.is_local())
             .collect();
         let store_for = stores.store_for(&locs).py()?;
-        // Same shape as shoal_transfer::batch::run: 2 × workers files in
-        // progress, every request drawing from one limiter of `workers`.
+        // Same shape as shoal_transfer::batch::run: 2 × slots files in
+        // progress; big transfers draw on `workers`, one-request ones on
+        // `small_workers`.
         let results: Vec<shoal_core::Result<u64>> = futures::stream::iter(parsed)
             .map(|p| {
                 let (store_for, opts) = (store_for.clone(), opts.clone());

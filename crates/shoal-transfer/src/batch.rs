@@ -100,15 +100,10 @@ pub struct BatchReport {
     pub skipped: Vec<String>,
 }
 
-/// Executes `actions` (see the module docs for the concurrency rules).
-pub async fn run(
-    actions: BoxStream<'static, Result<Action>>,
-    store_for: StoreFor,
-    mut opts: TransferOptions,
-    policy: RetryPolicy,
-    counters: Arc<BatchCounters>,
-) -> BatchReport {
-    let slots = opts.workers.max(1) + opts.small_workers.max(1);
+/// Gives `opts` the budgets a batch shares (see the module docs), where the
+/// caller has not set them, and returns how many actions to keep in
+/// progress: one per request slot, big and small.
+pub fn share_budgets(opts: &mut TransferOptions) -> usize {
     if opts.limiter.is_none() {
         opts.limiter = Some(Arc::new(tokio::sync::Semaphore::new(opts.workers.max(1))));
     }
@@ -122,6 +117,18 @@ pub async fn run(
             opts.small_workers.max(1),
         )));
     }
+    opts.workers.max(1) + opts.small_workers.max(1)
+}
+
+/// Executes `actions` (see the module docs for the concurrency rules).
+pub async fn run(
+    actions: BoxStream<'static, Result<Action>>,
+    store_for: StoreFor,
+    mut opts: TransferOptions,
+    policy: RetryPolicy,
+    counters: Arc<BatchCounters>,
+) -> BatchReport {
+    let slots = share_budgets(&mut opts);
     let opts = Arc::new(opts);
     let mut results = actions
         .map(|a| {
@@ -192,7 +199,13 @@ pub async fn execute(
         Action::Copy { src, meta, dst } => {
             let r = match (src.is_local(), dst.is_local()) {
                 (true, false) => {
-                    let small = meta.as_ref().is_some_and(|m| m.size <= SMALL_UPLOAD);
+                    let size = match meta {
+                        Some(m) => Some(m.size),
+                        // Callers naming files (not listing them) give no
+                        // size; one stat tells a one-request upload apart.
+                        None => tokio::fs::metadata(&src.key).await.ok().map(|m| m.len()),
+                    };
+                    let small = size.is_some_and(|n| n <= SMALL_UPLOAD);
                     let opts = opts.for_transfer(small);
                     upload_file(store_for(dst)?, Path::new(&src.key), dst, &opts).await?
                 }

@@ -388,6 +388,26 @@ async fn a_batch_keeps_small_requests_wide_and_big_ones_within_workers() {
     run(s2, deletes).await;
     assert_eq!(s.peak_in_flight(), 24);
 
+    // 100 small files up, named without a size (as Python's upload_many
+    // names them): one stat each tells they are one-request uploads, so
+    // 24 at once too.
+    let s = Arc::new(MemoryStore::new());
+    s.create_bucket("b").await.unwrap();
+    s.set_latency(std::time::Duration::from_millis(10));
+    let ups = (0..100)
+        .map(|i| {
+            let p = dir.path().join(format!("u{i}"));
+            std::fs::write(&p, vec![i as u8; 1000]).unwrap();
+            Action::Copy {
+                src: Location::parse(p.to_str().unwrap()).unwrap(),
+                meta: None,
+                dst: key(i),
+            }
+        })
+        .collect();
+    run(s.clone(), ups).await;
+    assert_eq!(s.peak_in_flight(), 24);
+
     // Two 8 MiB objects: 16 slices, at most 3 at once.
     let (s, big) = seeded(2, 8 << 20, "b").await;
     run(s.clone(), big).await;
