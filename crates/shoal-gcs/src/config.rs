@@ -69,8 +69,7 @@ impl GcsConfig {
             Some(e) => {
                 let host = e.split_once("://").map_or(e.as_str(), |(_, h)| h);
                 let host = host.split(['/', ':']).next().unwrap_or("");
-                host.eq_ignore_ascii_case("storage.googleapis.com")
-                    || host.to_ascii_lowercase().ends_with(".googleapis.com")
+                host.to_ascii_lowercase().ends_with(".googleapis.com")
             }
         })
     }

@@ -60,8 +60,6 @@ pub struct GcsStore {
     caps: Capabilities,
     project: Option<String>,
     anonymous: bool,
-    /// `Assemble::Auto` uses the XML API's multipart upload.
-    xml_multipart: bool,
     /// Options given to `multipart_start`, applied when composing (the
     /// trait's `multipart_complete` does not carry them). Uploads started
     /// by another process complete with default options.
@@ -108,7 +106,6 @@ impl GcsStore {
             },
             project: cfg.project,
             anonymous: cfg.anonymous,
-            xml_multipart,
             uploads: Mutex::new(HashMap::new()),
         })
     }
@@ -201,7 +198,7 @@ impl Store for GcsStore {
             Assemble::Native => true,
             Assemble::Compose => false,
             // A conditional write needs compose's `ifGenerationMatch`.
-            Assemble::Auto => self.xml_multipart && !opts.if_not_exists,
+            Assemble::Auto => self.caps.native_multipart && !opts.if_not_exists,
         };
         if xml {
             return self.client.xml_start(bucket, key, opts).await;

@@ -33,8 +33,20 @@ use crate::list::parse_object;
 
 impl Client {
     pub(crate) async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {
+        self.head_at(bucket, key, None).await
+    }
+
+    /// Object metadata, of one generation if given.
+    pub(crate) async fn head_at(
+        &self,
+        bucket: &str,
+        key: &str,
+        generation: Option<i64>,
+    ) -> Result<ObjectMeta> {
         let url = gs_url(bucket, key);
-        let http_url = self.object_url(bucket, key);
+        let g = generation.map(|g| g.to_string());
+        let q = Query::new().add_opt("generation", g.as_deref());
+        let http_url = format!("{}{}", self.object_url(bucket, key), q.as_str());
         let body = self
             .call_bytes(Op::Stat, &url, |c| c.get(&http_url))
             .await?;

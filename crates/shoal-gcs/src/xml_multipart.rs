@@ -37,7 +37,6 @@ use shoal_core::{
 };
 
 use crate::client::{Client, Query, encode, gs_url, protocol};
-use crate::list::parse_object;
 use crate::object::parse_goog_hash;
 
 /// Marks an upload id as the XML API's (composite uploads' ids are 32 hex
@@ -247,7 +246,7 @@ impl Client {
                 ..Default::default()
             },
             None => self
-                .head_generation(&upload.bucket, &upload.key, generation)
+                .head_at(&upload.bucket, &upload.key, generation)
                 .await
                 .map_err(|e| e.with_op(Op::Multipart))?,
         };
@@ -294,23 +293,6 @@ impl Client {
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
             Err(e) => Err(e),
         }
-    }
-
-    /// Object metadata from the JSON API, of one generation if known.
-    async fn head_generation(
-        &self,
-        bucket: &str,
-        key: &str,
-        generation: Option<i64>,
-    ) -> Result<ObjectMeta> {
-        let url = gs_url(bucket, key);
-        let g = generation.map(|g| g.to_string());
-        let q = Query::new().add_opt("generation", g.as_deref());
-        let http_url = format!("{}{}", self.object_url(bucket, key), q.as_str());
-        let body = self
-            .call_bytes(Op::Stat, &url, |c| c.get(&http_url))
-            .await?;
-        parse_object(&body, Op::Stat, &url)
     }
 }
 

@@ -198,16 +198,10 @@ pub async fn execute(
         }
         Action::Copy { src, meta, dst } => {
             let r = match (src.is_local(), dst.is_local()) {
+                // The upload takes a small-request slot itself once its
+                // size is known (callers naming files give none).
                 (true, false) => {
-                    let size = match meta {
-                        Some(m) => Some(m.size),
-                        // Callers naming files (not listing them) give no
-                        // size; one stat tells a one-request upload apart.
-                        None => tokio::fs::metadata(&src.key).await.ok().map(|m| m.len()),
-                    };
-                    let small = size.is_some_and(|n| n <= SMALL_UPLOAD);
-                    let opts = opts.for_transfer(small);
-                    upload_file(store_for(dst)?, Path::new(&src.key), dst, &opts).await?
+                    upload_file(store_for(dst)?, Path::new(&src.key), dst, opts).await?
                 }
                 (false, true) => {
                     let store = store_for(src)?;

@@ -22,7 +22,7 @@ use shoal_core::{
     Error, ErrorKind, Location, MultipartUpload, Op, PartInfo, PutOptions, Result, Store,
 };
 
-use crate::{GcsUpload, Report, TransferOptions, Verified};
+use crate::{GcsUpload, Report, SMALL_UPLOAD, TransferOptions, Verified};
 
 /// Default part size: 16 MiB. Parts in flight are held in memory, so
 /// workers × part size bounds memory (8 workers: 128 MiB at most, usually
@@ -68,8 +68,9 @@ pub async fn upload_file(
     if size <= part || size <= store.capabilities().min_part_size {
         // The slot is taken before the file is read: a batch has many more
         // files in progress than slots, and a waiting file holds no buffer
-        // (read first, 136 files of 8 MiB in progress held 1.1 GB).
-        let _slot = opts.permit().await;
+        // (read first, 136 files of 8 MiB in progress held 1.1 GB). Up to
+        // SMALL_UPLOAD it is one cheap request: a small-request slot.
+        let _slot = opts.for_transfer(size <= SMALL_UPLOAD).permit().await;
         let data = read_at(&file, 0, size as usize, &path_s).await?;
         let crc = crc32c::crc32c(&data);
         check_unchanged(&file, stamp, &path_s)?;
