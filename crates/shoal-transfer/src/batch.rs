@@ -33,7 +33,7 @@ use shoal_core::local::temp_sibling;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, Store};
 
-use crate::download::download_known;
+use crate::download::{download_known, download_to_file};
 use crate::stream::copy_object;
 use crate::tree::{Entry, destination};
 use crate::upload::upload_file;
@@ -205,27 +205,23 @@ pub async fn execute(
                 }
                 (false, true) => {
                     let store = store_for(src)?;
-                    let meta = match meta {
-                        Some(m) => m.clone(),
-                        None => {
-                            opts.rates.request().await;
-                            store
-                                .head(&src.bucket, &src.key)
-                                .await
-                                .map_err(|e| e.with_url(src.to_string()))?
-                        }
-                    };
                     let path = Path::new(&dst.key);
                     if let Some(parent) = path.parent() {
                         tokio::fs::create_dir_all(parent)
                             .await
                             .map_err(|e| Error::io(Op::Write, &dst.key, e))?;
                     }
-                    // One stream (no slices) holds at most one write batch.
-                    let one_stream =
-                        meta.size <= opts.min_slice && opts.slices.is_none_or(|s| s <= 1);
-                    let opts = opts.for_transfer(one_stream);
-                    download_known(store, src, &meta, path, &opts, policy).await?
+                    match meta {
+                        Some(meta) => {
+                            // One stream (no slices) holds at most one write batch.
+                            let one_stream =
+                                meta.size <= opts.min_slice && opts.slices.is_none_or(|s| s <= 1);
+                            let opts = opts.for_transfer(one_stream);
+                            download_known(store, src, meta, path, &opts, policy).await?
+                        }
+                        // Named without a size: the first GET tells it.
+                        None => download_to_file(store, src, path, opts, policy).await?,
+                    }
                 }
                 (false, false) => {
                     let small = meta.as_ref().is_some_and(|m| m.size <= SMALL_UPLOAD);

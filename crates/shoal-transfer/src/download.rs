@@ -8,7 +8,7 @@
 //! a wrong file under the real name.
 //!
 //! Every slice is pinned to the generation (GCS) or ETag (S3) seen by the
-//! first HEAD, so an object replaced mid-download fails instead of being
+//! first request (a listing, a HEAD, or the GET of the first slice), so an object replaced mid-download fails instead of being
 //! stitched from two versions. Each slice stream resumes from its last byte
 //! after a broken connection ([`shoal_core::resume`]).
 
@@ -61,6 +61,14 @@ pub fn check_destination(dest: &Path) -> Result<()> {
 }
 
 /// Downloads `src` into the file `dest`, replacing it only once verified.
+///
+/// The first request is a GET of the whole object, not a HEAD: its headers
+/// say all a HEAD would (size, generation or ETag, checksums), and its body
+/// is the whole object when that is one slice, or the first slice of a
+/// bigger one (cut there; the other slices are ranged GETs pinned to the
+/// version it saw). A batch of small files named without sizes costs one
+/// request each instead of two. Only when an earlier run left slices to
+/// resume does a HEAD come first, so no finished slice is fetched again.
 pub async fn download_to_file(
     store: Arc<dyn Store>,
     src: &Location,
@@ -70,11 +78,33 @@ pub async fn download_to_file(
 ) -> Result<Report> {
     check_destination(dest)?;
     let url = src.to_string();
-    opts.rates.request().await;
-    let meta = (store.head(&src.bucket, &src.key))
+    if opts.resume && crate::partial::pending(dest) {
+        opts.rates.request().await;
+        let meta = (store.head(&src.bucket, &src.key))
+            .await
+            .map_err(|e| e.with_url(&url).with_op(Op::Download))?;
+        return download_known(store, src, &meta, dest, opts, policy).await;
+    }
+    // Until the size is known this is one cheap request; if it turns out
+    // to be the first slice of many, it keeps that slot rather than wait,
+    // with its connection open, for another.
+    let slot = opts.for_transfer(true).permit().await;
+    let opened = (store.get(&src.bucket, &src.key, ByteRange::from(0), None))
         .await
         .map_err(|e| e.with_url(&url).with_op(Op::Download))?;
-    download_known(store, src, &meta, dest, opts, policy).await
+    let meta = opened.meta;
+    let first = First {
+        body: opened.body,
+        slot,
+    };
+    download_planned(store, src, &meta, dest, opts, policy, Some(first)).await
+}
+
+/// An open GET of the whole object, from byte 0, and the request slot it
+/// holds: the first slice's body.
+struct First {
+    body: shoal_core::BoxByteStream,
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// Like [`download_to_file`] when the object's metadata is already known
@@ -86,6 +116,20 @@ pub async fn download_known(
     dest: &Path,
     opts: &TransferOptions,
     policy: &RetryPolicy,
+) -> Result<Report> {
+    download_planned(store, src, meta, dest, opts, policy, None).await
+}
+
+/// Slices `meta.size`, fetches the slices not already on disk (the first
+/// from `first` when given) and renames the verified file into place.
+async fn download_planned(
+    store: Arc<dyn Store>,
+    src: &Location,
+    meta: &ObjectMeta,
+    dest: &Path,
+    opts: &TransferOptions,
+    policy: &RetryPolicy,
+    mut first: Option<First>,
 ) -> Result<Report> {
     let url = src.to_string();
     let dest_s = dest.display().to_string();
@@ -129,6 +173,7 @@ pub async fn download_known(
             continue;
         }
         fetched += 1;
+        let opened = if i == 0 { first.take() } else { None };
         let store = store.clone();
         let file = file.clone();
         let src = src.clone();
@@ -139,7 +184,10 @@ pub async fn download_known(
         let opts = opts.clone();
         let partial = partial.clone();
         tasks.spawn(async move {
-            let _slot = opts.permit().await;
+            let (_slot, body) = match opened {
+                Some(f) => (f.slot, Some(take_bytes(f.body, end - start))),
+                None => (opts.permit().await, None),
+            };
             let range = ByteRange::new(start, end);
             let stream = resuming_stream(
                 store,
@@ -148,7 +196,7 @@ pub async fn download_known(
                 &url,
                 range,
                 version,
-                None,
+                body,
                 policy,
             );
             let crc = write_slice(stream, file, start, end, &dest_s, &url, &opts).await?;
@@ -222,6 +270,28 @@ pub async fn download_known(
         verified,
         crc32c: crc,
     })
+}
+
+/// The first `n` bytes of `body`. The rest is never read: the stream is
+/// dropped there, which closes its connection (cheaper, for a big object,
+/// than draining it).
+fn take_bytes(body: shoal_core::BoxByteStream, n: u64) -> shoal_core::BoxByteStream {
+    futures::stream::unfold((body, n), |(mut body, left)| async move {
+        if left == 0 {
+            return None;
+        }
+        match body.next().await? {
+            Ok(mut chunk) => {
+                if chunk.len() as u64 > left {
+                    chunk.truncate(left as usize);
+                }
+                let left = left - chunk.len() as u64;
+                Some((Ok(chunk), (body, left)))
+            }
+            Err(e) => Some((Err(e), (body, left))),
+        }
+    })
+    .boxed()
 }
 
 /// Streams one slice to its place in the file. The chunks are written as
@@ -421,11 +491,12 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
     policy: &RetryPolicy,
 ) -> Result<Report> {
     let url = src.to_string();
-    opts.rates.request().await;
-    let meta = (store.head(&src.bucket, &src.key))
+    // One GET: its headers give the size, version and checksum a HEAD would.
+    let _slot = opts.permit().await;
+    let opened = (store.get(&src.bucket, &src.key, ByteRange::from(0), None))
         .await
         .map_err(|e| e.with_url(&url).with_op(Op::Download))?;
-    let _slot = opts.permit().await;
+    let meta = opened.meta;
     let mut stream = resuming_stream(
         store.clone(),
         &src.bucket,
@@ -433,7 +504,7 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
         &url,
         ByteRange::new(0, meta.size),
         meta.version.clone(),
-        None,
+        Some(opened.body),
         *policy,
     );
     let mut crc = 0u32;

@@ -67,6 +67,11 @@ pub(crate) fn remove_stale(dest: &Path) {
     let _ = std::fs::remove_file(state_path(dest));
 }
 
+/// Whether an earlier run left a resumable download into `dest`.
+pub(crate) fn pending(dest: &Path) -> bool {
+    state_path(dest).exists()
+}
+
 fn state_path(dest: &Path) -> PathBuf {
     sibling(dest, ".shoal-partial.json")
 }

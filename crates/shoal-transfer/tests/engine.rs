@@ -102,23 +102,42 @@ async fn download_resumes_after_cut_streams() {
     assert_eq!(std::fs::read(&dest).unwrap(), body);
 }
 
-/// A store that flips one byte of every GET body: the checksum must catch it.
+/// A store that records the HEADs and GETs it serves and, when `corrupt`,
+/// flips one byte of every GET body (the checksum must catch it).
 #[derive(Debug)]
-struct Corrupting(Arc<MemoryStore>);
+struct Spy {
+    inner: Arc<MemoryStore>,
+    corrupt: bool,
+    heads: std::sync::atomic::AtomicUsize,
+    gets: std::sync::Mutex<Vec<ByteRange>>,
+}
+
+impl Spy {
+    fn new(inner: Arc<MemoryStore>, corrupt: bool) -> Spy {
+        Spy {
+            inner,
+            corrupt,
+            heads: Default::default(),
+            gets: Default::default(),
+        }
+    }
+}
 
 #[async_trait::async_trait]
-impl Store for Corrupting {
+impl Store for Spy {
     fn scheme(&self) -> shoal_core::Scheme {
-        self.0.scheme()
+        self.inner.scheme()
     }
     fn capabilities(&self) -> &shoal_core::Capabilities {
-        self.0.capabilities()
+        self.inner.capabilities()
     }
     async fn head(&self, b: &str, k: &str) -> shoal_core::Result<ObjectMeta> {
-        self.0.head(b, k).await
+        self.heads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.head(b, k).await
     }
     async fn list_page(&self, b: &str, r: &ListRequest) -> shoal_core::Result<ListPage> {
-        self.0.list_page(b, r).await
+        self.inner.list_page(b, r).await
     }
     async fn get(
         &self,
@@ -128,7 +147,11 @@ impl Store for Corrupting {
         v: Option<&ObjectVersion>,
     ) -> shoal_core::Result<GetResponse> {
         use futures::StreamExt;
-        let mut resp = self.0.get(b, k, r, v).await?;
+        self.gets.lock().unwrap().push(r);
+        let mut resp = self.inner.get(b, k, r, v).await?;
+        if !self.corrupt {
+            return Ok(resp);
+        }
         let mut first = true;
         resp.body = resp
             .body
@@ -153,13 +176,13 @@ impl Store for Corrupting {
         d: Bytes,
         o: &PutOptions,
     ) -> shoal_core::Result<ObjectMeta> {
-        self.0.put(b, k, d, o).await
+        self.inner.put(b, k, d, o).await
     }
     async fn delete(&self, b: &str, k: &str) -> shoal_core::Result<()> {
-        self.0.delete(b, k).await
+        self.inner.delete(b, k).await
     }
     async fn create_bucket(&self, b: &str) -> shoal_core::Result<()> {
-        self.0.create_bucket(b).await
+        self.inner.create_bucket(b).await
     }
     async fn multipart_start(
         &self,
@@ -167,7 +190,7 @@ impl Store for Corrupting {
         k: &str,
         o: &PutOptions,
     ) -> shoal_core::Result<MultipartUpload> {
-        self.0.multipart_start(b, k, o).await
+        self.inner.multipart_start(b, k, o).await
     }
     async fn multipart_put(
         &self,
@@ -176,7 +199,7 @@ impl Store for Corrupting {
         d: Bytes,
         c: u32,
     ) -> shoal_core::Result<PartInfo> {
-        self.0.multipart_put(u, n, d, c).await
+        self.inner.multipart_put(u, n, d, c).await
     }
     async fn multipart_complete(
         &self,
@@ -184,17 +207,17 @@ impl Store for Corrupting {
         p: &[PartInfo],
         c: Option<u32>,
     ) -> shoal_core::Result<ObjectMeta> {
-        self.0.multipart_complete(u, p, c).await
+        self.inner.multipart_complete(u, p, c).await
     }
     async fn multipart_abort(&self, u: &MultipartUpload) -> shoal_core::Result<()> {
-        self.0.multipart_abort(u).await
+        self.inner.multipart_abort(u).await
     }
 }
 
 #[tokio::test]
 async fn corrupted_download_is_refused_and_nothing_written() {
     let body = data(10_000, 3);
-    let store = Arc::new(Corrupting(mem_with("k", &body).await));
+    let store = Arc::new(Spy::new(mem_with("k", &body).await, true));
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("out");
     std::fs::write(&dest, b"previous contents").unwrap();
@@ -218,6 +241,92 @@ async fn corrupted_download_is_refused_and_nothing_written() {
         std::fs::read_dir(dir.path()).unwrap().count(),
         1,
         "temporary removed"
+    );
+}
+
+/// Named without a size, an object costs one request per slice: the first
+/// GET (of the whole object, cut after the first slice) stands in for a
+/// HEAD. Only a download with slices left to resume starts with a HEAD.
+#[tokio::test]
+async fn the_first_get_stands_in_for_a_head() {
+    let url = Location::parse("gs://b/k").unwrap();
+    for (size, want) in [
+        (500usize, vec![ByteRange::from(0)]),
+        (
+            4000,
+            vec![
+                ByteRange::from(0),
+                ByteRange::new(1000, 2000),
+                ByteRange::new(2000, 3000),
+                ByteRange::new(3000, 4000),
+            ],
+        ),
+    ] {
+        let body = data(size, 5);
+        let store = Arc::new(Spy::new(mem_with("k", &body).await, false));
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("out");
+        let r = download_to_file(
+            store.clone(),
+            &url,
+            &dest,
+            &small_slices(),
+            &RetryPolicy::default(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(std::fs::read(&dest).unwrap(), body, "size {size}");
+        assert_eq!(r.verified, Verified::Crc32c);
+        assert_eq!(store.heads.load(std::sync::atomic::Ordering::Relaxed), 0);
+        let mut gets = store.gets.lock().unwrap().clone();
+        gets.sort_by_key(|r| (r.start, r.end));
+        assert_eq!(gets, want, "size {size}");
+    }
+
+    // Slices 0 and 2 of four survive an interrupted run: the rerun learns
+    // the object from a HEAD and fetches only slices 1 and 3.
+    let body = data(4000, 6);
+    let store = Arc::new(Spy::new(mem_with("k", &body).await, false));
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("out");
+    let meta = store.head("b", "k").await.unwrap();
+    let slices = [(0u64, 1000u64), (1000, 2000), (2000, 3000), (3000, 4000)];
+    let name = |suffix: &str| dir.path().join(format!(".out.shoal-partial{suffix}"));
+    let mut partial = body.clone();
+    partial[1000..2000].fill(0);
+    partial[3000..].fill(0);
+    std::fs::write(name(""), &partial).unwrap();
+    let header = serde_json::json!({
+        "shoal_partial": 1, "url": "gs://b/k", "size": 4000,
+        "version": meta.version.as_ref().map(|v| v.to_string()), "slices": slices,
+    });
+    let done = |i: usize| {
+        let (a, b) = slices[i];
+        serde_json::json!({"slice": i, "crc32c": crc32c::crc32c(&body[a as usize..b as usize])})
+    };
+    std::fs::write(
+        name(".json"),
+        format!("{header}\n{}\n{}\n", done(0), done(2)),
+    )
+    .unwrap();
+    store.heads.store(0, std::sync::atomic::Ordering::Relaxed);
+    let r = download_to_file(
+        store.clone(),
+        &url,
+        &dest,
+        &small_slices(),
+        &RetryPolicy::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(std::fs::read(&dest).unwrap(), body);
+    assert_eq!(r.resumed, 2000);
+    assert_eq!(store.heads.load(std::sync::atomic::Ordering::Relaxed), 1);
+    let mut gets = store.gets.lock().unwrap().clone();
+    gets.sort_by_key(|r| (r.start, r.end));
+    assert_eq!(
+        gets,
+        vec![ByteRange::new(1000, 2000), ByteRange::new(3000, 4000)]
     );
 }
 
