@@ -97,6 +97,7 @@ fn main() -> ExitCode {
         }
     };
     init_logging(cli.global.verbose);
+    keep_freed_memory();
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -170,4 +171,23 @@ fn init_logging(verbose: u8) {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
+}
+
+/// Tells glibc's allocator to keep freed memory for reuse. By default a
+/// freed block above its (self-adjusting) mmap threshold goes back to the
+/// kernel, and so does the free top of the heap past twice that: a download
+/// then receives every body into pages the kernel must fault in afresh,
+/// 55,000 minor faults and a tenth of the client's CPU for 1 GiB. With
+/// blocks up to 4 MiB from the heap and 64 MiB of free heap kept, the same
+/// download faults 3,600 times; peak RSS does not move, as what is freed is
+/// soon allocated again. A process setting of the command line only: the
+/// Python package leaves its host's allocator alone.
+fn keep_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters; called once, before
+    // any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 4 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 64 << 20);
+    }
 }
