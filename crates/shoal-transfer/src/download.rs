@@ -8,9 +8,10 @@
 //! a wrong file under the real name.
 //!
 //! Every slice is pinned to the generation (GCS) or ETag (S3) seen by the
-//! first request (a listing, a HEAD, or the GET of the first slice), so an object replaced mid-download fails instead of being
-//! stitched from two versions. Each slice stream resumes from its last byte
-//! after a broken connection ([`shoal_core::resume`]).
+//! first request (a listing, a HEAD, or the GET of the first slice), so an
+//! object replaced mid-download fails instead of being stitched from two
+//! versions. Each slice stream resumes from its last byte after a broken
+//! connection ([`shoal_core::resume`]).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
