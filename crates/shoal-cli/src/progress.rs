@@ -22,7 +22,7 @@ impl Progress {
     /// Starts showing progress toward `total` bytes (if known) on stderr.
     pub(crate) fn start(total: Option<u64>, quiet: bool) -> Self {
         let counter = Arc::new(AtomicU64::new(0));
-        let show = !quiet && std::io::stderr().is_terminal();
+        let show = Self::shown(quiet);
         let (bar, ticker) = if show {
             let bar = match total {
                 Some(t) => ProgressBar::new(t),
@@ -51,6 +51,11 @@ impl Progress {
             ticker,
             started: Instant::now(),
         }
+    }
+
+    /// Whether a bar is drawn: stderr is a terminal and `-q` was not given.
+    pub(crate) fn shown(quiet: bool) -> bool {
+        !quiet && std::io::stderr().is_terminal()
     }
 
     /// The counter the engines add to.

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use shoal_core::local::temp_sibling;
 use shoal_core::local_path::key_to_relative_path;
 use shoal_core::{Error, ErrorKind, Location, Op, PutOptions};
-use shoal_transfer::download::{check_destination, download_known, download_to_writer};
+use shoal_transfer::download::{
+    check_destination, download_known, download_to_file, download_to_writer,
+};
 use shoal_transfer::stream::{copy_object, reader_stream, upload_stream};
 use shoal_transfer::upload::upload_file;
 use shoal_transfer::{GcsUpload, Report, TransferOptions};
@@ -179,6 +181,15 @@ async fn copy_one(
             let dest = local_dest(&dst.key, src)?;
             check_destination(&dest)?;
             let store = ctx.store(src)?;
+            // A bar needs the size before the first byte: a HEAD, one round
+            // trip more, only when someone watches it. Otherwise the first
+            // GET tells the size (download_to_file).
+            if !Progress::shown(ctx.quiet) {
+                let progress = Progress::start(None, ctx.quiet);
+                opts.progress = Some(progress.counter());
+                let r = download_to_file(store, src, &dest, opts, &ctx.retry).await?;
+                return Ok((r, dest.display().to_string(), progress.finish()));
+            }
             let meta = (store.head(&src.bucket, &src.key))
                 .await
                 .map_err(|e| e.with_url(src.to_string()).with_op(Op::Download))?;
