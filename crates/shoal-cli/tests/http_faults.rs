@@ -153,7 +153,7 @@ fn downloads_survive_retryable_faults() {
                 // Slices one at a time beside the first GET: the last
                 // reuses a pooled connection.
                 if name.contains("pooled") {
-                    args = [&["--workers", "1"], &args[..]].concat();
+                    args.extend(["--workers", "1"]);
                 }
                 args.extend([url.as_str(), out.to_str().unwrap()]);
                 let r = run(with_args(via(&proxy, scheme), &args));

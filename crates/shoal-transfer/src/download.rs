@@ -35,12 +35,6 @@ use crate::{Report, TransferOptions, Verified};
 /// 64 single-stream downloads hold at most 64 MiB.
 const WRITE_BUFFER: usize = 1 << 20;
 
-/// Writes up to this size are made on the task's own thread: copying a few
-/// pages into the page cache takes microseconds, less than handing the call
-/// to the blocking pool and waking the task again (that hand-off was a tenth
-/// of the client's CPU in a batch of 16 KiB downloads).
-const INLINE_WRITE: u64 = 64 << 10;
-
 /// Chunks in one `pwritev` at most (Linux's IOV_MAX is 1024).
 const MAX_IOV: usize = 512;
 
@@ -351,16 +345,11 @@ async fn write_slice(
     Ok(crc)
 }
 
-/// Writes `chunks` one after another at `pos`: a small write in place, a
-/// big one on the blocking pool.
+/// Writes `chunks` one after another at `pos` ([`crate::file_io`]).
 async fn pwrite(file: &Arc<File>, chunks: Vec<Bytes>, pos: u64, dest: &str) -> Result<u64> {
     let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
-    if len <= INLINE_WRITE {
-        pwritev_all(file, &chunks, pos).map_err(|e| Error::io(Op::Write, dest, e))?;
-        return Ok(pos + len);
-    }
     let file = file.clone();
-    tokio::task::spawn_blocking(move || pwritev_all(&file, &chunks, pos))
+    crate::file_io(len, move || pwritev_all(&file, &chunks, pos))
         .await
         .map_err(|e| Error::new(ErrorKind::Io, Op::Write, dest, e.to_string()))?
         .map_err(|e| Error::io(Op::Write, dest, e))?;

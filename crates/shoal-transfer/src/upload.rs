@@ -219,20 +219,15 @@ async fn read_at(file: &Arc<File>, offset: u64, len: usize, path: &str) -> Resul
     read_into(file, offset, vec![0u8; len], path).await
 }
 
-/// Reads up to this size are made on the task's own thread: a few pages
-/// from the page cache cost less than a hand-off to the blocking pool.
-const INLINE_READ: usize = 64 << 10;
-
 async fn read_into(file: &Arc<File>, offset: u64, buf: Vec<u8>, path: &str) -> Result<Bytes> {
+    let file = file.clone();
     let mut buf = buf;
-    let read = if buf.len() <= INLINE_READ {
+    let len = buf.len() as u64;
+    let read = crate::file_io(len, move || {
         file.read_exact_at(&mut buf, offset).map(|()| buf)
-    } else {
-        let file = file.clone();
-        tokio::task::spawn_blocking(move || file.read_exact_at(&mut buf, offset).map(|()| buf))
-            .await
-            .map_err(|e| Error::new(ErrorKind::Io, Op::Read, path, e.to_string()))?
-    };
+    })
+    .await
+    .map_err(|e| Error::new(ErrorKind::Io, Op::Read, path, e.to_string()))?;
     let buf = read.map_err(|e| {
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
             Error::new(

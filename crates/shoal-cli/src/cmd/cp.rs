@@ -184,18 +184,20 @@ async fn copy_one(
             // A bar needs the size before the first byte: a HEAD, one round
             // trip more, only when someone watches it. Otherwise the first
             // GET tells the size (download_to_file).
-            if !Progress::shown(ctx.quiet) {
-                let progress = Progress::start(None, ctx.quiet);
-                opts.progress = Some(progress.counter());
-                let r = download_to_file(store, src, &dest, opts, &ctx.retry).await?;
-                return Ok((r, dest.display().to_string(), progress.finish()));
-            }
-            let meta = (store.head(&src.bucket, &src.key))
-                .await
-                .map_err(|e| e.with_url(src.to_string()).with_op(Op::Download))?;
-            let progress = Progress::start(Some(meta.size), ctx.quiet);
+            let meta = if Progress::shown(ctx.quiet) {
+                let meta = (store.head(&src.bucket, &src.key))
+                    .await
+                    .map_err(|e| e.with_url(src.to_string()).with_op(Op::Download))?;
+                Some(meta)
+            } else {
+                None
+            };
+            let progress = Progress::start(meta.as_ref().map(|m| m.size), ctx.quiet);
             opts.progress = Some(progress.counter());
-            let r = download_known(store, src, &meta, &dest, opts, &ctx.retry).await?;
+            let r = match &meta {
+                Some(meta) => download_known(store, src, meta, &dest, opts, &ctx.retry).await?,
+                None => download_to_file(store, src, &dest, opts, &ctx.retry).await?,
+            };
             Ok((r, dest.display().to_string(), progress.finish()))
         }
         (false, false) => {
