@@ -75,13 +75,40 @@ impl Progress {
     }
 }
 
-/// "256.00 MiB in 0.42 s, effective bandwidth 609.52 MiB/s".
+/// "256.00 MiB in 0.42 s, effective bandwidth 609.52 MiB/s"; a copy that
+/// took under 0.1 s is timed in ms and its rate given in the unit that
+/// shows it ("3 B in 2 ms, effective bandwidth 1.46 KiB/s"), not as zeros.
 pub(crate) fn summary(bytes: u64, elapsed: Duration) -> String {
     let secs = elapsed.as_secs_f64().max(1e-6);
+    let time = if secs < 0.1 {
+        format!("{:.0} ms", (secs * 1e3).max(1.0))
+    } else {
+        format!("{secs:.2} s")
+    };
     format!(
-        "{} in {:.2} s, effective bandwidth {:.2} MiB/s",
+        "{} in {time}, effective bandwidth {}/s",
         human_bytes(bytes),
-        secs,
-        bytes as f64 / secs / (1 << 20) as f64
+        human_bytes((bytes as f64 / secs) as u64)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_units_follow_the_size_of_the_copy() {
+        assert_eq!(
+            summary(256 << 20, Duration::from_millis(500)),
+            "256.00 MiB in 0.50 s, effective bandwidth 512.00 MiB/s"
+        );
+        assert_eq!(
+            summary(3, Duration::from_millis(2)),
+            "3 B in 2 ms, effective bandwidth 1.46 KiB/s"
+        );
+        assert_eq!(
+            summary(0, Duration::ZERO),
+            "0 B in 1 ms, effective bandwidth 0 B/s"
+        );
+    }
 }

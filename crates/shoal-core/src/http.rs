@@ -95,6 +95,7 @@ pub fn hint_for(kind: ErrorKind) -> Option<&'static str> {
         }
         ErrorKind::Connect => "is the endpoint right and the server running? see --endpoint-url",
         ErrorKind::Timeout => "the server stopped answering; retry, or raise the timeout",
+        ErrorKind::NotFound => "check the bucket and key; `shoal ls` shows what is there",
         ErrorKind::ServerBusy => {
             "the server is overloaded or failing; it was retried, try again later"
         }
