@@ -39,7 +39,7 @@ pub(crate) struct Global {
     #[arg(long, global = true, value_enum, default_value_t = Addressing::Auto)]
     pub(crate) s3_addressing: Addressing,
     /// Parallel requests (default: 2 per vCPU for slices and parts, and
-    /// in batches and reads up to 64 cheap one-request transfers such as
+    /// in batches and reads up to 128 cheap one-request transfers such as
     /// small files, deletes and dataset objects); N sets both.
     #[arg(long, short = 'w', global = true, value_parser = parse_workers)]
     pub(crate) workers: Option<usize>,

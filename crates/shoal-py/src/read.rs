@@ -2,7 +2,7 @@
 //! iterator, through the engine `shoal cat` uses.
 //!
 //! The work is [`shoal_transfer::read::Reader`]'s: objects requested ahead
-//! with up to 64 requests in flight (`workers=` sets it) within a `read_ahead` byte budget, big objects
+//! with up to 128 requests in flight (`workers=` sets it) within a `read_ahead` byte budget, big objects
 //! as parallel ranges, decoding on blocking threads, CRC32C checked per
 //! object, in listing order unless `ordered` is off. Decompression follows
 //! `cat`: `Content-Encoding: gzip` always (the object's content is the

@@ -7,8 +7,11 @@
 //!
 //! - transfers that are one cheap request (a delete, a download of one
 //!   stream, an upload of at most 1 MiB) take a slot of `small_workers`
-//!   (default 64): they are bound by round trips, not by bytes or memory,
-//!   so many must be in flight at once to keep the pipe full;
+//!   (default 128): they are bound by round trips, not by bytes, so many
+//!   must be in flight at once to keep the pipe full. They also take a
+//!   share of 64 MiB by what they may hold (a 16 KiB file 64 KiB, a file
+//!   of 1 MiB or more, or of unknown size, 1 MiB), so tiny files fill every
+//!   slot while bigger ones stop at 64 and memory stays bounded;
 //! - everything else (a big file's slices or parts, a mid-size file's one
 //!   PUT of its whole buffer) takes a slot of `workers` (2 per vCPU), the
 //!   same budget a single big object has, so memory stays bounded.
@@ -37,7 +40,7 @@ use crate::download::{download_known, download_to_file};
 use crate::stream::copy_object;
 use crate::tree::{Entry, destination};
 use crate::upload::upload_file;
-use crate::{SMALL_UPLOAD, TransferOptions};
+use crate::{MEMORY_UNIT, SMALL_MEMORY, SMALL_UPLOAD, TransferOptions};
 
 /// Finds the store for a location (the CLI builds stores lazily).
 pub type StoreFor = Arc<dyn Fn(&Location) -> Result<Arc<dyn Store>> + Send + Sync>;
@@ -117,6 +120,11 @@ pub fn share_budgets(opts: &mut TransferOptions) -> usize {
             opts.small_workers.max(1),
         )));
     }
+    if opts.small_memory.is_none() {
+        opts.small_memory = Some(Arc::new(tokio::sync::Semaphore::new(
+            (SMALL_MEMORY / MEMORY_UNIT) as usize,
+        )));
+    }
     opts.workers.max(1) + opts.small_workers.max(1)
 }
 
@@ -188,7 +196,7 @@ pub async fn execute(
                     .map_err(|e| Error::io(Op::Delete, &dst.key, e))?;
             } else {
                 let store = store_for(dst)?;
-                let _slot = opts.for_transfer(true).permit().await;
+                let _slot = opts.for_transfer(Some(0)).permit().await;
                 store
                     .delete(&dst.bucket, &dst.key)
                     .await
@@ -218,7 +226,7 @@ pub async fn execute(
                             // One stream (no slices) holds at most one write batch.
                             let one_stream =
                                 meta.size <= opts.min_slice && opts.slices.is_none_or(|s| s <= 1);
-                            let opts = opts.for_transfer(one_stream);
+                            let opts = opts.for_transfer(one_stream.then_some(meta.size));
                             download_known(store, src, meta, path, &opts, policy).await?
                         }
                         // Named without a size: the first GET tells it.
@@ -226,9 +234,9 @@ pub async fn execute(
                     }
                 }
                 (false, false) => {
-                    let small = meta.as_ref().is_some_and(|m| m.size <= SMALL_UPLOAD);
+                    let small = meta.as_ref().map(|m| m.size).filter(|&n| n <= SMALL_UPLOAD);
                     let _copying = match (&opts.stream_copies, small) {
-                        (Some(s), false) => s.clone().acquire_owned().await.ok(),
+                        (Some(s), None) => s.clone().acquire_owned().await.ok(),
                         _ => None,
                     };
                     let opts = opts.for_transfer(small);

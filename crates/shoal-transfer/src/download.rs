@@ -32,8 +32,9 @@ use crate::{Report, TransferOptions, Verified};
 
 /// Bytes gathered before one `pwritev`: big enough that syscalls and
 /// blocking-pool hops are rare (1,024 per GiB), small enough that a batch's
-/// 64 single-stream downloads hold at most 64 MiB.
-const WRITE_BUFFER: usize = 1 << 20;
+/// single-stream downloads, which hold at most this each, stay within
+/// [`crate::SMALL_MEMORY`] 64 at a time.
+pub(crate) const WRITE_BUFFER: usize = 1 << 20;
 
 /// Chunks in one `pwritev` at most (Linux's IOV_MAX is 1024).
 const MAX_IOV: usize = 512;
@@ -89,7 +90,7 @@ pub async fn download_to_file(
     // Until the size is known this is one cheap request; if it turns out
     // to be the first slice of many, it keeps that slot rather than wait,
     // with its connection open, for another.
-    let slot = opts.for_transfer(true).permit().await;
+    let slot = opts.for_transfer(Some(u64::MAX)).permit().await;
     let opened = (store.get(&src.bucket, &src.key, ByteRange::from(0), None))
         .await
         .map_err(|e| e.with_url(&url).with_op(Op::Download))?;
@@ -105,7 +106,7 @@ pub async fn download_to_file(
 /// holds: the first slice's body.
 struct First {
     body: shoal_core::BoxByteStream,
-    slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    slot: crate::Slot,
 }
 
 /// Like [`download_to_file`] when the object's metadata is already known

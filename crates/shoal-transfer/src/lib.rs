@@ -51,6 +51,16 @@ pub struct TransferOptions {
     pub small_workers: usize,
     /// The limiter of those requests (`batch::run` makes it).
     pub small_limiter: Option<Arc<tokio::sync::Semaphore>>,
+    /// What those requests may hold in memory together, in
+    /// [`MEMORY_UNIT`]s ([`SMALL_MEMORY`] by default; `batch::run` makes
+    /// it): a 16 KiB file takes one unit, so all the slots fill; files of
+    /// 1 MiB and more take [`WRITE_BUFFER_UNITS`], so at most 64 of them
+    /// are in flight, as before there were more slots.
+    pub small_memory: Option<Arc<tokio::sync::Semaphore>>,
+    /// Units of `small_memory` each request made with these options
+    /// takes: the engine sets it on its copy for one cheap request; leave
+    /// it 0.
+    pub holds: u32,
     /// Cloud-to-cloud copies in progress in a batch, beyond the small ones
     /// (`batch::run` makes it, 2 × workers): each reads a part of its
     /// source into memory before it can wait for an upload slot.
@@ -82,8 +92,19 @@ pub struct TransferOptions {
 
 /// Cheap requests in flight in a batch by default (see
 /// [`TransferOptions::small_workers`]): dozens, as the best many-file tools
-/// keep, at a cost of at most 64 × 1 MiB of buffers.
-pub const DEFAULT_SMALL_WORKERS: usize = 64;
+/// keep. 128, not 64: at 10 ms each way, 5,000 downloads of 16 KiB took
+/// 2.0 s instead of 2.35 s (at loopback the two are within noise), and
+/// [`SMALL_MEMORY`], not the slot count, bounds the buffers.
+pub const DEFAULT_SMALL_WORKERS: usize = 128;
+
+/// Granule of [`TransferOptions::small_memory`].
+pub const MEMORY_UNIT: u64 = 64 << 10;
+/// Units a cheap request of 1 MiB or more (or of unknown size) holds: a
+/// download's write batch, an upload's whole buffer.
+pub const WRITE_BUFFER_UNITS: u32 = (download::WRITE_BUFFER as u64 / MEMORY_UNIT) as u32;
+/// Buffers the cheap requests of a batch hold together at most: 64 MiB,
+/// 64 requests that each hold 1 MiB.
+pub const SMALL_MEMORY: u64 = 64 << 20;
 
 /// An upload up to this size is one PUT of one buffer: a cheap request.
 pub const SMALL_UPLOAD: u64 = 1 << 20;
@@ -151,6 +172,8 @@ impl Default for TransferOptions {
             workers: cpus * 2,
             small_workers: DEFAULT_SMALL_WORKERS,
             small_limiter: None,
+            small_memory: None,
+            holds: 0,
             stream_copies: None,
             slices: None,
             min_slice: plan::DEFAULT_MIN_SLICE,
@@ -165,24 +188,37 @@ impl Default for TransferOptions {
 }
 
 impl TransferOptions {
-    /// Waits for a request slot when a limiter is shared, then for the
-    /// request rate.
-    pub(crate) async fn permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        let slot = match &self.limiter {
+    /// Waits for a request slot when a limiter is shared (and, for a
+    /// cheap request in a batch, for its share of the batch's memory), then
+    /// for the request rate.
+    pub(crate) async fn permit(&self) -> Slot {
+        let memory = match (&self.small_memory, self.holds) {
+            (Some(m), n) if n > 0 => m.clone().acquire_many_owned(n).await.ok(),
+            _ => None,
+        };
+        let request = match &self.limiter {
             Some(l) => l.clone().acquire_owned().await.ok(),
             None => None,
         };
         self.rates.request().await;
-        slot
+        Slot {
+            _request: request,
+            _memory: memory,
+        }
     }
 
     /// These options for one transfer: when it is one cheap request
-    /// (`small`), its slot comes from the small-request limiter; otherwise
-    /// they are used as they are, uncloned.
-    pub(crate) fn for_transfer(&self, small: bool) -> std::borrow::Cow<'_, TransferOptions> {
+    /// (`small` gives at most how many bytes it holds; None: not cheap),
+    /// its slot comes from the small-request limiter and its share from
+    /// the batch's small-request memory; otherwise they are used as they
+    /// are, uncloned.
+    pub(crate) fn for_transfer(&self, small: Option<u64>) -> std::borrow::Cow<'_, TransferOptions> {
         match (&self.small_limiter, small) {
-            (Some(l), true) => std::borrow::Cow::Owned(TransferOptions {
+            (Some(l), Some(bytes)) => std::borrow::Cow::Owned(TransferOptions {
                 limiter: Some(l.clone()),
+                holds: bytes
+                    .div_ceil(MEMORY_UNIT)
+                    .clamp(1, WRITE_BUFFER_UNITS as u64) as u32,
                 ..self.clone()
             }),
             _ => std::borrow::Cow::Borrowed(self),
@@ -194,6 +230,13 @@ impl TransferOptions {
             p.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
         }
     }
+}
+
+/// A request's place in the limits it is under, given back when dropped.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    _request: Option<tokio::sync::OwnedSemaphorePermit>,
+    _memory: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// How the bytes of a finished transfer were checked.

@@ -70,7 +70,10 @@ pub async fn upload_file(
         // files in progress than slots, and a waiting file holds no buffer
         // (read first, 136 files of 8 MiB in progress held 1.1 GB). Up to
         // SMALL_UPLOAD it is one cheap request: a small-request slot.
-        let _slot = opts.for_transfer(size <= SMALL_UPLOAD).permit().await;
+        let _slot = opts
+            .for_transfer((size <= SMALL_UPLOAD).then_some(size))
+            .permit()
+            .await;
         let data = read_at(&file, 0, size as usize, &path_s).await?;
         let crc = crc32c::crc32c(&data);
         check_unchanged(&file, stamp, &path_s)?;

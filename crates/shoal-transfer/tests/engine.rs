@@ -424,13 +424,32 @@ async fn stream_upload_small_and_large_and_copy() {
     }
 }
 
+/// Runs `actions` as one batch on `s`; every action must succeed.
+async fn run_batch(
+    s: Arc<MemoryStore>,
+    actions: Vec<shoal_transfer::batch::Action>,
+    opts: TransferOptions,
+) {
+    use shoal_transfer::batch::{self, BatchCounters};
+    let store_for: batch::StoreFor = Arc::new(move |_: &Location| Ok(s.clone() as Arc<dyn Store>));
+    let report = batch::run(
+        futures::StreamExt::boxed(futures::stream::iter(actions.into_iter().map(Ok))),
+        store_for,
+        opts,
+        RetryPolicy::default(),
+        Arc::new(BatchCounters::default()),
+    )
+    .await;
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+}
+
 /// A batch keeps `small_workers` cheap requests in flight (small
 /// downloads, small uploads, deletes), while slices and parts of big files
 /// stay within `workers`: on a store with a 10 ms round trip, the peak of
 /// requests answering at once is exactly each limit.
 #[tokio::test(start_paused = true)]
 async fn a_batch_keeps_small_requests_wide_and_big_ones_within_workers() {
-    use shoal_transfer::batch::{self, Action, BatchCounters};
+    use shoal_transfer::batch::Action;
     let mib = 1u64 << 20;
     let opts = || TransferOptions {
         workers: 3,
@@ -439,20 +458,7 @@ async fn a_batch_keeps_small_requests_wide_and_big_ones_within_workers() {
         part_size: mib,
         ..Default::default()
     };
-    let run = |s: Arc<MemoryStore>, actions: Vec<Action>| async move {
-        let store = s.clone();
-        let store_for: batch::StoreFor =
-            Arc::new(move |_: &Location| Ok(store.clone() as Arc<dyn Store>));
-        let report = batch::run(
-            futures::StreamExt::boxed(futures::stream::iter(actions.into_iter().map(Ok))),
-            store_for,
-            opts(),
-            RetryPolicy::default(),
-            Arc::new(BatchCounters::default()),
-        )
-        .await;
-        assert!(report.failures.is_empty(), "{:?}", report.failures);
-    };
+    let run = |s: Arc<MemoryStore>, actions: Vec<Action>| run_batch(s, actions, opts());
     let dir = tempfile::tempdir().unwrap();
     let key = |i: usize| Location::parse(&format!("gs://b/s/{i}")).unwrap();
 
@@ -525,4 +531,71 @@ async fn a_batch_keeps_small_requests_wide_and_big_ones_within_workers() {
         std::fs::metadata(dir.path().join("b1")).unwrap().len(),
         8 << 20
     );
+}
+
+/// The cheap requests of a batch share a memory budget as well as their
+/// slots: 200 tiny files fill all 150 slots, while 200 files of 1 MiB
+/// (each a whole buffer up, a write batch down) stop at the 64 that
+/// `SMALL_MEMORY` holds, however many slots there are.
+#[tokio::test(start_paused = true)]
+async fn small_requests_in_flight_are_bounded_by_their_buffers_too() {
+    use shoal_transfer::batch::Action;
+    use shoal_transfer::{MEMORY_UNIT, SMALL_MEMORY, WRITE_BUFFER_UNITS};
+    let by_memory = (SMALL_MEMORY / MEMORY_UNIT) as usize / WRITE_BUFFER_UNITS as usize;
+    assert_eq!(by_memory, 64);
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || TransferOptions {
+        workers: 3,
+        small_workers: 150,
+        ..Default::default()
+    };
+    let run = |s: Arc<MemoryStore>, actions: Vec<Action>| run_batch(s, actions, opts());
+    for (size, peak) in [(16usize << 10, 150), (1 << 20, by_memory)] {
+        let s = Arc::new(MemoryStore::new());
+        s.create_bucket("b").await.unwrap();
+        s.set_latency(std::time::Duration::from_millis(10));
+        let ups = (0..200)
+            .map(|i| {
+                let p = dir.path().join(format!("u{size}-{i}"));
+                std::fs::write(&p, vec![i as u8; size]).unwrap();
+                Action::Copy {
+                    src: Location::parse(p.to_str().unwrap()).unwrap(),
+                    meta: None,
+                    dst: Location::parse(&format!("gs://b/{i}")).unwrap(),
+                }
+            })
+            .collect();
+        run(s.clone(), ups).await;
+        assert_eq!(s.peak_in_flight(), peak, "uploads of {size} B");
+
+        // Down again, sizes known (as a listing gives them).
+        let s = Arc::new(MemoryStore::new());
+        s.create_bucket("b").await.unwrap();
+        let mut metas = Vec::new();
+        for i in 0..200 {
+            let key = format!("{i}");
+            let body = Bytes::from(vec![i as u8; size]);
+            s.put("b", &key, body, &PutOptions::default())
+                .await
+                .unwrap();
+            metas.push(s.head("b", &key).await.unwrap());
+        }
+        s.set_latency(std::time::Duration::from_millis(10));
+        let downs = metas
+            .into_iter()
+            .map(|m| Action::Copy {
+                src: Location::parse(&format!("gs://b/{}", m.key)).unwrap(),
+                dst: Location::parse(
+                    dir.path()
+                        .join(format!("d{size}-{}", m.key))
+                        .to_str()
+                        .unwrap(),
+                )
+                .unwrap(),
+                meta: Some(m),
+            })
+            .collect();
+        run(s.clone(), downs).await;
+        assert_eq!(s.peak_in_flight(), peak, "downloads of {size} B");
+    }
 }
