@@ -325,16 +325,26 @@ def main() -> None:
         ("matplotlib (charts)", py["matplotlib"].ok, py["matplotlib"].version, py["matplotlib"].reason),
     ]
     measured = f"Measured {now()} by `bench/run.py {' '.join(sys.argv[1:])}` in {elapsed / 60:.1f} min"
-    if only:  # a partial run: the newest full run's other scenarios stand beside it
-        prev = sorted(p for p in RAW.glob("*.json") if p.name.endswith("-smoke.json") == args.smoke)
+    prev = sorted(p for p in RAW.glob("*.json") if p.name.endswith("-smoke.json") == args.smoke)
+    # A partial run on a machine without the earlier run's raw results (they
+    # are not committed): its sections replace the same sections of the
+    # committed report, the rest of which stays as it is.
+    splice = bool(only) and not prev and (out / "REPORT.md").exists()
+    if only and not splice:  # a partial run: the newest full run's other scenarios stand beside it
         if not prev:
-            sys.exit(f"bench: --only needs an earlier {'smoke' if args.smoke else 'full'} run's results in {RAW}")
+            sys.exit(f"bench: --only needs an earlier {'smoke' if args.smoke else 'full'} run's results in {RAW}, "
+                     f"or a report in {out} to update")
         old = json.loads(prev[-1].read_text())
         kept = {s.key: s for s in from_json(old["scenarios"])}
         kept.update({s.key: s for s in scen})
         scen = [kept[k] for k in SCENARIOS if k in kept]
         before = old.get("measured") or (f"Measured {old['when']} by `bench/run.py {' '.join(old['args'])}` in "
                                          f"{old['elapsed_s'] / 60:.1f} min")
+        measured = (f"{before}; {', '.join(only)} measured again "
+                    f"{now()} by `bench/run.py {' '.join(sys.argv[1:])}` in {elapsed / 60:.1f} min")
+    if splice:
+        first = (out / "REPORT.md").read_text().splitlines()[2]
+        before = first.split(" (raw runs:")[0]
         measured = (f"{before}; {', '.join(only)} measured again "
                     f"{now()} by `bench/run.py {' '.join(sys.argv[1:])}` in {elapsed / 60:.1f} min")
     raw = {"when": now(), "args": sys.argv[1:], "elapsed_s": elapsed, "sizes": sizes.__dict__, "runs": runs,
@@ -375,7 +385,10 @@ def main() -> None:
               "zstandard (Python)": "decompression for boto3 and obstore"}
     tools_table = ["| tool | version | measured on | status |", "|---|---|---|---|"] + [
         f"| {n} | {v or ''} | {speaks.get(n, '')} | {'installed' if ok else 'not installed: ' + r} |" for n, ok, v, r in tool_rows]
-    report.write(out / "REPORT.md", scen, header, tools_table, charts)
+    if splice:
+        report.splice(out / "REPORT.md", scen, header[2], charts)
+    else:
+        report.write(out / "REPORT.md", scen, header, tools_table, charts)
     log(f"wrote {out / 'REPORT.md'} ({elapsed / 60:.1f} min)")
 
 

@@ -85,17 +85,42 @@ def table(sc: Scenario) -> list[str]:
     return out
 
 
+def section(sc: Scenario, charts: dict[str, str]) -> list[str]:
+    lines = [f"## {sc.title}", ""]
+    if sc.not_yet:
+        return lines + [f"Not yet: {sc.not_yet}", ""]
+    lines += [f"- {n}" for n in sc.notes]
+    if sc.notes:
+        lines.append("")
+    if sc.key in charts:
+        lines += [f"![{sc.title}]({charts[sc.key]})", ""]
+    return lines + table(sc) + [""]
+
+
 def write(path: Path, scenarios: list[Scenario], header: list[str], tools_table: list[str], charts: dict[str, str]) -> None:
     lines = [*header, "", "## Tools", "", *tools_table, ""]
     for sc in scenarios:
-        lines += [f"## {sc.title}", ""]
-        if sc.not_yet:
-            lines += [f"Not yet: {sc.not_yet}", ""]
-            continue
-        lines += [f"- {n}" for n in sc.notes]
-        if sc.notes:
-            lines.append("")
-        if sc.key in charts:
-            lines += [f"![{sc.title}]({charts[sc.key]})", ""]
-        lines += table(sc) + [""]
+        lines += section(sc, charts)
     path.write_text("\n".join(lines))
+
+
+def splice(path: Path, scenarios: list[Scenario], measured: str, charts: dict[str, str]) -> None:
+    """Replaces, in the report at `path`, the sections of `scenarios` (by
+    title) and the line saying when it was measured; a section it lacks is
+    added at the end."""
+    text = path.read_text().split("\n")
+    head, parts = [], []  # parts: [title, lines]
+    for line in text:
+        if line.startswith("## "):
+            parts.append([line[3:], [line]])
+        elif parts:
+            parts[-1][1].append(line)
+        else:
+            head.append(line)
+    head[2] = measured
+    new = {sc.title: section(sc, charts) for sc in scenarios}
+    for p in parts:
+        if p[0] in new:
+            p[1] = new.pop(p[0])
+    parts += [[t, ls] for t, ls in new.items()]
+    path.write_text("\n".join(head + [ln for _, ls in parts for ln in ls]))
