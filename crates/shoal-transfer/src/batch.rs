@@ -40,7 +40,7 @@ use crate::download::{download_known, download_to_file};
 use crate::stream::copy_object;
 use crate::tree::{Entry, destination};
 use crate::upload::upload_file;
-use crate::{MEMORY_UNIT, SMALL_MEMORY, SMALL_UPLOAD, TransferOptions};
+use crate::{SMALL_UPLOAD, SmallBudget, TransferOptions};
 
 /// Finds the store for a location (the CLI builds stores lazily).
 pub type StoreFor = Arc<dyn Fn(&Location) -> Result<Arc<dyn Store>> + Send + Sync>;
@@ -115,15 +115,8 @@ pub fn share_budgets(opts: &mut TransferOptions) -> usize {
             2 * opts.workers.max(1),
         )));
     }
-    if opts.small_limiter.is_none() {
-        opts.small_limiter = Some(Arc::new(tokio::sync::Semaphore::new(
-            opts.small_workers.max(1),
-        )));
-    }
-    if opts.small_memory.is_none() {
-        opts.small_memory = Some(Arc::new(tokio::sync::Semaphore::new(
-            (SMALL_MEMORY / MEMORY_UNIT) as usize,
-        )));
+    if opts.small.is_none() {
+        opts.small = Some(SmallBudget::new(opts.small_workers));
     }
     opts.workers.max(1) + opts.small_workers.max(1)
 }
@@ -180,7 +173,7 @@ pub async fn run(
 
 /// Executes one action of a batch (what [`run`] does for each), for
 /// callers that keep their own per-item results. `opts.limiter` and
-/// `opts.small_limiter` are the budgets shared with the other actions in
+/// `opts.small` are the budgets shared with the other actions in
 /// flight (see the module docs); returns bytes copied.
 pub async fn execute(
     action: &Action,

@@ -49,18 +49,9 @@ pub struct TransferOptions {
     /// small files at 4 round trips at a time (10x slower than s5cmd at
     /// 10 ms). `--workers N` sets both limits.
     pub small_workers: usize,
-    /// The limiter of those requests (`batch::run` makes it).
-    pub small_limiter: Option<Arc<tokio::sync::Semaphore>>,
-    /// What those requests may hold in memory together, in
-    /// [`MEMORY_UNIT`]s ([`SMALL_MEMORY`] by default; `batch::run` makes
-    /// it): a 16 KiB file takes one unit, so all the slots fill; files of
-    /// 1 MiB and more take [`WRITE_BUFFER_UNITS`], so at most 64 of them
-    /// are in flight, as before there were more slots.
-    pub small_memory: Option<Arc<tokio::sync::Semaphore>>,
-    /// Units of `small_memory` each request made with these options
-    /// takes: the engine sets it on its copy for one cheap request; leave
-    /// it 0.
-    pub holds: u32,
+    /// The slots and buffer memory those requests share (`batch::run`
+    /// makes it; see [`SmallBudget`]).
+    pub small: Option<SmallBudget>,
     /// Cloud-to-cloud copies in progress in a batch, beyond the small ones
     /// (`batch::run` makes it, 2 × workers): each reads a part of its
     /// source into memory before it can wait for an upload slot.
@@ -171,9 +162,7 @@ impl Default for TransferOptions {
         TransferOptions {
             workers: cpus * 2,
             small_workers: DEFAULT_SMALL_WORKERS,
-            small_limiter: None,
-            small_memory: None,
-            holds: 0,
+            small: None,
             stream_copies: None,
             slices: None,
             min_slice: plan::DEFAULT_MIN_SLICE,
@@ -188,17 +177,19 @@ impl Default for TransferOptions {
 }
 
 impl TransferOptions {
-    /// Waits for a request slot when a limiter is shared (and, for a
-    /// cheap request in a batch, for its share of the batch's memory), then
-    /// for the request rate.
+    /// Waits for a request slot (a cheap request's from the batch's small
+    /// budget, after its share of the budget's memory; any other's from
+    /// `limiter` when one is shared), then for the request rate.
     pub(crate) async fn permit(&self) -> Slot {
-        let memory = match (&self.small_memory, self.holds) {
-            (Some(m), n) if n > 0 => m.clone().acquire_many_owned(n).await.ok(),
-            _ => None,
-        };
-        let request = match &self.limiter {
-            Some(l) => l.clone().acquire_owned().await.ok(),
-            None => None,
+        let (memory, request) = match &self.small {
+            Some(b) if b.share > 0 => (
+                b.memory.clone().acquire_many_owned(b.share).await.ok(),
+                b.slots.clone().acquire_owned().await.ok(),
+            ),
+            _ => match &self.limiter {
+                Some(l) => (None, l.clone().acquire_owned().await.ok()),
+                None => (None, None),
+            },
         };
         self.rates.request().await;
         Slot {
@@ -209,16 +200,17 @@ impl TransferOptions {
 
     /// These options for one transfer: when it is one cheap request
     /// (`small` gives at most how many bytes it holds; None: not cheap),
-    /// its slot comes from the small-request limiter and its share from
-    /// the batch's small-request memory; otherwise they are used as they
-    /// are, uncloned.
+    /// its requests draw on the batch's small budget; otherwise they are
+    /// used as they are, uncloned.
     pub(crate) fn for_transfer(&self, small: Option<u64>) -> std::borrow::Cow<'_, TransferOptions> {
-        match (&self.small_limiter, small) {
-            (Some(l), Some(bytes)) => std::borrow::Cow::Owned(TransferOptions {
-                limiter: Some(l.clone()),
-                holds: bytes
-                    .div_ceil(MEMORY_UNIT)
-                    .clamp(1, WRITE_BUFFER_UNITS as u64) as u32,
+        match (&self.small, small) {
+            (Some(b), Some(bytes)) => std::borrow::Cow::Owned(TransferOptions {
+                small: Some(SmallBudget {
+                    share: bytes
+                        .div_ceil(MEMORY_UNIT)
+                        .clamp(1, WRITE_BUFFER_UNITS as u64) as u32,
+                    ..b.clone()
+                }),
                 ..self.clone()
             }),
             _ => std::borrow::Cow::Borrowed(self),
@@ -228,6 +220,34 @@ impl TransferOptions {
     pub(crate) fn add_progress(&self, n: u64) {
         if let Some(p) = &self.progress {
             p.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// What a batch's cheap requests share: `small_workers` request slots and
+/// [`SMALL_MEMORY`] of buffers, in [`MEMORY_UNIT`]s. A request takes units
+/// by what it may hold: a 16 KiB file one, so all the slots fill; a file of
+/// 1 MiB and more (or of unknown size) [`WRITE_BUFFER_UNITS`], so at most
+/// 64 of those are in flight however many slots there are.
+#[derive(Debug, Clone)]
+pub struct SmallBudget {
+    slots: Arc<tokio::sync::Semaphore>,
+    memory: Arc<tokio::sync::Semaphore>,
+    /// Units one request made with these options takes: 0 in the batch's
+    /// own options (its requests are not all cheap), set by
+    /// `for_transfer` on one cheap transfer's copy.
+    share: u32,
+}
+
+impl SmallBudget {
+    /// `slots` requests at once, within [`SMALL_MEMORY`].
+    pub fn new(slots: usize) -> Self {
+        SmallBudget {
+            slots: Arc::new(tokio::sync::Semaphore::new(slots.max(1))),
+            memory: Arc::new(tokio::sync::Semaphore::new(
+                (SMALL_MEMORY / MEMORY_UNIT) as usize,
+            )),
+            share: 0,
         }
     }
 }

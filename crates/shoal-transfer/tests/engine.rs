@@ -549,7 +549,6 @@ async fn small_requests_in_flight_are_bounded_by_their_buffers_too() {
         small_workers: 150,
         ..Default::default()
     };
-    let run = |s: Arc<MemoryStore>, actions: Vec<Action>| run_batch(s, actions, opts());
     for (size, peak) in [(16usize << 10, 150), (1 << 20, by_memory)] {
         let s = Arc::new(MemoryStore::new());
         s.create_bucket("b").await.unwrap();
@@ -565,7 +564,7 @@ async fn small_requests_in_flight_are_bounded_by_their_buffers_too() {
                 }
             })
             .collect();
-        run(s.clone(), ups).await;
+        run_batch(s.clone(), ups, opts()).await;
         assert_eq!(s.peak_in_flight(), peak, "uploads of {size} B");
 
         // Down again, sizes known (as a listing gives them).
@@ -595,7 +594,7 @@ async fn small_requests_in_flight_are_bounded_by_their_buffers_too() {
                 meta: Some(m),
             })
             .collect();
-        run(s.clone(), downs).await;
+        run_batch(s.clone(), downs, opts()).await;
         assert_eq!(s.peak_in_flight(), peak, "downloads of {size} B");
     }
 }
