@@ -100,6 +100,16 @@ def main() -> None:
     out = Path(args.out) if args.out else (RAW / "smoke" if args.smoke else RESULTS)
     out.mkdir(parents=True, exist_ok=True)
     RAW.mkdir(parents=True, exist_ok=True)
+    # A partial run merges into the newest earlier run's raw results; on a
+    # machine without them (they are not committed) its sections replace the
+    # same sections of the committed report. Checked before measuring.
+    # (A spliced run's own raw file holds only its scenarios: "-partial".)
+    prev = sorted(p for p in RAW.glob("*.json")
+                  if p.name.endswith("-smoke.json") == args.smoke and not p.name.endswith("-partial.json"))
+    splice = bool(only) and not prev
+    if splice and not (out / "REPORT.md").exists():
+        ap.error(f"--only needs an earlier {'smoke' if args.smoke else 'full'} run's results in {RAW}, "
+                 f"or a report in {out} to update")
     t_start = time.monotonic()
 
     shoal_bin, bserver_bin = build(args)
@@ -325,31 +335,21 @@ def main() -> None:
         ("matplotlib (charts)", py["matplotlib"].ok, py["matplotlib"].version, py["matplotlib"].reason),
     ]
     measured = f"Measured {now()} by `bench/run.py {' '.join(sys.argv[1:])}` in {elapsed / 60:.1f} min"
-    prev = sorted(p for p in RAW.glob("*.json") if p.name.endswith("-smoke.json") == args.smoke)
-    # A partial run on a machine without the earlier run's raw results (they
-    # are not committed): its sections replace the same sections of the
-    # committed report, the rest of which stays as it is.
-    splice = bool(only) and not prev and (out / "REPORT.md").exists()
-    if only and not splice:  # a partial run: the newest full run's other scenarios stand beside it
-        if not prev:
-            sys.exit(f"bench: --only needs an earlier {'smoke' if args.smoke else 'full'} run's results in {RAW}, "
-                     f"or a report in {out} to update")
-        old = json.loads(prev[-1].read_text())
-        kept = {s.key: s for s in from_json(old["scenarios"])}
-        kept.update({s.key: s for s in scen})
-        scen = [kept[k] for k in SCENARIOS if k in kept]
-        before = old.get("measured") or (f"Measured {old['when']} by `bench/run.py {' '.join(old['args'])}` in "
-                                         f"{old['elapsed_s'] / 60:.1f} min")
-        measured = (f"{before}; {', '.join(only)} measured again "
-                    f"{now()} by `bench/run.py {' '.join(sys.argv[1:])}` in {elapsed / 60:.1f} min")
-    if splice:
-        first = (out / "REPORT.md").read_text().splitlines()[2]
-        before = first.split(" (raw runs:")[0]
+    if only:  # a partial run: the other scenarios stand as they were
+        if splice:
+            before = (out / "REPORT.md").read_text().splitlines()[2].split(" (raw runs:")[0]
+        else:
+            old = json.loads(prev[-1].read_text())
+            kept = {s.key: s for s in from_json(old["scenarios"])}
+            kept.update({s.key: s for s in scen})
+            scen = [kept[k] for k in SCENARIOS if k in kept]
+            before = old.get("measured") or (f"Measured {old['when']} by `bench/run.py {' '.join(old['args'])}` in "
+                                             f"{old['elapsed_s'] / 60:.1f} min")
         measured = (f"{before}; {', '.join(only)} measured again "
                     f"{now()} by `bench/run.py {' '.join(sys.argv[1:])}` in {elapsed / 60:.1f} min")
     raw = {"when": now(), "args": sys.argv[1:], "elapsed_s": elapsed, "sizes": sizes.__dict__, "runs": runs,
            "caps": caps, "tools": tool_rows, "scenarios": to_json(scen), "measured": measured}
-    raw_path = RAW / f"{stamp}{'-smoke' if args.smoke else ''}.json"
+    raw_path = RAW / f"{stamp}{'-smoke' if args.smoke else ''}{'-partial' if splice else ''}.json"
     raw_path.write_text(json.dumps(raw, indent=1))
 
     charts: dict[str, str] = {}
