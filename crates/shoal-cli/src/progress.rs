@@ -79,17 +79,29 @@ impl Progress {
 /// took under 0.1 s is timed in ms and its rate given in the unit that
 /// shows it ("3 B in 2 ms, effective bandwidth 1.46 KiB/s"), not as zeros.
 pub(crate) fn summary(bytes: u64, elapsed: Duration) -> String {
-    let secs = elapsed.as_secs_f64().max(1e-6);
-    let time = if secs < 0.1 {
+    format!(
+        "{} in {}, effective bandwidth {}/s",
+        human_bytes(bytes),
+        duration(elapsed),
+        rate(bytes, elapsed)
+    )
+}
+
+/// "2 ms" below a tenth of a second (never "0 ms"), "1.25 s" above: a
+/// tiny copy's time reads as a time, not as "0.00 s".
+pub(crate) fn duration(elapsed: Duration) -> String {
+    let secs = elapsed.as_secs_f64();
+    if secs < 0.1 {
         format!("{:.0} ms", (secs * 1e3).max(1.0))
     } else {
         format!("{secs:.2} s")
-    };
-    format!(
-        "{} in {time}, effective bandwidth {}/s",
-        human_bytes(bytes),
-        human_bytes((bytes as f64 / secs) as u64)
-    )
+    }
+}
+
+/// Bytes per second in the unit that fits ("1.46 KiB", "512.00 MiB"),
+/// over at least a microsecond.
+pub(crate) fn rate(bytes: u64, elapsed: Duration) -> String {
+    human_bytes((bytes as f64 / elapsed.as_secs_f64().max(1e-6)) as u64)
 }
 
 #[cfg(test)]

@@ -161,7 +161,7 @@ fn sync_twice_moves_nothing_and_delete_removes_extras() {
         &["sync", "--delete", src.to_str().unwrap(), &dst],
     ));
     assert!(
-        r.stderr.contains("Synced: 1 files") && r.stderr.contains("1 deleted"),
+        r.stderr.contains("Synced: 1 file,") && r.stderr.contains("1 deleted"),
         "{}",
         r.stderr
     );

@@ -13,6 +13,7 @@ use shoal_transfer::batch::{Action, BatchCounters, BatchReport, StoreFor};
 
 use crate::config::Context;
 use crate::output::human_bytes;
+use crate::progress;
 use crate::{CmdResult, Failure};
 
 /// Runs `actions`, drawing progress on a terminal, and reports the outcome.
@@ -67,6 +68,35 @@ fn what_matched_nothing(r: &BatchReport) -> bool {
     r.copied == 0 && r.deleted == 0 && r.failures.is_empty() && r.skipped.is_empty()
 }
 
+/// "Copied: 302 files, 3.10 MiB in 0.16 s (19.38 MiB/s, 1,885 files/s)";
+/// rates only when something was copied ("Synced: 0 files in 4 ms" for a
+/// sync with nothing to do), then what was deleted, skipped or failed.
+fn summary_line(verb: &str, r: &BatchReport, elapsed: Duration) -> String {
+    let n = r.copied;
+    let mut line = format!("{verb}: {n} file{}", if n == 1 { "" } else { "s" });
+    if n > 0 {
+        line.push_str(&format!(
+            ", {} in {} ({}/s, {:.0} files/s)",
+            human_bytes(r.bytes),
+            progress::duration(elapsed),
+            progress::rate(r.bytes, elapsed),
+            n as f64 / elapsed.as_secs_f64().max(1e-6)
+        ));
+    } else {
+        line.push_str(&format!(" in {}", progress::duration(elapsed)));
+    }
+    if r.deleted > 0 {
+        line.push_str(&format!(", {} deleted", r.deleted));
+    }
+    if !r.skipped.is_empty() {
+        line.push_str(&format!(", {} skipped", r.skipped.len()));
+    }
+    if !r.failures.is_empty() {
+        line.push_str(&format!(", {} FAILED", r.failures.len()));
+    }
+    line
+}
+
 /// Prints the summary and the failures; exit 1 if anything failed.
 pub(crate) fn finish(ctx: &Context, r: &BatchReport, elapsed: Duration, verb: &str) -> CmdResult {
     for s in &r.skipped {
@@ -76,29 +106,42 @@ pub(crate) fn finish(ctx: &Context, r: &BatchReport, elapsed: Duration, verb: &s
         eprintln!("shoal: {f}");
     }
     if !ctx.quiet {
-        let secs = elapsed.as_secs_f64().max(1e-6);
-        let mut line = format!(
-            "{verb}: {} files, {} in {:.2} s ({:.2} MiB/s, {:.0} files/s)",
-            r.copied,
-            human_bytes(r.bytes),
-            secs,
-            r.bytes as f64 / secs / (1 << 20) as f64,
-            r.copied as f64 / secs
-        );
-        if r.deleted > 0 {
-            line.push_str(&format!(", {} deleted", r.deleted));
-        }
-        if !r.skipped.is_empty() {
-            line.push_str(&format!(", {} skipped", r.skipped.len()));
-        }
-        if !r.failures.is_empty() {
-            line.push_str(&format!(", {} FAILED", r.failures.len()));
-        }
-        eprintln!("{line}");
+        eprintln!("{}", summary_line(verb, r, elapsed));
     }
     if r.failures.is_empty() {
         Ok(())
     } else {
         Err(Failure::Reported)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(copied: u64, bytes: u64, deleted: u64, failed: usize) -> BatchReport {
+        BatchReport {
+            copied,
+            deleted,
+            bytes,
+            failures: vec!["x".into(); failed],
+            ..BatchReport::default()
+        }
+    }
+
+    #[test]
+    fn summary_gives_rates_only_when_something_was_copied() {
+        assert_eq!(
+            summary_line("Copied", &report(302, 3 << 20, 0, 0), Duration::from_millis(250)),
+            "Copied: 302 files, 3.00 MiB in 0.25 s (12.00 MiB/s, 1208 files/s)"
+        );
+        assert_eq!(
+            summary_line("Synced", &report(0, 0, 0, 0), Duration::from_micros(300)),
+            "Synced: 0 files in 1 ms"
+        );
+        assert_eq!(
+            summary_line("Synced", &report(1, 3, 2, 1), Duration::from_millis(20)),
+            "Synced: 1 file, 3 B in 20 ms (150 B/s, 50 files/s), 2 deleted, 1 FAILED"
+        );
     }
 }
