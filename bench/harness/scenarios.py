@@ -208,9 +208,9 @@ class Runner:
                 size, sha = gcs_object_sha(t, k)
                 gcs_delete(t, k)
             else:
-                r = s3_helper(t.endpoint, t.bucket, "object", k)
+                r = s3_helper(t.check_endpoint, t.bucket, "object", k)
                 size, sha = r["size"], r["sha256"]
-                s3_helper(t.endpoint, t.bucket, "delete", k)
+                s3_helper(t.check_endpoint, t.bucket, "delete", k)
             ok = "ok" if sha == wl.big_sha else f"FAILED: read back sha256 {sha[:12]}… ({size} bytes)"
             return (ok, size, 1, "")
 
@@ -257,8 +257,8 @@ class Runner:
 
         def check(tool, t, i, p, j):
             pre = prefix(tool, i)
-            r = s3_helper(t.endpoint, t.bucket, "tree", pre)
-            s3_helper(t.endpoint, t.bucket, "delete", pre)
+            r = s3_helper(t.check_endpoint, t.bucket, "tree", pre)
+            s3_helper(t.check_endpoint, t.bucket, "delete", pre)
             ok = "ok" if (r["count"], r["digest"]) == want else \
                 f"FAILED: read back {r['count']} objects (expected {want[0]}), content digest differs"
             return (ok, r.get("bytes", 0), r["count"], "")

@@ -64,10 +64,10 @@ class Servers:
             [str(BIN / "fake-gcs-server"), "-scheme", "http", "-host", "127.0.0.1", "-port", str(p),
              "-backend", "memory", "-data", str(gcs_data), "-external-url", f"http://127.0.0.1:{p}",
              "-public-host", f"127.0.0.1:{p}", "-log-level", "warn"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+            stdout=log, stderr=subprocess.STDOUT, process_group=0))
         log = open(self.run_dir / "benchserver.log", "w")
         self.procs.append(subprocess.Popen([str(benchserver), "serve", "--port", str(self.ports.bench)],
-                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+                                           stdout=log, stderr=subprocess.STDOUT, process_group=0))
         if not wait_http(f"http://127.0.0.1:{self.ports.bench}/storage/v1/b/x/o/size-1", 30):
             raise RuntimeError("shoal-benchserver did not start (see its log in the run dir)")
         if not wait_http(f"http://127.0.0.1:{p}/_internal/healthcheck", 900):

@@ -30,10 +30,17 @@ class Target:
     bucket: str
     profile: str  # "loopback" | "+10 ms"
     name: str = ""  # what the report calls it, if not "server (proto)"
+    # The server without the proxy, for reading results back: a check
+    # through the latency toxic would take minutes and measure nothing.
+    direct: str = ""
 
     @property
     def label(self) -> str:
         return self.name or f"{self.server} ({self.proto})"
+
+    @property
+    def check_endpoint(self) -> str:
+        return self.direct or self.endpoint
 
 
 @dataclass
