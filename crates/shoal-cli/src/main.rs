@@ -100,6 +100,7 @@ fn main() -> ExitCode {
     keep_freed_memory();
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(shoal_transfer::runtime_threads())
         .enable_all()
         .build()
     {
