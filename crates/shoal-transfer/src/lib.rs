@@ -88,7 +88,7 @@ pub struct TransferOptions {
 /// [`SMALL_MEMORY`], not the slot count, bounds the buffers.
 pub const DEFAULT_SMALL_WORKERS: usize = 128;
 
-/// Granule of [`TransferOptions::small_memory`].
+/// Granule of a [`SmallBudget`]'s memory.
 pub const MEMORY_UNIT: u64 = 64 << 10;
 /// Units a cheap request of 1 MiB or more (or of unknown size) holds: a
 /// download's write batch, an upload's whole buffer.
@@ -167,8 +167,13 @@ impl GcsUpload {
 /// less wall time) but made 200 x 8 MiB 9% slower (1.45 -> 1.58 s); a
 /// 1 GiB download and `cat -d` did not change.
 pub fn runtime_threads() -> usize {
-    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-    threads_for(std::env::var("SHOAL_THREADS").ok().as_deref(), cpus)
+    threads_for(std::env::var("SHOAL_THREADS").ok().as_deref(), cpus())
+}
+
+/// The CPUs this process may use (2 if that cannot be told): what the
+/// default workers and threads are counted in.
+pub fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
 fn threads_for(setting: Option<&str>, cpus: usize) -> usize {
@@ -180,11 +185,8 @@ fn threads_for(setting: Option<&str>, cpus: usize) -> usize {
 
 impl Default for TransferOptions {
     fn default() -> Self {
-        let cpus = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2);
         TransferOptions {
-            workers: cpus * 2,
+            workers: cpus() * 2,
             small_workers: DEFAULT_SMALL_WORKERS,
             small: None,
             stream_copies: None,

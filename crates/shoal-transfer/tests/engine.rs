@@ -443,6 +443,28 @@ async fn run_batch(
     assert!(report.failures.is_empty(), "{:?}", report.failures);
 }
 
+/// `n` local files of `size` bytes (file `i` filled with byte `i`) named
+/// `{tag}{i}` in `dir`, each as a copy to `dst(i)`, named without a size.
+fn file_uploads(
+    dir: &std::path::Path,
+    tag: &str,
+    n: usize,
+    size: usize,
+    dst: impl Fn(usize) -> Location,
+) -> Vec<shoal_transfer::batch::Action> {
+    (0..n)
+        .map(|i| {
+            let p = dir.join(format!("{tag}{i}"));
+            std::fs::write(&p, vec![i as u8; size]).unwrap();
+            shoal_transfer::batch::Action::Copy {
+                src: Location::parse(p.to_str().unwrap()).unwrap(),
+                meta: None,
+                dst: dst(i),
+            }
+        })
+        .collect()
+}
+
 /// A batch keeps `small_workers` cheap requests in flight (small
 /// downloads, small uploads, deletes), while slices and parts of big files
 /// stay within `workers`: on a store with a 10 ms round trip, the peak of
@@ -509,17 +531,7 @@ async fn a_batch_keeps_small_requests_wide_and_big_ones_within_workers() {
     let s = Arc::new(MemoryStore::new());
     s.create_bucket("b").await.unwrap();
     s.set_latency(std::time::Duration::from_millis(10));
-    let ups = (0..100)
-        .map(|i| {
-            let p = dir.path().join(format!("u{i}"));
-            std::fs::write(&p, vec![i as u8; 1000]).unwrap();
-            Action::Copy {
-                src: Location::parse(p.to_str().unwrap()).unwrap(),
-                meta: None,
-                dst: key(i),
-            }
-        })
-        .collect();
+    let ups = file_uploads(dir.path(), "u", 100, 1000, key);
     run(s.clone(), ups).await;
     assert_eq!(s.peak_in_flight(), 24);
 
@@ -553,17 +565,9 @@ async fn small_requests_in_flight_are_bounded_by_their_buffers_too() {
         let s = Arc::new(MemoryStore::new());
         s.create_bucket("b").await.unwrap();
         s.set_latency(std::time::Duration::from_millis(10));
-        let ups = (0..200)
-            .map(|i| {
-                let p = dir.path().join(format!("u{size}-{i}"));
-                std::fs::write(&p, vec![i as u8; size]).unwrap();
-                Action::Copy {
-                    src: Location::parse(p.to_str().unwrap()).unwrap(),
-                    meta: None,
-                    dst: Location::parse(&format!("gs://b/{i}")).unwrap(),
-                }
-            })
-            .collect();
+        let ups = file_uploads(dir.path(), &format!("u{size}-"), 200, size, |i| {
+            Location::parse(&format!("gs://b/{i}")).unwrap()
+        });
         run_batch(s.clone(), ups, opts()).await;
         assert_eq!(s.peak_in_flight(), peak, "uploads of {size} B");
 

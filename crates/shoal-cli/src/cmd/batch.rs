@@ -68,7 +68,7 @@ fn what_matched_nothing(r: &BatchReport) -> bool {
     r.copied == 0 && r.deleted == 0 && r.failures.is_empty() && r.skipped.is_empty()
 }
 
-/// "Copied: 302 files, 3.10 MiB in 0.16 s (19.38 MiB/s, 1,885 files/s)";
+/// "Copied: 302 files, 3.10 MiB in 0.16 s (19.38 MiB/s, 1885 files/s)";
 /// rates only when something was copied ("Synced: 0 files in 4 ms" for a
 /// sync with nothing to do), then what was deleted, skipped or failed.
 fn summary_line(verb: &str, r: &BatchReport, elapsed: Duration) -> String {
@@ -132,7 +132,11 @@ mod tests {
     #[test]
     fn summary_gives_rates_only_when_something_was_copied() {
         assert_eq!(
-            summary_line("Copied", &report(302, 3 << 20, 0, 0), Duration::from_millis(250)),
+            summary_line(
+                "Copied",
+                &report(302, 3 << 20, 0, 0),
+                Duration::from_millis(250)
+            ),
             "Copied: 302 files, 3.00 MiB in 0.25 s (12.00 MiB/s, 1208 files/s)"
         );
         assert_eq!(

@@ -85,7 +85,7 @@ async fn read(ctx: &Context, a: BenchReadArgs) -> CmdResult {
             "cpu_sys_s": sys,
             "compressed_mb_s_per_cpu_s": per_core,
             "workers": ctx.transfer.workers,
-            "cpus": super::cat::cpus(),
+            "cpus": shoal_transfer::cpus(),
         });
         println!("{v}");
     } else {
@@ -102,7 +102,7 @@ async fn read(ctx: &Context, a: BenchReadArgs) -> CmdResult {
         if let (Some(u), Some(s), Some(c)) = (user, sys, cpu) {
             println!(
                 "  cpu {c:.2} s (user {u:.2}, sys {s:.2}) on {} vCPUs; {:.0} MB/s of compressed input per CPU second",
-                super::cat::cpus(),
+                shoal_transfer::cpus(),
                 per_core.unwrap_or(0.0)
             );
         }

@@ -39,7 +39,7 @@ pub(crate) async fn run(ctx: &Context, a: CatArgs) -> CmdResult {
     };
     let mut reader = Reader::start(sources, opts, ctx.retry);
     let mut sink = match &a.exec {
-        Some(cmd) => Sink::exec(cmd, a.jobs.map_or_else(cpus, usize::from))?,
+        Some(cmd) => Sink::exec(cmd, a.jobs.map_or_else(shoal_transfer::cpus, usize::from))?,
         None => Sink::stdout(),
     };
     let lines = a.lines || a.exec.is_some();
@@ -93,10 +93,6 @@ pub(crate) async fn run(ctx: &Context, a: CatArgs) -> CmdResult {
     } else {
         Ok(())
     }
-}
-
-pub(crate) fn cpus() -> usize {
-    std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
 pub(crate) fn decompress(r: &ReadFlags) -> Decompress {
