@@ -225,8 +225,12 @@ fn soak_100_mixed_transfers_with_10_percent_faults() {
         tally.clear_failures.len(),
         tally.clear_failures
     );
+    // About 10% of ~170 requests get a fault (10 to 24 in eight runs): a
+    // bound of 10 fails about one run in fifty by chance alone (binomial).
+    // Four still proves the soak was not vacuous, and fails about once in
+    // fifty thousand.
     assert!(
-        injected >= 10,
+        injected >= 4,
         "seed {seed}: only {injected} faults injected"
     );
 
