@@ -11,6 +11,8 @@ use shoal_transfer::decode::Decompress;
 use shoal_transfer::read::{ReadOptions, Reader};
 
 use crate::args::{BenchArgs, BenchCommand, BenchReadArgs};
+use crate::output::human_bytes;
+use crate::progress;
 use crate::config::Context;
 use crate::{CmdResult, Failure};
 
@@ -89,16 +91,15 @@ async fn read(ctx: &Context, a: BenchReadArgs) -> CmdResult {
         });
         println!("{v}");
     } else {
+        let elapsed = std::time::Duration::from_secs_f64(secs);
         println!(
-            "read {objects} objects: {:.1} MiB compressed, {:.1} MiB decompressed in {secs:.3} s",
-            compressed as f64 / 1048576.0,
-            decoded as f64 / 1048576.0
+            "read {objects} object{}: {} compressed, {} decompressed in {}",
+            if objects == 1 { "" } else { "s" },
+            human_bytes(compressed),
+            human_bytes(decoded),
+            progress::duration(elapsed)
         );
-        println!(
-            "  {:.3} GB/s compressed, {:.3} GB/s decompressed",
-            compressed as f64 / secs / 1e9,
-            decoded as f64 / secs / 1e9
-        );
+        println!("  {}", speeds(compressed, decoded, elapsed));
         if let (Some(u), Some(s), Some(c)) = (user, sys, cpu) {
             println!(
                 "  cpu {c:.2} s (user {u:.2}, sys {s:.2}) on {} vCPUs; {:.0} MB/s of compressed input per CPU second",
@@ -114,6 +115,25 @@ async fn read(ctx: &Context, a: BenchReadArgs) -> CmdResult {
     }
 }
 
+/// "1.234 GB/s compressed, 3.456 GB/s decompressed" (the seed's unit);
+/// below 10 MB/s, where that reads as zeros, in the unit that fits.
+fn speeds(compressed: u64, decoded: u64, elapsed: std::time::Duration) -> String {
+    let secs = elapsed.as_secs_f64().max(1e-9);
+    if decoded.max(compressed) as f64 / secs >= 1e7 {
+        format!(
+            "{:.3} GB/s compressed, {:.3} GB/s decompressed",
+            compressed as f64 / secs / 1e9,
+            decoded as f64 / secs / 1e9
+        )
+    } else {
+        format!(
+            "{}/s compressed, {}/s decompressed",
+            progress::rate(compressed, elapsed),
+            progress::rate(decoded, elapsed)
+        )
+    }
+}
+
 /// (user, system) CPU seconds of this process, from /proc (Linux; the
 /// kernel reports them in USER_HZ = 100 ticks per second).
 fn cpu_seconds() -> Option<(f64, f64)> {
@@ -124,4 +144,22 @@ fn cpu_seconds() -> Option<(f64, f64)> {
     let user: f64 = f.get(11)?.parse().ok()?;
     let sys: f64 = f.get(12)?.parse().ok()?;
     Some((user / 100.0, sys / 100.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::speeds;
+    use std::time::Duration;
+
+    #[test]
+    fn speeds_read_as_numbers_for_datasets_big_and_tiny() {
+        assert_eq!(
+            speeds(1_000_000_000, 3_000_000_000, Duration::from_secs(2)),
+            "0.500 GB/s compressed, 1.500 GB/s decompressed"
+        );
+        assert_eq!(
+            speeds(10, 20, Duration::from_millis(2)),
+            "4.88 KiB/s compressed, 9.77 KiB/s decompressed"
+        );
+    }
 }
