@@ -44,6 +44,9 @@ pub(crate) fn meta_json(url: &str, m: &ObjectMeta) -> serde_json::Value {
     if let Some(c) = m.crc32c {
         o.insert("crc32c".into(), crc32c_to_base64(c).into());
     }
+    if let Some(c) = m.other_crc {
+        o.insert(c.kind().name().to_lowercase(), c.to_base64().into());
+    }
     if let Some(md5) = m.md5 {
         o.insert("md5".into(), hex(&md5).into());
     }

@@ -499,6 +499,22 @@ pub(crate) fn verify_declared(op: Op, url: &str, data: &[u8], opts: &PutOptions)
             ));
         }
     }
+    if let Some(want) = opts.other_crc {
+        let mut d = want.kind().digest();
+        d.update(data);
+        let got = d.finish();
+        if got != want {
+            return Err(Error::new(
+                ErrorKind::Integrity,
+                op,
+                url,
+                format!(
+                    "declared {} {want} but the data has {got}",
+                    want.kind().name()
+                ),
+            ));
+        }
+    }
     if let Some(want) = opts.md5
         && crate::checksum::md5_digest(data) != want
     {

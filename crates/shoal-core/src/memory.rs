@@ -144,8 +144,13 @@ impl MemoryStore {
             key: key.to_owned(),
             size: data.len() as u64,
             updated_ns: Some(0),
-            crc32c: Some(crc32c::crc32c(&data)),
+            // Like S3: one CRC, the algorithm the writer chose.
+            crc32c: match opts.other_crc {
+                Some(_) => None,
+                None => Some(crc32c::crc32c(&data)),
+            },
             md5: Some(crate::checksum::md5_digest(&data)),
+            other_crc: opts.other_crc,
             version: Some(ObjectVersion::Generation(
                 self.generation.fetch_add(1, Ordering::Relaxed),
             )),

@@ -15,6 +15,9 @@ pub struct ObjectMeta {
     pub crc32c: Option<u32>,
     /// MD5 of the whole object, when the store has it (never for S3 multipart).
     pub md5: Option<[u8; 16]>,
+    /// The whole object's CRC32 or CRC64NVME, when that is the checksum an
+    /// S3 object has (see [`crate::checksum`]).
+    pub other_crc: Option<crate::checksum::OtherCrc>,
     /// The store's version token: GCS generation or S3 ETag.
     pub version: Option<ObjectVersion>,
     /// Storage class, when the store says.

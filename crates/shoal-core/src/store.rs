@@ -75,6 +75,11 @@ pub struct PutOptions {
     pub crc32c: Option<u32>,
     /// MD5 of the whole body, validated the same way.
     pub md5: Option<[u8; 16]>,
+    /// CRC32 or CRC64NVME of the whole body, for a single S3 PUT: sent
+    /// *instead of* the CRC32C (S3 keeps one algorithm per object), for
+    /// pipelines that check those. Validated like the others; GCS and
+    /// local files keep CRC32C only and ignore it.
+    pub other_crc: Option<crate::checksum::OtherCrc>,
     /// Fail with `Precondition` if the object exists.
     pub if_not_exists: bool,
     /// `Content-Type` to store.

@@ -100,6 +100,7 @@ impl RawObject<'_> {
             updated_ns,
             crc32c,
             md5,
+            other_crc: None,
             version,
             storage_class: self.storage_class.map(Cow::into_owned),
             content_encoding: self

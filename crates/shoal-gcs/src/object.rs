@@ -391,6 +391,7 @@ fn meta_from_headers(key: &str, h: &HeaderMap) -> ObjectMeta {
         updated_ns: text("last-modified").and_then(parse_http_date),
         crc32c,
         md5,
+        other_crc: None,
         version: text("x-goog-generation")
             .and_then(|g| g.parse().ok())
             .map(ObjectVersion::Generation),

@@ -1,17 +1,21 @@
 //! Single-object operations: HEAD, ranged GET, PUT, DELETE, and bucket
 //! creation, plus reading object metadata out of response headers.
 //!
-//! Checksums: S3 returns `x-amz-checksum-crc32c` only when asked
-//! (`x-amz-checksum-mode: ENABLED`). For a multipart object uploaded with
-//! composite checksums the value is a checksum of part checksums, written
-//! `xxxx-3`; that is not the object's CRC32C and is dropped. The ETag is an
-//! MD5 only for single-part objects stored unencrypted or with SSE-S3.
+//! Checksums: S3 returns `x-amz-checksum-crc32c` (or `-crc32`,
+//! `-crc64nvme`: one algorithm per object) only when asked
+//! (`x-amz-checksum-mode: ENABLED`) and only on a whole-object answer. For
+//! a multipart object uploaded with composite checksums the value is a
+//! checksum of part checksums, written `xxxx-3`; that is not the object's
+//! checksum and is dropped. The ETag is an MD5 only for single-part objects
+//! stored unencrypted or with SSE-S3.
 
 use bytes::Bytes;
 use futures::StreamExt;
 use reqwest::Method;
 use reqwest::header::HeaderMap;
-use shoal_core::checksum::{crc32c_from_base64, crc32c_to_base64, md5_from_hex, md5_to_base64};
+use shoal_core::checksum::{
+    CrcKind, OtherCrc, crc32c_from_base64, crc32c_to_base64, md5_from_hex, md5_to_base64,
+};
 use shoal_core::http::error_from_reqwest;
 use shoal_core::{
     ByteRange, Error, ErrorKind, GetResponse, ObjectMeta, ObjectVersion, Op, PutOptions, Result,
@@ -134,6 +138,7 @@ impl Client {
             // A checksum header on a partial answer describes the whole
             // object at best; keep it only where it is unambiguous.
             meta.crc32c = None;
+            meta.other_crc = None;
         }
         let body = resp
             .bytes_stream()
@@ -193,11 +198,19 @@ impl Client {
         let size = data.len() as u64;
         let mut req = Request::new(Method::PUT, Op::Upload, bucket, Some(key));
         req = with_object_headers(req, opts);
-        // Always send a CRC32C (computed here if the caller had none): the
-        // server then verifies the body and stores the checksum, so later
-        // downloads can be verified too. CRC32C costs ~0.1 ms per MiB.
-        let crc = opts.crc32c.unwrap_or_else(|| crc32c::crc32c(&data));
-        req = req.header("x-amz-checksum-crc32c", crc32c_to_base64(crc));
+        // Always send a CRC (a CRC32C computed here if the caller had
+        // none): the server then verifies the body and stores the checksum,
+        // so later downloads can be verified too. CRC32C costs ~0.1 ms per
+        // MiB.
+        let crc = match opts.other_crc {
+            Some(_) => None,
+            None => Some(opts.crc32c.unwrap_or_else(|| crc32c::crc32c(&data))),
+        };
+        req = match (opts.other_crc, crc) {
+            (Some(c), _) => req.header(checksum_header(c.kind()), c.to_base64()),
+            (None, Some(crc)) => req.header("x-amz-checksum-crc32c", crc32c_to_base64(crc)),
+            (None, None) => req,
+        };
         if let Some(m) = &opts.md5 {
             req = req.header("content-md5", md5_to_base64(m));
         }
@@ -214,7 +227,9 @@ impl Client {
             }
         })?;
         let mut meta = meta_from_headers(key, size, resp.headers());
-        meta.crc32c = Some(crc);
+        // What the server verified before it answered.
+        meta.crc32c = crc;
+        meta.other_crc = opts.other_crc;
         meta.md5 = opts.md5.or(meta.md5);
         meta.content_encoding = opts.content_encoding.clone();
         Ok(meta)
@@ -319,6 +334,29 @@ pub(crate) fn full_object_crc(value: Option<&str>, checksum_type: Option<&str>) 
     crc32c_from_base64(v)
 }
 
+/// A whole-object CRC32 or CRC64NVME from the headers (composite values
+/// dropped, as for CRC32C).
+fn other_crc(h: &HeaderMap) -> Option<OtherCrc> {
+    let kind_type = header_str(h, "x-amz-checksum-type");
+    [CrcKind::Crc64Nvme, CrcKind::Crc32]
+        .into_iter()
+        .find_map(|kind| {
+            let v = header_str(h, checksum_header(kind))?;
+            if v.contains('-') || kind_type.is_some_and(|t| t.eq_ignore_ascii_case("COMPOSITE")) {
+                return None;
+            }
+            OtherCrc::from_base64(kind, v)
+        })
+}
+
+/// The header that carries a CRC32 or CRC64NVME.
+fn checksum_header(kind: CrcKind) -> &'static str {
+    match kind {
+        CrcKind::Crc32 => "x-amz-checksum-crc32",
+        CrcKind::Crc64Nvme => "x-amz-checksum-crc64nvme",
+    }
+}
+
 /// Object metadata from response headers.
 pub(crate) fn meta_from_headers(key: &str, size: u64, h: &HeaderMap) -> ObjectMeta {
     let etag = header_str(h, "etag").map(str::to_owned);
@@ -340,6 +378,7 @@ pub(crate) fn meta_from_headers(key: &str, size: u64, h: &HeaderMap) -> ObjectMe
             header_str(h, "x-amz-checksum-type"),
         ),
         md5,
+        other_crc: other_crc(h),
         version: etag.map(ObjectVersion::ETag),
         storage_class: Some(
             header_str(h, "x-amz-storage-class")
@@ -430,5 +469,30 @@ mod tests {
         );
         h.remove("x-amz-server-side-encryption");
         assert_eq!(meta_from_headers("k", 3, &h).md5, None);
+    }
+
+    /// What MinIO answered for objects boto3 uploaded: a CRC32 with an MD5
+    /// ETag (one PUT), and a composite CRC32 for a multipart one.
+    #[test]
+    fn crc32_and_crc64nvme_headers() {
+        let mut h = HeaderMap::new();
+        h.insert("x-amz-checksum-crc32", "1bJXzA==".parse().unwrap());
+        h.insert("x-amz-checksum-type", "FULL_OBJECT".parse().unwrap());
+        let m = meta_from_headers("k", 16384, &h);
+        assert_eq!(m.other_crc, Some(OtherCrc::Crc32(0xd5b2_57cc)));
+        assert_eq!(m.crc32c, None);
+        h.insert("x-amz-checksum-crc32", "/zhMZQ==-1".parse().unwrap());
+        h.insert("x-amz-checksum-type", "COMPOSITE".parse().unwrap());
+        assert_eq!(meta_from_headers("k", 8 << 20, &h).other_crc, None);
+
+        let mut h = HeaderMap::new();
+        // CRC64NVME("123456789"); AWS marks it FULL_OBJECT even for multipart.
+        h.insert("x-amz-checksum-crc64nvme", "rosUhgp5mIg=".parse().unwrap());
+        assert_eq!(
+            meta_from_headers("k", 9, &h).other_crc,
+            Some(OtherCrc::Crc64Nvme(0xAE8B_1486_0A79_9888))
+        );
+        h.insert("x-amz-checksum-crc64nvme", "garbage".parse().unwrap());
+        assert_eq!(meta_from_headers("k", 9, &h).other_crc, None);
     }
 }

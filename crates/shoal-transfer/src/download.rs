@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use shoal_core::checksum::{crc32c_combine_all, hex};
+use shoal_core::checksum::{CrcKind, OtherCrc, crc32c_combine_all, hex};
 use shoal_core::local::temp_sibling;
 use shoal_core::resume::resuming_stream;
 use shoal_core::retry::RetryPolicy;
@@ -111,6 +111,13 @@ struct First {
 
 /// Like [`download_to_file`] when the object's metadata is already known
 /// (from a listing), saving a HEAD.
+///
+/// An S3 listing has no checksum, only the ETag (an MD5 for single-part
+/// objects, which would cost a second pass over the file). So when the
+/// listing gave no CRC, the first slice is read by a GET of the whole
+/// object, whose headers carry the stored CRC32C, CRC32 or CRC64NVME: the
+/// same one request, now verifiable as the bytes arrive (for an object of
+/// several slices its connection is closed after the first slice).
 pub async fn download_known(
     store: Arc<dyn Store>,
     src: &Location,
@@ -119,7 +126,41 @@ pub async fn download_known(
     opts: &TransferOptions,
     policy: &RetryPolicy,
 ) -> Result<Report> {
-    download_planned(store, src, meta, dest, opts, policy, None).await
+    let has_crc = meta.crc32c.is_some() || meta.other_crc.is_some();
+    if has_crc || meta.size == 0 || (opts.resume && crate::partial::pending(dest)) {
+        return download_planned(store, src, meta, dest, opts, policy, None).await;
+    }
+    check_destination(dest)?;
+    let url = src.to_string();
+    let slot = opts.permit().await;
+    let opened = (store.get(
+        &src.bucket,
+        &src.key,
+        ByteRange::from(0),
+        meta.version.as_ref(),
+    ))
+    .await
+    .map_err(|e| e.with_url(&url).with_op(Op::Download))?;
+    if opened.meta.size != meta.size {
+        return Err(Error::new(
+            ErrorKind::Integrity,
+            Op::Download,
+            &url,
+            format!(
+                "the object has {} bytes, its listing said {}; nothing was written",
+                opened.meta.size, meta.size
+            ),
+        )
+        .with_hint("the object changed while being copied; run the command again"));
+    }
+    let mut meta = meta.clone();
+    meta.crc32c = opened.meta.crc32c;
+    meta.other_crc = opened.meta.other_crc;
+    let first = First {
+        body: opened.body,
+        slot,
+    };
+    download_planned(store, src, &meta, dest, opts, policy, Some(first)).await
 }
 
 /// Slices `meta.size`, fetches the slices not already on disk (the first
@@ -167,6 +208,13 @@ async fn download_planned(
     let opts = &opts;
     let mut tasks = tokio::task::JoinSet::new();
     let mut crcs = vec![(0u32, 0u64); slices.len()];
+    // The store's other CRC, computed alongside when it has no CRC32C; a
+    // slice an earlier run fetched has none (see `verify`).
+    let other_kind = match meta.crc32c {
+        Some(_) => None,
+        None => meta.other_crc.map(OtherCrc::kind),
+    };
+    let mut others: Vec<Option<u64>> = vec![None; slices.len()];
     let mut fetched = 0;
     for (i, &(start, end)) in slices.iter().enumerate() {
         if let Some(crc) = done(i) {
@@ -201,11 +249,12 @@ async fn download_planned(
                 body,
                 policy,
             );
-            let crc = write_slice(stream, file, start, end, &dest_s, &url, &opts).await?;
+            let (crc, other) =
+                write_slice(stream, file, start, end, &dest_s, &url, &opts, other_kind).await?;
             if let Some(p) = &partial {
                 p.record(i, crc);
             }
-            Ok::<_, Error>((i, crc, end - start))
+            Ok::<_, Error>((i, crc, other, end - start))
         });
     }
     let resumed = partial.as_ref().map_or(0, |p| p.reused(&slices).1);
@@ -228,8 +277,9 @@ async fn download_planned(
     };
     while let Some(joined) = tasks.join_next().await {
         let e = match joined {
-            Ok(Ok((i, crc, len))) => {
+            Ok(Ok((i, crc, other, len))) => {
                 crcs[i] = (crc, len);
+                others[i] = other;
                 continue;
             }
             Ok(Err(e)) => e,
@@ -251,7 +301,13 @@ async fn download_planned(
         .map_err(|e| Error::io(Op::Write, &dest_s, e))?;
     drop(file);
 
-    let verified = match verify(meta, crc, &tmp, &url).await {
+    let other = other_kind.and_then(|kind| {
+        let pieces: Option<Vec<(u64, u64)>> = (others.iter().zip(&crcs))
+            .map(|(o, &(_, len))| o.map(|v| (v, len)))
+            .collect();
+        Some(kind.combine_all(pieces?))
+    });
+    let verified = match verify(meta, crc, other, &tmp, &url).await {
         Ok(v) => v,
         Err(e) => return Err(failed(e, partial)),
     };
@@ -299,7 +355,9 @@ fn take_bytes(body: shoal_core::BoxByteStream, n: u64) -> shoal_core::BoxByteStr
 /// Streams one slice to its place in the file. The chunks are written as
 /// they were received, gathered into one `pwritev` per [`WRITE_BUFFER`]: no
 /// staging copy and no fresh buffer per write (the copy and the page faults
-/// of a new 4 MiB buffer each time were ~15% of a download's CPU).
+/// of a new 4 MiB buffer each time were ~15% of a download's CPU). Returns
+/// the slice's CRC32C, and its `other` CRC when asked.
+#[allow(clippy::too_many_arguments)]
 async fn write_slice(
     mut stream: shoal_core::BoxByteStream,
     file: Arc<File>,
@@ -308,7 +366,9 @@ async fn write_slice(
     dest: &str,
     url: &str,
     opts: &TransferOptions,
-) -> Result<u32> {
+    other: Option<CrcKind>,
+) -> Result<(u32, Option<u64>)> {
+    let mut other = other.map(CrcKind::digest);
     let mut crc = 0u32;
     let mut pos = start;
     let mut batch: Vec<Bytes> = Vec::new();
@@ -320,6 +380,9 @@ async fn write_slice(
         }
         opts.rates.bytes(chunk.len() as u64).await;
         crc = crc32c::crc32c_append(crc, &chunk);
+        if let Some(d) = &mut other {
+            d.update(&chunk);
+        }
         opts.add_progress(chunk.len() as u64);
         batched += chunk.len();
         batch.push(chunk);
@@ -343,7 +406,7 @@ async fn write_slice(
             ),
         ));
     }
-    Ok(crc)
+    Ok((crc, other.map(|d| d.finish().value())))
 }
 
 /// Writes `chunks` one after another at `pos` ([`crate::file_io`]).
@@ -415,7 +478,16 @@ fn pwritev_all(file: &File, mut chunks: &[Bytes], mut pos: u64) -> std::io::Resu
     Ok(())
 }
 
-async fn verify(meta: &ObjectMeta, crc: u32, tmp: &Path, url: &str) -> Result<Verified> {
+/// Checks the file against the store's checksum: CRC32C, else CRC32 or
+/// CRC64NVME (`other`, computed on the way; read back from the file when
+/// an earlier run fetched some slices), else MD5 (read back).
+async fn verify(
+    meta: &ObjectMeta,
+    crc: u32,
+    other: Option<OtherCrc>,
+    tmp: &Path,
+    url: &str,
+) -> Result<Verified> {
     if let Some(want) = meta.crc32c {
         if want != crc {
             return Err(Error::new(
@@ -427,6 +499,19 @@ async fn verify(meta: &ObjectMeta, crc: u32, tmp: &Path, url: &str) -> Result<Ve
             .with_hint("the data was corrupted in transit or the object changed; retry"));
         }
         return Ok(Verified::Crc32c);
+    }
+    if let Some(want) = meta.other_crc {
+        let got = match other {
+            Some(got) => got,
+            None => {
+                let path = tmp.to_path_buf();
+                tokio::task::spawn_blocking(move || crc_file(want.kind(), &path))
+                    .await
+                    .map_err(|e| Error::new(ErrorKind::Io, Op::Download, url, e.to_string()))?
+                    .map_err(|e| Error::io(Op::Download, url, e))?
+            }
+        };
+        return check_other(want, got, url, "; nothing was written");
     }
     if let Some(want) = meta.md5 {
         let path = tmp.to_path_buf();
@@ -449,6 +534,42 @@ async fn verify(meta: &ObjectMeta, crc: u32, tmp: &Path, url: &str) -> Result<Ve
         return Ok(Verified::Md5);
     }
     Ok(Verified::SizeOnly)
+}
+
+/// Compares a computed CRC32 or CRC64NVME with the store's; `tail` ends
+/// the message (what became of the bytes).
+pub(crate) fn check_other(
+    want: OtherCrc,
+    got: OtherCrc,
+    url: &str,
+    tail: &str,
+) -> Result<Verified> {
+    if want != got {
+        let name = want.kind().name();
+        return Err(Error::new(
+            ErrorKind::Integrity,
+            Op::Download,
+            url,
+            format!("{name} mismatch: the store says {want}, the bytes received give {got}{tail}"),
+        )
+        .with_hint("the data was corrupted in transit or the object changed; retry"));
+    }
+    Ok(want.kind().into())
+}
+
+/// A file's CRC32 or CRC64NVME, 1 MiB at a time.
+fn crc_file(kind: CrcKind, path: &Path) -> std::io::Result<OtherCrc> {
+    use std::io::Read;
+    let mut f = File::open(path)?;
+    let mut d = kind.digest();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            return Ok(d.finish());
+        }
+        d.update(&buf[..n]);
+    }
 }
 
 /// Streaming MD5 of a file (for stores that give only MD5), 1 MiB at a time.
@@ -510,11 +631,18 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
         *policy,
     );
     let mut crc = 0u32;
+    let mut other = match meta.crc32c {
+        Some(_) => None,
+        None => meta.other_crc.map(|c| c.kind().digest()),
+    };
     let mut n = 0u64;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;
         opts.rates.bytes(chunk.len() as u64).await;
         crc = crc32c::crc32c_append(crc, &chunk);
+        if let Some(d) = &mut other {
+            d.update(&chunk);
+        }
         n += chunk.len() as u64;
         opts.add_progress(chunk.len() as u64);
         out.write_all(&chunk)
@@ -534,7 +662,10 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
             ));
         }
         Some(_) => Verified::Crc32c,
-        None => Verified::SizeOnly,
+        None => match (meta.other_crc, other) {
+            (Some(want), Some(got)) => check_other(want, got.finish(), &url, "")?,
+            _ => Verified::SizeOnly,
+        },
     };
     Ok(Report {
         resumed: 0,
@@ -548,6 +679,29 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// After a resume the other CRC was not computed for every slice: it is
+    /// read back from the file, and still refuses a wrong file.
+    #[tokio::test]
+    async fn a_resumed_file_is_checked_against_its_crc64nvme_by_reading_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let body: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+        std::fs::write(&path, &body).unwrap();
+        let mut d = CrcKind::Crc64Nvme.digest();
+        d.update(&body);
+        let meta = ObjectMeta {
+            size: body.len() as u64,
+            other_crc: Some(d.finish()),
+            ..Default::default()
+        };
+        let v = verify(&meta, 0, None, &path, "s3://b/k").await.unwrap();
+        assert_eq!(v, Verified::Crc64Nvme);
+        std::fs::write(&path, &body[1..]).unwrap();
+        let e = verify(&meta, 0, None, &path, "s3://b/k").await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Integrity);
+        assert!(e.to_string().contains("CRC64NVME mismatch"), "{e}");
+    }
 
     /// More chunks than one `pwritev` takes, of uneven sizes, at an offset
     /// into a file that already holds other bytes: every byte lands at its

@@ -290,16 +290,31 @@ pub(crate) struct Slot {
 pub enum Verified {
     /// CRC32C matched the store's.
     Crc32c,
+    /// CRC32 matched the store's (S3).
+    Crc32,
+    /// CRC64NVME matched the store's (S3).
+    Crc64Nvme,
     /// MD5 matched the store's.
     Md5,
     /// The store had no checksum; only the length was checked.
     SizeOnly,
 }
 
+impl From<shoal_core::checksum::CrcKind> for Verified {
+    fn from(kind: shoal_core::checksum::CrcKind) -> Self {
+        match kind {
+            shoal_core::checksum::CrcKind::Crc32 => Verified::Crc32,
+            shoal_core::checksum::CrcKind::Crc64Nvme => Verified::Crc64Nvme,
+        }
+    }
+}
+
 impl std::fmt::Display for Verified {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Verified::Crc32c => "crc32c",
+            Verified::Crc32 => "crc32",
+            Verified::Crc64Nvme => "crc64nvme",
             Verified::Md5 => "md5",
             Verified::SizeOnly => "size only",
         })

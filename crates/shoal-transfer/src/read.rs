@@ -53,7 +53,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use shoal_core::checksum::crc32c_combine_all;
+use shoal_core::checksum::{CrcKind, OtherCrc, crc32c_combine_all};
 use shoal_core::resume::resuming_stream;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{
@@ -326,6 +326,11 @@ struct Shared {
     /// `Content-Encoding`: from the listing, else from the first response.
     encoding: OnceLock<Option<String>>,
     crcs: Mutex<Vec<Option<(u32, u64)>>>,
+    /// The store's checksums (CRC32C, other CRC) from the first response,
+    /// when the listing had none (an S3 listing never has).
+    stored: OnceLock<(Option<u32>, Option<OtherCrc>)>,
+    /// The other CRC of the fetched bytes (one-slice objects only).
+    other: OnceLock<OtherCrc>,
     slices_left: AtomicUsize,
     cancelled: AtomicBool,
     ready: UnboundedSender<usize>,
@@ -335,9 +340,43 @@ struct Shared {
 }
 
 impl Shared {
-    /// Compares the combined CRC32C of the fetched bytes with the store's.
+    /// The store's CRC32C and other CRC: from the listing, else from the
+    /// first response.
+    fn stored(&self) -> (Option<u32>, Option<OtherCrc>) {
+        match self.stored.get() {
+            Some(&s) => s,
+            None => (self.meta.crc32c, self.meta.other_crc),
+        }
+    }
+
+    /// The other CRC to compute while fetching, for a store that has only
+    /// that: one-slice objects (slices of a bigger one are not combined
+    /// for it, so those are checked by CRC32C or length only).
+    fn other_kind(&self) -> Option<CrcKind> {
+        match self.stored() {
+            (None, Some(other)) if self.crcs.lock().unwrap().len() == 1 => Some(other.kind()),
+            _ => None,
+        }
+    }
+
+    /// Compares the combined CRC32C of the fetched bytes with the store's
+    /// (or, when it has only that, its CRC32 or CRC64NVME).
     fn check_crc(&self) -> Result<()> {
-        let Some(want) = self.meta.crc32c else {
+        let (want, other) = self.stored();
+        let Some(want) = want else {
+            if let (Some(want), Some(&got)) = (other, self.other.get())
+                && want != got
+            {
+                return Err(Error::new(
+                    ErrorKind::Integrity,
+                    Op::Read,
+                    &self.url,
+                    format!(
+                        "{} mismatch: store {want}, received {got}",
+                        want.kind().name()
+                    ),
+                ));
+            }
             return Ok(());
         };
         let crcs = self.crcs.lock().unwrap();
@@ -585,6 +624,8 @@ async fn dispatch(
             meta: src.meta.clone(),
             encoding: OnceLock::new(),
             crcs: Mutex::new(vec![None; ranges.len()]),
+            stored: OnceLock::new(),
+            other: OnceLock::new(),
             slices_left: AtomicUsize::new(ranges.len()),
             cancelled: AtomicBool::new(false),
             ready: ready.clone(),
@@ -759,12 +800,16 @@ impl Fetch {
         }
         let mut reservation = Some(reservation);
         let (mut crc, mut n) = (0u32, 0u64);
+        let mut other = self.shared.other_kind().map(CrcKind::digest);
         while let Some(chunk) = stream.next().await {
             let chunk = chunk?;
             if self.shared.cancelled.load(Ordering::Relaxed) {
                 return Ok(None);
             }
             crc = crc32c::crc32c_append(crc, &chunk);
+            if let Some(d) = &mut other {
+                d.update(&chunk);
+            }
             n += chunk.len() as u64;
             if let Some(f) = &self.fetched {
                 f.fetch_add(chunk.len() as u64, Ordering::Relaxed);
@@ -784,6 +829,9 @@ impl Fetch {
                     end - start
                 ),
             ));
+        }
+        if let Some(d) = other {
+            let _ = self.shared.other.set(d.finish());
         }
         Ok(Some((crc, n)))
     }
@@ -820,10 +868,23 @@ impl Fetch {
             Origin::Store { store, loc } => {
                 let version = self.shared.meta.version.clone();
                 let range = ByteRange::new(start, end);
+                // A whole object asked for as such (no Range header): S3
+                // sends its stored checksum only then, and a listing has none.
+                let meta = &self.shared.meta;
+                let learn = (start, end) == (0, meta.size)
+                    && meta.crc32c.is_none()
+                    && meta.other_crc.is_none();
+                let asked = if learn { ByteRange::from(0) } else { range };
                 self.rates.request().await;
-                let first = (store.get(&loc.bucket, &loc.key, range, version.as_ref()))
+                let first = (store.get(&loc.bucket, &loc.key, asked, version.as_ref()))
                     .await
                     .map_err(|e| e.with_url(url).with_op(Op::Read))?;
+                if learn && first.meta.size == meta.size {
+                    let _ = self
+                        .shared
+                        .stored
+                        .set((first.meta.crc32c, first.meta.other_crc));
+                }
                 if self.slice == 0 {
                     let _ = self
                         .shared

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use shoal_core::checksum::crc32c_combine_all;
+use shoal_core::checksum::{OtherCrc, crc32c_combine_all};
 use shoal_core::resume::resuming_stream;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{
@@ -226,7 +226,11 @@ pub async fn copy_object(
     );
     // A short or damaged read must fail the body itself, so the upload is
     // abandoned before the destination object is finalised.
-    let body = exactly(body, meta.size, meta.crc32c, &src_url);
+    let other = match meta.crc32c {
+        Some(_) => None,
+        None => meta.other_crc,
+    };
+    let body = exactly(body, meta.size, meta.crc32c, other, &src_url);
     let put_opts = PutOptions {
         content_encoding: meta.content_encoding.clone(),
         ..Default::default()
@@ -253,18 +257,28 @@ pub async fn copy_object(
             ));
         }
         report.verified = Verified::Crc32c;
+    } else if let Some(want) = other {
+        // `exactly` failed the body unless it matched.
+        report.verified = want.kind().into();
     }
     Ok(report)
 }
 
 /// Passes `body` through and, at its end, fails it unless it held exactly
-/// `size` bytes with CRC32C `crc` (when known).
-fn exactly(body: BoxByteStream, size: u64, crc: Option<u32>, url: &str) -> BoxByteStream {
+/// `size` bytes with CRC32C `crc` and the `other` CRC (when known).
+fn exactly(
+    body: BoxByteStream,
+    size: u64,
+    crc: Option<u32>,
+    other: Option<OtherCrc>,
+    url: &str,
+) -> BoxByteStream {
     let url = url.to_owned();
-    let state = (body, 0u64, 0u32, false);
+    let digest = other.map(|o| o.kind().digest());
+    let state = (body, 0u64, 0u32, digest, false);
     Box::pin(futures::stream::unfold(
         state,
-        move |(mut body, n, c, done)| {
+        move |(mut body, n, c, mut d, done)| {
             let url = url.clone();
             async move {
                 if done {
@@ -273,10 +287,13 @@ fn exactly(body: BoxByteStream, size: u64, crc: Option<u32>, url: &str) -> BoxBy
                 match body.next().await {
                     Some(Ok(chunk)) => {
                         let c = crc32c::crc32c_append(c, &chunk);
+                        if let Some(d) = &mut d {
+                            d.update(&chunk);
+                        }
                         let n = n + chunk.len() as u64;
-                        Some((Ok(chunk), (body, n, c, false)))
+                        Some((Ok(chunk), (body, n, c, d, false)))
                     }
-                    Some(Err(e)) => Some((Err(e), (body, n, c, true))),
+                    Some(Err(e)) => Some((Err(e), (body, n, c, d, true))),
                     None if n != size => {
                         let e = Error::new(
                             ErrorKind::Integrity,
@@ -284,7 +301,7 @@ fn exactly(body: BoxByteStream, size: u64, crc: Option<u32>, url: &str) -> BoxBy
                             &url,
                             format!("read {n} bytes, the source has {size}; nothing was written"),
                         );
-                        Some((Err(e), (body, n, c, true)))
+                        Some((Err(e), (body, n, c, d, true)))
                     }
                     None => match crc {
                         Some(want) if want != c => {
@@ -296,9 +313,23 @@ fn exactly(body: BoxByteStream, size: u64, crc: Option<u32>, url: &str) -> BoxBy
                                     "CRC32C mismatch reading the source: store {want:08x}, received {c:08x}; nothing was written"
                                 ),
                             );
-                            Some((Err(e), (body, n, c, true)))
+                            Some((Err(e), (body, n, c, d, true)))
                         }
-                        _ => None,
+                        _ => match (other, d.map(|d| d.finish())) {
+                            (Some(want), Some(got)) if want != got => {
+                                let e = Error::new(
+                                    ErrorKind::Integrity,
+                                    Op::Copy,
+                                    &url,
+                                    format!(
+                                        "{} mismatch reading the source: store {want}, received {got}; nothing was written",
+                                        want.kind().name()
+                                    ),
+                                );
+                                Some((Err(e), (body, n, c, None, true)))
+                            }
+                            _ => None,
+                        },
                     },
                 }
             }
@@ -369,11 +400,18 @@ mod tests {
     #[tokio::test]
     async fn exactly_fails_a_short_or_damaged_body_at_its_end() {
         let crc = crc32c::crc32c(b"abcdef");
-        let (out, err) = drain(exactly(body(&[b"abc", b"def"]), 6, Some(crc), "s3://b/k")).await;
+        let (out, err) = drain(exactly(
+            body(&[b"abc", b"def"]),
+            6,
+            Some(crc),
+            None,
+            "s3://b/k",
+        ))
+        .await;
         assert_eq!(out, b"abcdef");
         assert!(err.is_none());
 
-        let (_, err) = drain(exactly(body(&[b"abc", b"de"]), 6, None, "s3://b/k")).await;
+        let (_, err) = drain(exactly(body(&[b"abc", b"de"]), 6, None, None, "s3://b/k")).await;
         let e = err.expect("short body fails");
         assert_eq!(e.kind(), ErrorKind::Integrity);
         assert!(
@@ -381,11 +419,46 @@ mod tests {
             "{e}"
         );
 
-        let (_, err) = drain(exactly(body(&[b"abc", b"deX"]), 6, Some(crc), "s3://b/k")).await;
+        let (_, err) = drain(exactly(
+            body(&[b"abc", b"deX"]),
+            6,
+            Some(crc),
+            None,
+            "s3://b/k",
+        ))
+        .await;
         assert!(
             err.expect("crc mismatch")
                 .to_string()
                 .contains("CRC32C mismatch")
         );
+
+        // A source with only a CRC64NVME (what AWS stores by default).
+        let want = {
+            let mut d = shoal_core::checksum::CrcKind::Crc64Nvme.digest();
+            d.update(b"abcdef");
+            d.finish()
+        };
+        let (out, err) = drain(exactly(
+            body(&[b"ab", b"cdef"]),
+            6,
+            None,
+            Some(want),
+            "s3://b/k",
+        ))
+        .await;
+        assert_eq!(out, b"abcdef");
+        assert!(err.is_none(), "{err:?}");
+        let (_, err) = drain(exactly(
+            body(&[b"ab", b"cdeX"]),
+            6,
+            None,
+            Some(want),
+            "s3://b/k",
+        ))
+        .await;
+        let e = err.expect("crc64nvme mismatch");
+        assert_eq!(e.kind(), ErrorKind::Integrity);
+        assert!(e.to_string().contains("CRC64NVME mismatch"), "{e}");
     }
 }

@@ -5,13 +5,14 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use shoal_core::checksum::{CrcKind, OtherCrc};
 use shoal_core::memory::MemoryStore;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{
     ByteRange, ErrorKind, GetResponse, ListPage, ListRequest, Location, MultipartUpload,
     ObjectMeta, ObjectVersion, PartInfo, PutOptions, Store,
 };
-use shoal_transfer::download::download_to_file;
+use shoal_transfer::download::{download_known, download_to_file};
 use shoal_transfer::stream::{copy_object, upload_stream};
 use shoal_transfer::upload::upload_file;
 use shoal_transfer::{TransferOptions, Verified};
@@ -242,6 +243,91 @@ async fn corrupted_download_is_refused_and_nothing_written() {
         1,
         "temporary removed"
     );
+}
+
+/// An object stored with only a CRC32 or CRC64NVME (S3's defaults today).
+async fn mem_other(key: &str, body: &[u8], kind: CrcKind) -> (Arc<MemoryStore>, OtherCrc) {
+    let s = Arc::new(MemoryStore::new());
+    s.create_bucket("b").await.unwrap();
+    let mut d = kind.digest();
+    d.update(body);
+    let crc = d.finish();
+    let opts = PutOptions {
+        other_crc: Some(crc),
+        ..Default::default()
+    };
+    let meta = s
+        .put("b", key, Bytes::copy_from_slice(body), &opts)
+        .await
+        .unwrap();
+    assert_eq!((meta.crc32c, meta.other_crc), (None, Some(crc)));
+    (s, crc)
+}
+
+/// CRC32 and CRC64NVME are computed per slice and combined, like CRC32C;
+/// named by a listing without checksums (S3's), the first GET asks for the
+/// whole object so its headers tell which checksum to compute.
+#[tokio::test]
+async fn crc32_and_crc64nvme_are_checked_over_slices() {
+    let url = Location::parse("s3://b/k").unwrap();
+    for kind in [CrcKind::Crc32, CrcKind::Crc64Nvme] {
+        let want: Verified = kind.into();
+        for size in [1usize, 999, 1000, 4001, 123_457] {
+            let body = data(size, size as u32 + 11);
+            let (store, _) = mem_other("k", &body, kind).await;
+            let spy = Arc::new(Spy::new(store.clone(), false));
+            let dir = tempfile::tempdir().unwrap();
+            let dest = dir.path().join("named");
+            let r = download_to_file(spy, &url, &dest, &small_slices(), &RetryPolicy::default())
+                .await
+                .unwrap();
+            assert_eq!(std::fs::read(&dest).unwrap(), body, "{kind:?} {size}");
+            assert_eq!(r.verified, want, "{kind:?} {size}");
+
+            // What an S3 listing says: size and ETag, no checksum.
+            let listed = ObjectMeta {
+                key: "k".into(),
+                size: size as u64,
+                version: store.head("b", "k").await.unwrap().version,
+                ..Default::default()
+            };
+            let listed_to = |store: Arc<Spy>, dest: std::path::PathBuf| {
+                let (url, listed) = (url.clone(), listed.clone());
+                async move {
+                    let opts = small_slices();
+                    download_known(store, &url, &listed, &dest, &opts, &RetryPolicy::default())
+                        .await
+                }
+            };
+            let spy = Arc::new(Spy::new(store.clone(), false));
+            let dest = dir.path().join("listed");
+            let r = listed_to(spy.clone(), dest.clone()).await.unwrap();
+            assert_eq!(
+                std::fs::read(&dest).unwrap(),
+                body,
+                "{kind:?} {size} listed"
+            );
+            assert_eq!(r.verified, want, "{kind:?} {size} listed");
+            assert_eq!(spy.gets.lock().unwrap()[0], ByteRange::from(0));
+            assert_eq!(spy.heads.load(std::sync::atomic::Ordering::Relaxed), 0);
+
+            // Flipped on the way: refused, named, nothing left.
+            let bad = Arc::new(Spy::new(store, true));
+            let dest = dir.path().join("bad");
+            let e = listed_to(bad, dest.clone()).await.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Integrity, "{e}");
+            assert!(
+                e.to_string().contains(&format!("{} mismatch", kind.name())),
+                "{e}"
+            );
+            assert!(!dest.exists());
+            assert_eq!(
+                std::fs::read_dir(dir.path()).unwrap().count(),
+                2,
+                "no temporaries"
+            );
+        }
+    }
 }
 
 /// Named without a size, an object costs one request per slice: the first

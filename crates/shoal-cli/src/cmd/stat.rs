@@ -39,6 +39,9 @@ pub(crate) async fn run(ctx: &Context, a: StatArgs) -> CmdResult {
     if let Some(c) = meta.crc32c {
         println!("    CRC32C:           {} ({c:08x})", crc32c_to_base64(c));
     }
+    if let Some(c) = meta.other_crc {
+        println!("    {:<18}{c}", format!("{}:", c.kind().name()));
+    }
     if let Some(m) = meta.md5 {
         println!("    MD5:              {}", hex(&m));
     }

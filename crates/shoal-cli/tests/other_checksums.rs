@@ -1,0 +1,222 @@
+//! S3 objects whose only checksum is a CRC32 (what boto3 and the AWS CLI
+//! send by default) or a CRC64NVME (what AWS computes for every new
+//! object), on the real MinIO: every way of reading them checks that
+//! checksum, and a byte flipped on the wire (the test kit's fault proxy) is
+//! refused with an error that names it, leaving nothing behind.
+
+mod common;
+
+use std::process::Command;
+
+use bytes::Bytes;
+use common::*;
+use shoal_core::PutOptions;
+use shoal_core::checksum::{CrcKind, OtherCrc};
+use shoal_testkit::faultproxy::{Fault, FaultProxy, Rule, Script, When};
+
+fn minio() -> Option<String> {
+    shoal_testkit_server("SHOAL_TEST_S3")
+}
+
+fn crc(kind: CrcKind, data: &[u8]) -> OtherCrc {
+    let mut d = kind.digest();
+    d.update(data);
+    d.finish()
+}
+
+/// Uploads `data` to `s3://bucket/key` with only a `kind` checksum (one PUT).
+fn put_with(bucket: &str, key: &str, data: &[u8], kind: CrcKind) {
+    let store = shoal_testkit::s3_store().expect("MinIO");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let opts = PutOptions {
+        other_crc: Some(crc(kind, data)),
+        ..Default::default()
+    };
+    let meta = rt
+        .block_on(store.put(bucket, key, Bytes::copy_from_slice(data), &opts))
+        .unwrap_or_else(|e| panic!("put {key}: {e}"));
+    assert_eq!(meta.crc32c, None);
+    // The server stored it: a HEAD gives it back.
+    let head = rt.block_on(store.head(bucket, key)).unwrap();
+    assert_eq!(head.other_crc, Some(crc(kind, data)), "{key}");
+    assert_eq!(head.crc32c, None, "{key}");
+}
+
+fn via(proxy: &FaultProxy) -> Command {
+    let mut c = s3().unwrap();
+    c.env("AWS_ENDPOINT_URL", proxy.url());
+    c
+}
+
+const KINDS: [(CrcKind, &str); 2] = [(CrcKind::Crc32, "crc32"), (CrcKind::Crc64Nvme, "crc64nvme")];
+
+#[test]
+fn crc32_and_crc64nvme_objects_are_verified_every_way_they_are_read() {
+    if minio().is_none() {
+        return;
+    }
+    let bucket = make_bucket(s3, "s3").unwrap();
+    for (kind, name) in KINDS {
+        let body = pattern(300 << 10, kind as u64 + 5);
+        let key = format!("{name}/obj.bin");
+        put_with(&bucket, &key, &body, kind);
+        let url = format!("s3://{bucket}/{key}");
+
+        let r = run(with_args(s3().unwrap(), &["stat", &url]));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(
+            r.stdout.contains(&format!("{}:", kind.name())),
+            "stat shows the {name}: {}",
+            r.stdout
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        for slices in ["1", "4"] {
+            let out = dir.path().join(format!("one-{slices}.bin"));
+            let r = run(with_args(
+                s3().unwrap(),
+                &[
+                    "cp",
+                    "--slices",
+                    slices,
+                    "--slice-size",
+                    "64KiB",
+                    &url,
+                    out.to_str().unwrap(),
+                ],
+            ));
+            assert_eq!(r.code, 0, "{}", r.stderr);
+            assert_eq!(std::fs::read(&out).unwrap(), body, "{name} {slices} slices");
+            assert!(
+                r.stderr.contains(&format!("{name} verified")),
+                "{name} {slices} slices: {}",
+                r.stderr
+            );
+        }
+
+        // From a listing (which has no checksum), to stdout, through cat,
+        // and to another object.
+        let tree = dir.path().join("tree");
+        let r = run(with_args(
+            s3().unwrap(),
+            &[
+                "cp",
+                "-r",
+                &format!("s3://{bucket}/{name}/"),
+                tree.to_str().unwrap(),
+            ],
+        ));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let got = files_in(&tree);
+        assert_eq!(got.len(), 1, "{got:?}");
+        let r = run(with_args(s3().unwrap(), &["cp", &url, "-"]));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stdout_bytes == body);
+        assert!(
+            r.stderr.contains(&format!("{name} verified")),
+            "{}",
+            r.stderr
+        );
+        let r = run(with_args(
+            s3().unwrap(),
+            &["cat", &format!("s3://{bucket}/{name}/**")],
+        ));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stdout_bytes == body);
+        let copy = format!("s3://{bucket}/copies/{name}.bin");
+        let r = run(with_args(s3().unwrap(), &["cp", &url, &copy]));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!("{name} verified")),
+            "{}",
+            r.stderr
+        );
+    }
+}
+
+/// GETs of object bytes (not listings).
+fn data_get() -> When {
+    When::method("GET").lacks("list-type")
+}
+
+#[test]
+fn a_flipped_byte_fails_the_crc32_or_crc64nvme_check() {
+    let Some(upstream) = minio() else {
+        return;
+    };
+    let bucket = make_bucket(s3, "s3").unwrap();
+    for (kind, name) in KINDS {
+        let body = pattern(200 << 10, kind as u64 + 9);
+        put_with(&bucket, &format!("{name}/flip.bin"), &body, kind);
+        let url = format!("s3://{bucket}/{name}/flip.bin");
+        let folder = format!("s3://{bucket}/{name}/");
+        let want = format!("{} mismatch", kind.name());
+        let glob = format!("{folder}**");
+        let cases: [(&str, Vec<&str>, bool); 5] = [
+            ("cp", vec!["cp", &url, "OUT/x.bin"], true),
+            (
+                "cp sliced",
+                vec![
+                    "cp",
+                    "--slices",
+                    "4",
+                    "--slice-size",
+                    "64KiB",
+                    &url,
+                    "OUT/x.bin",
+                ],
+                true,
+            ),
+            ("cp -r", vec!["cp", "-r", &folder, "OUT/"], true),
+            ("cat", vec!["cat", &url], false),
+            // Listed: the first GET of the object brings its checksum.
+            ("cat glob", vec!["cat", &glob], false),
+        ];
+        for (what, args, writes) in cases {
+            let label = format!("{name} {what}");
+            let proxy = FaultProxy::start(
+                &upstream,
+                Script::new().rule(Rule::new(data_get(), Fault::FlipByte(1000))),
+            );
+            let dir = tempfile::tempdir().unwrap();
+            let out = dir.path().join("out");
+            std::fs::create_dir(&out).unwrap();
+            let args: Vec<String> = args
+                .iter()
+                .map(|a| a.replace("OUT", out.to_str().unwrap()))
+                .collect();
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let r = run(with_args(via(&proxy), &args));
+            assert!(!proxy.injected().is_empty(), "{label}: no fault injected");
+            assert_ne!(r.code, 0, "{label}: must fail");
+            assert!(r.stderr.contains(&want), "{label}: {}", r.stderr);
+            assert!(
+                r.stderr.contains(&url),
+                "{label} names the object: {}",
+                r.stderr
+            );
+            assert!(!r.stderr.contains("panicked"), "{label}: {}", r.stderr);
+            if writes {
+                let mut left = Vec::new();
+                for e in walk(&out) {
+                    left.push(e);
+                }
+                assert!(left.is_empty(), "{label}: nothing written, found {left:?}");
+            }
+        }
+    }
+}
+
+/// Every file below `dir`, hidden ones included.
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            out.extend(walk(&e.path()));
+        } else {
+            out.push(e.path().display().to_string());
+        }
+    }
+    out
+}
