@@ -100,12 +100,17 @@ async fn read(ctx: &Context, a: BenchReadArgs) -> CmdResult {
             progress::duration(elapsed)
         );
         println!("  {}", speeds(compressed, decoded, elapsed));
-        if let (Some(u), Some(s), Some(c)) = (user, sys, cpu) {
-            println!(
-                "  cpu {c:.2} s (user {u:.2}, sys {s:.2}) on {} vCPUs; {:.0} MB/s of compressed input per CPU second",
+        match (user, sys, cpu, per_core) {
+            (Some(u), Some(s), Some(c), Some(per_core)) => println!(
+                "  cpu {c:.2} s (user {u:.2}, sys {s:.2}) on {} vCPUs; {per_core:.0} MB/s of compressed input per CPU second",
                 shoal_transfer::cpus(),
-                per_core.unwrap_or(0.0)
-            );
+            ),
+            // The kernel counts CPU time in 10 ms ticks.
+            (Some(_), Some(_), Some(_), None) => println!(
+                "  cpu under 0.01 s on {} vCPUs: too little to give a rate per CPU second",
+                shoal_transfer::cpus()
+            ),
+            _ => {}
         }
     }
     if failed {
