@@ -11,17 +11,11 @@ use std::process::Command;
 use bytes::Bytes;
 use common::*;
 use shoal_core::PutOptions;
-use shoal_core::checksum::{CrcKind, OtherCrc};
+use shoal_core::checksum::CrcKind;
 use shoal_testkit::faultproxy::{Fault, FaultProxy, Rule, Script, When};
 
 fn minio() -> Option<String> {
     shoal_testkit_server("SHOAL_TEST_S3")
-}
-
-fn crc(kind: CrcKind, data: &[u8]) -> OtherCrc {
-    let mut d = kind.digest();
-    d.update(data);
-    d.finish()
 }
 
 /// Uploads `data` to `s3://bucket/key` with only a `kind` checksum (one PUT).
@@ -29,7 +23,7 @@ fn put_with(bucket: &str, key: &str, data: &[u8], kind: CrcKind) {
     let store = shoal_testkit::s3_store().expect("MinIO");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let opts = PutOptions {
-        other_crc: Some(crc(kind, data)),
+        other_crc: Some(kind.checksum(data)),
         ..Default::default()
     };
     let meta = rt
@@ -38,7 +32,7 @@ fn put_with(bucket: &str, key: &str, data: &[u8], kind: CrcKind) {
     assert_eq!(meta.crc32c, None);
     // The server stored it: a HEAD gives it back.
     let head = rt.block_on(store.head(bucket, key)).unwrap();
-    assert_eq!(head.other_crc, Some(crc(kind, data)), "{key}");
+    assert_eq!(head.other_crc, Some(kind.checksum(data)), "{key}");
     assert_eq!(head.crc32c, None, "{key}");
 }
 

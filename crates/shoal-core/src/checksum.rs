@@ -152,6 +152,13 @@ impl CrcKind {
         }
     }
 
+    /// The checksum of `data` in one go.
+    pub fn checksum(self, data: &[u8]) -> OtherCrc {
+        let mut d = self.digest();
+        d.update(data);
+        d.finish()
+    }
+
     /// A running checksum of this kind.
     pub fn digest(self) -> CrcDigest {
         CrcDigest {
@@ -206,6 +213,39 @@ impl CrcDigest {
     /// The checksum of everything added.
     pub fn finish(&self) -> OtherCrc {
         self.kind.of(self.inner.finalize())
+    }
+}
+
+/// The checksums of bytes as they arrive: always their CRC32C (combined
+/// over slices, kept in resume journals, passed on to uploads), and the
+/// store's other CRC when that is what it has for the object.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Running {
+    /// CRC32C of everything added.
+    pub crc32c: u32,
+    other: Option<CrcDigest>,
+}
+
+impl Running {
+    /// Checksums to compute: CRC32C, and `other` when given.
+    pub fn new(other: Option<CrcKind>) -> Self {
+        Running {
+            crc32c: 0,
+            other: other.map(CrcKind::digest),
+        }
+    }
+
+    /// Adds bytes.
+    pub fn update(&mut self, data: &[u8]) {
+        self.crc32c = crc32c::crc32c_append(self.crc32c, data);
+        if let Some(d) = &mut self.other {
+            d.update(data);
+        }
+    }
+
+    /// The other CRC of everything added, when asked for.
+    pub fn other(&self) -> Option<OtherCrc> {
+        self.other.map(|d| d.finish())
     }
 }
 

@@ -500,9 +500,7 @@ pub(crate) fn verify_declared(op: Op, url: &str, data: &[u8], opts: &PutOptions)
         }
     }
     if let Some(want) = opts.other_crc {
-        let mut d = want.kind().digest();
-        d.update(data);
-        let got = d.finish();
+        let got = want.kind().checksum(data);
         if got != want {
             return Err(Error::new(
                 ErrorKind::Integrity,

@@ -26,6 +26,18 @@ pub struct ObjectMeta {
     pub content_encoding: Option<String>,
 }
 
+impl ObjectMeta {
+    /// The CRC32 or CRC64NVME to check an object's bytes against: only
+    /// when the store has no CRC32C for it (which is always computed, so
+    /// checking it costs nothing more).
+    pub fn other_crc_to_check(&self) -> Option<crate::checksum::OtherCrc> {
+        match self.crc32c {
+            Some(_) => None,
+            None => self.other_crc,
+        }
+    }
+}
+
 /// The token that pins one version of an object, so a download can detect
 /// that the object was replaced while it was being read.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

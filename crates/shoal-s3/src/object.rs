@@ -203,13 +203,15 @@ impl Client {
         // so later downloads can be verified too. CRC32C costs ~0.1 ms per
         // MiB.
         let crc = match opts.other_crc {
-            Some(_) => None,
-            None => Some(opts.crc32c.unwrap_or_else(|| crc32c::crc32c(&data))),
-        };
-        req = match (opts.other_crc, crc) {
-            (Some(c), _) => req.header(checksum_header(c.kind()), c.to_base64()),
-            (None, Some(crc)) => req.header("x-amz-checksum-crc32c", crc32c_to_base64(crc)),
-            (None, None) => req,
+            Some(c) => {
+                req = req.header(checksum_header(c.kind()), c.to_base64());
+                None
+            }
+            None => {
+                let crc = opts.crc32c.unwrap_or_else(|| crc32c::crc32c(&data));
+                req = req.header("x-amz-checksum-crc32c", crc32c_to_base64(crc));
+                Some(crc)
+            }
         };
         if let Some(m) = &opts.md5 {
             req = req.header("content-md5", md5_to_base64(m));
@@ -324,27 +326,30 @@ fn header_u64(h: &HeaderMap, name: &str) -> Option<u64> {
     header_str(h, name)?.parse().ok()
 }
 
-/// A whole-object CRC32C from a header value, or None for composite
-/// (`xxxx-N`) or malformed values.
-pub(crate) fn full_object_crc(value: Option<&str>, checksum_type: Option<&str>) -> Option<u32> {
+/// A checksum header's value if it describes the whole object: None for
+/// composite ones (`xxxx-N`, or `x-amz-checksum-type: COMPOSITE`).
+fn whole_object<'v>(value: Option<&'v str>, checksum_type: Option<&str>) -> Option<&'v str> {
     let v = value?;
     if v.contains('-') || checksum_type.is_some_and(|t| t.eq_ignore_ascii_case("COMPOSITE")) {
         return None;
     }
-    crc32c_from_base64(v)
+    Some(v)
+}
+
+/// A whole-object CRC32C from a header value, or None for composite
+/// (`xxxx-N`) or malformed values.
+pub(crate) fn full_object_crc(value: Option<&str>, checksum_type: Option<&str>) -> Option<u32> {
+    crc32c_from_base64(whole_object(value, checksum_type)?)
 }
 
 /// A whole-object CRC32 or CRC64NVME from the headers (composite values
 /// dropped, as for CRC32C).
 fn other_crc(h: &HeaderMap) -> Option<OtherCrc> {
-    let kind_type = header_str(h, "x-amz-checksum-type");
+    let checksum_type = header_str(h, "x-amz-checksum-type");
     [CrcKind::Crc64Nvme, CrcKind::Crc32]
         .into_iter()
         .find_map(|kind| {
-            let v = header_str(h, checksum_header(kind))?;
-            if v.contains('-') || kind_type.is_some_and(|t| t.eq_ignore_ascii_case("COMPOSITE")) {
-                return None;
-            }
+            let v = whole_object(header_str(h, checksum_header(kind)), checksum_type)?;
             OtherCrc::from_base64(kind, v)
         })
 }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use shoal_core::checksum::{CrcKind, OtherCrc, crc32c_combine_all, hex};
+use shoal_core::checksum::{CrcKind, OtherCrc, Running, crc32c_combine_all, hex};
 use shoal_core::local::temp_sibling;
 use shoal_core::resume::resuming_stream;
 use shoal_core::retry::RetryPolicy;
@@ -91,14 +91,7 @@ pub async fn download_to_file(
     // to be the first slice of many, it keeps that slot rather than wait,
     // with its connection open, for another.
     let slot = opts.for_transfer(Some(u64::MAX)).permit().await;
-    let opened = (store.get(&src.bucket, &src.key, ByteRange::from(0), None))
-        .await
-        .map_err(|e| e.with_url(&url).with_op(Op::Download))?;
-    let meta = opened.meta;
-    let first = First {
-        body: opened.body,
-        slot,
-    };
+    let (meta, first) = First::open(&store, src, None, slot).await?;
     download_planned(store, src, &meta, dest, opts, policy, Some(first)).await
 }
 
@@ -107,6 +100,26 @@ pub async fn download_to_file(
 struct First {
     body: shoal_core::BoxByteStream,
     slot: crate::Slot,
+}
+
+impl First {
+    /// GETs the whole object (pinned to `version` when given); its headers
+    /// carry what a HEAD would, checksums included.
+    async fn open(
+        store: &Arc<dyn Store>,
+        src: &Location,
+        version: Option<&shoal_core::ObjectVersion>,
+        slot: crate::Slot,
+    ) -> Result<(ObjectMeta, First)> {
+        let opened = (store.get(&src.bucket, &src.key, ByteRange::from(0), version))
+            .await
+            .map_err(|e| e.with_url(src.to_string()).with_op(Op::Download))?;
+        let first = First {
+            body: opened.body,
+            slot,
+        };
+        Ok((opened.meta, first))
+    }
 }
 
 /// Like [`download_to_file`] when the object's metadata is already known
@@ -130,35 +143,24 @@ pub async fn download_known(
     if has_crc || meta.size == 0 || (opts.resume && crate::partial::pending(dest)) {
         return download_planned(store, src, meta, dest, opts, policy, None).await;
     }
-    check_destination(dest)?;
-    let url = src.to_string();
     let slot = opts.permit().await;
-    let opened = (store.get(
-        &src.bucket,
-        &src.key,
-        ByteRange::from(0),
-        meta.version.as_ref(),
-    ))
-    .await
-    .map_err(|e| e.with_url(&url).with_op(Op::Download))?;
-    if opened.meta.size != meta.size {
+    let (got, first) = First::open(&store, src, meta.version.as_ref(), slot).await?;
+    if got.size != meta.size {
         return Err(Error::new(
             ErrorKind::Integrity,
             Op::Download,
-            &url,
+            src.to_string(),
             format!(
                 "the object has {} bytes, its listing said {}; nothing was written",
-                opened.meta.size, meta.size
+                got.size, meta.size
             ),
         )
         .with_hint("the object changed while being copied; run the command again"));
     }
-    let mut meta = meta.clone();
-    meta.crc32c = opened.meta.crc32c;
-    meta.other_crc = opened.meta.other_crc;
-    let first = First {
-        body: opened.body,
-        slot,
+    let meta = ObjectMeta {
+        crc32c: got.crc32c,
+        other_crc: got.other_crc,
+        ..meta.clone()
     };
     download_planned(store, src, &meta, dest, opts, policy, Some(first)).await
 }
@@ -210,10 +212,7 @@ async fn download_planned(
     let mut crcs = vec![(0u32, 0u64); slices.len()];
     // The store's other CRC, computed alongside when it has no CRC32C; a
     // slice an earlier run fetched has none (see `verify`).
-    let other_kind = match meta.crc32c {
-        Some(_) => None,
-        None => meta.other_crc.map(OtherCrc::kind),
-    };
+    let other_kind = meta.other_crc_to_check().map(OtherCrc::kind);
     let mut others: Vec<Option<u64>> = vec![None; slices.len()];
     let mut fetched = 0;
     for (i, &(start, end)) in slices.iter().enumerate() {
@@ -368,8 +367,7 @@ async fn write_slice(
     opts: &TransferOptions,
     other: Option<CrcKind>,
 ) -> Result<(u32, Option<u64>)> {
-    let mut other = other.map(CrcKind::digest);
-    let mut crc = 0u32;
+    let mut sums = Running::new(other);
     let mut pos = start;
     let mut batch: Vec<Bytes> = Vec::new();
     let mut batched = 0usize;
@@ -379,10 +377,7 @@ async fn write_slice(
             continue;
         }
         opts.rates.bytes(chunk.len() as u64).await;
-        crc = crc32c::crc32c_append(crc, &chunk);
-        if let Some(d) = &mut other {
-            d.update(&chunk);
-        }
+        sums.update(&chunk);
         opts.add_progress(chunk.len() as u64);
         batched += chunk.len();
         batch.push(chunk);
@@ -406,7 +401,7 @@ async fn write_slice(
             ),
         ));
     }
-    Ok((crc, other.map(|d| d.finish().value())))
+    Ok((sums.crc32c, sums.other().map(OtherCrc::value)))
 }
 
 /// Writes `chunks` one after another at `pos` ([`crate::file_io`]).
@@ -503,22 +498,18 @@ async fn verify(
     if let Some(want) = meta.other_crc {
         let got = match other {
             Some(got) => got,
-            None => {
-                let path = tmp.to_path_buf();
-                tokio::task::spawn_blocking(move || crc_file(want.kind(), &path))
-                    .await
-                    .map_err(|e| Error::new(ErrorKind::Io, Op::Download, url, e.to_string()))?
-                    .map_err(|e| Error::io(Op::Download, url, e))?
-            }
+            None => read_back(tmp, url, want.kind().digest(), |d, b| d.update(b))
+                .await?
+                .finish(),
         };
-        return check_other(want, got, url, "; nothing was written");
+        return check_other(want, got, Op::Download, url, "; nothing was written");
     }
     if let Some(want) = meta.md5 {
-        let path = tmp.to_path_buf();
-        let got = tokio::task::spawn_blocking(move || md5_file(&path))
-            .await
-            .map_err(|e| Error::new(ErrorKind::Io, Op::Download, url, e.to_string()))?
-            .map_err(|e| Error::io(Op::Download, url, e))?;
+        use md5::Digest;
+        let got: [u8; 16] = read_back(tmp, url, md5::Md5::new(), |h, b| h.update(b))
+            .await?
+            .finalize()
+            .into();
         if got != want {
             return Err(Error::new(
                 ErrorKind::Integrity,
@@ -541,6 +532,7 @@ async fn verify(
 pub(crate) fn check_other(
     want: OtherCrc,
     got: OtherCrc,
+    op: Op,
     url: &str,
     tail: &str,
 ) -> Result<Verified> {
@@ -548,7 +540,7 @@ pub(crate) fn check_other(
         let name = want.kind().name();
         return Err(Error::new(
             ErrorKind::Integrity,
-            Op::Download,
+            op,
             url,
             format!("{name} mismatch: the store says {want}, the bytes received give {got}{tail}"),
         )
@@ -557,35 +549,31 @@ pub(crate) fn check_other(
     Ok(want.kind().into())
 }
 
-/// A file's CRC32 or CRC64NVME, 1 MiB at a time.
-fn crc_file(kind: CrcKind, path: &Path) -> std::io::Result<OtherCrc> {
+/// Feeds the file at `path` to `hasher`, 1 MiB at a time on the blocking
+/// pool: for a checksum that could not be computed as the bytes arrived
+/// (MD5, or a CRC after some slices were resumed).
+async fn read_back<H: Send + 'static>(
+    path: &Path,
+    url: &str,
+    mut hasher: H,
+    add: fn(&mut H, &[u8]),
+) -> Result<H> {
     use std::io::Read;
-    let mut f = File::open(path)?;
-    let mut d = kind.digest();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            return Ok(d.finish());
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let mut f = File::open(path)?;
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = f.read(&mut buf)?;
+            if n == 0 {
+                return Ok(hasher);
+            }
+            add(&mut hasher, &buf[..n]);
         }
-        d.update(&buf[..n]);
-    }
-}
-
-/// Streaming MD5 of a file (for stores that give only MD5), 1 MiB at a time.
-fn md5_file(path: &Path) -> std::io::Result<[u8; 16]> {
-    use md5::Digest;
-    use std::io::Read;
-    let mut f = File::open(path)?;
-    let mut hasher = md5::Md5::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            return Ok(hasher.finalize().into());
-        }
-        hasher.update(&buf[..n]);
-    }
+    })
+    .await
+    .map_err(|e| Error::new(ErrorKind::Io, Op::Download, url, e.to_string()))?
+    .map_err(|e: std::io::Error| Error::io(Op::Download, url, e))
 }
 
 /// Removes the temporary file unless disarmed (on success it was renamed).
@@ -630,19 +618,12 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
         Some(opened.body),
         *policy,
     );
-    let mut crc = 0u32;
-    let mut other = match meta.crc32c {
-        Some(_) => None,
-        None => meta.other_crc.map(|c| c.kind().digest()),
-    };
+    let mut sums = Running::new(meta.other_crc_to_check().map(OtherCrc::kind));
     let mut n = 0u64;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;
         opts.rates.bytes(chunk.len() as u64).await;
-        crc = crc32c::crc32c_append(crc, &chunk);
-        if let Some(d) = &mut other {
-            d.update(&chunk);
-        }
+        sums.update(&chunk);
         n += chunk.len() as u64;
         opts.add_progress(chunk.len() as u64);
         out.write_all(&chunk)
@@ -652,6 +633,7 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
     out.flush()
         .await
         .map_err(|e| Error::io(Op::Write, "stdout", e))?;
+    let crc = sums.crc32c;
     let verified = match meta.crc32c {
         Some(want) if want != crc => {
             return Err(Error::new(
@@ -662,8 +644,8 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
             ));
         }
         Some(_) => Verified::Crc32c,
-        None => match (meta.other_crc, other) {
-            (Some(want), Some(got)) => check_other(want, got.finish(), &url, "")?,
+        None => match (meta.other_crc, sums.other()) {
+            (Some(want), Some(got)) => check_other(want, got, Op::Download, &url, "")?,
             _ => Verified::SizeOnly,
         },
     };
@@ -688,11 +670,9 @@ mod tests {
         let path = dir.path().join("f");
         let body: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
         std::fs::write(&path, &body).unwrap();
-        let mut d = CrcKind::Crc64Nvme.digest();
-        d.update(&body);
         let meta = ObjectMeta {
             size: body.len() as u64,
-            other_crc: Some(d.finish()),
+            other_crc: Some(CrcKind::Crc64Nvme.checksum(&body)),
             ..Default::default()
         };
         let v = verify(&meta, 0, None, &path, "s3://b/k").await.unwrap();

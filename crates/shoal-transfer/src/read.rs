@@ -53,7 +53,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use shoal_core::checksum::{CrcKind, OtherCrc, crc32c_combine_all};
+use shoal_core::checksum::{CrcKind, OtherCrc, Running, crc32c_combine_all};
 use shoal_core::resume::resuming_stream;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{
@@ -364,18 +364,8 @@ impl Shared {
     fn check_crc(&self) -> Result<()> {
         let (want, other) = self.stored();
         let Some(want) = want else {
-            if let (Some(want), Some(&got)) = (other, self.other.get())
-                && want != got
-            {
-                return Err(Error::new(
-                    ErrorKind::Integrity,
-                    Op::Read,
-                    &self.url,
-                    format!(
-                        "{} mismatch: store {want}, received {got}",
-                        want.kind().name()
-                    ),
-                ));
+            if let (Some(want), Some(&got)) = (other, self.other.get()) {
+                crate::download::check_other(want, got, Op::Read, &self.url, "")?;
             }
             return Ok(());
         };
@@ -799,17 +789,14 @@ impl Fetch {
             stream = self.rates.pace(stream);
         }
         let mut reservation = Some(reservation);
-        let (mut crc, mut n) = (0u32, 0u64);
-        let mut other = self.shared.other_kind().map(CrcKind::digest);
+        let mut n = 0u64;
+        let mut sums = Running::new(self.shared.other_kind());
         while let Some(chunk) = stream.next().await {
             let chunk = chunk?;
             if self.shared.cancelled.load(Ordering::Relaxed) {
                 return Ok(None);
             }
-            crc = crc32c::crc32c_append(crc, &chunk);
-            if let Some(d) = &mut other {
-                d.update(&chunk);
-            }
+            sums.update(&chunk);
             n += chunk.len() as u64;
             if let Some(f) = &self.fetched {
                 f.fetch_add(chunk.len() as u64, Ordering::Relaxed);
@@ -830,10 +817,10 @@ impl Fetch {
                 ),
             ));
         }
-        if let Some(d) = other {
-            let _ = self.shared.other.set(d.finish());
+        if let Some(got) = sums.other() {
+            let _ = self.shared.other.set(got);
         }
-        Ok(Some((crc, n)))
+        Ok(Some((sums.crc32c, n)))
     }
 
     /// The budget share for `n` bytes: from the reservation made before the

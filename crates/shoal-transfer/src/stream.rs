@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use shoal_core::checksum::{OtherCrc, crc32c_combine_all};
+use shoal_core::checksum::{OtherCrc, Running, crc32c_combine_all};
 use shoal_core::resume::resuming_stream;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{
@@ -21,6 +21,7 @@ use shoal_core::{
 };
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use crate::download::check_other;
 use crate::upload::{abort_quietly, check_result, joined};
 use crate::{GcsUpload, Report, TransferOptions, Verified};
 
@@ -226,10 +227,7 @@ pub async fn copy_object(
     );
     // A short or damaged read must fail the body itself, so the upload is
     // abandoned before the destination object is finalised.
-    let other = match meta.crc32c {
-        Some(_) => None,
-        None => meta.other_crc,
-    };
+    let other = meta.other_crc_to_check();
     let body = exactly(body, meta.size, meta.crc32c, other, &src_url);
     let put_opts = PutOptions {
         content_encoding: meta.content_encoding.clone(),
@@ -274,11 +272,10 @@ fn exactly(
     url: &str,
 ) -> BoxByteStream {
     let url = url.to_owned();
-    let digest = other.map(|o| o.kind().digest());
-    let state = (body, 0u64, 0u32, digest, false);
+    let state = (body, 0u64, Running::new(other.map(OtherCrc::kind)), false);
     Box::pin(futures::stream::unfold(
         state,
-        move |(mut body, n, c, mut d, done)| {
+        move |(mut body, n, mut sums, done)| {
             let url = url.clone();
             async move {
                 if done {
@@ -286,14 +283,11 @@ fn exactly(
                 }
                 match body.next().await {
                     Some(Ok(chunk)) => {
-                        let c = crc32c::crc32c_append(c, &chunk);
-                        if let Some(d) = &mut d {
-                            d.update(&chunk);
-                        }
+                        sums.update(&chunk);
                         let n = n + chunk.len() as u64;
-                        Some((Ok(chunk), (body, n, c, d, false)))
+                        Some((Ok(chunk), (body, n, sums, false)))
                     }
-                    Some(Err(e)) => Some((Err(e), (body, n, c, d, true))),
+                    Some(Err(e)) => Some((Err(e), (body, n, sums, true))),
                     None if n != size => {
                         let e = Error::new(
                             ErrorKind::Integrity,
@@ -301,10 +295,11 @@ fn exactly(
                             &url,
                             format!("read {n} bytes, the source has {size}; nothing was written"),
                         );
-                        Some((Err(e), (body, n, c, d, true)))
+                        Some((Err(e), (body, n, sums, true)))
                     }
                     None => match crc {
-                        Some(want) if want != c => {
+                        Some(want) if want != sums.crc32c => {
+                            let c = sums.crc32c;
                             let e = Error::new(
                                 ErrorKind::Integrity,
                                 Op::Copy,
@@ -313,23 +308,16 @@ fn exactly(
                                     "CRC32C mismatch reading the source: store {want:08x}, received {c:08x}; nothing was written"
                                 ),
                             );
-                            Some((Err(e), (body, n, c, d, true)))
+                            Some((Err(e), (body, n, sums, true)))
                         }
-                        _ => match (other, d.map(|d| d.finish())) {
-                            (Some(want), Some(got)) if want != got => {
-                                let e = Error::new(
-                                    ErrorKind::Integrity,
-                                    Op::Copy,
-                                    &url,
-                                    format!(
-                                        "{} mismatch reading the source: store {want}, received {got}; nothing was written",
-                                        want.kind().name()
-                                    ),
-                                );
-                                Some((Err(e), (body, n, c, None, true)))
+                        _ => {
+                            let (want, got) = other.zip(sums.other())?;
+                            let tail = " reading the source; nothing was written";
+                            match check_other(want, got, Op::Copy, &url, tail) {
+                                Ok(_) => None,
+                                Err(e) => Some((Err(e), (body, n, sums, true))),
                             }
-                            _ => None,
-                        },
+                        }
                     },
                 }
             }
@@ -434,11 +422,7 @@ mod tests {
         );
 
         // A source with only a CRC64NVME (what AWS stores by default).
-        let want = {
-            let mut d = shoal_core::checksum::CrcKind::Crc64Nvme.digest();
-            d.update(b"abcdef");
-            d.finish()
-        };
+        let want = shoal_core::checksum::CrcKind::Crc64Nvme.checksum(b"abcdef");
         let (out, err) = drain(exactly(
             body(&[b"ab", b"cdef"]),
             6,

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use shoal_core::checksum::{CrcKind, OtherCrc};
+use shoal_core::checksum::CrcKind;
 use shoal_core::memory::MemoryStore;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{
@@ -30,17 +30,18 @@ fn data(n: usize, seed: u32) -> Vec<u8> {
 }
 
 async fn mem_with(key: &str, body: &[u8]) -> Arc<MemoryStore> {
+    mem_put(key, body, &PutOptions::default()).await.0
+}
+
+/// A memory store holding `body` at `b/key`, and what the put returned.
+async fn mem_put(key: &str, body: &[u8], opts: &PutOptions) -> (Arc<MemoryStore>, ObjectMeta) {
     let s = Arc::new(MemoryStore::new());
     s.create_bucket("b").await.unwrap();
-    s.put(
-        "b",
-        key,
-        Bytes::copy_from_slice(body),
-        &PutOptions::default(),
-    )
-    .await
-    .unwrap();
-    s
+    let meta = s
+        .put("b", key, Bytes::copy_from_slice(body), opts)
+        .await
+        .unwrap();
+    (s, meta)
 }
 
 fn small_slices() -> TransferOptions {
@@ -246,22 +247,15 @@ async fn corrupted_download_is_refused_and_nothing_written() {
 }
 
 /// An object stored with only a CRC32 or CRC64NVME (S3's defaults today).
-async fn mem_other(key: &str, body: &[u8], kind: CrcKind) -> (Arc<MemoryStore>, OtherCrc) {
-    let s = Arc::new(MemoryStore::new());
-    s.create_bucket("b").await.unwrap();
-    let mut d = kind.digest();
-    d.update(body);
-    let crc = d.finish();
+async fn mem_other(key: &str, body: &[u8], kind: CrcKind) -> Arc<MemoryStore> {
+    let crc = kind.checksum(body);
     let opts = PutOptions {
         other_crc: Some(crc),
         ..Default::default()
     };
-    let meta = s
-        .put("b", key, Bytes::copy_from_slice(body), &opts)
-        .await
-        .unwrap();
+    let (s, meta) = mem_put(key, body, &opts).await;
     assert_eq!((meta.crc32c, meta.other_crc), (None, Some(crc)));
-    (s, crc)
+    s
 }
 
 /// CRC32 and CRC64NVME are computed per slice and combined, like CRC32C;
@@ -274,7 +268,7 @@ async fn crc32_and_crc64nvme_are_checked_over_slices() {
         let want: Verified = kind.into();
         for size in [1usize, 999, 1000, 4001, 123_457] {
             let body = data(size, size as u32 + 11);
-            let (store, _) = mem_other("k", &body, kind).await;
+            let store = mem_other("k", &body, kind).await;
             let spy = Arc::new(Spy::new(store.clone(), false));
             let dir = tempfile::tempdir().unwrap();
             let dest = dir.path().join("named");

@@ -11,9 +11,9 @@ use shoal_transfer::decode::Decompress;
 use shoal_transfer::read::{ReadOptions, Reader};
 
 use crate::args::{BenchArgs, BenchCommand, BenchReadArgs};
+use crate::config::Context;
 use crate::output::human_bytes;
 use crate::progress;
-use crate::config::Context;
 use crate::{CmdResult, Failure};
 
 pub(crate) async fn run(ctx: &Context, a: BenchArgs) -> CmdResult {
@@ -64,7 +64,8 @@ async fn read(ctx: &Context, a: BenchReadArgs) -> CmdResult {
             }
         }
     }
-    let secs = t0.elapsed().as_secs_f64().max(1e-9);
+    let elapsed = t0.elapsed();
+    let secs = elapsed.as_secs_f64().max(1e-9);
     let cpu1 = cpu_seconds();
     let compressed = fetched.load(Ordering::Relaxed);
     let (user, sys) = match (cpu0, cpu1) {
@@ -91,7 +92,6 @@ async fn read(ctx: &Context, a: BenchReadArgs) -> CmdResult {
         });
         println!("{v}");
     } else {
-        let elapsed = std::time::Duration::from_secs_f64(secs);
         println!(
             "read {objects} object{}: {} compressed, {} decompressed in {}",
             if objects == 1 { "" } else { "s" },
@@ -100,17 +100,18 @@ async fn read(ctx: &Context, a: BenchReadArgs) -> CmdResult {
             progress::duration(elapsed)
         );
         println!("  {}", speeds(compressed, decoded, elapsed));
-        match (user, sys, cpu, per_core) {
-            (Some(u), Some(s), Some(c), Some(per_core)) => println!(
-                "  cpu {c:.2} s (user {u:.2}, sys {s:.2}) on {} vCPUs; {per_core:.0} MB/s of compressed input per CPU second",
+        match (user.zip(sys), per_core) {
+            (Some((u, s)), Some(per_core)) => println!(
+                "  cpu {:.2} s (user {u:.2}, sys {s:.2}) on {} vCPUs; {per_core:.0} MB/s of compressed input per CPU second",
+                u + s,
                 shoal_transfer::cpus(),
             ),
             // The kernel counts CPU time in 10 ms ticks.
-            (Some(_), Some(_), Some(_), None) => println!(
+            (Some(_), None) => println!(
                 "  cpu under 0.01 s on {} vCPUs: too little to give a rate per CPU second",
                 shoal_transfer::cpus()
             ),
-            _ => {}
+            (None, _) => {}
         }
     }
     if failed {
