@@ -47,6 +47,11 @@ pub(crate) fn meta_json(url: &str, m: &ObjectMeta) -> serde_json::Value {
     if let Some(c) = m.other_crc {
         o.insert(c.kind().name().to_lowercase(), c.to_base64().into());
     }
+    if let Some(c) = m.composite {
+        // As S3 shows it: `vm5fpQ==-4`, with its type.
+        o.insert(c.kind.name().to_lowercase(), c.to_string().into());
+        o.insert("checksum_type".into(), "COMPOSITE".into());
+    }
     if let Some(md5) = m.md5 {
         o.insert("md5".into(), hex(&md5).into());
     }

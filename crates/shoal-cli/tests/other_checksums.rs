@@ -191,26 +191,9 @@ fn a_flipped_byte_fails_the_crc32_or_crc64nvme_check() {
             );
             assert!(!r.stderr.contains("panicked"), "{label}: {}", r.stderr);
             if writes {
-                let mut left = Vec::new();
-                for e in walk(&out) {
-                    left.push(e);
-                }
+                let left = files_below(&out);
                 assert!(left.is_empty(), "{label}: nothing written, found {left:?}");
             }
         }
     }
-}
-
-/// Every file below `dir`, hidden ones included.
-fn walk(dir: &std::path::Path) -> Vec<String> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            out.extend(walk(&e.path()));
-        } else {
-            out.push(e.path().display().to_string());
-        }
-    }
-    out
 }

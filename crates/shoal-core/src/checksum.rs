@@ -8,7 +8,10 @@
 //! CRC64NVME for every new object uploaded without one, multipart ones
 //! included. Those are the only whole-object checksum a multipart object
 //! has (its ETag is not an MD5), so a download checks them, computed on
-//! the way like CRC32C and combined over slices the same way.
+//! the way like CRC32C and combined over slices the same way. A multipart
+//! object may instead have only a [`Composite`] checksum, the CRC of its
+//! parts' CRCs, which [`PartSums`] computes from bytes cut at the parts'
+//! boundaries.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -217,13 +220,15 @@ impl CrcDigest {
 }
 
 /// The checksums of bytes as they arrive: always their CRC32C (combined
-/// over slices, kept in resume journals, passed on to uploads), and the
-/// store's other CRC when that is what it has for the object.
-#[derive(Debug, Clone, Copy, Default)]
+/// over slices, kept in resume journals, passed on to uploads), the
+/// store's other CRC when that is what it has for the object, and the
+/// per-part CRCs when it has a composite one.
+#[derive(Debug, Clone, Default)]
 pub struct Running {
     /// CRC32C of everything added.
     pub crc32c: u32,
     other: Option<CrcDigest>,
+    parts: Option<PartSums>,
 }
 
 impl Running {
@@ -232,7 +237,15 @@ impl Running {
         Running {
             crc32c: 0,
             other: other.map(CrcKind::digest),
+            parts: None,
         }
+    }
+
+    /// Also the per-part CRCs, from `parts` (set at the offset these
+    /// bytes start from).
+    pub fn with_parts(mut self, parts: Option<PartSums>) -> Self {
+        self.parts = parts;
+        self
     }
 
     /// Adds bytes.
@@ -241,12 +254,208 @@ impl Running {
         if let Some(d) = &mut self.other {
             d.update(data);
         }
+        if let Some(p) = &mut self.parts {
+            p.update(data);
+        }
     }
 
     /// The other CRC of everything added, when asked for.
     pub fn other(&self) -> Option<OtherCrc> {
         self.other.map(|d| d.finish())
     }
+
+    /// The per-part pieces, when asked for (taken: a second call gives None).
+    pub fn take_parts(&mut self) -> Option<Vec<PartPiece>> {
+        self.parts.take().map(PartSums::finish)
+    }
+}
+
+/// The algorithm of an S3 COMPOSITE checksum: S3 composes CRC32C and
+/// CRC32 (CRC64NVME is full-object only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PartKind {
+    /// CRC-32C (Castagnoli), header `x-amz-checksum-crc32c`.
+    Crc32c,
+    /// CRC-32/ISO-HDLC, header `x-amz-checksum-crc32`.
+    Crc32,
+}
+
+impl PartKind {
+    /// The name S3 gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PartKind::Crc32c => "CRC32C",
+            PartKind::Crc32 => "CRC32",
+        }
+    }
+
+    fn algorithm(self) -> crc_fast::CrcAlgorithm {
+        match self {
+            PartKind::Crc32c => crc_fast::CrcAlgorithm::Crc32Iscsi,
+            PartKind::Crc32 => crc_fast::CrcAlgorithm::Crc32IsoHdlc,
+        }
+    }
+
+    /// The CRC of `data` in one go.
+    pub fn checksum(self, data: &[u8]) -> u32 {
+        crc_fast::checksum(self.algorithm(), data) as u32
+    }
+
+    /// The CRC of `a ++ b` from those of `a` and `b` and `len(b)`.
+    pub fn combine(self, crc_a: u32, crc_b: u32, len_b: u64) -> u32 {
+        crc_fast::checksum_combine(self.algorithm(), crc_a as u64, crc_b as u64, len_b) as u32
+    }
+}
+
+/// S3's COMPOSITE checksum of a multipart object, written `xxxx-N`: the
+/// CRC of its N parts' CRCs (each as 4 big-endian bytes, in part order).
+/// It is what boto3 and the AWS CLI leave on every multipart upload, and
+/// what servers without full-object checksums store. It proves nothing
+/// about the bytes without the part boundaries, which the store tells
+/// apart ([`crate::Store::parts`]); with them, the CRC of each part of the
+/// bytes received composes into a value to compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Composite {
+    /// The algorithm of the parts' CRCs and of the CRC over them.
+    pub kind: PartKind,
+    /// The CRC of the parts' CRCs.
+    pub value: u32,
+    /// How many parts.
+    pub parts: u32,
+}
+
+impl Composite {
+    /// Parses a header value (`vm5fpQ==-4`); None if it is not composite
+    /// or malformed.
+    pub fn from_header(kind: PartKind, s: &str) -> Option<Self> {
+        let (b64, parts) = s.trim().rsplit_once('-')?;
+        let bytes = STANDARD.decode(b64).ok()?;
+        Some(Composite {
+            kind,
+            value: u32::from_be_bytes(bytes.try_into().ok()?),
+            parts: parts.parse().ok().filter(|&n| n > 0)?,
+        })
+    }
+
+    /// The composite of these part CRCs, in part order.
+    pub fn of_parts(kind: PartKind, crcs: &[u32]) -> Self {
+        let bytes: Vec<u8> = crcs.iter().flat_map(|c| c.to_be_bytes()).collect();
+        Composite {
+            kind,
+            value: kind.checksum(&bytes),
+            parts: crcs.len() as u32,
+        }
+    }
+}
+
+impl std::fmt::Display for Composite {
+    /// `vm5fpQ==-4`, S3's spelling.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}-{}",
+            STANDARD.encode(self.value.to_be_bytes()),
+            self.parts
+        )
+    }
+}
+
+/// The CRC of one part's bytes within a run of bytes ([`PartSums`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartPiece {
+    /// The part (0-based).
+    pub part: usize,
+    /// CRC of the piece.
+    pub crc: u32,
+    /// Its length.
+    pub len: u64,
+}
+
+/// Per-part CRCs of bytes that arrive in order from some offset: a slice
+/// of a download cuts its CRC at every part boundary inside it, so slices
+/// need not line up with parts. The pieces of one part, from one slice or
+/// several, combine into that part's CRC ([`part_crcs`]).
+#[derive(Debug, Clone)]
+pub struct PartSums {
+    kind: PartKind,
+    /// Where each part ends (exclusive), ascending.
+    ends: std::sync::Arc<[u64]>,
+    pos: u64,
+    part: usize,
+    crc: crc_fast::Digest,
+    len: u64,
+    pieces: Vec<PartPiece>,
+}
+
+impl PartSums {
+    /// Bytes from offset `start` of an object whose parts end at `ends`.
+    pub fn new(kind: PartKind, ends: std::sync::Arc<[u64]>, start: u64) -> Self {
+        let part = ends.partition_point(|&e| e <= start);
+        PartSums {
+            kind,
+            ends,
+            pos: start,
+            part,
+            crc: crc_fast::Digest::new(kind.algorithm()),
+            len: 0,
+            pieces: Vec::new(),
+        }
+    }
+
+    /// Adds the next bytes.
+    pub fn update(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            // Bytes past the last part stay in one piece after it, which
+            // the part count then refuses.
+            let room = match self.ends.get(self.part) {
+                Some(&end) => end - self.pos,
+                None => u64::MAX,
+            };
+            let n = (data.len() as u64).min(room) as usize;
+            self.crc.update(&data[..n]);
+            self.len += n as u64;
+            self.pos += n as u64;
+            data = &data[n..];
+            if self.ends.get(self.part) == Some(&self.pos) {
+                self.cut();
+                self.part += 1;
+            }
+        }
+    }
+
+    fn cut(&mut self) {
+        if self.len > 0 {
+            self.pieces.push(PartPiece {
+                part: self.part,
+                crc: self.crc.finalize() as u32,
+                len: self.len,
+            });
+        }
+        self.crc = crc_fast::Digest::new(self.kind.algorithm());
+        self.len = 0;
+    }
+
+    /// The pieces, in offset order.
+    pub fn finish(mut self) -> Vec<PartPiece> {
+        self.cut();
+        self.pieces
+    }
+}
+
+/// Each part's CRC from pieces in offset order (every piece of a part
+/// next to the others), with its length: one entry per part seen.
+pub fn part_crcs(kind: PartKind, pieces: &[PartPiece]) -> Vec<(usize, u32, u64)> {
+    let mut out: Vec<(usize, u32, u64)> = Vec::new();
+    for p in pieces {
+        match out.last_mut() {
+            Some((part, crc, len)) if *part == p.part => {
+                *crc = kind.combine(*crc, p.crc, p.len);
+                *len += p.len;
+            }
+            _ => out.push((p.part, p.crc, p.len)),
+        }
+    }
+    out
 }
 
 /// An MD5 hasher (only where a protocol has nothing better).
@@ -318,6 +527,73 @@ mod tests {
         assert_eq!(
             OtherCrc::from_base64(CrcKind::Crc32, "1bJXzA=="),
             Some(OtherCrc::Crc32(0xd5b2_57cc))
+        );
+    }
+
+    /// MinIO's answer for a 4-part object boto3 uploaded: the composite
+    /// header and, from GetObjectAttributes, the parts' CRC32s.
+    #[test]
+    fn a_composite_is_the_crc_of_its_parts_crcs() {
+        let c = Composite::from_header(PartKind::Crc32, "vm5fpQ==-4").unwrap();
+        assert_eq!((c.value, c.parts), (0xbe6e_5fa5, 4));
+        assert_eq!(c.to_string(), "vm5fpQ==-4");
+        let parts = [0x59f5_63ef, 0xe529_28d8, 0x8998_18fe, 0x2725_7130];
+        assert_eq!(Composite::of_parts(PartKind::Crc32, &parts), c);
+        for bad in ["vm5fpQ==", "vm5fpQ==-0", "vm5fpQ==-x", "vm5f-4", "-4"] {
+            assert_eq!(Composite::from_header(PartKind::Crc32, bad), None, "{bad}");
+        }
+        assert_eq!(PartKind::Crc32c.checksum(b"123456789"), 0xE306_9283);
+        assert_eq!(PartKind::Crc32.checksum(b"123456789"), 0xCBF4_3926);
+    }
+
+    /// Bytes fed in runs that do not line up with the parts (as download
+    /// slices do not) give the same part CRCs as each part's bytes alone,
+    /// and those compose into what zlib gives for the same parts.
+    #[test]
+    fn part_sums_cut_at_part_boundaries_whatever_the_runs() {
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let ends: std::sync::Arc<[u64]> = vec![30_000, 60_000, 90_000, 100_000].into();
+        for kind in [PartKind::Crc32c, PartKind::Crc32] {
+            let want: Vec<u32> = [0..30_000, 30_000..60_000, 60_000..90_000, 90_000..100_000]
+                .into_iter()
+                .map(|r| kind.checksum(&data[r]))
+                .collect();
+            // Runs cut at 0, 7, 29_999, 30_000, 45_000, 99_000 (the last one
+            // spans two boundaries), each fed in uneven chunks.
+            let runs = [0usize, 7, 29_999, 30_000, 45_000, 99_000, 100_000];
+            let mut pieces = Vec::new();
+            for w in runs.windows(2) {
+                let mut sums = PartSums::new(kind, ends.clone(), w[0] as u64);
+                for chunk in data[w[0]..w[1]].chunks(4_093) {
+                    sums.update(chunk);
+                }
+                pieces.extend(sums.finish());
+            }
+            let got = part_crcs(kind, &pieces);
+            let crcs: Vec<u32> = got.iter().map(|&(_, c, _)| c).collect();
+            assert_eq!(crcs, want, "{kind:?}");
+            let lens: Vec<u64> = got.iter().map(|&(_, _, l)| l).collect();
+            assert_eq!(lens, [30_000, 30_000, 30_000, 10_000]);
+        }
+        let crcs: Vec<u32> = part_crcs(PartKind::Crc32, &{
+            let mut s = PartSums::new(PartKind::Crc32, ends.clone(), 0);
+            s.update(&data);
+            s.finish()
+        })
+        .iter()
+        .map(|&(_, c, _)| c)
+        .collect();
+        assert_eq!(
+            Composite::of_parts(PartKind::Crc32, &crcs).to_string(),
+            "PAxSqQ==-4"
+        );
+        // Bytes past the last part make a piece of a part that is not there.
+        let mut s = PartSums::new(PartKind::Crc32, ends, 99_990);
+        s.update(&[0; 20]);
+        let p = s.finish();
+        assert_eq!(
+            p.iter().map(|p| (p.part, p.len)).collect::<Vec<_>>(),
+            [(3, 10), (4, 10)]
         );
     }
 

@@ -30,6 +30,6 @@ pub use error::{Error, ErrorKind, Op, Result};
 pub use meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion, Projection};
 pub use store::{
     Assemble, BoxByteStream, Capabilities, GetResponse, MultipartUpload, PartInfo, PutOptions,
-    Store,
+    Store, StoredPart,
 };
 pub use url::{Location, Scheme};

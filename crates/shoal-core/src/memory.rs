@@ -12,16 +12,21 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use bytes::Bytes;
 use futures::StreamExt;
 
+use crate::checksum::{Composite, PartKind};
 use crate::error::{Error, ErrorKind, Op, Result};
 use crate::local::{page_from_sorted, verify_declared};
 use crate::meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion};
-use crate::store::{Capabilities, GetResponse, MultipartUpload, PartInfo, PutOptions, Store};
+use crate::store::{
+    Assemble, Capabilities, GetResponse, MultipartUpload, PartInfo, PutOptions, Store, StoredPart,
+};
 use crate::url::Scheme;
 
 #[derive(Debug, Default)]
 struct Inner {
     buckets: BTreeMap<String, BTreeMap<String, (Bytes, ObjectMeta)>>,
-    uploads: HashMap<String, (String, String, BTreeMap<u32, Bytes>)>,
+    uploads: HashMap<String, (String, String, BTreeMap<u32, Bytes>, Assemble)>,
+    /// The parts of objects assembled with a composite checksum.
+    parts: HashMap<(String, String), Vec<StoredPart>>,
     failures: Vec<ErrorKind>,
     /// Cut every body stream after this many bytes (once per stream).
     cut_streams_after: Option<usize>,
@@ -151,6 +156,7 @@ impl MemoryStore {
             },
             md5: Some(crate::checksum::md5_digest(&data)),
             other_crc: opts.other_crc,
+            composite: None,
             version: Some(ObjectVersion::Generation(
                 self.generation.fetch_add(1, Ordering::Relaxed),
             )),
@@ -158,6 +164,7 @@ impl MemoryStore {
             content_encoding: opts.content_encoding.clone(),
         };
         b.insert(key.to_owned(), (data, meta.clone()));
+        inner.parts.remove(&(bucket.to_owned(), key.to_owned()));
         Ok(meta)
     }
 }
@@ -321,12 +328,17 @@ impl Store for MemoryStore {
         &self,
         bucket: &str,
         key: &str,
-        _opts: &PutOptions,
+        opts: &PutOptions,
     ) -> Result<MultipartUpload> {
         let id = format!("up-{}", self.generation.fetch_add(1, Ordering::Relaxed));
         self.inner.lock().unwrap().uploads.insert(
             id.clone(),
-            (bucket.to_owned(), key.to_owned(), BTreeMap::new()),
+            (
+                bucket.to_owned(),
+                key.to_owned(),
+                BTreeMap::new(),
+                opts.assemble,
+            ),
         );
         Ok(MultipartUpload {
             bucket: bucket.to_owned(),
@@ -374,7 +386,7 @@ impl Store for MemoryStore {
         crc: Option<u32>,
     ) -> Result<ObjectMeta> {
         let url = Self::url(&up.bucket, &up.key);
-        let (_, _, stored) = self
+        let (_, _, stored, assemble) = self
             .inner
             .lock()
             .unwrap()
@@ -386,17 +398,76 @@ impl Store for MemoryStore {
         let mut data = Vec::new();
         let mut sorted = parts.to_vec();
         sorted.sort_by_key(|p| p.part_number);
+        let mut kept = Vec::new();
         for p in sorted {
             let d = stored.get(&p.part_number).ok_or_else(|| {
                 Error::new(ErrorKind::Rejected, Op::Multipart, &url, "missing part")
             })?;
             data.extend_from_slice(d);
+            kept.push(StoredPart {
+                size: d.len() as u64,
+                crc: Some(crc32c::crc32c(d)),
+            });
         }
-        let opts = PutOptions {
-            crc32c: crc,
-            ..Default::default()
-        };
-        self.store_object(&up.bucket, &up.key, Bytes::from(data), &opts, Op::Multipart)
+        if assemble != Assemble::Composite {
+            let opts = PutOptions {
+                crc32c: crc,
+                ..Default::default()
+            };
+            return self.store_object(&up.bucket, &up.key, Bytes::from(data), &opts, Op::Multipart);
+        }
+        // Like S3's COMPOSITE: no whole-object CRC, no MD5; the parts kept.
+        let mut meta = self.store_object(
+            &up.bucket,
+            &up.key,
+            Bytes::from(data),
+            &PutOptions::default(),
+            Op::Multipart,
+        )?;
+        let crcs: Vec<u32> = kept.iter().filter_map(|p| p.crc).collect();
+        meta.crc32c = None;
+        meta.md5 = None;
+        meta.composite = Some(Composite::of_parts(PartKind::Crc32c, &crcs));
+        let mut inner = self.inner.lock().unwrap();
+        let at = (up.bucket.clone(), up.key.clone());
+        if let Some((_, m)) = inner
+            .buckets
+            .get_mut(&up.bucket)
+            .and_then(|b| b.get_mut(&up.key))
+        {
+            *m = meta.clone();
+        }
+        inner.parts.insert(at, kept);
+        Ok(meta)
+    }
+
+    async fn parts(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: Option<&ObjectVersion>,
+    ) -> Result<Option<Vec<StoredPart>>> {
+        let url = Self::url(bucket, key);
+        self.round_trip().await;
+        self.injected(Op::Stat, &url)?;
+        let inner = self.inner.lock().unwrap();
+        let (_, meta) = inner
+            .buckets
+            .get(bucket)
+            .and_then(|b| b.get(key))
+            .ok_or_else(|| Error::new(ErrorKind::NotFound, Op::Stat, &url, "no such object"))?;
+        if version.is_some_and(|v| meta.version.as_ref() != Some(v)) {
+            return Err(Error::new(
+                ErrorKind::Changed,
+                Op::Stat,
+                url,
+                "the object changed",
+            ));
+        }
+        Ok(inner
+            .parts
+            .get(&(bucket.to_owned(), key.to_owned()))
+            .cloned())
     }
 
     async fn multipart_abort(&self, up: &MultipartUpload) -> Result<()> {

@@ -18,6 +18,10 @@ pub struct ObjectMeta {
     /// The whole object's CRC32 or CRC64NVME, when that is the checksum an
     /// S3 object has (see [`crate::checksum`]).
     pub other_crc: Option<crate::checksum::OtherCrc>,
+    /// The checksum of part checksums (`xxxx-N`) an S3 multipart object
+    /// may have instead of a whole-object one (see
+    /// [`crate::checksum::Composite`]).
+    pub composite: Option<crate::checksum::Composite>,
     /// The store's version token: GCS generation or S3 ETag.
     pub version: Option<ObjectVersion>,
     /// Storage class, when the store says.

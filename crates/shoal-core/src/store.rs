@@ -102,6 +102,12 @@ pub enum Assemble {
     Native,
     /// Parts as temporary objects, composed on the server (GCS).
     Compose,
+    /// The server's multipart upload, the object keeping only a checksum
+    /// of its parts' CRC32Cs (S3's COMPOSITE, `xxxx-N`) instead of a
+    /// whole-object CRC32C: what servers without full-object checksums
+    /// store, and the shape of what boto3 and the AWS CLI leave (in
+    /// CRC32). Downloads check it part by part.
+    Composite,
 }
 
 /// A multipart upload in progress.
@@ -181,6 +187,16 @@ impl PartInfo {
     }
 }
 
+/// One part of a stored multipart object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoredPart {
+    /// Bytes.
+    pub size: u64,
+    /// Its CRC, in the algorithm of the object's composite checksum, when
+    /// the store gives it.
+    pub crc: Option<u32>,
+}
+
 /// An object store: the primitives shoal's engines are built from.
 #[async_trait::async_trait]
 pub trait Store: Send + Sync + Debug {
@@ -250,6 +266,20 @@ pub trait Store: Send + Sync + Debug {
 
     /// Abandons an upload and frees its parts.
     async fn multipart_abort(&self, upload: &MultipartUpload) -> Result<()>;
+
+    /// The parts of a multipart object, in order, for checking a
+    /// [`Composite`](crate::checksum::Composite) checksum: S3's
+    /// GetObjectAttributes. With `version`, fails with `Changed` if the
+    /// object is no longer that version. None where the store cannot say.
+    async fn parts(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: Option<&ObjectVersion>,
+    ) -> Result<Option<Vec<StoredPart>>> {
+        let _ = (bucket, key, version);
+        Ok(None)
+    }
 
     /// Whether [`Store::put_stream`] is a real single-session upload here.
     fn supports_put_stream(&self) -> bool {

@@ -195,7 +195,8 @@ impl Store for GcsStore {
         opts: &PutOptions,
     ) -> Result<MultipartUpload> {
         let xml = match opts.assemble {
-            Assemble::Native => true,
+            // GCS keeps a whole-object CRC32C however an object is made.
+            Assemble::Native | Assemble::Composite => true,
             Assemble::Compose => false,
             // A conditional write needs compose's `ifGenerationMatch`.
             Assemble::Auto => self.caps.native_multipart && !opts.if_not_exists,

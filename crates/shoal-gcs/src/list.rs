@@ -101,6 +101,7 @@ impl RawObject<'_> {
             crc32c,
             md5,
             other_crc: None,
+            composite: None,
             version,
             storage_class: self.storage_class.map(Cow::into_owned),
             content_encoding: self

@@ -392,6 +392,7 @@ fn meta_from_headers(key: &str, h: &HeaderMap) -> ObjectMeta {
         crc32c,
         md5,
         other_crc: None,
+        composite: None,
         version: text("x-goog-generation")
             .and_then(|g| g.parse().ok())
             .map(ObjectVersion::Generation),

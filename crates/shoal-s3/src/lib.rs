@@ -14,7 +14,7 @@
 //! - `credential.rs`: lazy, cached, refreshed credentials;
 //! - `sign.rs`: SigV4 settings for opaque keys;
 //! - `client.rs`: send, retry, error wording;
-//! - `object.rs`, `list.rs`, `multipart.rs`: the operations.
+//! - `object.rs`, `list.rs`, `multipart.rs`, `parts.rs`: the operations.
 //!
 //! Building an [`S3Store`] does no I/O and resolves no credentials; the first
 //! request does, once.
@@ -27,6 +27,7 @@ mod endpoint;
 mod list;
 mod multipart;
 mod object;
+mod parts;
 mod sign;
 
 use std::fmt;
@@ -128,6 +129,15 @@ impl Store for S3Store {
 
     async fn list_page(&self, bucket: &str, req: &ListRequest) -> Result<ListPage> {
         self.client.list_page(bucket, req).await
+    }
+
+    async fn parts(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: Option<&ObjectVersion>,
+    ) -> Result<Option<Vec<shoal_core::StoredPart>>> {
+        self.client.parts(bucket, key, version).await
     }
 
     async fn get(

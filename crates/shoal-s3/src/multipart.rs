@@ -7,6 +7,7 @@
 //! part is sent with its own CRC32C, which the server checks, and the
 //! complete request carries the whole-object CRC32C that the caller
 //! combined from the parts, so the server checks the assembly too.
+//! [`Assemble::Composite`] leaves the type at S3's default, COMPOSITE.
 //!
 //! CompleteMultipartUpload can answer `200 OK` and still fail: the status
 //! is sent early to keep the connection alive, and an `<Error>` document
@@ -17,7 +18,8 @@ use bytes::Bytes;
 use reqwest::Method;
 use shoal_core::checksum::{crc32c_from_base64, crc32c_to_base64};
 use shoal_core::{
-    Error, ErrorKind, MultipartUpload, ObjectMeta, ObjectVersion, Op, PartInfo, PutOptions, Result,
+    Assemble, Error, ErrorKind, MultipartUpload, ObjectMeta, ObjectVersion, Op, PartInfo,
+    PutOptions, Result,
 };
 
 use crate::client::{Client, Request};
@@ -33,10 +35,14 @@ impl Client {
         opts: &PutOptions,
     ) -> Result<MultipartUpload> {
         check_bucket(Op::Multipart, bucket)?;
-        let req = Request::new(Method::POST, Op::Multipart, bucket, Some(key))
+        let mut req = Request::new(Method::POST, Op::Multipart, bucket, Some(key))
             .query("uploads", "")
-            .header("x-amz-checksum-algorithm", "CRC32C")
-            .header("x-amz-checksum-type", "FULL_OBJECT");
+            .header("x-amz-checksum-algorithm", "CRC32C");
+        // Composite is S3's default type; it is then completed without a
+        // whole-object CRC32C.
+        if opts.assemble != Assemble::Composite {
+            req = req.header("x-amz-checksum-type", "FULL_OBJECT");
+        }
         let req = with_object_headers(req, opts).body(Bytes::new());
         let target = req.target.clone();
         let upload_id = self

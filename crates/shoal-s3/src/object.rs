@@ -6,7 +6,8 @@
 //! (`x-amz-checksum-mode: ENABLED`) and only on a whole-object answer. For
 //! a multipart object uploaded with composite checksums the value is a
 //! checksum of part checksums, written `xxxx-3`; that is not the object's
-//! checksum and is dropped. The ETag is an MD5 only for single-part objects
+//! checksum, and is kept apart as [`ObjectMeta::composite`] (checked with
+//! the part boundaries, see `parts.rs`). The ETag is an MD5 only for single-part objects
 //! stored unencrypted or with SSE-S3.
 
 use bytes::Bytes;
@@ -14,7 +15,8 @@ use futures::StreamExt;
 use reqwest::Method;
 use reqwest::header::HeaderMap;
 use shoal_core::checksum::{
-    CrcKind, OtherCrc, crc32c_from_base64, crc32c_to_base64, md5_from_hex, md5_to_base64,
+    Composite, CrcKind, OtherCrc, PartKind, crc32c_from_base64, crc32c_to_base64, md5_from_hex,
+    md5_to_base64,
 };
 use shoal_core::http::error_from_reqwest;
 use shoal_core::{
@@ -354,6 +356,17 @@ fn other_crc(h: &HeaderMap) -> Option<OtherCrc> {
         })
 }
 
+/// A composite checksum (`xxxx-N`) from the headers: S3 composes CRC32C
+/// and CRC32 only.
+fn composite(h: &HeaderMap) -> Option<Composite> {
+    [
+        (PartKind::Crc32c, "x-amz-checksum-crc32c"),
+        (PartKind::Crc32, "x-amz-checksum-crc32"),
+    ]
+    .into_iter()
+    .find_map(|(kind, name)| Composite::from_header(kind, header_str(h, name)?))
+}
+
 /// The header that carries a CRC32 or CRC64NVME.
 fn checksum_header(kind: CrcKind) -> &'static str {
     match kind {
@@ -384,6 +397,7 @@ pub(crate) fn meta_from_headers(key: &str, size: u64, h: &HeaderMap) -> ObjectMe
         ),
         md5,
         other_crc: other_crc(h),
+        composite: composite(h),
         version: etag.map(ObjectVersion::ETag),
         storage_class: Some(
             header_str(h, "x-amz-storage-class")
@@ -453,6 +467,28 @@ mod tests {
         assert_eq!(full_object_crc(Some("4waSgw==-3"), None), None);
         assert_eq!(full_object_crc(Some("4waSgw=="), Some("COMPOSITE")), None);
         assert_eq!(full_object_crc(Some("nope"), None), None);
+        // MinIO's HEAD of a 4-part object boto3 uploaded: kept apart.
+        let mut h = HeaderMap::new();
+        h.insert(
+            "etag",
+            "\"8b7e906e1a4ad0cc448aa6c9e40831e2-4\"".parse().unwrap(),
+        );
+        h.insert("x-amz-checksum-crc32", "vm5fpQ==-4".parse().unwrap());
+        h.insert("x-amz-checksum-type", "COMPOSITE".parse().unwrap());
+        let m = meta_from_headers("k", 20_000_000, &h);
+        assert_eq!((m.crc32c, m.other_crc, m.md5), (None, None, None));
+        assert_eq!(
+            m.composite,
+            Some(Composite {
+                kind: PartKind::Crc32,
+                value: 0xbe6e_5fa5,
+                parts: 4
+            })
+        );
+        h.remove("x-amz-checksum-crc32");
+        h.insert("x-amz-checksum-crc32c", "4waSgw==-2".parse().unwrap());
+        let c = meta_from_headers("k", 1, &h).composite.unwrap();
+        assert_eq!((c.kind, c.parts), (PartKind::Crc32c, 2));
     }
 
     #[test]

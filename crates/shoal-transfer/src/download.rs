@@ -19,13 +19,14 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use shoal_core::checksum::{CrcKind, OtherCrc, Running, crc32c_combine_all, hex};
+use shoal_core::checksum::{OtherCrc, PartPiece, Running, crc32c_combine_all, hex};
 use shoal_core::local::temp_sibling;
 use shoal_core::resume::resuming_stream;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{ByteRange, Error, ErrorKind, Location, ObjectMeta, Op, Result, Store};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
+use crate::composite::PartCheck;
 use crate::partial::Partial;
 use crate::plan::plan_slices;
 use crate::{Report, TransferOptions, Verified};
@@ -160,6 +161,7 @@ pub async fn download_known(
     let meta = ObjectMeta {
         crc32c: got.crc32c,
         other_crc: got.other_crc,
+        composite: got.composite,
         ..meta.clone()
     };
     download_planned(store, src, &meta, dest, opts, policy, Some(first)).await
@@ -178,6 +180,8 @@ async fn download_planned(
 ) -> Result<Report> {
     let url = src.to_string();
     let dest_s = dest.display().to_string();
+    // A composite checksum is checked part by part: where the parts are.
+    let part_check = PartCheck::learn(&store, src, meta, Op::Download).await?;
     let slices = plan_slices(meta.size, opts.workers, opts.min_slice, opts.slices);
     // More than one slice: keep what an interruption leaves, for the next run.
     let (file, tmp, guard, partial) = if slices.len() > 1 {
@@ -214,6 +218,7 @@ async fn download_planned(
     // slice an earlier run fetched has none (see `verify`).
     let other_kind = meta.other_crc_to_check().map(OtherCrc::kind);
     let mut others: Vec<Option<u64>> = vec![None; slices.len()];
+    let mut pieces: Vec<Option<Vec<PartPiece>>> = vec![None; slices.len()];
     let mut fetched = 0;
     for (i, &(start, end)) in slices.iter().enumerate() {
         if let Some(crc) = done(i) {
@@ -232,6 +237,7 @@ async fn download_planned(
         let policy = *policy;
         let opts = opts.clone();
         let partial = partial.clone();
+        let sums = Running::new(other_kind).with_parts(part_check.as_ref().map(|c| c.sums(start)));
         tasks.spawn(async move {
             let (_slot, body) = match opened {
                 Some(f) => (f.slot, Some(take_bytes(f.body, end - start))),
@@ -248,12 +254,11 @@ async fn download_planned(
                 body,
                 policy,
             );
-            let (crc, other) =
-                write_slice(stream, file, start, end, &dest_s, &url, &opts, other_kind).await?;
+            let sums = write_slice(stream, file, start, end, &dest_s, &url, &opts, sums).await?;
             if let Some(p) = &partial {
-                p.record(i, crc);
+                p.record(i, sums.crc32c);
             }
-            Ok::<_, Error>((i, crc, other, end - start))
+            Ok::<_, Error>((i, end - start, sums))
         });
     }
     let resumed = partial.as_ref().map_or(0, |p| p.reused(&slices).1);
@@ -276,9 +281,10 @@ async fn download_planned(
     };
     while let Some(joined) = tasks.join_next().await {
         let e = match joined {
-            Ok(Ok((i, crc, other, len))) => {
-                crcs[i] = (crc, len);
-                others[i] = other;
+            Ok(Ok((i, len, mut sums))) => {
+                crcs[i] = (sums.crc32c, len);
+                others[i] = sums.other().map(OtherCrc::value);
+                pieces[i] = sums.take_parts();
                 continue;
             }
             Ok(Err(e)) => e,
@@ -306,7 +312,13 @@ async fn download_planned(
             .collect();
         Some(kind.combine_all(pieces?))
     });
-    let verified = match verify(meta, crc, other, &tmp, &url).await {
+    // Per-part pieces of every slice, unless an earlier run fetched some.
+    let pieces: Option<Vec<PartPiece>> = pieces
+        .into_iter()
+        .collect::<Option<Vec<_>>>()
+        .map(|p| p.into_iter().flatten().collect());
+    let parts = part_check.as_ref().map(|c| (c, pieces));
+    let verified = match verify(meta, crc, other, parts, &tmp, &url).await {
         Ok(v) => v,
         Err(e) => return Err(failed(e, partial)),
     };
@@ -355,7 +367,7 @@ fn take_bytes(body: shoal_core::BoxByteStream, n: u64) -> shoal_core::BoxByteStr
 /// they were received, gathered into one `pwritev` per [`WRITE_BUFFER`]: no
 /// staging copy and no fresh buffer per write (the copy and the page faults
 /// of a new 4 MiB buffer each time were ~15% of a download's CPU). Returns
-/// the slice's CRC32C, and its `other` CRC when asked.
+/// `sums` fed with the slice's bytes.
 #[allow(clippy::too_many_arguments)]
 async fn write_slice(
     mut stream: shoal_core::BoxByteStream,
@@ -365,9 +377,8 @@ async fn write_slice(
     dest: &str,
     url: &str,
     opts: &TransferOptions,
-    other: Option<CrcKind>,
-) -> Result<(u32, Option<u64>)> {
-    let mut sums = Running::new(other);
+    mut sums: Running,
+) -> Result<Running> {
     let mut pos = start;
     let mut batch: Vec<Bytes> = Vec::new();
     let mut batched = 0usize;
@@ -401,7 +412,7 @@ async fn write_slice(
             ),
         ));
     }
-    Ok((sums.crc32c, sums.other().map(OtherCrc::value)))
+    Ok(sums)
 }
 
 /// Writes `chunks` one after another at `pos` ([`crate::file_io`]).
@@ -474,12 +485,15 @@ fn pwritev_all(file: &File, mut chunks: &[Bytes], mut pos: u64) -> std::io::Resu
 }
 
 /// Checks the file against the store's checksum: CRC32C, else CRC32 or
-/// CRC64NVME (`other`, computed on the way; read back from the file when
-/// an earlier run fetched some slices), else MD5 (read back).
+/// CRC64NVME (`other`, computed on the way), else its composite one
+/// (`parts`: the check and the pieces computed on the way), else MD5 (read
+/// back). What could not be computed on the way because an earlier run
+/// fetched some slices is read back from the file.
 async fn verify(
     meta: &ObjectMeta,
     crc: u32,
     other: Option<OtherCrc>,
+    parts: Option<(&PartCheck, Option<Vec<PartPiece>>)>,
     tmp: &Path,
     url: &str,
 ) -> Result<Verified> {
@@ -503,6 +517,15 @@ async fn verify(
                 .finish(),
         };
         return check_other(want, got, Op::Download, url, "; nothing was written");
+    }
+    if let Some((check, pieces)) = parts {
+        let pieces = match pieces {
+            Some(p) => p,
+            None => read_back(tmp, url, check.sums(0), |s, b| s.update(b))
+                .await?
+                .finish(),
+        };
+        return check.check(&pieces, Op::Download, url, "; nothing was written");
     }
     if let Some(want) = meta.md5 {
         use md5::Digest;
@@ -618,7 +641,9 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
         Some(opened.body),
         *policy,
     );
-    let mut sums = Running::new(meta.other_crc_to_check().map(OtherCrc::kind));
+    let part_check = PartCheck::learn(&store, src, &meta, Op::Download).await?;
+    let mut sums = Running::new(meta.other_crc_to_check().map(OtherCrc::kind))
+        .with_parts(part_check.as_ref().map(|c| c.sums(0)));
     let mut n = 0u64;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;
@@ -644,8 +669,12 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
             ));
         }
         Some(_) => Verified::Crc32c,
-        None => match (meta.other_crc, sums.other()) {
-            (Some(want), Some(got)) => check_other(want, got, Op::Download, &url, "")?,
+        None => match (meta.other_crc, sums.other(), &part_check) {
+            (Some(want), Some(got), _) => check_other(want, got, Op::Download, &url, "")?,
+            (_, _, Some(check)) => {
+                let pieces = sums.take_parts().unwrap_or_default();
+                check.check(&pieces, Op::Download, &url, "")?
+            }
             _ => Verified::SizeOnly,
         },
     };
@@ -661,6 +690,7 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shoal_core::checksum::CrcKind;
 
     /// After a resume the other CRC was not computed for every slice: it is
     /// read back from the file, and still refuses a wrong file.
@@ -675,12 +705,68 @@ mod tests {
             other_crc: Some(CrcKind::Crc64Nvme.checksum(&body)),
             ..Default::default()
         };
-        let v = verify(&meta, 0, None, &path, "s3://b/k").await.unwrap();
+        let v = verify(&meta, 0, None, None, &path, "s3://b/k")
+            .await
+            .unwrap();
         assert_eq!(v, Verified::Crc64Nvme);
         std::fs::write(&path, &body[1..]).unwrap();
-        let e = verify(&meta, 0, None, &path, "s3://b/k").await.unwrap_err();
+        let e = verify(&meta, 0, None, None, &path, "s3://b/k")
+            .await
+            .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Integrity);
         assert!(e.to_string().contains("CRC64NVME mismatch"), "{e}");
+    }
+
+    /// The same for a composite checksum: the file is read back cut at
+    /// the part boundaries the store gives (here the memory store's).
+    #[tokio::test]
+    async fn a_resumed_file_is_checked_against_its_composite_by_reading_it() {
+        use shoal_core::memory::MemoryStore;
+        use shoal_core::{Assemble, PutOptions};
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        store.create_bucket("b").await.unwrap();
+        let body: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let opts = PutOptions {
+            assemble: Assemble::Composite,
+            ..Default::default()
+        };
+        let up = store.multipart_start("b", "k", &opts).await.unwrap();
+        let mut parts = Vec::new();
+        for (i, c) in body.chunks(1_100_000).enumerate() {
+            let crc = crc32c::crc32c(c);
+            let data = Bytes::copy_from_slice(c);
+            parts.push(
+                store
+                    .multipart_put(&up, i as u32 + 1, data, crc)
+                    .await
+                    .unwrap(),
+            );
+        }
+        let meta = store.multipart_complete(&up, &parts, None).await.unwrap();
+        assert_eq!(meta.composite.map(|c| c.parts), Some(3));
+        let src = Location::parse("s3://b/k").unwrap();
+        let check = PartCheck::learn(&store, &src, &meta, Op::Download)
+            .await
+            .unwrap();
+        let check = check.expect("a part list");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, &body).unwrap();
+        let v = verify(&meta, 0, None, Some((&check, None)), &path, "s3://b/k");
+        assert_eq!(
+            v.await.unwrap(),
+            Verified::Parts(shoal_core::checksum::PartKind::Crc32c)
+        );
+        let mut bad = body.clone();
+        bad[2_500_000] ^= 4;
+        std::fs::write(&path, &bad).unwrap();
+        let e = verify(&meta, 0, None, Some((&check, None)), &path, "s3://b/k");
+        let e = e.await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Integrity);
+        assert!(
+            e.to_string().contains("CRC32C mismatch in part 3 of 3"),
+            "{e}"
+        );
     }
 
     /// More chunks than one `pwritev` takes, of uneven sizes, at an offset

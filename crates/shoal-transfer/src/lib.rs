@@ -21,6 +21,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod batch;
+mod composite;
 pub mod decode;
 pub mod download;
 pub mod partial;
@@ -294,6 +295,9 @@ pub enum Verified {
     Crc32,
     /// CRC64NVME matched the store's (S3).
     Crc64Nvme,
+    /// Each part's CRC, composed, matched the store's composite checksum
+    /// (an S3 multipart object's `xxxx-N`).
+    Parts(shoal_core::checksum::PartKind),
     /// MD5 matched the store's.
     Md5,
     /// The store had no checksum; only the length was checked.
@@ -315,6 +319,8 @@ impl std::fmt::Display for Verified {
             Verified::Crc32c => "crc32c",
             Verified::Crc32 => "crc32",
             Verified::Crc64Nvme => "crc64nvme",
+            Verified::Parts(shoal_core::checksum::PartKind::Crc32c) => "crc32c per part",
+            Verified::Parts(shoal_core::checksum::PartKind::Crc32) => "crc32 per part",
             Verified::Md5 => "md5",
             Verified::SizeOnly => "size only",
         })

@@ -53,7 +53,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use shoal_core::checksum::{CrcKind, OtherCrc, Running, crc32c_combine_all};
+use shoal_core::checksum::{CrcKind, OtherCrc, PartPiece, Running, crc32c_combine_all};
 use shoal_core::resume::resuming_stream;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{
@@ -62,6 +62,7 @@ use shoal_core::{
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::composite::PartCheck;
 use crate::decode::{self, Codec, Decompress, MAGIC_LEN, MAX_FEED};
 
 /// Decoded bytes per block handed to the writer: big enough that channel
@@ -331,6 +332,11 @@ struct Shared {
     stored: OnceLock<(Option<u32>, Option<OtherCrc>)>,
     /// The other CRC of the fetched bytes (one-slice objects only).
     other: OnceLock<OtherCrc>,
+    /// For an object whose only checksum is composite (one-slice objects
+    /// only): the check, from the first response, and the part pieces of
+    /// the fetched bytes.
+    parts: OnceLock<PartCheck>,
+    pieces: OnceLock<Vec<PartPiece>>,
     slices_left: AtomicUsize,
     cancelled: AtomicBool,
     ready: UnboundedSender<usize>,
@@ -360,12 +366,14 @@ impl Shared {
     }
 
     /// Compares the combined CRC32C of the fetched bytes with the store's
-    /// (or, when it has only that, its CRC32 or CRC64NVME).
+    /// (or, when it has only that, its CRC32 or CRC64NVME, or composite).
     fn check_crc(&self) -> Result<()> {
         let (want, other) = self.stored();
         let Some(want) = want else {
             if let (Some(want), Some(&got)) = (other, self.other.get()) {
                 crate::download::check_other(want, got, Op::Read, &self.url, "")?;
+            } else if let (Some(check), Some(pieces)) = (self.parts.get(), self.pieces.get()) {
+                check.check(pieces, Op::Read, &self.url, "")?;
             }
             return Ok(());
         };
@@ -616,6 +624,8 @@ async fn dispatch(
             crcs: Mutex::new(vec![None; ranges.len()]),
             stored: OnceLock::new(),
             other: OnceLock::new(),
+            parts: OnceLock::new(),
+            pieces: OnceLock::new(),
             slices_left: AtomicUsize::new(ranges.len()),
             cancelled: AtomicBool::new(false),
             ready: ready.clone(),
@@ -790,7 +800,8 @@ impl Fetch {
         }
         let mut reservation = Some(reservation);
         let mut n = 0u64;
-        let mut sums = Running::new(self.shared.other_kind());
+        let parts = self.shared.parts.get().map(|c| c.sums(start));
+        let mut sums = Running::new(self.shared.other_kind()).with_parts(parts);
         while let Some(chunk) = stream.next().await {
             let chunk = chunk?;
             if self.shared.cancelled.load(Ordering::Relaxed) {
@@ -819,6 +830,9 @@ impl Fetch {
         }
         if let Some(got) = sums.other() {
             let _ = self.shared.other.set(got);
+        }
+        if let Some(pieces) = sums.take_parts() {
+            let _ = self.shared.pieces.set(pieces);
         }
         Ok(Some((sums.crc32c, n)))
     }
@@ -871,6 +885,10 @@ impl Fetch {
                         .shared
                         .stored
                         .set((first.meta.crc32c, first.meta.other_crc));
+                    if let Some(check) = PartCheck::learn(store, loc, &first.meta, Op::Read).await?
+                    {
+                        let _ = self.shared.parts.set(check);
+                    }
                 }
                 if self.slice == 0 {
                     let _ = self

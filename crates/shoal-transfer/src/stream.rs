@@ -21,6 +21,7 @@ use shoal_core::{
 };
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use crate::composite::PartCheck;
 use crate::download::check_other;
 use crate::upload::{abort_quietly, check_result, joined};
 use crate::{GcsUpload, Report, TransferOptions, Verified};
@@ -228,7 +229,9 @@ pub async fn copy_object(
     // A short or damaged read must fail the body itself, so the upload is
     // abandoned before the destination object is finalised.
     let other = meta.other_crc_to_check();
-    let body = exactly(body, meta.size, meta.crc32c, other, &src_url);
+    let parts = PartCheck::learn(&src_store, src, &meta, Op::Copy).await?;
+    let parts_kind = parts.as_ref().map(|_| meta.composite.map(|c| c.kind));
+    let body = exactly(body, meta.size, meta.crc32c, other, parts, &src_url);
     let put_opts = PutOptions {
         content_encoding: meta.content_encoding.clone(),
         ..Default::default()
@@ -258,25 +261,32 @@ pub async fn copy_object(
     } else if let Some(want) = other {
         // `exactly` failed the body unless it matched.
         report.verified = want.kind().into();
+    } else if let Some(Some(kind)) = parts_kind {
+        report.verified = Verified::Parts(kind);
     }
     Ok(report)
 }
 
 /// Passes `body` through and, at its end, fails it unless it held exactly
-/// `size` bytes with CRC32C `crc` and the `other` CRC (when known).
+/// `size` bytes with CRC32C `crc`, the `other` CRC, and the composite
+/// checksum `parts` checks (each when known).
 fn exactly(
     body: BoxByteStream,
     size: u64,
     crc: Option<u32>,
     other: Option<OtherCrc>,
+    parts: Option<PartCheck>,
     url: &str,
 ) -> BoxByteStream {
     let url = url.to_owned();
-    let state = (body, 0u64, Running::new(other.map(OtherCrc::kind)), false);
+    let sums =
+        Running::new(other.map(OtherCrc::kind)).with_parts(parts.as_ref().map(|c| c.sums(0)));
+    let state = (body, 0u64, sums, false);
     Box::pin(futures::stream::unfold(
         state,
         move |(mut body, n, mut sums, done)| {
             let url = url.clone();
+            let parts = parts.clone();
             async move {
                 if done {
                     return None;
@@ -288,41 +298,56 @@ fn exactly(
                         Some((Ok(chunk), (body, n, sums, false)))
                     }
                     Some(Err(e)) => Some((Err(e), (body, n, sums, true))),
-                    None if n != size => {
-                        let e = Error::new(
-                            ErrorKind::Integrity,
-                            Op::Copy,
-                            &url,
-                            format!("read {n} bytes, the source has {size}; nothing was written"),
-                        );
-                        Some((Err(e), (body, n, sums, true)))
-                    }
-                    None => match crc {
-                        Some(want) if want != sums.crc32c => {
-                            let c = sums.crc32c;
-                            let e = Error::new(
-                                ErrorKind::Integrity,
-                                Op::Copy,
-                                &url,
-                                format!(
-                                    "CRC32C mismatch reading the source: store {want:08x}, received {c:08x}; nothing was written"
-                                ),
-                            );
-                            Some((Err(e), (body, n, sums, true)))
-                        }
-                        _ => {
-                            let (want, got) = other.zip(sums.other())?;
-                            let tail = " reading the source; nothing was written";
-                            match check_other(want, got, Op::Copy, &url, tail) {
-                                Ok(_) => None,
-                                Err(e) => Some((Err(e), (body, n, sums, true))),
-                            }
-                        }
+                    None => match at_end(n, size, crc, other, parts.as_ref(), &mut sums, &url) {
+                        Ok(()) => None,
+                        Err(e) => Some((Err(e), (body, n, sums, true))),
                     },
                 }
             }
         },
     ))
+}
+
+/// The end-of-body checks of [`exactly`].
+fn at_end(
+    n: u64,
+    size: u64,
+    crc: Option<u32>,
+    other: Option<OtherCrc>,
+    parts: Option<&PartCheck>,
+    sums: &mut Running,
+    url: &str,
+) -> Result<()> {
+    let tail = " reading the source; nothing was written";
+    if n != size {
+        return Err(Error::new(
+            ErrorKind::Integrity,
+            Op::Copy,
+            url,
+            format!("read {n} bytes, the source has {size}; nothing was written"),
+        ));
+    }
+    if let Some(want) = crc {
+        let c = sums.crc32c;
+        if want != c {
+            return Err(Error::new(
+                ErrorKind::Integrity,
+                Op::Copy,
+                url,
+                format!(
+                    "CRC32C mismatch reading the source: store {want:08x}, received {c:08x}; nothing was written"
+                ),
+            ));
+        }
+        return Ok(());
+    }
+    if let (Some(want), Some(got)) = (other, sums.other()) {
+        return check_other(want, got, Op::Copy, url, tail).map(drop);
+    }
+    if let (Some(check), Some(pieces)) = (parts, sums.take_parts()) {
+        return check.check(&pieces, Op::Copy, url, tail).map(drop);
+    }
+    Ok(())
 }
 
 /// Uploads `body` in one session ([`Store::put_stream`]), counting progress
@@ -393,13 +418,22 @@ mod tests {
             6,
             Some(crc),
             None,
+            None,
             "s3://b/k",
         ))
         .await;
         assert_eq!(out, b"abcdef");
         assert!(err.is_none());
 
-        let (_, err) = drain(exactly(body(&[b"abc", b"de"]), 6, None, None, "s3://b/k")).await;
+        let (_, err) = drain(exactly(
+            body(&[b"abc", b"de"]),
+            6,
+            None,
+            None,
+            None,
+            "s3://b/k",
+        ))
+        .await;
         let e = err.expect("short body fails");
         assert_eq!(e.kind(), ErrorKind::Integrity);
         assert!(
@@ -411,6 +445,7 @@ mod tests {
             body(&[b"abc", b"deX"]),
             6,
             Some(crc),
+            None,
             None,
             "s3://b/k",
         ))
@@ -428,6 +463,7 @@ mod tests {
             6,
             None,
             Some(want),
+            None,
             "s3://b/k",
         ))
         .await;
@@ -438,6 +474,7 @@ mod tests {
             6,
             None,
             Some(want),
+            None,
             "s3://b/k",
         ))
         .await;

@@ -42,6 +42,14 @@ pub(crate) async fn run(ctx: &Context, a: StatArgs) -> CmdResult {
     if let Some(c) = meta.other_crc {
         println!("    {:<18}{c}", format!("{}:", c.kind().name()));
     }
+    if let Some(c) = meta.composite {
+        let name = c.kind.name();
+        let label = format!("{name}:");
+        println!(
+            "    {label:<18}{c} (composite: the {name} of {} part {name}s)",
+            c.parts
+        );
+    }
     if let Some(m) = meta.md5 {
         println!("    MD5:              {}", hex(&m));
     }

@@ -157,3 +157,17 @@ pub fn pattern(n: usize, seed: u64) -> Vec<u8> {
         })
         .collect()
 }
+
+/// Every file below `dir`, hidden ones included.
+pub fn files_below(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            out.extend(files_below(&e.path()));
+        } else {
+            out.push(e.path().display().to_string());
+        }
+    }
+    out
+}

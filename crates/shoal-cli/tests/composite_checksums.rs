@@ -1,0 +1,201 @@
+//! S3 multipart objects whose only checksum is COMPOSITE (`xxxx-N`, the
+//! CRC of the parts' CRCs: what boto3 and the AWS CLI leave on every
+//! multipart upload), on the real MinIO: every way of reading them checks
+//! it part by part, wherever the slices fall, and a byte flipped on the
+//! wire (the test kit's fault proxy) is refused with an error that names
+//! the object and the checksum, leaving nothing behind.
+
+mod common;
+
+use std::process::Command;
+
+use bytes::Bytes;
+use common::*;
+use shoal_core::checksum::PartKind;
+use shoal_core::{Assemble, PutOptions};
+use shoal_testkit::faultproxy::{Fault, FaultProxy, Rule, Script, When};
+
+fn minio() -> Option<String> {
+    shoal_testkit_server("SHOAL_TEST_S3")
+}
+
+/// MinIO's smallest part but the last.
+const PART: usize = 5 << 20;
+
+/// Uploads `data` to `s3://bucket/key` in parts of `part` bytes, leaving
+/// the object a composite CRC32C only; checks that HEAD says so.
+fn put_composite(bucket: &str, key: &str, data: &[u8], part: usize) -> u32 {
+    let store = shoal_testkit::s3_store().expect("MinIO");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let opts = PutOptions {
+        assemble: Assemble::Composite,
+        ..Default::default()
+    };
+    let parts = data.chunks(part).count() as u32;
+    rt.block_on(async {
+        let up = store.multipart_start(bucket, key, &opts).await.unwrap();
+        let mut done = Vec::new();
+        for (i, chunk) in data.chunks(part).enumerate() {
+            let crc = PartKind::Crc32c.checksum(chunk);
+            let p = (store.multipart_put(&up, i as u32 + 1, Bytes::copy_from_slice(chunk), crc))
+                .await
+                .unwrap_or_else(|e| panic!("part {i} of {key}: {e}"));
+            done.push(p);
+        }
+        store.multipart_complete(&up, &done, None).await.unwrap();
+        let head = store.head(bucket, key).await.unwrap();
+        assert_eq!(
+            (head.crc32c, head.other_crc, head.md5),
+            (None, None, None),
+            "{key}"
+        );
+        let c = head
+            .composite
+            .unwrap_or_else(|| panic!("{key}: no composite checksum"));
+        assert_eq!((c.kind, c.parts), (PartKind::Crc32c, parts), "{key}");
+    });
+    parts
+}
+
+fn via(proxy: &FaultProxy) -> Command {
+    let mut c = s3().unwrap();
+    c.env("AWS_ENDPOINT_URL", proxy.url());
+    c
+}
+
+const VERIFIED: &str = "crc32c per part verified";
+
+#[test]
+fn composite_objects_are_verified_every_way_they_are_read() {
+    if minio().is_none() {
+        return;
+    }
+    let bucket = make_bucket(s3, "s3").unwrap();
+    // One part of 300 KiB (no part list needed), and two parts of 5 MiB
+    // and 700 KiB.
+    for (name, size) in [("one", 300 << 10), ("two", PART + (700 << 10))] {
+        let body = pattern(size, size as u64);
+        let key = format!("{name}/obj.bin");
+        put_composite(&bucket, &key, &body, PART);
+        let url = format!("s3://{bucket}/{key}");
+
+        let r = run(with_args(s3().unwrap(), &["stat", &url]));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stdout.contains("composite"), "{}", r.stdout);
+
+        let dir = tempfile::tempdir().unwrap();
+        // One slice, and slices of 1.5 MiB that straddle the part boundary.
+        for slices in ["1", "4"] {
+            let out = dir.path().join(format!("one-{slices}.bin"));
+            let r = run(with_args(
+                s3().unwrap(),
+                &[
+                    "cp",
+                    "--slices",
+                    slices,
+                    "--slice-size",
+                    "1536KiB",
+                    &url,
+                    out.to_str().unwrap(),
+                ],
+            ));
+            assert_eq!(r.code, 0, "{}", r.stderr);
+            assert_eq!(std::fs::read(&out).unwrap(), body, "{name} {slices} slices");
+            assert!(
+                r.stderr.contains(VERIFIED),
+                "{name} {slices} slices: {}",
+                r.stderr
+            );
+        }
+
+        // From a listing (which has no checksum), to stdout, through cat,
+        // and to another object.
+        let tree = dir.path().join("tree");
+        let folder = format!("s3://{bucket}/{name}/");
+        let r = run(with_args(
+            s3().unwrap(),
+            &["cp", "-r", &folder, tree.to_str().unwrap()],
+        ));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let got = files_below(&tree);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(std::fs::read(&got[0]).unwrap(), body, "{name} cp -r");
+        let r = run(with_args(s3().unwrap(), &["cp", &url, "-"]));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stdout_bytes == body);
+        assert!(r.stderr.contains(VERIFIED), "{}", r.stderr);
+        let r = run(with_args(s3().unwrap(), &["cat", &format!("{folder}**")]));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stdout_bytes == body);
+        let copy = format!("s3://{bucket}/copies/{name}.bin");
+        let r = run(with_args(s3().unwrap(), &["cp", &url, &copy]));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stderr.contains(VERIFIED), "{}", r.stderr);
+    }
+}
+
+#[test]
+fn a_flipped_byte_fails_the_composite_check() {
+    let Some(upstream) = minio() else {
+        return;
+    };
+    let bucket = make_bucket(s3, "s3").unwrap();
+    let body = pattern(PART + (300 << 10), 41);
+    put_composite(&bucket, "two/flip.bin", &body, PART);
+    let url = format!("s3://{bucket}/two/flip.bin");
+    let folder = format!("s3://{bucket}/two/");
+    let glob = format!("{folder}**");
+    let cases: [(&str, Vec<&str>, bool); 6] = [
+        ("cp", vec!["cp", &url, "OUT/x.bin"], true),
+        (
+            "cp sliced",
+            vec![
+                "cp",
+                "--slices",
+                "4",
+                "--slice-size",
+                "1536KiB",
+                &url,
+                "OUT/x.bin",
+            ],
+            true,
+        ),
+        ("cp -r", vec!["cp", "-r", &folder, "OUT/"], true),
+        ("cp to stdout", vec!["cp", &url, "-"], false),
+        ("cat", vec!["cat", &url], false),
+        // Listed: the first GET of the object brings its checksum.
+        ("cat glob", vec!["cat", &glob], false),
+    ];
+    for (what, args, writes) in cases {
+        // Object bytes only: listings and the part list have a query.
+        let proxy = FaultProxy::start(
+            &upstream,
+            Script::new().rule(Rule::new(
+                When::method("GET").lacks("?"),
+                Fault::FlipByte(1000),
+            )),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        std::fs::create_dir(&out).unwrap();
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| a.replace("OUT", out.to_str().unwrap()))
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = run(with_args(via(&proxy), &args));
+        assert!(!proxy.injected().is_empty(), "{what}: no fault injected");
+        assert_ne!(r.code, 0, "{what}: must fail");
+        assert!(r.stderr.contains("CRC32C mismatch"), "{what}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(&url),
+            "{what} names the object: {}",
+            r.stderr
+        );
+        assert!(!r.stderr.contains("panicked"), "{what}: {}", r.stderr);
+        if writes {
+            let left: Vec<_> = files_below(&out);
+            assert!(left.is_empty(), "{what}: nothing written, found {left:?}");
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! Checking an S3 object whose only checksum is COMPOSITE (`xxxx-N`).
+//!
+//! boto3 and the AWS CLI leave one on every multipart upload: the CRC32 of
+//! the parts' CRC32s. With the part boundaries (one GetObjectAttributes
+//! request, none for a one-part object) each slice of a download cuts its
+//! CRC at the boundaries inside it, the pieces combine into each part's
+//! CRC, and those compose into the value to compare, so such objects are
+//! checked as the bytes arrive, like those with a whole-object CRC, instead
+//! of by their length only. The store's own part CRCs, when it gives them,
+//! name the part that differs.
+
+use std::sync::Arc;
+
+use shoal_core::checksum::{Composite, PartPiece, PartSums, part_crcs};
+use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, Store, StoredPart};
+
+use crate::Verified;
+
+/// What checking one object's composite checksum needs.
+#[derive(Debug, Clone)]
+pub(crate) struct PartCheck {
+    composite: Composite,
+    parts: Vec<StoredPart>,
+    /// Where each part ends, for [`PartSums`].
+    ends: Arc<[u64]>,
+}
+
+impl PartCheck {
+    /// For an object whose only checksum is composite: its parts (asked
+    /// of the store when there are several). None when there is nothing
+    /// to check this way, or the store cannot say where the parts are
+    /// (the object is then checked by length, as before).
+    pub(crate) async fn learn(
+        store: &Arc<dyn Store>,
+        src: &Location,
+        meta: &ObjectMeta,
+        op: Op,
+    ) -> Result<Option<PartCheck>> {
+        let Some(composite) = meta.composite else {
+            return Ok(None);
+        };
+        if meta.crc32c.is_some() || meta.other_crc.is_some() {
+            return Ok(None);
+        }
+        let parts = if composite.parts == 1 {
+            vec![StoredPart {
+                size: meta.size,
+                crc: None,
+            }]
+        } else {
+            let listed = (store.parts(&src.bucket, &src.key, meta.version.as_ref()))
+                .await
+                .map_err(|e| e.with_url(src.to_string()).with_op(op))?;
+            let Some(parts) = listed else {
+                return Ok(None);
+            };
+            parts
+        };
+        let total: u64 = parts.iter().map(|p| p.size).sum();
+        if parts.len() != composite.parts as usize || total != meta.size {
+            tracing::debug!(
+                url = %src,
+                parts = parts.len(),
+                total,
+                "the part list does not match the object; checked by length"
+            );
+            return Ok(None);
+        }
+        let ends: Arc<[u64]> = parts
+            .iter()
+            .scan(0u64, |end, p| {
+                *end += p.size;
+                Some(*end)
+            })
+            .collect();
+        Ok(Some(PartCheck {
+            composite,
+            parts,
+            ends,
+        }))
+    }
+
+    /// Per-part CRCs of bytes from offset `start`.
+    pub(crate) fn sums(&self, start: u64) -> PartSums {
+        PartSums::new(self.composite.kind, self.ends.clone(), start)
+    }
+
+    /// Compares the part CRCs of `pieces` (in offset order, covering the
+    /// object) with the store's; `tail` ends the message (what became of
+    /// the bytes).
+    pub(crate) fn check(
+        &self,
+        pieces: &[PartPiece],
+        op: Op,
+        url: &str,
+        tail: &str,
+    ) -> Result<Verified> {
+        let kind = self.composite.kind;
+        let name = kind.name();
+        let got = part_crcs(kind, pieces);
+        let mismatch = |msg: String| {
+            Error::new(ErrorKind::Integrity, op, url, format!("{msg}{tail}"))
+                .with_hint("the data was corrupted in transit or the object changed; retry")
+        };
+        let mut start = 0u64;
+        for (i, part) in self.parts.iter().enumerate() {
+            let end = start + part.size;
+            let Some(&(at, crc, len)) = got.get(i) else {
+                return Err(mismatch(format!(
+                    "no bytes received for part {} of {}",
+                    i + 1,
+                    self.parts.len()
+                )));
+            };
+            if at != i || len != part.size {
+                return Err(mismatch(format!(
+                    "part {} of {} (bytes {start}-{}): received {len} bytes, expected {}",
+                    i + 1,
+                    self.parts.len(),
+                    end - 1,
+                    part.size
+                )));
+            }
+            if let Some(want) = part.crc
+                && want != crc
+            {
+                return Err(mismatch(format!(
+                    "{name} mismatch in part {} of {} (bytes {start}-{}): the store says {want:08x}, the bytes received give {crc:08x}",
+                    i + 1,
+                    self.parts.len(),
+                    end - 1
+                )));
+            }
+            start = end;
+        }
+        let crcs: Vec<u32> = got.iter().map(|&(_, c, _)| c).collect();
+        let ours = Composite::of_parts(kind, &crcs);
+        if got.len() != self.parts.len() || ours != self.composite {
+            return Err(mismatch(format!(
+                "{name} mismatch: the store's composite checksum is {}, the bytes received give {ours}",
+                self.composite
+            )));
+        }
+        Ok(Verified::Parts(kind))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_core::checksum::PartKind;
+
+    fn check_for(data: &[u8], sizes: &[u64], with_crcs: bool) -> PartCheck {
+        let kind = PartKind::Crc32;
+        let mut at = 0usize;
+        let parts: Vec<StoredPart> = sizes
+            .iter()
+            .map(|&s| {
+                let p = &data[at..at + s as usize];
+                at += s as usize;
+                StoredPart {
+                    size: s,
+                    crc: with_crcs.then(|| kind.checksum(p)),
+                }
+            })
+            .collect();
+        let crcs: Vec<u32> = (parts.iter().scan(0usize, |a, p| {
+            let s = &data[*a..*a + p.size as usize];
+            *a += p.size as usize;
+            Some(kind.checksum(s))
+        }))
+        .collect();
+        let ends: Arc<[u64]> = (sizes.iter().scan(0, |e, s| {
+            *e += s;
+            Some(*e)
+        }))
+        .collect();
+        PartCheck {
+            composite: Composite::of_parts(kind, &crcs),
+            parts,
+            ends,
+        }
+    }
+
+    fn pieces(c: &PartCheck, data: &[u8], cuts: &[usize]) -> Vec<PartPiece> {
+        let mut out = Vec::new();
+        for w in cuts.windows(2) {
+            let mut s = c.sums(w[0] as u64);
+            s.update(&data[w[0]..w[1]]);
+            out.extend(s.finish());
+        }
+        out
+    }
+
+    /// Right bytes pass in any slicing; a flipped byte fails naming its
+    /// part when the store gave part CRCs, and the composite otherwise.
+    #[test]
+    fn parts_are_checked_and_a_bad_one_is_named() {
+        let data: Vec<u8> = (0..50_000u32).map(|i| (i * 13 % 251) as u8).collect();
+        for with_crcs in [true, false] {
+            let c = check_for(&data, &[20_000, 20_000, 10_000], with_crcs);
+            for cuts in [&[0, 50_000][..], &[0, 7, 20_000, 33_333, 50_000]] {
+                let v = c.check(&pieces(&c, &data, cuts), Op::Download, "s3://b/k", "");
+                assert_eq!(v.unwrap(), Verified::Parts(PartKind::Crc32));
+            }
+            let mut bad = data.clone();
+            bad[25_000] ^= 1;
+            let e = c
+                .check(
+                    &pieces(&c, &bad, &[0, 30_000, 50_000]),
+                    Op::Download,
+                    "s3://b/k",
+                    "; nothing was written",
+                )
+                .unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Integrity);
+            let msg = e.to_string();
+            if with_crcs {
+                assert!(
+                    msg.contains("CRC32 mismatch in part 2 of 3 (bytes 20000-39999)"),
+                    "{msg}"
+                );
+            } else {
+                assert!(msg.contains("composite checksum is"), "{msg}");
+            }
+            assert!(msg.contains("nothing was written"), "{msg}");
+        }
+    }
+
+    /// Bytes missing from a part, or past the last, are refused.
+    #[test]
+    fn wrong_lengths_are_refused() {
+        let data = vec![7u8; 30_000];
+        let c = check_for(&data, &[20_000, 10_000], false);
+        let short = pieces(&c, &data[..29_000], &[0, 29_000]);
+        assert!(c.check(&short, Op::Download, "u", "").is_err());
+        let mut long = data.clone();
+        long.push(0);
+        let long = pieces(&c, &long, &[0, 30_001]);
+        assert!(c.check(&long, Op::Download, "u", "").is_err());
+    }
+}
