@@ -51,7 +51,7 @@ fn crc32_and_crc64nvme_objects_are_verified_every_way_they_are_read() {
     }
     let bucket = make_bucket(s3, "s3").unwrap();
     for (kind, name) in KINDS {
-        let body = pattern(300 << 10, kind as u64 + 5);
+        let body = pattern(3 << 20, kind as u64 + 5);
         let key = format!("{name}/obj.bin");
         put_with(&bucket, &key, &body, kind);
         let url = format!("s3://{bucket}/{key}");
@@ -117,6 +117,14 @@ fn crc32_and_crc64nvme_objects_are_verified_every_way_they_are_read() {
         ));
         assert_eq!(r.code, 0, "{}", r.stderr);
         assert!(r.stdout_bytes == body);
+        // Named (a HEAD gives the checksum), read as 3 slices of 1 MiB
+        // whose CRCs are combined.
+        let r = run(with_args(
+            s3().unwrap(),
+            &["cat", "--read-ahead", "4MiB", &url],
+        ));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stdout_bytes == body);
         let copy = format!("s3://{bucket}/copies/{name}.bin");
         let r = run(with_args(s3().unwrap(), &["cp", &url, &copy]));
         assert_eq!(r.code, 0, "{}", r.stderr);
@@ -140,13 +148,14 @@ fn a_flipped_byte_fails_the_crc32_or_crc64nvme_check() {
     };
     let bucket = make_bucket(s3, "s3").unwrap();
     for (kind, name) in KINDS {
-        let body = pattern(200 << 10, kind as u64 + 9);
+        // 3 MiB: `cat --read-ahead 4MiB` reads it as 3 slices of 1 MiB.
+        let body = pattern(3 << 20, kind as u64 + 9);
         put_with(&bucket, &format!("{name}/flip.bin"), &body, kind);
         let url = format!("s3://{bucket}/{name}/flip.bin");
         let folder = format!("s3://{bucket}/{name}/");
         let want = format!("{} mismatch", kind.name());
         let glob = format!("{folder}**");
-        let cases: [(&str, Vec<&str>, bool); 5] = [
+        let cases: [(&str, Vec<&str>, bool); 6] = [
             ("cp", vec!["cp", &url, "OUT/x.bin"], true),
             (
                 "cp sliced",
@@ -163,6 +172,11 @@ fn a_flipped_byte_fails_the_crc32_or_crc64nvme_check() {
             ),
             ("cp -r", vec!["cp", "-r", &folder, "OUT/"], true),
             ("cat", vec!["cat", &url], false),
+            (
+                "cat sliced",
+                vec!["cat", "--read-ahead", "4MiB", &url],
+                false,
+            ),
             // Listed: the first GET of the object brings its checksum.
             ("cat glob", vec!["cat", &glob], false),
         ];

@@ -330,8 +330,8 @@ struct Shared {
     /// The store's checksums (CRC32C, other CRC) from the first response,
     /// when the listing had none (an S3 listing never has).
     stored: OnceLock<(Option<u32>, Option<OtherCrc>)>,
-    /// The other CRC of the fetched bytes (one-slice objects only).
-    other: OnceLock<OtherCrc>,
+    /// Each slice's other CRC, when the store has only that.
+    others: Mutex<Vec<Option<u64>>>,
     /// For an object whose only checksum is composite (one-slice objects
     /// only): the check, from the first response, and the part pieces of
     /// the fetched bytes.
@@ -356,13 +356,24 @@ impl Shared {
     }
 
     /// The other CRC to compute while fetching, for a store that has only
-    /// that: one-slice objects (slices of a bigger one are not combined
-    /// for it, so those are checked by CRC32C or length only).
+    /// that (combined over slices like CRC32C).
     fn other_kind(&self) -> Option<CrcKind> {
         match self.stored() {
-            (None, Some(other)) if self.crcs.lock().unwrap().len() == 1 => Some(other.kind()),
+            (None, Some(other)) => Some(other.kind()),
             _ => None,
         }
+    }
+
+    /// The other CRC of the fetched bytes, combined from every slice's;
+    /// None unless every slice computed one.
+    fn other_combined(&self) -> Option<OtherCrc> {
+        let kind = self.other_kind()?;
+        let others = self.others.lock().unwrap();
+        let crcs = self.crcs.lock().unwrap();
+        let pieces: Option<Vec<(u64, u64)>> = (others.iter().zip(crcs.iter()))
+            .map(|(o, c)| Some(((*o)?, c.as_ref()?.1)))
+            .collect();
+        Some(kind.combine_all(pieces?))
     }
 
     /// Compares the combined CRC32C of the fetched bytes with the store's
@@ -370,7 +381,7 @@ impl Shared {
     fn check_crc(&self) -> Result<()> {
         let (want, other) = self.stored();
         let Some(want) = want else {
-            if let (Some(want), Some(&got)) = (other, self.other.get()) {
+            if let (Some(want), Some(got)) = (other, self.other_combined()) {
                 crate::download::check_other(want, got, Op::Read, &self.url, "")?;
             } else if let (Some(check), Some(pieces)) = (self.parts.get(), self.pieces.get()) {
                 check.check(pieces, Op::Read, &self.url, "")?;
@@ -623,7 +634,7 @@ async fn dispatch(
             encoding: OnceLock::new(),
             crcs: Mutex::new(vec![None; ranges.len()]),
             stored: OnceLock::new(),
-            other: OnceLock::new(),
+            others: Mutex::new(vec![None; ranges.len()]),
             parts: OnceLock::new(),
             pieces: OnceLock::new(),
             slices_left: AtomicUsize::new(ranges.len()),
@@ -829,7 +840,7 @@ impl Fetch {
             ));
         }
         if let Some(got) = sums.other() {
-            let _ = self.shared.other.set(got);
+            self.shared.others.lock().unwrap()[self.slice] = Some(got.value());
         }
         if let Some(pieces) = sums.take_parts() {
             let _ = self.shared.pieces.set(pieces);
