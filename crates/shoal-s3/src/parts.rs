@@ -8,8 +8,11 @@
 //! with each part's own CRC (so a mismatch can name the part). Its answer
 //! carries the ETag too, which pins the list to the version being read.
 //!
-//! Servers without it (older S3-compatibles) answer 400, 405 or 501: that
-//! is "cannot say", and the caller checks what it can without the parts.
+//! Servers without it (older S3-compatibles) answer 400, 405 or 501, and
+//! on AWS it takes its own permission (`s3:GetObjectAttributes`), which a
+//! policy granting only `s3:GetObject` lacks (403): all of these mean
+//! "cannot say", and the caller checks what it can without the parts
+//! rather than fail a download the user may make.
 
 use quick_xml::events::Event;
 use quick_xml::reader::Reader;
@@ -113,9 +116,13 @@ impl Client {
     }
 }
 
-/// An answer that means the server has no GetObjectAttributes.
+/// An answer that means the server has no GetObjectAttributes, or the
+/// caller may not use it.
 fn unsupported(e: &Error) -> bool {
-    e.kind() == ErrorKind::Unsupported || matches!(e.status(), Some(400 | 405 | 501))
+    matches!(
+        e.kind(),
+        ErrorKind::Unsupported | ErrorKind::PermissionDenied
+    ) || matches!(e.status(), Some(400 | 403 | 405 | 501))
 }
 
 /// Reads one GetObjectAttributes answer. The root is
@@ -246,6 +253,28 @@ mod tests {
                 }
             )
         );
+    }
+
+    /// No GetObjectAttributes, or no permission for it: "cannot say"; a
+    /// missing object or a server error is an error.
+    #[test]
+    fn which_refusals_mean_cannot_say() {
+        let e = |status: u16| {
+            Error::new(ErrorKind::Rejected, Op::Stat, "s3://b/k", "x").with_status(status)
+        };
+        for s in [400, 403, 405, 501] {
+            assert!(unsupported(&e(s)), "{s}");
+        }
+        for s in [404, 500, 503] {
+            assert!(!unsupported(&e(s)), "{s}");
+        }
+        let denied = Error::new(
+            ErrorKind::PermissionDenied,
+            Op::Stat,
+            "s3://b/k",
+            "AccessDenied",
+        );
+        assert!(unsupported(&denied));
     }
 
     /// AWS's spelling, a single-part object (no ObjectParts), and bad input.

@@ -45,10 +45,11 @@ pub(crate) async fn run(ctx: &Context, a: StatArgs) -> CmdResult {
     if let Some(c) = meta.composite {
         let name = c.kind.name();
         let label = format!("{name}:");
-        println!(
-            "    {label:<18}{c} (composite: the {name} of {} part {name}s)",
-            c.parts
-        );
+        let of = match c.parts {
+            1 => format!("its one part's {name}"),
+            n => format!("its {n} parts' {name}s"),
+        };
+        println!("    {label:<18}{c} (composite: the {name} of {of})");
     }
     if let Some(m) = meta.md5 {
         println!("    MD5:              {}", hex(&m));
