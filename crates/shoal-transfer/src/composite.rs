@@ -102,22 +102,26 @@ impl PartCheck {
             Error::new(ErrorKind::Integrity, op, url, format!("{msg}{tail}"))
                 .with_hint("the data was corrupted in transit or the object changed; retry")
         };
+        let n = self.parts.len();
+        // Pieces past the last part (more bytes than the parts hold).
+        if let Some(&(_, _, len)) = got.iter().find(|&&(at, _, _)| at >= n) {
+            return Err(mismatch(format!(
+                "{len} bytes received past the last of {n} parts"
+            )));
+        }
+        let mut crcs = Vec::with_capacity(n);
         let mut start = 0u64;
         for (i, part) in self.parts.iter().enumerate() {
             let end = start + part.size;
-            let Some(&(at, crc, len)) = got.get(i) else {
-                return Err(mismatch(format!(
-                    "no bytes received for part {} of {}",
-                    i + 1,
-                    self.parts.len()
-                )));
+            let span = format!("part {} of {n} (bytes {start}-{})", i + 1, end.max(1) - 1);
+            // An empty part has no piece: its CRC is that of nothing.
+            let (crc, len) = match got.iter().find(|&&(at, _, _)| at == i) {
+                Some(&(_, crc, len)) => (crc, len),
+                None => (kind.checksum(&[]), 0),
             };
-            if at != i || len != part.size {
+            if len != part.size {
                 return Err(mismatch(format!(
-                    "part {} of {} (bytes {start}-{}): received {len} bytes, expected {}",
-                    i + 1,
-                    self.parts.len(),
-                    end - 1,
+                    "{span}: received {len} bytes, expected {}",
                     part.size
                 )));
             }
@@ -125,17 +129,14 @@ impl PartCheck {
                 && want != crc
             {
                 return Err(mismatch(format!(
-                    "{name} mismatch in part {} of {} (bytes {start}-{}): the store says {want:08x}, the bytes received give {crc:08x}",
-                    i + 1,
-                    self.parts.len(),
-                    end - 1
+                    "{name} mismatch in {span}: the store says {want:08x}, the bytes received give {crc:08x}"
                 )));
             }
+            crcs.push(crc);
             start = end;
         }
-        let crcs: Vec<u32> = got.iter().map(|&(_, c, _)| c).collect();
         let ours = Composite::of_parts(kind, &crcs);
-        if got.len() != self.parts.len() || ours != self.composite {
+        if ours != self.composite {
             return Err(mismatch(format!(
                 "{name} mismatch: the store's composite checksum is {}, the bytes received give {ours}",
                 self.composite
@@ -225,6 +226,15 @@ mod tests {
             }
             assert!(msg.contains("nothing was written"), "{msg}");
         }
+    }
+
+    /// An empty last part (S3 allows one) has no piece and still checks.
+    #[test]
+    fn an_empty_part_checks() {
+        let data = vec![3u8; 30_000];
+        let c = check_for(&data, &[20_000, 10_000, 0], true);
+        let v = c.check(&pieces(&c, &data, &[0, 30_000]), Op::Download, "u", "");
+        assert_eq!(v.unwrap(), Verified::Parts(PartKind::Crc32));
     }
 
     /// Bytes missing from a part, or past the last, are refused.
