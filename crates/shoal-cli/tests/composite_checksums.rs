@@ -7,13 +7,11 @@
 
 mod common;
 
-use std::process::Command;
-
 use bytes::Bytes;
 use common::*;
 use shoal_core::checksum::PartKind;
 use shoal_core::{Assemble, PutOptions};
-use shoal_testkit::faultproxy::{Fault, FaultProxy, Rule, Script, When};
+use shoal_testkit::faultproxy::When;
 
 fn minio() -> Option<String> {
     shoal_testkit_server("SHOAL_TEST_S3")
@@ -57,12 +55,6 @@ fn put_composite(bucket: &str, key: &str, data: &[u8], part: usize) -> u32 {
     parts
 }
 
-fn via(proxy: &FaultProxy) -> Command {
-    let mut c = s3().unwrap();
-    c.env("AWS_ENDPOINT_URL", proxy.url());
-    c
-}
-
 const VERIFIED: &str = "crc32c per part verified";
 
 #[test]
@@ -83,54 +75,10 @@ fn composite_objects_are_verified_every_way_they_are_read() {
         assert_eq!(r.code, 0, "{}", r.stderr);
         assert!(r.stdout.contains("composite"), "{}", r.stdout);
 
-        let dir = tempfile::tempdir().unwrap();
-        // One slice, and slices of 1.5 MiB that straddle the part boundary.
-        for slices in ["1", "4"] {
-            let out = dir.path().join(format!("one-{slices}.bin"));
-            let r = run(with_args(
-                s3().unwrap(),
-                &[
-                    "cp",
-                    "--slices",
-                    slices,
-                    "--slice-size",
-                    "1536KiB",
-                    &url,
-                    out.to_str().unwrap(),
-                ],
-            ));
-            assert_eq!(r.code, 0, "{}", r.stderr);
-            assert_eq!(std::fs::read(&out).unwrap(), body, "{name} {slices} slices");
-            assert!(
-                r.stderr.contains(VERIFIED),
-                "{name} {slices} slices: {}",
-                r.stderr
-            );
-        }
-
-        // From a listing (which has no checksum), to stdout, through cat,
-        // and to another object.
-        let tree = dir.path().join("tree");
+        // Slices of 1.5 MiB straddle the part boundary.
         let folder = format!("s3://{bucket}/{name}/");
-        let r = run(with_args(
-            s3().unwrap(),
-            &["cp", "-r", &folder, tree.to_str().unwrap()],
-        ));
-        assert_eq!(r.code, 0, "{}", r.stderr);
-        let got = files_below(&tree);
-        assert_eq!(got.len(), 1, "{got:?}");
-        assert_eq!(std::fs::read(&got[0]).unwrap(), body, "{name} cp -r");
-        let r = run(with_args(s3().unwrap(), &["cp", &url, "-"]));
-        assert_eq!(r.code, 0, "{}", r.stderr);
-        assert!(r.stdout_bytes == body);
-        assert!(r.stderr.contains(VERIFIED), "{}", r.stderr);
-        let r = run(with_args(s3().unwrap(), &["cat", &format!("{folder}**")]));
-        assert_eq!(r.code, 0, "{}", r.stderr);
-        assert!(r.stdout_bytes == body);
         let copy = format!("s3://{bucket}/copies/{name}.bin");
-        let r = run(with_args(s3().unwrap(), &["cp", &url, &copy]));
-        assert_eq!(r.code, 0, "{}", r.stderr);
-        assert!(r.stderr.contains(VERIFIED), "{}", r.stderr);
+        read_every_way(&url, &folder, &copy, &body, "1536KiB", VERIFIED);
     }
 }
 
@@ -145,7 +93,7 @@ fn a_flipped_byte_fails_the_composite_check() {
     let url = format!("s3://{bucket}/two/flip.bin");
     let folder = format!("s3://{bucket}/two/");
     let glob = format!("{folder}**");
-    let cases: [(&str, Vec<&str>, bool); 6] = [
+    let cases: Vec<FlipCase> = vec![
         ("cp", vec!["cp", &url, "OUT/x.bin"], true),
         (
             "cp sliced",
@@ -166,36 +114,7 @@ fn a_flipped_byte_fails_the_composite_check() {
         // Listed: the first GET of the object brings its checksum.
         ("cat glob", vec!["cat", &glob], false),
     ];
-    for (what, args, writes) in cases {
-        // Object bytes only: listings and the part list have a query.
-        let proxy = FaultProxy::start(
-            &upstream,
-            Script::new().rule(Rule::new(
-                When::method("GET").lacks("?"),
-                Fault::FlipByte(1000),
-            )),
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("out");
-        std::fs::create_dir(&out).unwrap();
-        let args: Vec<String> = args
-            .iter()
-            .map(|a| a.replace("OUT", out.to_str().unwrap()))
-            .collect();
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let r = run(with_args(via(&proxy), &args));
-        assert!(!proxy.injected().is_empty(), "{what}: no fault injected");
-        assert_ne!(r.code, 0, "{what}: must fail");
-        assert!(r.stderr.contains("CRC32C mismatch"), "{what}: {}", r.stderr);
-        assert!(
-            r.stderr.contains(&url),
-            "{what} names the object: {}",
-            r.stderr
-        );
-        assert!(!r.stderr.contains("panicked"), "{what}: {}", r.stderr);
-        if writes {
-            let left: Vec<_> = files_below(&out);
-            assert!(left.is_empty(), "{what}: nothing written, found {left:?}");
-        }
-    }
+    // Object bytes only: listings and the part list have a query.
+    let when = When::method("GET").lacks("?");
+    flips_fail(&upstream, &when, cases, "CRC32C mismatch", &url);
 }

@@ -6,13 +6,11 @@
 
 mod common;
 
-use std::process::Command;
-
 use bytes::Bytes;
 use common::*;
 use shoal_core::PutOptions;
 use shoal_core::checksum::CrcKind;
-use shoal_testkit::faultproxy::{Fault, FaultProxy, Rule, Script, When};
+use shoal_testkit::faultproxy::When;
 
 fn minio() -> Option<String> {
     shoal_testkit_server("SHOAL_TEST_S3")
@@ -34,12 +32,6 @@ fn put_with(bucket: &str, key: &str, data: &[u8], kind: CrcKind) {
     let head = rt.block_on(store.head(bucket, key)).unwrap();
     assert_eq!(head.other_crc, Some(kind.checksum(data)), "{key}");
     assert_eq!(head.crc32c, None, "{key}");
-}
-
-fn via(proxy: &FaultProxy) -> Command {
-    let mut c = s3().unwrap();
-    c.env("AWS_ENDPOINT_URL", proxy.url());
-    c
 }
 
 const KINDS: [(CrcKind, &str); 2] = [(CrcKind::Crc32, "crc32"), (CrcKind::Crc64Nvme, "crc64nvme")];
@@ -64,59 +56,10 @@ fn crc32_and_crc64nvme_objects_are_verified_every_way_they_are_read() {
             r.stdout
         );
 
-        let dir = tempfile::tempdir().unwrap();
-        for slices in ["1", "4"] {
-            let out = dir.path().join(format!("one-{slices}.bin"));
-            let r = run(with_args(
-                s3().unwrap(),
-                &[
-                    "cp",
-                    "--slices",
-                    slices,
-                    "--slice-size",
-                    "64KiB",
-                    &url,
-                    out.to_str().unwrap(),
-                ],
-            ));
-            assert_eq!(r.code, 0, "{}", r.stderr);
-            assert_eq!(std::fs::read(&out).unwrap(), body, "{name} {slices} slices");
-            assert!(
-                r.stderr.contains(&format!("{name} verified")),
-                "{name} {slices} slices: {}",
-                r.stderr
-            );
-        }
-
-        // From a listing (which has no checksum), to stdout, through cat,
-        // and to another object.
-        let tree = dir.path().join("tree");
-        let r = run(with_args(
-            s3().unwrap(),
-            &[
-                "cp",
-                "-r",
-                &format!("s3://{bucket}/{name}/"),
-                tree.to_str().unwrap(),
-            ],
-        ));
-        assert_eq!(r.code, 0, "{}", r.stderr);
-        let got = files_in(&tree);
-        assert_eq!(got.len(), 1, "{got:?}");
-        let r = run(with_args(s3().unwrap(), &["cp", &url, "-"]));
-        assert_eq!(r.code, 0, "{}", r.stderr);
-        assert!(r.stdout_bytes == body);
-        assert!(
-            r.stderr.contains(&format!("{name} verified")),
-            "{}",
-            r.stderr
-        );
-        let r = run(with_args(
-            s3().unwrap(),
-            &["cat", &format!("s3://{bucket}/{name}/**")],
-        ));
-        assert_eq!(r.code, 0, "{}", r.stderr);
-        assert!(r.stdout_bytes == body);
+        let folder = format!("s3://{bucket}/{name}/");
+        let copy = format!("s3://{bucket}/copies/{name}.bin");
+        let verified = format!("{name} verified");
+        read_every_way(&url, &folder, &copy, &body, "64KiB", &verified);
         // Named (a HEAD gives the checksum), read as 3 slices of 1 MiB
         // whose CRCs are combined.
         let r = run(with_args(
@@ -125,14 +68,6 @@ fn crc32_and_crc64nvme_objects_are_verified_every_way_they_are_read() {
         ));
         assert_eq!(r.code, 0, "{}", r.stderr);
         assert!(r.stdout_bytes == body);
-        let copy = format!("s3://{bucket}/copies/{name}.bin");
-        let r = run(with_args(s3().unwrap(), &["cp", &url, &copy]));
-        assert_eq!(r.code, 0, "{}", r.stderr);
-        assert!(
-            r.stderr.contains(&format!("{name} verified")),
-            "{}",
-            r.stderr
-        );
     }
 }
 
@@ -155,7 +90,7 @@ fn a_flipped_byte_fails_the_crc32_or_crc64nvme_check() {
         let folder = format!("s3://{bucket}/{name}/");
         let want = format!("{} mismatch", kind.name());
         let glob = format!("{folder}**");
-        let cases: [(&str, Vec<&str>, bool); 6] = [
+        let cases: Vec<FlipCase> = vec![
             ("cp", vec!["cp", &url, "OUT/x.bin"], true),
             (
                 "cp sliced",
@@ -180,34 +115,6 @@ fn a_flipped_byte_fails_the_crc32_or_crc64nvme_check() {
             // Listed: the first GET of the object brings its checksum.
             ("cat glob", vec!["cat", &glob], false),
         ];
-        for (what, args, writes) in cases {
-            let label = format!("{name} {what}");
-            let proxy = FaultProxy::start(
-                &upstream,
-                Script::new().rule(Rule::new(data_get(), Fault::FlipByte(1000))),
-            );
-            let dir = tempfile::tempdir().unwrap();
-            let out = dir.path().join("out");
-            std::fs::create_dir(&out).unwrap();
-            let args: Vec<String> = args
-                .iter()
-                .map(|a| a.replace("OUT", out.to_str().unwrap()))
-                .collect();
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let r = run(with_args(via(&proxy), &args));
-            assert!(!proxy.injected().is_empty(), "{label}: no fault injected");
-            assert_ne!(r.code, 0, "{label}: must fail");
-            assert!(r.stderr.contains(&want), "{label}: {}", r.stderr);
-            assert!(
-                r.stderr.contains(&url),
-                "{label} names the object: {}",
-                r.stderr
-            );
-            assert!(!r.stderr.contains("panicked"), "{label}: {}", r.stderr);
-            if writes {
-                let left = files_below(&out);
-                assert!(left.is_empty(), "{label}: nothing written, found {left:?}");
-            }
-        }
+        flips_fail(&upstream, &data_get(), cases, &want, &url);
     }
 }

@@ -185,6 +185,16 @@ impl CrcKind {
         self.of(pieces.fold(first, |acc, (crc, len)| self.combine(acc, crc, len)))
     }
 
+    /// Combines per-slice pieces like [`Self::combine_all`]; None if any
+    /// slice did not compute one.
+    pub fn combine_known(
+        self,
+        pieces: impl IntoIterator<Item = Option<(u64, u64)>>,
+    ) -> Option<OtherCrc> {
+        let pieces: Option<Vec<(u64, u64)>> = pieces.into_iter().collect();
+        Some(self.combine_all(pieces?))
+    }
+
     /// Wraps a value computed for this kind.
     pub fn of(self, value: u64) -> OtherCrc {
         match self {

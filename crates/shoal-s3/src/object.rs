@@ -7,8 +7,8 @@
 //! a multipart object uploaded with composite checksums the value is a
 //! checksum of part checksums, written `xxxx-3`; that is not the object's
 //! checksum, and is kept apart as [`ObjectMeta::composite`] (checked with
-//! the part boundaries, see `parts.rs`). The ETag is an MD5 only for single-part objects
-//! stored unencrypted or with SSE-S3.
+//! the part boundaries, see `parts.rs`). The ETag is an MD5 only for
+//! single-part objects stored unencrypted or with SSE-S3.
 
 use bytes::Bytes;
 use futures::StreamExt;

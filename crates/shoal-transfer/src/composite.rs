@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use shoal_core::checksum::{Composite, PartPiece, PartSums, part_crcs};
+use shoal_core::checksum::{Composite, PartKind, PartPiece, PartSums, part_crcs};
 use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, Store, StoredPart};
 
 use crate::Verified;
@@ -78,6 +78,11 @@ impl PartCheck {
             parts,
             ends,
         }))
+    }
+
+    /// The algorithm of the parts' CRCs.
+    pub(crate) fn kind(&self) -> PartKind {
+        self.composite.kind
     }
 
     /// Per-part CRCs of bytes from offset `start`.
@@ -149,7 +154,6 @@ impl PartCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shoal_core::checksum::PartKind;
 
     fn check_for(data: &[u8], sizes: &[u64], with_crcs: bool) -> PartCheck {
         let kind = PartKind::Crc32;

@@ -306,19 +306,17 @@ async fn download_planned(
         .map_err(|e| Error::io(Op::Write, &dest_s, e))?;
     drop(file);
 
-    let other = other_kind.and_then(|kind| {
-        let pieces: Option<Vec<(u64, u64)>> = (others.iter().zip(&crcs))
-            .map(|(o, &(_, len))| o.map(|v| (v, len)))
-            .collect();
-        Some(kind.combine_all(pieces?))
-    });
-    // Per-part pieces of every slice, unless an earlier run fetched some.
-    let pieces: Option<Vec<PartPiece>> = pieces
-        .into_iter()
-        .collect::<Option<Vec<_>>>()
-        .map(|p| p.into_iter().flatten().collect());
-    let parts = part_check.as_ref().map(|c| (c, pieces));
-    let verified = match verify(meta, crc, other, parts, &tmp, &url).await {
+    // The other CRC and the part pieces of every slice, unless an earlier
+    // run fetched some.
+    let got = Received {
+        crc32c: crc,
+        other: other_kind.and_then(|kind| {
+            kind.combine_known((others.iter().zip(&crcs)).map(|(o, &(_, len))| Some(((*o)?, len))))
+        }),
+        pieces: (pieces.into_iter().collect::<Option<Vec<_>>>())
+            .map(|p| p.into_iter().flatten().collect()),
+    };
+    let verified = match verify(meta, got, part_check.as_ref(), &tmp, &url).await {
         Ok(v) => v,
         Err(e) => return Err(failed(e, partial)),
     };
@@ -484,48 +482,39 @@ fn pwritev_all(file: &File, mut chunks: &[Bytes], mut pos: u64) -> std::io::Resu
     Ok(())
 }
 
-/// Checks the file against the store's checksum: CRC32C, else CRC32 or
-/// CRC64NVME (`other`, computed on the way), else its composite one
-/// (`parts`: the check and the pieces computed on the way), else MD5 (read
-/// back). What could not be computed on the way because an earlier run
-/// fetched some slices is read back from the file.
+/// Checks the file against the store's checksum ([`check_received`]),
+/// else its MD5 (read back). What could not be computed on the way
+/// because an earlier run fetched some slices is read back from the file.
 async fn verify(
     meta: &ObjectMeta,
-    crc: u32,
-    other: Option<OtherCrc>,
-    parts: Option<(&PartCheck, Option<Vec<PartPiece>>)>,
+    mut got: Received,
+    parts: Option<&PartCheck>,
     tmp: &Path,
     url: &str,
 ) -> Result<Verified> {
-    if let Some(want) = meta.crc32c {
-        if want != crc {
-            return Err(Error::new(
-                ErrorKind::Integrity,
-                Op::Download,
-                url,
-                format!("CRC32C mismatch: the store says {want:08x}, the bytes received give {crc:08x}; nothing was written"),
-            )
-            .with_hint("the data was corrupted in transit or the object changed; retry"));
+    match (meta.crc32c, meta.other_crc, parts) {
+        (None, Some(want), _) if got.other.is_none() => {
+            let d = read_back(tmp, url, want.kind().digest(), |d, b| d.update(b)).await?;
+            got.other = Some(d.finish());
         }
-        return Ok(Verified::Crc32c);
+        (None, None, Some(check)) if got.pieces.is_none() => {
+            let s = read_back(tmp, url, check.sums(0), |s, b| s.update(b)).await?;
+            got.pieces = Some(s.finish());
+        }
+        _ => {}
     }
-    if let Some(want) = meta.other_crc {
-        let got = match other {
-            Some(got) => got,
-            None => read_back(tmp, url, want.kind().digest(), |d, b| d.update(b))
-                .await?
-                .finish(),
-        };
-        return check_other(want, got, Op::Download, url, "; nothing was written");
-    }
-    if let Some((check, pieces)) = parts {
-        let pieces = match pieces {
-            Some(p) => p,
-            None => read_back(tmp, url, check.sums(0), |s, b| s.update(b))
-                .await?
-                .finish(),
-        };
-        return check.check(&pieces, Op::Download, url, "; nothing was written");
+    let tail = "; nothing was written";
+    let checked = check_received(
+        meta.crc32c,
+        meta.other_crc,
+        parts,
+        &got,
+        Op::Download,
+        url,
+        tail,
+    )?;
+    if let Some(v) = checked {
+        return Ok(v);
     }
     if let Some(want) = meta.md5 {
         use md5::Digest;
@@ -548,6 +537,64 @@ async fn verify(
         return Ok(Verified::Md5);
     }
     Ok(Verified::SizeOnly)
+}
+
+/// What the bytes received give: their CRC32C, and the store's other CRC
+/// and the part pieces when those were computed.
+#[derive(Debug, Default)]
+pub(crate) struct Received {
+    pub(crate) crc32c: u32,
+    pub(crate) other: Option<OtherCrc>,
+    pub(crate) pieces: Option<Vec<PartPiece>>,
+}
+
+impl Received {
+    /// What one stream's `sums` computed.
+    pub(crate) fn of(mut sums: Running) -> Self {
+        Received {
+            crc32c: sums.crc32c,
+            other: sums.other(),
+            pieces: sums.take_parts(),
+        }
+    }
+}
+
+/// Checks `got` against the strongest checksum the store has: CRC32C,
+/// else its CRC32 or CRC64NVME (`other`), else its composite one
+/// (`parts`). None when it has none of these, or `got` lacks the one it
+/// has. `tail` ends a mismatch's message (what became of the bytes).
+pub(crate) fn check_received(
+    crc32c: Option<u32>,
+    other: Option<OtherCrc>,
+    parts: Option<&PartCheck>,
+    got: &Received,
+    op: Op,
+    url: &str,
+    tail: &str,
+) -> Result<Option<Verified>> {
+    if let Some(want) = crc32c {
+        let crc = got.crc32c;
+        if want != crc {
+            return Err(Error::new(
+                ErrorKind::Integrity,
+                op,
+                url,
+                format!("CRC32C mismatch: the store says {want:08x}, the bytes received give {crc:08x}{tail}"),
+            )
+            .with_hint("the data was corrupted in transit or the object changed; retry"));
+        }
+        return Ok(Some(Verified::Crc32c));
+    }
+    if let Some(want) = other {
+        return got
+            .other
+            .map(|got| check_other(want, got, op, url, tail))
+            .transpose();
+    }
+    match (parts, &got.pieces) {
+        (Some(check), Some(pieces)) => check.check(pieces, op, url, tail).map(Some),
+        _ => Ok(None),
+    }
 }
 
 /// Compares a computed CRC32 or CRC64NVME with the store's; `tail` ends
@@ -658,26 +705,18 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
     out.flush()
         .await
         .map_err(|e| Error::io(Op::Write, "stdout", e))?;
-    let crc = sums.crc32c;
-    let verified = match meta.crc32c {
-        Some(want) if want != crc => {
-            return Err(Error::new(
-                ErrorKind::Integrity,
-                Op::Download,
-                url,
-                format!("CRC32C mismatch: store {want:08x}, received {crc:08x}"),
-            ));
-        }
-        Some(_) => Verified::Crc32c,
-        None => match (meta.other_crc, sums.other(), &part_check) {
-            (Some(want), Some(got), _) => check_other(want, got, Op::Download, &url, "")?,
-            (_, _, Some(check)) => {
-                let pieces = sums.take_parts().unwrap_or_default();
-                check.check(&pieces, Op::Download, &url, "")?
-            }
-            _ => Verified::SizeOnly,
-        },
-    };
+    let got = Received::of(sums);
+    let crc = got.crc32c;
+    let verified = check_received(
+        meta.crc32c,
+        meta.other_crc,
+        part_check.as_ref(),
+        &got,
+        Op::Download,
+        &url,
+        "",
+    )?
+    .unwrap_or(Verified::SizeOnly);
     Ok(Report {
         resumed: 0,
         bytes: n,
@@ -705,12 +744,12 @@ mod tests {
             other_crc: Some(CrcKind::Crc64Nvme.checksum(&body)),
             ..Default::default()
         };
-        let v = verify(&meta, 0, None, None, &path, "s3://b/k")
+        let v = verify(&meta, Received::default(), None, &path, "s3://b/k")
             .await
             .unwrap();
         assert_eq!(v, Verified::Crc64Nvme);
         std::fs::write(&path, &body[1..]).unwrap();
-        let e = verify(&meta, 0, None, None, &path, "s3://b/k")
+        let e = verify(&meta, Received::default(), None, &path, "s3://b/k")
             .await
             .unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Integrity);
@@ -752,7 +791,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         std::fs::write(&path, &body).unwrap();
-        let v = verify(&meta, 0, None, Some((&check, None)), &path, "s3://b/k");
+        let v = verify(&meta, Received::default(), Some(&check), &path, "s3://b/k");
         assert_eq!(
             v.await.unwrap(),
             Verified::Parts(shoal_core::checksum::PartKind::Crc32c)
@@ -760,7 +799,7 @@ mod tests {
         let mut bad = body.clone();
         bad[2_500_000] ^= 4;
         std::fs::write(&path, &bad).unwrap();
-        let e = verify(&meta, 0, None, Some((&check, None)), &path, "s3://b/k");
+        let e = verify(&meta, Received::default(), Some(&check), &path, "s3://b/k");
         let e = e.await.unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Integrity);
         assert!(

@@ -64,6 +64,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::composite::PartCheck;
 use crate::decode::{self, Codec, Decompress, MAGIC_LEN, MAX_FEED};
+use crate::download::{Received, check_received};
 
 /// Decoded bytes per block handed to the writer: big enough that channel
 /// and syscall costs vanish, small enough that a block is never a memory
@@ -364,44 +365,25 @@ impl Shared {
         }
     }
 
-    /// The other CRC of the fetched bytes, combined from every slice's;
-    /// None unless every slice computed one.
-    fn other_combined(&self) -> Option<OtherCrc> {
-        let kind = self.other_kind()?;
-        let others = self.others.lock().unwrap();
-        let crcs = self.crcs.lock().unwrap();
-        let pieces: Option<Vec<(u64, u64)>> = (others.iter().zip(crcs.iter()))
-            .map(|(o, c)| Some(((*o)?, c.as_ref()?.1)))
-            .collect();
-        Some(kind.combine_all(pieces?))
-    }
-
-    /// Compares the combined CRC32C of the fetched bytes with the store's
-    /// (or, when it has only that, its CRC32 or CRC64NVME, or composite).
+    /// Compares the fetched bytes' checksums, combined over slices, with
+    /// the strongest the store has (see [`check_received`]).
     fn check_crc(&self) -> Result<()> {
-        let (want, other) = self.stored();
-        let Some(want) = want else {
-            if let (Some(want), Some(got)) = (other, self.other_combined()) {
-                crate::download::check_other(want, got, Op::Read, &self.url, "")?;
-            } else if let (Some(check), Some(pieces)) = (self.parts.get(), self.pieces.get()) {
-                check.check(pieces, Op::Read, &self.url, "")?;
-            }
-            return Ok(());
-        };
         let crcs = self.crcs.lock().unwrap();
         if crcs.iter().any(Option::is_none) {
             return Ok(()); // a slice failed and said so
         }
-        let got = crc32c_combine_all(crcs.iter().flatten().copied());
-        if got == want {
-            return Ok(());
-        }
-        Err(Error::new(
-            ErrorKind::Integrity,
-            Op::Read,
-            &self.url,
-            format!("CRC32C mismatch: store {want:08x}, received {got:08x}"),
-        ))
+        let others = self.others.lock().unwrap();
+        let got = Received {
+            crc32c: crc32c_combine_all(crcs.iter().flatten().copied()),
+            other: self.other_kind().and_then(|kind| {
+                kind.combine_known(
+                    (others.iter().zip(crcs.iter())).map(|(o, c)| Some(((*o)?, c.as_ref()?.1))),
+                )
+            }),
+            pieces: self.pieces.get().cloned(),
+        };
+        let (want, other) = self.stored();
+        check_received(want, other, self.parts.get(), &got, Op::Read, &self.url, "").map(drop)
     }
 }
 

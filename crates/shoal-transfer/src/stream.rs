@@ -22,7 +22,7 @@ use shoal_core::{
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::composite::PartCheck;
-use crate::download::check_other;
+use crate::download::{Received, check_received};
 use crate::upload::{abort_quietly, check_result, joined};
 use crate::{GcsUpload, Report, TransferOptions, Verified};
 
@@ -230,7 +230,7 @@ pub async fn copy_object(
     // abandoned before the destination object is finalised.
     let other = meta.other_crc_to_check();
     let parts = PartCheck::learn(&src_store, src, &meta, Op::Copy).await?;
-    let parts_kind = parts.as_ref().map(|_| meta.composite.map(|c| c.kind));
+    let parts_kind = parts.as_ref().map(PartCheck::kind);
     let body = exactly(body, meta.size, meta.crc32c, other, parts, &src_url);
     let put_opts = PutOptions {
         content_encoding: meta.content_encoding.clone(),
@@ -245,25 +245,27 @@ pub async fn copy_object(
             format!("read {} bytes, the source has {}", report.bytes, meta.size),
         ));
     }
-    if let Some(want) = meta.crc32c {
-        if want != report.crc32c {
-            return Err(Error::new(
-                ErrorKind::Integrity,
-                Op::Copy,
-                src_url,
-                format!(
-                    "CRC32C mismatch reading the source: store {want:08x}, received {:08x}",
-                    report.crc32c
-                ),
-            ));
-        }
-        report.verified = Verified::Crc32c;
-    } else if let Some(want) = other {
-        // `exactly` failed the body unless it matched.
-        report.verified = want.kind().into();
-    } else if let Some(Some(kind)) = parts_kind {
-        report.verified = Verified::Parts(kind);
-    }
+    // `exactly` failed the body unless the checksum it checked matched;
+    // a CRC32C is checked once more, on what the upload computed.
+    let sent = Received {
+        crc32c: report.crc32c,
+        ..Received::default()
+    };
+    let again = check_received(
+        meta.crc32c,
+        None,
+        None,
+        &sent,
+        Op::Copy,
+        &src_url,
+        " reading the source",
+    )?;
+    report.verified = match (again, other, parts_kind) {
+        (Some(v), _, _) => v,
+        (None, Some(want), _) => want.kind().into(),
+        (None, None, Some(kind)) => Verified::Parts(kind),
+        (None, None, None) => report.verified,
+    };
     Ok(report)
 }
 
@@ -318,7 +320,6 @@ fn at_end(
     sums: &mut Running,
     url: &str,
 ) -> Result<()> {
-    let tail = " reading the source; nothing was written";
     if n != size {
         return Err(Error::new(
             ErrorKind::Integrity,
@@ -327,27 +328,9 @@ fn at_end(
             format!("read {n} bytes, the source has {size}; nothing was written"),
         ));
     }
-    if let Some(want) = crc {
-        let c = sums.crc32c;
-        if want != c {
-            return Err(Error::new(
-                ErrorKind::Integrity,
-                Op::Copy,
-                url,
-                format!(
-                    "CRC32C mismatch reading the source: store {want:08x}, received {c:08x}; nothing was written"
-                ),
-            ));
-        }
-        return Ok(());
-    }
-    if let (Some(want), Some(got)) = (other, sums.other()) {
-        return check_other(want, got, Op::Copy, url, tail).map(drop);
-    }
-    if let (Some(check), Some(pieces)) = (parts, sums.take_parts()) {
-        return check.check(&pieces, Op::Copy, url, tail).map(drop);
-    }
-    Ok(())
+    let got = Received::of(std::mem::take(sums));
+    let tail = " reading the source; nothing was written";
+    check_received(crc, other, parts, &got, Op::Copy, url, tail).map(drop)
 }
 
 /// Uploads `body` in one session ([`Store::put_stream`]), counting progress
@@ -398,8 +381,13 @@ mod tests {
         Box::pin(futures::stream::iter(v))
     }
 
-    async fn drain(s: BoxByteStream) -> (Vec<u8>, Option<Error>) {
-        let mut s = s;
+    /// Drains `exactly` over `parts`, a source of 6 bytes.
+    async fn drain(
+        parts: &[&'static [u8]],
+        crc: Option<u32>,
+        other: Option<OtherCrc>,
+    ) -> (Vec<u8>, Option<Error>) {
+        let mut s = exactly(body(parts), 6, crc, other, None, "s3://b/k");
         let mut out = Vec::new();
         while let Some(x) = s.next().await {
             match x {
@@ -413,27 +401,11 @@ mod tests {
     #[tokio::test]
     async fn exactly_fails_a_short_or_damaged_body_at_its_end() {
         let crc = crc32c::crc32c(b"abcdef");
-        let (out, err) = drain(exactly(
-            body(&[b"abc", b"def"]),
-            6,
-            Some(crc),
-            None,
-            None,
-            "s3://b/k",
-        ))
-        .await;
+        let (out, err) = drain(&[b"abc", b"def"], Some(crc), None).await;
         assert_eq!(out, b"abcdef");
         assert!(err.is_none());
 
-        let (_, err) = drain(exactly(
-            body(&[b"abc", b"de"]),
-            6,
-            None,
-            None,
-            None,
-            "s3://b/k",
-        ))
-        .await;
+        let (_, err) = drain(&[b"abc", b"de"], None, None).await;
         let e = err.expect("short body fails");
         assert_eq!(e.kind(), ErrorKind::Integrity);
         assert!(
@@ -441,15 +413,7 @@ mod tests {
             "{e}"
         );
 
-        let (_, err) = drain(exactly(
-            body(&[b"abc", b"deX"]),
-            6,
-            Some(crc),
-            None,
-            None,
-            "s3://b/k",
-        ))
-        .await;
+        let (_, err) = drain(&[b"abc", b"deX"], Some(crc), None).await;
         assert!(
             err.expect("crc mismatch")
                 .to_string()
@@ -458,26 +422,10 @@ mod tests {
 
         // A source with only a CRC64NVME (what AWS stores by default).
         let want = shoal_core::checksum::CrcKind::Crc64Nvme.checksum(b"abcdef");
-        let (out, err) = drain(exactly(
-            body(&[b"ab", b"cdef"]),
-            6,
-            None,
-            Some(want),
-            None,
-            "s3://b/k",
-        ))
-        .await;
+        let (out, err) = drain(&[b"ab", b"cdef"], None, Some(want)).await;
         assert_eq!(out, b"abcdef");
         assert!(err.is_none(), "{err:?}");
-        let (_, err) = drain(exactly(
-            body(&[b"ab", b"cdeX"]),
-            6,
-            None,
-            Some(want),
-            None,
-            "s3://b/k",
-        ))
-        .await;
+        let (_, err) = drain(&[b"ab", b"cdeX"], None, Some(want)).await;
         let e = err.expect("crc64nvme mismatch");
         assert_eq!(e.kind(), ErrorKind::Integrity);
         assert!(e.to_string().contains("CRC64NVME mismatch"), "{e}");

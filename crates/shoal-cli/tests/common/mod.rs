@@ -171,3 +171,103 @@ pub fn files_below(dir: &Path) -> Vec<String> {
     }
     out
 }
+
+/// Reads the S3 object `url`, alone in `folder`, every way shoal can:
+/// `cp` with 1 and 4 slices of `slice_size`, `cp -r` of the folder (from
+/// a listing, which has no checksum), `cp` to stdout, `cat` over a glob of
+/// the folder, and `cp` to the object `copy`. Each gives `body`, and each
+/// checked one says `verified` (e.g. "crc32 verified").
+pub fn read_every_way(
+    url: &str,
+    folder: &str,
+    copy: &str,
+    body: &[u8],
+    slice_size: &str,
+    verified: &str,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    for slices in ["1", "4"] {
+        let out = dir.path().join(format!("one-{slices}.bin"));
+        let out_s = out.to_str().unwrap();
+        let args = [
+            "cp",
+            "--slices",
+            slices,
+            "--slice-size",
+            slice_size,
+            url,
+            out_s,
+        ];
+        let r = run(with_args(s3().unwrap(), &args));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(std::fs::read(&out).unwrap(), body, "{url} {slices} slices");
+        let what = format!("{url} {slices} slices");
+        assert!(r.stderr.contains(verified), "{what}: {}", r.stderr);
+    }
+    let tree = dir.path().join("tree");
+    let r = run(with_args(
+        s3().unwrap(),
+        &["cp", "-r", folder, tree.to_str().unwrap()],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let got = files_below(&tree);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(std::fs::read(&got[0]).unwrap(), body, "{url} cp -r");
+    let r = run(with_args(s3().unwrap(), &["cp", url, "-"]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout_bytes == body);
+    assert!(r.stderr.contains(verified), "{}", r.stderr);
+    let r = run(with_args(s3().unwrap(), &["cat", &format!("{folder}**")]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout_bytes == body);
+    let r = run(with_args(s3().unwrap(), &["cp", url, copy]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains(verified), "{}", r.stderr);
+}
+
+/// One command to run through a byte-flipping proxy: a label, its
+/// arguments (`OUT` stands for an empty folder), and whether it writes
+/// files there.
+pub type FlipCase<'a> = (&'a str, Vec<&'a str>, bool);
+
+/// Runs each case against MinIO (`upstream`) through a fault proxy that
+/// flips byte 1000 of the first response `when` matches. Each must fail
+/// with `want` in its error, name `url`, not panic, and leave nothing in
+/// its output folder.
+pub fn flips_fail(
+    upstream: &str,
+    when: &shoal_testkit::faultproxy::When,
+    cases: Vec<FlipCase<'_>>,
+    want: &str,
+    url: &str,
+) {
+    use shoal_testkit::faultproxy::{Fault, FaultProxy, Rule, Script};
+    for (what, args, writes) in cases {
+        let rule = Rule::new(when.clone(), Fault::FlipByte(1000));
+        let proxy = FaultProxy::start(upstream, Script::new().rule(rule));
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        std::fs::create_dir(&out).unwrap();
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| a.replace("OUT", out.to_str().unwrap()))
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut c = s3().unwrap();
+        c.env("AWS_ENDPOINT_URL", proxy.url());
+        let r = run(with_args(c, &args));
+        assert!(!proxy.injected().is_empty(), "{what}: no fault injected");
+        assert_ne!(r.code, 0, "{what}: must fail");
+        assert!(r.stderr.contains(want), "{what}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(url),
+            "{what} names the object: {}",
+            r.stderr
+        );
+        assert!(!r.stderr.contains("panicked"), "{what}: {}", r.stderr);
+        if writes {
+            let left = files_below(&out);
+            assert!(left.is_empty(), "{what}: nothing written, found {left:?}");
+        }
+    }
+}
