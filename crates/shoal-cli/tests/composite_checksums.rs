@@ -111,8 +111,20 @@ fn a_flipped_byte_fails_the_composite_check() {
         ("cp -r", vec!["cp", "-r", &folder, "OUT/"], true),
         ("cp to stdout", vec!["cp", &url, "-"], false),
         ("cat", vec!["cat", &url], false),
+        // 4 MiB of read-ahead: slices of 1 MiB, the first of which learns
+        // the part list for all.
+        (
+            "cat sliced",
+            vec!["cat", "--read-ahead", "4MiB", &url],
+            false,
+        ),
         // Listed: the first GET of the object brings its checksum.
         ("cat glob", vec!["cat", &glob], false),
+        (
+            "cat glob sliced",
+            vec!["cat", "--read-ahead", "4MiB", &glob],
+            false,
+        ),
     ];
     // Object bytes only: listings and the part list have a query.
     let when = When::method("GET").lacks("?");

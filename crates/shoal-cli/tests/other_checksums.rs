@@ -112,8 +112,14 @@ fn a_flipped_byte_fails_the_crc32_or_crc64nvme_check() {
                 vec!["cat", "--read-ahead", "4MiB", &url],
                 false,
             ),
-            // Listed: the first GET of the object brings its checksum.
+            // Listed: the first GET of the object brings its checksum,
+            // also when the object is read in slices.
             ("cat glob", vec!["cat", &glob], false),
+            (
+                "cat glob sliced",
+                vec!["cat", "--read-ahead", "4MiB", &glob],
+                false,
+            ),
         ];
         flips_fail(&upstream, &data_get(), cases, &want, &url);
     }

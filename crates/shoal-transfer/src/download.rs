@@ -342,7 +342,7 @@ async fn download_planned(
 /// The first `n` bytes of `body`. The rest is never read: the stream is
 /// dropped there, which closes its connection (cheaper, for a big object,
 /// than draining it).
-fn take_bytes(body: shoal_core::BoxByteStream, n: u64) -> shoal_core::BoxByteStream {
+pub(crate) fn take_bytes(body: shoal_core::BoxByteStream, n: u64) -> shoal_core::BoxByteStream {
     futures::stream::unfold((body, n), |(mut body, left)| async move {
         if left == 0 {
             return None;

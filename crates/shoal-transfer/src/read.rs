@@ -38,10 +38,16 @@
 //! bounded however small objects are.
 //!
 //! Every slice is pinned to the object's generation/ETag and resumes from
-//! its last byte after a broken connection, like downloads. The CRC32C of
-//! the fetched bytes, combined over slices, is checked against the store's
-//! at the end of each object (bytes already written cannot be taken back,
-//! so a mismatch is an error after the fact, naming the object).
+//! its last byte after a broken connection, like downloads. The CRCs of
+//! the fetched bytes, combined over slices, are checked against the
+//! store's checksum at the end of each object (bytes already written
+//! cannot be taken back, so a mismatch is an error after the fact, naming
+//! the object). Where the listing had no checksum (S3's never has), the
+//! first slice asks for the whole object, whose headers carry it (and, for
+//! a composite one, asks where the parts end), and the object's other
+//! slices wait for that before hashing: which CRC to compute and where to
+//! cut it must be known from their first byte. The wait costs a slice one
+//! round trip at most, and only on objects of several slices.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, BufRead, Read};
@@ -333,11 +339,15 @@ struct Shared {
     stored: OnceLock<(Option<u32>, Option<OtherCrc>)>,
     /// Each slice's other CRC, when the store has only that.
     others: Mutex<Vec<Option<u64>>>,
-    /// For an object whose only checksum is composite (one-slice objects
-    /// only): the check, from the first response, and the part pieces of
-    /// the fetched bytes.
+    /// For an object whose only checksum is composite: the check, learnt
+    /// by the first slice, and each slice's part pieces.
     parts: OnceLock<PartCheck>,
-    pieces: OnceLock<Vec<PartPiece>>,
+    pieces: Mutex<Vec<Option<Vec<PartPiece>>>>,
+    /// True once the first slice has learnt what `stored` and `parts` can
+    /// hold (or gave up). The other slices of the object wait for it
+    /// before they hash a byte: which CRC to compute and where the parts
+    /// end must be known from the start.
+    learnt: tokio::sync::watch::Sender<bool>,
     slices_left: AtomicUsize,
     cancelled: AtomicBool,
     ready: UnboundedSender<usize>,
@@ -380,7 +390,9 @@ impl Shared {
                     (others.iter().zip(crcs.iter())).map(|(o, c)| Some(((*o)?, c.as_ref()?.1))),
                 )
             }),
-            pieces: self.pieces.get().cloned(),
+            pieces: (self.pieces.lock().unwrap().iter().cloned())
+                .collect::<Option<Vec<_>>>()
+                .map(|p| p.concat()),
         };
         let (want, other) = self.stored();
         check_received(want, other, self.parts.get(), &got, Op::Read, &self.url, "").map(drop)
@@ -609,6 +621,12 @@ async fn dispatch(
             return;
         };
         let ranges = plan(&src.meta, slice);
+        // A listing or HEAD without a CRC (S3's listings never have one):
+        // the first slice asks for the whole object, whose headers carry
+        // what the store has.
+        let learns = matches!(src.origin, Origin::Store { .. })
+            && src.meta.crc32c.is_none()
+            && src.meta.other_crc.is_none();
         let shared = Arc::new(Shared {
             index: i,
             url: src.url.clone(),
@@ -618,7 +636,8 @@ async fn dispatch(
             stored: OnceLock::new(),
             others: Mutex::new(vec![None; ranges.len()]),
             parts: OnceLock::new(),
-            pieces: OnceLock::new(),
+            pieces: Mutex::new(vec![None; ranges.len()]),
+            learnt: tokio::sync::watch::Sender::new(!learns),
             slices_left: AtomicUsize::new(ranges.len()),
             cancelled: AtomicBool::new(false),
             ready: ready.clone(),
@@ -772,6 +791,10 @@ impl Fetch {
                 let _ = tx.send(Err(e));
             }
         }
+        if self.slice == 0 {
+            // Failed or cancelled before learning: the others need not wait.
+            self.shared.learnt.send_replace(true);
+        }
         drop(tx);
         let last = self.shared.slices_left.fetch_sub(1, Ordering::AcqRel) == 1;
         if last && self.direct {
@@ -790,6 +813,11 @@ impl Fetch {
         let mut stream = self.open().await?;
         if matches!(self.origin, Origin::Store { .. }) {
             stream = self.rates.pace(stream);
+        }
+        // The first slice's request was sent before this one's (requests
+        // go in order) and waits on nothing of this slice's: no deadlock.
+        if self.slice > 0 {
+            let _ = (self.shared.learnt.subscribe().wait_for(|&done| done)).await;
         }
         let mut reservation = Some(reservation);
         let mut n = 0u64;
@@ -824,9 +852,7 @@ impl Fetch {
         if let Some(got) = sums.other() {
             self.shared.others.lock().unwrap()[self.slice] = Some(got.value());
         }
-        if let Some(pieces) = sums.take_parts() {
-            let _ = self.shared.pieces.set(pieces);
-        }
+        self.shared.pieces.lock().unwrap()[self.slice] = sums.take_parts();
         Ok(Some((sums.crc32c, n)))
     }
 
@@ -863,14 +889,15 @@ impl Fetch {
                 let version = self.shared.meta.version.clone();
                 let range = ByteRange::new(start, end);
                 // A whole object asked for as such (no Range header): S3
-                // sends its stored checksum only then, and a listing has none.
+                // sends its stored checksum only then, and a listing has
+                // none. For an object of several slices the body is cut
+                // after the first (its connection is closed, as downloads
+                // do), and the others wait for what it learns.
                 let meta = &self.shared.meta;
-                let learn = (start, end) == (0, meta.size)
-                    && meta.crc32c.is_none()
-                    && meta.other_crc.is_none();
+                let learn = start == 0 && !*self.shared.learnt.borrow();
                 let asked = if learn { ByteRange::from(0) } else { range };
                 self.rates.request().await;
-                let first = (store.get(&loc.bucket, &loc.key, asked, version.as_ref()))
+                let mut first = (store.get(&loc.bucket, &loc.key, asked, version.as_ref()))
                     .await
                     .map_err(|e| e.with_url(url).with_op(Op::Read))?;
                 if learn && first.meta.size == meta.size {
@@ -882,6 +909,12 @@ impl Fetch {
                     {
                         let _ = self.shared.parts.set(check);
                     }
+                }
+                if learn {
+                    if end < meta.size {
+                        first.body = crate::download::take_bytes(first.body, end - start);
+                    }
+                    self.shared.learnt.send_replace(true);
                 }
                 if self.slice == 0 {
                     let _ = self
