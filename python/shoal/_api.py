@@ -250,8 +250,9 @@ def read(
     """Streams the content of every object the URLs and globs name (globs
     in key order; local paths are files), through the engine ``shoal cat``
     uses: objects fetched ahead on many connections within ``read_ahead``
-    bytes (default 256 MiB), big objects as parallel ranges, each object's
-    CRC32C checked. Memory stays within that budget however much is read.
+    bytes (default 256 MiB), big objects as parallel ranges, each object
+    checked against the store's checksum (CRC32C, CRC32, CRC64NVME or a
+    composite one). Memory stays within that budget however much is read.
 
     Decompression is ``shoal cat``'s: objects stored with
     ``Content-Encoding: gzip`` are always decoded (that is their content);

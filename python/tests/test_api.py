@@ -185,3 +185,51 @@ def test_session_keywords_and_pickling(bucket):
     assert shoal.cat(f"{bucket}/k", session=s) == b"v"
     with pytest.raises(ValueError, match="key and secret"):
         shoal.Session(key="only")
+
+
+def _boto3_s3():
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        endpoint_url=os.environ["AWS_ENDPOINT_URL"],
+        aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+        region_name=os.environ.get("AWS_REGION", "us-east-1"),
+        config=Config(request_checksum_calculation="when_supported"),
+    )
+
+
+def test_checksums_boto3_leaves_are_shown_and_checked(s3_bucket, tmp_path):
+    """boto3 stores a CRC32 on one-request uploads and a COMPOSITE CRC32
+    (the CRC of the parts' CRCs) on multipart ones: both are in the
+    ObjectInfo, and a download is checked against them."""
+    import zlib
+
+    from boto3.s3.transfer import TransferConfig
+
+    s3 = _boto3_s3()
+    bucket = s3_bucket.removeprefix("s3://")
+    small = os.urandom(100_000)
+    s3.put_object(Bucket=bucket, Key="one.bin", Body=small, ChecksumAlgorithm="CRC32")
+    big = os.urandom(11 << 20)
+    (tmp_path / "big.bin").write_bytes(big)
+    five = TransferConfig(multipart_threshold=5 << 20, multipart_chunksize=5 << 20)
+    s3.upload_file(str(tmp_path / "big.bin"), bucket, "multi.bin", Config=five)
+
+    one = shoal.stat(f"{s3_bucket}/one.bin")
+    assert one.crc32 == f"{zlib.crc32(small):08x}"
+    assert (one.crc32c, one.crc64nvme, one.composite) == (None, None, None)
+    multi = shoal.stat(f"{s3_bucket}/multi.bin")
+    assert multi.composite is not None and multi.composite.endswith("-3"), multi.composite
+    assert multi.composite_algorithm == "CRC32"
+    assert (multi.crc32c, multi.crc32) == (None, None)
+
+    r = shoal.download(f"{s3_bucket}/one.bin", tmp_path / "one.out")
+    assert r.verified == "crc32"
+    r = shoal.download(f"{s3_bucket}/multi.bin", tmp_path / "multi.out", chunk_size=2 << 20)
+    assert (tmp_path / "multi.out").read_bytes() == big
+    assert r.verified == "crc32 per part" and r.pieces > 1
+    # Listed (no checksum in the listing) and read in slices.
+    assert b"".join(shoal.read(f"{s3_bucket}/m*", read_ahead=4 << 20)) == big

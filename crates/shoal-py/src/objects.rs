@@ -1,7 +1,7 @@
 //! What a listing or a stat says about an object, as a Python value.
 
 use pyo3::prelude::*;
-use shoal_core::checksum::hex;
+use shoal_core::checksum::{OtherCrc, hex};
 use shoal_core::{Location, ObjectMeta, ObjectVersion};
 
 /// One object: its URL, size and what the store knows about it.
@@ -19,6 +19,17 @@ pub(crate) struct ObjectInfo {
     crc32c: Option<String>,
     /// MD5 as 32 hex digits.
     md5: Option<String>,
+    /// A whole-object CRC32 as 8 hex digits (S3 objects uploaded with it,
+    /// as boto3 and the AWS CLI do for one-request uploads).
+    crc32: Option<String>,
+    /// A whole-object CRC64NVME as 16 hex digits (what AWS computes for
+    /// new objects).
+    crc64nvme: Option<String>,
+    /// A composite checksum (S3 multipart uploads by boto3 and the AWS
+    /// CLI) as S3 spells it: `vm5fpQ==-4`, the CRC of the parts' CRCs.
+    composite: Option<String>,
+    /// The algorithm of `composite`'s CRCs: `CRC32` or `CRC32C`.
+    composite_algorithm: Option<String>,
     /// GCS generation or S3 ETag.
     version: Option<String>,
     storage_class: Option<String>,
@@ -36,6 +47,16 @@ impl ObjectInfo {
             updated: m.updated_ns.map(|ns| ns as f64 / 1e9),
             crc32c: m.crc32c.map(|c| format!("{c:08x}")),
             md5: m.md5.map(|d| hex(&d)),
+            crc32: match m.other_crc {
+                Some(OtherCrc::Crc32(c)) => Some(format!("{c:08x}")),
+                _ => None,
+            },
+            crc64nvme: match m.other_crc {
+                Some(OtherCrc::Crc64Nvme(c)) => Some(format!("{c:016x}")),
+                _ => None,
+            },
+            composite: m.composite.map(|c| c.to_string()),
+            composite_algorithm: m.composite.map(|c| c.kind.name().to_owned()),
             version: m.version.map(|v| match v {
                 ObjectVersion::Generation(g) => g.to_string(),
                 ObjectVersion::ETag(e) => e,
