@@ -15,6 +15,7 @@ use shoal_core::checksum::{Composite, PartKind, PartPiece, PartSums, part_crcs};
 use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, Store, StoredPart};
 
 use crate::Verified;
+use crate::rate::Rates;
 
 /// What checking one object's composite checksum needs.
 #[derive(Debug, Clone)]
@@ -30,11 +31,13 @@ impl PartCheck {
     /// of the store when there are several). None when there is nothing
     /// to check this way, or the store cannot say where the parts are
     /// (the object is then checked by length, as before).
+    /// The part list is a request like any other: `rates` paces it.
     pub(crate) async fn learn(
         store: &Arc<dyn Store>,
         src: &Location,
         meta: &ObjectMeta,
         op: Op,
+        rates: &Rates,
     ) -> Result<Option<PartCheck>> {
         let Some(composite) = meta.composite else {
             return Ok(None);
@@ -48,6 +51,7 @@ impl PartCheck {
                 crc: None,
             }]
         } else {
+            rates.request().await;
             let listed = (store.parts(&src.bucket, &src.key, meta.version.as_ref()))
                 .await
                 .map_err(|e| e.with_url(src.to_string()).with_op(op))?;

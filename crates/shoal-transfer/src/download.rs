@@ -181,7 +181,7 @@ async fn download_planned(
     let url = src.to_string();
     let dest_s = dest.display().to_string();
     // A composite checksum is checked part by part: where the parts are.
-    let part_check = PartCheck::learn(&store, src, meta, Op::Download).await?;
+    let part_check = PartCheck::learn(&store, src, meta, Op::Download, &opts.rates).await?;
     let slices = plan_slices(meta.size, opts.workers, opts.min_slice, opts.slices);
     // More than one slice: keep what an interruption leaves, for the next run.
     let (file, tmp, guard, partial) = if slices.len() > 1 {
@@ -688,7 +688,7 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
         Some(opened.body),
         *policy,
     );
-    let part_check = PartCheck::learn(&store, src, &meta, Op::Download).await?;
+    let part_check = PartCheck::learn(&store, src, &meta, Op::Download, &opts.rates).await?;
     let mut sums = Running::new(meta.other_crc_to_check().map(OtherCrc::kind))
         .with_parts(part_check.as_ref().map(|c| c.sums(0)));
     let mut n = 0u64;
@@ -784,7 +784,7 @@ mod tests {
         let meta = store.multipart_complete(&up, &parts, None).await.unwrap();
         assert_eq!(meta.composite.map(|c| c.parts), Some(3));
         let src = Location::parse("s3://b/k").unwrap();
-        let check = PartCheck::learn(&store, &src, &meta, Op::Download)
+        let check = PartCheck::learn(&store, &src, &meta, Op::Download, &Default::default())
             .await
             .unwrap();
         let check = check.expect("a part list");

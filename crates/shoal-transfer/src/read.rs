@@ -905,7 +905,8 @@ impl Fetch {
                         .shared
                         .stored
                         .set((first.meta.crc32c, first.meta.other_crc));
-                    if let Some(check) = PartCheck::learn(store, loc, &first.meta, Op::Read).await?
+                    if let Some(check) =
+                        PartCheck::learn(store, loc, &first.meta, Op::Read, &self.rates).await?
                     {
                         let _ = self.shared.parts.set(check);
                     }

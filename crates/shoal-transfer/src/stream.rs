@@ -229,7 +229,7 @@ pub async fn copy_object(
     // A short or damaged read must fail the body itself, so the upload is
     // abandoned before the destination object is finalised.
     let other = meta.other_crc_to_check();
-    let parts = PartCheck::learn(&src_store, src, &meta, Op::Copy).await?;
+    let parts = PartCheck::learn(&src_store, src, &meta, Op::Copy, &opts.rates).await?;
     let parts_kind = parts.as_ref().map(PartCheck::kind);
     let body = exactly(body, meta.size, meta.crc32c, other, parts, &src_url);
     let put_opts = PutOptions {
