@@ -270,8 +270,7 @@ impl BlockPool {
             .unwrap()
             .pop()
             .unwrap_or_else(|| bytes::BytesMut::with_capacity(BLOCK));
-        // Zeroes only what was never written (a block's first use, or the
-        // tail of one that came back short).
+        // Zeroes a block on its first use only: kept blocks are BLOCK long.
         b.resize(BLOCK, 0);
         b
     }
@@ -279,12 +278,19 @@ impl BlockPool {
     /// Returns a block handed out by take() (given back or dropped).
     fn put(&self, data: Bytes) {
         self.out.fetch_sub(1, Ordering::Relaxed);
-        let Ok(b) = data.try_into_mut() else {
+        let Ok(mut b) = data.try_into_mut() else {
             return;
         };
-        if b.capacity() < BLOCK {
+        if b.capacity() != BLOCK {
             return;
         }
+        // An object's last block comes back short; zeroing its tail again
+        // at the next take() was 2% of `cat -d`'s CPU.
+        // SAFETY: this is a block take() made: the same allocation from
+        // its start (the capacity says so: a block is never advanced or
+        // grown), whose BLOCK bytes take() initialised, and bytes once
+        // initialised stay so; truncating only moved `len` back.
+        unsafe { b.set_len(BLOCK) };
         let mut kept = self.kept.lock().unwrap();
         if kept.len() < Self::KEEP {
             kept.push(b);

@@ -349,3 +349,31 @@ async fn decoded_bytes_stay_within_the_budget_while_the_writer_stalls() {
     assert_eq!(n, 40);
     drop(r);
 }
+
+/// A block comes back to the pool whole, short (an object's last) or
+/// not at all (still shared), and a short one is handed out again at full
+/// length with its bytes as they were: not zeroed a second time.
+#[test]
+fn blocks_come_back_whole_without_zeroing_again() {
+    let pool = BlockPool::default();
+    let mut b = pool.take();
+    assert_eq!(b.len(), BLOCK);
+    b.fill(7);
+    let at = b.as_ptr();
+    b.truncate(10);
+    pool.put(b.freeze());
+    let again = pool.take();
+    assert_eq!((again.as_ptr(), again.len()), (at, BLOCK));
+    assert!(again.iter().all(|&x| x == 7), "the tail was zeroed again");
+    // A full block round-trips too.
+    pool.put(again.freeze());
+    assert_eq!(pool.kept.lock().unwrap().len(), 1);
+    // One whose bytes are still shared elsewhere is not kept.
+    let b = pool.take();
+    let shared = b.freeze();
+    let elsewhere = shared.slice(5..9);
+    pool.put(shared);
+    assert_eq!(pool.kept.lock().unwrap().len(), 0);
+    drop(elsewhere);
+    assert_eq!(pool.out.load(Ordering::Relaxed), 0);
+}
