@@ -431,7 +431,7 @@ pub(crate) struct SyncArgs {
     /// Print what would be done, do nothing.
     #[arg(long, short = 'n')]
     pub(crate) dry_run: bool,
-    /// Compare CRC32C (reads local files) instead of size and modification time.
+    /// Compare checksums instead of size and modification time: the strongest both sides have (CRC32C, CRC32, CRC64NVME, composite, MD5; local files are read), else size and time.
     #[arg(long, short = 'c')]
     pub(crate) checksum: bool,
     #[command(flatten)]

@@ -7,52 +7,11 @@
 
 mod common;
 
-use bytes::Bytes;
 use common::*;
-use shoal_core::checksum::PartKind;
-use shoal_core::{Assemble, PutOptions};
 use shoal_testkit::faultproxy::When;
 
 fn minio() -> Option<String> {
     shoal_testkit_server("SHOAL_TEST_S3")
-}
-
-/// MinIO's smallest part but the last.
-const PART: usize = 5 << 20;
-
-/// Uploads `data` to `s3://bucket/key` in parts of `part` bytes, leaving
-/// the object a composite CRC32C only; checks that HEAD says so.
-fn put_composite(bucket: &str, key: &str, data: &[u8], part: usize) -> u32 {
-    let store = shoal_testkit::s3_store().expect("MinIO");
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let opts = PutOptions {
-        assemble: Assemble::Composite,
-        ..Default::default()
-    };
-    let parts = data.chunks(part).count() as u32;
-    rt.block_on(async {
-        let up = store.multipart_start(bucket, key, &opts).await.unwrap();
-        let mut done = Vec::new();
-        for (i, chunk) in data.chunks(part).enumerate() {
-            let crc = PartKind::Crc32c.checksum(chunk);
-            let p = (store.multipart_put(&up, i as u32 + 1, Bytes::copy_from_slice(chunk), crc))
-                .await
-                .unwrap_or_else(|e| panic!("part {i} of {key}: {e}"));
-            done.push(p);
-        }
-        store.multipart_complete(&up, &done, None).await.unwrap();
-        let head = store.head(bucket, key).await.unwrap();
-        assert_eq!(
-            (head.crc32c, head.other_crc, head.md5),
-            (None, None, None),
-            "{key}"
-        );
-        let c = head
-            .composite
-            .unwrap_or_else(|| panic!("{key}: no composite checksum"));
-        assert_eq!((c.kind, c.parts), (PartKind::Crc32c, parts), "{key}");
-    });
-    parts
 }
 
 const VERIFIED: &str = "crc32c per part verified";

@@ -6,32 +6,12 @@
 
 mod common;
 
-use bytes::Bytes;
 use common::*;
-use shoal_core::PutOptions;
 use shoal_core::checksum::CrcKind;
 use shoal_testkit::faultproxy::When;
 
 fn minio() -> Option<String> {
     shoal_testkit_server("SHOAL_TEST_S3")
-}
-
-/// Uploads `data` to `s3://bucket/key` with only a `kind` checksum (one PUT).
-fn put_with(bucket: &str, key: &str, data: &[u8], kind: CrcKind) {
-    let store = shoal_testkit::s3_store().expect("MinIO");
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let opts = PutOptions {
-        other_crc: Some(kind.checksum(data)),
-        ..Default::default()
-    };
-    let meta = rt
-        .block_on(store.put(bucket, key, Bytes::copy_from_slice(data), &opts))
-        .unwrap_or_else(|e| panic!("put {key}: {e}"));
-    assert_eq!(meta.crc32c, None);
-    // The server stored it: a HEAD gives it back.
-    let head = rt.block_on(store.head(bucket, key)).unwrap();
-    assert_eq!(head.other_crc, Some(kind.checksum(data)), "{key}");
-    assert_eq!(head.crc32c, None, "{key}");
 }
 
 const KINDS: [(CrcKind, &str); 2] = [(CrcKind::Crc32, "crc32"), (CrcKind::Crc64Nvme, "crc64nvme")];

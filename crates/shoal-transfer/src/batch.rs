@@ -37,6 +37,8 @@ use shoal_core::retry::RetryPolicy;
 use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, Store};
 
 use crate::download::{download_known, download_to_file};
+use crate::rate::Rates;
+use crate::same::same_bytes;
 use crate::stream::copy_object;
 use crate::tree::{Entry, destination};
 use crate::upload::upload_file;
@@ -293,8 +295,9 @@ pub enum Compare {
     /// a copy the destination is always newer (written later), so a second
     /// sync moves nothing. Cheap: no bytes are read.
     SizeAndTime,
-    /// Size, then CRC32C (read from the stores' metadata; computed for
-    /// local files). Exact, costs a read of local files.
+    /// Size, then the strongest checksum both sides can give (the
+    /// stores' own; computed for local files; see [`crate::same`]), else
+    /// as `SizeAndTime`. Exact, costs a read of local files.
     Checksum,
 }
 
@@ -309,6 +312,7 @@ pub async fn sync_actions(
     compare: Compare,
     delete: bool,
     store_for: StoreFor,
+    rates: Rates,
 ) -> Result<(Vec<Action>, Vec<String>)> {
     let mut existing: HashMap<String, Entry> = HashMap::new();
     let mut dst_entries = dst_entries;
@@ -341,15 +345,12 @@ pub async fn sync_actions(
             None => true,
             Some(t) if t.meta.size != e.meta.size => true,
             Some(t) => match compare {
-                Compare::SizeAndTime => match (e.meta.updated_ns, t.meta.updated_ns) {
-                    (Some(a), Some(b)) => a > b,
-                    _ => true,
+                Compare::SizeAndTime => newer(&e.meta, &t.meta),
+                Compare::Checksum => match same_bytes(&e, t, &store_for, &rates).await? {
+                    Some(same) => !same,
+                    // No checksum in common: as without --checksum.
+                    None => newer(&e.meta, &t.meta),
                 },
-                Compare::Checksum => {
-                    let a = crc_of(&e, &store_for).await?;
-                    let b = crc_of(t, &store_for).await?;
-                    a.is_none() || a != b
-                }
             },
         };
         if differs {
@@ -376,32 +377,10 @@ pub async fn sync_actions(
     Ok((actions, problems))
 }
 
-/// The CRC32C of an entry: from its metadata, a HEAD (S3 listings carry
-/// none), or by reading a local file.
-async fn crc_of(e: &Entry, store_for: &StoreFor) -> Result<Option<u32>> {
-    if e.meta.crc32c.is_some() {
-        return Ok(e.meta.crc32c);
+/// The size-and-time rule's second half: is the source newer?
+fn newer(src: &ObjectMeta, dst: &ObjectMeta) -> bool {
+    match (src.updated_ns, dst.updated_ns) {
+        (Some(a), Some(b)) => a > b,
+        _ => true,
     }
-    if e.src.is_local() {
-        let path = e.src.key.clone();
-        let crc = tokio::task::spawn_blocking(move || -> std::io::Result<u32> {
-            use std::io::Read;
-            let mut f = std::fs::File::open(path)?;
-            let mut buf = vec![0u8; 1 << 20];
-            let mut crc = 0u32;
-            loop {
-                let n = f.read(&mut buf)?;
-                if n == 0 {
-                    return Ok(crc);
-                }
-                crc = crc32c::crc32c_append(crc, &buf[..n]);
-            }
-        })
-        .await
-        .map_err(|e2| Error::new(ErrorKind::Io, Op::Read, &e.src.key, e2.to_string()))?
-        .map_err(|e2| Error::io(Op::Read, &e.src.key, e2))?;
-        return Ok(Some(crc));
-    }
-    let store = store_for(&e.src)?;
-    Ok(store.head(&e.src.bucket, &e.src.key).await?.crc32c)
 }

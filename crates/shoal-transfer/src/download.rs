@@ -494,11 +494,14 @@ async fn verify(
 ) -> Result<Verified> {
     match (meta.crc32c, meta.other_crc, parts) {
         (None, Some(want), _) if got.other.is_none() => {
-            let d = read_back(tmp, url, want.kind().digest(), |d, b| d.update(b)).await?;
+            let d = read_back(tmp, url, Op::Download, want.kind().digest(), |d, b| {
+                d.update(b)
+            })
+            .await?;
             got.other = Some(d.finish());
         }
         (None, None, Some(check)) if got.pieces.is_none() => {
-            let s = read_back(tmp, url, check.sums(0), |s, b| s.update(b)).await?;
+            let s = read_back(tmp, url, Op::Download, check.sums(0), |s, b| s.update(b)).await?;
             got.pieces = Some(s.finish());
         }
         _ => {}
@@ -518,7 +521,7 @@ async fn verify(
     }
     if let Some(want) = meta.md5 {
         use md5::Digest;
-        let got: [u8; 16] = read_back(tmp, url, md5::Md5::new(), |h, b| h.update(b))
+        let got: [u8; 16] = read_back(tmp, url, Op::Download, md5::Md5::new(), |h, b| h.update(b))
             .await?
             .finalize()
             .into();
@@ -621,10 +624,12 @@ pub(crate) fn check_other(
 
 /// Feeds the file at `path` to `hasher`, 1 MiB at a time on the blocking
 /// pool: for a checksum that could not be computed as the bytes arrived
-/// (MD5, or a CRC after some slices were resumed).
-async fn read_back<H: Send + 'static>(
+/// (MD5, or a CRC after some slices were resumed), or of a local file
+/// (`sync --checksum`). Errors say `op`.
+pub(crate) async fn read_back<H: Send + 'static>(
     path: &Path,
     url: &str,
+    op: Op,
     mut hasher: H,
     add: fn(&mut H, &[u8]),
 ) -> Result<H> {
@@ -642,8 +647,8 @@ async fn read_back<H: Send + 'static>(
         }
     })
     .await
-    .map_err(|e| Error::new(ErrorKind::Io, Op::Download, url, e.to_string()))?
-    .map_err(|e: std::io::Error| Error::io(Op::Download, url, e))
+    .map_err(|e| Error::new(ErrorKind::Io, op, url, e.to_string()))?
+    .map_err(|e: std::io::Error| Error::io(op, url, e))
 }
 
 /// Removes the temporary file unless disarmed (on success it was renamed).

@@ -28,6 +28,7 @@ pub mod partial;
 pub mod plan;
 pub mod rate;
 pub mod read;
+mod same;
 pub mod stream;
 pub mod tree;
 pub mod upload;

@@ -3,7 +3,9 @@
 //! SRC's contents map onto DST (`sync ./site gs://b/www` puts `site/a` at
 //! `gs://b/www/a`). Default comparison is size, then modification time
 //! (copy when the source is newer): a second sync moves nothing because
-//! every copy is newer than its source. `--checksum` compares CRC32C.
+//! every copy is newer than its source. `--checksum` compares the
+//! strongest checksum both sides can give (CRC32C, CRC32/CRC64NVME, a
+//! composite one, MD5; computed for local files), else size and time.
 
 use futures::StreamExt;
 use shoal_core::Projection;
@@ -77,6 +79,7 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
         compare,
         a.delete,
         store_for.clone(),
+        ctx.transfer.rates.clone(),
     )
     .await?;
     for p in &problems {

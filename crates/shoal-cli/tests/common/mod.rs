@@ -279,3 +279,64 @@ pub fn flips_fail(
         }
     }
 }
+
+/// Uploads `data` to `s3://bucket/key` with only a `kind` checksum (one PUT).
+pub fn put_with(bucket: &str, key: &str, data: &[u8], kind: shoal_core::checksum::CrcKind) {
+    let store = shoal_testkit::s3_store().expect("MinIO");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let opts = shoal_core::PutOptions {
+        other_crc: Some(kind.checksum(data)),
+        ..Default::default()
+    };
+    let meta = rt
+        .block_on(store.put(bucket, key, bytes::Bytes::copy_from_slice(data), &opts))
+        .unwrap_or_else(|e| panic!("put {key}: {e}"));
+    assert_eq!(meta.crc32c, None);
+    // The server stored it: a HEAD gives it back.
+    let head = rt.block_on(store.head(bucket, key)).unwrap();
+    assert_eq!(head.other_crc, Some(kind.checksum(data)), "{key}");
+    assert_eq!(head.crc32c, None, "{key}");
+}
+
+/// MinIO's smallest part but the last.
+pub const PART: usize = 5 << 20;
+
+/// Uploads `data` to `s3://bucket/key` in parts of `part` bytes, leaving
+/// the object a composite CRC32C only; checks that HEAD says so.
+pub fn put_composite(bucket: &str, key: &str, data: &[u8], part: usize) -> u32 {
+    let store = shoal_testkit::s3_store().expect("MinIO");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let opts = shoal_core::PutOptions {
+        assemble: shoal_core::Assemble::Composite,
+        ..Default::default()
+    };
+    let parts = data.chunks(part).count() as u32;
+    rt.block_on(async {
+        let up = store.multipart_start(bucket, key, &opts).await.unwrap();
+        let mut done = Vec::new();
+        for (i, chunk) in data.chunks(part).enumerate() {
+            let crc = shoal_core::checksum::PartKind::Crc32c.checksum(chunk);
+            let p =
+                (store.multipart_put(&up, i as u32 + 1, bytes::Bytes::copy_from_slice(chunk), crc))
+                    .await
+                    .unwrap_or_else(|e| panic!("part {i} of {key}: {e}"));
+            done.push(p);
+        }
+        store.multipart_complete(&up, &done, None).await.unwrap();
+        let head = store.head(bucket, key).await.unwrap();
+        assert_eq!(
+            (head.crc32c, head.other_crc, head.md5),
+            (None, None, None),
+            "{key}"
+        );
+        let c = head
+            .composite
+            .unwrap_or_else(|| panic!("{key}: no composite checksum"));
+        assert_eq!(
+            (c.kind, c.parts),
+            (shoal_core::checksum::PartKind::Crc32c, parts),
+            "{key}"
+        );
+    });
+    parts
+}

@@ -1,0 +1,145 @@
+//! `sync --checksum`: whether two entries of the same size hold the same
+//! bytes.
+//!
+//! Stores keep different checksums: GCS a CRC32C (and an MD5 unless
+//! composed), shoal's S3 uploads a CRC32C, boto3 and the AWS CLI a CRC32
+//! (or a composite CRC32 of the parts, for multipart uploads), AWS a
+//! CRC64NVME on new objects, and older tools leave only an MD5 ETag.
+//! Comparing CRC32C alone made every object without one "differ", so a
+//! sync of a bucket boto3 wrote copied everything again on every run.
+//!
+//! So each side says what it has (a listing, else a HEAD: S3 listings
+//! carry no checksum), and a local file is read in whichever algorithm the
+//! other side has, strongest first: CRC32C, CRC32/CRC64NVME, the composite
+//! value (the file cut at the object's part boundaries, asked of the
+//! store), MD5. Two store objects compare only by a checksum both have;
+//! when they share none, the caller falls back to size and time.
+
+use std::path::PathBuf;
+
+use shoal_core::checksum::OtherCrc;
+use shoal_core::{Location, ObjectMeta, Op, Result};
+
+use crate::batch::StoreFor;
+use crate::composite::PartCheck;
+use crate::download::read_back;
+use crate::rate::Rates;
+use crate::tree::Entry;
+
+/// What one side can say about its bytes.
+enum Side {
+    /// A local file: any checksum, computed on demand.
+    Local(PathBuf),
+    /// A store object's checksums.
+    Stored(ObjectMeta),
+}
+
+/// True or false when a checksum both sides can give says so; None when
+/// they share none (two stores keeping different ones).
+pub(crate) async fn same_bytes(
+    a: &Entry,
+    b: &Entry,
+    store_of: &StoreFor,
+    rates: &Rates,
+) -> Result<Option<bool>> {
+    let sa = side(a, store_of, rates).await?;
+    let sb = side(b, store_of, rates).await?;
+    match (sa, sb) {
+        (Side::Local(p), Side::Local(q)) => {
+            let url_p = p.display().to_string();
+            let url_q = q.display().to_string();
+            Ok(Some(
+                crc32c_of(p, &url_p).await? == crc32c_of(q, &url_q).await?,
+            ))
+        }
+        (Side::Stored(m), Side::Stored(n)) => Ok(stored_agree(&m, &n)),
+        (Side::Local(p), Side::Stored(m)) => file_matches(p, &m, &b.src, store_of, rates).await,
+        (Side::Stored(m), Side::Local(p)) => file_matches(p, &m, &a.src, store_of, rates).await,
+    }
+}
+
+/// An entry's side: a local path, or its checksums from the listing, else
+/// from a HEAD.
+async fn side(e: &Entry, store_of: &StoreFor, rates: &Rates) -> Result<Side> {
+    if e.src.is_local() {
+        return Ok(Side::Local(PathBuf::from(&e.src.key)));
+    }
+    let m = &e.meta;
+    if m.crc32c.is_some() || m.other_crc.is_some() || m.composite.is_some() || m.md5.is_some() {
+        return Ok(Side::Stored(m.clone()));
+    }
+    let store = store_of(&e.src)?;
+    rates.request().await;
+    let head = (store.head(&e.src.bucket, &e.src.key))
+        .await
+        .map_err(|err| err.with_url(e.src.to_string()).with_op(Op::Read))?;
+    Ok(Side::Stored(head))
+}
+
+/// Two store objects, by the strongest checksum both have.
+fn stored_agree(m: &ObjectMeta, n: &ObjectMeta) -> Option<bool> {
+    if let (Some(x), Some(y)) = (m.crc32c, n.crc32c) {
+        return Some(x == y);
+    }
+    if let (Some(x), Some(y)) = (m.other_crc, n.other_crc)
+        && x.kind() == y.kind()
+    {
+        return Some(x == y);
+    }
+    if let (Some(x), Some(y)) = (m.md5, n.md5) {
+        return Some(x == y);
+    }
+    // Equal composite values mean equal bytes; different ones may only be
+    // different part sizes.
+    match (m.composite, n.composite) {
+        (Some(x), Some(y)) if x == y => Some(true),
+        _ => None,
+    }
+}
+
+/// A local file against a store object's checksums, the strongest first.
+async fn file_matches(
+    path: PathBuf,
+    m: &ObjectMeta,
+    loc: &Location,
+    store_of: &StoreFor,
+    rates: &Rates,
+) -> Result<Option<bool>> {
+    let url = path.display().to_string();
+    if let Some(want) = m.crc32c {
+        return Ok(Some(crc32c_of(path, &url).await? == want));
+    }
+    if let Some(want) = m.other_crc {
+        let d = read_file(path, &url, want.kind().digest(), |d, b| d.update(b)).await?;
+        let got: OtherCrc = d.finish();
+        return Ok(Some(got == want));
+    }
+    if m.composite.is_some() {
+        let store = store_of(loc)?;
+        if let Some(check) = PartCheck::learn(&store, loc, m, Op::Read, rates).await? {
+            let sums = read_file(path, &url, check.sums(0), |s, b| s.update(b)).await?;
+            let ok = check.check(&sums.finish(), Op::Read, &url, "").is_ok();
+            return Ok(Some(ok));
+        }
+    }
+    if let Some(want) = m.md5 {
+        use md5::Digest;
+        let h = read_file(path, &url, md5::Md5::new(), |h, b| h.update(b)).await?;
+        let got: [u8; 16] = h.finalize().into();
+        return Ok(Some(got == want));
+    }
+    Ok(None)
+}
+
+async fn crc32c_of(path: PathBuf, url: &str) -> Result<u32> {
+    read_file(path, url, 0u32, |c, b| *c = crc32c::crc32c_append(*c, b)).await
+}
+
+async fn read_file<H: Send + 'static>(
+    path: PathBuf,
+    url: &str,
+    hasher: H,
+    add: fn(&mut H, &[u8]),
+) -> Result<H> {
+    read_back(&path, url, Op::Read, hasher, add).await
+}
