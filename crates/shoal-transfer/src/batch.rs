@@ -306,7 +306,7 @@ pub enum Compare {
 /// is held in a map (one entry per destination object, ~100 bytes each);
 /// the source side is streamed.
 pub async fn sync_actions(
-    mut src: BoxStream<'static, Result<Entry>>,
+    src: BoxStream<'static, Result<Entry>>,
     dst_entries: BoxStream<'static, Result<Entry>>,
     dst: Location,
     compare: Compare,
@@ -331,27 +331,48 @@ pub async fn sync_actions(
     // A source that could not be read completely says nothing about what
     // the destination has too many of: --delete then deletes nothing.
     let mut source_incomplete = false;
-    while let Some(e) = src.next().await {
-        let e = match e {
-            Ok(e) => e,
-            Err(err) => {
+    // Each source entry is paired with its destination entry as it comes;
+    // comparisons that need checksums (a HEAD, a file read) run
+    // COMPARE_AT_ONCE at a time, in order.
+    let mut decisions = src
+        .map(|e| {
+            let pair = e.map(|e| {
+                let theirs = existing.remove(&e.rel);
+                (e, theirs)
+            });
+            let (store_for, rates) = (&store_for, &rates);
+            async move {
+                let (e, theirs) = match pair {
+                    Ok(p) => p,
+                    Err(err) => return Decision::Unlisted(err),
+                };
+                let differs = match &theirs {
+                    None => true,
+                    Some(t) if t.meta.size != e.meta.size => true,
+                    Some(t) => match compare {
+                        Compare::SizeAndTime => newer(&e.meta, &t.meta),
+                        Compare::Checksum => match same_bytes(&e, t, store_for, rates).await {
+                            Ok(Some(same)) => !same,
+                            // No checksum in common: as without --checksum.
+                            Ok(None) => newer(&e.meta, &t.meta),
+                            Err(err) => return Decision::Failed(err),
+                        },
+                    },
+                };
+                Decision::Made(e, differs)
+            }
+        })
+        .buffered(COMPARE_AT_ONCE)
+        .boxed();
+    while let Some(d) = decisions.next().await {
+        let (e, differs) = match d {
+            Decision::Made(e, differs) => (e, differs),
+            Decision::Unlisted(err) => {
                 problems.push(err.to_string());
                 source_incomplete = true;
                 continue;
             }
-        };
-        let theirs = existing.remove(&e.rel);
-        let differs = match &theirs {
-            None => true,
-            Some(t) if t.meta.size != e.meta.size => true,
-            Some(t) => match compare {
-                Compare::SizeAndTime => newer(&e.meta, &t.meta),
-                Compare::Checksum => match same_bytes(&e, t, &store_for, &rates).await? {
-                    Some(same) => !same,
-                    // No checksum in common: as without --checksum.
-                    None => newer(&e.meta, &t.meta),
-                },
-            },
+            Decision::Failed(err) => return Err(err),
         };
         if differs {
             match destination(&dst, &e.rel, &e.src.to_string()) {
@@ -364,6 +385,7 @@ pub async fn sync_actions(
             }
         }
     }
+    drop(decisions);
     if delete && source_incomplete && !existing.is_empty() {
         problems.push(format!(
             "sync --delete: {} not deleted from {dst}: the source could not be listed completely",
@@ -376,6 +398,22 @@ pub async fn sync_actions(
     }
     Ok((actions, problems))
 }
+
+/// What sync makes of one source entry.
+enum Decision {
+    /// Compared: copy it or not.
+    Made(Entry, bool),
+    /// The source listing failed here.
+    Unlisted(Error),
+    /// The comparison failed (a HEAD, a file read).
+    Failed(Error),
+}
+
+/// Checksum comparisons of `sync --checksum` in flight: each may be a
+/// HEAD (S3 listings carry no checksum), so one at a time cost a round
+/// trip per file (22 s for 1,000 files at 20 ms); 32 hide it, and the
+/// file reads among them hold 1 MiB each.
+const COMPARE_AT_ONCE: usize = 32;
 
 /// The size-and-time rule's second half: is the source newer?
 fn newer(src: &ObjectMeta, dst: &ObjectMeta) -> bool {
