@@ -340,6 +340,30 @@ fn endpoint_that_refuses_connections() {
     run(c).assert_one_line_error(1, &["s3://b/", "could not connect"]);
 }
 
+#[test]
+fn endpoint_host_that_does_not_exist_is_not_retried() {
+    // `.invalid` never resolves (RFC 2606): a wrong endpoint, which no
+    // retry fixes; the error comes at once, not after the retry schedule.
+    for (scheme, url) in [("gs", "gs://b/k"), ("s3", "s3://b/k")] {
+        let mut c = shoal();
+        c.env("AWS_ACCESS_KEY_ID", "k")
+            .env("AWS_SECRET_ACCESS_KEY", "s")
+            .args(["-vv", "--endpoint-url", "http://no-such-host.invalid:9000"])
+            .args(["--no-sign-request", "stat", url]);
+        let r = run(c);
+        assert_eq!(r.code, 1, "{scheme}: {}", r.stderr);
+        let last = r.stderr.lines().last().unwrap_or_default();
+        assert!(
+            last.contains(url) && last.contains("could not connect"),
+            "{last}"
+        );
+        if last.contains("Temporary failure") {
+            continue; // no resolver to ask here: that one is retried
+        }
+        assert!(!r.stderr.contains("retrying"), "{scheme}: {}", r.stderr);
+    }
+}
+
 /// A server on loopback that answers every connection with `reply`.
 fn garbage_server(reply: &'static [u8]) -> String {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();

@@ -107,6 +107,8 @@ pub struct Error {
     hint: Option<String>,
     status: Option<u16>,
     retry_after: Option<std::time::Duration>,
+    /// No retry can help, whatever the kind says (see [`Error::permanent`]).
+    permanent: bool,
     #[source]
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
@@ -122,8 +124,17 @@ impl Error {
             hint: None,
             status: None,
             retry_after: None,
+            permanent: false,
             source: None,
         }
+    }
+
+    /// Marks an error of a usually retryable kind as one no retry can fix:
+    /// a host name that does not exist is a wrong endpoint, not a network
+    /// hiccup, and retrying it made the user wait 18 s for the message.
+    pub fn permanent(mut self) -> Self {
+        self.permanent = true;
+        self
     }
 
     /// Adds what the user could try.
@@ -189,7 +200,7 @@ impl Error {
     }
     /// Whether a retry may succeed.
     pub fn is_retryable(&self) -> bool {
-        self.kind.is_retryable()
+        self.kind.is_retryable() && !self.permanent
     }
 
     /// An error about the caller's input.

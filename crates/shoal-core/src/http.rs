@@ -174,7 +174,34 @@ pub fn error_from_reqwest(op: Op, url: &str, err: reqwest::Error) -> Error {
     if let Some(h) = hint_for(kind) {
         e = e.with_hint(h);
     }
+    if err.is_connect() && host_unknown(&err) {
+        e = e.permanent();
+    }
     e.with_source(err.without_url())
+}
+
+/// Whether the resolver said the host name does not exist (not that it
+/// could not ask: "Temporary failure in name resolution" is retried). The
+/// standard library gives getaddrinfo's answer as text only; these are
+/// glibc's, musl's and macOS's words for EAI_NONAME and EAI_NODATA.
+fn host_unknown(err: &(dyn std::error::Error + 'static)) -> bool {
+    const UNKNOWN: [&str; 4] = [
+        "Name or service not known",
+        "No address associated with hostname",
+        "Name does not resolve",
+        "nodename nor servname provided",
+    ];
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            let m = io.to_string();
+            if UNKNOWN.iter().any(|u| m.contains(u)) {
+                return true;
+            }
+        }
+        cur = e.source();
+    }
+    false
 }
 
 fn chain_has_transport_error(err: &(dyn std::error::Error + 'static)) -> bool {
@@ -232,5 +259,51 @@ mod tests {
         assert_eq!(status_kind(408), ErrorKind::ServerBusy);
         assert_eq!(status_kind(412), ErrorKind::Precondition);
         assert_eq!(status_kind(400), ErrorKind::Rejected);
+    }
+
+    #[derive(Debug)]
+    struct Wrap(std::io::Error);
+    impl std::fmt::Display for Wrap {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("dns error")
+        }
+    }
+    impl std::error::Error for Wrap {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn an_unknown_host_is_told_from_a_resolver_hiccup() {
+        let gai = |m: &str| {
+            Wrap(std::io::Error::other(format!(
+                "failed to lookup address information: {m}"
+            )))
+        };
+        assert!(host_unknown(&gai("Name or service not known")));
+        assert!(host_unknown(&gai("No address associated with hostname")));
+        assert!(!host_unknown(&gai("Temporary failure in name resolution")));
+        assert!(!host_unknown(&Wrap(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused
+        ))));
+    }
+
+    #[tokio::test]
+    async fn a_host_that_does_not_resolve_is_not_retried_a_refusal_is() {
+        let client = reqwest::Client::new();
+        let e = client
+            .get("http://no-such-host.invalid/")
+            .send()
+            .await
+            .unwrap_err();
+        let err = error_from_reqwest(Op::Stat, "gs://b/k", e);
+        assert_eq!(err.kind(), ErrorKind::Connect, "{err}");
+        // Without a resolver to ask, the answer is a hiccup, and retried.
+        let hiccup = err.to_string().contains("Temporary failure");
+        assert_eq!(err.is_retryable(), hiccup, "{err}");
+        let e = client.get("http://127.0.0.1:9/").send().await.unwrap_err();
+        let err = error_from_reqwest(Op::Stat, "gs://b/k", e);
+        assert!(err.is_retryable(), "{err}");
     }
 }
