@@ -52,39 +52,8 @@ fn a_flipped_byte_fails_the_composite_check() {
     let url = format!("s3://{bucket}/two/flip.bin");
     let folder = format!("s3://{bucket}/two/");
     let glob = format!("{folder}**");
-    let cases: Vec<FlipCase> = vec![
-        ("cp", vec!["cp", &url, "OUT/x.bin"], true),
-        (
-            "cp sliced",
-            vec![
-                "cp",
-                "--slices",
-                "4",
-                "--slice-size",
-                "1536KiB",
-                &url,
-                "OUT/x.bin",
-            ],
-            true,
-        ),
-        ("cp -r", vec!["cp", "-r", &folder, "OUT/"], true),
-        ("cp to stdout", vec!["cp", &url, "-"], false),
-        ("cat", vec!["cat", &url], false),
-        // 4 MiB of read-ahead: slices of 1 MiB, the first of which learns
-        // the part list for all.
-        (
-            "cat sliced",
-            vec!["cat", "--read-ahead", "4MiB", &url],
-            false,
-        ),
-        // Listed: the first GET of the object brings its checksum.
-        ("cat glob", vec!["cat", &glob], false),
-        (
-            "cat glob sliced",
-            vec!["cat", "--read-ahead", "4MiB", &glob],
-            false,
-        ),
-    ];
+    let mut cases = reads_to_flip(&url, &folder, &glob, "1536KiB");
+    cases.push(("cp to stdout", vec!["cp", &url, "-"], false));
     // Object bytes only: listings and the part list have a query.
     let when = When::method("GET").lacks("?");
     flips_fail(&upstream, &when, cases, "CRC32C mismatch", &url);

@@ -70,37 +70,7 @@ fn a_flipped_byte_fails_the_crc32_or_crc64nvme_check() {
         let folder = format!("s3://{bucket}/{name}/");
         let want = format!("{} mismatch", kind.name());
         let glob = format!("{folder}**");
-        let cases: Vec<FlipCase> = vec![
-            ("cp", vec!["cp", &url, "OUT/x.bin"], true),
-            (
-                "cp sliced",
-                vec![
-                    "cp",
-                    "--slices",
-                    "4",
-                    "--slice-size",
-                    "64KiB",
-                    &url,
-                    "OUT/x.bin",
-                ],
-                true,
-            ),
-            ("cp -r", vec!["cp", "-r", &folder, "OUT/"], true),
-            ("cat", vec!["cat", &url], false),
-            (
-                "cat sliced",
-                vec!["cat", "--read-ahead", "4MiB", &url],
-                false,
-            ),
-            // Listed: the first GET of the object brings its checksum,
-            // also when the object is read in slices.
-            ("cat glob", vec!["cat", &glob], false),
-            (
-                "cat glob sliced",
-                vec!["cat", "--read-ahead", "4MiB", &glob],
-                false,
-            ),
-        ];
+        let cases = reads_to_flip(&url, &folder, &glob, "64KiB");
         flips_fail(&upstream, &data_get(), cases, &want, &url);
     }
 }

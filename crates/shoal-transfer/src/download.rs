@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use shoal_core::checksum::{OtherCrc, PartPiece, Running, crc32c_combine_all, hex};
+use shoal_core::checksum::{CrcKind, OtherCrc, PartPiece, Running, crc32c_combine_all, hex};
 use shoal_core::local::temp_sibling;
 use shoal_core::resume::resuming_stream;
 use shoal_core::retry::RetryPolicy;
@@ -299,7 +299,6 @@ async fn download_planned(
         while tasks.join_next().await.is_some() {}
         return Err(failed(e, partial));
     }
-    let crc = crc32c_combine_all(crcs.iter().copied());
     let file = Arc::try_unwrap(file)
         .map_err(|_| Error::new(ErrorKind::Io, Op::Write, &dest_s, "file still shared"))?;
     file.sync_data()
@@ -308,14 +307,8 @@ async fn download_planned(
 
     // The other CRC and the part pieces of every slice, unless an earlier
     // run fetched some.
-    let got = Received {
-        crc32c: crc,
-        other: other_kind.and_then(|kind| {
-            kind.combine_known((others.iter().zip(&crcs)).map(|(o, &(_, len))| Some(((*o)?, len))))
-        }),
-        pieces: (pieces.into_iter().collect::<Option<Vec<_>>>())
-            .map(|p| p.into_iter().flatten().collect()),
-    };
+    let got = Received::of_slices(&crcs, other_kind, &others, &pieces);
+    let crc = got.crc32c;
     let verified = match verify(meta, got, part_check.as_ref(), &tmp, &url).await {
         Ok(v) => v,
         Err(e) => return Err(failed(e, partial)),
@@ -482,56 +475,61 @@ fn pwritev_all(file: &File, mut chunks: &[Bytes], mut pos: u64) -> std::io::Resu
     Ok(())
 }
 
-/// Checks the file against the store's checksum ([`check_received`]),
-/// else its MD5 (read back). What could not be computed on the way
-/// because an earlier run fetched some slices is read back from the file.
+/// A downloaded file against the store's checksum ([`verify_file`]).
 async fn verify(
+    meta: &ObjectMeta,
+    got: Received,
+    parts: Option<&PartCheck>,
+    tmp: &Path,
+    url: &str,
+) -> Result<Verified> {
+    let tail = "; nothing was written";
+    verify_file(meta, got, parts, tmp, url, Op::Download, tail).await
+}
+
+/// Checks the file at `tmp` against the store's strongest checksum
+/// ([`check_received`]), else its MD5 (read back); `SizeOnly` when the
+/// store has none. `got` is what was computed as the bytes arrived (its
+/// CRC32C is compared when the store has one); the other CRC and the part
+/// pieces, when missing (slices fetched by an earlier run, or a local file
+/// `sync --checksum` compares), are read back from the file.
+pub(crate) async fn verify_file(
     meta: &ObjectMeta,
     mut got: Received,
     parts: Option<&PartCheck>,
     tmp: &Path,
     url: &str,
+    op: Op,
+    tail: &str,
 ) -> Result<Verified> {
     match (meta.crc32c, meta.other_crc, parts) {
         (None, Some(want), _) if got.other.is_none() => {
-            let d = read_back(tmp, url, Op::Download, want.kind().digest(), |d, b| {
-                d.update(b)
-            })
-            .await?;
+            let d = read_back(tmp, url, op, want.kind().digest(), |d, b| d.update(b)).await?;
             got.other = Some(d.finish());
         }
         (None, None, Some(check)) if got.pieces.is_none() => {
-            let s = read_back(tmp, url, Op::Download, check.sums(0), |s, b| s.update(b)).await?;
+            let s = read_back(tmp, url, op, check.sums(0), |s, b| s.update(b)).await?;
             got.pieces = Some(s.finish());
         }
         _ => {}
     }
-    let tail = "; nothing was written";
-    let checked = check_received(
-        meta.crc32c,
-        meta.other_crc,
-        parts,
-        &got,
-        Op::Download,
-        url,
-        tail,
-    )?;
+    let checked = check_received(meta.crc32c, meta.other_crc, parts, &got, op, url, tail)?;
     if let Some(v) = checked {
         return Ok(v);
     }
     if let Some(want) = meta.md5 {
         use md5::Digest;
-        let got: [u8; 16] = read_back(tmp, url, Op::Download, md5::Md5::new(), |h, b| h.update(b))
+        let got: [u8; 16] = read_back(tmp, url, op, md5::Md5::new(), |h, b| h.update(b))
             .await?
             .finalize()
             .into();
         if got != want {
             return Err(Error::new(
                 ErrorKind::Integrity,
-                Op::Download,
+                op,
                 url,
                 format!(
-                    "MD5 mismatch: the store says {}, the bytes received give {}; nothing was written",
+                    "MD5 mismatch: the store says {}, the bytes received give {}{tail}",
                     hex(&want),
                     hex(&got)
                 ),
@@ -552,6 +550,27 @@ pub(crate) struct Received {
 }
 
 impl Received {
+    /// What a sliced read's slices give for the whole: each slice's
+    /// `(crc32c, len)` in order, its other CRC (of `other_kind`) and its
+    /// part pieces; the whole has an other CRC or pieces only if every
+    /// slice computed them.
+    pub(crate) fn of_slices(
+        crcs: &[(u32, u64)],
+        other_kind: Option<CrcKind>,
+        others: &[Option<u64>],
+        pieces: &[Option<Vec<PartPiece>>],
+    ) -> Self {
+        Received {
+            crc32c: crc32c_combine_all(crcs.iter().copied()),
+            other: other_kind.and_then(|kind| {
+                kind.combine_known(
+                    (others.iter().zip(crcs)).map(|(o, &(_, len))| Some(((*o)?, len))),
+                )
+            }),
+            pieces: (pieces.iter().cloned().collect::<Option<Vec<_>>>()).map(|p| p.concat()),
+        }
+    }
+
     /// What one stream's `sums` computed.
     pub(crate) fn of(mut sums: Running) -> Self {
         Received {

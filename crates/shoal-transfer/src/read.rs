@@ -59,7 +59,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use shoal_core::checksum::{CrcKind, OtherCrc, PartPiece, Running, crc32c_combine_all};
+use shoal_core::checksum::{CrcKind, OtherCrc, PartPiece, Running};
 use shoal_core::resume::resuming_stream;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{
@@ -388,18 +388,13 @@ impl Shared {
         if crcs.iter().any(Option::is_none) {
             return Ok(()); // a slice failed and said so
         }
-        let others = self.others.lock().unwrap();
-        let got = Received {
-            crc32c: crc32c_combine_all(crcs.iter().flatten().copied()),
-            other: self.other_kind().and_then(|kind| {
-                kind.combine_known(
-                    (others.iter().zip(crcs.iter())).map(|(o, c)| Some(((*o)?, c.as_ref()?.1))),
-                )
-            }),
-            pieces: (self.pieces.lock().unwrap().iter().cloned())
-                .collect::<Option<Vec<_>>>()
-                .map(|p| p.concat()),
-        };
+        let crcs: Vec<(u32, u64)> = crcs.iter().flatten().copied().collect();
+        let got = Received::of_slices(
+            &crcs,
+            self.other_kind(),
+            &self.others.lock().unwrap(),
+            &self.pieces.lock().unwrap(),
+        );
         let (want, other) = self.stored();
         check_received(want, other, self.parts.get(), &got, Op::Read, &self.url, "").map(drop)
     }

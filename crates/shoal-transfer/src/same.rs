@@ -15,14 +15,14 @@
 //! store), MD5. Two store objects compare only by a checksum both have;
 //! when they share none, the caller falls back to size and time.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use shoal_core::checksum::OtherCrc;
-use shoal_core::{Location, ObjectMeta, Op, Result};
+use shoal_core::{ErrorKind, Location, ObjectMeta, Op, Result};
 
+use crate::Verified;
 use crate::batch::StoreFor;
 use crate::composite::PartCheck;
-use crate::download::read_back;
+use crate::download::{Received, read_back, verify_file};
 use crate::rate::Rates;
 use crate::tree::Entry;
 
@@ -49,7 +49,7 @@ pub(crate) async fn same_bytes(
             let url_p = p.display().to_string();
             let url_q = q.display().to_string();
             Ok(Some(
-                crc32c_of(p, &url_p).await? == crc32c_of(q, &url_q).await?,
+                crc32c_of(&p, &url_p).await? == crc32c_of(&q, &url_q).await?,
             ))
         }
         (Side::Stored(m), Side::Stored(n)) => Ok(stored_agree(&m, &n)),
@@ -97,7 +97,9 @@ fn stored_agree(m: &ObjectMeta, n: &ObjectMeta) -> Option<bool> {
     }
 }
 
-/// A local file against a store object's checksums, the strongest first.
+/// A local file against a store object's strongest checksum: the same
+/// check a download makes ([`verify_file`]), with the file read for
+/// whichever the object has (its part list asked for a composite one).
 async fn file_matches(
     path: PathBuf,
     m: &ObjectMeta,
@@ -106,40 +108,25 @@ async fn file_matches(
     rates: &Rates,
 ) -> Result<Option<bool>> {
     let url = path.display().to_string();
-    if let Some(want) = m.crc32c {
-        return Ok(Some(crc32c_of(path, &url).await? == want));
+    let got = Received {
+        crc32c: match m.crc32c {
+            Some(_) => crc32c_of(&path, &url).await?,
+            None => 0,
+        },
+        ..Default::default()
+    };
+    let parts = PartCheck::learn(&store_of(loc)?, loc, m, Op::Read, rates).await?;
+    match verify_file(m, got, parts.as_ref(), &path, &url, Op::Read, "").await {
+        Ok(Verified::SizeOnly) => Ok(None),
+        Ok(_) => Ok(Some(true)),
+        Err(e) if e.kind() == ErrorKind::Integrity => Ok(Some(false)),
+        Err(e) => Err(e),
     }
-    if let Some(want) = m.other_crc {
-        let d = read_file(path, &url, want.kind().digest(), |d, b| d.update(b)).await?;
-        let got: OtherCrc = d.finish();
-        return Ok(Some(got == want));
-    }
-    if m.composite.is_some() {
-        let store = store_of(loc)?;
-        if let Some(check) = PartCheck::learn(&store, loc, m, Op::Read, rates).await? {
-            let sums = read_file(path, &url, check.sums(0), |s, b| s.update(b)).await?;
-            let ok = check.check(&sums.finish(), Op::Read, &url, "").is_ok();
-            return Ok(Some(ok));
-        }
-    }
-    if let Some(want) = m.md5 {
-        use md5::Digest;
-        let h = read_file(path, &url, md5::Md5::new(), |h, b| h.update(b)).await?;
-        let got: [u8; 16] = h.finalize().into();
-        return Ok(Some(got == want));
-    }
-    Ok(None)
 }
 
-async fn crc32c_of(path: PathBuf, url: &str) -> Result<u32> {
-    read_file(path, url, 0u32, |c, b| *c = crc32c::crc32c_append(*c, b)).await
-}
-
-async fn read_file<H: Send + 'static>(
-    path: PathBuf,
-    url: &str,
-    hasher: H,
-    add: fn(&mut H, &[u8]),
-) -> Result<H> {
-    read_back(&path, url, Op::Read, hasher, add).await
+async fn crc32c_of(path: &Path, url: &str) -> Result<u32> {
+    read_back(path, url, Op::Read, 0u32, |c, b| {
+        *c = crc32c::crc32c_append(*c, b)
+    })
+    .await
 }

@@ -238,6 +238,49 @@ pub fn read_every_way(
 /// files there.
 pub type FlipCase<'a> = (&'a str, Vec<&'a str>, bool);
 
+/// The ways of reading `url`, the one object in `folder` (listed by
+/// `glob`), that a flipped byte must fail: `cp` in one request and in
+/// slices of `slice_size`, `cp -r`, and `cat` named and listed, each in
+/// one request and in slices of 1 MiB (4 MiB of read-ahead; the first
+/// slice learns the checksum, and a composite one's part list, for all).
+/// Listed, the first GET of the object brings its checksum.
+pub fn reads_to_flip<'a>(
+    url: &'a str,
+    folder: &'a str,
+    glob: &'a str,
+    slice_size: &'a str,
+) -> Vec<FlipCase<'a>> {
+    vec![
+        ("cp", vec!["cp", url, "OUT/x.bin"], true),
+        (
+            "cp sliced",
+            vec![
+                "cp",
+                "--slices",
+                "4",
+                "--slice-size",
+                slice_size,
+                url,
+                "OUT/x.bin",
+            ],
+            true,
+        ),
+        ("cp -r", vec!["cp", "-r", folder, "OUT/"], true),
+        ("cat", vec!["cat", url], false),
+        (
+            "cat sliced",
+            vec!["cat", "--read-ahead", "4MiB", url],
+            false,
+        ),
+        ("cat glob", vec!["cat", glob], false),
+        (
+            "cat glob sliced",
+            vec!["cat", "--read-ahead", "4MiB", glob],
+            false,
+        ),
+    ]
+}
+
 /// Runs each case against MinIO (`upstream`) through a fault proxy that
 /// flips byte 1000 of the first response `when` matches. Each must fail
 /// with `want` in its error, name `url`, not panic, and leave nothing in
