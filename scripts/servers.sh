@@ -70,6 +70,17 @@ wait_http() { # url seconds
   log "timed out waiting for $url"; return 1
 }
 
+# Healthy, and answered by the process this script started: a server that
+# could not bind its port (held by someone else's) exits, while the health
+# URL may still answer from whatever holds the port.
+wait_ours() { # name url seconds
+  wait_http "$2" "$3" || return 1
+  local pid; pid=$(cat "$RUN/$1.pid")
+  sleep 0.2
+  kill -0 "$pid" 2>/dev/null && return 0
+  log "$1 exited (port taken?): $(tail -n 3 "$RUN/$1.log" 2>/dev/null)"; return 1
+}
+
 start_one() { # name cmd...
   local name=$1; shift
   local pidf=$RUN/$name.pid
@@ -82,7 +93,7 @@ start_gcs() {
   install_gcs
   start_one fake-gcs-server "$BIN/fake-gcs-server" -scheme http -host 127.0.0.1 -port "$GCS_PORT" \
     -backend memory -external-url "http://127.0.0.1:$GCS_PORT" -public-host "127.0.0.1:$GCS_PORT" -log-level warn
-  wait_http "http://127.0.0.1:$GCS_PORT/_internal/healthcheck" 30
+  wait_ours fake-gcs-server "http://127.0.0.1:$GCS_PORT/_internal/healthcheck" 30
 }
 # MinIO refuses every write (507 XMinioStorageFull) once its drive is 99%
 # full, and a CI run that met a nearly full shared host disk lost every S3
@@ -115,12 +126,12 @@ start_s3() {
     MINIO_API_DELETE_CLEANUP_INTERVAL=5s \
     start_one minio "$BIN/minio" server --quiet --address "127.0.0.1:$S3_PORT" \
     --console-address "127.0.0.1:$((S3_PORT + 1))" "$RUN/minio-data"
-  wait_http "http://127.0.0.1:$S3_PORT/minio/health/live" 60
+  wait_ours minio "http://127.0.0.1:$S3_PORT/minio/health/live" 60
 }
 start_toxiproxy() {
   install_toxiproxy
   start_one toxiproxy "$BIN/toxiproxy-server" -host 127.0.0.1 -port "$TOXI_PORT"
-  wait_http "http://127.0.0.1:$TOXI_PORT/version" 30
+  wait_ours toxiproxy "http://127.0.0.1:$TOXI_PORT/version" 30
 }
 start_gcsemu() {
   install_gcsemu

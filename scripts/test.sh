@@ -14,11 +14,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 export SHOAL_CACHE=${SHOAL_CACHE:-$HOME/.cache/shoal}
-# Own ports and run folder, so a developer's servers are left alone.
+# Own run folder, and free ports (scripts/lib.sh) unless the caller chose.
 export SHOAL_RUN_DIR=${SHOAL_RUN_DIR:-$(mktemp -d /tmp/shoal-test.XXXXXX)}
-export SHOAL_GCS_PORT=${SHOAL_GCS_PORT:-14443}
-export SHOAL_S3_PORT=${SHOAL_S3_PORT:-19000}
-export SHOAL_TOXI_PORT=${SHOAL_TOXI_PORT:-18474}
+. scripts/lib.sh
+# Our servers: fake-gcs-server, MinIO (its console on the next port) and
+# toxiproxy; the bench smoke run below starts its own at a block of 60.
+p=$(free_block 6)
+export SHOAL_GCS_PORT=${SHOAL_GCS_PORT:-$p}
+export SHOAL_S3_PORT=${SHOAL_S3_PORT:-$((p + 2))}
+export SHOAL_TOXI_PORT=${SHOAL_TOXI_PORT:-$((p + 4))}
 
 cleanup() { scripts/servers.sh stop || true; rm -rf "$SHOAL_RUN_DIR"; }
 trap cleanup EXIT
@@ -35,7 +39,24 @@ export NO_PROXY='*'
 EXTENDED=${SHOAL_TEST_EXTENDED:-0}
 if [ "${1:-}" = "--extended" ]; then EXTENDED=1; shift; fi
 [ "${1:-}" = "--" ] && shift
-cargo test --workspace --locked "$@"
+
+# Every part runs even when an earlier one failed (one failure must never
+# hide another); each part's failures are collected and listed at the end.
+failures=$SHOAL_RUN_DIR/failures
+: > "$failures"
+failed_part() { echo "$1" >> "$failures"; }
+
+cargo_log=$SHOAL_RUN_DIR/cargo-test.log
+set +e
+cargo test --workspace --locked --no-fail-fast "$@" 2>&1 | tee "$cargo_log"
+cargo_rc=${PIPESTATUS[0]}
+set -e
+if [ "$cargo_rc" != 0 ]; then
+  # Test names that failed, and test binaries that failed as a whole.
+  grep -E '^test .* \.\.\. FAILED$' "$cargo_log" | sed 's/^test /cargo: /; s/ \.\.\. FAILED$//' >> "$failures"
+  grep -E '^error: (test failed|[0-9]+ targets failed)|^    `-p ' "$cargo_log" | sed 's/^ */cargo: /' >> "$failures"
+  grep -q '^cargo: ' "$failures" || failed_part "cargo test (exit $cargo_rc, no test named: a build failure?)"
+fi
 
 # The Python package (python/): pinned tools in a venv cached under
 # $SHOAL_CACHE (rebuilt when python/requirements-test.txt changes), the
@@ -51,20 +72,31 @@ if [ "${SHOAL_SKIP_PYTHON:-0}" != 1 ]; then
     "$venv/bin/pip" install -q -r python/requirements-test.txt
     cp python/requirements-test.txt "$venv/.requirements"
   fi
-  (cd python && VIRTUAL_ENV=$venv PATH=$venv/bin:$PATH CARGO_INCREMENTAL=0 maturin develop -q)
-  "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
+  if (cd python && VIRTUAL_ENV=$venv PATH=$venv/bin:$PATH CARGO_INCREMENTAL=0 maturin develop -q); then
+    py_log=$SHOAL_RUN_DIR/pytest.log
+    set +e
+    "$venv/bin/python" -m pytest -q -rfE -p no:cacheprovider python/tests 2>&1 | tee "$py_log"
+    py_rc=${PIPESTATUS[0]}
+    set -e
+    if [ "$py_rc" != 0 ]; then
+      grep -E '^(FAILED|ERROR) ' "$py_log" | sed 's/^/pytest: /' >> "$failures"
+      grep -q '^pytest: ' "$failures" || failed_part "pytest (exit $py_rc)"
+    fi
+  else
+    failed_part "python: maturin develop failed"
+  fi
 fi
 
 # The benchmark harness at smoke size (tiny sizes, one run, shoal + s5cmd +
-# boto3 on servers of its own, on ports apart from a developer's full run),
+# boto3 on servers of its own, on free ports apart from ours),
 # so it cannot rot: it builds the release binaries and installs its peers
 # (cached in $SHOAL_CACHE) the first time. SHOAL_SKIP_BENCH_SMOKE=1 leaves
 # it out.
 if [ "${SHOAL_SKIP_BENCH_SMOKE:-0}" != 1 ]; then
   py=python3
   [ -x "$SHOAL_CACHE/py-venv/bin/python" ] && py=$SHOAL_CACHE/py-venv/bin/python
-  SHOAL_BENCH_PORT_BASE=${SHOAL_BENCH_PORT_BASE:-32400} \
-    "$py" -m pytest -q -p no:cacheprovider bench/test_smoke.py
+  SHOAL_BENCH_PORT_BASE=${SHOAL_BENCH_PORT_BASE:-$(free_block 60)} \
+    "$py" -m pytest -q -rfE -p no:cacheprovider bench/test_smoke.py || failed_part "bench smoke (bench/test_smoke.py)"
 fi
 
 if [ "$EXTENDED" = 1 ]; then
@@ -73,6 +105,15 @@ if [ "$EXTENDED" = 1 ]; then
   for t in glob url s3_list_xml gcs_list_json; do
     corpus=$(mktemp -d "$SHOAL_RUN_DIR/fuzz-$t.XXXXXX")
     cp fuzz/corpus/$t/seed* "$corpus/"
-    (cd fuzz && cargo +nightly fuzz run -O "$t" "$corpus" -- -max_total_time="${SHOAL_FUZZ_SECS:-20}")
+    (cd fuzz && cargo +nightly fuzz run -O "$t" "$corpus" -- -max_total_time="${SHOAL_FUZZ_SECS:-20}") \
+      || failed_part "fuzz target $t"
   done
 fi
+
+if [ -s "$failures" ]; then
+  echo
+  echo "test.sh: FAILED ($(wc -l < "$failures") lines):"
+  sed 's/^/  /' "$failures"
+  exit 1
+fi
+echo "test.sh: every part passed"

@@ -145,7 +145,16 @@ fn a_file_that_changes_while_it_is_uploaded() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let child = c.spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(150));
+    // Changed once the upload has begun (its first request is held at the
+    // proxy, so no part has been read yet), however slowly shoal started:
+    // a fixed sleep here changed the file before a loaded machine had even
+    // looked at it, and the upload then rightly succeeded.
+    let mut waited = 0;
+    while proxy.requests() == 0 {
+        assert!(waited < 6000, "the upload never reached the server");
+        std::thread::sleep(Duration::from_millis(10));
+        waited += 1;
+    }
     {
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new().append(true).open(&src).unwrap();
