@@ -26,7 +26,6 @@
 //! A failing file is recorded with its URL and the batch goes on; the
 //! caller prints the failures at the end and exits 1.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,8 +36,6 @@ use shoal_core::retry::RetryPolicy;
 use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, Store};
 
 use crate::download::{download_known, download_to_file};
-use crate::rate::Rates;
-use crate::same::same_bytes;
 use crate::stream::copy_object;
 use crate::tree::{Entry, destination};
 use crate::upload::upload_file;
@@ -286,139 +283,4 @@ pub fn copy_actions(
             })
         })
         .boxed()
-}
-
-/// How `sync` decides that a file differs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compare {
-    /// Size, then modification time: copy when the source is newer. After
-    /// a copy the destination is always newer (written later), so a second
-    /// sync moves nothing. Cheap: no bytes are read.
-    SizeAndTime,
-    /// Size, then the strongest checksum both sides can give (the
-    /// stores' own; computed for local files; see [`crate::same`]), else
-    /// as `SizeAndTime`. Exact, costs a read of local files.
-    Checksum,
-}
-
-/// `sync`: copies what is missing or differs, and with `delete` removes
-/// destination entries the source does not have. The destination listing
-/// is held in a map (one entry per destination object, ~100 bytes each);
-/// the source side is streamed.
-pub async fn sync_actions(
-    src: BoxStream<'static, Result<Entry>>,
-    dst_entries: BoxStream<'static, Result<Entry>>,
-    dst: Location,
-    compare: Compare,
-    delete: bool,
-    store_for: StoreFor,
-    rates: Rates,
-) -> Result<(Vec<Action>, Vec<String>)> {
-    let mut existing: HashMap<String, Entry> = HashMap::new();
-    let mut dst_entries = dst_entries;
-    while let Some(e) = dst_entries.next().await {
-        match e {
-            Ok(e) => {
-                existing.insert(e.rel.clone(), e);
-            }
-            // A destination that does not exist yet is simply empty.
-            Err(e) if e.kind() == ErrorKind::NotFound && dst.is_local() => break,
-            Err(e) => return Err(e),
-        }
-    }
-    let mut actions = Vec::new();
-    let mut problems = Vec::new();
-    // A source that could not be read completely says nothing about what
-    // the destination has too many of: --delete then deletes nothing.
-    let mut source_incomplete = false;
-    // Each source entry is paired with its destination entry as it comes;
-    // comparisons that need checksums (a HEAD, a file read) run
-    // COMPARE_AT_ONCE at a time, in order.
-    let mut decisions = src
-        .map(|e| {
-            let pair = e.map(|e| {
-                let theirs = existing.remove(&e.rel);
-                (e, theirs)
-            });
-            let (store_for, rates) = (&store_for, &rates);
-            async move {
-                let (e, theirs) = match pair {
-                    Ok(p) => p,
-                    Err(err) => return Decision::Unlisted(err),
-                };
-                let differs = match &theirs {
-                    None => true,
-                    Some(t) if t.meta.size != e.meta.size => true,
-                    Some(t) => match compare {
-                        Compare::SizeAndTime => newer(&e.meta, &t.meta),
-                        Compare::Checksum => match same_bytes(&e, t, store_for, rates).await {
-                            Ok(Some(same)) => !same,
-                            // No checksum in common: as without --checksum.
-                            Ok(None) => newer(&e.meta, &t.meta),
-                            Err(err) => return Decision::Failed(err),
-                        },
-                    },
-                };
-                Decision::Made(e, differs)
-            }
-        })
-        .buffered(COMPARE_AT_ONCE)
-        .boxed();
-    while let Some(d) = decisions.next().await {
-        let (e, differs) = match d {
-            Decision::Made(e, differs) => (e, differs),
-            Decision::Unlisted(err) => {
-                problems.push(err.to_string());
-                source_incomplete = true;
-                continue;
-            }
-            Decision::Failed(err) => return Err(err),
-        };
-        if differs {
-            match destination(&dst, &e.rel, &e.src.to_string()) {
-                Ok(to) => actions.push(Action::Copy {
-                    src: e.src,
-                    meta: Some(e.meta),
-                    dst: to,
-                }),
-                Err(err) => problems.push(err.to_string()),
-            }
-        }
-    }
-    drop(decisions);
-    if delete && source_incomplete && !existing.is_empty() {
-        problems.push(format!(
-            "sync --delete: {} not deleted from {dst}: the source could not be listed completely",
-            existing.len()
-        ));
-    } else if delete {
-        let mut extra: Vec<Entry> = existing.into_values().collect();
-        extra.sort_by(|a, b| a.rel.cmp(&b.rel));
-        actions.extend(extra.into_iter().map(|e| Action::Delete { dst: e.src }));
-    }
-    Ok((actions, problems))
-}
-
-/// What sync makes of one source entry.
-enum Decision {
-    /// Compared: copy it or not.
-    Made(Entry, bool),
-    /// The source listing failed here.
-    Unlisted(Error),
-    /// The comparison failed (a HEAD, a file read).
-    Failed(Error),
-}
-
-/// Checksum comparisons of `sync --checksum` in flight: each may be a
-/// HEAD (S3 listings carry no checksum), so one at a time cost a round
-/// trip per file (22 s for 1,000 files at 20 ms); 32 hide it, and the
-/// file reads among them hold 1 MiB each.
-const COMPARE_AT_ONCE: usize = 32;
-
-/// The size-and-time rule's second half: is the source newer?
-fn newer(src: &ObjectMeta, dst: &ObjectMeta) -> bool {
-    match (src.updated_ns, dst.updated_ns) {
-        (Some(a), Some(b)) => a > b,
-        _ => true,
-    }
 }

@@ -30,6 +30,7 @@ pub mod rate;
 pub mod read;
 mod same;
 pub mod stream;
+pub mod sync;
 pub mod tree;
 pub mod upload;
 

@@ -61,7 +61,9 @@ pub fn sync_root(src: &Location) -> String {
 
 /// Every file or object `src` names (with `recursive`, everything below
 /// it), with names relative to `root`. `store` is None for local sources,
-/// which are always walked whole.
+/// which are always walked whole, in key order. With `sorted`, a bucket's
+/// entries come in key order too (what `sync`'s merge needs; the parallel
+/// lister then holds back a bounded number of later pages).
 pub fn enumerate(
     src: &Location,
     store: Option<Arc<dyn Store>>,
@@ -69,6 +71,7 @@ pub fn enumerate(
     projection: Projection,
     list_workers: usize,
     recursive: bool,
+    sorted: bool,
 ) -> BoxStream<'static, Result<Entry>> {
     match store {
         None => walk_local(src, root),
@@ -77,6 +80,7 @@ pub fn enumerate(
                 recursive,
                 projection,
                 workers: list_workers.max(1),
+                sorted,
                 ..Default::default()
             };
             let root = root.to_owned();
@@ -127,17 +131,22 @@ fn tokio_stream<T: Send + 'static>(rx: tokio::sync::mpsc::Receiver<T>) -> BoxStr
     futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) }).boxed()
 }
 
-/// Depth-first, sorted within each folder (deterministic order). Symbolic
-/// links are not followed: a link to `/` must not copy the machine.
+/// Depth-first, in the order a bucket lists the same keys (UTF-8 byte
+/// order of the whole relative name), which `sync`'s merge relies on: a
+/// folder sorts as its name plus `/`, so `a-b` and `a.txt` come before
+/// the files in `a/` (`-` and `.` sort before `/`), and `a0` after them.
+/// Symbolic links are not followed: a link to `/` must not copy the machine.
 fn walk_dir(dir: &Path, root: &Path, send: &dyn Fn(Result<Entry>) -> bool) -> bool {
     let mut entries: Vec<_> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd.filter_map(|e| e.ok()).collect(),
+        Ok(rd) => rd
+            .filter_map(|e| e.ok())
+            .filter_map(|e| Some((e.file_type().ok()?, e)))
+            .collect(),
         Err(e) => return send(Err(Error::io(Op::List, dir.display().to_string(), e))),
     };
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
+    entries.sort_by_cached_key(|(ft, e)| key_order(&e.file_name(), ft.is_dir()));
+    for (ft, e) in entries {
         let path = e.path();
-        let Ok(ft) = e.file_type() else { continue };
         if ft.is_dir() {
             if !walk_dir(&path, root, send) {
                 return false;
@@ -166,6 +175,17 @@ fn walk_dir(dir: &Path, root: &Path, send: &dyn Fn(Result<Entry>) -> bool) -> bo
         }
     }
     true
+}
+
+/// Where a folder entry sorts among its siblings in key order: its name's
+/// bytes, a folder's followed by `/`.
+fn key_order(name: &std::ffi::OsStr, is_dir: bool) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut k = name.as_bytes().to_vec();
+    if is_dir {
+        k.push(b'/');
+    }
+    k
 }
 
 fn local_entry(path: &Path, rel: String, md: &std::fs::Metadata) -> Entry {
@@ -270,5 +290,51 @@ mod tests {
                 .to_string(),
             "gs://b/a//b"
         );
+    }
+
+    /// A local walk yields names in the order a bucket lists the same
+    /// keys (UTF-8 bytes of the whole name), which sync's merge needs.
+    #[tokio::test]
+    async fn local_walks_come_in_key_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = [
+            "a",
+            "a-b",
+            "a.txt",
+            "a0",
+            "b/c",
+            "b/c-d",
+            "b/c/e",
+            "b-/x",
+            "b0",
+            "B",
+            "é",
+            "é/x",
+            "z/\u{10FFFF}",
+            "z/\u{80}",
+            "z/~",
+        ];
+        // "a" and "é" are files above; their folder twins get other names.
+        for f in files {
+            let f = match f {
+                "b/c" => "b/c.x",
+                "é/x" => "éé/x",
+                f => f,
+            };
+            let p = dir.path().join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, b"x").unwrap();
+        }
+        let root = format!("{}/", dir.path().display());
+        let src = Location::parse(&root).unwrap();
+        let got: Vec<String> =
+            enumerate(&src, None, &root, Projection::NameSizeTime, 1, true, true)
+                .map(|e| e.unwrap().rel)
+                .collect()
+                .await;
+        let mut want = got.clone();
+        want.sort();
+        assert_eq!(got, want);
+        assert_eq!(got.len(), files.len());
     }
 }

@@ -9,7 +9,8 @@
 
 use futures::StreamExt;
 use shoal_core::Projection;
-use shoal_transfer::batch::{Action, Compare, sync_actions};
+use shoal_transfer::batch::Action;
+use shoal_transfer::sync::{Compare, SyncOptions, sync_plan};
 use shoal_transfer::tree::{enumerate, sync_root};
 
 use crate::args::SyncArgs;
@@ -38,6 +39,7 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     } else {
         Projection::NameSizeTime
     };
+    // Both sides in key order: the plan is a merge of the two listings.
     let side = |l: &shoal_core::Location| -> Result<_, Failure> {
         let store = if l.is_local() {
             None
@@ -60,6 +62,7 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
             projection,
             ctx.transfer.workers,
             true,
+            true,
         ))
     };
     let dst_entries = if dst.is_local() && !std::path::Path::new(&dst.key).exists() {
@@ -72,55 +75,55 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     } else {
         Compare::SizeAndTime
     };
-    let (actions, problems) = sync_actions(
+    let plan = sync_plan(
         side(&src)?,
         dst_entries,
         dst.clone(),
-        compare,
-        a.delete,
+        SyncOptions {
+            compare,
+            delete: a.delete,
+            max_delete: None,
+            delete_when_source_empty: false,
+        },
         store_for.clone(),
         ctx.transfer.rates.clone(),
-    )
-    .await?;
-    for p in &problems {
-        eprintln!("shoal: {p}");
-    }
+        None,
+    );
     if a.dry_run {
-        for act in &actions {
-            println!("would {act}");
+        return dry_run(ctx, plan).await;
+    }
+    crate::cmd::batch::run_and_report(ctx, plan, store_for, ctx.transfer.clone(), "Synced", "")
+        .await
+}
+
+/// Prints each action the plan makes as it makes it (`would copy …`,
+/// `would delete …`), and each problem, then the counts.
+async fn dry_run(
+    ctx: &Context,
+    mut plan: futures::stream::BoxStream<'static, shoal_core::Result<Action>>,
+) -> CmdResult {
+    let (mut copies, mut deletes, mut problems) = (0u64, 0u64, 0u64);
+    while let Some(item) = plan.next().await {
+        match item {
+            Ok(act) => {
+                match act {
+                    Action::Copy { .. } => copies += 1,
+                    Action::Delete { .. } => deletes += 1,
+                }
+                println!("would {act}");
+            }
+            Err(e) => {
+                problems += 1;
+                eprintln!("shoal: {e}");
+            }
         }
-        if !ctx.quiet {
-            let copies = actions
-                .iter()
-                .filter(|a| matches!(a, Action::Copy { .. }))
-                .count();
-            eprintln!(
-                "sync (dry run): {copies} to copy, {} to delete",
-                actions.len() - copies
-            );
-        }
-        return if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(Failure::Reported)
-        };
     }
-    if actions.is_empty() && !problems.is_empty() {
-        // Nothing to do but report: no "Synced: 0 files" after an error.
-        return Err(Failure::Reported);
+    if !ctx.quiet {
+        eprintln!("sync (dry run): {copies} to copy, {deletes} to delete");
     }
-    let stream = futures::stream::iter(actions.into_iter().map(Ok)).boxed();
-    let r = crate::cmd::batch::run_and_report(
-        ctx,
-        stream,
-        store_for,
-        ctx.transfer.clone(),
-        "Synced",
-        "",
-    )
-    .await;
-    if !problems.is_empty() {
-        return Err(Failure::Reported);
+    if problems == 0 {
+        Ok(())
+    } else {
+        Err(Failure::Reported)
     }
-    r
 }

@@ -1,0 +1,749 @@
+//! `sync`'s plan: a merge of two listings in key order.
+//!
+//! Both sides arrive sorted by their names relative to the sync's roots
+//! (S3 and GCS list in UTF-8 byte order; the parallel lister keeps that
+//! order in its `sorted` mode; a local walk is made to yield the same
+//! order, see [`crate::tree`]). Walking both at once like a merge-join
+//! decides every name as soon as both sides have passed it: a name only
+//! the source has is copied, one both have is compared, one only the
+//! destination has is an extra (deleted with `--delete`). So copies and
+//! deletes start while the listings go on, and the plan holds a bounded
+//! number of entries (the comparisons in flight, [`COMPARE_AT_ONCE`],
+//! plus one peeked entry per side), whatever the number of keys. Rejected:
+//! a map of the destination listing (what this replaced): it held every
+//! destination key (~800 MB at 1M keys) and nothing was copied before
+//! both listings were complete.
+//!
+//! Extras are deleted after both listings have ended, each in order and
+//! without an error, never while they go on (rclone's default,
+//! `--delete-after`, for the same reason): a merge proves a name extra only
+//! if the listings are complete and ordered up to it, and a listing that
+//! fails or breaks its order later takes that proof back. Extras wait in
+//! memory up to [`SPILL_AT`], then in an unnamed temporary file (the
+//! kernel removes it whatever happens to the process), so memory stays
+//! bounded. Knowing every extra before the first delete also lets
+//! `max_delete` refuse a run that would delete more, deleting nothing, and
+//! `--delete` from a source that lists nothing at all is refused unless
+//! asked for (a typo in a prefix must not empty a destination). Each
+//! side's order is checked as it arrives; a name out of order ends the
+//! plan.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures::stream::{BoxStream, StreamExt};
+use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result};
+
+use crate::batch::{Action, StoreFor};
+use crate::rate::Rates;
+use crate::same::same_bytes;
+use crate::tree::{Entry, destination};
+
+/// How `sync` decides that a file differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compare {
+    /// Size, then modification time: copy when the source is newer. After
+    /// a copy the destination is always newer (written later), so a second
+    /// sync moves nothing. Cheap: no bytes are read.
+    SizeAndTime,
+    /// Size, then the strongest checksum both sides can give (the
+    /// stores' own; computed for local files; see [`crate::same`]), else
+    /// as `SizeAndTime`. Exact, costs a read of local files.
+    Checksum,
+}
+
+/// What a sync does besides copying what differs.
+#[derive(Debug, Clone)]
+pub struct SyncOptions {
+    /// How files are compared.
+    pub compare: Compare,
+    /// Delete destination entries the source does not have.
+    pub delete: bool,
+    /// Refuse to delete anything when there are more extras than this.
+    pub max_delete: Option<u64>,
+    /// With `delete`, go on even when the source lists nothing at all.
+    pub delete_when_source_empty: bool,
+}
+
+/// Counts of what the plan holds, for tests (and a debug log line).
+#[derive(Debug, Default)]
+pub struct PlanStats {
+    /// Listing entries taken from either side and not yet decided.
+    pub held: AtomicUsize,
+    /// The most there ever were at once.
+    pub peak_held: AtomicUsize,
+}
+
+impl PlanStats {
+    fn take(&self, n: usize) {
+        let now = self.held.fetch_add(n, Ordering::Relaxed) + n;
+        self.peak_held.fetch_max(now, Ordering::Relaxed);
+    }
+    fn done(&self, n: usize) {
+        self.held.fetch_sub(n, Ordering::Relaxed);
+    }
+}
+
+/// Checksum comparisons of `sync --checksum` in flight: each may be a
+/// HEAD (S3 listings carry no checksum) or a file read (1 MiB buffer), so
+/// one at a time would cost a round trip per file; 32 hide the round trip
+/// and bound what the plan holds.
+pub const COMPARE_AT_ONCE: usize = 32;
+
+/// The actions that make `dst` hold what `src` holds: copies of what is
+/// missing or differs, made while both listings are still arriving, then
+/// with `delete` removals of extras (see the module docs). Problems come
+/// as `Err` items: a source entry that could not be listed (the plan goes
+/// on, deleting nothing), an error that ends the plan (the destination
+/// listing failed, a listing out of order), extras not deleted and why.
+pub fn sync_plan(
+    src: BoxStream<'static, Result<Entry>>,
+    dst_entries: BoxStream<'static, Result<Entry>>,
+    dst: Location,
+    opts: SyncOptions,
+    store_for: StoreFor,
+    rates: Rates,
+    stats: Option<Arc<PlanStats>>,
+) -> BoxStream<'static, Result<Action>> {
+    let stats = stats.unwrap_or_default();
+    let merge = Merge {
+        src: Side::new(src),
+        dst: Side::new(dst_entries),
+        dst_root: dst.clone(),
+        opts: opts.clone(),
+        extras: Extras::default(),
+        deleting: None,
+        source_incomplete: false,
+        stopped: false,
+        stats: stats.clone(),
+    };
+    let compare = opts.compare;
+    futures::stream::unfold(merge, |mut m| async move {
+        let step = m.next().await?;
+        Some((step, m))
+    })
+    .map(move |step| {
+        let (store_for, rates) = (store_for.clone(), rates.clone());
+        let dst = dst.clone();
+        async move { decide(step, &dst, compare, &store_for, &rates).await }
+    })
+    .buffered(COMPARE_AT_ONCE)
+    .filter_map(move |(decided, entries)| {
+        stats.done(entries);
+        futures::future::ready(decided)
+    })
+    .boxed()
+}
+
+/// One name of the merge.
+// Pairs dominate a plan, so boxing them would only add an allocation per
+// name.
+#[allow(clippy::large_enum_variant)]
+enum Step {
+    /// The source has it; the destination maybe.
+    Pair(Entry, Option<Entry>),
+    /// Only the destination has it, and it is to be deleted.
+    Delete(Location),
+    /// Reported, the plan goes on (or ends, as the merge decided).
+    Problem(Error),
+}
+
+async fn decide(
+    step: Step,
+    dst: &Location,
+    compare: Compare,
+    store_for: &StoreFor,
+    rates: &Rates,
+) -> (Option<Result<Action>>, usize) {
+    match step {
+        Step::Problem(e) => (Some(Err(e)), 0),
+        Step::Delete(l) => (Some(Ok(Action::Delete { dst: l })), 0),
+        Step::Pair(e, theirs) => {
+            let held = 1 + usize::from(theirs.is_some());
+            let differs = match &theirs {
+                None => true,
+                Some(t) if t.meta.size != e.meta.size => true,
+                Some(t) => match compare {
+                    Compare::SizeAndTime => newer(&e.meta, &t.meta),
+                    Compare::Checksum => match same_bytes(&e, t, store_for, rates).await {
+                        Ok(Some(same)) => !same,
+                        // No checksum in common: as without --checksum.
+                        Ok(None) => newer(&e.meta, &t.meta),
+                        Err(err) => return (Some(Err(err)), held),
+                    },
+                },
+            };
+            if !differs {
+                return (None, held);
+            }
+            let action = destination(dst, &e.rel, &e.src.to_string()).map(|to| Action::Copy {
+                src: e.src,
+                meta: Some(e.meta),
+                dst: to,
+            });
+            (Some(action), held)
+        }
+    }
+}
+
+/// The size-and-time rule's second half: is the source newer?
+fn newer(src: &ObjectMeta, dst: &ObjectMeta) -> bool {
+    match (src.updated_ns, dst.updated_ns) {
+        (Some(a), Some(b)) => a > b,
+        _ => true,
+    }
+}
+
+/// One listing, peeked one entry ahead, its order checked.
+struct Side {
+    entries: BoxStream<'static, Result<Entry>>,
+    peeked: Option<Entry>,
+    last: Option<String>,
+    done: bool,
+    seen: u64,
+}
+
+impl Side {
+    fn new(entries: BoxStream<'static, Result<Entry>>) -> Self {
+        Side {
+            entries,
+            peeked: None,
+            last: None,
+            done: false,
+            seen: 0,
+        }
+    }
+
+    /// Fills `peeked` unless the listing ended.
+    async fn fill(&mut self, stats: &PlanStats) -> Fill {
+        if self.peeked.is_some() || self.done {
+            return Fill::Ok;
+        }
+        match self.entries.next().await {
+            None => self.done = true,
+            // The listing may go on after it: a local walk reports an
+            // unreadable file and continues.
+            Some(Err(e)) => return Fill::Failed(e),
+            Some(Ok(e)) => {
+                if let Some(last) = &self.last
+                    && e.rel.as_str() <= last.as_str()
+                {
+                    return Fill::OutOfOrder(Error::invalid(
+                        Op::List,
+                        e.src.to_string(),
+                        format!(
+                            "listed after {last:?}, out of key order: sync stops here and deletes nothing more (a store must list in UTF-8 byte order)"
+                        ),
+                    ));
+                }
+                self.last = Some(e.rel.clone());
+                self.seen += 1;
+                stats.take(1);
+                self.peeked = Some(e);
+            }
+        }
+        Fill::Ok
+    }
+}
+
+enum Fill {
+    Ok,
+    /// An entry the listing could not give.
+    Failed(Error),
+    /// The listing broke its order: nothing it says can be merged.
+    OutOfOrder(Error),
+}
+
+/// Extras kept in memory before they go to a temporary file: 10,000 keys
+/// are about a megabyte.
+pub const SPILL_AT: usize = 10_000;
+
+/// Extras waiting for the listings to end: in memory, then in an unnamed
+/// temporary file, one JSON string per line (keys may hold newlines).
+#[derive(Default)]
+struct Extras {
+    mem: Vec<String>,
+    file: Option<std::io::BufWriter<std::fs::File>>,
+    count: u64,
+}
+
+impl Extras {
+    fn push(&mut self, key: String) -> Result<()> {
+        self.count += 1;
+        if self.file.is_none() && self.mem.len() < SPILL_AT {
+            self.mem.push(key);
+            return Ok(());
+        }
+        let spill_err =
+            |e: std::io::Error| Error::io(Op::Write, "a temporary file of sync's extras", e);
+        if self.file.is_none() {
+            self.file = Some(std::io::BufWriter::new(
+                tempfile::tempfile().map_err(spill_err)?,
+            ));
+        }
+        let f = self.file.as_mut().expect("spill file");
+        for k in self.mem.drain(..).chain(std::iter::once(key)) {
+            use std::io::Write;
+            let line = serde_json::to_string(&k).expect("a string serializes");
+            writeln!(f, "{line}").map_err(spill_err)?;
+        }
+        Ok(())
+    }
+
+    /// Every key pushed, in order.
+    fn drain(self) -> Result<Box<dyn Iterator<Item = Result<String>> + Send>> {
+        let Some(f) = self.file else {
+            return Ok(Box::new(self.mem.into_iter().map(Ok)));
+        };
+        use std::io::{BufRead, Seek};
+        let spill_err =
+            |e: std::io::Error| Error::io(Op::Read, "a temporary file of sync's extras", e);
+        let mut f = f.into_inner().map_err(|e| spill_err(e.into_error()))?;
+        f.rewind().map_err(spill_err)?;
+        Ok(Box::new(std::io::BufReader::new(f).lines().map(move |l| {
+            let l = l.map_err(spill_err)?;
+            serde_json::from_str::<String>(&l).map_err(|e| {
+                Error::invalid(Op::Read, "a temporary file of sync's extras", e.to_string())
+            })
+        })))
+    }
+}
+
+struct Merge {
+    src: Side,
+    dst: Side,
+    dst_root: Location,
+    opts: SyncOptions,
+    extras: Extras,
+    /// Deletes being handed out, once both listings have ended.
+    deleting: Option<Box<dyn Iterator<Item = Result<String>> + Send>>,
+    source_incomplete: bool,
+    /// Nothing more comes (after an error that ends the plan, or the end).
+    stopped: bool,
+    stats: Arc<PlanStats>,
+}
+
+impl Merge {
+    /// The next step, or None when the plan is complete.
+    async fn next(&mut self) -> Option<Step> {
+        if self.deleting.is_some() {
+            return self.next_delete();
+        }
+        loop {
+            if self.stopped {
+                return None;
+            }
+            match self.src.fill(&self.stats).await {
+                Fill::Ok => {}
+                Fill::Failed(e) => {
+                    self.source_incomplete = true;
+                    return Some(Step::Problem(e));
+                }
+                Fill::OutOfOrder(e) => return Some(self.stop(e)),
+            }
+            match self.dst.fill(&self.stats).await {
+                Fill::Ok => {}
+                // A destination that does not exist yet is simply empty.
+                Fill::Failed(e) if e.kind() == ErrorKind::NotFound && self.dst_root.is_local() => {
+                    self.dst.done = true;
+                }
+                // What the destination holds past here is unknown: going
+                // on would be guessing.
+                Fill::Failed(e) | Fill::OutOfOrder(e) => return Some(self.stop(e)),
+            }
+            let take_src = match (&self.src.peeked, &self.dst.peeked) {
+                (None, None) => return self.finish(),
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some(s), Some(d)) => s.rel <= d.rel,
+            };
+            if take_src {
+                let s = self.src.peeked.take().expect("peeked");
+                let theirs = self.dst.peeked.take_if(|d| d.rel == s.rel);
+                return Some(Step::Pair(s, theirs));
+            }
+            // Only the destination has it.
+            let extra = self.dst.peeked.take().expect("peeked");
+            self.stats.done(1);
+            if self.opts.delete
+                && let Err(e) = self.extras.push(extra.src.key)
+            {
+                return Some(self.stop(e));
+            }
+        }
+    }
+
+    /// Ends the plan with `e`; extras found so far are not deleted.
+    fn stop(&mut self, e: Error) -> Step {
+        self.stopped = true;
+        if self.opts.delete && self.extras.count > 0 {
+            tracing::info!(
+                extras = self.extras.count,
+                "sync --delete: nothing deleted after an error"
+            );
+        }
+        Step::Problem(e)
+    }
+
+    /// Both listings have ended: the extras are deleted now, or not at all.
+    fn finish(&mut self) -> Option<Step> {
+        self.stopped = true;
+        let n = self.extras.count;
+        if n == 0 {
+            return None;
+        }
+        let refuse = |why: String| {
+            Some(Step::Problem(Error::invalid(
+                Op::Delete,
+                self.dst_root.to_string(),
+                format!(
+                    "sync --delete: {n} extra{} not deleted: {why}",
+                    if n == 1 { "" } else { "s" }
+                ),
+            )))
+        };
+        if self.source_incomplete {
+            return refuse("the source could not be listed completely".into());
+        }
+        if self.src.seen == 0 && !self.opts.delete_when_source_empty {
+            return refuse("the source lists nothing, so this would delete everything here (check the source URL, or pass --delete-when-source-empty if that is what you want)".into());
+        }
+        if let Some(max) = self.opts.max_delete
+            && n > max
+        {
+            return refuse(format!("more than --max-delete {max}; nothing was deleted"));
+        }
+        match std::mem::take(&mut self.extras).drain() {
+            Ok(d) => {
+                self.deleting = Some(d);
+                self.next_delete()
+            }
+            Err(e) => Some(Step::Problem(e)),
+        }
+    }
+
+    fn next_delete(&mut self) -> Option<Step> {
+        let d = self.deleting.as_mut()?;
+        match d.next()? {
+            Ok(key) => Some(Step::Delete(self.dst_root.with_key(key))),
+            Err(e) => {
+                self.deleting = None;
+                Some(Step::Problem(e))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_core::Scheme;
+
+    fn entry(scheme: &str, root: &str, rel: &str, size: u64, t: i128) -> Entry {
+        let src = Location::parse(&format!("{scheme}://b/{root}{rel}")).unwrap();
+        Entry {
+            meta: ObjectMeta {
+                key: src.key.clone(),
+                size,
+                updated_ns: Some(t),
+                ..Default::default()
+            },
+            src,
+            rel: rel.to_string(),
+        }
+    }
+
+    fn listing(entries: Vec<Result<Entry>>) -> BoxStream<'static, Result<Entry>> {
+        futures::stream::iter(entries).boxed()
+    }
+
+    fn no_store() -> StoreFor {
+        Arc::new(|l: &Location| {
+            Err(Error::invalid(
+                Op::List,
+                l.to_string(),
+                "no store in this test",
+            ))
+        })
+    }
+
+    fn opts(delete: bool) -> SyncOptions {
+        SyncOptions {
+            compare: Compare::SizeAndTime,
+            delete,
+            max_delete: None,
+            delete_when_source_empty: false,
+        }
+    }
+
+    /// The plan as lines: `copy REL`, `delete REL`, `error …`.
+    async fn plan(src: Vec<Result<Entry>>, dst: Vec<Result<Entry>>, o: SyncOptions) -> Vec<String> {
+        let to = Location::parse("s3://b/dst/").unwrap();
+        sync_plan(
+            listing(src),
+            listing(dst),
+            to,
+            o,
+            no_store(),
+            Rates::default(),
+            None,
+        )
+        .map(|a| match a {
+            Ok(Action::Copy { dst, .. }) => format!("copy {}", dst.key),
+            Ok(Action::Delete { dst }) => format!("delete {}", dst.key),
+            Err(e) => format!("error {e}"),
+        })
+        .collect()
+        .await
+    }
+
+    fn names(scheme: &str, root: &str, rels: &[&str], size: u64, t: i128) -> Vec<Entry> {
+        rels.iter()
+            .map(|r| entry(scheme, root, r, size, t))
+            .collect()
+    }
+
+    fn ok(v: Vec<Entry>) -> Vec<Result<Entry>> {
+        v.into_iter().map(Ok).collect()
+    }
+
+    /// Names that sort close together: `-` and `.` before `/`, a name and
+    /// the same name as a folder, upper before lower case, multi-byte
+    /// UTF-8 after ASCII.
+    #[tokio::test]
+    async fn awkward_orders_pair_up_exactly() {
+        let mut both = vec![
+            "A",
+            "a",
+            "a-b",
+            "a.txt",
+            "a/",
+            "a/b",
+            "a0",
+            "b",
+            "é",
+            "é/x",
+            "\u{10FFFF}",
+        ];
+        both.sort();
+        let src = names("gs", "src/", &both, 10, 5);
+        // The destination has every name, newer: nothing to do.
+        let dst = names("s3", "dst/", &both, 10, 9);
+        assert_eq!(
+            plan(ok(src.clone()), ok(dst), opts(true)).await,
+            Vec::<String>::new()
+        );
+        // Every other name missing from the destination, plus extras in
+        // the gaps: copies and deletes exactly.
+        let kept: Vec<&str> = both.iter().step_by(2).copied().collect();
+        let mut dst_names: Vec<&str> = kept.clone();
+        dst_names.extend(["a-a", "a/a", "a/c", "zz"]);
+        dst_names.sort();
+        let got = plan(
+            ok(src),
+            ok(names("s3", "dst/", &dst_names, 10, 9)),
+            opts(true),
+        )
+        .await;
+        let mut want: Vec<String> = both
+            .iter()
+            .skip(1)
+            .step_by(2)
+            .map(|r| format!("copy dst/{r}"))
+            .collect();
+        want.extend(["a-a", "a/a", "a/c", "zz"].map(|r| format!("delete dst/{r}")));
+        let mut sorted_got = got.clone();
+        sorted_got.sort();
+        want.sort();
+        assert_eq!(sorted_got, want);
+    }
+
+    #[tokio::test]
+    async fn differs_by_size_or_an_older_destination() {
+        let src = vec![
+            Ok(entry("gs", "", "same", 3, 5)),
+            Ok(entry("gs", "", "size", 4, 5)),
+            Ok(entry("gs", "", "time", 3, 5)),
+        ];
+        let dst = vec![
+            Ok(entry("s3", "dst/", "same", 3, 9)),
+            Ok(entry("s3", "dst/", "size", 3, 9)),
+            Ok(entry("s3", "dst/", "time", 3, 1)),
+        ];
+        assert_eq!(
+            plan(src, dst, opts(false)).await,
+            ["copy dst/size", "copy dst/time"]
+        );
+    }
+
+    #[tokio::test]
+    async fn empty_sides() {
+        let src = names("gs", "", &["a", "b"], 1, 1);
+        assert_eq!(
+            plan(ok(src), vec![], opts(true)).await,
+            ["copy dst/a", "copy dst/b"]
+        );
+        // Nothing in the source: no deletion, one refusal.
+        let dst = names("s3", "dst/", &["a", "b"], 1, 1);
+        let got = plan(vec![], ok(dst.clone()), opts(true)).await;
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].contains("2 extras not deleted: the source lists nothing"),
+            "{got:?}"
+        );
+        // Unless asked for; and without --delete nothing at all.
+        let o = SyncOptions {
+            delete_when_source_empty: true,
+            ..opts(true)
+        };
+        assert_eq!(
+            plan(vec![], ok(dst.clone()), o).await,
+            ["delete dst/a", "delete dst/b"]
+        );
+        assert!(plan(vec![], ok(dst), opts(false)).await.is_empty());
+        assert!(plan(vec![], vec![], opts(true)).await.is_empty());
+    }
+
+    /// A source listing that fails half way: copies go on, nothing is
+    /// deleted (not even what was extra before the failure), and the
+    /// extras are counted.
+    #[tokio::test]
+    async fn a_source_failing_half_way_stops_the_deletes() {
+        let mut src = ok(names("gs", "", &["b", "d"], 1, 1));
+        src.push(Err(Error::new(
+            ErrorKind::ServerBusy,
+            Op::List,
+            "gs://b/",
+            "503",
+        )));
+        let dst = ok(names("s3", "dst/", &["a", "b", "c", "e", "f"], 1, 9));
+        let got = plan(src, dst, opts(true)).await;
+        assert_eq!(got[0], "copy dst/d", "{got:?}");
+        assert!(
+            got[1].starts_with("error ") && got[1].contains("503"),
+            "{got:?}"
+        );
+        assert!(
+            got[2].contains("4 extras not deleted: the source could not be listed completely"),
+            "{got:?}"
+        );
+        assert_eq!(got.len(), 3, "{got:?}");
+    }
+
+    #[tokio::test]
+    async fn max_delete_refuses_a_run_that_would_delete_more() {
+        let src = ok(names("gs", "", &["m"], 1, 1));
+        let dst = ok(names("s3", "dst/", &["a", "b", "c", "m", "x"], 1, 9));
+        let o = SyncOptions {
+            max_delete: Some(2),
+            ..opts(true)
+        };
+        let got = plan(src, dst, o).await;
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].contains("4 extras not deleted: more than --max-delete 2"),
+            "{got:?}"
+        );
+        let o = SyncOptions {
+            max_delete: Some(4),
+            ..opts(true)
+        };
+        let dst = ok(names("s3", "dst/", &["a", "b", "c", "m", "x"], 1, 9));
+        let got = plan(ok(names("gs", "", &["m"], 1, 1)), dst, o).await;
+        assert_eq!(
+            got,
+            [
+                "delete dst/a",
+                "delete dst/b",
+                "delete dst/c",
+                "delete dst/x"
+            ]
+        );
+    }
+
+    /// A listing out of order would make the merge call a name extra that
+    /// the source has later: it ends the plan instead.
+    #[tokio::test]
+    async fn out_of_order_listings_end_the_plan() {
+        let src = ok(names("gs", "", &["b", "a"], 1, 1));
+        let dst = ok(names("s3", "dst/", &["a", "c"], 1, 9));
+        let got = plan(src, dst, opts(true)).await;
+        assert!(got.iter().all(|l| !l.starts_with("delete")), "{got:?}");
+        assert!(got.last().unwrap().contains("out of key order"), "{got:?}");
+        let src = ok(names("gs", "", &["a", "c"], 1, 1));
+        let dst = ok(names("s3", "dst/", &["b", "b"], 1, 9));
+        let got = plan(src, dst, opts(true)).await;
+        assert!(got.last().unwrap().contains("out of key order"), "{got:?}");
+    }
+
+    /// 300,000 keys on each side (a third differing, a third extra): the
+    /// plan never holds more than the comparisons in flight, however
+    /// many keys pass through it.
+    #[tokio::test]
+    async fn a_big_sync_holds_a_bounded_number_of_entries() {
+        const N: usize = 300_000;
+        let src = futures::stream::iter(0..N)
+            .filter(|i| futures::future::ready(i % 3 != 2))
+            .map(|i| Ok(entry("gs", "", &format!("{i:08}"), 7, 5)))
+            .boxed();
+        let dst = futures::stream::iter(0..N)
+            .filter(|i| futures::future::ready(i % 3 != 0))
+            .map(|i| {
+                Ok(entry(
+                    "s3",
+                    "dst/",
+                    &format!("{i:08}"),
+                    if i % 3 == 1 { 7 } else { 8 },
+                    9,
+                ))
+            })
+            .boxed();
+        let stats = Arc::new(PlanStats::default());
+        let to = Location::parse("s3://b/dst/").unwrap();
+        let mut p = sync_plan(
+            src,
+            dst,
+            to,
+            opts(true),
+            no_store(),
+            Rates::default(),
+            Some(stats.clone()),
+        );
+        let (mut copies, mut deletes) = (0, 0);
+        while let Some(a) = p.next().await {
+            match a.unwrap() {
+                Action::Copy { .. } => copies += 1,
+                Action::Delete { .. } => deletes += 1,
+            }
+        }
+        assert_eq!((copies, deletes), (N / 3, N / 3));
+        let peak = stats.peak_held.load(Ordering::Relaxed);
+        assert!(
+            peak <= 2 * COMPARE_AT_ONCE + 2,
+            "held {peak} entries at once"
+        );
+        assert_eq!(stats.held.load(Ordering::Relaxed), 0);
+        let _ = Scheme::Gs;
+    }
+
+    /// Extras past the memory limit go through the temporary file and
+    /// come back the same, in order, whatever the key holds.
+    #[test]
+    fn extras_spill_and_come_back_intact() {
+        let mut x = Extras::default();
+        let keys: Vec<String> = (0..SPILL_AT + 5)
+            .map(|i| match i % 4 {
+                0 => format!("line\nbreak {i}"),
+                1 => format!("\"quoted\" {i}"),
+                2 => format!("é/\u{10FFFF}/{i}"),
+                _ => format!("plain {i}"),
+            })
+            .collect();
+        for k in &keys {
+            x.push(k.clone()).unwrap();
+        }
+        assert!(x.file.is_some() && x.mem.is_empty());
+        let back: Vec<String> = x.drain().unwrap().map(|k| k.unwrap()).collect();
+        assert_eq!(back, keys);
+    }
+}
