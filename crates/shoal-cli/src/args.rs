@@ -261,6 +261,9 @@ pub(crate) struct RmArgs {
     /// Delete everything below each URL taken as a prefix.
     #[arg(short = 'r', long)]
     pub(crate) recursive: bool,
+    /// Print what would be deleted (`would remove URL`), delete nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
 }
 
 #[derive(Debug, Args)]

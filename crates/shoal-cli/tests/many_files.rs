@@ -436,3 +436,57 @@ fn raw_gcs_upload(bucket: &str, name: &str, body: &[u8]) {
     s.read_to_string(&mut resp).unwrap();
     assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
 }
+
+/// `rm -r --dry-run` names every object below the prefix (and only those:
+/// not `p-x` or `pp`), deletes nothing; then `rm -r` deletes exactly those.
+#[test]
+fn rm_dry_run_names_what_rm_deletes() {
+    let Some(bucket) = make_bucket(s3, "s3") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("f");
+    std::fs::write(&f, b"x").unwrap();
+    for k in ["p/a", "p/b/c", "p-x", "pp", "q"] {
+        let r = run(with_args(
+            s3().unwrap(),
+            &["cp", f.to_str().unwrap(), &format!("s3://{bucket}/{k}")],
+        ));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    }
+    let ls = |b: &str| {
+        let mut v: Vec<String> = run(with_args(
+            s3().unwrap(),
+            &["ls", "-r", &format!("s3://{b}/")],
+        ))
+        .stdout
+        .lines()
+        .map(str::to_owned)
+        .collect();
+        v.sort();
+        v
+    };
+    let before = ls(&bucket);
+    let r = run(with_args(
+        s3().unwrap(),
+        &["rm", "-r", "--dry-run", &format!("s3://{bucket}/p")],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let mut named: Vec<&str> = r.stdout.lines().collect();
+    named.sort();
+    let want: Vec<String> = ["p/a", "p/b/c"]
+        .iter()
+        .map(|k| format!("would remove s3://{bucket}/{k}"))
+        .collect();
+    assert_eq!(named, want);
+    assert_eq!(ls(&bucket), before, "a dry run deletes nothing");
+    let r = run(with_args(
+        s3().unwrap(),
+        &["rm", "-r", &format!("s3://{bucket}/p")],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        ls(&bucket),
+        ["p-x", "pp", "q"].map(|k| format!("s3://{bucket}/{k}"))
+    );
+}

@@ -97,7 +97,9 @@ fn summary_line(verb: &str, r: &BatchReport, elapsed: Duration) -> String {
     line
 }
 
-/// Prints the summary and the failures; exit 1 if anything failed.
+/// Prints the summary and the failures; exit 1 if anything failed. When
+/// nothing was done but fail (a source that cannot be listed), the
+/// failures say it all: no "Synced: 0 files" under an error.
 pub(crate) fn finish(ctx: &Context, r: &BatchReport, elapsed: Duration, verb: &str) -> CmdResult {
     for s in &r.skipped {
         eprintln!("shoal: skipped: {s}");
@@ -105,7 +107,9 @@ pub(crate) fn finish(ctx: &Context, r: &BatchReport, elapsed: Duration, verb: &s
     for f in &r.failures {
         eprintln!("shoal: {f}");
     }
-    if !ctx.quiet {
+    let only_failed =
+        r.copied == 0 && r.deleted == 0 && r.skipped.is_empty() && !r.failures.is_empty();
+    if !ctx.quiet && !only_failed {
         eprintln!("{}", summary_line(verb, r, elapsed));
     }
     if r.failures.is_empty() {

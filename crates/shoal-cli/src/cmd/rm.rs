@@ -4,6 +4,7 @@
 //! reported with its URL and the rest still proceed.
 
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use shoal_core::paginate::pages;
 use shoal_core::{Error, ErrorKind, ListRequest, Location, Op, Projection};
 
@@ -17,11 +18,15 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
         .iter()
         .map(|u| super::parse(u))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut targets: Vec<Location> = Vec::new();
     let mut failed = 0usize;
+    // Objects named one by one (on the command line, so few) are deleted
+    // together at the end, concurrently.
+    let mut singles = Vec::new();
     for loc in locs {
         if loc.is_local() {
-            if let Err(e) = std::fs::remove_file(&loc.key) {
+            if a.dry_run {
+                println!("would remove {}", loc.key);
+            } else if let Err(e) = std::fs::remove_file(&loc.key) {
                 eprintln!("shoal: {}", Error::io(Op::Delete, &loc.key, e));
                 failed += 1;
             } else if !ctx.quiet {
@@ -29,90 +34,129 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
             }
             continue;
         }
-        if shoal_list::has_wildcard(&loc.key) {
-            // A glob: every matching object (with -r, everything below
-            // each matching level too).
-            shoal_list::check(&loc)?;
-            let store = ctx.store(&loc)?;
-            let opts = shoal_list::ListOptions {
-                recursive: a.recursive,
-                ..Default::default()
-            };
-            let mut objects = std::pin::pin!(shoal_list::expand(store, &loc, &opts));
-            let before = targets.len();
-            while let Some(m) = objects.next().await {
-                targets.push(loc.with_key(m?.key));
-            }
-            if targets.len() == before {
-                let e = Error::new(
-                    ErrorKind::NotFound,
-                    Op::Delete,
-                    loc.to_string(),
-                    "no objects match",
-                );
-                eprintln!("shoal: {e}");
-                failed += 1;
-            }
-            continue;
-        }
-        if !a.recursive {
+        if !a.recursive && !shoal_list::has_wildcard(&loc.key) {
             if loc.key.is_empty() {
                 return Err(Failure::Usage(format!(
                     "rm {loc}: needs an object; use -r to delete everything in the bucket"
                 )));
             }
-            targets.push(loc);
+            singles.push(Ok(loc));
             continue;
         }
-        let store = ctx.store(&loc)?;
-        let req = ListRequest {
-            prefix: loc.key.clone(),
-            projection: Projection::NameOnly,
-            ..Default::default()
-        };
-        let dir = if loc.is_prefix_like() {
-            loc.key.clone()
-        } else {
-            format!("{}/", loc.key)
-        };
-        let mut stream = Box::pin(pages(store, loc.bucket.clone(), req));
-        let before = targets.len();
-        while let Some(page) = stream.next().await {
-            let page = page.map_err(|e| e.with_url(loc.to_string()))?;
-            for o in page.objects {
-                if o.key == loc.key || o.key.starts_with(&dir) {
-                    targets.push(loc.with_key(o.key));
-                }
-            }
-        }
-        if targets.len() == before {
-            eprintln!("shoal: delete {loc}: matched no objects");
+        // Everything the URL names, deleted as it is listed: memory holds
+        // a page and the deletions in flight, whatever the key count.
+        let targets = targets(ctx, &loc, a.recursive)?;
+        let (deleted, f) = delete_all(ctx, &a, targets).await;
+        failed += f;
+        if deleted == 0 && f == 0 {
+            let e = Error::new(
+                ErrorKind::NotFound,
+                Op::Delete,
+                loc.to_string(),
+                "matched no objects",
+            );
+            eprintln!("shoal: {e}");
             failed += 1;
         }
     }
-    let results = futures::stream::iter(targets)
-        .map(|loc| async move {
+    failed += delete_all(ctx, &a, futures::stream::iter(singles).boxed())
+        .await
+        .1;
+    if failed > 0 {
+        Err(Failure::Reported)
+    } else {
+        Ok(())
+    }
+}
+
+/// The objects a glob (with `recursive`, and everything below each level
+/// it matches) or a prefix (`-r`) names, as they are listed.
+fn targets(
+    ctx: &Context,
+    loc: &Location,
+    recursive: bool,
+) -> Result<BoxStream<'static, shoal_core::Result<Location>>, Failure> {
+    let store = ctx.store(loc)?;
+    if shoal_list::has_wildcard(&loc.key) {
+        shoal_list::check(loc)?;
+        let opts = shoal_list::ListOptions {
+            recursive,
+            ..Default::default()
+        };
+        let base = loc.clone();
+        return Ok(shoal_list::expand(store, loc, &opts)
+            .map(move |m| Ok(base.with_key(m?.key)))
+            .boxed());
+    }
+    let req = ListRequest {
+        prefix: loc.key.clone(),
+        projection: Projection::NameOnly,
+        ..Default::default()
+    };
+    // `rm -r gs://b/a` is `a` and what lies below `a/`, not `a-b`.
+    let dir = if loc.is_prefix_like() {
+        loc.key.clone()
+    } else {
+        format!("{}/", loc.key)
+    };
+    let base = loc.clone();
+    Ok(pages(store, loc.bucket.clone(), req)
+        .flat_map(move |page| {
+            let items: Vec<shoal_core::Result<Location>> = match page {
+                Err(e) => vec![Err(e.with_url(base.to_string()))],
+                Ok(p) => p
+                    .objects
+                    .into_iter()
+                    .filter(|o| o.key == base.key || o.key.starts_with(&dir))
+                    .map(|o| Ok(base.with_key(o.key)))
+                    .collect(),
+            };
+            futures::stream::iter(items)
+        })
+        .boxed())
+}
+
+/// Deletes (or with `--dry-run` names) each target, `small_workers` at a
+/// time; returns (deleted, failed). A listing error is a failure and ends
+/// that URL's deletions.
+async fn delete_all(
+    ctx: &Context,
+    a: &RmArgs,
+    targets: BoxStream<'static, shoal_core::Result<Location>>,
+) -> (u64, usize) {
+    let dry_run = a.dry_run;
+    let results = targets
+        .map(|t| async move {
+            let loc = t?;
+            if dry_run {
+                return Ok::<_, Error>(loc);
+            }
             let store = ctx.store(&loc)?;
             (store.delete(&loc.bucket, &loc.key))
                 .await
                 .map_err(|e| e.with_url(loc.to_string()))?;
-            Ok::<_, Error>(loc)
+            Ok(loc)
         })
         .buffer_unordered(ctx.transfer.small_workers.max(1));
-    let mut results = Box::pin(results);
+    let mut results = std::pin::pin!(results);
+    let (mut deleted, mut failed) = (0, 0);
     while let Some(r) = results.next().await {
         match r {
-            Ok(loc) if !ctx.quiet => eprintln!("Removed {loc}"),
-            Ok(_) => {}
+            Ok(loc) if dry_run => {
+                deleted += 1;
+                println!("would remove {loc}");
+            }
+            Ok(loc) => {
+                deleted += 1;
+                if !ctx.quiet {
+                    eprintln!("Removed {loc}");
+                }
+            }
             Err(e) => {
                 eprintln!("shoal: {e}");
                 failed += 1;
             }
         }
     }
-    if failed > 0 {
-        Err(Failure::Reported)
-    } else {
-        Ok(())
-    }
+    (deleted, failed)
 }
