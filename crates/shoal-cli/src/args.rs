@@ -437,6 +437,12 @@ pub(crate) struct SyncArgs {
     /// Compare checksums instead of size and modification time: the strongest both sides have (CRC32C, CRC32, CRC64NVME, composite, MD5; local files are read), else size and time.
     #[arg(long, short = 'c')]
     pub(crate) checksum: bool,
+    /// Read the source bucket's listing from FILE (written by `shoal ls -r --json --sorted SRC > FILE`) instead of listing it.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) source_listing: Option<String>,
+    /// Read the destination bucket's listing from FILE (`shoal ls -r --json --sorted DST > FILE`) instead of listing it: for a destination only this sync writes.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) dest_listing: Option<String>,
     #[command(flatten)]
     pub(crate) limits: LimitFlags,
 }

@@ -8,6 +8,7 @@
 mod args;
 mod cmd;
 mod config;
+mod listing_file;
 mod output;
 mod progress;
 

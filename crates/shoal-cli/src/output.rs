@@ -38,8 +38,13 @@ pub(crate) fn meta_json(url: &str, m: &ObjectMeta) -> serde_json::Value {
         "size": m.size,
     });
     let o = v.as_object_mut().expect("object");
-    if m.updated_ns.is_some() {
+    if let Some(ns) = m.updated_ns {
         o.insert("updated".into(), rfc3339(m.updated_ns).into());
+        // The full precision, for listings read back by `sync
+        // --source-listing`/`--dest-listing`: its time rule compares it.
+        if let Ok(ns) = i64::try_from(ns) {
+            o.insert("updated_ns".into(), ns.into());
+        }
     }
     if let Some(c) = m.crc32c {
         o.insert("crc32c".into(), crc32c_to_base64(c).into());

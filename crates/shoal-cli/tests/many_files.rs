@@ -490,3 +490,81 @@ fn rm_dry_run_names_what_rm_deletes() {
         ["p-x", "pp", "q"].map(|k| format!("s3://{bucket}/{k}"))
     );
 }
+
+/// A listing kept in a file stands in for listing a side: `ls -r --json
+/// --sorted` of both buckets, then syncs that read them decide exactly as
+/// syncs that list; a listing of another place is refused at its line.
+#[test]
+fn sync_reads_listings_kept_in_files() {
+    let Some(bucket) = make_bucket(s3, "s3") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let files = make_tree(&src);
+    let up = |args: &[&str]| {
+        let r = run(with_args(s3().unwrap(), args));
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        r
+    };
+    up(&["sync", src.to_str().unwrap(), &format!("s3://{bucket}/a")]);
+    up(&["sync", src.to_str().unwrap(), &format!("s3://{bucket}/b")]);
+    // One object changed in a, one extra in b.
+    let one = dir.path().join("one");
+    std::fs::write(&one, b"changed, and longer than before").unwrap();
+    let changed = format!("s3://{bucket}/a/{}", files[0].0);
+    up(&["cp", one.to_str().unwrap(), &changed]);
+    up(&[
+        "cp",
+        one.to_str().unwrap(),
+        &format!("s3://{bucket}/b/extra"),
+    ]);
+    let listing = |side: &str| {
+        let path = dir.path().join(format!("{side}.jsonl"));
+        let r = up(&[
+            "ls",
+            "-r",
+            "--json",
+            "--sorted",
+            &format!("s3://{bucket}/{side}/"),
+        ]);
+        std::fs::write(&path, &r.stdout).unwrap();
+        path
+    };
+    let (la, lb) = (listing("a"), listing("b"));
+    let dry = |extra: &[&str]| {
+        let mut args = vec!["sync", "--dry-run", "--delete"];
+        args.extend_from_slice(extra);
+        let a = format!("s3://{bucket}/a");
+        let b = format!("s3://{bucket}/b");
+        args.extend([a.as_str(), b.as_str()]);
+        let mut lines: Vec<String> = up(&args).stdout.lines().map(str::to_owned).collect();
+        lines.sort();
+        lines
+    };
+    let live = dry(&[]);
+    assert_eq!(live.len(), 2, "{live:?}");
+    let (la, lb) = (la.to_str().unwrap(), lb.to_str().unwrap());
+    assert_eq!(dry(&["--source-listing", la]), live);
+    assert_eq!(dry(&["--dest-listing", lb]), live);
+    assert_eq!(dry(&["--source-listing", la, "--dest-listing", lb]), live);
+    // The listing of b given as a's: refused at its first line.
+    let r = run(with_args(
+        s3().unwrap(),
+        &[
+            "sync",
+            "--delete",
+            "--source-listing",
+            lb,
+            &format!("s3://{bucket}/a"),
+            &format!("s3://{bucket}/b"),
+        ],
+    ));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("b.jsonl:1") && r.stderr.contains("another place"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("not deleted"), "{}", r.stderr);
+}

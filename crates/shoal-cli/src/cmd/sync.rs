@@ -33,23 +33,35 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
             src.key
         )));
     }
+    for (l, listing) in [(&src, &a.source_listing), (&dst, &a.dest_listing)] {
+        if l.is_local() && listing.is_some() {
+            return Err(Failure::Usage(format!(
+                "sync {}: a listing file stands for a bucket's listing; local folders are walked",
+                l.key
+            )));
+        }
+    }
     let store_for = ctx.store_for(&[&src, &dst])?;
     let projection = if a.checksum {
         Projection::Full
     } else {
         Projection::NameSizeTime
     };
-    // Both sides in key order: the plan is a merge of the two listings.
-    let side = |l: &shoal_core::Location| -> Result<_, Failure> {
-        let store = if l.is_local() {
-            None
-        } else {
-            Some(store_for(l)?)
-        };
+    // Both sides in key order: the plan is a merge of the two listings
+    // (or of listings kept in files).
+    let side = |l: &shoal_core::Location, listing: &Option<String>| -> Result<_, Failure> {
         let root = if l.is_local() {
             format!("{}/", l.key.trim_end_matches('/'))
         } else {
             sync_root(l)
+        };
+        if let Some(file) = listing {
+            return crate::listing_file::read(file, l, &root);
+        }
+        let store = if l.is_local() {
+            None
+        } else {
+            Some(store_for(l)?)
         };
         let mut loc = l.clone();
         if !loc.is_local() {
@@ -68,7 +80,7 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     let dst_entries = if dst.is_local() && !std::path::Path::new(&dst.key).exists() {
         futures::stream::empty().boxed()
     } else {
-        side(&dst)?
+        side(&dst, &a.dest_listing)?
     };
     let compare = if a.checksum {
         Compare::Checksum
@@ -76,7 +88,7 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
         Compare::SizeAndTime
     };
     let plan = sync_plan(
-        side(&src)?,
+        side(&src, &a.source_listing)?,
         dst_entries,
         dst.clone(),
         SyncOptions {
