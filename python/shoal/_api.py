@@ -107,6 +107,32 @@ async def glob_async(pattern: str, *, recursive: bool = False, session: _shoal.S
     return await _shoal.expand_async(resolve(session, options), pattern, recursive)
 
 
+def iter_objects(url: str, *, recursive: bool = False, detail: str = "full", session: _shoal.Session | None = None, **options: Any) -> Iterator[ObjectInfo]:
+    """Every object a URL or glob names, in key order, as an iterator: what
+    :func:`glob` returns, without holding it. The listing is streamed page
+    by page (in parallel for big listings), so memory stays bounded however
+    many keys there are. ``recursive`` takes everything below each match;
+    ``detail`` is ``"name"``, ``"size"`` or ``"full"``. A glob matching
+    nothing raises ``NotFoundError`` when the iteration reaches its end."""
+    stream = _shoal.iter_objects(resolve(session, options), url, recursive, detail)
+    try:
+        for page in stream:
+            yield from page
+    finally:
+        stream.close()
+
+
+async def iter_objects_async(url: str, *, recursive: bool = False, detail: str = "full", session: _shoal.Session | None = None, **options: Any) -> AsyncIterator[ObjectInfo]:
+    """:func:`iter_objects` for asyncio (``async for``)."""
+    stream = _shoal.iter_objects(resolve(session, options), url, recursive, detail)
+    try:
+        async for page in stream:
+            for o in page:
+                yield o
+    finally:
+        stream.close()
+
+
 def _du(res) -> DiskUsage:
     groups, (b, n) = res
     return DiskUsage(b, n, {label: (gb, gn) for label, gb, gn in groups})

@@ -233,3 +233,28 @@ def test_checksums_boto3_leaves_are_shown_and_checked(s3_bucket, tmp_path):
     assert r.verified == "crc32 per part" and r.pieces > 1
     # Listed (no checksum in the listing) and read in slices.
     assert b"".join(shoal.read(f"{s3_bucket}/m*", read_ahead=4 << 20)) == big
+
+
+def test_iter_objects_streams_a_listing_in_key_order(s3_bucket, gs_bucket):
+    # 1,200 objects: more than one listing page, handed over page by page.
+    keys = sorted(f"d/{i:05}" for i in range(1200))
+    import concurrent.futures as cf
+
+    with cf.ThreadPoolExecutor(16) as ex:
+        list(ex.map(lambda k: shoal.put(f"{s3_bucket}/{k}", b"x"), keys))
+    it = shoal.iter_objects(f"{s3_bucket}/d/", recursive=True, detail="name")
+    assert iter(it) is it, "an iterator, not a list"
+    assert [o.key for o in it] == keys
+    assert [o.key for o in shoal.iter_objects(f"{s3_bucket}/d/0000*")] == keys[:10]
+    # Stopping early is fine (the listing is cancelled).
+    first = next(iter(shoal.iter_objects(f"{s3_bucket}/d/", recursive=True)))
+    assert first.key == keys[0] and first.size == 1
+
+    async def collect():
+        return [o.key async for o in shoal.iter_objects_async(f"{s3_bucket}/d/00*", recursive=True)]
+
+    assert asyncio.run(collect()) == keys[:1000]
+    with pytest.raises(shoal.NotFoundError):
+        list(shoal.iter_objects(f"{s3_bucket}/nothing-*"))
+    shoal.put(f"{gs_bucket}/a/b", b"yz")
+    assert [(o.key, o.size) for o in shoal.iter_objects(f"{gs_bucket}/**")] == [("a/b", 2)]

@@ -16,10 +16,11 @@
 //! - [`session`]: configuration (environment + keyword overrides) → stores.
 //! - [`objects`]: `ObjectInfo`, what a listing or stat returns.
 //! - [`errors`]: shoal's error kinds → the `shoal.errors` hierarchy.
-//! - [`list`], [`transfer`], [`read`]: the operations.
+//! - [`list`], [`list_stream`], [`transfer`], [`read`]: the operations.
 
 mod errors;
 mod list;
+mod list_stream;
 mod objects;
 mod read;
 mod runtime;
@@ -39,6 +40,8 @@ fn _shoal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<session::Session>()?;
     m.add_class::<objects::ObjectInfo>()?;
     m.add_class::<read::ReadStream>()?;
+    m.add_class::<list_stream::ObjectStream>()?;
+    m.add_function(pyo3::wrap_pyfunction!(list_stream::iter_objects, m)?)?;
     list::register(m)?;
     transfer::register(m)?;
     read::register(m)?;

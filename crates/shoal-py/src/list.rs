@@ -33,7 +33,7 @@ pub(crate) fn cloud(url: &str) -> PyResult<Location> {
     Ok(loc)
 }
 
-fn projection(detail: &str) -> PyResult<Projection> {
+pub(crate) fn projection(detail: &str) -> PyResult<Projection> {
     match detail {
         "name" => Ok(Projection::NameOnly),
         "size" => Ok(Projection::NameSizeTime),
