@@ -1,13 +1,22 @@
 """Scale-out on Dask: one plan, split across workers, each running shoal's
 Rust engine on its share; results and failures gathered back.
 
-The listing is made once, on the client (it is fast: parallel, and one
-request per thousand keys), and cut into partitions balanced by bytes.
-Each partition is one Dask task that copies, reads or sizes its objects
-with the same engine as a single-process call, using ``max_workers``
-requests in flight *per task*. Sessions travel as their configuration
-keywords; every worker process builds its own stores.
+Two ways to list. On a distributed cluster, :func:`list_partitions`
+splits the listing itself across workers, the way shoal's parallel lister
+splits it across connections: each task lists a key range up to
+``keys_per_task`` keys and says where it stopped; the client cuts what is
+left of a busy range where the keys seen say it is dense (the same cut,
+``shoal_list::split::cut``) and hands both halves to new tasks. The keys
+stay on the workers as partitions in key order; the client holds a few
+strings per task, however big the bucket. Otherwise (no distributed
+client, or ``npartitions`` asked for), the listing is made once on the
+client (parallel, one request per thousand keys) and cut into partitions
+balanced by bytes. Each partition is one Dask task that copies, reads or
+sizes its objects with the same engine as a single-process call, using
+``max_workers`` requests in flight *per task*. Sessions travel as their
+configuration keywords; every worker process builds its own stores.
 
+- :func:`list_partitions`: a listing split across the cluster's workers.
 - :func:`ls_bag`, :func:`ls_dataframe`: a listing as partitions
   (``url``, ``key``, ``size``, ``updated``).
 - :func:`copy`: every object under a URL or glob to a destination prefix.
@@ -18,6 +27,7 @@ keywords; every worker process builds its own stores.
 from __future__ import annotations
 
 import heapq
+import operator
 import os
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -78,24 +88,130 @@ def _listing(url: str, s: _shoal.Session) -> list[dict[str, Any]]:
     return _records(objs)
 
 
-def ls_bag(url: str, *, npartitions: int | None = None, session: _shoal.Session | None = None, **options: Any) -> db.Bag:
+def _distributed_client(client: Any) -> Any:
+    """``client``, else the distributed client in use, else None."""
+    if client is not None:
+        return client
+    try:
+        from distributed import get_client
+
+        return get_client()
+    except (ImportError, ValueError):
+        return None
+
+
+def _list_task(session: _shoal.Session, url: str, start: str, end: str | None, max_keys: int, detail: str):
+    """One range's share (runs on a worker): its records, and a summary
+    for the client (count, first and last key, where to go on)."""
+    objs, nxt = _shoal.list_range(session, url, start, end, max_keys, detail)
+    recs = _records(objs)
+    first = recs[0]["key"] if recs else None
+    last = recs[-1]["key"] if recs else None
+    return recs, (len(recs), first, last, nxt)
+
+
+@dataclass
+class ListingStats:
+    """What :func:`list_partitions` did (for tests and benchmarks)."""
+
+    tasks: int = 0
+    splits: int = 0
+    objects: int = 0
+
+
+def list_partitions(url: str, *, client: Any = None, keys_per_task: int = 100_000, max_tasks: int | None = None, detail: str = "size", stats: ListingStats | None = None, session: _shoal.Session | None = None, **options: Any) -> list[Any]:
+    """Every object whose key starts with ``url``'s key (a prefix, taken
+    literally: ``gs://b/logs/`` or ``gs://b/logs/2026-``), listed by tasks
+    on ``client``'s cluster (or the distributed client in use), as futures
+    of lists of dicts (``url``, ``key``, ``size``, ``updated``) in key
+    order. No process holds the whole listing: each task lists a range up
+    to ``keys_per_task`` keys and keeps them; a range with more left is cut
+    in two for other tasks while fewer than ``max_tasks`` (default: twice
+    the cluster's threads) are running. A failed task raises with the URL
+    when its future is gathered."""
+    if _api._has_wildcard(url):
+        raise ValueError(f"{url}: list_partitions takes a prefix; use ls_bag for globs")
+    c = _distributed_client(client)
+    if c is None:
+        raise ValueError("list_partitions needs a dask.distributed Client (or use ls_bag)")
+    from distributed import as_completed
+
+    s = resolve(session, options)
+    prefix = _key(url)
+    limit = max_tasks or max(2, 2 * sum(c.nthreads().values()))
+    st = stats if stats is not None else ListingStats()
+    alphabet: set[str] = set()
+    running: dict[Any, tuple[str, str | None, Any]] = {}
+    parts: list[tuple[str, Any]] = []
+    done = as_completed()
+
+    def submit(start: str, end: str | None) -> None:
+        t = c.submit(_list_task, s, url, start, end, keys_per_task, detail, pure=False)
+        summary = c.submit(operator.itemgetter(1), t, pure=False)
+        running[summary] = (start, end, c.submit(operator.itemgetter(0), t, pure=False))
+        done.add(summary)
+        st.tasks += 1
+
+    submit(prefix, None)
+    for summary in done:
+        start, end, data = running.pop(summary)
+        n, first, last, nxt = summary.result()
+        summary.release()
+        parts.append((start, data))
+        st.objects += n
+        for k in (first, last):
+            if k is not None:
+                alphabet.update(k[len(prefix):])
+        if nxt is None:
+            continue
+        mid = None
+        if len(running) + 2 <= limit:
+            mid = _shoal.cut_range(last, end, prefix, "".join(sorted(alphabet)), first)
+        if mid is not None and mid > nxt and (end is None or mid < end):
+            st.splits += 1
+            submit(nxt, mid)
+            submit(mid, end)
+        else:
+            submit(nxt, end)
+    parts.sort(key=lambda p: p[0])
+    return [d for _, d in parts]
+
+
+def _use_cluster(url: str, npartitions: int | None, client: Any) -> Any:
+    """The client to list on, when the listing should be split across it."""
+    if npartitions is not None or _api._has_wildcard(url):
+        return None
+    return _distributed_client(client)
+
+
+def ls_bag(url: str, *, npartitions: int | None = None, client: Any = None, keys_per_task: int = 100_000, session: _shoal.Session | None = None, **options: Any) -> db.Bag:
     """Every object below a URL (or matching a glob) as a bag of dicts
-    (``url``, ``key``, ``size``, ``updated``), partitions balanced by bytes."""
+    (``url``, ``key``, ``size``, ``updated``). On a distributed cluster a
+    prefix is listed by the workers (:func:`list_partitions`), partitions
+    in key order; a glob, or an explicit ``npartitions``, is listed on the
+    client and split by bytes."""
+    c = _use_cluster(url, npartitions, client)
+    if c is not None:
+        return db.from_delayed(list_partitions(_as_dir(url), client=c, keys_per_task=keys_per_task, session=session, **options))
     s = resolve(session, options)
     recs = _listing(url, s)
     parts = split_by_bytes(recs, npartitions or _default_partitions(None))
     return db.from_sequence(parts, npartitions=max(1, len(parts))).flatten()
 
 
-def ls_dataframe(url: str, *, npartitions: int | None = None, session: _shoal.Session | None = None, **options: Any):
+def ls_dataframe(url: str, *, npartitions: int | None = None, client: Any = None, keys_per_task: int = 100_000, session: _shoal.Session | None = None, **options: Any):
     """:func:`ls_bag` as a ``dask.dataframe`` (columns ``url``, ``key``,
     ``size``, ``updated``)."""
     import dask.dataframe as dd
 
+    meta = _frame([])
+    c = _use_cluster(url, npartitions, client)
+    if c is not None:
+        parts = list_partitions(_as_dir(url), client=c, keys_per_task=keys_per_task, session=session, **options)
+        return dd.from_delayed([c.submit(_frame, p) for p in parts], meta=meta)
     s = resolve(session, options)
     recs = _listing(url, s)
     parts = split_by_bytes(recs, npartitions or _default_partitions(None)) or [[]]
-    meta = _frame([])
     frames = [dask.delayed(_frame)(p) for p in parts]
     return dd.from_delayed(frames, meta=meta)
 

@@ -80,3 +80,33 @@ def test_du_as_tasks_matches_single_process(client, bucket):
     assert (d.bytes, d.objects) == (single.bytes, single.objects) == (total + 5, 41)
     g = sd.du(bucket, client=client, group_by="suffix")
     assert g.groups == shoal.du(bucket, group_by="suffix").groups
+
+
+def test_listing_split_across_workers(client, s3_bucket, gs_bucket):
+    # Skewed keys: most under one prefix, so ranges must be cut where the
+    # keys are, not at the alphabet's middle.
+    import concurrent.futures as cf
+
+    keys = [f"p/hot/{i:05}" for i in range(2000)] + [f"p/{c}{i}" for c in "amz" for i in range(150)]
+    keys.append("p-not-below")
+    with cf.ThreadPoolExecutor(16) as ex:
+        list(ex.map(lambda k: shoal.put(f"{s3_bucket}/{k}", b"xy"), keys))
+    stats = sd.ListingStats()
+    parts = sd.list_partitions(f"{s3_bucket}/p/", client=client, keys_per_task=200, stats=stats)
+    got = [r["key"] for p in client.gather(parts) for r in p]
+    want = sorted(k for k in keys if k.startswith("p/"))
+    assert got == want, "every key once, partitions in key order"
+    assert stats.objects == len(want) and stats.tasks == len(parts) > 1 and stats.splits > 0
+    # The same through ls_bag / ls_dataframe, which list on the workers by default.
+    bag = sd.ls_bag(f"{s3_bucket}/p", keys_per_task=300)
+    assert sorted(r["key"] for r in bag.compute()) == want
+    df = sd.ls_dataframe(f"{s3_bucket}/p/", keys_per_task=300)
+    assert int(df["size"].sum().compute()) == 2 * len(want)
+    # A prefix that holds nothing is one empty partition; GCS works the same.
+    assert [client.gather(p) for p in sd.list_partitions(f"{s3_bucket}/nothing/", client=client)] == [[]]
+    for k in ["a/1", "a/2", "b"]:
+        shoal.put(f"{gs_bucket}/{k}", b"z")
+    parts = sd.list_partitions(f"{gs_bucket}/", client=client, keys_per_task=1)
+    assert [r["key"] for p in client.gather(parts) for r in p] == ["a/1", "a/2", "b"]
+    with pytest.raises(ValueError):
+        sd.list_partitions(f"{gs_bucket}/a*", client=client)

@@ -22,6 +22,7 @@ mod errors;
 mod list;
 mod list_stream;
 mod objects;
+mod ranges;
 mod read;
 mod runtime;
 mod session;
@@ -42,6 +43,8 @@ fn _shoal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<read::ReadStream>()?;
     m.add_class::<list_stream::ObjectStream>()?;
     m.add_function(pyo3::wrap_pyfunction!(list_stream::iter_objects, m)?)?;
+    m.add_function(pyo3::wrap_pyfunction!(ranges::list_range, m)?)?;
+    m.add_function(pyo3::wrap_pyfunction!(ranges::cut_range, m)?)?;
     list::register(m)?;
     transfer::register(m)?;
     read::register(m)?;
