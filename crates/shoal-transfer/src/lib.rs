@@ -24,6 +24,7 @@ pub mod batch;
 mod composite;
 pub mod decode;
 pub mod download;
+pub mod guard;
 pub mod partial;
 pub mod plan;
 pub mod rate;

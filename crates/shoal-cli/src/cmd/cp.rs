@@ -134,6 +134,21 @@ async fn copy_many(ctx: &Context, a: &CpArgs, opts: TransferOptions) -> CmdResul
             dst.key
         )));
     }
+    if a.recursive && !shoal_list::has_wildcard(&src.key) {
+        // The tree lands at DST/<its last level>: that is what must not
+        // overlap it.
+        let name = Path::new(src.key.trim_end_matches('/'))
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let lands = if name.is_empty() || name == "." || name == ".." {
+            dst.clone()
+        } else {
+            shoal_transfer::tree::destination(&dst, &name, &src.to_string()).unwrap_or(dst.clone())
+        };
+        shoal_transfer::guard::refuse_overlap("cp -r", &src, &lands)
+            .map_err(|e| Failure::Usage(e.to_string()))?;
+    }
     let root = shoal_transfer::tree::copy_root(&src).map_err(|e| Failure::Usage(e.to_string()))?;
     let store_for = ctx.store_for(&[&src, &dst])?;
     let src_store = if src.is_local() {

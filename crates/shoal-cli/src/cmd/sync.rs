@@ -33,6 +33,8 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
             src.key
         )));
     }
+    shoal_transfer::guard::refuse_overlap("sync", &src, &dst)
+        .map_err(|e| Failure::Usage(e.to_string()))?;
     for (l, listing) in [(&src, &a.source_listing), (&dst, &a.dest_listing)] {
         if l.is_local() && listing.is_some() {
             return Err(Failure::Usage(format!(

@@ -1,0 +1,96 @@
+//! Plans whose source and destination overlap are refused before anything
+//! is written or deleted: a sync into its own subfolder nests deeper on
+//! every run, and `sync --delete` from a subfolder of its destination
+//! deleted its own source.
+
+mod common;
+
+use common::*;
+
+fn tree(dir: &std::path::Path) {
+    for f in ["a", "sub/b", "sub/c2", "sub/sub/d"] {
+        let p = dir.join(f);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, f.as_bytes()).unwrap();
+    }
+}
+
+#[test]
+fn overlapping_local_folders_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    tree(&src);
+    let before = {
+        let mut v = files_below(&src);
+        v.sort();
+        v
+    };
+    let s = src.to_str().unwrap().to_owned();
+    let sub = src.join("sub").to_str().unwrap().to_owned();
+    let dotted = format!("{s}/sub/../sub/.");
+    std::os::unix::fs::symlink(&src, dir.path().join("link")).unwrap();
+    let link_sub = dir.path().join("link/sub").to_str().unwrap().to_owned();
+    for args in [
+        vec!["sync", "--delete", &s, &sub],
+        vec!["sync", "--delete", &sub, &s],
+        vec!["sync", &s, &s],
+        vec!["sync", "--delete", &dotted, &s],
+        vec!["sync", "--delete", &link_sub, &s],
+        vec!["cp", "-r", &s, &sub],
+        vec!["cp", "-r", &sub, &s],
+    ] {
+        let r = run(with_args(shoal(), &args));
+        r.assert_one_line_error(2, &["nothing was done"]);
+        let mut now = files_below(&src);
+        now.sort();
+        assert_eq!(now, before, "{args:?} changed the source");
+    }
+    // Next to each other is fine.
+    let r = run(with_args(
+        shoal(),
+        &["sync", &s, dir.path().join("src2").to_str().unwrap()],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}
+
+fn overlapping_prefixes(base: fn() -> Option<std::process::Command>, scheme: &str) {
+    let Some(bucket) = make_bucket(base, scheme) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    tree(&dir.path().join("t"));
+    let b = |k: &str| format!("{scheme}://{bucket}/{k}");
+    let r = run(with_args(
+        base().unwrap(),
+        &["sync", dir.path().join("t").to_str().unwrap(), &b("p/q")],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let ls = || run(with_args(base().unwrap(), &["ls", "-r", &b("")])).stdout;
+    let before = ls();
+    for args in [
+        vec!["sync".to_owned(), "--delete".into(), b("p/q"), b("p")],
+        vec!["sync".into(), b("p"), b("p/q")],
+        vec!["sync".into(), "--delete".into(), b(""), b("p")],
+        vec!["cp".into(), "-r".into(), b("p"), b("")],
+        vec!["cp".into(), "-r".into(), b("p"), b("p/q/")],
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = run(with_args(base().unwrap(), &args));
+        r.assert_one_line_error(2, &["nothing was done"]);
+        assert_eq!(ls(), before, "{args:?} changed the bucket");
+    }
+    // `p` and `pq` are different folders.
+    let r = run(with_args(base().unwrap(), &["sync", &b("p"), &b("pq")]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("Synced: 4 files"), "{}", r.stderr);
+}
+
+#[test]
+fn overlapping_prefixes_are_refused_gcs() {
+    overlapping_prefixes(gcs, "gs");
+}
+
+#[test]
+fn overlapping_prefixes_are_refused_s3() {
+    overlapping_prefixes(s3, "s3");
+}
