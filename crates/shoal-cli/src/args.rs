@@ -428,9 +428,15 @@ pub(crate) struct SyncArgs {
     pub(crate) src: String,
     /// Destination folder, prefix or bucket.
     pub(crate) dst: String,
-    /// Delete destination files the source does not have.
+    /// Delete destination files the source does not have (after both listings ended without an error; none when the source lists nothing, see --delete-when-source-empty).
     #[arg(long)]
     pub(crate) delete: bool,
+    /// With --delete: delete nothing, and fail, when more than N would be deleted.
+    #[arg(long, value_name = "N", requires = "delete")]
+    pub(crate) max_delete: Option<u64>,
+    /// With --delete: a source that lists nothing empties the destination (refused otherwise: a typo in a prefix must not wipe a folder).
+    #[arg(long, requires = "delete")]
+    pub(crate) delete_when_source_empty: bool,
     /// Print what would be done, do nothing.
     #[arg(long, short = 'n')]
     pub(crate) dry_run: bool,

@@ -835,6 +835,31 @@ fn table() -> Vec<Case> {
             &["is a folder"],
         ),
         case(
+            "sync --max-delete not a number",
+            &[
+                "sync",
+                "--delete",
+                "--max-delete",
+                "lots",
+                "{DIR}",
+                "gs://b/k",
+            ],
+            2,
+            &["--max-delete", "lots"],
+        ),
+        case(
+            "sync --max-delete without --delete",
+            &["sync", "--max-delete", "3", "{DIR}", "gs://b/k"],
+            2,
+            &["--delete"],
+        ),
+        case(
+            "sync into its own folder",
+            &["sync", "{DIR}", "{DIR}/sub"],
+            2,
+            &["inside the source", "nothing was done"],
+        ),
+        case(
             "sync source missing",
             &["sync", "/nonexistent/shoal/src", "gs://b/x"],
             2,

@@ -94,3 +94,99 @@ fn overlapping_prefixes_are_refused_gcs() {
 fn overlapping_prefixes_are_refused_s3() {
     overlapping_prefixes(s3, "s3");
 }
+
+/// `sync --delete` from a source that lists nothing deletes nothing (a
+/// typo in a prefix), unless asked for; `--max-delete` refuses a run that
+/// would delete more, deleting nothing; `--dry-run` names every deletion.
+#[test]
+fn delete_guards() {
+    let Some(bucket) = make_bucket(s3, "s3") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let keep = dir.path().join("keep");
+    tree(&keep);
+    let k = keep.to_str().unwrap();
+    let files = || {
+        let mut v = files_below(&keep);
+        v.sort();
+        v
+    };
+    let before = files();
+    let nothing = format!("s3://{bucket}/no-such-prefix");
+    let r = run(with_args(s3().unwrap(), &["sync", "--delete", &nothing, k]));
+    r.assert_one_line_error(1, &["4 extras not deleted", "the source lists nothing"]);
+    assert_eq!(files(), before);
+    // --dry-run names each deletion it would make.
+    let r = run(with_args(
+        s3().unwrap(),
+        &[
+            "sync",
+            "--delete",
+            "--dry-run",
+            "--delete-when-source-empty",
+            &nothing,
+            k,
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.stdout
+            .lines()
+            .filter(|l| l.starts_with("would delete "))
+            .count(),
+        4,
+        "{}",
+        r.stdout
+    );
+    assert_eq!(files(), before);
+    // More than --max-delete: nothing deleted.
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("a"), b"a").unwrap();
+    let r = run(with_args(
+        s3().unwrap(),
+        &[
+            "sync",
+            "--delete",
+            "--max-delete",
+            "2",
+            src.to_str().unwrap(),
+            k,
+        ],
+    ));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("3 extras not deleted: more than --max-delete 2"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(files().len(), before.len());
+    let r = run(with_args(
+        s3().unwrap(),
+        &[
+            "sync",
+            "--delete",
+            "--max-delete",
+            "3",
+            src.to_str().unwrap(),
+            k,
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(files(), [keep.join("a").display().to_string()]);
+    // Asked for: the empty source empties it.
+    let r = run(with_args(
+        s3().unwrap(),
+        &[
+            "sync",
+            "--delete",
+            "--delete-when-source-empty",
+            &nothing,
+            k,
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(files().is_empty());
+}

@@ -96,8 +96,8 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
         SyncOptions {
             compare,
             delete: a.delete,
-            max_delete: None,
-            delete_when_source_empty: false,
+            max_delete: a.max_delete,
+            delete_when_source_empty: a.delete_when_source_empty,
         },
         store_for.clone(),
         ctx.transfer.rates.clone(),
