@@ -112,7 +112,7 @@ fn main() -> ExitCode {
         }
     };
     let ctx = Context::new(&cli.global, cli.command.limits());
-    let result = runtime.block_on(async {
+    let command = async {
         match cli.command {
             Command::Ls(a) => cmd::ls::run(&ctx, a).await,
             Command::Du(a) => cmd::du::run(&ctx, a).await,
@@ -125,7 +125,42 @@ fn main() -> ExitCode {
             Command::Run(a) => cmd::run::run(&ctx, a).await,
             Command::Bench(a) => cmd::bench::run(&ctx, a).await,
         }
+    };
+    // Ctrl-C or SIGTERM drops the command: every transfer in flight is
+    // cancelled, working files are removed by their guards, multipart
+    // uploads are aborted (GCS composite parts deleted) by the cleanups
+    // their guards spawn, which are awaited here; partial downloads keep
+    // their finished slices for a rerun. Then exit 130 / 143, as a shell
+    // does for a process killed by the signal.
+    let (result, signal) = runtime.block_on(async {
+        tokio::select! {
+            r = command => (r, None),
+            s = interrupted() => (Ok(()), Some(s)),
+        }
     });
+    if let Some(sig) = signal {
+        // A second Ctrl-C or SIGTERM stops waiting for the cleanups.
+        let left = runtime.block_on(async {
+            tokio::select! {
+                n = shoal_transfer::cleanup::finish(std::time::Duration::from_secs(30)) => n,
+                _ = interrupted() => 1,
+            }
+        });
+        runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+        let name = if sig == 130 {
+            "interrupted"
+        } else {
+            "terminated"
+        };
+        if left > 0 {
+            eprintln!(
+                "shoal: {name}; {left} multipart upload(s) could not be aborted in time (their parts may remain)"
+            );
+        } else {
+            eprintln!("shoal: {name}; transfers in flight were cancelled and cleaned up");
+        }
+        return ExitCode::from(sig);
+    }
     // Don't wait for idle pooled connections or stray tasks.
     runtime.shutdown_background();
     match result {
@@ -139,6 +174,23 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
         Err(Failure::Reported) => ExitCode::FAILURE,
+    }
+}
+
+/// The exit code for the first Ctrl-C (130) or SIGTERM (143).
+async fn interrupted() -> u8 {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    let mut int = match signal(SignalKind::interrupt()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = int.recv() => 130,
+        _ = term.recv() => 143,
     }
 }
 

@@ -24,6 +24,7 @@ pub mod resume;
 pub mod retry;
 pub mod store;
 pub mod url;
+pub mod workfile;
 pub mod xml;
 
 pub use error::{Error, ErrorKind, Op, Result};

@@ -130,29 +130,20 @@ pub(crate) async fn write_atomically(path: &Path, data: &[u8]) -> std::io::Resul
     if let Some(parent) = path.parent() {
         tokio::fs::create_dir_all(parent).await?;
     }
-    let tmp = temp_sibling(path);
+    let (tmp, std_file) = crate::workfile::create_beside(path, "shoal-tmp")?;
+    let check = std_file.try_clone()?;
     let result = async {
-        let mut f = tokio::fs::File::create(&tmp).await?;
+        let mut f = tokio::fs::File::from_std(std_file);
         f.write_all(data).await?;
         f.flush().await?;
         drop(f);
-        tokio::fs::rename(&tmp, path).await
+        crate::workfile::persist(&tmp, &check, path)
     }
     .await;
     if result.is_err() {
-        let _ = tokio::fs::remove_file(&tmp).await;
+        crate::workfile::remove_if_same(&tmp, &check);
     }
     result
-}
-
-/// `dir/.name.shoal-tmp-<pid>-<n>`: hidden, unique, on the same file system.
-pub fn temp_sibling(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let n = UPLOAD_SEQ.fetch_add(1, Ordering::Relaxed);
-    path.with_file_name(format!(".{name}.shoal-tmp-{}-{n}", std::process::id()))
 }
 
 fn walk(
@@ -168,11 +159,7 @@ fn walk(
             walk(&path, out, base)?;
         } else if ft.is_file() {
             let name = entry.file_name();
-            let n = name.to_string_lossy();
-            if n.contains(".shoal-tmp-")
-                || n.ends_with(".shoal-partial")
-                || n.ends_with(".shoal-partial.json")
-            {
+            if crate::workfile::is_working_file(&name.to_string_lossy()) {
                 continue;
             }
             if let Some(key) = path.strip_prefix(base).ok().and_then(relative_path_to_key) {

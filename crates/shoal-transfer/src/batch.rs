@@ -31,7 +31,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::stream::{BoxStream, StreamExt};
-use shoal_core::local::temp_sibling;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, Store};
 
@@ -242,27 +241,12 @@ pub async fn execute(
 }
 
 async fn copy_local(from: &str, to: &str) -> Result<u64> {
-    let to_path = Path::new(to);
-    if let Some(parent) = to_path.parent() {
-        tokio::fs::create_dir_all(parent)
-            .await
-            .map_err(|e| Error::io(Op::Write, to, e))?;
-    }
-    let tmp = temp_sibling(to_path);
-    let n = tokio::fs::copy(from, &tmp)
-        .await
-        .map_err(|e| Error::io(Op::Copy, from, e));
-    let n = match n {
-        Ok(n) => tokio::fs::rename(&tmp, to_path)
-            .await
-            .map(|()| n)
-            .map_err(|e| Error::io(Op::Write, to, e)),
-        Err(e) => Err(e),
-    };
-    if n.is_err() {
-        let _ = tokio::fs::remove_file(&tmp).await;
-    }
-    n
+    let (from, to) = (from.to_owned(), to.to_owned());
+    tokio::task::spawn_blocking(move || {
+        shoal_core::workfile::copy_file(Path::new(&from), Path::new(&to))
+    })
+    .await
+    .map_err(|e| Error::new(ErrorKind::Io, Op::Copy, "a local copy", e.to_string()))?
 }
 
 /// `cp -r`: every entry becomes a copy to its place under `dst`; entries

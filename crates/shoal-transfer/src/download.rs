@@ -20,7 +20,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::StreamExt;
 use shoal_core::checksum::{CrcKind, OtherCrc, PartPiece, Running, crc32c_combine_all, hex};
-use shoal_core::local::temp_sibling;
 use shoal_core::resume::resuming_stream;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{ByteRange, Error, ErrorKind, Location, ObjectMeta, Op, Result, Store};
@@ -195,11 +194,16 @@ async fn download_planned(
         )?;
         (file, p.data_path.clone(), TempGuard(None), Some(p))
     } else {
-        let tmp = temp_sibling(dest);
-        let file = File::create(&tmp).map_err(|e| Error::io(Op::Write, &dest_s, e))?;
+        let (tmp, file) = shoal_core::workfile::create_beside(dest, "shoal-tmp")
+            .map_err(|e| Error::io(Op::Write, &dest_s, e))?;
+        let guard = TempGuard(Some((
+            tmp.clone(),
+            file.try_clone()
+                .map_err(|e| Error::io(Op::Write, &dest_s, e))?,
+        )));
         file.set_len(meta.size)
             .map_err(|e| Error::io(Op::Write, &dest_s, e))?;
-        (file, tmp.clone(), TempGuard(Some(tmp)), None)
+        (file, tmp, guard, None)
     };
     let file = Arc::new(file);
     let partial = partial.map(Arc::new);
@@ -303,7 +307,6 @@ async fn download_planned(
         .map_err(|_| Error::new(ErrorKind::Io, Op::Write, &dest_s, "file still shared"))?;
     file.sync_data()
         .map_err(|e| Error::io(Op::Write, &dest_s, e))?;
-    drop(file);
 
     // The other CRC and the part pieces of every slice, unless an earlier
     // run fetched some.
@@ -313,7 +316,11 @@ async fn download_planned(
         Ok(v) => v,
         Err(e) => return Err(failed(e, partial)),
     };
-    std::fs::rename(&tmp, dest).map_err(|e| Error::io(Op::Write, &dest_s, e))?;
+    // What is renamed into place is the file this download wrote and
+    // verified, or nothing.
+    shoal_core::workfile::persist(&tmp, &file, dest)
+        .map_err(|e| Error::io(Op::Write, &dest_s, e))?;
+    drop(file);
     guard.disarm();
     match partial {
         Some(p) => {
@@ -671,7 +678,9 @@ pub(crate) async fn read_back<H: Send + 'static>(
 }
 
 /// Removes the temporary file unless disarmed (on success it was renamed).
-struct TempGuard(Option<PathBuf>);
+/// Removes a working file on every way out but success (an error, a
+/// cancelled task), if it is still the one this download made.
+struct TempGuard(Option<(PathBuf, File)>);
 impl TempGuard {
     fn disarm(mut self) {
         self.0 = None;
@@ -679,8 +688,8 @@ impl TempGuard {
 }
 impl Drop for TempGuard {
     fn drop(&mut self) {
-        if let Some(p) = self.0.take() {
-            let _ = std::fs::remove_file(p);
+        if let Some((p, f)) = self.0.take() {
+            shoal_core::workfile::remove_if_same(&p, &f);
         }
     }
 }

@@ -21,6 +21,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod batch;
+pub mod cleanup;
 mod composite;
 pub mod decode;
 pub mod download;

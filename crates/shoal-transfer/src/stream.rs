@@ -122,6 +122,8 @@ pub async fn upload_stream(
     let upload = (store.multipart_start(&dst.bucket, &dst.key, &start_opts))
         .await
         .map_err(|e| e.with_url(&url))?;
+    // Dropped (Ctrl-C, a cancelled task) before it completes: aborted.
+    let guard = crate::cleanup::AbortUpload::new(&store, &upload);
     let sem = Arc::new(tokio::sync::Semaphore::new(opts.workers.max(1)));
     let mut tasks = tokio::task::JoinSet::new();
     let mut parts = Vec::new();
@@ -178,6 +180,7 @@ pub async fn upload_stream(
     .await;
     if let Err(e) = outcome {
         tasks.abort_all();
+        guard.disarm();
         abort_quietly(&store, &upload).await;
         return Err(e);
     }
@@ -185,7 +188,9 @@ pub async fn upload_stream(
     let crc = crc32c_combine_all(parts.iter().map(|p| (p.crc32c, p.size)));
     let bytes = parts.iter().map(|p| p.size).sum();
     opts.rates.request().await;
-    let meta = match (store.multipart_complete(&upload, &parts, Some(crc))).await {
+    let completed = store.multipart_complete(&upload, &parts, Some(crc)).await;
+    guard.disarm();
+    let meta = match completed {
         Ok(m) => m,
         Err(e) => {
             abort_quietly(&store, &upload).await;

@@ -389,6 +389,22 @@ impl Merge {
     fn finish(&mut self) -> Option<Step> {
         self.stopped = true;
         let n = self.extras.count;
+        if self.opts.delete
+            && self.src.seen == 0
+            && !self.opts.delete_when_source_empty
+            && !self.source_incomplete
+        {
+            // Even with nothing to delete: a source that lists nothing is
+            // most likely a mistyped URL, and the next run would delete.
+            return Some(Step::Problem(Error::invalid(
+                Op::Delete,
+                self.dst_root.to_string(),
+                format!(
+                    "sync --delete: {n} extra{} not deleted: the source lists nothing, so this would delete everything here (check the source URL, or pass --delete-when-source-empty if that is what you want)",
+                    if n == 1 { "" } else { "s" }
+                ),
+            )));
+        }
         if n == 0 {
             return None;
         }
@@ -404,9 +420,6 @@ impl Merge {
         };
         if self.source_incomplete {
             return refuse("the source could not be listed completely".into());
-        }
-        if self.src.seen == 0 && !self.opts.delete_when_source_empty {
-            return refuse("the source lists nothing, so this would delete everything here (check the source URL, or pass --delete-when-source-empty if that is what you want)".into());
         }
         if let Some(max) = self.opts.max_delete
             && n > max
@@ -601,7 +614,12 @@ mod tests {
             ["delete dst/a", "delete dst/b"]
         );
         assert!(plan(vec![], ok(dst), opts(false)).await.is_empty());
-        assert!(plan(vec![], vec![], opts(true)).await.is_empty());
+        // Refused even with nothing to delete yet: the URL is likely wrong.
+        let got = plan(vec![], vec![], opts(true)).await;
+        assert!(
+            got.len() == 1 && got[0].contains("0 extras not deleted: the source lists nothing"),
+            "{got:?}"
+        );
     }
 
     /// A source listing that fails half way: copies go on, nothing is

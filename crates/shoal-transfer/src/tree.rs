@@ -156,7 +156,9 @@ fn walk_dir(dir: &Path, root: &Path, send: &dyn Fn(Result<Entry>) -> bool) -> bo
                 .file_name()
                 .map(|n| n.to_string_lossy())
                 .unwrap_or_default();
-            if name.contains(".shoal-tmp-") {
+            // shoal's own working files (an interrupted download's), by
+            // their exact shape; a user's file named like one is copied.
+            if shoal_core::workfile::is_working_file(&name) {
                 continue;
             }
             let rel = path.strip_prefix(root).ok().and_then(relative_path_to_key);

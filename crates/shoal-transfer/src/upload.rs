@@ -115,6 +115,8 @@ pub async fn upload_file(
     let upload = (store.multipart_start(&dst.bucket, &dst.key, &start_opts))
         .await
         .map_err(|e| e.with_url(&url))?;
+    // Dropped (Ctrl-C, a cancelled task) before it completes: aborted.
+    let guard = crate::cleanup::AbortUpload::new(&store, &upload);
     let result = upload_parts(&store, &upload, &file, size, part, opts, &path_s, &url).await;
     let result = match result {
         Ok(parts) => match check_unchanged(&file, stamp, &path_s) {
@@ -126,6 +128,7 @@ pub async fn upload_file(
     let parts = match result {
         Ok(p) => p,
         Err(e) => {
+            guard.disarm();
             abort_quietly(&store, &upload).await;
             return Err(e);
         }
@@ -133,6 +136,7 @@ pub async fn upload_file(
     let crc = crc32c_combine_all(parts.iter().map(|p| (p.crc32c, p.size)));
     opts.rates.request().await;
     let completed = (store.multipart_complete(&upload, &parts, Some(crc))).await;
+    guard.disarm();
     let meta = match completed {
         Ok(m) => m,
         Err(e) => {

@@ -371,21 +371,24 @@ async fn the_first_get_stands_in_for_a_head() {
     let dest = dir.path().join("out");
     let meta = store.head("b", "k").await.unwrap();
     let slices = [(0u64, 1000u64), (1000, 2000), (2000, 3000), (3000, 4000)];
-    let name = |suffix: &str| dir.path().join(format!(".out.shoal-partial{suffix}"));
+    let data_name = ".out.shoal-partial-0123456789abcdef0123456789abcdef";
     let mut partial = body.clone();
     partial[1000..2000].fill(0);
     partial[3000..].fill(0);
-    std::fs::write(name(""), &partial).unwrap();
+    std::fs::write(dir.path().join(data_name), &partial).unwrap();
+    let md = std::fs::metadata(dir.path().join(data_name)).unwrap();
+    use std::os::unix::fs::MetadataExt;
     let header = serde_json::json!({
-        "shoal_partial": 1, "url": "gs://b/k", "size": 4000,
+        "shoal_partial": 2, "url": "gs://b/k", "size": 4000,
         "version": meta.version.as_ref().map(|v| v.to_string()), "slices": slices,
+        "data": data_name, "dev": md.dev(), "ino": md.ino(),
     });
     let done = |i: usize| {
         let (a, b) = slices[i];
         serde_json::json!({"slice": i, "crc32c": crc32c::crc32c(&body[a as usize..b as usize])})
     };
     std::fs::write(
-        name(".json"),
+        dir.path().join(".out.shoal-partial.json"),
         format!("{header}\n{}\n{}\n", done(0), done(2)),
     )
     .unwrap();

@@ -7,7 +7,6 @@
 
 use std::path::{Path, PathBuf};
 
-use shoal_core::local::temp_sibling;
 use shoal_core::local_path::key_to_relative_path;
 use shoal_core::{Error, ErrorKind, Location, Op, PutOptions};
 use shoal_transfer::download::{
@@ -246,21 +245,13 @@ async fn copy_one(
             )?;
             check_destination(&dest)?;
             let progress = Progress::start(Some(md.len()), ctx.quiet);
-            let tmp = temp_sibling(&dest);
             let dest_s = dest.display().to_string();
-            let copied = tokio::fs::copy(&from, &tmp)
+            let (f, d) = (from.clone(), dest.clone());
+            let n = tokio::task::spawn_blocking(move || shoal_core::workfile::copy_file(&f, &d))
                 .await
-                .map_err(|e| Error::io(Op::Write, &dest_s, e));
-            let renamed = match copied {
-                Ok(n) => tokio::fs::rename(&tmp, &dest)
-                    .await
-                    .map(|()| n)
-                    .map_err(|e| Error::io(Op::Write, &dest_s, e)),
-                Err(e) => Err(e),
-            };
-            let n = renamed.inspect_err(|_| {
-                let _ = std::fs::remove_file(&tmp);
-            })?;
+                .map_err(|e| {
+                    Error::new(shoal_core::ErrorKind::Io, Op::Copy, &dest_s, e.to_string())
+                })??;
             let r = Report {
                 resumed: 0,
                 bytes: n,
@@ -344,24 +335,23 @@ async fn from_stdin(
             )));
         }
         check_destination(&dest)?;
-        let tmp = temp_sibling(&dest);
-        let mut f = tokio::fs::File::create(&tmp)
-            .await
+        let (tmp, file) = shoal_core::workfile::create_beside(&dest, "shoal-tmp")
             .map_err(|e| Error::io(Op::Write, &dst.key, e))?;
+        let check = file
+            .try_clone()
+            .map_err(|e| Error::io(Op::Write, &dst.key, e))?;
+        let mut f = tokio::fs::File::from_std(file);
         let n = tokio::io::copy(&mut tokio::io::stdin(), &mut f)
             .await
             .map_err(|e| Error::io(Op::Write, &dst.key, e));
         drop(f);
-        let n = match n {
-            Ok(n) => tokio::fs::rename(&tmp, &dest)
-                .await
-                .map(|()| n)
-                .map_err(|e| Error::io(Op::Write, &dst.key, e)),
-            Err(e) => Err(e),
-        }
-        .inspect_err(|_| {
-            let _ = std::fs::remove_file(&tmp);
-        })?;
+        let n = n
+            .and_then(|n| {
+                shoal_core::workfile::persist(&tmp, &check, &dest)
+                    .map(|()| n)
+                    .map_err(|e| Error::io(Op::Write, &dst.key, e))
+            })
+            .inspect_err(|_| shoal_core::workfile::remove_if_same(&tmp, &check))?;
         return Ok(Report {
             resumed: 0,
             bytes: n,

@@ -49,12 +49,12 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
         let (deleted, f) = delete_all(ctx, &a, targets).await;
         failed += f;
         if deleted == 0 && f == 0 {
-            let e = Error::new(
-                ErrorKind::NotFound,
-                Op::Delete,
-                loc.to_string(),
-                "matched no objects",
-            );
+            let what = if shoal_list::has_wildcard(&loc.key) {
+                "no objects match"
+            } else {
+                "matched no objects"
+            };
+            let e = Error::new(ErrorKind::NotFound, Op::Delete, loc.to_string(), what);
             eprintln!("shoal: {e}");
             failed += 1;
         }

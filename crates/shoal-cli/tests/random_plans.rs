@@ -1,0 +1,451 @@
+//! Random plans: small random trees copied (`cp -r`) and synced (`sync`,
+//! `sync --delete`) between local folders, fake-gcs-server and MinIO, each
+//! plan run, run again, and interrupted once (SIGINT at a random moment,
+//! then run to completion). After every run the source is unchanged;
+//! after an interruption every destination file is whole (old or new,
+//! never a mix); after a completed run the destination equals the source
+//! byte for byte, with nothing of shoal's own left beside it. Plans that
+//! must be refused (source and destination overlapping, `--delete` from
+//! an empty source) are refused with nothing written or deleted.
+//!
+//! Trees are built to be awkward: nested names, prefixes of one another
+//! (`a`, `a-b`, `a/b`, `ab`: `-` sorts before `/`), unicode, spaces, empty
+//! files, and (in buckets) keys that look like shoal's working files.
+//! Sources are written and destinations read with the stores directly,
+//! not with the binary under test.
+//!
+//! `SHOAL_PLAN_SEED` replays a run; `SHOAL_PLANS` sets how many plans (the
+//! suite runs a few dozen; a few thousand were run before this shipped).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use futures::StreamExt;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use shoal_core::{ByteRange, ListRequest, PutOptions, Store};
+
+type Tree = BTreeMap<String, Vec<u8>>;
+
+/// Where a tree lives: a local folder, or a prefix in a bucket.
+#[derive(Clone, Debug)]
+enum Side {
+    Local(PathBuf),
+    Cloud {
+        scheme: &'static str,
+        bucket: String,
+        prefix: String,
+    },
+}
+
+struct Env {
+    rt: tokio::runtime::Runtime,
+    gs: Arc<dyn Store>,
+    s3: Arc<dyn Store>,
+    gs_bucket: String,
+    s3_bucket: String,
+    local: tempfile::TempDir,
+}
+
+impl Env {
+    fn store(&self, scheme: &str) -> &Arc<dyn Store> {
+        if scheme == "gs" { &self.gs } else { &self.s3 }
+    }
+
+    fn side(&self, kind: usize, path: &str) -> Side {
+        match kind {
+            0 => Side::Local(self.local.path().join(path)),
+            1 => Side::Cloud {
+                scheme: "gs",
+                bucket: self.gs_bucket.clone(),
+                prefix: path.into(),
+            },
+            _ => Side::Cloud {
+                scheme: "s3",
+                bucket: self.s3_bucket.clone(),
+                prefix: path.into(),
+            },
+        }
+    }
+
+    fn url(&self, side: &Side) -> String {
+        match side {
+            Side::Local(p) => p.to_str().unwrap().into(),
+            Side::Cloud {
+                scheme,
+                bucket,
+                prefix,
+            } => format!("{scheme}://{bucket}/{prefix}"),
+        }
+    }
+
+    /// Every file below the side, by path relative to it.
+    fn read(&self, side: &Side) -> Tree {
+        match side {
+            Side::Local(root) => {
+                let mut t = Tree::new();
+                if root.exists() {
+                    walk(root, root, &mut t);
+                }
+                t
+            }
+            Side::Cloud {
+                scheme,
+                bucket,
+                prefix,
+            } => self.rt.block_on(async {
+                let store = self.store(scheme).clone();
+                let req = ListRequest {
+                    prefix: format!("{prefix}/"),
+                    ..Default::default()
+                };
+                let mut pages = Box::pin(shoal_core::paginate::pages(
+                    store.clone(),
+                    bucket.clone(),
+                    req,
+                ));
+                let mut t = Tree::new();
+                while let Some(page) = pages.next().await {
+                    for o in page.unwrap().objects {
+                        let r = store
+                            .get(bucket, &o.key, ByteRange::from(0), None)
+                            .await
+                            .unwrap();
+                        let mut body = Vec::new();
+                        let mut s = r.body;
+                        while let Some(b) = s.next().await {
+                            body.extend_from_slice(&b.unwrap());
+                        }
+                        t.insert(o.key[prefix.len() + 1..].to_string(), body);
+                    }
+                }
+                t
+            }),
+        }
+    }
+
+    fn write(&self, side: &Side, tree: &Tree) {
+        match side {
+            Side::Local(root) => {
+                std::fs::create_dir_all(root).unwrap();
+                for (k, v) in tree {
+                    let p = root.join(k);
+                    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+                    std::fs::write(p, v).unwrap();
+                }
+            }
+            Side::Cloud {
+                scheme,
+                bucket,
+                prefix,
+            } => self.rt.block_on(async {
+                let store = self.store(scheme);
+                for (k, v) in tree {
+                    store
+                        .put(
+                            bucket,
+                            &format!("{prefix}/{k}"),
+                            bytes::Bytes::from(v.clone()),
+                            &PutOptions::default(),
+                        )
+                        .await
+                        .unwrap();
+                }
+            }),
+        }
+    }
+}
+
+fn walk(root: &Path, dir: &Path, t: &mut Tree) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let p = e.path();
+        if e.file_type().unwrap().is_dir() {
+            walk(root, &p, t);
+        } else {
+            let rel = p.strip_prefix(root).unwrap().to_str().unwrap().to_string();
+            t.insert(rel, std::fs::read(&p).unwrap());
+        }
+    }
+}
+
+/// Name segments chosen to collide: prefixes of each other, `-` (sorts
+/// before `/`), unicode, spaces, hidden names; in buckets also names that
+/// look like shoal's own working files.
+const SEGMENTS: &[&str] = &["a", "a-b", "ab", "b", "é", "sp ace", ".hid", "a.txt", "Z"];
+const WORKING_LOOKALIKES: &[&str] = &[
+    ".a.shoal-partial",
+    ".a.shoal-partial.json",
+    ".b.shoal-tmp-1-1",
+];
+
+/// A random tree that a local folder can hold (no name is both a file
+/// and a folder), with 0..=max_files files.
+fn random_tree(rng: &mut StdRng, max_files: usize, lookalikes: bool) -> Tree {
+    let mut t = Tree::new();
+    let n = rng.random_range(0..=max_files);
+    let mut tries = 0;
+    while t.len() < n && tries < 200 {
+        tries += 1;
+        let depth = rng.random_range(1..=3);
+        let mut parts: Vec<&str> = (0..depth)
+            .map(|_| SEGMENTS[rng.random_range(0..SEGMENTS.len())])
+            .collect();
+        if lookalikes && rng.random_bool(0.3) {
+            *parts.last_mut().unwrap() =
+                WORKING_LOOKALIKES[rng.random_range(0..WORKING_LOOKALIKES.len())];
+        }
+        let path = parts.join("/");
+        let clash = t.keys().any(|k| {
+            k == &path || k.starts_with(&format!("{path}/")) || path.starts_with(&format!("{k}/"))
+        });
+        if clash {
+            continue;
+        }
+        let size = match rng.random_range(0..10) {
+            0 => 0,
+            1 => rng.random_range(100_000..400_000),
+            _ => rng.random_range(1..4000),
+        };
+        t.insert(path, pattern(size, rng.random()));
+    }
+    t
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Verb {
+    CpR,
+    Sync,
+    SyncDelete,
+}
+
+fn command(env: &Env, verb: Verb, src: &Side, dst: &Side) -> Command {
+    let (s, d) = (env.url(src), env.url(dst));
+    let args: Vec<&str> = match verb {
+        Verb::CpR => vec!["cp", "-r", &s, &d],
+        Verb::Sync => vec!["sync", &s, &d],
+        Verb::SyncDelete => vec!["sync", "--delete", &s, &d],
+    };
+    let mut c = shoal();
+    c.env(
+        "STORAGE_EMULATOR_HOST",
+        shoal_testkit_server("SHOAL_TEST_GCS").unwrap(),
+    )
+    .env(
+        "AWS_ENDPOINT_URL",
+        shoal_testkit_server("SHOAL_TEST_S3").unwrap(),
+    )
+    .env("AWS_ACCESS_KEY_ID", "minioadmin")
+    .env("AWS_SECRET_ACCESS_KEY", SECRET)
+    .env("AWS_REGION", "us-east-1")
+    .args(args);
+    c
+}
+
+/// What the destination holds after a completed run.
+fn expected(verb: Verb, src: &Tree, before: &Tree) -> Tree {
+    match verb {
+        // `cp -r SRC DST` copies the folder itself: DST/src/...
+        Verb::CpR => {
+            let mut t = before.clone();
+            t.extend(src.iter().map(|(k, v)| (format!("src/{k}"), v.clone())));
+            t
+        }
+        Verb::Sync => {
+            let mut t = before.clone();
+            t.extend(src.clone());
+            t
+        }
+        Verb::SyncDelete => src.clone(),
+    }
+}
+
+/// After an interrupted run: each destination file is what the completed
+/// run would leave there, or what was there before, whole.
+fn assert_whole(label: &str, got: &Tree, want: &Tree, before: &Tree) {
+    for (k, v) in got {
+        let ok = want.get(k) == Some(v) || before.get(k) == Some(v);
+        assert!(
+            ok,
+            "{label}: after the interruption {k:?} ({} B) is neither the old nor the new file",
+            v.len()
+        );
+    }
+}
+
+fn run_plan(env: &Env, rng: &mut StdRng, n: usize) -> String {
+    let kinds = (rng.random_range(0..3), rng.random_range(0..3));
+    let verb = [Verb::CpR, Verb::Sync, Verb::SyncDelete][rng.random_range(0..3)];
+    let base = format!("p{n}-{}", rng.random::<u32>());
+    let src = env.side(kinds.0, &format!("{base}/src"));
+    let lookalikes = kinds.0 != 0;
+    let tree = random_tree(rng, 7, lookalikes);
+    env.write(&src, &tree);
+
+    // One plan in ten points the destination inside the source (or the
+    // source inside the destination) on the same side: refused.
+    let overlap = kinds.0 == kinds.1 && rng.random_bool(0.1);
+    let dst = if overlap {
+        env.side(kinds.1, &format!("{base}/src/inner"))
+    } else {
+        env.side(kinds.1, &format!("{base}/dst"))
+    };
+    // What the destination held before: other files, and same names with
+    // other sizes (a size+time sync then always sees them as different).
+    let mut before = if overlap {
+        Tree::new()
+    } else {
+        random_tree(rng, 3, kinds.1 != 0)
+    };
+    // A folder cannot hold a file `a` and a file `a/b`, nor can MinIO (a
+    // GCS bucket can): keep such destinations free of those pairs, which
+    // no run could resolve.
+    if kinds.1 != 1 {
+        let root = if verb == Verb::CpR { "src/" } else { "" };
+        before.retain(|b, _| {
+            !tree.keys().any(|k| {
+                let k = format!("{root}{k}");
+                k.starts_with(&format!("{b}/")) || b.starts_with(&format!("{k}/"))
+            })
+        });
+    }
+    if !overlap && verb != Verb::CpR {
+        for (k, v) in tree.iter().take(rng.random_range(0..2)) {
+            let clash = before
+                .keys()
+                .any(|b| b.starts_with(&format!("{k}/")) || k.starts_with(&format!("{b}/")));
+            if !clash {
+                before.insert(k.clone(), pattern(v.len() + 7, rng.random()));
+            }
+        }
+    }
+    env.write(&dst, &before);
+    let label = format!(
+        "plan {n} {verb:?} {} -> {} ({} files, {} before)",
+        env.url(&src),
+        env.url(&dst),
+        tree.len(),
+        before.len()
+    );
+    let src_before = env.read(&src);
+
+    // Refused: overlapping plans, and `--delete` from an empty source.
+    // Other plans from an empty source may succeed doing nothing or fail
+    // ("matched no objects"); either way nothing changes.
+    if overlap || tree.is_empty() {
+        let r = run(command(env, verb, &src, &dst));
+        if overlap || verb == Verb::SyncDelete {
+            assert_ne!(r.code, 0, "{label}: must be refused: {}", r.stderr);
+        }
+        if r.code != 0 {
+            r.assert_one_line_error(r.code, &[]);
+        }
+        assert_eq!(env.read(&src), src_before, "{label}: source changed");
+        if !overlap {
+            assert_eq!(env.read(&dst), before, "{label}: destination changed");
+        }
+        return label;
+    }
+
+    let want = expected(verb, &tree, &before);
+    // Interrupted once, at a random moment (maybe before it began, maybe
+    // after it ended).
+    let mut child = command(env, verb, &src, &dst)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(rng.random_range(0..250)));
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let _ = child.wait();
+    assert_eq!(
+        env.read(&src),
+        src_before,
+        "{label}: source changed (interrupted)"
+    );
+    let mid = env.read(&dst);
+    assert_whole(&label, &mid, &want, &before);
+
+    // Then to completion, twice.
+    for round in ["first", "second"] {
+        let r = run(command(env, verb, &src, &dst));
+        assert_eq!(r.code, 0, "{label} ({round}): {}", r.stderr);
+        assert_eq!(
+            env.read(&src),
+            src_before,
+            "{label} ({round}): source changed"
+        );
+        let got = env.read(&dst);
+        if got != want {
+            let extra: Vec<_> = got.keys().filter(|k| !want.contains_key(*k)).collect();
+            let missing: Vec<_> = want.keys().filter(|k| !got.contains_key(*k)).collect();
+            let differ: Vec<_> = want
+                .iter()
+                .filter(|(k, v)| got.get(*k).is_some_and(|g| g != *v))
+                .map(|(k, _)| k)
+                .collect();
+            panic!(
+                "{label} ({round}): extra {extra:?}, missing {missing:?}, differ {differ:?}\nsource {:?}\nbefore {:?}\nstderr: {}",
+                tree.keys().collect::<Vec<_>>(),
+                before.keys().collect::<Vec<_>>(),
+                r.stderr
+            );
+        }
+    }
+    label
+}
+
+#[test]
+fn random_plans_keep_sources_and_make_exact_copies() {
+    let (Some(_), Some(_)) = (
+        shoal_testkit_server("SHOAL_TEST_GCS"),
+        shoal_testkit_server("SHOAL_TEST_S3"),
+    ) else {
+        return;
+    };
+    let seed = std::env::var("SHOAL_PLAN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random::<u64>);
+    let plans: usize = std::env::var("SHOAL_PLANS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
+    eprintln!("random plans: seed {seed} (replay: SHOAL_PLAN_SEED={seed}), {plans} plans");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let gs = shoal_testkit::gcs_store().unwrap();
+    let s3 = shoal_testkit::s3_store().unwrap();
+    let gs_bucket = shoal_testkit::unique_bucket("plans");
+    let s3_bucket = shoal_testkit::unique_bucket("plans");
+    rt.block_on(async {
+        gs.create_bucket(&gs_bucket).await.unwrap();
+        s3.create_bucket(&s3_bucket).await.unwrap();
+    });
+    let env = Env {
+        rt,
+        gs,
+        s3,
+        gs_bucket,
+        s3_bucket,
+        local: tempfile::tempdir().unwrap(),
+    };
+    for n in 0..plans {
+        let label = run_plan(&env, &mut rng, n);
+        if n % 100 == 0 {
+            eprintln!("seed {seed}: {label} ok");
+        }
+    }
+    eprintln!("random plans: seed {seed}, {plans} plans ok");
+}

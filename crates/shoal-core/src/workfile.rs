@@ -1,0 +1,196 @@
+//! Working files: where a download (or any local write) puts its bytes
+//! before they are renamed over the destination.
+//!
+//! A working file lives beside its destination (a rename must not cross
+//! file systems) under a name that no key and no other process can take:
+//! `.NAME.shoal-tmp-<32 hex>`, the hex drawn from the OS's randomness
+//! (through std's hasher keys) when the file is made, and the file created
+//! exclusively (`O_EXCL`), so nothing else is ever opened in its place.
+//! Before the rename, the name is checked to still be the file this
+//! process wrote: the bytes renamed into place are the bytes that were
+//! verified. Predictable names (the pid and a counter, as before) let a
+//! bucket holding `.big.bin.shoal-partial` write into another download's
+//! file, and two processes write into one.
+//!
+//! A local walk (an upload of a folder) passes over working files, and
+//! only those: [`is_working_file`] matches the exact shape, so a user's
+//! file that merely contains `.shoal-tmp-` is copied like any other.
+
+use std::fs::File;
+use std::hash::{BuildHasher, Hasher};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// 32 hex digits nobody can predict: std's `RandomState` keys come from
+/// the OS's randomness once per thread; each value mixes in a counter and
+/// the time, so no two calls in a process repeat.
+pub fn random_token() -> String {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let mut out = String::with_capacity(32);
+    for half in 0..2u64 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(SEQ.fetch_add(1, Ordering::Relaxed));
+        h.write_u128(now);
+        h.write_u32(std::process::id());
+        h.write_u64(half);
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out
+}
+
+/// `.NAME.<what>-<32 hex>` beside `dest`.
+fn working_name(dest: &Path, what: &str) -> PathBuf {
+    let name = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    dest.with_file_name(format!(".{name}.{what}-{}", random_token()))
+}
+
+/// Creates a new working file beside `dest`, exclusively, named
+/// `.NAME.<what>-<32 hex>` (`what` is `shoal-tmp` or `shoal-partial`).
+pub fn create_beside(dest: &Path, what: &str) -> std::io::Result<(PathBuf, File)> {
+    loop {
+        let path = working_name(dest, what);
+        match File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(f) => return Ok((path, f)),
+            // Only a 128-bit coincidence gets here.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Whether `path` names the very file `file` is open on (same device and
+/// inode): nobody renamed another file over it.
+pub fn is_same_file(path: &Path, file: &File) -> bool {
+    match (std::fs::symlink_metadata(path), file.metadata()) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// Renames the working file `tmp` (open as `file`) over `dest`, after
+/// checking that `tmp` still names `file`.
+pub fn persist(tmp: &Path, file: &File, dest: &Path) -> std::io::Result<()> {
+    if !is_same_file(tmp, file) {
+        return Err(std::io::Error::other(format!(
+            "the working file {} was replaced by another writer; nothing was renamed into place",
+            tmp.display()
+        )));
+    }
+    std::fs::rename(tmp, dest)
+}
+
+/// Removes `path` if it still names `file` (a working file another writer
+/// has replaced is theirs now).
+pub fn remove_if_same(path: &Path, file: &File) {
+    if is_same_file(path, file) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Copies the local file `from` to `to` through a working file beside
+/// `to` (created, with its folders, as needed): `to` is the old file or
+/// the whole new one, never a part. Returns the bytes copied.
+pub fn copy_file(from: &Path, to: &Path) -> crate::Result<u64> {
+    use crate::error::{Error, Op};
+    let to_s = to.display().to_string();
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(Op::Write, &to_s, e))?;
+    }
+    let mut src =
+        File::open(from).map_err(|e| Error::io(Op::Copy, from.display().to_string(), e))?;
+    let (tmp, mut file) =
+        create_beside(to, "shoal-tmp").map_err(|e| Error::io(Op::Write, &to_s, e))?;
+    let copied = std::io::copy(&mut src, &mut file)
+        .map_err(|e| Error::io(Op::Copy, from.display().to_string(), e))
+        .and_then(|n| {
+            persist(&tmp, &file, to)
+                .map(|()| n)
+                .map_err(|e| Error::io(Op::Write, &to_s, e))
+        });
+    if copied.is_err() {
+        remove_if_same(&tmp, &file);
+    }
+    copied
+}
+
+/// Whether a file name has the exact shape of a working file:
+/// `.NAME.shoal-tmp-<32 hex>` or `.NAME.shoal-partial-<32 hex>`, or the
+/// resume journal `.NAME.shoal-partial.json`.
+pub fn is_working_file(name: &str) -> bool {
+    if !name.starts_with('.') {
+        return false;
+    }
+    if name.len() > ".x.shoal-partial.json".len() - 1 && name.ends_with(".shoal-partial.json") {
+        return true;
+    }
+    for what in [".shoal-tmp-", ".shoal-partial-"] {
+        if let Some(at) = name.rfind(what) {
+            let hex = &name[at + what.len()..];
+            if at > 1 && hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_differ_and_have_their_shape() {
+        let a = random_token();
+        let b = random_token();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 32);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
+    }
+
+    #[test]
+    fn working_files_are_exclusive_and_recognised() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("big.bin");
+        let (p, f) = create_beside(&dest, "shoal-tmp").unwrap();
+        let name = p.file_name().unwrap().to_str().unwrap().to_owned();
+        assert!(name.starts_with(".big.bin.shoal-tmp-"), "{name}");
+        assert!(is_working_file(&name));
+        assert!(is_same_file(&p, &f));
+        // Another file renamed over it: no longer ours, not renamed, not removed.
+        let other = dir.path().join("other");
+        std::fs::write(&other, b"theirs").unwrap();
+        std::fs::rename(&other, &p).unwrap();
+        assert!(!is_same_file(&p, &f));
+        assert!(persist(&p, &f, &dest).is_err());
+        remove_if_same(&p, &f);
+        assert_eq!(std::fs::read(&p).unwrap(), b"theirs");
+        assert!(!dest.exists());
+        for user in [
+            ".big.bin.shoal-partial",
+            "big.bin.shoal-tmp-0123456789abcdef0123456789abcdef",
+            ".a.shoal-tmp-1-2",
+            ".a.shoal-tmp-0123456789abcdef0123456789abcdeg",
+            "x.shoal-partial.json",
+            "notes about .shoal-tmp- files",
+        ] {
+            assert!(!is_working_file(user), "{user}");
+        }
+        assert!(is_working_file(".a.shoal-partial.json"));
+        assert!(is_working_file(
+            ".a.b.shoal-partial-0123456789abcdef0123456789ABCDEF"
+        ));
+    }
+}

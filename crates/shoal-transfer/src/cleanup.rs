@@ -1,0 +1,67 @@
+//! Work that must happen on every way out of a transfer, even when the
+//! future doing it is dropped (Ctrl-C, SIGTERM, a Python caller's
+//! KeyboardInterrupt, an asyncio cancel).
+//!
+//! A dropped future cannot await anything, so what needs a request (a
+//! multipart upload to abort, which on GCS also deletes its temporary
+//! composite parts) is spawned from its guard's `Drop` onto the runtime
+//! and registered here; the CLI waits for all of it ([`finish`]) before it
+//! exits. Local working files need no request: their guards remove them
+//! in `Drop` itself.
+
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use shoal_core::{MultipartUpload, Store};
+use std::sync::Arc;
+
+static PENDING: Mutex<Vec<tokio::task::JoinHandle<()>>> = Mutex::new(Vec::new());
+
+/// Runs `fut` on the current runtime and remembers it for [`finish`].
+/// Outside a runtime there is nothing to run it on: it is dropped.
+pub fn spawn(fut: impl Future<Output = ()> + Send + 'static) {
+    if let Ok(h) = tokio::runtime::Handle::try_current() {
+        let task = h.spawn(fut);
+        let mut pending = PENDING.lock().unwrap_or_else(|p| p.into_inner());
+        pending.retain(|t| !t.is_finished());
+        pending.push(task);
+    }
+}
+
+/// Waits, at most `limit`, for the cleanups spawned so far; returns how
+/// many did not finish in time.
+pub async fn finish(limit: Duration) -> usize {
+    let tasks: Vec<_> = std::mem::take(&mut *PENDING.lock().unwrap_or_else(|p| p.into_inner()));
+    let n = tasks.len();
+    match tokio::time::timeout(limit, futures::future::join_all(tasks)).await {
+        Ok(_) => 0,
+        Err(_) => n,
+    }
+}
+
+/// Aborts a multipart upload unless disarmed: made when the upload
+/// starts, disarmed once it is completed or aborted in the normal way.
+pub(crate) struct AbortUpload {
+    armed: Option<(Arc<dyn Store>, MultipartUpload)>,
+}
+
+impl AbortUpload {
+    pub(crate) fn new(store: &Arc<dyn Store>, upload: &MultipartUpload) -> Self {
+        AbortUpload {
+            armed: Some((store.clone(), upload.clone())),
+        }
+    }
+
+    pub(crate) fn disarm(mut self) {
+        self.armed = None;
+    }
+}
+
+impl Drop for AbortUpload {
+    fn drop(&mut self) {
+        if let Some((store, upload)) = self.armed.take() {
+            spawn(async move { crate::upload::abort_quietly(&store, &upload).await });
+        }
+    }
+}
