@@ -52,8 +52,9 @@
 //! pages in the reorder buffer ([`ListStats::peak_held_pages`]),
 //! [`CHANNEL_PAGES`] in the channel and one per worker in flight — 89
 //! pages with 16 workers, whatever the bucket size, where the unbounded
-//! buffer held most of a million-key listing (`ls -r --sorted` of 1M keys
-//! peaked at 140-310 MB RSS, now 50-90 MB; unsorted 30-37 MB).
+//! buffer held most of a million-key listing (`ls -r --sorted` of
+//! shoal-benchserver's `list-1000000`: 160-240 MB peak RSS before, 38-50
+//! MB now; unsorted 28-37 MB).
 //!
 //! No deadlock: the head's worker never waits for the budget, so either
 //! it is listing, or the head's last page has been sent and the consumer
