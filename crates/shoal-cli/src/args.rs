@@ -139,8 +139,8 @@ pub(crate) struct LsArgs {
     /// more than one page.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub(crate) parallel: Option<u32>,
-    /// Print in key order (a parallel listing holds later key ranges in
-    /// memory until the earlier ones are done).
+    /// Print in key order (a parallel listing holds up to 64 pages of later
+    /// key ranges in memory until the earlier ones are done).
     #[arg(long)]
     pub(crate) sorted: bool,
 }

@@ -32,13 +32,58 @@
 //! [`CHANNEL_PAGES`] + workers pages whatever the bucket size. Pages arrive
 //! in no particular order; with `sorted`, pages of later ranges are held
 //! until the ranges before them are finished (ranges never overlap, so this
-//! is exact) — that buffer is not bounded, which is why it is an option.
+//! is exact).
+//!
+//! Sorted mode is bounded too, so a merge of two sorted listings (`sync`)
+//! streams a bucket of any size. Only the *head* range (the lowest one
+//! whose last page the consumer has not seen, `State::open.first()`) can
+//! be released as it arrives; every other range's pages wait. So a page
+//! counts from the moment a worker decides to request it until the
+//! consumer hands it on (`State::unreleased`, per range in
+//! `State::pending`), and a worker whose range is not the head requests
+//! a page only while fewer than [`HELD_PAGES`] are counted, otherwise it
+//! waits on `advance`, which the consumer signals whenever it hands pages
+//! on or the head moves. Counting at the request, not at receipt, makes
+//! the bound exact: the pages held for later ranges never exceed the
+//! budget (the last one counted saw all the others), and the head's own
+//! pages never wait (a range stays head until its last page is received;
+//! nothing opens below it, as a cut only hands out the part above a
+//! range's position). The lister's memory is then at most budget + 1
+//! pages in the reorder buffer ([`ListStats::peak_held_pages`]),
+//! [`CHANNEL_PAGES`] in the channel and one per worker in flight — 89
+//! pages with 16 workers, whatever the bucket size, where the unbounded
+//! buffer held most of a million-key listing (`ls -r --sorted` of
+//! shoal-benchserver's `list-1000000`: 160-240 MB peak RSS before, 38-50
+//! MB now; unsorted 28-37 MB).
+//!
+//! No deadlock: the head's worker never waits for the budget, so either
+//! it is listing, or the head's last page has been sent and the consumer
+//! (which drains the channel whenever it is polled) will release it, make
+//! the next range head and signal `advance`. Released pages leave in range
+//! order, so the budget always comes back.
+//!
+//! Still parallel: a budget alone lets workers far above the head fill it
+//! with pages that wait until the very end, and everyone else then waits
+//! for the head (measured: slower with 8 workers than with 4). Two rules
+//! keep the work next to the head, where held pages are released a few
+//! round trips after they arrive:
+//! - a thief cuts the *lowest* range that can be cut instead of the
+//!   widest. The head is cut a few pages ahead of its position
+//!   ([`crate::split::cut`]), so it stays short and finishes soon;
+//! - a range may only use half the budget counting its own pages and
+//!   those below it, so pages far above the head can take at most half
+//!   and the ranges closer to the head always find room in the rest.
+//!
+//! On shoal-benchserver's skewed keys (unit test, 1,000 pages, round trips
+//! on a paused clock), 8 workers take 160 round trips sorted against 136
+//! unsorted and 1,000 with one worker; with the budget only, 581.
 //!
 //! Correctness does not depend on the server honouring `endOffset` (S3 has
 //! none): every page is cut at the worker's current end on the client, and
 //! a worker stops at the first key at or past it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -56,12 +101,23 @@ pub const CHANNEL_PAGES: usize = 8;
 /// spare, and stay far below the request rates a bucket is allowed.
 pub const DEFAULT_WORKERS: usize = 16;
 
+/// Most pages counted for ranges that are not yet the head, in sorted
+/// mode (module doc): ≤64,000 keys, ~20 MB with 100-byte keys, whatever
+/// the number of workers. A cut leaves the head about
+/// [`crate::split::PAGES_AHEAD`] (8) pages, and while it lists them each
+/// other worker lists as many, so 8 workers × 8 pages let the window above
+/// the head run without waiting. Measured in the unit tests (1,000 pages):
+/// half as many made 8 workers 2.3× slower; twice as many (8 per worker,
+/// 128 for 16 workers) gained nothing.
+pub const HELD_PAGES: usize = 64;
+
 /// How to list.
 #[derive(Debug, Clone)]
 pub struct ParallelOptions {
     /// Most workers (1 = a plain sequential listing).
     pub workers: usize,
-    /// Emit pages in key order (holds pages of later ranges in memory).
+    /// Emit pages in key order (holds up to [`HELD_PAGES`] pages of later
+    /// ranges in memory).
     pub sorted: bool,
     /// Counters, for tests and benchmarks.
     pub stats: Option<Arc<ListStats>>,
@@ -88,6 +144,13 @@ pub struct ListStats {
     pub dropped: AtomicU64,
     /// Most workers that had a range at the same time.
     pub peak_busy: AtomicU64,
+    /// Sorted mode: most pages in the reorder buffer at once (held for a
+    /// later range or released and not yet handed on); at most
+    /// [`HELD_PAGES`] + 1.
+    pub peak_held_pages: AtomicU64,
+    /// Sorted mode: times a worker waited for the head to move before
+    /// requesting a page.
+    pub held_waits: AtomicU64,
 }
 
 struct Range {
@@ -111,6 +174,10 @@ struct State {
     alphabet: BTreeSet<char>,
     /// Starts of ranges whose last page the consumer has not seen (sorted mode).
     open: BTreeSet<String>,
+    /// Sorted mode: pages requested and not yet handed to the consumer.
+    unreleased: usize,
+    /// Sorted mode: of those, the pages of each open range not yet released.
+    pending: BTreeMap<String, usize>,
     stop: bool,
     spawned: bool,
 }
@@ -122,6 +189,8 @@ struct Shared {
     workers: usize,
     state: Mutex<State>,
     wake: Notify,
+    /// Sorted mode: the consumer handed pages on or the head range moved.
+    advance: Notify,
     stats: Arc<ListStats>,
     sorted: bool,
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
@@ -190,6 +259,7 @@ pub fn list_objects(
         workers,
         state: Mutex::new(state),
         wake: Notify::new(),
+        advance: Notify::new(),
         stats: opts.stats.unwrap_or_default(),
         sorted: opts.sorted,
         tasks: Mutex::new(Vec::new()),
@@ -207,12 +277,21 @@ pub fn list_objects(
             let started = first;
             loop {
                 if let Some(p) = reorder.ready.pop() {
+                    reorder.hand_on(&guard.0, 1);
                     return Some((Ok(p), (rx, guard, reorder, started)));
+                }
+                if reorder.failed {
+                    return None;
                 }
                 match rx.recv().await? {
                     Msg::Error(e) => {
                         guard.0.state.lock().unwrap().stop = true;
+                        guard.0.advance.notify_waiters();
                         rx.close();
+                        // Nothing after the error: pages still in the
+                        // channel or held would be a listing with a hole.
+                        reorder.failed = true;
+                        reorder.ready.clear();
                         return Some((Err(e), (rx, guard, reorder, started)));
                     }
                     Msg::Page {
@@ -238,36 +317,74 @@ pub fn list_objects(
 #[derive(Default)]
 struct Reorder {
     held: BTreeMap<String, (Vec<Vec<ObjectMeta>>, bool)>,
+    /// Pages in `held`.
+    held_pages: usize,
     /// Pages ready to go out, last first.
     ready: Vec<Vec<ObjectMeta>>,
+    /// An error went out: the stream ends.
+    failed: bool,
 }
 
 impl Reorder {
     fn push(&mut self, shared: &Shared, range: String, objects: Vec<ObjectMeta>, last: bool) {
+        let range_key = range.clone();
         let entry = self.held.entry(range).or_default();
-        if !objects.is_empty() {
+        let empty = objects.is_empty();
+        if !empty {
             entry.0.push(objects);
+            self.held_pages += 1;
         }
         entry.1 |= last;
         // Release everything from the lowest open range on, in order.
         let mut out = Vec::new();
         let mut st = shared.state.lock().unwrap();
+        let head = st.open.first().cloned();
         while let Some(head) = st.open.first().cloned() {
             let Some((pages, done)) = self.held.get_mut(&head) else {
                 break;
             };
+            self.held_pages -= pages.len();
+            if let Some(n) = st.pending.get_mut(&head) {
+                *n -= pages.len();
+            }
             out.append(pages);
             if *done {
                 self.held.remove(&head);
                 st.open.remove(&head);
+                st.pending.remove(&head);
             } else {
                 break;
             }
         }
+        // An empty page is handed on at once: it counted when requested.
+        if empty {
+            st.unreleased -= 1;
+            if let Some(n) = st.pending.get_mut(&range_key) {
+                *n -= 1;
+            }
+        }
+        let moved = st.open.first() != head.as_ref();
         drop(st);
         out.reverse();
         out.append(&mut self.ready);
         self.ready = out;
+        let in_buffer = (self.held_pages + self.ready.len()) as u64;
+        shared
+            .stats
+            .peak_held_pages
+            .fetch_max(in_buffer, Ordering::Relaxed);
+        if moved || empty {
+            shared.advance.notify_waiters();
+        }
+    }
+
+    /// `n` pages left the lister: workers waiting for room may go on.
+    fn hand_on(&mut self, shared: &Shared, n: usize) {
+        if !shared.sorted {
+            return;
+        }
+        shared.state.lock().unwrap().unreleased -= n;
+        shared.advance.notify_waiters();
     }
 }
 
@@ -326,20 +443,25 @@ fn steal(shared: &Shared, id: usize) -> Steal {
     }
     let prefix = &shared.base.prefix;
     // Widest first = shortest common prefix between position and end (an
-    // open end counts as widest); ties go to the lowest worker. The cut is
-    // computed for candidates in that order until one has room.
-    let mut candidates: Vec<(usize, usize)> = st
+    // open end counts as widest); ties go to the lowest worker. Sorted:
+    // lowest first, as pages far above the head only wait (module doc).
+    // The cut is computed for candidates in that order until one has room.
+    let mut candidates: Vec<(usize, &str, usize)> = st
         .ranges
         .iter()
         .enumerate()
         .filter_map(|(v, r)| {
             let r = r.as_ref().filter(|r| r.splittable)?;
             let lo = r.pos.as_deref().unwrap_or(&r.start);
-            Some((r.end.as_deref().map_or(0, |e| common_len(lo, e)), v))
+            if shared.sorted {
+                return Some((0, r.start.as_str(), v));
+            }
+            Some((r.end.as_deref().map_or(0, |e| common_len(lo, e)), "", v))
         })
         .collect();
     candidates.sort_unstable();
-    let found = candidates.into_iter().find_map(|(_, v)| {
+    let candidates: Vec<usize> = candidates.into_iter().map(|(_, _, v)| v).collect();
+    let found = candidates.into_iter().find_map(|v| {
         let r = st.ranges[v].as_ref().expect("busy");
         let lo = r.pos.as_deref().unwrap_or(&r.start);
         crate::split::cut(
@@ -374,6 +496,44 @@ fn steal(shared: &Shared, id: usize) -> Steal {
     Steal::Got
 }
 
+/// Sorted mode: counts the page about to be requested for the range that
+/// starts at `start`, first waiting while it is not the head range and the
+/// budget is spent. False when the listing stops.
+async fn reserve(shared: &Shared, start: &str) -> bool {
+    let budget = HELD_PAGES;
+    let mut waited = false;
+    loop {
+        let advanced = shared.advance.notified();
+        tokio::pin!(advanced);
+        advanced.as_mut().enable();
+        {
+            let mut st = shared.state.lock().unwrap();
+            if st.stop {
+                return false;
+            }
+            let head = st.open.first().is_some_and(|h| h == start);
+            // Pages counted for this range and those below it (and those
+            // released, which come first of all).
+            let above: usize = st
+                .pending
+                .range::<str, _>((Bound::Excluded(start), Bound::Unbounded))
+                .map(|(_, n)| n)
+                .sum();
+            let below = st.unreleased - above;
+            if head || (st.unreleased < budget && below < budget / 2) {
+                st.unreleased += 1;
+                *st.pending.entry(start.to_owned()).or_default() += 1;
+                return true;
+            }
+        }
+        if !waited {
+            waited = true;
+            shared.stats.held_waits.fetch_add(1, Ordering::Relaxed);
+        }
+        advanced.await;
+    }
+}
+
 fn common_len(a: &str, b: &str) -> usize {
     a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count()
 }
@@ -393,6 +553,9 @@ async fn list_range(
     }
     req.end_offset = end;
     loop {
+        if shared.sorted && !reserve(shared, &start).await {
+            return false;
+        }
         shared.stats.requests.fetch_add(1, Ordering::Relaxed);
         let page = shared.store.list_page(&shared.bucket, &req).await;
         let page = match page {
@@ -547,7 +710,7 @@ mod tests {
     async fn skewed_ninety_percent_in_one_prefix() {
         let mut keys: Vec<String> = (0..9000).map(|i| format!("hot/{i:06}")).collect();
         keys.extend((0..1000).map(|i| format!("{}/{i}", ["a", "m", "z", "q"][i % 4])));
-        let slow: Arc<dyn Store> = Arc::new(Slow(store_with(&keys).await));
+        let slow: Arc<dyn Store> = Arc::new(Slow(store_with(&keys).await, 1));
         let t = tokio::time::Instant::now();
         let (got, stats) = run(slow.clone(), req("", 50), 8, false).await;
         let parallel = t.elapsed();
@@ -580,7 +743,7 @@ mod tests {
     async fn decisions_repeat_exactly() {
         let mut keys: Vec<String> = (0..3000).map(|i| format!("hot/{i:06}")).collect();
         keys.extend((0..500).map(|i| format!("{}/{i}", ["b", "x"][i % 2])));
-        let slow: Arc<dyn Store> = Arc::new(Slow(store_with(&keys).await));
+        let slow: Arc<dyn Store> = Arc::new(Slow(store_with(&keys).await, 1));
         let mut seen = Vec::new();
         for _ in 0..3 {
             let (got, stats) = run(slow.clone(), req("", 40), 6, false).await;
@@ -601,7 +764,11 @@ mod tests {
     /// nearby server) on tokio's clock: paused in these tests, so each page
     /// is a point where every worker may run, in an order that repeats.
     #[derive(Debug)]
-    struct Slow(Arc<dyn Store>);
+    ///
+    /// The second field spreads round trips over 1 to that many times
+    /// [`ROUND_TRIP`] by a hash of the request (the same request always
+    /// takes the same time), as a real server's do.
+    struct Slow(Arc<dyn Store>, u32);
 
     #[async_trait::async_trait]
     impl Store for Slow {
@@ -615,7 +782,10 @@ mod tests {
             self.0.head(b, k).await
         }
         async fn list_page(&self, b: &str, r: &ListRequest) -> Result<shoal_core::ListPage> {
-            tokio::time::sleep(ROUND_TRIP).await;
+            let mut h = std::hash::DefaultHasher::new();
+            std::hash::Hash::hash(&(&r.start_offset, &r.page_token), &mut h);
+            let n = 1 + (std::hash::Hasher::finish(&h) % u64::from(self.1)) as u32;
+            tokio::time::sleep(ROUND_TRIP * n).await;
             self.0.list_page(b, r).await
         }
         async fn get(
@@ -681,7 +851,7 @@ mod tests {
         keys.extend((0..200).map(|i| format!("{p}~{i}")));
         keys.push(p.clone());
         keys.push("elsewhere".into());
-        let store: Arc<dyn Store> = Arc::new(Slow(store_with(&keys).await));
+        let store: Arc<dyn Store> = Arc::new(Slow(store_with(&keys).await, 1));
         let (got, stats) = run(store.clone(), req(&p, 37), 6, false).await;
         let want: Vec<String> = keys.iter().filter(|k| k.starts_with(&p)).cloned().collect();
         assert_exact(&got, &want);
@@ -731,7 +901,7 @@ mod tests {
         }
         let mut keys: Vec<String> = keys.into_iter().collect();
         keys.sort();
-        let store: Arc<dyn Store> = Arc::new(Slow(store_with(&keys).await));
+        let store: Arc<dyn Store> = Arc::new(Slow(store_with(&keys).await, 1));
         let (got, stats) = run(store, req("", 100), 16, false).await;
         assert_exact(&got, &keys);
         let r = stats.requests.load(Ordering::Relaxed);
@@ -740,6 +910,239 @@ mod tests {
             r <= 300 + 2 * stats.splits.load(Ordering::Relaxed) + 16,
             "{r}"
         );
+    }
+
+    fn sorted(keys: &[String]) -> Vec<String> {
+        let mut k = keys.to_vec();
+        k.sort();
+        k
+    }
+
+    /// Lists sorted with a consumer that takes `per_page` of virtual time
+    /// for every page, checking the order as it goes.
+    async fn run_sorted_slowly(
+        store: Arc<dyn Store>,
+        req: ListRequest,
+        workers: usize,
+        per_page: std::time::Duration,
+    ) -> (Vec<String>, Arc<ListStats>) {
+        let stats = Arc::new(ListStats::default());
+        let opts = ParallelOptions {
+            workers,
+            sorted: true,
+            stats: Some(stats.clone()),
+        };
+        let mut s = Box::pin(list_objects(store, "b".into(), req, opts));
+        let mut out: Vec<String> = Vec::new();
+        while let Some(p) = s.next().await {
+            let p = p.unwrap();
+            assert!(!p.is_empty(), "no empty pages");
+            for o in p {
+                assert!(
+                    out.last().is_none_or(|l| *l < o.key),
+                    "in order at {}",
+                    o.key
+                );
+                out.push(o.key);
+            }
+            tokio::time::sleep(per_page).await;
+        }
+        (out, stats)
+    }
+
+    /// Keys shaped as shoal-benchserver's `list-N`: 10% spread over 1,000
+    /// small prefixes (and `misc/日本語/`), sorting first; 90% under one
+    /// long prefix after them, 1% with bytes above 0x7F.
+    fn bench_keys(n: u64) -> Vec<String> {
+        let hot = "warehouse/events/clickstream/v2/region=europe-west4/dt=2024-06-01/hour=13/";
+        let mut keys: Vec<String> = (0..n / 10 * 9)
+            .map(|i| {
+                let h = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+                let stem = if i % 100 == 7 { "données" } else { "part" };
+                format!("{hot}{stem}-{i:08}-{h:08x}.json.zst")
+            })
+            .collect();
+        keys.extend((0..n / 10).map(|j| {
+            if j % 10 == 3 {
+                format!("misc/日本語/ファイル-{j:07}.txt")
+            } else {
+                format!("misc/shard-{:03}/obj-{j:07}.bin", j * 7919 % 1000)
+            }
+        }));
+        keys
+    }
+
+    /// Sorted output is exactly the sorted key list, whatever the key shape.
+    #[tokio::test(start_paused = true)]
+    async fn sorted_is_exactly_the_sorted_keys() {
+        use rand::{Rng, SeedableRng};
+        // Skewed: 90% under one prefix.
+        let mut skewed: Vec<String> = (0..9000).map(|i| format!("hot/{i:06}")).collect();
+        skewed.extend((0..1000).map(|i| format!("{}/{i}", ["a", "m", "z", "q"][i % 4])));
+        // Uniform random, seeded.
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut uniform: HashSet<String> = HashSet::new();
+        while uniform.len() < 10_000 {
+            let n = rng.random_range(1..10);
+            uniform.insert(
+                (0..n)
+                    .map(|_| char::from(rng.random_range(b'!'..=b'~')))
+                    .collect(),
+            );
+        }
+        let uniform: Vec<String> = uniform.into_iter().collect();
+        // Long common prefixes.
+        let p = "x".repeat(300);
+        let mut long: Vec<String> = (0..4000).map(|i| format!("{p}/{i:05}")).collect();
+        long.extend((0..1000).map(|i| format!("{p}/{i:05}/{}", "y".repeat(200))));
+        for (name, keys, page) in [
+            ("skewed", skewed, 50),
+            ("uniform", uniform, 40),
+            ("long", long, 30),
+        ] {
+            let store: Arc<dyn Store> = Arc::new(Slow(store_with(&keys).await, 1));
+            for per_page in [std::time::Duration::ZERO, ROUND_TRIP] {
+                let (got, stats) =
+                    run_sorted_slowly(store.clone(), req("", page), 8, per_page).await;
+                assert!(got == sorted(&keys), "{name}: sorted output differs");
+                assert!(
+                    stats.splits.load(Ordering::Relaxed) > 0,
+                    "{name}: listed in parallel"
+                );
+            }
+        }
+    }
+
+    /// The pages held for later ranges stay within the budget, with a
+    /// consumer as fast as the workers or slower, round trips all alike or
+    /// spread, 4 to 16 workers. The unbounded buffer held 72 to 531 of
+    /// these 1,000 pages.
+    #[tokio::test(start_paused = true)]
+    async fn sorted_holds_a_bounded_number_of_pages() {
+        let keys = bench_keys(100_000);
+        let mem = store_with(&keys).await;
+        let want = sorted(&keys);
+        // A consumer as fast as the workers, and one taking four round
+        // trips per page (the workers could run far ahead of either).
+        const PAGE: u32 = 100;
+        for (spread, per_page) in [
+            (1, std::time::Duration::ZERO),
+            (1, ROUND_TRIP * 4),
+            (8, std::time::Duration::ZERO),
+            (8, ROUND_TRIP),
+        ] {
+            let store: Arc<dyn Store> = Arc::new(Slow(mem.clone(), spread));
+            for workers in [4, 8, 16] {
+                let t = tokio::time::Instant::now();
+                let (got, stats) =
+                    run_sorted_slowly(store.clone(), req("", PAGE), workers, per_page).await;
+                assert!(got == want, "sorted output differs");
+                let peak = stats.peak_held_pages.load(Ordering::Relaxed);
+                let bound = (HELD_PAGES + 1) as u64;
+                eprintln!(
+                    "{workers} workers, round trips 1-{spread}x, {per_page:?} per page: peak {peak} pages held (bound {bound}), {} waits, {} splits, {} round trips",
+                    stats.held_waits.load(Ordering::Relaxed),
+                    stats.splits.load(Ordering::Relaxed),
+                    t.elapsed().as_millis() / ROUND_TRIP.as_millis(),
+                );
+                assert!(peak <= bound, "{peak} pages held, bound {bound}");
+            }
+        }
+    }
+
+    /// Sorted mode keeps most of the parallel speed: with the budget in
+    /// force (workers wait for the head), 8 workers still take a fraction
+    /// of the sequential round trips. Keys as shoal-benchserver's, 1,000
+    /// pages of 100. The budget alone (widest range cut first, no half
+    /// budget per position) took 348 round trips, lowest first 581.
+    #[tokio::test(start_paused = true)]
+    async fn sorted_is_still_parallel() {
+        const PAGE: u32 = 100;
+        const WORKERS: usize = 8;
+        let keys = bench_keys(100_000);
+        let slow: Arc<dyn Store> = Arc::new(Slow(store_with(&keys).await, 1));
+        let t = tokio::time::Instant::now();
+        let (got, stats) =
+            run_sorted_slowly(slow.clone(), req("", PAGE), WORKERS, Default::default()).await;
+        let sorted_time = t.elapsed();
+        assert!(got == sorted(&keys));
+        let t = tokio::time::Instant::now();
+        let (got, _) = run(slow, req("", PAGE), WORKERS, false).await;
+        let unsorted_time = t.elapsed();
+        assert_exact(&got, &keys);
+        let sequential = ROUND_TRIP * (100_000 / PAGE);
+        let trips = |d: std::time::Duration| d.as_millis() / ROUND_TRIP.as_millis();
+        eprintln!(
+            "sorted 100k keys: {} splits, {} requests, {} waits, peak {} held; {} round trips sorted, {} unsorted, {} with one worker",
+            stats.splits.load(Ordering::Relaxed),
+            stats.requests.load(Ordering::Relaxed),
+            stats.held_waits.load(Ordering::Relaxed),
+            stats.peak_held_pages.load(Ordering::Relaxed),
+            trips(sorted_time),
+            trips(unsorted_time),
+            trips(sequential),
+        );
+        assert!(
+            stats.held_waits.load(Ordering::Relaxed) > 0,
+            "the budget was reached"
+        );
+        assert!(
+            sorted_time * 5 < sequential,
+            "sorted {} round trips vs sequential {}",
+            trips(sorted_time),
+            trips(sequential)
+        );
+    }
+
+    /// A list error in the middle of a listing is its last item: nothing
+    /// listed after it comes out, sorted or not (a sorted listing with a
+    /// hole after an error the caller missed would make a merge delete
+    /// what it did not see). The consumer is slow, so the channel is full
+    /// of pages when the error comes.
+    #[tokio::test(start_paused = true)]
+    async fn error_midway_ends_the_stream() {
+        let keys: Vec<String> = (0..5000).map(|i| format!("{i:05}")).collect();
+        let mem = Arc::new(MemoryStore::new());
+        mem.create_bucket("b").await.unwrap();
+        for k in &keys {
+            mem.put("b", k, bytes::Bytes::new(), &PutOptions::default())
+                .await
+                .unwrap();
+        }
+        for sorted in [false, true] {
+            let store: Arc<dyn Store> = Arc::new(Slow(mem.clone(), 1));
+            let opts = ParallelOptions {
+                workers: 8,
+                sorted,
+                stats: None,
+            };
+            let mut s = Box::pin(list_objects(store, "b".into(), req("", 20), opts));
+            let mut got: Vec<String> = Vec::new();
+            for _ in 0..5 {
+                got.extend(s.next().await.unwrap().unwrap().into_iter().map(|o| o.key));
+                tokio::time::sleep(ROUND_TRIP * 3).await;
+            }
+            mem.fail_next(&[shoal_core::ErrorKind::PermissionDenied]);
+            let mut failed = false;
+            while let Some(p) = s.next().await {
+                let Ok(p) = p else {
+                    failed = true;
+                    break;
+                };
+                got.extend(p.into_iter().map(|o| o.key));
+                tokio::time::sleep(ROUND_TRIP * 3).await;
+            }
+            assert!(failed, "sorted {sorted}: the error came out");
+            assert!(got.len() < keys.len());
+            if sorted {
+                assert!(got[..] == keys[..got.len()], "a prefix of the sorted keys");
+            }
+            let mut after = 0;
+            while s.next().await.is_some() {
+                after += 1;
+            }
+            assert_eq!(after, 0, "sorted {sorted}: items after the error");
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
