@@ -860,6 +860,16 @@ fn table() -> Vec<Case> {
             &["inside the source", "nothing was done"],
         ),
         case(
+            "run file writing one destination twice",
+            &["run", "{DIR}/../two-writers.txt"],
+            2,
+            &[
+                "two-writers.txt:3",
+                "already written by line 1",
+                "nothing was run",
+            ],
+        ),
+        case(
             "sync source missing",
             &["sync", "/nonexistent/shoal/src", "gs://b/x"],
             2,
@@ -996,6 +1006,14 @@ fn bad_input_table() {
         let dir = root.path().join("work");
         std::fs::create_dir(&dir).unwrap();
         std::fs::write(root.path().join("bad-adc.json"), "{nope").unwrap();
+        std::fs::write(
+            root.path().join("two-writers.txt"),
+            format!(
+                "cp gs://b/x {0}/out\n# a comment\ncp gs://b/y {0}/out\n",
+                dir.display()
+            ),
+        )
+        .unwrap();
         std::fs::write(
             root.path().join("dead-adc.json"),
             r#"{"type":"authorized_user","client_id":"c","client_secret":"s","refresh_token":"r","token_uri":"http://127.0.0.1:9/token"}"#,

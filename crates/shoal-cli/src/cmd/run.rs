@@ -28,6 +28,10 @@ pub(crate) async fn run(ctx: &Context, a: RunArgs) -> CmdResult {
     read.map_err(|e| Failure::from(shoal_core::Error::io(shoal_core::Op::Read, &a.file, e)))?;
 
     let mut actions = Vec::new();
+    // Where each destination was named: two lines writing one place would
+    // race (the file would be one of them, but which one is luck), and
+    // a plan that deletes what another line writes is no better.
+    let mut writers: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -54,13 +58,18 @@ pub(crate) async fn run(ctx: &Context, a: RunArgs) -> CmdResult {
                     dst = destination(&dst, src.basename(), &src.to_string())
                         .map_err(|e| bad(&e.to_string()))?;
                 }
+                claim(&mut writers, &dst, n + 1, &a.file, line)?;
                 actions.push(Action::Copy {
                     src,
                     meta: None,
                     dst,
                 });
             }
-            ["rm", url] => actions.push(Action::Delete { dst: parse(url)? }),
+            ["rm", url] => {
+                let dst = parse(url)?;
+                claim(&mut writers, &dst, n + 1, &a.file, line)?;
+                actions.push(Action::Delete { dst });
+            }
             _ => return Err(bad("expected `cp SRC DST` or `rm URL`")),
         }
     }
@@ -74,4 +83,25 @@ pub(crate) async fn run(ctx: &Context, a: RunArgs) -> CmdResult {
     let store_for = ctx.store_for(&locs)?;
     let stream = futures::stream::iter(actions.into_iter().map(Ok)).boxed();
     crate::cmd::batch::run_and_report(ctx, stream, store_for, ctx.transfer.clone(), "Ran", "").await
+}
+
+/// Records that line `n` writes (or deletes) `dst`; a second line doing so
+/// refuses the whole plan, naming both.
+fn claim(
+    writers: &mut std::collections::HashMap<String, usize>,
+    dst: &Location,
+    n: usize,
+    file: &str,
+    line: &str,
+) -> Result<(), Failure> {
+    match writers.entry(dst.to_string()) {
+        std::collections::hash_map::Entry::Occupied(first) => Err(Failure::Usage(format!(
+            "run {file}:{n}: {line}: {dst} is already written by line {}; a plan writes each destination once (nothing was run)",
+            first.get()
+        ))),
+        std::collections::hash_map::Entry::Vacant(v) => {
+            v.insert(n);
+            Ok(())
+        }
+    }
 }
