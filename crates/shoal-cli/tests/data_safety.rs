@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 
 use common::*;
 
@@ -135,4 +135,84 @@ fn two_writers_to_one_destination_leave_one_whole_object() {
             files_in(dir.path())
         );
     }
+}
+
+/// Files whose size `stat` does not tell (a FIFO, a /proc file, process
+/// substitution) are read to their end like `cp -`, and the object holds
+/// what was read; an empty file is still an empty object.
+fn special_sources(base: fn() -> Option<std::process::Command>, scheme: &str) {
+    let Some(bucket) = make_bucket(base, scheme) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let url = |k: &str| format!("{scheme}://{bucket}/{k}");
+    let cat = |k: &str| run(with_args(base().unwrap(), &["cat", &url(k)])).stdout_bytes;
+    // /proc/self/status differs per process: compare with a line every
+    // process shares instead.
+    let r = run(with_args(
+        base().unwrap(),
+        &["cp", "/proc/version", &url("version")],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(cat("version"), std::fs::read("/proc/version").unwrap());
+    // A FIFO with a writer.
+    let fifo = dir.path().join("fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let body = pattern(3 << 20, 7);
+    let writer = {
+        let (fifo, body) = (fifo.clone(), body.clone());
+        std::thread::spawn(move || std::fs::write(fifo, body).unwrap())
+    };
+    let r = run(with_args(
+        base().unwrap(),
+        &["cp", fifo.to_str().unwrap(), &url("fifo")],
+    ));
+    writer.join().unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(cat("fifo") == body, "the FIFO's bytes");
+    // Process substitution, as a shell user types it.
+    let mut c = base().unwrap();
+    let exe = c.get_program().to_owned();
+    let envs: Vec<_> = c
+        .get_envs()
+        .map(|(k, v)| (k.to_owned(), v.map(|v| v.to_owned())))
+        .collect();
+    let mut sh = Command::new("bash");
+    sh.env_clear();
+    for (k, v) in envs {
+        if let Some(v) = v {
+            sh.env(k, v);
+        }
+    }
+    sh.arg("-c")
+        .arg(format!("\"$0\" cp <(printf 'hi there') {}", url("subst")))
+        .arg(exe);
+    c = sh;
+    let r = run(c);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(cat("subst"), b"hi there");
+    let empty = dir.path().join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    let r = run(with_args(
+        base().unwrap(),
+        &["cp", empty.to_str().unwrap(), &url("empty")],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(cat("empty").is_empty());
+}
+
+#[test]
+fn special_files_upload_what_they_hold_gcs() {
+    special_sources(gcs, "gs");
+}
+
+#[test]
+fn special_files_upload_what_they_hold_s3() {
+    special_sources(s3, "s3");
 }

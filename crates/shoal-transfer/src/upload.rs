@@ -59,6 +59,16 @@ pub async fn upload_file(
         return Err(Error::invalid(Op::Read, &path_s, "is a folder")
             .with_hint("use cp -r to copy a folder"));
     }
+    // A FIFO, a device, process substitution (`<(cmd)`), or a file whose
+    // size says nothing (/proc and /sys files report 0 and hold text): read
+    // to its end as a stream, like `cp -`, and checked against what was
+    // read. Trusting `stat` stored such files as "verified" empty objects.
+    // A truly empty file takes the same path, at the cost of one read.
+    if !md.is_file() || md.len() == 0 {
+        let reader = tokio::fs::File::from_std(file);
+        let body = crate::stream::reader_stream(reader, &path_s);
+        return crate::stream::upload_stream(store, body, dst, &PutOptions::default(), opts).await;
+    }
     let size = md.len();
     let stamp = file_stamp(&md);
     let file = Arc::new(file);
