@@ -568,3 +568,55 @@ fn sync_reads_listings_kept_in_files() {
     );
     assert!(r.stderr.contains("not deleted"), "{}", r.stderr);
 }
+
+/// Roots given as `.`, `..`, `./a/../b` or absolute paths: `.` and `..`
+/// copy the folder's contents (as cp(1) does), other paths nest under
+/// their last level; no name carries a `./`.
+#[test]
+fn dot_and_dotdot_roots() {
+    let Some(bucket) = make_bucket(s3, "s3") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let top = dir.path().join("top");
+    for f in ["a", "sub/b"] {
+        let p = top.join(f);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, f).unwrap();
+    }
+    let sub = top.join("sub");
+    let abs = sub.to_str().unwrap().to_owned();
+    let cases: [(&str, &std::path::Path, &str, &[&str]); 5] = [
+        (".", &top, "dot/", &["dot/a", "dot/sub/b"]),
+        ("..", &sub, "dotdot/", &["dotdot/a", "dotdot/sub/b"]),
+        ("./sub/../sub", &top, "mixed/", &["mixed/sub/b"]),
+        (&abs, &top, "abs/", &["abs/sub/b"]),
+        ("./", &sub, "slash/", &["slash/b"]),
+    ];
+    for (src, cwd, dst, want) in cases {
+        let mut c = with_args(
+            s3().unwrap(),
+            &["cp", "-r", src, &format!("s3://{bucket}/{dst}")],
+        );
+        c.current_dir(cwd);
+        let r = run(c);
+        assert_eq!(r.code, 0, "cp -r {src}: {}", r.stderr);
+        let mut got: Vec<String> = run(with_args(
+            s3().unwrap(),
+            &["ls", "-r", &format!("s3://{bucket}/{dst}")],
+        ))
+        .stdout
+        .lines()
+        .map(|l| l.trim_start_matches(&format!("s3://{bucket}/")).to_owned())
+        .collect();
+        got.sort();
+        assert_eq!(got, want, "cp -r {src}");
+    }
+    // And sync of `.`.
+    let mut c = with_args(
+        s3().unwrap(),
+        &["sync", ".", &format!("s3://{bucket}/synced")],
+    );
+    c.current_dir(&top);
+    assert_eq!(run(c).code, 0);
+}

@@ -14,7 +14,7 @@
 //! into a bounded channel, a bucket is listed page by page (in parallel for
 //! big listings, by shoal-list), so a million files never sit in memory.
 
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use futures::stream::{BoxStream, StreamExt};
@@ -46,8 +46,49 @@ pub fn copy_root(src: &Location) -> Result<String> {
         let lit = g.literal_prefix();
         return Ok(lit[..lit.rfind('/').map_or(0, |i| i + 1)].to_owned());
     }
+    if src.is_local() {
+        // `cp -r . DST` copies the folder's contents, as cp(1) does (`.`
+        // and `..` have no name of their own to nest under); other paths
+        // nest under their last level once `.` and `..` are taken out.
+        let path = normal_local(&src.key);
+        let last = Path::new(src.key.trim_end_matches('/'))
+            .components()
+            .next_back();
+        let root = if matches!(last, Some(Component::CurDir | Component::ParentDir)) {
+            path.as_path()
+        } else {
+            path.parent().unwrap_or(&path)
+        };
+        let mut r = root.display().to_string();
+        if !r.ends_with('/') {
+            r.push('/');
+        }
+        return Ok(r);
+    }
     let k = src.key.trim_end_matches('/');
     Ok(k[..k.rfind('/').map_or(0, |i| i + 1)].to_owned())
+}
+
+/// A local path made absolute, with `.` and `..` taken out lexically (the
+/// way a shell user reads `./a/../b`), so names relative to it carry none.
+pub fn normal_local(key: &str) -> PathBuf {
+    let p = Path::new(key);
+    let abs = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(p)
+    };
+    let mut out = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The key prefix that `sync` strips: the source itself, as a folder.
@@ -103,8 +144,8 @@ pub fn enumerate(
 }
 
 fn walk_local(src: &Location, root: &str) -> BoxStream<'static, Result<Entry>> {
-    let path = PathBuf::from(src.key.trim_end_matches('/'));
-    let root = PathBuf::from(root.trim_end_matches('/'));
+    let path = normal_local(src.key.trim_end_matches('/'));
+    let root = normal_local(root.trim_end_matches('/'));
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Entry>>(CHANNEL);
     tokio::task::spawn_blocking(move || {
         let send = |e: Result<Entry>| tx.blocking_send(e).is_ok();
