@@ -5,6 +5,27 @@
 //! what to try; a panic is caught and reported the same way, never as a
 //! stack trace.
 
+// Diagnostics and listings never abort the process. std's `eprintln!` and
+// `println!` panic when the stream is closed (`shoal cp -r … 2>&1 | true`,
+// `shoal sync --dry-run … | head`), and the panic, printed to the same
+// closed stream, became an abort (exit 134) in the middle of a transfer,
+// its working files left behind. These shadow them for the whole crate: a
+// write that fails is dropped and the transfer goes on. (Where stdout is
+// the data itself, `ls` and `cat` write through their own writers and end
+// quietly on a closed pipe.)
+macro_rules! eprintln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+macro_rules! println {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
 mod args;
 mod cmd;
 mod config;
@@ -97,11 +118,21 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(cli.global.verbose);
+    if let Err(m) = init_logging(cli.global.verbose) {
+        eprintln!("shoal: {m}");
+        return ExitCode::from(2);
+    }
     keep_freed_memory();
+    let threads = match shoal_transfer::runtime_threads() {
+        Ok(n) => n,
+        Err(m) => {
+            eprintln!("shoal: {m}");
+            return ExitCode::from(2);
+        }
+    };
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(shoal_transfer::runtime_threads())
+        .worker_threads(threads)
         .enable_all()
         .build()
     {
@@ -194,7 +225,7 @@ async fn interrupted() -> u8 {
     }
 }
 
-fn init_logging(verbose: u8) {
+fn init_logging(verbose: u8) -> Result<(), String> {
     let level = match verbose {
         0 => "warn",
         1 => "info",
@@ -218,13 +249,19 @@ fn init_logging(verbose: u8) {
         .collect::<Vec<_>>()
         .join(",")
         + ",error";
-    let filter = std::env::var("SHOAL_LOG").unwrap_or(default);
+    let filter = match std::env::var("SHOAL_LOG") {
+        Ok(f) => tracing_subscriber::EnvFilter::try_new(&f).map_err(|e| {
+            format!("SHOAL_LOG={f:?}: {e} (a tracing filter, e.g. 'shoal=debug' or 'debug')")
+        })?,
+        Err(_) => tracing_subscriber::EnvFilter::new(default),
+    };
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
+    Ok(())
 }
 
 /// Tells glibc's allocator to keep freed memory for reuse. By default a

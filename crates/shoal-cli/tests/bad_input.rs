@@ -870,6 +870,34 @@ fn table() -> Vec<Case> {
             ],
         ),
         case(
+            "SHOAL_THREADS too many",
+            &["ls", "gs://b/"],
+            2,
+            &["SHOAL_THREADS=\"100000\"", "1 to 1024"],
+        )
+        .env("SHOAL_THREADS", "100000"),
+        case(
+            "SHOAL_THREADS not a number",
+            &["ls", "gs://b/"],
+            2,
+            &["SHOAL_THREADS=\"abc\"", "1 to 1024"],
+        )
+        .env("SHOAL_THREADS", "abc"),
+        case(
+            "SHOAL_THREADS zero",
+            &["ls", "gs://b/"],
+            2,
+            &["SHOAL_THREADS=\"0\""],
+        )
+        .env("SHOAL_THREADS", "0"),
+        case(
+            "SHOAL_LOG malformed",
+            &["ls", "gs://b/"],
+            2,
+            &["SHOAL_LOG=", "tracing filter"],
+        )
+        .env("SHOAL_LOG", "shoal=["),
+        case(
             "sync source missing",
             &["sync", "/nonexistent/shoal/src", "gs://b/x"],
             2,

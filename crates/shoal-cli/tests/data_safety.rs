@@ -216,3 +216,62 @@ fn special_files_upload_what_they_hold_gcs() {
 fn special_files_upload_what_they_hold_s3() {
     special_sources(s3, "s3");
 }
+
+/// Output into a pipe nobody reads (`2>&1 | true`, `| head -1`) neither
+/// aborts nor stops a transfer: every file is copied, exit 0.
+#[test]
+fn a_closed_output_pipe_does_not_abort_a_transfer() {
+    let Some(bucket) = make_bucket(s3, "s3") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    for i in 0..50 {
+        std::fs::write(tree.join(format!("f{i:02}")), format!("{i}")).unwrap();
+    }
+    for (what, args) in [
+        (
+            "cp -r -v",
+            vec![
+                "-v",
+                "cp",
+                "-r",
+                tree.to_str().unwrap(),
+                &format!("s3://{bucket}/a/"),
+            ],
+        ),
+        (
+            "sync --dry-run",
+            vec![
+                "sync",
+                "--dry-run",
+                tree.to_str().unwrap(),
+                &format!("s3://{bucket}/b"),
+            ],
+        ),
+        (
+            "sync",
+            vec!["sync", tree.to_str().unwrap(), &format!("s3://{bucket}/c")],
+        ),
+    ] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let status = with_args(s3().unwrap(), &args)
+            .stdout(writer.try_clone().unwrap())
+            .stderr(writer)
+            .status()
+            .unwrap();
+        assert_eq!(status.code(), Some(0), "{what}: {status}");
+    }
+    for p in ["a/tree/", "c/"] {
+        let n = run(with_args(
+            s3().unwrap(),
+            &["ls", "-r", &format!("s3://{bucket}/{p}")],
+        ))
+        .stdout
+        .lines()
+        .count();
+        assert_eq!(n, 50, "{p}");
+    }
+}

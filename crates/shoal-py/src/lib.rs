@@ -34,8 +34,9 @@ use pyo3::prelude::*;
 fn _shoal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The runtime is built on first use, with the CLI's thread count.
     let mut rt = tokio::runtime::Builder::new_multi_thread();
-    rt.worker_threads(shoal_transfer::runtime_threads())
-        .enable_all();
+    let threads =
+        shoal_transfer::runtime_threads().map_err(pyo3::exceptions::PyValueError::new_err)?;
+    rt.worker_threads(threads).enable_all();
     pyo3_async_runtimes::tokio::init(rt);
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<session::Session>()?;

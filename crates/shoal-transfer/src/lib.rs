@@ -171,9 +171,17 @@ impl GcsUpload {
 /// two cut client CPU for 5,000 small downloads from 0.80 to 0.70 s (8%
 /// less wall time) but made 200 x 8 MiB 9% slower (1.45 -> 1.58 s); a
 /// 1 GiB download and `cat -d` did not change.
-pub fn runtime_threads() -> usize {
+///
+/// A value that is not a whole number from 1 to [`MAX_THREADS`] is an
+/// error naming it (`SHOAL_THREADS=100000` made the runtime abort).
+pub fn runtime_threads() -> std::result::Result<usize, String> {
     threads_for(std::env::var("SHOAL_THREADS").ok().as_deref(), cpus())
 }
+
+/// The most async threads `SHOAL_THREADS` may ask for: each reserves a
+/// stack, the kernel caps threads per process, and past a few per CPU
+/// more only add parking and waking.
+pub const MAX_THREADS: usize = 1024;
 
 /// The CPUs this process may use (2 if that cannot be told): what the
 /// default workers and threads are counted in.
@@ -181,11 +189,16 @@ pub fn cpus() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
-fn threads_for(setting: Option<&str>, cpus: usize) -> usize {
-    setting
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(cpus.max(1))
+fn threads_for(setting: Option<&str>, cpus: usize) -> std::result::Result<usize, String> {
+    let Some(v) = setting else {
+        return Ok(cpus.max(1));
+    };
+    match v.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "SHOAL_THREADS={v:?}: must be a whole number from 1 to {MAX_THREADS} (async threads; unset it for one per CPU)"
+        )),
+    }
 }
 
 impl Default for TransferOptions {
@@ -353,12 +366,17 @@ mod tests {
 
     #[test]
     fn runtime_threads_are_one_per_cpu_unless_set() {
-        assert_eq!(threads_for(None, 2), 2);
-        assert_eq!(threads_for(None, 0), 1);
-        assert_eq!(threads_for(Some(" 1 "), 2), 1);
-        assert_eq!(threads_for(Some("3"), 2), 3);
-        // Nonsense is ignored, not fatal: the default applies.
-        assert_eq!(threads_for(Some("0"), 8), 8);
-        assert_eq!(threads_for(Some("many"), 8), 8);
+        assert_eq!(threads_for(None, 2), Ok(2));
+        assert_eq!(threads_for(None, 0), Ok(1));
+        assert_eq!(threads_for(Some(" 1 "), 2), Ok(1));
+        assert_eq!(threads_for(Some("3"), 2), Ok(3));
+        // Nonsense is an error naming the variable and the range.
+        for bad in ["0", "many", "-1", "100000", ""] {
+            let e = threads_for(Some(bad), 8).unwrap_err();
+            assert!(
+                e.contains("SHOAL_THREADS") && e.contains("1 to 1024"),
+                "{e}"
+            );
+        }
     }
 }
