@@ -184,3 +184,27 @@ fn gcs_bearer_token_and_refresh_token_never_printed() {
         "the token endpoint was never asked"
     );
 }
+
+/// A password put in an endpoint URL (`http://user:PW@host`) is never
+/// printed back, in the refusal or in any log line.
+#[test]
+fn passwords_in_endpoint_urls_never_printed() {
+    const PW: &str = "EndpointPassword-DoNotPrint-3f9a";
+    for (what, flags, log) in verbosities() {
+        for (scheme, var) in [("s3", "AWS_ENDPOINT_URL"), ("gs", "STORAGE_EMULATOR_HOST")] {
+            let mut c = shoal();
+            c.env(var, format!("http://user:{PW}@127.0.0.1:9"))
+                .env("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
+                .env("AWS_SECRET_ACCESS_KEY", "x")
+                .env("AWS_REGION", "us-east-1")
+                .args(&flags)
+                .args(["--attempts", "1", "ls", &format!("{scheme}://bucket/")]);
+            if let Some(l) = log {
+                c.env("SHOAL_LOG", l);
+            }
+            let r = run(c);
+            assert_ne!(r.code, 0, "{what} {scheme}: {}", r.stderr);
+            assert_clean(&format!("{what} {scheme}"), &r, &[PW]);
+        }
+    }
+}

@@ -119,8 +119,8 @@ impl Error {
         Error {
             kind,
             op,
-            url: url.into(),
-            message: one_line(message.as_ref(), 300),
+            url: redact(&url.into()),
+            message: one_line(&redact(message.as_ref()), 300),
             hint: None,
             status: None,
             retry_after: None,
@@ -168,7 +168,7 @@ impl Error {
 
     /// Replaces the URL (backends know the request URL, callers the user's).
     pub fn with_url(mut self, url: impl Into<String>) -> Self {
-        self.url = url.into();
+        self.url = redact(&url.into());
         self
     }
 
@@ -275,6 +275,66 @@ pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
     )
 }
 
+/// `s` with the secrets a URL can carry replaced by `***`: the password
+/// (and user) of `scheme://user:password@host`, and the values of signing
+/// and token query parameters (presigned URLs). Every error goes through
+/// it, so a credential put in an endpoint URL is never printed back.
+pub fn redact(s: &str) -> String {
+    const SECRET_PARAMS: [&str; 8] = [
+        "x-amz-signature",
+        "x-amz-credential",
+        "x-amz-security-token",
+        "x-goog-signature",
+        "x-goog-credential",
+        "access_token",
+        "signature",
+        "sig",
+    ];
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    // userinfo: between "://" and the next "@" before any "/", " " or end.
+    while let Some(at) = rest.find("://") {
+        let (head, tail) = rest.split_at(at + 3);
+        out.push_str(head);
+        let end = tail
+            .find(|c: char| c == '/' || c == '?' || c == '#' || c.is_whitespace())
+            .unwrap_or(tail.len());
+        match tail[..end].rfind('@') {
+            Some(a) => {
+                out.push_str("***@");
+                rest = &tail[a + 1..];
+            }
+            None => rest = tail,
+        }
+    }
+    out.push_str(rest);
+    // Query parameters: NAME=VALUE after '?' or '&'.
+    let lower = out.to_ascii_lowercase();
+    let mut cut: Vec<(usize, usize)> = Vec::new();
+    for p in SECRET_PARAMS {
+        let mut from = 0;
+        while let Some(i) = lower[from..].find(&format!("{p}=")) {
+            let start = from + i;
+            from = start + p.len() + 1;
+            let before = lower[..start].chars().next_back();
+            if !matches!(before, Some('?') | Some('&')) {
+                continue;
+            }
+            let vend = lower[from..]
+                .find(|c: char| c == '&' || c == '#' || c.is_whitespace() || c == '"')
+                .map_or(lower.len(), |j| from + j);
+            cut.push((from, vend));
+        }
+    }
+    cut.sort_unstable();
+    for (a, b) in cut.into_iter().rev() {
+        if a < b {
+            out.replace_range(a..b, "***");
+        }
+    }
+    out
+}
+
 /// Flattens `s` to one line of at most `max` characters.
 pub fn one_line(s: &str, max: usize) -> String {
     let mut out = String::with_capacity(s.len().min(max + 3));
@@ -307,6 +367,33 @@ pub fn one_line(s: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn secrets_in_urls_are_redacted() {
+        for (raw, want) in [
+            ("http://user:PW@host:9000", "http://***@host:9000"),
+            ("parse http://u:PW@h/x: bad", "parse http://***@h/x: bad"),
+            (
+                "https://h/b/k?X-Amz-Credential=AK%2F1&X-Amz-Signature=abc123&x=1",
+                "https://h/b/k?X-Amz-Credential=***&X-Amz-Signature=***&x=1",
+            ),
+            (
+                "https://h/o?x-goog-signature=deadbeef",
+                "https://h/o?x-goog-signature=***",
+            ),
+            ("gs://bucket/a@b/c", "gs://bucket/a@b/c"),
+            ("s3://b/k?design=1", "s3://b/k?design=1"),
+        ] {
+            assert_eq!(redact(raw), want, "{raw}");
+        }
+        let e = Error::invalid(Op::Parse, "http://u:SeCrEt@h", "in http://u:SeCrEt@h");
+        assert!(!e.to_string().contains("SeCrEt"), "{e}");
+        assert!(
+            !e.with_url("http://a:SeCrEt@h")
+                .to_string()
+                .contains("SeCrEt")
+        );
+    }
+
     use super::*;
 
     #[test]
