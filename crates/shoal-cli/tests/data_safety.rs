@@ -275,3 +275,67 @@ fn a_closed_output_pipe_does_not_abort_a_transfer() {
         assert_eq!(n, 50, "{p}");
     }
 }
+
+/// Keys holding `\r` and `ESC [2J` are shown escaped (`\r`, `\x1b`) by
+/// ls, cp's summary and sync's dry run: a bucket cannot clear the screen or
+/// forge a line; `ls --json` stays plain JSON of the real key.
+fn control_keys(base: fn() -> Option<std::process::Command>, scheme: &str) {
+    let Some(bucket) = make_bucket(base, scheme) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("f");
+    std::fs::write(&f, b"x").unwrap();
+    let key = "c/a\rFORGED\u{1b}[2J";
+    let url = format!("{scheme}://{bucket}/{key}");
+    let raw = |s: &str| s.contains('\r') || s.contains('\u{1b}');
+    let r = run(with_args(
+        base().unwrap(),
+        &["cp", f.to_str().unwrap(), &url],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        !raw(&r.stderr) && r.stderr.contains("a\\rFORGED\\x1b[2J"),
+        "{:?}",
+        r.stderr
+    );
+    let r = run(with_args(
+        base().unwrap(),
+        &["ls", "-r", &format!("{scheme}://{bucket}/c/")],
+    ));
+    assert!(
+        !raw(&r.stdout) && r.stdout.contains("a\\rFORGED\\x1b[2J"),
+        "{:?}",
+        r.stdout
+    );
+    let r = run(with_args(
+        base().unwrap(),
+        &["ls", "-r", "--json", &format!("{scheme}://{bucket}/c/")],
+    ));
+    let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(v["name"], key);
+    let r = run(with_args(
+        base().unwrap(),
+        &[
+            "sync",
+            "--dry-run",
+            &format!("{scheme}://{bucket}/c"),
+            &format!("{scheme}://{bucket}/d"),
+        ],
+    ));
+    assert!(
+        !raw(&r.stdout) && r.stdout.contains("\\x1b[2J"),
+        "{:?}",
+        r.stdout
+    );
+}
+
+#[test]
+fn keys_with_control_characters_are_shown_escaped_gcs() {
+    control_keys(gcs, "gs");
+}
+
+#[test]
+fn keys_with_control_characters_are_shown_escaped_s3() {
+    control_keys(s3, "s3");
+}

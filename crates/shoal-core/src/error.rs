@@ -257,24 +257,6 @@ impl fmt::Display for Error {
     }
 }
 
-/// `s` with control characters written as `\u{..}` escapes.
-pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.chars().any(char::is_control) {
-        return std::borrow::Cow::Borrowed(s);
-    }
-    std::borrow::Cow::Owned(
-        s.chars()
-            .map(|c| {
-                if c.is_control() {
-                    c.escape_unicode().to_string()
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect(),
-    )
-}
-
 /// `s` with the secrets a URL can carry replaced by `***`: the password
 /// (and user) of `scheme://user:password@host`, and the values of signing
 /// and token query parameters (presigned URLs). Every error goes through
@@ -335,6 +317,32 @@ pub fn redact(s: &str) -> String {
     out
 }
 
+/// `s` safe to show on a terminal: control characters (a key may hold
+/// `\r` or `ESC [2J`, which would forge a line or clear the screen) are
+/// written as escapes, `\r` `\n` `\t` `\x1b` `\u{9b}`, and a backslash
+/// as `\\` so an escape cannot be forged either. Everything else, unicode
+/// included, is kept. Borrowed when there is nothing to escape.
+pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() || c == '\\') {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\r' => out.push_str("\\r"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x80 && c.is_control() => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// Flattens `s` to one line of at most `max` characters.
 pub fn one_line(s: &str, max: usize) -> String {
     let mut out = String::with_capacity(s.len().min(max + 3));
@@ -367,6 +375,15 @@ pub fn one_line(s: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(escape_controls("plain é/key"), "plain é/key");
+        assert_eq!(escape_controls("a\rb\x1b[2Jc\n\\"), "a\\rb\\x1b[2Jc\\n\\\\");
+        assert_eq!(escape_controls("\u{9b}x"), "\\u{9b}x");
+        let e = Error::invalid(Op::Read, "gs://b/a\rFORGED", "m");
+        assert!(!e.to_string().contains('\r'), "{e}");
+    }
+
     #[test]
     fn secrets_in_urls_are_redacted() {
         for (raw, want) in [
@@ -425,7 +442,9 @@ mod tests {
             "gs://b/a\u{1b}[2Jb\n",
             "gone",
         );
-        assert_eq!(e.to_string(), "stat gs://b/a\\u{1b}[2Jb\\u{a}: gone");
+        // As GNU ls and the issue ask: the common ones by name, others as
+        // \xNN (ASCII) or \u{..}.
+        assert_eq!(e.to_string(), "stat gs://b/a\\x1b[2Jb\\n: gone");
     }
 
     #[test]

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::stream::{BoxStream, StreamExt};
+use shoal_core::error::escape_controls;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, Store};
 
@@ -69,8 +70,13 @@ pub enum Action {
 impl std::fmt::Display for Action {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Action::Copy { src, dst, .. } => write!(f, "copy {src} → {dst}"),
-            Action::Delete { dst } => write!(f, "delete {dst}"),
+            Action::Copy { src, dst, .. } => write!(
+                f,
+                "copy {} → {}",
+                escape_controls(&src.to_string()),
+                escape_controls(&dst.to_string())
+            ),
+            Action::Delete { dst } => write!(f, "delete {}", escape_controls(&dst.to_string())),
         }
     }
 }

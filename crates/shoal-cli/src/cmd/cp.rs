@@ -100,7 +100,8 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
             String::new()
         };
         eprintln!(
-            "Copied {what}: {} ({} {unit}, {} verified{resumed})",
+            "Copied {}: {} ({} {unit}, {} verified{resumed})",
+            shoal_core::error::escape_controls(&what),
             summary(report.bytes - report.resumed, elapsed),
             report.pieces,
             report.verified

@@ -23,6 +23,7 @@ use crate::args::LsArgs;
 use crate::config::Context;
 use crate::output::{human_bytes, meta_json, rfc3339};
 use crate::{CmdResult, Failure};
+use shoal_core::error::escape_controls;
 
 struct Printer<'a> {
     out: std::io::BufWriter<std::io::StdoutLock<'a>>,
@@ -41,12 +42,13 @@ impl Printer<'_> {
         } else if self.args.long {
             writeln!(
                 self.out,
-                "{:>12}  {:<20}  {url}",
+                "{:>12}  {:<20}  {}",
                 m.size,
-                rfc3339(m.updated_ns)
+                rfc3339(m.updated_ns),
+                escape_controls(&url)
             )
         } else {
-            writeln!(self.out, "{url}")
+            writeln!(self.out, "{}", escape_controls(&url))
         }
     }
 
@@ -59,9 +61,15 @@ impl Printer<'_> {
                 serde_json::json!({"url": url, "prefix": true})
             )
         } else if self.args.long {
-            writeln!(self.out, "{:>12}  {:<20}  {url}", "", "")
+            writeln!(
+                self.out,
+                "{:>12}  {:<20}  {}",
+                "",
+                "",
+                escape_controls(&url)
+            )
         } else {
-            writeln!(self.out, "{url}")
+            writeln!(self.out, "{}", escape_controls(&url))
         }
     }
 }
