@@ -233,7 +233,11 @@ fn traversal_keys_never_land_outside_the_destination() {
     );
     assert!(r.stderr.contains("folder marker"), "{}", r.stderr);
     for key in &evil {
-        let shown = format!("gs://{bucket}/{}", key.replace('\u{1}', "\\u{1}"));
+        // Shown escaped: a backslash doubled, a control as \xNN.
+        let shown = format!(
+            "gs://{bucket}/{}",
+            key.replace('\\', "\\\\").replace('\u{1}', "\\x01")
+        );
         assert!(
             r.stderr.contains(&shown),
             "{key:?} reported as {shown}: {}",
