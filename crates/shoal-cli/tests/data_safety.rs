@@ -5,6 +5,7 @@
 mod common;
 
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use common::*;
 
@@ -338,4 +339,112 @@ fn keys_with_control_characters_are_shown_escaped_gcs() {
 #[test]
 fn keys_with_control_characters_are_shown_escaped_s3() {
     control_keys(s3, "s3");
+}
+
+/// Ctrl-C during a multipart upload: the upload is aborted (no pending
+/// S3 upload, no GCS composite part left), the destination keeps what it
+/// had, and the exit code is 130. Parts are held at a fault proxy so the
+/// signal always lands mid-upload; the test waits for a part request to
+/// reach the proxy, not for a time.
+fn interrupted_upload(scheme: &str) {
+    use shoal_testkit::faultproxy::{Fault, FaultProxy, Rule, Script, When};
+    let base = if scheme == "gs" { gcs } else { s3 };
+    let Some(bucket) = make_bucket(base, scheme) else {
+        return;
+    };
+    let upstream = shoal_testkit_server(if scheme == "gs" {
+        "SHOAL_TEST_GCS"
+    } else {
+        "SHOAL_TEST_S3"
+    })
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("old");
+    std::fs::write(&old, b"the old object").unwrap();
+    let url = format!("{scheme}://{bucket}/big");
+    assert_eq!(
+        run(with_args(
+            base().unwrap(),
+            &["cp", old.to_str().unwrap(), &url]
+        ))
+        .code,
+        0
+    );
+    let big = dir.path().join("big");
+    std::fs::write(&big, pattern(24 << 20, 5)).unwrap();
+    let proxy = FaultProxy::start(
+        &upstream,
+        Script::new().rule(
+            Rule::new(
+                When::method(if scheme == "gs" { "POST" } else { "PUT" }),
+                Fault::DelayHeaders(Duration::from_secs(30)),
+            )
+            .times(usize::MAX),
+        ),
+    );
+    let mut c = base().unwrap();
+    c.env(
+        if scheme == "gs" {
+            "STORAGE_EMULATOR_HOST"
+        } else {
+            "AWS_ENDPOINT_URL"
+        },
+        proxy.url(),
+    );
+    let mut args = vec!["cp", "--part-size", "5MiB"];
+    if scheme == "gs" {
+        args.extend(["--gcs-upload", "compose"]);
+    }
+    args.extend([big.to_str().unwrap(), url.as_str()]);
+    let child = with_args(c, &args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The start of the upload has passed and parts are being held.
+    let mut waited = 0;
+    while proxy.injected().len() < 2 {
+        assert!(waited < 6000, "the upload never sent its parts");
+        std::thread::sleep(Duration::from_millis(10));
+        waited += 1;
+    }
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    let got = run(with_args(base().unwrap(), &["cat", &url]));
+    assert_eq!(
+        got.stdout_bytes, b"the old object",
+        "the destination keeps its old content"
+    );
+    if scheme == "s3" {
+        let ep = shoal_testkit_server("SHOAL_TEST_S3").unwrap();
+        assert!(
+            open_s3_uploads(&ep, &bucket).is_empty(),
+            "the multipart upload was aborted"
+        );
+    } else {
+        let left = run(with_args(
+            base().unwrap(),
+            &["ls", "-r", &format!("gs://{bucket}/.shoal-tmp/")],
+        ));
+        assert!(
+            left.stdout.trim().is_empty(),
+            "composite parts left: {}",
+            left.stdout
+        );
+    }
+}
+
+#[test]
+fn ctrl_c_aborts_an_upload_s3() {
+    interrupted_upload("s3");
+}
+
+#[test]
+fn ctrl_c_aborts_an_upload_gcs_compose() {
+    interrupted_upload("gs");
 }

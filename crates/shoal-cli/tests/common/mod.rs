@@ -383,3 +383,53 @@ pub fn put_composite(bucket: &str, key: &str, data: &[u8], part: usize) -> u32 {
     });
     parts
 }
+
+/// An S3 request signed by curl (`--aws-sigv4`), for what the CLI has no
+/// verb for (listing and aborting multipart uploads).
+pub fn curl_s3(ep: &str, method: &str, path: &str) -> String {
+    let key = std::env::var("SHOAL_TEST_S3_KEY").unwrap_or_else(|_| "minioadmin".into());
+    let secret = std::env::var("SHOAL_TEST_S3_SECRET").unwrap_or_else(|_| SECRET.into());
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--fail",
+            "-X",
+            method,
+            "--aws-sigv4",
+            "aws:amz:us-east-1:s3",
+            "--user",
+            &format!("{key}:{secret}"),
+            &format!("{ep}{path}"),
+        ])
+        .output()
+        .expect("curl");
+    assert!(
+        out.status.success(),
+        "{method} {path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Multipart uploads still open in `bucket` (ListMultipartUploads).
+pub fn open_s3_uploads(ep: &str, bucket: &str) -> Vec<(String, String)> {
+    let body = curl_s3(ep, "GET", &format!("/{bucket}?uploads="));
+    body.split("<Upload>")
+        .skip(1)
+        .map(|u| {
+            let tag = |t: &str| {
+                u.split(&format!("<{t}>"))
+                    .nth(1)
+                    .and_then(|r| r.split(&format!("</{t}>")).next())
+                    .unwrap_or("")
+                    .to_owned()
+            };
+            (tag("Key"), tag("UploadId"))
+        })
+        .collect()
+}
+
+/// Aborts one open multipart upload.
+pub fn abort_s3_upload(ep: &str, bucket: &str, key: &str, id: &str) {
+    curl_s3(ep, "DELETE", &format!("/{bucket}/{key}?uploadId={id}"));
+}
