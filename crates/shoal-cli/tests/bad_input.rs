@@ -898,6 +898,30 @@ fn table() -> Vec<Case> {
         )
         .env("SHOAL_LOG", "shoal=["),
         case(
+            "stat of a bucket with a trailing slash",
+            &["stat", "gs://bkt/"],
+            2,
+            &["needs an object", "write gs://bkt/KEY"],
+        ),
+        case(
+            "cat of a prefix",
+            &["cat", "gs://bkt/logs/"],
+            2,
+            &["names a folder", "gs://bkt/logs/**"],
+        ),
+        case(
+            "bench read of a prefix",
+            &["bench", "read", "s3://bkt/logs/"],
+            2,
+            &["names a folder", "s3://bkt/logs/**"],
+        ),
+        case(
+            "mb with an invalid bucket name",
+            &["mb", "gs://Bad@Name"],
+            2,
+            &["not a valid bucket name"],
+        ),
+        case(
             "sync source missing",
             &["sync", "/nonexistent/shoal/src", "gs://b/x"],
             2,

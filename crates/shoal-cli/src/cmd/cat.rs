@@ -122,6 +122,16 @@ pub(crate) fn sources(
             continue;
         }
         shoal_list::check(&loc)?;
+        if loc.key.is_empty() || (loc.key.ends_with('/') && !shoal_list::has_wildcard(&loc.key)) {
+            // A prefix names no object: "404, check the bucket and key" was
+            // the answer, which sent users looking for a typo.
+            return Err(Failure::Usage(format!(
+                "{u}: names a folder (prefix), not an object; read everything below it with '{}{}/{}**'",
+                loc.scheme.prefix(),
+                loc.bucket,
+                loc.key
+            )));
+        }
         let store = ctx.store(&loc)?;
         let opts = ListOptions {
             projection: Projection::Full,

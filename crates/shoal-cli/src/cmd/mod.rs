@@ -26,7 +26,9 @@ pub(crate) fn require_object(url: &str, verb: &str) -> Result<Location, Failure>
     let loc = parse(url)?;
     if !loc.is_local() && loc.key.is_empty() {
         return Err(Failure::Usage(format!(
-            "{verb} {url}: needs an object, not a bucket (write {url}/KEY)"
+            "{verb} {url}: needs an object, not a bucket (write {}{}/KEY)",
+            loc.scheme.prefix(),
+            loc.bucket
         )));
     }
     Ok(loc)
