@@ -250,7 +250,8 @@ fn soak_100_mixed_transfers_with_10_percent_faults() {
             all.stdout
         );
         if side.scheme == "s3" {
-            let open = s3_open_uploads(&side.bucket);
+            let ep = shoal_testkit_server("SHOAL_TEST_S3").unwrap();
+            let open = open_s3_uploads(&ep, &side.bucket);
             assert!(
                 open.is_empty(),
                 "seed {seed}: unfinished multipart uploads {open:?}"
@@ -297,43 +298,4 @@ fn assert_no_temporaries(dir: &Path) {
             assert_no_temporaries(&e.path());
         }
     }
-}
-
-/// Multipart uploads still open in `bucket` (ListMultipartUploads, signed
-/// by curl), as `key uploadId` strings.
-pub fn s3_open_uploads(bucket: &str) -> Vec<String> {
-    let ep = shoal_testkit_server("SHOAL_TEST_S3").unwrap();
-    let key = std::env::var("SHOAL_TEST_S3_KEY").unwrap_or_else(|_| "minioadmin".into());
-    let secret = std::env::var("SHOAL_TEST_S3_SECRET").unwrap_or_else(|_| SECRET.into());
-    let out = Command::new("curl")
-        .args([
-            "-sS",
-            "--fail",
-            "--aws-sigv4",
-            "aws:amz:us-east-1:s3",
-            "--user",
-            &format!("{key}:{secret}"),
-            &format!("{ep}/{bucket}?uploads="),
-        ])
-        .output()
-        .expect("curl");
-    assert!(
-        out.status.success(),
-        "list uploads: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let body = String::from_utf8_lossy(&out.stdout);
-    body.split("<Upload>")
-        .skip(1)
-        .map(|u| {
-            let tag = |t: &str| {
-                u.split(&format!("<{t}>"))
-                    .nth(1)
-                    .and_then(|r| r.split(&format!("</{t}>")).next())
-                    .unwrap_or("")
-                    .to_owned()
-            };
-            format!("{} {}", tag("Key"), tag("UploadId"))
-        })
-        .collect()
 }
