@@ -274,7 +274,9 @@ async fn download_planned(
             p.discard();
             return e;
         }
-        if p.done.iter().all(Option::is_none) {
+        // Nothing to resume from: no slices kept, or no state file to find
+        // them by (a file not ours had its name).
+        if p.done.iter().all(Option::is_none) || !p.keeps_state() {
             p.discard();
             return e;
         }

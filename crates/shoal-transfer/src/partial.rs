@@ -304,6 +304,11 @@ impl Partial {
         }
     }
 
+    /// Whether a state file records this download (a rerun can resume it).
+    pub(crate) fn keeps_state(&self) -> bool {
+        self.journal.is_some()
+    }
+
     /// Slices and bytes already present when this run started.
     pub(crate) fn reused(&self, slices: &[(u64, u64)]) -> (usize, u64) {
         let mut n = 0;
