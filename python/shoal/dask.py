@@ -177,6 +177,10 @@ def list_partitions(url: str, *, client: Any = None, keys_per_task: int = 100_00
     return [d for _, d in parts]
 
 
+def _same(x: Any) -> Any:
+    return x
+
+
 def _use_cluster(url: str, npartitions: int | None, client: Any) -> Any:
     """The client to list on, when the listing should be split across it."""
     if npartitions is not None or _api._has_wildcard(url):
@@ -192,7 +196,11 @@ def ls_bag(url: str, *, npartitions: int | None = None, client: Any = None, keys
     client and split by bytes."""
     c = _use_cluster(url, npartitions, client)
     if c is not None:
-        return db.from_delayed(list_partitions(_as_dir(url), client=c, keys_per_task=keys_per_task, session=session, **options))
+        parts = list_partitions(_as_dir(url), client=c, keys_per_task=keys_per_task, session=session, **options)
+        # Each future inside a task of the bag's graph: the graph holds it,
+        # so the partition lives as long as the bag (a bag made from bare
+        # futures names only their keys, and they were released under it).
+        return db.from_delayed([dask.delayed(_same)(p) for p in parts])
     s = resolve(session, options)
     recs = _listing(url, s)
     parts = split_by_bytes(recs, npartitions or _default_partitions(None))
@@ -208,7 +216,7 @@ def ls_dataframe(url: str, *, npartitions: int | None = None, client: Any = None
     c = _use_cluster(url, npartitions, client)
     if c is not None:
         parts = list_partitions(_as_dir(url), client=c, keys_per_task=keys_per_task, session=session, **options)
-        return dd.from_delayed([c.submit(_frame, p) for p in parts], meta=meta)
+        return dd.from_delayed([dask.delayed(_frame)(p) for p in parts], meta=meta)
     s = resolve(session, options)
     recs = _listing(url, s)
     parts = split_by_bytes(recs, npartitions or _default_partitions(None)) or [[]]
