@@ -14,8 +14,9 @@
 //! Sources are written and destinations read with the stores directly,
 //! not with the binary under test.
 //!
-//! `SHOAL_PLAN_SEED` replays a run; `SHOAL_PLANS` sets how many plans (the
-//! suite runs a few dozen; a few thousand were run before this shipped).
+//! `SHOAL_PLAN_SEED` picks the plans (default 26, so the suite is the same
+//! every run); `SHOAL_PLANS` sets how many (the suite runs 30; 3,000 from
+//! ten other seeds passed before this shipped).
 
 mod common;
 
@@ -411,10 +412,12 @@ fn random_plans_keep_sources_and_make_exact_copies() {
     ) else {
         return;
     };
+    // A fixed seed by default, so every run of the suite checks the same
+    // plans; SHOAL_PLAN_SEED (and SHOAL_PLANS) explore others.
     let seed = std::env::var("SHOAL_PLAN_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random::<u64>);
+        .unwrap_or(26);
     let plans: usize = std::env::var("SHOAL_PLANS")
         .ok()
         .and_then(|s| s.parse().ok())
