@@ -30,7 +30,9 @@ mod object;
 mod parts;
 mod sign;
 
+use std::collections::HashSet;
 use std::fmt;
+use std::sync::Mutex;
 
 use bytes::Bytes;
 use shoal_core::{
@@ -52,6 +54,10 @@ pub struct S3Store {
     caps: Capabilities,
     endpoint_label: String,
     anonymous: bool,
+    /// Upload ids started with `if_not_exists`: S3 takes the precondition
+    /// on CompleteMultipartUpload (`If-None-Match: *`), which is where the
+    /// object appears, so the completion must remember it.
+    conditional: Mutex<HashSet<String>>,
 }
 
 /// What S3 can do. The limits are AWS's documented ones.
@@ -93,7 +99,12 @@ impl S3Store {
                 retry: cfg.retry,
             },
             caps: capabilities(),
+            conditional: Mutex::new(HashSet::new()),
         })
+    }
+
+    fn conditional_ids(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.conditional.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The region requests are signed for.
@@ -174,7 +185,11 @@ impl Store for S3Store {
         key: &str,
         opts: &PutOptions,
     ) -> Result<MultipartUpload> {
-        self.client.multipart_start(bucket, key, opts).await
+        let upload = self.client.multipart_start(bucket, key, opts).await?;
+        if opts.if_not_exists {
+            self.conditional_ids().insert(upload.upload_id.clone());
+        }
+        Ok(upload)
     }
 
     async fn multipart_put(
@@ -195,10 +210,18 @@ impl Store for S3Store {
         parts: &[PartInfo],
         crc32c: Option<u32>,
     ) -> Result<ObjectMeta> {
-        self.client.multipart_complete(upload, parts, crc32c).await
+        let if_not_exists = self.conditional_ids().contains(&upload.upload_id);
+        let done = (self.client)
+            .multipart_complete(upload, parts, crc32c, if_not_exists)
+            .await;
+        if done.is_ok() {
+            self.conditional_ids().remove(&upload.upload_id);
+        }
+        done
     }
 
     async fn multipart_abort(&self, upload: &MultipartUpload) -> Result<()> {
+        self.conditional_ids().remove(&upload.upload_id);
         self.client.multipart_abort(upload).await
     }
 }

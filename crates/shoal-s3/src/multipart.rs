@@ -144,6 +144,7 @@ impl Client {
         upload: &MultipartUpload,
         parts: &[PartInfo],
         crc32c: Option<u32>,
+        if_not_exists: bool,
     ) -> Result<ObjectMeta> {
         check_bucket(Op::Multipart, &upload.bucket)?;
         let target = format!("s3://{}/{}", upload.bucket, upload.key);
@@ -161,6 +162,9 @@ impl Client {
                 .header("x-amz-checksum-crc32c", crc32c_to_base64(c))
                 .header("x-amz-checksum-type", "FULL_OBJECT");
         }
+        if if_not_exists {
+            req = req.header("if-none-match", "*");
+        }
         let req = req.body(Bytes::from(complete_multipart_body(&sorted, true)));
         let size: u64 = sorted.iter().map(|p| p.size).sum();
         let (etag, server_crc) = match self
@@ -172,6 +176,9 @@ impl Client {
                 .completed_by_lost_answer(upload, &target, size, crc32c)
                 .await
                 .ok_or(e)?,
+            Err(e) if if_not_exists && e.kind() == ErrorKind::Precondition => {
+                return Err(e.with_hint("the object already exists; it was not replaced"));
+            }
             Err(e) => return Err(integrity(e, &target)),
         };
         if let (Some(ours), Some(theirs)) = (crc32c, server_crc)

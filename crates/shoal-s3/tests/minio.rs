@@ -404,6 +404,49 @@ async fn round_trip() {
 }
 
 #[tokio::test]
+async fn a_conditional_multipart_upload_never_replaces_an_object() {
+    let Some(cfg) = config() else { return };
+    let store = S3Store::new(cfg).unwrap();
+    let b = unique_bucket("ifnone");
+    store.create_bucket(&b).await.unwrap();
+    let create = PutOptions {
+        if_not_exists: true,
+        ..Default::default()
+    };
+    let part = Bytes::from(vec![7u8; 1000]);
+    let crc = crc32c::crc32c(&part);
+    for existing in [true, false] {
+        let key = if existing { "there" } else { "new" };
+        if existing {
+            store
+                .put(&b, key, Bytes::from_static(b"old"), &PutOptions::default())
+                .await
+                .unwrap();
+        }
+        // The precondition is S3's on CompleteMultipartUpload: where the
+        // object appears, so one created after the start is kept too.
+        let up = store.multipart_start(&b, key, &create).await.unwrap();
+        let info = store
+            .multipart_put(&up, 1, part.clone(), crc)
+            .await
+            .unwrap();
+        let done = store.multipart_complete(&up, &[info], Some(crc)).await;
+        if existing {
+            let e = done.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Precondition, "{e}");
+            assert!(e.to_string().contains("already exists"), "{e}");
+            store.multipart_abort(&up).await.unwrap();
+            let (old, _) = read_all(&store, &b, key, ByteRange::new(0, 3), None)
+                .await
+                .unwrap();
+            assert_eq!(old, b"old");
+        } else {
+            assert_eq!(done.unwrap().size, 1000);
+        }
+    }
+}
+
+#[tokio::test]
 async fn wrong_credentials_say_so() {
     let Some(cfg) = config() else { return };
     let good = S3Store::new(cfg.clone()).unwrap();
