@@ -50,6 +50,27 @@ pub async fn upload_file(
     dst: &Location,
     opts: &TransferOptions,
 ) -> Result<Report> {
+    upload_file_with(store, path, dst, &PutOptions::default(), opts).await
+}
+
+/// [`upload_file`] storing what `put` asks for (`Content-Type`,
+/// `Content-Encoding`, and `if_not_exists`, a precondition of the final
+/// request: the single PUT, or the multipart upload's completion, so an
+/// object created meanwhile is never replaced). Checksums and the
+/// assembly come from the upload itself.
+pub async fn upload_file_with(
+    store: Arc<dyn Store>,
+    path: &Path,
+    dst: &Location,
+    put: &PutOptions,
+    opts: &TransferOptions,
+) -> Result<Report> {
+    let put = &PutOptions {
+        crc32c: None,
+        md5: None,
+        other_crc: None,
+        ..put.clone()
+    };
     let path_s = path.display().to_string();
     let file = File::open(path).map_err(|e| Error::io(Op::Read, &path_s, e))?;
     let md = file
@@ -67,7 +88,7 @@ pub async fn upload_file(
     if !md.is_file() || md.len() == 0 {
         let reader = tokio::fs::File::from_std(file);
         let body = crate::stream::reader_stream(reader, &path_s);
-        return crate::stream::upload_stream(store, body, dst, &PutOptions::default(), opts).await;
+        return crate::stream::upload_stream(store, body, dst, put, opts).await;
     }
     let size = md.len();
     let stamp = file_stamp(&md);
@@ -89,7 +110,7 @@ pub async fn upload_file(
         check_unchanged(&file, stamp, &path_s)?;
         let put_opts = PutOptions {
             crc32c: Some(crc),
-            ..Default::default()
+            ..put.clone()
         };
         opts.rates.bytes(size).await;
         let meta = (store.put(&dst.bucket, &dst.key, data.clone(), &put_opts))
@@ -112,14 +133,13 @@ pub async fn upload_file(
                 .map_err(|e| Error::io(Op::Read, &path_s, e))?,
         );
         let body = crate::stream::reader_stream(reader, &path_s);
-        let report =
-            crate::stream::put_stream(&store, body, dst, &PutOptions::default(), opts).await?;
+        let report = crate::stream::put_stream(&store, body, dst, put, opts).await?;
         check_unchanged(&file, stamp, &path_s)?;
         return Ok(report);
     }
     let start_opts = PutOptions {
         assemble: opts.gcs_upload.assemble(),
-        ..Default::default()
+        ..put.clone()
     };
     opts.rates.request().await;
     let upload = (store.multipart_start(&dst.bucket, &dst.key, &start_opts))
