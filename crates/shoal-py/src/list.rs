@@ -33,6 +33,33 @@ pub(crate) fn cloud(url: &str) -> PyResult<Location> {
     Ok(loc)
 }
 
+/// A cloud URL that names an object: `gs://b` and `s3://b/` name a bucket,
+/// and a call meant for an object must not act on the bucket itself
+/// (a PUT to it makes an object with an empty name on GCS, a DELETE of it
+/// deletes the bucket on S3, a GET of it answers the bucket's listing).
+pub(crate) fn object(op: Op, url: &str) -> shoal_core::Result<Location> {
+    let loc = Location::parse(url)?;
+    if loc.is_local() {
+        return Err(Error::invalid(
+            op,
+            url,
+            "is a local path; this call takes gs:// or s3:// URLs",
+        ));
+    }
+    if loc.key.is_empty() {
+        return Err(Error::invalid(
+            op,
+            url,
+            format!(
+                "names a bucket, not an object (write {}{}/KEY)",
+                loc.scheme.prefix(),
+                loc.bucket
+            ),
+        ));
+    }
+    Ok(loc)
+}
+
 pub(crate) fn projection(detail: &str) -> PyResult<Projection> {
     match detail {
         "name" => Ok(Projection::NameOnly),
@@ -49,7 +76,7 @@ type Listing = (Vec<ObjectInfo>, Vec<String>);
 fn stat_impl(s: &Session, url: String) -> impl Future<Output = PyResult<ObjectInfo>> + use<> {
     let stores = s.stores.clone();
     async move {
-        let loc = cloud(&url)?;
+        let loc = object(Op::Stat, &url).py()?;
         let store = stores.store(&loc).py()?;
         let m = store
             .head(&loc.bucket, &loc.key)
@@ -286,6 +313,7 @@ fn delete_many_impl(
                             .await
                             .map_err(|e| Error::io(Op::Delete, &url, e));
                     }
+                    let loc = object(Op::Delete, &url)?;
                     let store = stores.store(&loc)?;
                     store
                         .delete(&loc.bucket, &loc.key)

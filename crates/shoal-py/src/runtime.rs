@@ -17,11 +17,19 @@ const SIGNAL_CHECK: Duration = Duration::from_millis(100);
 /// Runs `fut` to completion with the GIL released. A pending
 /// `KeyboardInterrupt` drops the future (cancelling its requests) and is
 /// raised.
+///
+/// Signals are also looked at before starting: a stream consumed from C
+/// (`b"".join(shoal.read(...))`, `list(...)`) runs no Python bytecode
+/// between items, so Python never handles Ctrl-C itself, and an item that
+/// is already waiting completes before the first periodic check. Without
+/// this, a read went on draining what was fetched ahead (16 s for a big
+/// object) after Ctrl-C.
 pub(crate) fn block_on<T, F>(py: Python<'_>, fut: F) -> PyResult<T>
 where
     F: Future<Output = PyResult<T>> + Send,
     T: Send,
 {
+    py.check_signals()?;
     let rt = pyo3_async_runtimes::tokio::get_runtime();
     py.detach(|| {
         rt.block_on(async {
@@ -35,6 +43,33 @@ where
                 }
             }
         })
+    })
+}
+
+/// `fut`, given at most `deadline` seconds (google-cloud-storage's
+/// transfer_manager `deadline`): past it the future is dropped, which
+/// cancels its requests, aborts its multipart uploads and removes its
+/// working files (`shoal_transfer::cleanup`), and `TimeoutError` is raised.
+pub(crate) async fn within<T>(
+    deadline: Option<f64>,
+    fut: impl Future<Output = PyResult<T>>,
+) -> PyResult<T> {
+    let Some(secs) = deadline else {
+        return fut.await;
+    };
+    let limit = Duration::try_from_secs_f64(secs)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            pyo3::exceptions::PyValueError::new_err(format!(
+                "deadline must be a positive number of seconds, not {secs}"
+            ))
+        })?;
+    tokio::time::timeout(limit, fut).await.unwrap_or_else(|_| {
+        Err(pyo3::exceptions::PyTimeoutError::new_err(format!(
+            "deadline of {secs} s passed: the transfers still running were cancelled \
+             (their multipart uploads aborted, their working files removed)"
+        )))
     })
 }
 
@@ -52,6 +87,8 @@ where
 /// so the two forms cannot drift apart.
 macro_rules! blocking_and_async {
     ($(#[$meta:meta])* fn $name:ident / $aname:ident ($($arg:ident : $ty:ty),* $(,)?) -> $ret:ty = $imp:path;) => {
+        // Python signatures: as many keywords as the call has.
+        #[allow(clippy::too_many_arguments)]
         #[pyo3::pyfunction]
         $(#[$meta])*
         pub(crate) fn $name(
@@ -63,6 +100,7 @@ macro_rules! blocking_and_async {
             crate::runtime::block_on(py, fut)
         }
 
+        #[allow(clippy::too_many_arguments)]
         #[pyo3::pyfunction]
         $(#[$meta])*
         pub(crate) fn $aname<'py>(

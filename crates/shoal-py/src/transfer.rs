@@ -11,14 +11,66 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
 use shoal_core::resume::resuming_stream;
-use shoal_core::{ByteRange, Error, ErrorKind, Location, Op, PutOptions};
+use shoal_core::{ByteRange, Error, ErrorKind, Location, ObjectVersion, Op, PutOptions, Scheme};
 use shoal_transfer::batch::{Action, execute};
 use shoal_transfer::plan::plan_slices;
+use shoal_transfer::upload::upload_file_with;
 
 use crate::errors::{IntoPyResult, exception, to_py};
-use crate::list::cloud;
-use crate::runtime::blocking_and_async;
+use crate::list::object;
+use crate::runtime::{blocking_and_async, within};
 use crate::session::Session;
+
+/// Where a copy of the one object or file `src` lands when `dst` is a
+/// folder: a cloud URL ending in `/` or naming only a bucket, a local path
+/// ending in `/` or an existing folder. As with `shoal cp`, the copy goes
+/// inside it under the source's name (through `tree::destination`, the one
+/// key → path rule); otherwise `dst` is the destination itself. A source
+/// naming a bucket or a folder is refused: it is not one object.
+pub(crate) fn single_destination(
+    op: Op,
+    src: &Location,
+    dst: Location,
+) -> shoal_core::Result<Location> {
+    let src_url = src.to_string();
+    let name = src.basename();
+    if name.is_empty() || (!src.is_local() && src.is_prefix_like()) {
+        return Err(Error::invalid(
+            op,
+            &src_url,
+            "names a bucket or a folder, not an object",
+        )
+        .with_hint("to copy everything below it use shoal.dask.copy, or fsspec's copy/get with recursive=True"));
+    }
+    let folder = if dst.is_local() {
+        dst.key.ends_with('/') || std::path::Path::new(&dst.key).is_dir()
+    } else {
+        dst.is_prefix_like()
+    };
+    if !folder {
+        return Ok(dst);
+    }
+    shoal_transfer::tree::destination(&dst, name, &src_url)
+}
+
+/// A local path as a location (never parsed as a URL: a file may be named
+/// `a://b`).
+fn local(path: &std::path::Path) -> Location {
+    Location {
+        scheme: Scheme::File,
+        bucket: String::new(),
+        key: path.to_string_lossy().into_owned(),
+    }
+}
+
+/// What an upload stores besides the bytes (put, upload, copy_many).
+fn put_options(content_type: Option<String>, if_not_exists: bool) -> PutOptions {
+    PutOptions {
+        content_type,
+        if_not_exists,
+        ..PutOptions::default()
+    }
+}
 
 /// What a finished transfer did.
 #[pyclass(frozen, get_all, module = "shoal._shoal")]
@@ -55,6 +107,7 @@ impl Report {
     }
 }
 
+#[allow(clippy::too_many_arguments)] // the Python signature
 fn download_impl(
     s: &Session,
     url: String,
@@ -62,75 +115,112 @@ fn download_impl(
     workers: Option<usize>,
     chunk_size: Option<u64>,
     slices: Option<usize>,
+    deadline: Option<f64>,
 ) -> impl Future<Output = PyResult<Report>> + use<> {
     let stores = s.stores.clone();
     let mut opts = s.transfer_options(workers, chunk_size);
     opts.slices = slices;
     let policy = s.retry();
-    async move {
-        let loc = cloud(&url)?;
+    within(deadline, async move {
+        let loc = object(Op::Download, &url).py()?;
+        let dst = single_destination(Op::Download, &loc, local(&filename)).py()?;
+        let filename = PathBuf::from(dst.key);
         let store = stores.store(&loc).py()?;
         let r = shoal_transfer::download::download_to_file(store, &loc, &filename, &opts, &policy)
             .await
             .py()?;
         Ok(r.into())
-    }
+    })
 }
 
 blocking_and_async! {
     /// Downloads one object to a file: parallel ranged GETs of `chunk_size`
     /// or more (default 32 MiB) written in place, CRC32C-verified, renamed
-    /// into place only when complete.
-    #[pyo3(signature = (session, url, filename, workers=None, chunk_size=None, slices=None))]
-    fn download / download_async(url: String, filename: PathBuf, workers: Option<usize>, chunk_size: Option<u64>, slices: Option<usize>) -> Report = download_impl;
+    /// into place only when complete. A `filename` ending in `/` or naming
+    /// a folder gets the object's name inside it. Past `deadline` seconds
+    /// the download is cancelled and `TimeoutError` raised.
+    #[pyo3(signature = (session, url, filename, workers=None, chunk_size=None, slices=None, deadline=None))]
+    fn download / download_async(url: String, filename: PathBuf, workers: Option<usize>, chunk_size: Option<u64>, slices: Option<usize>, deadline: Option<f64>) -> Report = download_impl;
 }
 
+#[allow(clippy::too_many_arguments)] // the Python signature
 fn upload_impl(
     s: &Session,
     filename: PathBuf,
     url: String,
     workers: Option<usize>,
     chunk_size: Option<u64>,
+    content_type: Option<String>,
+    if_not_exists: bool,
+    deadline: Option<f64>,
 ) -> impl Future<Output = PyResult<Report>> + use<> {
     let stores = s.stores.clone();
     let opts = s.transfer_options(workers, chunk_size);
-    async move {
-        let loc = cloud(&url)?;
+    let put = put_options(content_type, if_not_exists);
+    within(deadline, async move {
+        let src = local(&filename);
+        let loc = Location::parse(&url).py()?;
+        if loc.is_local() {
+            return Err(to_py(Error::invalid(
+                Op::Upload,
+                &url,
+                "is a local path; this call takes gs:// or s3:// URLs",
+            )));
+        }
+        let loc = single_destination(Op::Upload, &src, loc).py()?;
         let store = stores.store(&loc).py()?;
-        let r = shoal_transfer::upload::upload_file(store, &filename, &loc, &opts)
+        let r = upload_file_with(store, &filename, &loc, &put, &opts)
             .await
             .py()?;
         Ok(r.into())
-    }
+    })
 }
 
 blocking_and_async! {
     /// Uploads one file: one PUT, or a multipart upload (S3) / parallel
     /// composite upload (GCS) in parts of `chunk_size` (default 16 MiB).
-    #[pyo3(signature = (session, filename, url, workers=None, chunk_size=None))]
-    fn upload / upload_async(filename: PathBuf, url: String, workers: Option<usize>, chunk_size: Option<u64>) -> Report = upload_impl;
+    /// A `url` ending in `/` (or naming a bucket) gets the file's name
+    /// inside it. `content_type` is stored; with `if_not_exists`, a
+    /// PreconditionError if the object exists (checked by the server when
+    /// the object is written, never replaced). Past `deadline` seconds the
+    /// upload is cancelled (and aborted) and `TimeoutError` raised.
+    #[pyo3(signature = (session, filename, url, workers=None, chunk_size=None, content_type=None, if_not_exists=false, deadline=None))]
+    fn upload / upload_async(filename: PathBuf, url: String, workers: Option<usize>, chunk_size: Option<u64>, content_type: Option<String>, if_not_exists: bool, deadline: Option<f64>) -> Report = upload_impl;
 }
 
 /// Per pair: bytes copied (int) or the exception copying it raised.
 type PerItem = Vec<Py<PyAny>>;
 
+#[allow(clippy::too_many_arguments)] // the Python signature
 fn copy_many_impl(
     s: &Session,
     pairs: Vec<(String, String)>,
     workers: Option<usize>,
     chunk_size: Option<u64>,
+    content_type: Option<String>,
+    if_not_exists: bool,
+    deadline: Option<f64>,
 ) -> impl Future<Output = PyResult<PerItem>> + use<> {
     let stores = s.stores.clone();
     let mut opts = s.transfer_options(workers, chunk_size);
     let slots = shoal_transfer::batch::share_budgets(&mut opts);
     let opts = Arc::new(opts);
     let policy = s.retry();
-    async move {
+    let put = Arc::new(put_options(content_type, if_not_exists));
+    let plain = put.content_type.is_none() && !put.if_not_exists;
+    within(deadline, async move {
         // Parse everything first: the stores for the schemes present are
         // built once (a credential problem fails the call, not each item).
         let parsed: Vec<shoal_core::Result<(Location, Location)>> = pairs
             .iter()
-            .map(|(a, b)| Ok((Location::parse(a)?, Location::parse(b)?)))
+            .map(|(a, b)| {
+                let src = Location::parse(a)?;
+                if !src.is_local() {
+                    object(Op::Copy, a)?;
+                }
+                let dst = single_destination(Op::Copy, &src, Location::parse(b)?)?;
+                Ok((src, dst))
+            })
             .collect();
         let locs: Vec<&Location> = parsed
             .iter()
@@ -144,15 +234,29 @@ fn copy_many_impl(
         // `small_workers`.
         let results: Vec<shoal_core::Result<u64>> = futures::stream::iter(parsed)
             .map(|p| {
-                let (store_for, opts) = (store_for.clone(), opts.clone());
+                let (store_for, opts, put) = (store_for.clone(), opts.clone(), put.clone());
                 async move {
                     let (src, dst) = p?;
-                    let action = Action::Copy {
-                        src,
-                        meta: None,
-                        dst,
-                    };
-                    execute(&action, &store_for, &opts, &policy).await
+                    if plain {
+                        let action = Action::Copy {
+                            src,
+                            meta: None,
+                            dst,
+                        };
+                        return execute(&action, &store_for, &opts, &policy).await;
+                    }
+                    // What batch::execute does for an upload, storing `put`.
+                    if !src.is_local() || dst.is_local() {
+                        return Err(Error::new(
+                            ErrorKind::Unsupported,
+                            Op::Copy,
+                            dst.to_string(),
+                            "content_type and if_not_exists apply to uploads of local files only",
+                        ));
+                    }
+                    let path = std::path::Path::new(&src.key);
+                    let r = upload_file_with(store_for(&dst)?, path, &dst, &put, &opts).await?;
+                    Ok(r.bytes)
                 }
             })
             .buffered(slots * 2)
@@ -167,16 +271,22 @@ fn copy_many_impl(
                 })
                 .collect()
         })
-    }
+    })
 }
 
 blocking_and_async! {
     /// Copies `(source, destination)` pairs (any mix of local paths, gs://
     /// and s3:// URLs), with at most `workers` requests in flight across
-    /// all of them; big files are sliced within the same budget. One entry
-    /// per pair, in order: bytes copied, or the exception (never raised).
-    #[pyo3(signature = (session, pairs, workers=None, chunk_size=None))]
-    fn copy_many / copy_many_async(pairs: Vec<(String, String)>, workers: Option<usize>, chunk_size: Option<u64>) -> PerItem = copy_many_impl;
+    /// all of them; big files are sliced within the same budget. A
+    /// destination ending in `/` (or naming a bucket, or an existing local
+    /// folder) gets the source's name inside it. One entry per pair, in
+    /// order: bytes copied, or the exception (never raised). For uploads
+    /// of local files, `content_type` is stored and `if_not_exists` makes
+    /// an existing object a PreconditionError (checked by the server as
+    /// the object is written). Past `deadline` seconds, everything still
+    /// running is cancelled and `TimeoutError` raised.
+    #[pyo3(signature = (session, pairs, workers=None, chunk_size=None, content_type=None, if_not_exists=false, deadline=None))]
+    fn copy_many / copy_many_async(pairs: Vec<(String, String)>, workers: Option<usize>, chunk_size: Option<u64>, content_type: Option<String>, if_not_exists: bool, deadline: Option<f64>) -> PerItem = copy_many_impl;
 }
 
 fn put_impl(
@@ -190,7 +300,7 @@ fn put_impl(
     let stores = s.stores.clone();
     let opts = s.transfer_options(None, None);
     async move {
-        let loc = cloud(&url)?;
+        let loc = object(Op::Upload, &url).py()?;
         let store = stores.store(&loc).py()?;
         let len = data.len() as u64;
         let body = futures::stream::once(async move { Ok(Bytes::from_owner(data)) }).boxed();
@@ -236,17 +346,35 @@ fn cat_impl(
     url: String,
     start: Option<i64>,
     end: Option<i64>,
+    version: Option<String>,
 ) -> impl Future<Output = PyResult<Py<PyBytes>>> + use<> {
     let stores = s.stores.clone();
     let opts = s.transfer_options(None, None);
     let policy = s.retry();
     async move {
-        let loc = cloud(&url)?;
+        let loc = object(Op::Download, &url).py()?;
+        let pinned = version.map(|v| parse_version(&loc, &url, &v)).transpose()?;
         let store = stores.store(&loc).py()?;
         let meta = store
             .head(&loc.bucket, &loc.key)
             .await
             .map_err(|e| to_py(e.with_url(&url).with_op(Op::Download)))?;
+        if let Some(want) = &pinned
+            && meta.version.as_ref() != Some(want)
+        {
+            let now = meta
+                .version
+                .map_or("no version".to_owned(), |v| v.to_string());
+            return Err(to_py(
+                Error::new(
+                    ErrorKind::Changed,
+                    Op::Download,
+                    &url,
+                    format!("the object was replaced since it was opened ({want}, now {now})"),
+                )
+                .with_hint("open it again to read the new version"),
+            ));
+        }
         let (a, b) = resolve(start, end, meta.size);
         let mut buf = vec![0u8; (b - a) as usize];
         // Slices as for a download to a file, each filling its own part of
@@ -306,11 +434,28 @@ fn cat_impl(
     }
 }
 
+/// An `ObjectInfo.version` string back as the store's token.
+fn parse_version(loc: &Location, url: &str, v: &str) -> PyResult<ObjectVersion> {
+    match loc.scheme {
+        Scheme::Gs => v.parse().map(ObjectVersion::Generation).map_err(|_| {
+            to_py(Error::invalid(
+                Op::Download,
+                url,
+                format!("version {v:?} is not a GCS generation (a number)"),
+            ))
+        }),
+        _ => Ok(ObjectVersion::ETag(v.to_owned())),
+    }
+}
+
 blocking_and_async! {
     /// The object's bytes `[start, end)` (None = edge, negative = from the
     /// end), read with parallel ranged GETs; whole objects are CRC32C-checked.
-    #[pyo3(signature = (session, url, start=None, end=None))]
-    fn cat / cat_async(url: String, start: Option<i64>, end: Option<i64>) -> Py<PyBytes> = cat_impl;
+    /// With `version` (an `ObjectInfo.version`: GCS generation, S3 ETag),
+    /// only that version is read: a ChangedError if the object was
+    /// replaced since.
+    #[pyo3(signature = (session, url, start=None, end=None, version=None))]
+    fn cat / cat_async(url: String, start: Option<i64>, end: Option<i64>, version: Option<String>) -> Py<PyBytes> = cat_impl;
 }
 
 /// Where the key-relative name `rel` of `src_url` lands under the folder
