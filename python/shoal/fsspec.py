@@ -13,8 +13,26 @@ pyarrow, xarray…), opt in::
 
 Object stores have no directories: a "directory" is a key prefix ending in
 ``/``; ``mkdir`` creates buckets only, and an empty directory cannot exist.
+
 Writes through ``open(..., "wb")`` are held in memory (or a temporary file
-past 64 MiB) and uploaded on ``close`` with shoal's parallel multipart path.
+past 64 MiB) and uploaded on ``close`` with shoal's parallel multipart path,
+so an object is always the old one or the whole new one:
+
+- an exception leaving ``with fs.open(...)`` (binary or text mode) uploads
+  nothing and keeps the old object;
+- with ``autocommit=False``, or inside ``with fs.transaction:``, ``close``
+  uploads nothing either: ``commit()`` does (the transaction commits every
+  file when its block ends without an exception), ``discard()`` drops it,
+  and a transaction left by an exception commits none of its files;
+- ``"xb"`` and ``"ab"`` on a missing object create it only if it still does
+  not exist when it is written (a server-side precondition). Object stores
+  cannot append in place: ``"ab"`` on an existing object is refused (an
+  ``UnsupportedError``, a ``NotImplementedError``) rather than replacing it
+  with the appended bytes alone.
+
+A file opened for reading reads the version it first saw (GCS generation,
+S3 ETag): if the object is replaced while the file is open, the next read
+raises ``ChangedError`` instead of returning a mix of both versions.
 """
 
 from __future__ import annotations
@@ -212,13 +230,19 @@ class ShoalFileSystem(AsyncFileSystem):
             return
         # fsspec's recursive `get` makes local paths by joining the remote
         # names under the target folder as strings, so a key with a `..`
-        # segment would land outside it. Such keys are refused here, where
-        # every download passes (shoal's rule for keys as paths: docs/keys.md).
-        if ".." in self._strip_protocol(rpath).split("/"):
+        # segment would land outside it, and `a//b` or `a/./b` would land on
+        # the file of `a/b`. Such keys are refused here, where every
+        # download passes (shoal's rule for keys as paths: docs/keys.md).
+        segments = self._strip_protocol(rpath).split("/")
+        why = None
+        if ".." in segments:
+            why = f"the key has a '..' segment, which could write outside {os.path.dirname(os.fspath(lpath)) or '.'}"
+        elif ("" in segments or "." in segments) and _aliased(os.fspath(lpath)):
+            why = f"the key has an empty or '.' segment, so its local path {os.fspath(lpath)} is also another key's"
+        if why is not None:
             url = self._url(rpath)
-            raise _shoal_errors().InvalidInputError(
-                f"download {url}: not copied: the key has a '..' segment, which could write outside {os.path.dirname(os.fspath(lpath)) or '.'} (see docs/keys.md)"
-            )
+            errors = _shoal_errors()
+            raise errors.new(errors.InvalidInputError, f"download {url}: not copied: {why} (see docs/keys.md)", url)
         await _shoal.download_async(self.session, self._url(rpath), os.fspath(lpath), None, None, None)
 
     async def _cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
@@ -264,10 +288,36 @@ class ShoalFileSystem(AsyncFileSystem):
     def invalidate_cache(self, path: str | None = None) -> None:
         pass  # nothing is cached
 
+    def open(self, path: Any, mode: str = "rb", block_size: int | None = None, cache_options: Any = None, compression: str | None = None, **kwargs: Any) -> Any:
+        # fsspec wraps text mode in a plain io.TextIOWrapper, whose exit
+        # closes (and so would commit) the file even when an exception is
+        # leaving the block; ours discards it then.
+        if "b" not in mode and compression is None:
+            text = {k: kwargs.pop(k) for k in ("encoding", "errors", "newline") if k in kwargs}
+            f = self.open(path, mode.replace("t", "") + "b", block_size=block_size, cache_options=cache_options, **kwargs)
+            return _TextFile(f, **text)
+        return super().open(path, mode, block_size=block_size, cache_options=cache_options, compression=compression, **kwargs)
+
     def _open(self, path: str, mode: str = "rb", block_size: int | None = None, autocommit: bool = True, cache_options: Any = None, **kwargs: Any) -> "ShoalFile":
         if "x" in mode and self.exists(path):
             raise FileExistsError(path)
+        if "a" in mode and self.exists(path):
+            url = self._url(path)
+            errors = _shoal_errors()
+            raise errors.new(
+                errors.UnsupportedError,
+                f"append {url}: object stores cannot append to an existing object, and rewriting it whole is not done behind your back"
+                " (read it and write the old and new bytes with mode 'wb', or write the new bytes as a new object)",
+                url,
+            )
         return ShoalFile(self, path, mode, block_size=block_size or "default", autocommit=autocommit, cache_options=cache_options, **kwargs)
+
+
+def _aliased(lpath: str) -> bool:
+    """Whether a local path spells a folder level as empty or ``.`` (so the
+    file system resolves it to another, shorter path)."""
+    parts = lpath.replace(os.sep, "/").split("/")
+    return any(p in ("", ".") for p in parts[1:])
 
 
 def _shoal_errors():
@@ -277,17 +327,22 @@ def _shoal_errors():
 
 
 class ShoalFile(AbstractBufferedFile):
-    """A file of a :class:`ShoalFileSystem`: ranged parallel reads; writes
-    uploaded whole on close."""
+    """A file of a :class:`ShoalFileSystem`: ranged parallel reads of the
+    version first seen; writes held and uploaded whole when committed (on
+    close, or by ``commit()`` when ``autocommit=False``), never when an
+    exception leaves its ``with`` block."""
+
+    _held: Any = None
 
     def _fetch_range(self, start: int, end: int) -> bytes:
-        return _shoal.cat(self.fs.session, self.fs._url(self.path), start, end)
+        # Pinned to the version `details` saw when the file was opened.
+        return _shoal.cat(self.fs.session, self.fs._url(self.path), start, end, self.details.get("version"))
 
     def _initiate_upload(self) -> None:
-        self._held: Any = io.BytesIO()
+        self._held = io.BytesIO()
 
     def _upload_chunk(self, final: bool = False) -> bool:
-        if not hasattr(self, "_held"):
+        if self._held is None:
             self._initiate_upload()
         self.buffer.seek(0)
         self._held.write(self.buffer.read())
@@ -295,18 +350,62 @@ class ShoalFile(AbstractBufferedFile):
             spill = tempfile.NamedTemporaryFile(prefix=".shoal-write-")
             spill.write(self._held.getbuffer())
             self._held = spill
-        if final:
-            url = self.fs._url(self.path)
-            if isinstance(self._held, io.BytesIO):
-                try:
-                    _shoal.put(self.fs.session, url, self._held.getvalue(), None, "x" in self.mode)
-                except _shoal_errors().PreconditionError as e:
-                    raise FileExistsError(self.path) from e
-            else:  # spilled: a parallel multipart upload from the file
-                self._held.flush()
-                _shoal.upload(self.fs.session, self._held.name, url, None, None)
-            self._held.close()
+        if final and self.autocommit:
+            self.commit()
         return True
+
+    def commit(self) -> None:
+        """Uploads what was written (once; after that a no-op)."""
+        held, self._held = self._held, None
+        if held is None:
+            return
+        try:
+            url = self.fs._url(self.path)
+            # "x", and "a" on what was missing at open: only if still missing.
+            create = "x" in self.mode or "a" in self.mode
+            try:
+                if isinstance(held, io.BytesIO):
+                    _shoal.put(self.fs.session, url, held.getvalue(), None, create)
+                else:  # spilled: a parallel multipart upload from the file
+                    held.flush()
+                    _shoal.upload(self.fs.session, held.name, url, None, None, None, create)
+            except _shoal_errors().PreconditionError as e:
+                raise FileExistsError(self.path) from e
+        finally:
+            held.close()
+
+    def discard(self) -> None:
+        """Drops what was written; the object stays as it was."""
+        held, self._held = self._held, None
+        if held is not None:
+            held.close()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None and self.mode != "rb":
+            self._abandon()
+            return
+        self.close()
+
+    def _abandon(self) -> None:
+        """Closes without uploading anything (an exception is leaving the
+        ``with`` block): the object keeps its old content."""
+        if self.closed:
+            return
+        self.discard()
+        self.buffer = io.BytesIO()
+        self.forced = True
+        self.closed = True
+
+
+class _TextFile(io.TextIOWrapper):
+    """Text mode over a :class:`ShoalFile`: an exception leaving the
+    ``with`` block abandons the write instead of committing it."""
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None and isinstance(self.buffer, ShoalFile) and self.buffer.mode != "rb":
+            self.buffer._abandon()
+            return
+        self.close()
 
 
 class ShoalGCSFileSystem(ShoalFileSystem):
