@@ -42,10 +42,22 @@ def test_failures_are_returned_per_item_or_raised(bucket, tmp_path):
 
 
 def test_skip_if_exists(bucket, tmp_path):
+    # As google-cloud-storage: a precondition of the write (never replaced,
+    # even by a multipart upload), its 412 the result but never raised.
+    # A multipart upload on MinIO (If-None-Match on its completion); on
+    # GCS a composite upload, whose compose fake-gcs-server runs whatever
+    # its ifGenerationMatch says (GCS itself honours it).
+    names = ["f", "big"] if bucket.startswith("s3://") else ["f"]
     (tmp_path / "f").write_bytes(b"new")
+    (tmp_path / "big").write_bytes(os.urandom(17 << 20))
     shoal.put(f"{bucket}/f", b"old")
-    assert transfer_manager.upload_many_from_filenames(bucket, ["f"], source_directory=str(tmp_path), skip_if_exists=True) == [None]
-    assert shoal.cat(f"{bucket}/f") == b"old"
+    shoal.put(f"{bucket}/big", b"old big")
+    results = transfer_manager.upload_many_from_filenames(bucket, names, source_directory=str(tmp_path), skip_if_exists=True, raise_exception=True)
+    assert all(isinstance(r, shoal.PreconditionError) for r in results)
+    assert (shoal.cat(f"{bucket}/f"), shoal.cat(f"{bucket}/big")) == (b"old", b"old big")
+    assert transfer_manager.upload_many_from_filenames(bucket, ["big"], source_directory=str(tmp_path), blob_name_prefix="new/", skip_if_exists=True) == [None]
+    assert shoal.cat(f"{bucket}/new/big") == (tmp_path / "big").read_bytes()
+    assert sorted(o.key for o in shoal.ls(bucket, recursive=True).objects) == ["big", "f", "new/big"]
 
 
 def test_upload_and_download_chunks_concurrently(bucket, tmp_path):
