@@ -88,6 +88,14 @@ def _listing(url: str, s: _shoal.Session) -> list[dict[str, Any]]:
     return _records(objs)
 
 
+def _some(url: str, recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``recs``, or NotFoundError when the URL named nothing: a copy or read
+    of nothing is a mistake to report (as fsspec does), not zero bytes."""
+    if not recs:
+        raise _errors.new(_errors.NotFoundError, f"list {url}: matched no objects (nothing to copy or read; check the bucket, prefix or glob)", url)
+    return recs
+
+
 def _distributed_client(client: Any) -> Any:
     """``client``, else the distributed client in use, else None."""
     if client is not None:
@@ -269,9 +277,11 @@ def plan_copy(src: str, dst: str, *, session: _shoal.Session | None = None, **op
     """``(source, destination, size)`` for every object below ``src`` (a
     prefix, ``dir/`` or a glob), placed under ``dst`` by its key relative
     to the source's literal prefix (shoal's key → path rules: keys unsafe
-    as local paths are returned as ``(source, dst, message)`` refusals)."""
+    as local paths are returned as ``(source, dst, message)`` refusals).
+    A source that names nothing raises ``NotFoundError`` (a
+    ``FileNotFoundError``)."""
     s = resolve(session, options)
-    recs = _listing(src, s)
+    recs = _some(src, _listing(src, s))
     single = len(recs) == 1 and recs[0]["url"] == src
     base = _base(src if single or _api._has_wildcard(src) else _as_dir(src))
     plan, refused = [], []
@@ -315,9 +325,10 @@ def _read_part(urls: list[str], session: _shoal.Session, lines: bool) -> list[by
 def read_bag(url: str, *, lines: bool = True, npartitions: int | None = None, session: _shoal.Session | None = None, **options: Any) -> db.Bag:
     """The lines of every object below a URL or matching a glob (or, with
     ``lines=False``, each object's bytes), partitions balanced by bytes;
-    each partition is read by shoal's reader in one task."""
+    each partition is read by shoal's reader in one task. A URL that names
+    nothing raises ``NotFoundError`` (a ``FileNotFoundError``)."""
     s = resolve(session, options)
-    recs = _listing(url, s)
+    recs = _some(url, _listing(url, s))
     parts = split_by_bytes(recs, npartitions or _default_partitions(None))
     return db.from_delayed([dask.delayed(_read_part)([r["url"] for r in p], s, lines) for p in parts])
 
