@@ -170,7 +170,8 @@ async def cat_async(url: str, start: int | None = None, end: int | None = None, 
 
 
 def put(url: str, data: bytes, *, content_type: str | None = None, content_encoding: str | None = None, session: _shoal.Session | None = None, **options: Any) -> int:
-    """Writes ``data`` as the object; returns its size. ``content_encoding``
+    """Writes ``data`` as the object (a URL naming only a bucket is refused);
+    returns its size. ``content_encoding``
     is stored as the object's ``Content-Encoding`` (``"gzip"``: ``data`` is
     gzip, and :func:`read` yields it decoded)."""
     return _shoal.put(resolve(session, options), url, data, content_type, False, content_encoding)
@@ -188,7 +189,9 @@ def _raise_first(results: Sequence[Any]) -> None:
 
 
 def rm(urls: str | Iterable[str], *, max_workers: int | None = None, session: _shoal.Session | None = None, **options: Any) -> None:
-    """Deletes objects (a URL or a list of them); raises the first failure."""
+    """Deletes objects (a URL or a list of them); raises the first failure.
+    A URL naming only a bucket is refused (``InvalidInputError``), never
+    sent: on S3 it would delete the bucket."""
     u = _urls(urls)
     _raise_first(_shoal.delete_many(resolve(session, options), u, max_workers))
 
@@ -210,7 +213,9 @@ async def mb_async(url: str, *, session: _shoal.Session | None = None, **options
 
 
 def copy(src: str | os.PathLike, dst: str | os.PathLike, *, max_workers: int | None = None, chunk_size: int | None = None, session: _shoal.Session | None = None, **options: Any) -> int:
-    """Copies one object or file (local ↔ cloud, cloud ↔ cloud); returns bytes."""
+    """Copies one object or file (local ↔ cloud, cloud ↔ cloud); returns
+    bytes. A destination ending in ``/`` (or a bare bucket, or a local
+    folder) receives it under the source's name, as ``shoal cp`` does."""
     r = _shoal.copy_many(resolve(session, options), [(os.fspath(src), os.fspath(dst))], max_workers, chunk_size)[0]
     if isinstance(r, BaseException):
         raise r
@@ -240,7 +245,9 @@ async def copy_many_async(pairs: Iterable[tuple[str, str]], *, max_workers: int 
 
 
 def download(url: str, filename: str | os.PathLike, *, max_workers: int | None = None, chunk_size: int | None = None, session: _shoal.Session | None = None, **options: Any) -> Report:
-    """Downloads one object to a file (sliced, verified, renamed into place)."""
+    """Downloads one object to a file (sliced, verified, renamed into
+    place); a folder, or a path ending in ``/``, receives it under the
+    object's name."""
     return _shoal.download(resolve(session, options), url, os.fspath(filename), max_workers, chunk_size)
 
 
@@ -250,7 +257,9 @@ async def download_async(url: str, filename: str | os.PathLike, *, max_workers: 
 
 
 def upload(filename: str | os.PathLike, url: str, *, max_workers: int | None = None, chunk_size: int | None = None, session: _shoal.Session | None = None, **options: Any) -> Report:
-    """Uploads one file (multipart when big: S3's, GCS's XML API's, or parallel composite)."""
+    """Uploads one file (multipart when big: S3's, GCS's XML API's, or
+    parallel composite); a URL ending in ``/`` (or a bare bucket) receives
+    it under the file's name."""
     return _shoal.upload(resolve(session, options), os.fspath(filename), url, max_workers, chunk_size)
 
 

@@ -4,10 +4,12 @@ mixed, half written or somewhere else than named."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import ctypes
 import itertools
 import json
 import os
+import socket
 import urllib.request
 
 import fsspec
@@ -165,6 +167,26 @@ def test_transfer_manager_keywords_are_honoured_or_refused(bucket, tmp_path):
             fn(*args, **kwargs)
     assert shoal.cat(f"{bucket}/f") == b"new"  # from the content_type upload above
     assert not (tmp_path / "o").exists()
+
+
+def test_transfer_manager_deadline_cancels_what_is_running(tmp_path):
+    # A server that takes connections and never answers: only the
+    # deadline can end these calls (the read timeout is a minute away).
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    endpoint = "http://127.0.0.1:%d" % silent.getsockname()[1]
+    (tmp_path / "f").write_bytes(b"x" * 1000)
+    try:
+        for call in (
+            lambda: transfer_manager.upload_many([(str(tmp_path / "f"), "s3://b/f")], deadline=0.5, endpoint_url=endpoint, attempts=1),
+            lambda: transfer_manager.download_chunks_concurrently("s3://b/f", str(tmp_path / "o"), deadline=0.5, endpoint_url=endpoint, attempts=1),
+        ):
+            with pytest.raises(concurrent.futures.TimeoutError, match="deadline"):
+                call()
+    finally:
+        silent.close()
+    assert sorted(os.listdir(tmp_path)) == ["f"]  # no working file left
 
 
 # 17: a URL naming only a bucket is not an object.
