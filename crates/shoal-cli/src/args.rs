@@ -306,7 +306,42 @@ pub(crate) struct CpArgs {
     #[arg(long, value_enum, default_value = "auto", value_name = "METHOD")]
     pub(crate) gcs_upload: GcsUploadArg,
     #[command(flatten)]
+    pub(crate) links: LinkFlags,
+    #[command(flatten)]
     pub(crate) limits: LimitFlags,
+}
+
+/// What a walk of a local folder does with symbolic links. Without either
+/// flag a link is not followed and is reported: counted, named, and the
+/// run exits 1 (a `sync --delete` deletes nothing).
+#[derive(Debug, Args)]
+pub(crate) struct LinkFlags {
+    /// Follow symbolic links in local folders: copy the file a link points to, walk the folder it points to (a link back into a folder above it is a loop, reported).
+    #[arg(short = 'L', long, conflicts_with = "skip_symlinks")]
+    pub(crate) follow_symlinks: bool,
+    /// Skip symbolic links in local folders without an error (they are counted; -v names them).
+    #[arg(
+        long,
+        visible_alias = "no-follow-symlinks",
+        visible_alias = "ignore-symlinks"
+    )]
+    pub(crate) skip_symlinks: bool,
+}
+
+impl LinkFlags {
+    pub(crate) fn walk(&self) -> shoal_transfer::tree::Walk {
+        use shoal_transfer::tree::{Symlinks, Walk};
+        Walk {
+            symlinks: if self.follow_symlinks {
+                Symlinks::Follow
+            } else if self.skip_symlinks {
+                Symlinks::Skip
+            } else {
+                Symlinks::Report
+            },
+            destination: false,
+        }
+    }
 }
 
 fn parse_workers(s: &str) -> Result<usize, String> {
@@ -449,6 +484,8 @@ pub(crate) struct SyncArgs {
     /// Read the destination bucket's listing from FILE (`shoal ls -r --json --sorted DST > FILE`) instead of listing it: for a destination only this sync writes.
     #[arg(long, value_name = "FILE")]
     pub(crate) dest_listing: Option<String>,
+    #[command(flatten)]
+    pub(crate) links: LinkFlags,
     #[command(flatten)]
     pub(crate) limits: LimitFlags,
 }

@@ -15,6 +15,8 @@ use crate::args::{Addressing, Global, LimitFlags};
 /// Everything a command needs.
 pub(crate) struct Context {
     pub(crate) quiet: bool,
+    /// `-v` given: batches name every item they skip.
+    pub(crate) verbose: bool,
     pub(crate) retry: RetryPolicy,
     pub(crate) transfer: TransferOptions,
     stores: Stores,
@@ -52,6 +54,7 @@ impl Context {
         let in_flight = transfer.workers + transfer.small_workers;
         Context {
             quiet: g.quiet,
+            verbose: g.verbose > 0,
             retry,
             stores: match g.read_timeout {
                 Some(secs) => Stores::new(overrides, in_flight, retry)

@@ -219,6 +219,7 @@ fn traversal_keys_never_land_outside_the_destination() {
     let r = run(with_args(
         gcs().unwrap(),
         &[
+            "-v",
             "cp",
             "-r",
             &format!("gs://{bucket}/t"),
@@ -231,6 +232,8 @@ fn traversal_keys_never_land_outside_the_destination() {
         "the safe ones still copy: {}",
         r.stderr
     );
+    // The folder marker is skipped as expected: counted, named with -v.
+    assert!(r.stderr.contains("1 skipped"), "{}", r.stderr);
     assert!(r.stderr.contains("folder marker"), "{}", r.stderr);
     for key in &evil {
         // Shown escaped: a backslash doubled, a control as \xNN.

@@ -101,11 +101,23 @@ pub struct BatchReport {
     pub deleted: u64,
     /// Bytes copied.
     pub bytes: u64,
-    /// One line per failed action, with its URL and the reason.
+    /// Actions that failed.
+    pub failed: u64,
+    /// The first [`LISTED_FAILURES`] failed actions, a line each with the
+    /// URL and the reason (the rest are counted only: a run over a billion
+    /// keys that all fail must not hold a billion lines).
     pub failures: Vec<String>,
-    /// One line per item deliberately not copied (folder markers, unsafe keys).
-    pub skipped: Vec<String>,
+    /// Items not copied, as expected or asked ([`ErrorKind::Skipped`]) or
+    /// not ([`ErrorKind::SkippedUnasked`]); callers that name them do so
+    /// as they pass (see [`crate::tree::is_skip`]).
+    pub skipped: u64,
+    /// Of `skipped`, those nobody asked to skip: the batch did not do all
+    /// it was asked.
+    pub skipped_unasked: u64,
 }
+
+/// How many failure lines a [`BatchReport`] keeps.
+pub const LISTED_FAILURES: usize = 10_000;
 
 /// Gives `opts` the budgets a batch shares (see the module docs), where the
 /// caller has not set them, and returns how many actions to keep in
@@ -150,7 +162,7 @@ pub async fn run(
                     Ok((_, b)) => {
                         counters.bytes.fetch_add(*b, Ordering::Relaxed);
                     }
-                    Err(e) if e.kind() != ErrorKind::Unsupported => {
+                    Err(e) if !crate::tree::is_skip(e) => {
                         counters.failed.fetch_add(1, Ordering::Relaxed);
                     }
                     Err(_) => {}
@@ -167,9 +179,19 @@ pub async fn run(
                 report.bytes += bytes;
             }
             Ok((Action::Delete { .. }, _)) => report.deleted += 1,
-            // Folder markers and the like: reported, not failures.
-            Err(e) if e.kind() == ErrorKind::Unsupported => report.skipped.push(e.to_string()),
-            Err(e) => report.failures.push(e.to_string()),
+            // Folder markers, links and the like: counted, not failures.
+            Err(e) if crate::tree::is_skip(&e) => {
+                report.skipped += 1;
+                if e.kind() == ErrorKind::SkippedUnasked {
+                    report.skipped_unasked += 1;
+                }
+            }
+            Err(e) => {
+                report.failed += 1;
+                if report.failures.len() < LISTED_FAILURES {
+                    report.failures.push(e.to_string());
+                }
+            }
         }
     }
     report

@@ -114,6 +114,7 @@ pub fn sync_plan(
         extras: Extras::default(),
         deleting: None,
         source_incomplete: false,
+        unasked_skips: 0,
         stopped: false,
         stats: stats.clone(),
     };
@@ -318,6 +319,10 @@ struct Merge {
     /// Deletes being handed out, once both listings have ended.
     deleting: Option<Box<dyn Iterator<Item = Result<String>> + Send>>,
     source_incomplete: bool,
+    /// Source entries not copied that nobody asked to skip (a link without
+    /// -L, a FIFO): what the user meant them to be is unknown, so nothing
+    /// is deleted, as rsync does after an I/O error.
+    unasked_skips: u64,
     /// Nothing more comes (after an error that ends the plan, or the end).
     stopped: bool,
     stats: Arc<PlanStats>,
@@ -335,6 +340,14 @@ impl Merge {
             }
             match self.src.fill(&self.stats).await {
                 Fill::Ok => {}
+                // Skipped as expected or asked: the source is complete.
+                Fill::Failed(e) if e.kind() == ErrorKind::Skipped => {
+                    return Some(Step::Problem(e));
+                }
+                Fill::Failed(e) if e.kind() == ErrorKind::SkippedUnasked => {
+                    self.unasked_skips += 1;
+                    return Some(Step::Problem(e));
+                }
                 Fill::Failed(e) => {
                     self.source_incomplete = true;
                     return Some(Step::Problem(e));
@@ -393,6 +406,7 @@ impl Merge {
             && self.src.seen == 0
             && !self.opts.delete_when_source_empty
             && !self.source_incomplete
+            && self.unasked_skips == 0
         {
             // Even with nothing to delete: a source that lists nothing is
             // most likely a mistyped URL, and the next run would delete.
@@ -420,6 +434,13 @@ impl Merge {
         };
         if self.source_incomplete {
             return refuse("the source could not be listed completely".into());
+        }
+        if self.unasked_skips > 0 {
+            let k = self.unasked_skips;
+            return refuse(format!(
+                "{k} source entr{} skipped (named above; -L follows links, --skip-symlinks skips them as asked)",
+                if k == 1 { "y was" } else { "ies were" }
+            ));
         }
         if let Some(max) = self.opts.max_delete
             && n > max

@@ -100,11 +100,45 @@ pub fn sync_root(src: &Location) -> String {
     }
 }
 
+/// What a local walk does with symbolic links.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Symlinks {
+    /// Not followed, and each one reported as a skip nobody asked for
+    /// (the batch exits non-zero; `sync --delete` deletes nothing).
+    #[default]
+    Report,
+    /// Not followed, counted as asked (`--skip-symlinks`).
+    Skip,
+    /// Followed (`-L`): a link to a file is copied as that file, a link
+    /// to a folder is walked, except a link back into a folder the walk
+    /// is already inside (a loop), which is reported.
+    Follow,
+}
+
+/// How a local folder is walked.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Walk {
+    /// What to do with symbolic links.
+    pub symlinks: Symlinks,
+    /// The walk lists a destination (sync's other side): its links and
+    /// special files are left out without a word. They are neither
+    /// copied from nor deleted, and shoal writes only regular files.
+    pub destination: bool,
+}
+
 /// Every file or object `src` names (with `recursive`, everything below
 /// it), with names relative to `root`. `store` is None for local sources,
-/// which are always walked whole, in key order. With `sorted`, a bucket's
-/// entries come in key order too (what `sync`'s merge needs; the parallel
-/// lister then holds back a bounded number of later pages).
+/// which are always walked whole, in key order, as `walk` says. With
+/// `sorted`, a bucket's entries come in key order too (what `sync`'s merge
+/// needs; the parallel lister then holds back a bounded number of later
+/// pages).
+///
+/// What a walk does not copy comes as an error of kind
+/// [`ErrorKind::Skipped`] (shoal's own working files, links under
+/// [`Symlinks::Skip`]) or [`ErrorKind::SkippedUnasked`] (links under
+/// [`Symlinks::Report`], FIFOs, sockets, devices, link loops), in its place
+/// in key order, so a summary can count and name it.
+#[allow(clippy::too_many_arguments)]
 pub fn enumerate(
     src: &Location,
     store: Option<Arc<dyn Store>>,
@@ -113,9 +147,10 @@ pub fn enumerate(
     list_workers: usize,
     recursive: bool,
     sorted: bool,
+    walk: Walk,
 ) -> BoxStream<'static, Result<Entry>> {
     match store {
-        None => walk_local(src, root),
+        None => walk_local(src, root, walk),
         Some(store) => {
             let opts = ListOptions {
                 recursive,
@@ -143,12 +178,19 @@ pub fn enumerate(
     }
 }
 
-fn walk_local(src: &Location, root: &str) -> BoxStream<'static, Result<Entry>> {
+fn walk_local(src: &Location, root: &str, walk: Walk) -> BoxStream<'static, Result<Entry>> {
     let path = normal_local(src.key.trim_end_matches('/'));
     let root = normal_local(root.trim_end_matches('/'));
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Entry>>(CHANNEL);
     tokio::task::spawn_blocking(move || {
-        let send = |e: Result<Entry>| tx.blocking_send(e).is_ok();
+        let send = |e: Result<Entry>| {
+            // A destination's skips are nobody's business.
+            if walk.destination && e.as_ref().is_err_and(is_skip) {
+                return true;
+            }
+            tx.blocking_send(e).is_ok()
+        };
+        // The root itself is followed if it is a link: it was named.
         match std::fs::metadata(&path) {
             Ok(md) if md.is_file() => {
                 let rel = path
@@ -157,8 +199,14 @@ fn walk_local(src: &Location, root: &str) -> BoxStream<'static, Result<Entry>> {
                     .unwrap_or_default();
                 send(Ok(local_entry(&path, rel, &md)));
             }
-            Ok(_) => {
-                walk_dir(&path, &root, &send);
+            Ok(md) => {
+                let mut inside = vec![dev_ino(&md)];
+                Walker {
+                    root: &root,
+                    walk,
+                    send: &send,
+                }
+                .dir(&path, &mut inside);
             }
             Err(e) => {
                 send(Err(Error::io(Op::List, path.display().to_string(), e)));
@@ -168,56 +216,153 @@ fn walk_local(src: &Location, root: &str) -> BoxStream<'static, Result<Entry>> {
     tokio_stream(rx)
 }
 
+/// Whether `e` is a skip (of either kind) rather than a failure.
+pub fn is_skip(e: &Error) -> bool {
+    matches!(e.kind(), ErrorKind::Skipped | ErrorKind::SkippedUnasked)
+}
+
+fn dev_ino(md: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (md.dev(), md.ino())
+}
+
 fn tokio_stream<T: Send + 'static>(rx: tokio::sync::mpsc::Receiver<T>) -> BoxStream<'static, T> {
     futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) }).boxed()
 }
 
-/// Depth-first, in the order a bucket lists the same keys (UTF-8 byte
-/// order of the whole relative name), which `sync`'s merge relies on: a
-/// folder sorts as its name plus `/`, so `a-b` and `a.txt` come before
-/// the files in `a/` (`-` and `.` sort before `/`), and `a0` after them.
-/// Symbolic links are not followed: a link to `/` must not copy the machine.
-fn walk_dir(dir: &Path, root: &Path, send: &dyn Fn(Result<Entry>) -> bool) -> bool {
-    let mut entries: Vec<_> = match std::fs::read_dir(dir) {
-        Ok(rd) => rd
-            .filter_map(|e| e.ok())
-            .filter_map(|e| Some((e.file_type().ok()?, e)))
-            .collect(),
-        Err(e) => return send(Err(Error::io(Op::List, dir.display().to_string(), e))),
-    };
-    entries.sort_by_cached_key(|(ft, e)| key_order(&e.file_name(), ft.is_dir()));
-    for (ft, e) in entries {
-        let path = e.path();
-        if ft.is_dir() {
-            if !walk_dir(&path, root, send) {
-                return false;
+/// What one folder entry is, with symbolic links resolved as the walk says.
+enum Found {
+    Dir(std::fs::Metadata),
+    File(std::fs::Metadata),
+    /// Not copied: the kind of skip and why.
+    Skip(ErrorKind, &'static str),
+    Failed(std::io::Error),
+}
+
+struct Walker<'a> {
+    root: &'a Path,
+    walk: Walk,
+    send: &'a dyn Fn(Result<Entry>) -> bool,
+}
+
+impl Walker<'_> {
+    fn classify(&self, path: &Path, ft: std::fs::FileType) -> Found {
+        let md = if ft.is_symlink() {
+            match self.walk.symlinks {
+                Symlinks::Report => {
+                    return Found::Skip(
+                        ErrorKind::SkippedUnasked,
+                        "a symbolic link, not followed (-L/--follow-symlinks copies what it points to; --skip-symlinks skips links without an error)",
+                    );
+                }
+                Symlinks::Skip => {
+                    return Found::Skip(ErrorKind::Skipped, "a symbolic link (--skip-symlinks)");
+                }
+                Symlinks::Follow => std::fs::metadata(path),
             }
-        } else if ft.is_file() {
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy())
-                .unwrap_or_default();
-            // shoal's own working files (an interrupted download's), by
-            // their exact shape; a user's file named like one is copied.
-            if shoal_core::workfile::is_working_file(&name) {
-                continue;
+        } else {
+            std::fs::symlink_metadata(path)
+        };
+        match md {
+            Ok(md) if md.is_dir() => Found::Dir(md),
+            Ok(md) if md.is_file() => Found::File(md),
+            Ok(md) => {
+                use std::os::unix::fs::FileTypeExt;
+                let t = md.file_type();
+                let what = if t.is_fifo() {
+                    "a FIFO (named pipe), not a regular file (cp FILE URL reads one to its end)"
+                } else if t.is_socket() {
+                    "a socket, not a regular file"
+                } else if t.is_block_device() || t.is_char_device() {
+                    "a device, not a regular file (cp FILE URL reads one to its end)"
+                } else {
+                    "not a regular file"
+                };
+                Found::Skip(ErrorKind::SkippedUnasked, what)
             }
-            let rel = path.strip_prefix(root).ok().and_then(relative_path_to_key);
-            let item = match (rel, e.metadata()) {
-                (Some(rel), Ok(md)) => Ok(local_entry(&path, rel, &md)),
-                (None, _) => Err(Error::invalid(
-                    Op::Read,
-                    path.display().to_string(),
-                    "file name is not UTF-8; skipped",
-                )),
-                (_, Err(err)) => Err(Error::io(Op::Read, path.display().to_string(), err)),
+            Err(e) => Found::Failed(e),
+        }
+    }
+
+    /// Depth-first, in the order a bucket lists the same keys (UTF-8 byte
+    /// order of the whole relative name), which `sync`'s merge relies on:
+    /// a folder sorts as its name plus `/`, so `a-b` and `a.txt` come
+    /// before the files in `a/` (`-` and `.` sort before `/`), and `a0`
+    /// after them. `inside` holds the folders (device, inode) the walk is
+    /// in, so a followed link back into one is a loop, not a recursion
+    /// without end. Returns false once the receiver is gone.
+    fn dir(&self, dir: &Path, inside: &mut Vec<(u64, u64)>) -> bool {
+        let mut entries: Vec<_> = match std::fs::read_dir(dir) {
+            Ok(rd) => rd
+                .filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    let ft = e.file_type().ok()?;
+                    let path = e.path();
+                    Some((self.classify(&path, ft), e.file_name(), path))
+                })
+                .collect(),
+            Err(e) => return (self.send)(Err(Error::io(Op::List, dir.display().to_string(), e))),
+        };
+        entries
+            .sort_by_cached_key(|(found, name, _)| key_order(name, matches!(found, Found::Dir(_))));
+        for (found, name, path) in entries {
+            let shown = path.display().to_string();
+            let rel = || {
+                path.strip_prefix(self.root)
+                    .ok()
+                    .and_then(relative_path_to_key)
             };
-            if !send(item) {
+            let item = match found {
+                Found::Dir(md) => {
+                    let id = dev_ino(&md);
+                    if inside.contains(&id) {
+                        Err(Error::new(
+                            ErrorKind::SkippedUnasked,
+                            Op::List,
+                            shown,
+                            "a symbolic link back into a folder above it (a loop), not followed",
+                        ))
+                    } else {
+                        inside.push(id);
+                        let go_on = self.dir(&path, inside);
+                        inside.pop();
+                        if !go_on {
+                            return false;
+                        }
+                        continue;
+                    }
+                }
+                // shoal's own working files (an interrupted or running
+                // download's), by their exact shape: copying one would
+                // publish half a file. A user's file named like one is
+                // copied.
+                Found::File(_)
+                    if shoal_core::workfile::is_working_file(&name.to_string_lossy()) =>
+                {
+                    Err(Error::new(
+                        ErrorKind::Skipped,
+                        Op::Read,
+                        shown,
+                        "shoal's working file of a download in progress or interrupted",
+                    ))
+                }
+                Found::File(md) => match rel() {
+                    Some(rel) => Ok(local_entry(&path, rel, &md)),
+                    None => Err(Error::invalid(
+                        Op::Read,
+                        shown,
+                        "file name is not UTF-8; skipped",
+                    )),
+                },
+                Found::Skip(kind, why) => Err(Error::new(kind, Op::Read, shown, why)),
+                Found::Failed(e) => Err(Error::io(Op::Read, shown, e)),
+            };
+            if !(self.send)(item) {
                 return false;
             }
         }
+        true
     }
-    true
 }
 
 /// Where a folder entry sorts among its siblings in key order: its name's
@@ -260,7 +405,7 @@ pub fn destination(dst: &Location, rel: &str, src_url: &str) -> Result<Location>
     if dst.is_local() {
         let rel_path = key_to_relative_path(rel).map_err(|why| {
             let kind = if rel.ends_with('/') {
-                ErrorKind::Unsupported
+                ErrorKind::Skipped
             } else {
                 ErrorKind::InvalidInput
             };
@@ -370,11 +515,19 @@ mod tests {
         }
         let root = format!("{}/", dir.path().display());
         let src = Location::parse(&root).unwrap();
-        let got: Vec<String> =
-            enumerate(&src, None, &root, Projection::NameSizeTime, 1, true, true)
-                .map(|e| e.unwrap().rel)
-                .collect()
-                .await;
+        let got: Vec<String> = enumerate(
+            &src,
+            None,
+            &root,
+            Projection::NameSizeTime,
+            1,
+            true,
+            true,
+            Walk::default(),
+        )
+        .map(|e| e.unwrap().rel)
+        .collect()
+        .await;
         let mut want = got.clone();
         want.sort();
         assert_eq!(got, want);

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use futures::stream::BoxStream;
+use futures::stream::{BoxStream, StreamExt};
 use indicatif::{ProgressBar, ProgressStyle};
-use shoal_core::Result;
+use shoal_core::{ErrorKind, Result};
 use shoal_transfer::batch::{Action, BatchCounters, BatchReport, StoreFor};
 
 use crate::config::Context;
@@ -53,6 +53,7 @@ pub(crate) async fn run_and_report(
         });
         (bar, task)
     });
+    let actions = name_skips(ctx, actions);
     let report = shoal_transfer::batch::run(actions, store_for, opts, ctx.retry, counters).await;
     if let Some((bar, task)) = ticker {
         task.abort();
@@ -64,8 +65,28 @@ pub(crate) async fn run_and_report(
     finish(ctx, &report, started.elapsed(), verb)
 }
 
+/// Names each skipped item as it passes: those nobody asked to skip
+/// always (they make the exit status 1, so they are said like failures),
+/// the expected ones (folder markers, `--skip-symlinks`) with `-v`.
+pub(crate) fn name_skips(
+    ctx: &Context,
+    actions: BoxStream<'static, Result<Action>>,
+) -> BoxStream<'static, Result<Action>> {
+    let verbose = ctx.verbose;
+    actions
+        .inspect(move |a| {
+            if let Err(e) = a
+                && (e.kind() == ErrorKind::SkippedUnasked
+                    || (verbose && e.kind() == ErrorKind::Skipped))
+            {
+                eprintln!("shoal: skipped: {e}");
+            }
+        })
+        .boxed()
+}
+
 fn what_matched_nothing(r: &BatchReport) -> bool {
-    r.copied == 0 && r.deleted == 0 && r.failures.is_empty() && r.skipped.is_empty()
+    r.copied == 0 && r.deleted == 0 && r.failed == 0 && r.skipped == 0
 }
 
 /// "Copied: 302 files, 3.10 MiB in 0.16 s (19.38 MiB/s, 1885 files/s)";
@@ -88,31 +109,37 @@ fn summary_line(verb: &str, r: &BatchReport, elapsed: Duration) -> String {
     if r.deleted > 0 {
         line.push_str(&format!(", {} deleted", r.deleted));
     }
-    if !r.skipped.is_empty() {
-        line.push_str(&format!(", {} skipped", r.skipped.len()));
+    if r.skipped > 0 {
+        line.push_str(&format!(", {} skipped", r.skipped));
+        if r.skipped_unasked > 0 && r.skipped_unasked < r.skipped {
+            line.push_str(&format!(" ({} not as asked)", r.skipped_unasked));
+        } else if r.skipped_unasked == 0 {
+            line.push_str(" (-v names them)");
+        }
     }
-    if !r.failures.is_empty() {
-        line.push_str(&format!(", {} FAILED", r.failures.len()));
+    if r.failed > 0 {
+        line.push_str(&format!(", {} FAILED", r.failed));
     }
     line
 }
 
-/// Prints the summary and the failures; exit 1 if anything failed. When
-/// nothing was done but fail (a source that cannot be listed), the
-/// failures say it all: no "Synced: 0 files" under an error.
+/// Prints the failures and the summary; exit 1 if anything failed or was
+/// skipped without being asked to. When nothing was done but fail (a
+/// source that cannot be listed), the failures say it all: no "Synced: 0
+/// files" under an error.
 pub(crate) fn finish(ctx: &Context, r: &BatchReport, elapsed: Duration, verb: &str) -> CmdResult {
-    for s in &r.skipped {
-        eprintln!("shoal: skipped: {s}");
-    }
     for f in &r.failures {
         eprintln!("shoal: {f}");
     }
-    let only_failed =
-        r.copied == 0 && r.deleted == 0 && r.skipped.is_empty() && !r.failures.is_empty();
+    let unlisted = r.failed.saturating_sub(r.failures.len() as u64);
+    if unlisted > 0 {
+        eprintln!("shoal: ... and {unlisted} more failures");
+    }
+    let only_failed = r.copied == 0 && r.deleted == 0 && r.skipped == 0 && r.failed > 0;
     if !ctx.quiet && !only_failed {
         eprintln!("{}", summary_line(verb, r, elapsed));
     }
-    if r.failures.is_empty() {
+    if r.failed == 0 && r.skipped_unasked == 0 {
         Ok(())
     } else {
         Err(Failure::Reported)
@@ -128,6 +155,7 @@ mod tests {
             copied,
             deleted,
             bytes,
+            failed: failed as u64,
             failures: vec!["x".into(); failed],
             ..BatchReport::default()
         }

@@ -164,6 +164,7 @@ async fn copy_many(ctx: &Context, a: &CpArgs, opts: TransferOptions) -> CmdResul
         opts.workers,
         a.recursive,
         false,
+        a.links.walk(),
     );
     let actions = shoal_transfer::batch::copy_actions(entries, dst);
     crate::cmd::batch::run_and_report(ctx, actions, store_for, opts, "Copied", &src.to_string())

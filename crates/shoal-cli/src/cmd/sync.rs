@@ -51,7 +51,10 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     };
     // Both sides in key order: the plan is a merge of the two listings
     // (or of listings kept in files).
-    let side = |l: &shoal_core::Location, listing: &Option<String>| -> Result<_, Failure> {
+    let side = |l: &shoal_core::Location,
+                listing: &Option<String>,
+                walk: shoal_transfer::tree::Walk|
+     -> Result<_, Failure> {
         let root = if l.is_local() {
             format!("{}/", l.key.trim_end_matches('/'))
         } else {
@@ -77,12 +80,20 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
             ctx.transfer.workers,
             true,
             true,
+            walk,
         ))
+    };
+    let src_walk = a.links.walk();
+    // The destination's own links and special files are neither copied
+    // nor deleted.
+    let dst_walk = shoal_transfer::tree::Walk {
+        destination: true,
+        ..Default::default()
     };
     let dst_entries = if dst.is_local() && !std::path::Path::new(&dst.key).exists() {
         futures::stream::empty().boxed()
     } else {
-        side(&dst, &a.dest_listing)?
+        side(&dst, &a.dest_listing, dst_walk)?
     };
     let compare = if a.checksum {
         Compare::Checksum
@@ -90,7 +101,7 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
         Compare::SizeAndTime
     };
     let plan = sync_plan(
-        side(&src, &a.source_listing)?,
+        side(&src, &a.source_listing, src_walk)?,
         dst_entries,
         dst.clone(),
         SyncOptions {
@@ -126,9 +137,19 @@ async fn dry_run(
                 }
                 println!("would {act}");
             }
+            // Skipped as asked: named with -v, not a problem.
+            Err(e) if e.kind() == shoal_core::ErrorKind::Skipped => {
+                if ctx.verbose {
+                    eprintln!("shoal: skipped: {e}");
+                }
+            }
             Err(e) => {
                 problems += 1;
-                eprintln!("shoal: {e}");
+                if e.kind() == shoal_core::ErrorKind::SkippedUnasked {
+                    eprintln!("shoal: skipped: {e}");
+                } else {
+                    eprintln!("shoal: {e}");
+                }
             }
         }
     }
