@@ -41,6 +41,7 @@ use crate::args::{Cli, Command};
 use crate::config::Context;
 
 /// A command's failure: how to exit and what to say.
+#[derive(Debug)]
 pub(crate) enum Failure {
     /// Bad usage (exit 2).
     Usage(String),
