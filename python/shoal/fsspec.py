@@ -292,10 +292,21 @@ class ShoalFileSystem(AsyncFileSystem):
         # fsspec wraps text mode in a plain io.TextIOWrapper, whose exit
         # closes (and so would commit) the file even when an exception is
         # leaving the block; ours discards it then.
-        if "b" not in mode and compression is None:
+        if "b" not in mode:
             text = {k: kwargs.pop(k) for k in ("encoding", "errors", "newline") if k in kwargs}
-            f = self.open(path, mode.replace("t", "") + "b", block_size=block_size, cache_options=cache_options, **kwargs)
+            f = self.open(path, mode.replace("t", "") + "b", block_size=block_size, cache_options=cache_options, compression=compression, **kwargs)
             return _TextFile(f, **text)
+        if compression is not None and "r" not in mode:
+            # fsspec's compressors (gzip.GzipFile and the like) never close
+            # the file they write into, so ours would be committed when it
+            # is collected, even after an exception: the wrapper closes it
+            # (commits) only on a clean close.
+            from fsspec.compression import compr
+            from fsspec.core import get_compression
+
+            raw = self.open(path, mode, block_size=block_size, cache_options=cache_options, **kwargs)
+            raw._wrapped = True
+            return _Compressed(compr[get_compression(path, compression)](raw, mode=mode[0]), raw)
         return super().open(path, mode, block_size=block_size, cache_options=cache_options, compression=compression, **kwargs)
 
     def _open(self, path: str, mode: str = "rb", block_size: int | None = None, autocommit: bool = True, cache_options: Any = None, **kwargs: Any) -> "ShoalFile":
@@ -333,6 +344,15 @@ class ShoalFile(AbstractBufferedFile):
     exception leaves its ``with`` block."""
 
     _held: Any = None
+    # Written through a compressor (see _Compressed): collected unclosed,
+    # the compressed stream lacks its end, so nothing is committed.
+    _wrapped: bool = False
+
+    def __del__(self) -> None:
+        if self._wrapped and not self.closed:
+            self._abandon()
+            return
+        super().__del__()
 
     def _fetch_range(self, start: int, end: int) -> bytes:
         # Pinned to the version `details` saw when the file was opened.
@@ -397,12 +417,66 @@ class ShoalFile(AbstractBufferedFile):
         self.closed = True
 
 
+class _Compressed:
+    """A compressed write into a :class:`ShoalFile`: ``close()`` ends the
+    compressed stream, then commits the object; an exception leaving the
+    ``with`` block (or :meth:`_abandon`) commits nothing."""
+
+    def __init__(self, inner: Any, raw: ShoalFile) -> None:
+        self._inner = inner
+        self._raw = raw
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def __enter__(self) -> "_Compressed":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            self._abandon()
+            return
+        self.close()
+
+    def __iter__(self) -> Any:
+        return iter(self._inner)
+
+    @property
+    def closed(self) -> bool:
+        return self._raw.closed
+
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return False
+
+    def seekable(self) -> bool:
+        return False
+
+    def flush(self) -> None:
+        if not self._raw.closed:
+            self._inner.flush()
+
+    def write(self, data: Any) -> int:
+        return self._inner.write(data)
+
+    def close(self) -> None:
+        if self._raw.closed:
+            return
+        self._inner.close()
+        self._raw.close()
+
+    def _abandon(self) -> None:
+        self._raw._abandon()
+
+
 class _TextFile(io.TextIOWrapper):
     """Text mode over a :class:`ShoalFile`: an exception leaving the
     ``with`` block abandons the write instead of committing it."""
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is not None and isinstance(self.buffer, ShoalFile) and self.buffer.mode != "rb":
+        if exc_type is not None and isinstance(self.buffer, (ShoalFile, _Compressed)) and getattr(self.buffer, "mode", "wb") != "rb":
             self.buffer._abandon()
             return
         self.close()

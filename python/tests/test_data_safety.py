@@ -92,6 +92,32 @@ def test_failed_writes_and_rolled_back_transactions_keep_the_old_objects(bucket)
     assert keys(bucket) == ["f", "g"]
 
 
+def test_compressed_writes_commit_only_on_a_clean_close(bucket):
+    import gc
+    import gzip
+
+    fs = fsspec.filesystem("shoal")
+    p = path_of(f"{bucket}/c.gz")
+    shoal.put(f"{bucket}/c.gz", b"old")
+    for mode in ("wb", "wt"):
+        with pytest.raises(RuntimeError):
+            with fs.open(p, mode, compression="gzip") as f:
+                f.write(b"half" if mode == "wb" else "half")
+                raise RuntimeError("half way")
+        del f
+        gc.collect()
+        assert shoal.cat(f"{bucket}/c.gz") == b"old", mode
+    with fs.open(p, "wb", compression="gzip") as f:
+        f.write(b"whole")
+    assert gzip.decompress(shoal.cat(f"{bucket}/c.gz")) == b"whole"
+    with fs.open(p, "wt", compression="infer") as f:
+        f.write("text")
+    assert gzip.decompress(shoal.cat(f"{bucket}/c.gz")) == b"text"
+    with fs.open(p, "rt", compression="gzip") as f:
+        assert f.read() == "text"
+    assert keys(bucket) == ["c.gz"]
+
+
 # 14: "ab" never replaces an object with the appended bytes alone.
 
 
