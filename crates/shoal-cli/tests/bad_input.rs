@@ -860,6 +860,30 @@ fn table() -> Vec<Case> {
             &["inside the source", "nothing was done"],
         ),
         case(
+            "sync into a file",
+            &["sync", "{DIR}", "{DIR}/../bad-adc.json"],
+            2,
+            &["is a file, not a folder"],
+        ),
+        gcs_env(case(
+            "bench read of a missing bucket",
+            &["bench", "read", "gs://no-such-bucket-shoal/k"],
+            1,
+            &["404", "`shoal ls gs://no-such-bucket-shoal/`"],
+        )),
+        gcs_env(case(
+            "ls of a missing bucket",
+            &["ls", "gs://no-such-bucket-shoal/p/"],
+            1,
+            &["404", "the bucket does not exist"],
+        )),
+        s3_env(case(
+            "upload into a missing bucket",
+            &["cp", "{DIR}/../bad-adc.json", "s3://no-such-bucket-shoal/k"],
+            1,
+            &["NoSuchBucket", "the bucket does not exist"],
+        )),
+        case(
             "run file writing one destination twice",
             &["run", "{DIR}/../two-writers.txt"],
             2,

@@ -84,23 +84,51 @@ pub fn status_kind(status: u16) -> ErrorKind {
     }
 }
 
-/// A default hint for a kind of failure.
-pub fn hint_for(kind: ErrorKind) -> Option<&'static str> {
+/// A default hint for a kind of failure of `op` on `url`: what to try,
+/// fitted to what the failure can mean there (a 404 on a listing or an
+/// upload can only be a missing bucket; on a read, the key may be wrong).
+pub fn hint_for(kind: ErrorKind, op: Op, url: &str) -> Option<String> {
     Some(match kind {
         ErrorKind::Unauthenticated => {
-            "check the credentials, or use --no-sign-request for public data"
+            "check the credentials, or use --no-sign-request for public data".into()
         }
         ErrorKind::PermissionDenied => {
-            "the credentials lack permission for this; check the bucket's IAM or policy"
+            "the credentials lack permission for this; check the bucket's IAM or policy".into()
         }
-        ErrorKind::Connect => "is the endpoint right and the server running? see --endpoint-url",
-        ErrorKind::Timeout => "the server stopped answering; retry, or raise the timeout",
-        ErrorKind::NotFound => "check the bucket and key; `shoal ls` shows what is there",
+        ErrorKind::Connect => {
+            "is the endpoint right and the server running? see --endpoint-url".into()
+        }
+        ErrorKind::Timeout => {
+            "the server stopped answering; try again, or allow it longer with --read-timeout SECS"
+                .into()
+        }
+        ErrorKind::NotFound => match op {
+            Op::List | Op::Upload | Op::Multipart | Op::Compose => {
+                "the bucket does not exist: check its name (shoal mb creates one)".into()
+            }
+            _ => match parent(url) {
+                Some(p) => format!("check the bucket and key; `shoal ls {p}` shows what is there"),
+                None => "check the bucket and key".into(),
+            },
+        },
         ErrorKind::ServerBusy => {
-            "the server is overloaded or failing; it was retried, try again later"
+            "the server is overloaded or failing; it was retried (--attempts), try again later"
+                .into()
         }
         _ => return None,
     })
+}
+
+/// The folder an object URL sits in (`gs://b/p/k` → `gs://b/p/`), if the
+/// URL names an object.
+fn parent(url: &str) -> Option<&str> {
+    let (_, rest) = url.split_once("://")?;
+    let key_at = rest.find('/')? + 1;
+    let start = url.len() - rest.len();
+    let slash = url[start + key_at..]
+        .rfind('/')
+        .map_or(start + key_at, |i| start + key_at + i + 1);
+    Some(&url[..slash])
 }
 
 /// Builds an error from a non-success response, reading a bounded piece of
@@ -129,7 +157,7 @@ pub async fn error_from_response(
     }
     let kind = status_kind(status.as_u16());
     let mut err = Error::new(kind, op, url, message).with_status(status.as_u16());
-    if let Some(h) = hint_for(kind) {
+    if let Some(h) = hint_for(kind, op, url) {
         err = err.with_hint(h);
     }
     if let Some(after) = retry_after {
@@ -171,7 +199,7 @@ pub fn error_from_reqwest(op: Op, url: &str, err: reqwest::Error) -> Error {
         _ => format!("connection failed: {}", chain_message(&err)),
     };
     let mut e = Error::new(kind, op, url, msg);
-    if let Some(h) = hint_for(kind) {
+    if let Some(h) = hint_for(kind, op, url) {
         e = e.with_hint(h);
     }
     if err.is_connect() && host_unknown(&err) {
@@ -259,6 +287,22 @@ mod tests {
         assert_eq!(status_kind(408), ErrorKind::ServerBusy);
         assert_eq!(status_kind(412), ErrorKind::Precondition);
         assert_eq!(status_kind(400), ErrorKind::Rejected);
+    }
+
+    #[test]
+    fn not_found_hints_fit_the_operation() {
+        let h = |op, url| hint_for(ErrorKind::NotFound, op, url).unwrap();
+        assert!(h(Op::List, "gs://nob/").contains("bucket does not exist"));
+        assert!(h(Op::Upload, "s3://nob/k").contains("bucket does not exist"));
+        assert!(h(Op::Download, "gs://b/p/q/k").contains("`shoal ls gs://b/p/q/`"));
+        assert!(h(Op::Stat, "s3://b/k").contains("`shoal ls s3://b/`"));
+        assert_eq!(parent("gs://b"), None);
+        assert_eq!(parent("gs://b/"), Some("gs://b/"));
+        assert!(
+            hint_for(ErrorKind::Timeout, Op::Stat, "u")
+                .unwrap()
+                .contains("--read-timeout")
+        );
     }
 
     #[derive(Debug)]

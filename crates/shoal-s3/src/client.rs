@@ -251,7 +251,7 @@ pub(crate) async fn s3_error(op: Op, target: &str, resp: reqwest::Response) -> E
         message.split(": ").nth(1).unwrap_or("").to_owned()
     });
     let hint = credential_hint(&code, err.status(), bucket_region.as_deref())
-        .or_else(|| hint_for(err.kind()).map(str::to_owned));
+        .or_else(|| hint_for(err.kind(), op, target));
     rebuild(&err, op, target, message, hint)
 }
 

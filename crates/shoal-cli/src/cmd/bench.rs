@@ -64,6 +64,10 @@ async fn read(ctx: &Context, a: BenchReadArgs) -> CmdResult {
             }
         }
     }
+    if failed && objects == 0 {
+        // Nothing was read: the errors above say it all, no rates of zero.
+        return Err(Failure::Reported);
+    }
     let elapsed = t0.elapsed();
     let secs = elapsed.as_secs_f64().max(1e-9);
     let cpu1 = cpu_seconds();

@@ -33,6 +33,12 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
             src.key
         )));
     }
+    if dst.is_local() && std::path::Path::new(&dst.key).is_file() {
+        return Err(Failure::Usage(format!(
+            "sync {}: the destination is a file, not a folder",
+            dst.key
+        )));
+    }
     shoal_transfer::guard::refuse_overlap("sync", &src, &dst)
         .map_err(|e| Failure::Usage(e.to_string()))?;
     for (l, listing) in [(&src, &a.source_listing), (&dst, &a.dest_listing)] {
