@@ -21,7 +21,10 @@ configuration keywords; every worker process builds its own stores.
   (``url``, ``key``, ``size``, ``updated``).
 - :func:`copy`: every object under a URL or glob to a destination prefix.
 - :func:`read_bag`: the lines (or whole bytes) of every object, as a bag.
-- :func:`du`: sizes and counts, partitioned by top-level prefix.
+- :func:`du`: sizes and counts.
+- :func:`sync`: a bucket prefix made to hold what another holds, range by
+  range on the workers (``--delete`` only after every range's listings
+  ended).
 """
 
 from __future__ import annotations
@@ -142,15 +145,23 @@ def list_partitions(url: str, *, client: Any = None, keys_per_task: int = 100_00
     c = _distributed_client(client)
     if c is None:
         raise ValueError("list_partitions needs a dask.distributed Client (or use ls_bag)")
+    s = resolve(session, options)
+    return [data for _, _, data in _list_ranges(url, c, keys_per_task, max_tasks, detail, stats, s)]
+
+
+def _list_ranges(url: str, c: Any, keys_per_task: int, max_tasks: int | None, detail: str, stats: ListingStats | None, s: _shoal.Session) -> list[tuple[str, str | None, Any]]:
+    """:func:`list_partitions`' work: ``(start, stop, future)`` for each
+    listed range, in key order; the ranges tile the prefix (``stop`` None:
+    to its end), so another listing cut at the same keys (a sync's
+    destination) meets each key in exactly one of them."""
     from distributed import as_completed
 
-    s = resolve(session, options)
     prefix = _key(url)
     limit = max_tasks or max(2, 2 * sum(c.nthreads().values()))
     st = stats if stats is not None else ListingStats()
     alphabet: set[str] = set()
     running: dict[Any, tuple[str, str | None, Any]] = {}
-    parts: list[tuple[str, Any]] = []
+    parts: list[tuple[str, str | None, Any]] = []
     done = as_completed()
 
     def submit(start: str, end: str | None) -> None:
@@ -165,7 +176,7 @@ def list_partitions(url: str, *, client: Any = None, keys_per_task: int = 100_00
         start, end, data = running.pop(summary)
         n, first, last, nxt = summary.result()
         summary.release()
-        parts.append((start, data))
+        parts.append((start, nxt if nxt is not None else end, data))
         st.objects += n
         for k in (first, last):
             if k is not None:
@@ -182,7 +193,29 @@ def list_partitions(url: str, *, client: Any = None, keys_per_task: int = 100_00
         else:
             submit(nxt, end)
     parts.sort(key=lambda p: p[0])
-    return [d for _, d in parts]
+    return parts
+
+
+def _on_cluster(url: str, npartitions: int | None, client: Any, keys_per_task: int, s: _shoal.Session, stats: ListingStats | None = None) -> tuple[Any, list[tuple[str, str | None, Any]]]:
+    """The cluster and its listed ranges when ``url`` is a prefix to list
+    there; ``(None, [])`` when the client lists instead: a glob, an
+    explicit ``npartitions``, no distributed client, a URL naming one
+    object, or a prefix holding nothing (the client's path then reports
+    "matched no objects")."""
+    c = _use_cluster(url, npartitions, client)
+    if c is None:
+        return None, []
+    if _key(url) and not url.endswith("/"):
+        try:
+            _shoal.stat(s, url)
+            return None, []
+        except FileNotFoundError:
+            pass
+    st = stats if stats is not None else ListingStats()
+    ranges = _list_ranges(_as_dir(url), c, keys_per_task, None, "size", st, s)
+    if st.objects == 0:
+        return None, []
+    return c, ranges
 
 
 def _same(x: Any) -> Any:
@@ -293,10 +326,36 @@ def plan_copy(src: str, dst: str, *, session: _shoal.Session | None = None, **op
     return plan, refused
 
 
-def copy(src: str, dst: str, *, client: Any = None, npartitions: int | None = None, max_workers: int | None = None, chunk_size: int | None = None, session: _shoal.Session | None = None, **options: Any) -> CopyResult:
+def _copy_listed(recs: list[dict[str, Any]], base: str, dst: str, session: _shoal.Session, max_workers: int | None, chunk_size: int | None) -> tuple[int, int, list[tuple[str, str, str]]]:
+    """One listed partition copied (runs on a worker): destinations are
+    placed here, by the same rules as :func:`plan_copy`."""
+    pairs, refused = [], []
+    for r in recs:
+        try:
+            pairs.append((r["url"], _shoal.destination(dst, r["url"][len(base) :], r["url"])))
+        except (_errors.InvalidInputError, _errors.UnsupportedError) as e:
+            refused.append((r["url"], dst, str(e)))
+    copied, nbytes, failures = _copy_part(pairs, session, max_workers, chunk_size) if pairs else (0, 0, [])
+    return copied, nbytes, refused + failures
+
+
+def copy(src: str, dst: str, *, client: Any = None, npartitions: int | None = None, max_workers: int | None = None, chunk_size: int | None = None, keys_per_task: int = 100_000, session: _shoal.Session | None = None, **options: Any) -> CopyResult:
     """Copies everything below ``src`` to ``dst`` as Dask tasks (on
-    ``client``'s cluster, or the current Dask scheduler)."""
+    ``client``'s cluster, or the current Dask scheduler). On a distributed
+    cluster a prefix is listed by the workers (:func:`list_partitions`) and
+    each listed partition is copied where it was listed: the client holds
+    no listing, only each task's counts and failures."""
     s = resolve(session, options)
+    c, ranges = _on_cluster(src, npartitions, client, keys_per_task, s)
+    if c is not None:
+        base = _base(_as_dir(src))
+        futs = [c.submit(_copy_listed, data, base, dst, s, max_workers, chunk_size, pure=False) for _, _, data in ranges]
+        res = CopyResult(tasks=len(futs))
+        for copied, nbytes, failures in c.gather(futs):
+            res.copied += copied
+            res.bytes += nbytes
+            res.failures.extend(failures)
+        return res
     plan, refused = plan_copy(src, dst, session=s)
     parts = split_by_bytes(plan, npartitions or _default_partitions(client), size=lambda p: p[2])
     tasks = [dask.delayed(_copy_part)([(a, b) for a, b, _ in p], s, max_workers, chunk_size) for p in parts]
@@ -322,15 +381,26 @@ def _read_part(urls: list[str], session: _shoal.Session, lines: bool) -> list[by
     return out
 
 
-def read_bag(url: str, *, lines: bool = True, npartitions: int | None = None, session: _shoal.Session | None = None, **options: Any) -> db.Bag:
+def read_bag(url: str, *, lines: bool = True, npartitions: int | None = None, keys_per_task: int = 100_000, session: _shoal.Session | None = None, **options: Any) -> db.Bag:
     """The lines of every object below a URL or matching a glob (or, with
-    ``lines=False``, each object's bytes), partitions balanced by bytes;
-    each partition is read by shoal's reader in one task. A URL that names
-    nothing raises ``NotFoundError`` (a ``FileNotFoundError``)."""
+    ``lines=False``, each object's bytes); each partition is read by
+    shoal's reader in one task. On a distributed cluster a prefix is
+    listed by the workers and read partition by partition in key order;
+    otherwise the listing is made here and split by bytes. A URL that
+    names nothing raises ``NotFoundError`` (a ``FileNotFoundError``)."""
     s = resolve(session, options)
+    c, ranges = _on_cluster(url, npartitions, None, keys_per_task, s)
+    if c is not None:
+        # Each partition read where it was listed; the futures live in the
+        # bag's graph (see ls_bag).
+        return db.from_delayed([dask.delayed(_read_listed)(data, s, lines) for _, _, data in ranges])
     recs = _some(url, _listing(url, s))
     parts = split_by_bytes(recs, npartitions or _default_partitions(None))
     return db.from_delayed([dask.delayed(_read_part)([r["url"] for r in p], s, lines) for p in parts])
+
+
+def _read_listed(recs: list[dict[str, Any]], session: _shoal.Session, lines: bool) -> list[bytes]:
+    return _read_part([r["url"] for r in recs], session, lines) if recs else []
 
 
 def _du_part(urls: list[str], session: _shoal.Session, group_by: str | None):
@@ -347,13 +417,24 @@ def _du_part(urls: list[str], session: _shoal.Session, group_by: str | None):
     return total_b, total_n, groups
 
 
+def _size_listed(recs: list[dict[str, Any]]) -> tuple[int, int]:
+    return sum(r["size"] for r in recs), len(recs)
+
+
 def du(url: str, *, group_by: str | None = None, client: Any = None, npartitions: int | None = None, session: _shoal.Session | None = None, **options: Any) -> _api.DiskUsage:
-    """:func:`shoal.du` as Dask tasks: one level is listed on the client and
-    each task sizes its share of the prefixes found (objects directly at
-    that level are sized on the client). Prefix groups are relative to each
-    task's prefix, so use ``group_by`` ``suffix``/``age``/``storage-class``
-    or None here."""
+    """:func:`shoal.du` as Dask tasks. Without ``group_by``, on a
+    distributed cluster, the workers list the prefix (:func:`list_partitions`)
+    and each sums its partitions. Otherwise one level is listed on the
+    client and each task sizes its share of the prefixes found (objects
+    directly at that level are sized on the client); prefix groups are
+    relative to each task's prefix, so use ``group_by``
+    ``suffix``/``age``/``storage-class`` or None here."""
     s = resolve(session, options)
+    if group_by is None:
+        c, ranges = _on_cluster(url, npartitions, client, 100_000, s)
+        if c is not None:
+            sizes = c.gather([c.submit(_size_listed, data, pure=False) for _, _, data in ranges])
+            return _api.DiskUsage(sum(b for b, _ in sizes), sum(n for _, n in sizes), {})
     url = _as_dir(url)
     objs, prefixes = _shoal.list_prefix(s, url, True, "size")
     k = npartitions or _default_partitions(client)
@@ -374,3 +455,144 @@ def du(url: str, *, group_by: str | None = None, client: Any = None, npartitions
             acc[0] += gb
             acc[1] += gn
     return _api.DiskUsage(b, n, {k: (v[0], v[1]) for k, v in groups.items()})
+
+
+@dataclass
+class SyncResult:
+    """What a distributed sync did."""
+
+    copied: int = 0
+    bytes: int = 0
+    deleted: int = 0
+    #: ``(source or destination, destination or "", message)`` for every
+    #: object that failed, and for deletions refused.
+    failures: list[tuple[str, str, str]] = field(default_factory=list)
+    #: Ranges the source listing was split into (one sync task each).
+    tasks: int = 0
+
+
+#: Copies handed to the engine at once by one sync task.
+_SYNC_BATCH = 1000
+
+
+def _newer(a: Any, b: Any) -> bool:
+    return a is None or b is None or a > b
+
+
+def _sync_range(src_recs: list[dict[str, Any]], src_prefix: str, dst: str, start: str, stop: str | None, session: _shoal.Session, delete: bool, max_workers: int | None, chunk_size: int | None) -> tuple[tuple[int, int, list[tuple[str, str, str]], int], list[str]]:
+    """One source range synced (runs on a worker): the destination's same
+    range is listed page by page and merged with the source's records (both
+    in key order); what differs (size, or a newer source) is copied in
+    batches; what only the destination holds is returned, to be deleted
+    only once every range's listings ended (see :func:`sync`)."""
+    dst_prefix = _key(dst)
+    lo = dst_prefix + start[len(src_prefix):]
+    hi = None if stop is None else dst_prefix + stop[len(src_prefix):]
+
+    def dest():
+        at = lo
+        while True:
+            objs, nxt = _shoal.list_range(session, dst, at, hi, 10_000, "size")
+            for o in objs:
+                yield o.key[len(dst_prefix):], o
+            if nxt is None:
+                return
+            at = nxt
+
+    copied = nbytes = 0
+    failures: list[tuple[str, str, str]] = []
+    extras: list[str] = []
+    pairs: list[tuple[str, str]] = []
+
+    def flush() -> None:
+        nonlocal copied, nbytes
+        if pairs:
+            c, b, f = _copy_part(pairs, session, max_workers, chunk_size)
+            copied, nbytes = copied + c, nbytes + b
+            failures.extend(f)
+            pairs.clear()
+
+    theirs = dest()
+    d = next(theirs, None)
+    for r in src_recs:
+        rel = r["key"][len(src_prefix):]
+        while d is not None and d[0] < rel:
+            extras.append(d[1].url)
+            d = next(theirs, None)
+        same = d is not None and d[0] == rel and d[1].size == r["size"] and not _newer(r["updated"], d[1].updated)
+        if d is not None and d[0] == rel:
+            d = next(theirs, None)
+        if not same:
+            pairs.append((r["url"], _shoal.destination(dst, rel, r["url"])))
+            if len(pairs) >= _SYNC_BATCH:
+                flush()
+    while d is not None:
+        extras.append(d[1].url)
+        d = next(theirs, None)
+    flush()
+    return (copied, nbytes, failures, len(extras)), (extras if delete else [])
+
+
+def _delete_listed(urls: list[str], session: _shoal.Session, max_workers: int | None) -> tuple[int, list[tuple[str, str, str]]]:
+    if not urls:
+        return 0, []
+    results = _shoal.delete_many(session, urls, max_workers)
+    failures = [(u, "", str(r)) for u, r in zip(urls, results) if isinstance(r, BaseException)]
+    return len(urls) - len(failures), failures
+
+
+def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_delete: int | None = None, delete_when_source_empty: bool = False, keys_per_task: int = 100_000, max_workers: int | None = None, chunk_size: int | None = None, session: _shoal.Session | None = None, **options: Any) -> SyncResult:
+    """Makes the bucket prefix ``dst`` hold what ``src`` holds, on a
+    distributed cluster, as ``shoal sync`` does on one machine: an object
+    is copied when the destination lacks it, its size differs, or the
+    source is newer. The source is listed by the workers
+    (:func:`list_partitions`); each listed range is synced by one task
+    that lists the destination's same range and merges the two in key
+    order, so no process holds either listing whole.
+
+    With ``delete``, what only the destination holds is deleted, and only
+    after every range of both listings ended without an error (a failed
+    task raises, and nothing is deleted); never when the source lists
+    nothing (unless ``delete_when_source_empty``), nor when more than
+    ``max_delete`` would go (reported in ``failures``, nothing deleted).
+    Both URLs are bucket prefixes (``gs://``, ``s3://``), not globs."""
+    for u in (src, dst):
+        if "://" not in u or u.startswith("file://") or _api._has_wildcard(u):
+            raise ValueError(f"sync {u}: takes gs:// or s3:// bucket prefixes, not local paths or globs")
+    c = _distributed_client(client)
+    if c is None:
+        raise ValueError("shoal.dask.sync needs a dask.distributed Client (or use shoal sync)")
+    src, dst = _as_dir(src), _as_dir(dst)
+    a, b = (u if u.endswith("/") else u + "/" for u in (src, dst))
+    if a.startswith(b) or b.startswith(a):
+        raise ValueError(f"sync {src} {dst}: the source and destination overlap (one holds the other); nothing was done")
+    s = resolve(session, options)
+    st = ListingStats()
+    ranges = _list_ranges(src, c, keys_per_task, None, "size", st, s)
+    if delete and st.objects == 0 and not delete_when_source_empty:
+        raise ValueError(
+            f"sync --delete {src}: the source lists nothing, so this would delete everything in {dst}; nothing was done"
+            " (check the source URL, or pass delete_when_source_empty=True if that is what you want)"
+        )
+    prefix = _key(src)
+    summaries, extras = [], []
+    for start, stop, data in ranges:
+        t = c.submit(_sync_range, data, prefix, dst, start, stop, s, delete, max_workers, chunk_size, pure=False)
+        summaries.append(c.submit(operator.itemgetter(0), t, pure=False))
+        extras.append(c.submit(operator.itemgetter(1), t, pure=False))
+    res = SyncResult(tasks=len(ranges))
+    n_extras = 0
+    # A failed range raises here, before anything is deleted.
+    for copied, nbytes, failures, n in c.gather(summaries):
+        res.copied += copied
+        res.bytes += nbytes
+        res.failures.extend(failures)
+        n_extras += n
+    if delete and n_extras:
+        if max_delete is not None and n_extras > max_delete:
+            res.failures.append((dst, "", f"sync --delete: {n_extras} extras not deleted: more than max_delete={max_delete}; nothing was deleted"))
+        else:
+            for deleted, failures in c.gather([c.submit(_delete_listed, e, s, max_workers, pure=False) for e in extras]):
+                res.deleted += deleted
+                res.failures.extend(failures)
+    return res

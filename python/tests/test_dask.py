@@ -110,3 +110,55 @@ def test_listing_split_across_workers(client, s3_bucket, gs_bucket):
     assert [r["key"] for p in client.gather(parts) for r in p] == ["a/1", "a/2", "b"]
     with pytest.raises(ValueError):
         sd.list_partitions(f"{gs_bucket}/a*", client=client)
+
+
+def test_copy_read_du_and_sync_consume_listed_partitions(client, s3_bucket, gs_bucket, monkeypatch):
+    import concurrent.futures as cf
+
+    keys = [f"hot/{i:05}" for i in range(1200)] + [f"{c}{i}" for c in "amz" for i in range(20)]
+    body = {k: b"v1 " + k.encode() for k in keys}
+    with cf.ThreadPoolExecutor(16) as ex:
+        list(ex.map(lambda k: shoal.put(f"{s3_bucket}/src/{k}", body[k]), keys))
+    src = f"{s3_bucket}/src/"
+    total = sum(len(v) for v in body.values())
+
+    # copy, du and read_bag list on the workers (no npartitions given) and
+    # work on each listed partition where it was listed: the client's own
+    # listing is never called.
+    def no_client_listing(*a, **k):
+        raise AssertionError("listed on the client")
+
+    monkeypatch.setattr(sd, "_listing", no_client_listing)
+    res = sd.copy(src, f"{s3_bucket}/copy/", client=client, keys_per_task=300)
+    assert (res.copied, res.bytes, res.failures) == (len(keys), total, [])
+    assert res.tasks > 1
+    assert shoal.cat(f"{s3_bucket}/copy/hot/00007") == body["hot/00007"]
+    d = sd.du(src, client=client)
+    assert (d.bytes, d.objects) == (total, len(keys))
+    got = sd.read_bag(src, lines=False, keys_per_task=300).compute()
+    assert sorted(got) == sorted(body.values())
+    monkeypatch.undo()
+
+    # sync S3 → GCS: a destination holding one equal (newer) object, one of
+    # another size, and two extras, one between the source's keys.
+    dst = f"{gs_bucket}/mirror/"
+    shoal.put(f"{dst}a3", body["a3"])
+    shoal.put(f"{dst}hot/00005", b"other size")
+    for extra in ("hot/00005x", "zz-extra"):
+        shoal.put(f"{dst}{extra}", b"extra")
+    r = sd.sync(src, dst, client=client, keys_per_task=300)
+    assert (r.copied, r.deleted, r.failures) == (len(keys) - 1, 0, [])
+    assert shoal.cat(f"{dst}hot/00005") == body["hot/00005"]
+    r = sd.sync(src, dst, client=client, delete=True, max_delete=1, keys_per_task=300)
+    assert (r.copied, r.deleted) == (0, 0) and "not deleted" in r.failures[0][2]
+    r = sd.sync(src, dst, client=client, delete=True, keys_per_task=300)
+    assert (r.copied, r.deleted, r.failures) == (0, 2, [])
+    mirror = sorted(o.key[len("mirror/"):] for o in shoal.ls(dst, recursive=True).objects)
+    assert mirror == sorted(keys)
+
+    # A source that lists nothing deletes nothing; overlapping URLs are refused.
+    with pytest.raises(ValueError, match="lists nothing"):
+        sd.sync(f"{s3_bucket}/nothing/", dst, client=client, delete=True)
+    with pytest.raises(ValueError, match="overlap"):
+        sd.sync(src, f"{src}sub/", client=client)
+    assert len(shoal.ls(dst, recursive=True).objects) == len(keys)
