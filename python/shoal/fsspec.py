@@ -209,6 +209,34 @@ class ShoalFileSystem(AsyncFileSystem):
         names = sorted(out)
         return {n: out[n] for n in names} if detail else names
 
+    def find_iter(self, path: str, detail: bool = False) -> Any:
+        """:meth:`find` as an iterator: every file below ``path``, in name
+        order, as names (or ``(name, info)`` pairs with ``detail``),
+        streamed page by page from the store, so memory stays bounded
+        however many there are (``find`` must return them all at once).
+        A path naming one file yields that file; a path naming nothing
+        yields nothing, as ``find`` returns nothing."""
+        from ._api import iter_objects
+
+        path = self._strip_protocol(path)
+        if self._is_root(path):
+            raise NotImplementedError("listing buckets is not supported; find below gs/BUCKET or s3/BUCKET")
+        url = self._url(path)
+        found = False
+        for o in iter_objects(url.rstrip("/") + "/", recursive=True, detail="full" if detail else "name", session=self.session):
+            if o.key.endswith("/"):
+                continue
+            found = True
+            name = self._path(o.url)
+            yield (name, self._file_info(o)) if detail else name
+        if not found and not self._is_bucket(path):
+            try:
+                info = self.info(path)
+            except FileNotFoundError:
+                return
+            if info["type"] == "file":
+                yield (path, info) if detail else path
+
     # -- bytes -----------------------------------------------------------
 
     async def _cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:

@@ -111,3 +111,20 @@ def test_recursive_get_refuses_keys_that_climb_out(gs_bucket, tmp_path):
         fs.get(f"{path_of(gs_bucket)}/t/", str(out) + "/", recursive=True)
     written = [p for p in tmp_path.rglob("*") if p.is_file()]
     assert all(out in p.parents for p in written), written
+
+
+def test_find_iter_streams_what_find_returns(bucket):
+    import types
+
+    fs = fsspec.filesystem("shoal")
+    root = path_of(bucket)
+    for k in ["a/1", "a/2/x", "a-b", "b", "c/d/e"]:
+        fs.pipe(f"{root}/{k}", b"x" * len(k))
+    it = fs.find_iter(root)
+    assert isinstance(it, types.GeneratorType)
+    assert list(it) == fs.find(root)
+    assert list(fs.find_iter(f"{root}/a")) == fs.find(f"{root}/a")
+    detail = dict(fs.find_iter(f"{root}/c", detail=True))
+    assert detail == fs.find(f"{root}/c", detail=True)
+    assert list(fs.find_iter(f"{root}/b")) == fs.find(f"{root}/b") == [fs._strip_protocol(f"{root}/b")]
+    assert list(fs.find_iter(f"{root}/nothing")) == fs.find(f"{root}/nothing") == []
