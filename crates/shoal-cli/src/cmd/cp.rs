@@ -161,7 +161,7 @@ async fn copy_many(ctx: &Context, a: &CpArgs, opts: TransferOptions) -> CmdResul
         src_store,
         &root,
         shoal_core::Projection::Full,
-        opts.workers,
+        shoal_list::parallel::DEFAULT_WORKERS,
         a.recursive,
         false,
         a.links.walk(),

@@ -5,8 +5,7 @@
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use shoal_core::paginate::pages;
-use shoal_core::{Error, ErrorKind, ListRequest, Location, Op, Projection};
+use shoal_core::{Error, ErrorKind, Location, Op};
 
 use crate::args::RmArgs;
 use crate::config::Context;
@@ -70,49 +69,25 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
 }
 
 /// The objects a glob (with `recursive`, and everything below each level
-/// it matches) or a prefix (`-r`) names, as they are listed.
+/// it matches) or a prefix (`-r`: the object and what lies below `key/`,
+/// not `key-b`) names, as they are listed: by the parallel lister, so a
+/// big prefix is listed (and deleted) at its pace, not one page at a time.
 fn targets(
     ctx: &Context,
     loc: &Location,
     recursive: bool,
 ) -> Result<BoxStream<'static, shoal_core::Result<Location>>, Failure> {
     let store = ctx.store(loc)?;
-    if shoal_list::has_wildcard(&loc.key) {
-        shoal_list::check(loc)?;
-        let opts = shoal_list::ListOptions {
-            recursive,
-            ..Default::default()
-        };
-        let base = loc.clone();
-        return Ok(shoal_list::expand(store, loc, &opts)
-            .map(move |m| Ok(base.with_key(m?.key)))
-            .boxed());
-    }
-    let req = ListRequest {
-        prefix: loc.key.clone(),
-        projection: Projection::NameOnly,
+    shoal_list::check(loc)?;
+    // Listing connections, as `ls` has: a page costs the server little,
+    // and the deletions have their own budget.
+    let opts = shoal_list::ListOptions {
+        recursive,
         ..Default::default()
     };
-    // `rm -r gs://b/a` is `a` and what lies below `a/`, not `a-b`.
-    let dir = if loc.is_prefix_like() {
-        loc.key.clone()
-    } else {
-        format!("{}/", loc.key)
-    };
     let base = loc.clone();
-    Ok(pages(store, loc.bucket.clone(), req)
-        .flat_map(move |page| {
-            let items: Vec<shoal_core::Result<Location>> = match page {
-                Err(e) => vec![Err(e.with_url(base.to_string()))],
-                Ok(p) => p
-                    .objects
-                    .into_iter()
-                    .filter(|o| o.key == base.key || o.key.starts_with(&dir))
-                    .map(|o| Ok(base.with_key(o.key)))
-                    .collect(),
-            };
-            futures::stream::iter(items)
-        })
+    Ok(shoal_list::expand(store, loc, &opts)
+        .map(move |m| Ok(base.with_key(m?.key)))
         .boxed())
 }
 

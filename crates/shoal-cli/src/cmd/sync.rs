@@ -83,7 +83,7 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
             store,
             &root,
             projection,
-            ctx.transfer.workers,
+            shoal_list::parallel::DEFAULT_WORKERS,
             true,
             true,
             walk,
