@@ -101,34 +101,51 @@ impl Env {
                 bucket,
                 prefix,
             } => self.rt.block_on(async {
-                let store = self.store(scheme).clone();
-                let req = ListRequest {
-                    prefix: format!("{prefix}/"),
-                    ..Default::default()
-                };
-                let mut pages = Box::pin(shoal_core::paginate::pages(
-                    store.clone(),
-                    bucket.clone(),
-                    req,
-                ));
-                let mut t = Tree::new();
-                while let Some(page) = pages.next().await {
-                    for o in page.unwrap().objects {
-                        let r = store
-                            .get(bucket, &o.key, ByteRange::from(0), None)
-                            .await
-                            .unwrap();
-                        let mut body = Vec::new();
-                        let mut s = r.body;
-                        while let Some(b) = s.next().await {
-                            body.extend_from_slice(&b.unwrap());
-                        }
-                        t.insert(o.key[prefix.len() + 1..].to_string(), body);
+                // After an interrupt, requests the killed process had sent
+                // (a DELETE, an overwrite) may still be carried out by the
+                // server: an object listed then gone means the server was
+                // not done, so the tree is read again once it is.
+                for _ in 0..50 {
+                    if let Some(t) = self.read_cloud(scheme, bucket, prefix).await {
+                        return t;
                     }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
                 }
-                t
+                panic!("{scheme}://{bucket}/{prefix}: objects listed kept vanishing");
             }),
         }
+    }
+
+    /// The tree below `prefix`, or None if a listed object was gone when
+    /// read.
+    async fn read_cloud(&self, scheme: &str, bucket: &str, prefix: &str) -> Option<Tree> {
+        let store = self.store(scheme).clone();
+        let req = ListRequest {
+            prefix: format!("{prefix}/"),
+            ..Default::default()
+        };
+        let mut pages = Box::pin(shoal_core::paginate::pages(
+            store.clone(),
+            bucket.to_owned(),
+            req,
+        ));
+        let mut t = Tree::new();
+        while let Some(page) = pages.next().await {
+            for o in page.unwrap().objects {
+                let r = match store.get(bucket, &o.key, ByteRange::from(0), None).await {
+                    Ok(r) => r,
+                    Err(e) if e.kind() == shoal_core::ErrorKind::NotFound => return None,
+                    Err(e) => panic!("{e}"),
+                };
+                let mut body = Vec::new();
+                let mut s = r.body;
+                while let Some(b) = s.next().await {
+                    body.extend_from_slice(&b.unwrap());
+                }
+                t.insert(o.key[prefix.len() + 1..].to_string(), body);
+            }
+        }
+        Some(t)
     }
 
     fn write(&self, side: &Side, tree: &Tree) {
