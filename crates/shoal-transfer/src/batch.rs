@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures::stream::{BoxStream, StreamExt};
 use shoal_core::error::escape_controls;
 use shoal_core::retry::RetryPolicy;
-use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, Store};
+use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result};
 
 use crate::download::{download_known, download_to_file};
 use crate::stream::copy_object;
@@ -41,8 +41,7 @@ use crate::tree::{Entry, destination};
 use crate::upload::upload_file;
 use crate::{SMALL_UPLOAD, SmallBudget, TransferOptions};
 
-/// Finds the store for a location (the CLI builds stores lazily).
-pub type StoreFor = Arc<dyn Fn(&Location) -> Result<Arc<dyn Store>> + Send + Sync>;
+pub use shoal_core::StoreFor;
 
 /// One step of a batch.
 #[derive(Debug, Clone)]
@@ -208,18 +207,26 @@ pub async fn execute(
     policy: &RetryPolicy,
 ) -> Result<u64> {
     match action {
+        // Already gone is done: what a delete is for holds, as S3 answers
+        // anyway (GCS says 404). Another process, or a request an
+        // interrupted run had sent, may have deleted it since the listing.
         Action::Delete { dst } => {
             if dst.is_local() {
-                tokio::fs::remove_file(&dst.key)
-                    .await
-                    .map_err(|e| Error::io(Op::Delete, &dst.key, e))?;
+                match tokio::fs::remove_file(&dst.key).await {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(Error::io(Op::Delete, &dst.key, e));
+                    }
+                    _ => {}
+                }
             } else {
                 let store = store_for(dst)?;
                 let _slot = opts.for_transfer(Some(0)).permit().await;
-                store
-                    .delete(&dst.bucket, &dst.key)
-                    .await
-                    .map_err(|e| e.with_url(dst.to_string()))?;
+                match store.delete(&dst.bucket, &dst.key).await {
+                    Err(e) if e.kind() != ErrorKind::NotFound => {
+                        return Err(e.with_url(dst.to_string()));
+                    }
+                    _ => {}
+                }
             }
             Ok(0)
         }

@@ -685,3 +685,23 @@ async fn small_requests_in_flight_are_bounded_by_their_buffers_too() {
         assert_eq!(s.peak_in_flight(), peak, "downloads of {size} B");
     }
 }
+
+/// A batch's delete of something already gone is done, not failed: the
+/// object is absent either way (GCS answers 404, S3 204; a local file may
+/// have been removed since it was listed).
+#[tokio::test]
+async fn deleting_what_is_already_gone_succeeds() {
+    use shoal_transfer::batch::Action;
+    let s = Arc::new(MemoryStore::new());
+    s.create_bucket("b").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let actions = vec![
+        Action::Delete {
+            dst: Location::parse("gs://b/never-there").unwrap(),
+        },
+        Action::Delete {
+            dst: Location::parse(dir.path().join("gone").to_str().unwrap()).unwrap(),
+        },
+    ];
+    run_batch(s, actions, TransferOptions::default()).await;
+}
