@@ -11,11 +11,11 @@
 
 use std::sync::{Arc, OnceLock};
 
+use shoal_core::StoreFor;
 use shoal_core::http::HttpConfig;
 use shoal_core::local::LocalStore;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{Location, Result, Scheme, Store};
-use shoal_transfer::batch::StoreFor;
 
 pub use shoal_s3::Addressing;
 

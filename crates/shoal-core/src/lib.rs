@@ -31,6 +31,6 @@ pub use error::{Error, ErrorKind, Op, Result};
 pub use meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion, Projection};
 pub use store::{
     Assemble, BoxByteStream, Capabilities, GetResponse, MultipartUpload, PartInfo, PutOptions,
-    Store, StoredPart,
+    Store, StoreFor, StoredPart,
 };
 pub use url::{Location, Scheme};

@@ -9,7 +9,6 @@
 //! It never skips a byte and never repeats one.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 
@@ -100,7 +99,7 @@ pub fn resuming_stream(
                     tracing::debug!(url = %st.url, pos = st.pos, error = %e, "download stream broke; resuming");
                     st.failures += 1;
                     st.body = None;
-                    tokio::time::sleep(backoff(st.failures)).await;
+                    tokio::time::sleep(st.policy.delay(st.failures)).await;
                 }
                 Some(Err(e)) => {
                     st.done = true;
@@ -121,7 +120,7 @@ pub fn resuming_stream(
                             return Some((Err(e), st));
                         }
                         tracing::debug!(url = %st.url, pos = st.pos, end, "download stream ended early; resuming");
-                        tokio::time::sleep(backoff(st.failures)).await;
+                        tokio::time::sleep(st.policy.delay(st.failures)).await;
                     }
                     _ => return None,
                 },
@@ -130,10 +129,4 @@ pub fn resuming_stream(
     })
     .fuse()
     .boxed()
-}
-
-fn backoff(failures: u32) -> Duration {
-    let base = Duration::from_millis(50) * 2u32.saturating_pow(failures.min(8));
-    let jitter = rand::random_range(0..=base.as_millis() as u64 / 2);
-    base.min(Duration::from_secs(5)) + Duration::from_millis(jitter)
 }

@@ -58,6 +58,18 @@ impl RetryPolicy {
             .with_jitter()
     }
 
+    /// The wait before retry number `retry` (1 for the first), on the same
+    /// schedule [`RetryPolicy::run`] uses: for loops that retry by hand
+    /// (a download stream resumed from its last byte).
+    pub fn delay(&self, retry: u32) -> Duration {
+        use backon::BackoffBuilder;
+        self.builder()
+            .with_max_times(retry.max(1) as usize)
+            .build()
+            .nth(retry.max(1) as usize - 1)
+            .unwrap_or(self.max_delay)
+    }
+
     /// Runs `f` until it succeeds, fails with a non-retryable error, or the
     /// attempts run out. The last error is returned as it was.
     pub async fn run<T, F, Fut>(&self, what: &str, f: F) -> Result<T>
@@ -102,6 +114,23 @@ mod tests {
             .await;
         assert_eq!(r.unwrap(), 7);
         assert_eq!(n.load(Ordering::SeqCst), 4);
+    }
+
+    #[test]
+    fn delays_grow_within_the_policy() {
+        let p = RetryPolicy::default();
+        for retry in 1..=12 {
+            let d = p.delay(retry);
+            // Jitter adds up to one more step; the cap holds before it.
+            assert!(d >= p.initial_delay, "retry {retry}: {d:?}");
+            assert!(d <= 2 * p.max_delay, "retry {retry}: {d:?}");
+        }
+        let fast = RetryPolicy {
+            initial_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(4),
+            ..Default::default()
+        };
+        assert!(fast.delay(10) <= Duration::from_millis(8));
     }
 
     #[tokio::test(start_paused = true)]

@@ -4,8 +4,12 @@
 //! ranged GET, one PUT, the steps of a multipart upload. Pagination, retries
 //! of whole operations, slicing, globbing and parallelism are written once
 //! on top of it (in `shoal-transfer` and the listing code), so a new backend
-//! gets all of them by writing these methods. There are no default method
-//! bodies: an implementor sees at compile time everything it must decide.
+//! gets all of them by writing these methods. The primitives have no
+//! default bodies: an implementor sees at compile time everything it must
+//! decide. Three optional extras do (`parts`, `supports_put_stream`,
+//! `put_stream`), each defaulting to "this store cannot", which callers
+//! already handle (no part list to check against, multipart instead of a
+//! streaming session).
 //!
 //! Methods take `bucket` and `key` as plain strings, not a URL, because the
 //! store is already bound to an endpoint and credentials; the same store
@@ -305,3 +309,9 @@ pub trait Store: Send + Sync + Debug {
         ))
     }
 }
+
+/// Finds the store serving a location: what a batch of actions over
+/// several schemes is given (the CLI and the Python package build their
+/// stores once per scheme).
+pub type StoreFor =
+    std::sync::Arc<dyn Fn(&crate::Location) -> Result<std::sync::Arc<dyn Store>> + Send + Sync>;
