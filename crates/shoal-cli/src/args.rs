@@ -143,6 +143,9 @@ pub(crate) struct LsArgs {
     /// key ranges in memory until the earlier ones are done).
     #[arg(long)]
     pub(crate) sorted: bool,
+    /// With -r: names are keys below the listed prefix (a glob's: below its literal folder).
+    #[command(flatten)]
+    pub(crate) filters: FilterFlags,
 }
 
 #[derive(Debug, Args)]
@@ -165,6 +168,8 @@ pub(crate) struct DuArgs {
     /// Parallel list requests (1 = one at a time).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub(crate) parallel: Option<u32>,
+    #[command(flatten)]
+    pub(crate) filters: FilterFlags,
 }
 
 fn parse_group_by(s: &str) -> Result<shoal_list::du::GroupBy, String> {
@@ -262,8 +267,11 @@ pub(crate) struct RmArgs {
     #[arg(short = 'r', long)]
     pub(crate) recursive: bool,
     /// Print what would be deleted (`would remove URL`), delete nothing.
-    #[arg(long)]
+    #[arg(long, short = 'n')]
     pub(crate) dry_run: bool,
+    /// With -r or a glob: names are keys below the prefix (a glob's: below its literal folder).
+    #[command(flatten)]
+    pub(crate) filters: FilterFlags,
 }
 
 #[derive(Debug, Args)]
@@ -305,10 +313,104 @@ pub(crate) struct CpArgs {
     /// resumable for stdin and cloud-to-cloud).
     #[arg(long, value_enum, default_value = "auto", value_name = "METHOD")]
     pub(crate) gcs_upload: GcsUploadArg,
+    /// Never replace a destination that exists (atomically: the store's precondition, or a rename that does not replace); those are counted as skipped. No short letter: gcloud's and s5cmd's `cp -n` is this flag, shoal's `-n` is --dry-run.
+    #[arg(long)]
+    pub(crate) no_clobber: bool,
+    /// With -r or a glob source: print what would be copied, copy nothing.
+    #[arg(long, short = 'n')]
+    pub(crate) dry_run: bool,
+    /// With -r or a glob source: names are relative to the folder copied (`cp -r DIR`: below `DIR/`; a glob: below its literal folder).
+    #[command(flatten)]
+    pub(crate) filters: FilterFlags,
     #[command(flatten)]
     pub(crate) links: LinkFlags,
     #[command(flatten)]
     pub(crate) limits: LimitFlags,
+}
+
+/// `--include` / `--exclude` (see `shoal_list::filter`): rules tried in
+/// the order given, the first that matches decides; when any `--include`
+/// is given, a name no rule matches is left out, otherwise it is kept.
+#[derive(Debug, Args, Default)]
+pub(crate) struct FilterFlags {
+    /// Act on names matching GLOB (repeatable; rules are tried in the order given, first match wins; with any --include, names no rule matches are left out). Names are relative to the command's root; `*`, `?`, `[..]` within a level, `**` across levels.
+    #[arg(long, value_name = "GLOB")]
+    pub(crate) include: Vec<String>,
+    /// Leave alone names matching GLOB (repeatable; see --include for the order). `sync --delete` never deletes an excluded destination file.
+    #[arg(long, value_name = "GLOB")]
+    pub(crate) exclude: Vec<String>,
+    /// Both kinds of rule in command-line order (filled from clap's
+    /// indices after parsing: see `order_rules`).
+    #[arg(skip)]
+    pub(crate) rules: Vec<shoal_list::Rule>,
+}
+
+impl FilterFlags {
+    /// Whether any rule was given.
+    pub(crate) fn any(&self) -> bool {
+        !self.include.is_empty() || !self.exclude.is_empty()
+    }
+
+    /// The compiled filter (None without rules); an invalid glob is a
+    /// usage error naming the flag.
+    pub(crate) fn filter(
+        &self,
+    ) -> Result<Option<std::sync::Arc<shoal_list::Filter>>, crate::Failure> {
+        let rules = if self.rules.is_empty() {
+            // Not reordered (a caller that built the flags itself).
+            self.include
+                .iter()
+                .map(|p| shoal_list::Rule::Include(p.clone()))
+                .chain(
+                    self.exclude
+                        .iter()
+                        .map(|p| shoal_list::Rule::Exclude(p.clone())),
+                )
+                .collect()
+        } else {
+            self.rules.clone()
+        };
+        shoal_list::Filter::new(&rules)
+            .map(|f| f.map(std::sync::Arc::new))
+            .map_err(crate::Failure::Usage)
+    }
+
+    /// Puts `--include` and `--exclude` back in the order they were typed
+    /// (clap keeps each flag's values apart, with their positions).
+    fn order_rules(&mut self, m: &clap::ArgMatches) {
+        let mut rules: Vec<(usize, shoal_list::Rule)> = Vec::new();
+        for (id, include) in [("include", true), ("exclude", false)] {
+            if let (Some(at), Some(values)) = (m.indices_of(id), m.get_many::<String>(id)) {
+                for (i, v) in at.zip(values) {
+                    let r = if include {
+                        shoal_list::Rule::Include(v.clone())
+                    } else {
+                        shoal_list::Rule::Exclude(v.clone())
+                    };
+                    rules.push((i, r));
+                }
+            }
+        }
+        rules.sort_by_key(|(i, _)| *i);
+        self.rules = rules.into_iter().map(|(_, r)| r).collect();
+    }
+}
+
+impl Command {
+    /// Fills each verb's [`FilterFlags::rules`] from the parsed matches.
+    pub(crate) fn order_filters(&mut self, m: &clap::ArgMatches) {
+        let Some((_, sub)) = m.subcommand() else {
+            return;
+        };
+        match self {
+            Command::Cp(a) => a.filters.order_rules(sub),
+            Command::Sync(a) => a.filters.order_rules(sub),
+            Command::Rm(a) => a.filters.order_rules(sub),
+            Command::Ls(a) => a.filters.order_rules(sub),
+            Command::Du(a) => a.filters.order_rules(sub),
+            _ => {}
+        }
+    }
 }
 
 /// What a walk of a local folder does with symbolic links. Without either
@@ -475,9 +577,21 @@ pub(crate) struct SyncArgs {
     /// Print what would be done, do nothing.
     #[arg(long, short = 'n')]
     pub(crate) dry_run: bool,
-    /// Compare checksums instead of size and modification time: the strongest both sides have (CRC32C, CRC32, CRC64NVME, composite, MD5; local files are read), else size and time.
+    /// Compare checksums instead of size and modification time: the strongest both sides have (CRC32C, CRC32, CRC64NVME, composite, MD5; local files are read), else size and time. (Default: copy when the sizes differ, else when the source is newer.)
     #[arg(long, short = 'c')]
     pub(crate) checksum: bool,
+    /// Compare sizes only: copy when they differ, whatever the times.
+    #[arg(long, conflicts_with = "checksum")]
+    pub(crate) size_only: bool,
+    /// Never replace a destination file newer than its source, whatever the sizes (otherwise the comparison above decides).
+    #[arg(long, short = 'u')]
+    pub(crate) update: bool,
+    /// Never replace a destination that exists: only what it lacks is copied (atomically, as cp --no-clobber); the rest is counted as skipped. No short letter: `-n` is --dry-run.
+    #[arg(long)]
+    pub(crate) no_clobber: bool,
+    /// Names are keys relative to SRC and DST; an excluded destination file is never deleted.
+    #[command(flatten)]
+    pub(crate) filters: FilterFlags,
     /// Read the source bucket's listing from FILE (written by `shoal ls -r --json --sorted SRC > FILE`) instead of listing it.
     #[arg(long, value_name = "FILE")]
     pub(crate) source_listing: Option<String>,
@@ -494,6 +608,9 @@ pub(crate) struct SyncArgs {
 pub(crate) struct RunArgs {
     /// File of commands, one per line (`cp SRC DST`, `rm URL`; `#` comments); `-` reads stdin.
     pub(crate) file: String,
+    /// Never replace a destination that exists, on every `cp` line (atomically, as cp --no-clobber); those are counted as skipped. No short letter.
+    #[arg(long)]
+    pub(crate) no_clobber: bool,
     #[command(flatten)]
     pub(crate) limits: LimitFlags,
 }

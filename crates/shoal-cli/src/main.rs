@@ -35,8 +35,6 @@ mod progress;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 use crate::args::{Cli, Command};
 use crate::config::Context;
 
@@ -81,7 +79,15 @@ fn main() -> ExitCode {
         );
     }));
 
-    let cli = match Cli::try_parse() {
+    let parsed = {
+        use clap::{CommandFactory, FromArgMatches};
+        Cli::command().try_get_matches().and_then(|m| {
+            let mut cli = Cli::from_arg_matches(&m)?;
+            cli.command.order_filters(&m);
+            Ok(cli)
+        })
+    };
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind as K;

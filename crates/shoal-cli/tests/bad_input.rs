@@ -523,6 +523,67 @@ fn table() -> Vec<Case> {
             2,
             &["not a tree"],
         ),
+        // Filters, --no-clobber, sync's comparisons.
+        case(
+            "invalid glob in --include",
+            &["ls", "-r", "--include", "a[", "gs://b/"],
+            2,
+            &["--include \"a[\"", "never closed"],
+        ),
+        case(
+            "invalid glob in sync --exclude",
+            &["sync", "--exclude", "[z-a]", "{DIR}", "gs://b/x"],
+            2,
+            &["--exclude \"[z-a]\"", "invalid character range"],
+        ),
+        case(
+            "invalid glob in du --exclude",
+            &["du", "--exclude", "x/[a/b]", "gs://b/"],
+            2,
+            &["--exclude", "cannot match '/'"],
+        ),
+        case(
+            "empty --include",
+            &["rm", "-r", "--include", "", "gs://b/p/"],
+            2,
+            &["--include \"\"", "empty pattern"],
+        ),
+        case(
+            "--size-only with --checksum",
+            &["sync", "--size-only", "--checksum", "{DIR}", "gs://b/x"],
+            2,
+            &["--size-only", "--checksum"],
+        ),
+        case(
+            "cp -n of one file",
+            &["cp", "-n", "gs://b/k", "{DIR}/k"],
+            2,
+            &["--dry-run", "--no-clobber"],
+        ),
+        case(
+            "filters on one file",
+            &["cp", "--exclude", "*.tmp", "gs://b/k", "{DIR}/k"],
+            2,
+            &["--include/--exclude", "cp -r"],
+        ),
+        case(
+            "ls filters without -r",
+            &["ls", "--include", "*.txt", "gs://b/"],
+            2,
+            &["ls -r"],
+        ),
+        case(
+            "rm filters on named objects",
+            &["rm", "--exclude", "*.txt", "gs://b/k"],
+            2,
+            &["rm -r"],
+        ),
+        case(
+            "sync --size-only with -c",
+            &["sync", "-u", "-c", "--size-only", "{DIR}", "gs://b/x"],
+            2,
+            &["--size-only"],
+        ),
         case(
             "endpoint without host",
             &[

@@ -92,6 +92,60 @@ pub fn persist(tmp: &Path, file: &File, dest: &Path) -> std::io::Result<()> {
     std::fs::rename(tmp, dest)
 }
 
+/// [`persist`], but never over an existing `dest` (`--no-clobber`): the
+/// rename itself refuses, atomically, so a file another writer put there
+/// a moment ago is never replaced (a check first would leave that gap).
+/// `renameat2(RENAME_NOREPLACE)`; where the file system lacks it, a hard
+/// link to `dest` (which fails if `dest` exists) and then the working
+/// name removed. An existing `dest` is an error of kind `AlreadyExists`,
+/// and the working file is left for the caller to remove.
+pub fn persist_new(tmp: &Path, file: &File, dest: &Path) -> std::io::Result<()> {
+    if !is_same_file(tmp, file) {
+        return Err(std::io::Error::other(format!(
+            "the working file {} was replaced by another writer; nothing was renamed into place",
+            tmp.display()
+        )));
+    }
+    match rename_noreplace(tmp, dest) {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) => {
+            std::fs::hard_link(tmp, dest)?;
+            let _ = std::fs::remove_file(tmp);
+            Ok(())
+        }
+        r => r,
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+    };
+    let (from, to) = (c(from)?, c(to)?);
+    // SAFETY: both are NUL-terminated paths that outlive the call.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn rename_noreplace(_: &Path, _: &Path) -> std::io::Result<()> {
+    Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
+}
+
 /// Removes `path` if it still names `file` (a working file another writer
 /// has replaced is theirs now).
 pub fn remove_if_same(path: &Path, file: &File) {
@@ -104,6 +158,12 @@ pub fn remove_if_same(path: &Path, file: &File) {
 /// `to` (created, with its folders, as needed): `to` is the old file or
 /// the whole new one, never a part. Returns the bytes copied.
 pub fn copy_file(from: &Path, to: &Path) -> crate::Result<u64> {
+    copy_file_with(from, to, false)
+}
+
+/// [`copy_file`]; with `no_clobber` an existing `to` is never replaced
+/// ([`persist_new`]): that is an error of kind `Precondition`.
+pub fn copy_file_with(from: &Path, to: &Path, no_clobber: bool) -> crate::Result<u64> {
     use crate::error::{Error, Op};
     let to_s = to.display().to_string();
     if let Some(parent) = to.parent() {
@@ -116,14 +176,33 @@ pub fn copy_file(from: &Path, to: &Path) -> crate::Result<u64> {
     let copied = std::io::copy(&mut src, &mut file)
         .map_err(|e| Error::io(Op::Copy, from.display().to_string(), e))
         .and_then(|n| {
-            persist(&tmp, &file, to)
-                .map(|()| n)
-                .map_err(|e| Error::io(Op::Write, &to_s, e))
+            let done = if no_clobber {
+                persist_new(&tmp, &file, to)
+            } else {
+                persist(&tmp, &file, to)
+            };
+            done.map(|()| n)
+                .map_err(|e| persist_error(Op::Write, &to_s, e))
         });
     if copied.is_err() {
         remove_if_same(&tmp, &file);
     }
     copied
+}
+
+/// The error of a failed [`persist`] or [`persist_new`]: an existing
+/// destination (only `persist_new` refuses one) is a `Precondition`, as a
+/// store's `if_not_exists` is.
+pub fn persist_error(op: crate::error::Op, dest: &str, e: std::io::Error) -> crate::Error {
+    if e.kind() == std::io::ErrorKind::AlreadyExists {
+        return crate::Error::new(
+            crate::ErrorKind::Precondition,
+            op,
+            dest,
+            "exists; not replaced (--no-clobber)",
+        );
+    }
+    crate::Error::io(op, dest, e)
 }
 
 /// Whether a file name has the exact shape of a working file:
@@ -150,6 +229,34 @@ pub fn is_working_file(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `persist_new` never replaces: a destination that exists keeps its
+    /// bytes and the refusal says so; a missing one is written.
+    #[test]
+    fn persist_new_never_replaces() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("d");
+        std::fs::write(&dest, b"theirs").unwrap();
+        let (p, mut f) = create_beside(&dest, "shoal-tmp").unwrap();
+        std::io::Write::write_all(&mut f, b"ours").unwrap();
+        let e = persist_new(&p, &f, &dest).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&dest).unwrap(), b"theirs");
+        let e = persist_error(crate::error::Op::Write, "d", e);
+        assert_eq!(e.kind(), crate::ErrorKind::Precondition);
+        std::fs::remove_file(&dest).unwrap();
+        persist_new(&p, &f, &dest).unwrap();
+        assert_eq!(std::fs::read(&dest).unwrap(), b"ours");
+        assert!(!p.exists());
+        // copy_file_with: the same rule.
+        let src = dir.path().join("s");
+        std::fs::write(&src, b"new").unwrap();
+        let e = copy_file_with(&src, &dest, true).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Precondition);
+        assert_eq!(std::fs::read(&dest).unwrap(), b"ours");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 2, "no working file is left behind");
+    }
 
     #[test]
     fn tokens_differ_and_have_their_shape() {

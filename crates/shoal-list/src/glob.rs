@@ -142,7 +142,7 @@ impl KeyGlob {
     }
 }
 
-fn compile(re: &str) -> std::result::Result<Regex, String> {
+pub(crate) fn compile(re: &str) -> std::result::Result<Regex, String> {
     Regex::new(re).map_err(|e| format!("invalid glob: {e}"))
 }
 
@@ -160,7 +160,7 @@ fn lit(out: &mut String, c: char) {
 
 /// Our syntax → a regex body (unanchored). Returns it and whether a
 /// match can hold a `/` beyond the literal prefix's levels.
-fn translate(key: &str) -> std::result::Result<(String, bool), String> {
+pub(crate) fn translate(key: &str) -> std::result::Result<(String, bool), String> {
     let chars: Vec<char> = key.chars().collect();
     // `(?s)`: keys may hold newlines, and `.` must match them too.
     let mut out = String::with_capacity(key.len() * 2 + 8);

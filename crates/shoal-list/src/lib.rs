@@ -8,6 +8,7 @@
 //! - [`parallel`]: ranges `[start, end)` that split themselves when a worker
 //!   is idle; [`split`] finds where to cut.
 //! - [`du`]: totals and groups.
+//! - [`filter`]: `--include` / `--exclude` rules on relative names.
 //!
 //! Entry points: [`expand`] (every object a URL or glob names: what `cp`,
 //! `rm`, `cat` and `du` act on) and [`entries`] (what `ls` shows for a
@@ -23,6 +24,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod du;
+pub mod filter;
 pub mod glob;
 pub mod parallel;
 pub mod plan;
@@ -34,6 +36,7 @@ use futures::stream::{self, BoxStream, StreamExt};
 use shoal_core::paginate::pages;
 use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, Store};
 
+pub use filter::{Filter, Rule};
 pub use glob::{KeyGlob, has_wildcard};
 pub use parallel::{ListStats, ParallelOptions};
 pub use plan::{ListOptions, Plan};

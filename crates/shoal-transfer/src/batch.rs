@@ -151,9 +151,13 @@ pub async fn run(
             let (store_for, opts, counters) = (store_for.clone(), opts.clone(), counters.clone());
             async move {
                 let outcome = match a {
-                    Ok(action) => execute(&action, &store_for, &opts, &policy)
-                        .await
-                        .map(|b| (action, b)),
+                    Ok(action) => match execute(&action, &store_for, &opts, &policy).await {
+                        Ok(b) => Ok((action, b)),
+                        Err(e) => Err(match &action {
+                            Action::Copy { dst, .. } => clobber_refused(e, &opts, dst),
+                            Action::Delete { .. } => e,
+                        }),
+                    },
                     Err(e) => Err(e),
                 };
                 counters.done.fetch_add(1, Ordering::Relaxed);
@@ -231,6 +235,18 @@ pub async fn execute(
             Ok(0)
         }
         Action::Copy { src, meta, dst } => {
+            // --no-clobber into a local folder: a file already there is
+            // not downloaded for nothing. Only a shortcut: the rename that
+            // ends the copy is what refuses to replace (one made after
+            // this look is kept too).
+            if opts.no_clobber && dst.is_local() && Path::new(&dst.key).symlink_metadata().is_ok() {
+                return Err(Error::new(
+                    ErrorKind::Precondition,
+                    Op::Copy,
+                    &dst.key,
+                    "exists; not replaced (--no-clobber)",
+                ));
+            }
             let r = match (src.is_local(), dst.is_local()) {
                 // The upload takes a small-request slot itself once its
                 // size is known (callers naming files give none).
@@ -268,17 +284,33 @@ pub async fn execute(
                     let opts = opts.for_transfer(small);
                     copy_object(store_for(src)?, src, store_for(dst)?, dst, &opts, policy).await?
                 }
-                (true, true) => return copy_local(&src.key, &dst.key).await,
+                (true, true) => {
+                    return copy_local(&src.key, &dst.key, opts.no_clobber).await;
+                }
             };
             Ok(r.bytes)
         }
     }
 }
 
-async fn copy_local(from: &str, to: &str) -> Result<u64> {
+/// `--no-clobber`'s refusal (the store's precondition, or a local rename
+/// that would replace) as a skip: the destination was there, as asked.
+fn clobber_refused(e: Error, opts: &TransferOptions, dst: &Location) -> Error {
+    if opts.no_clobber && e.kind() == ErrorKind::Precondition {
+        return Error::new(
+            ErrorKind::Skipped,
+            Op::Copy,
+            dst.to_string(),
+            "exists; not replaced (--no-clobber)",
+        );
+    }
+    e
+}
+
+async fn copy_local(from: &str, to: &str, no_clobber: bool) -> Result<u64> {
     let (from, to) = (from.to_owned(), to.to_owned());
     tokio::task::spawn_blocking(move || {
-        shoal_core::workfile::copy_file(Path::new(&from), Path::new(&to))
+        shoal_core::workfile::copy_file_with(Path::new(&from), Path::new(&to), no_clobber)
     })
     .await
     .map_err(|e| Error::new(ErrorKind::Io, Op::Copy, "a local copy", e.to_string()))?

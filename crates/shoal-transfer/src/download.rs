@@ -324,8 +324,22 @@ async fn download_planned(
     };
     // What is renamed into place is the file this download wrote and
     // verified, or nothing.
-    shoal_core::workfile::persist(&tmp, &file, dest)
-        .map_err(|e| Error::io(Op::Write, &dest_s, e))?;
+    let persisted = if opts.no_clobber {
+        shoal_core::workfile::persist_new(&tmp, &file, dest)
+    } else {
+        shoal_core::workfile::persist(&tmp, &file, dest)
+    };
+    if let Err(e) = persisted {
+        let e = shoal_core::workfile::persist_error(Op::Download, &dest_s, e);
+        // Refused because the destination exists: the bytes are not for
+        // a rerun either.
+        if e.kind() == ErrorKind::Precondition
+            && let Some(p) = partial.and_then(|p| Arc::try_unwrap(p).ok())
+        {
+            p.discard();
+        }
+        return Err(e);
+    }
     drop(file);
     guard.disarm();
     match partial {

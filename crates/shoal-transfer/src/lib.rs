@@ -84,6 +84,16 @@ pub struct TransferOptions {
     pub resume: bool,
     /// How a GCS destination takes an upload (see [`GcsUpload`]).
     pub gcs_upload: GcsUpload,
+    /// Never replace an existing destination (`--no-clobber`), decided
+    /// atomically where the write lands, never by a look first: uploads
+    /// and cloud-to-cloud copies carry the store's precondition
+    /// (`PutOptions::if_not_exists`: GCS `ifGenerationMatch=0`, S3
+    /// `If-None-Match: *`, on the single PUT or the multipart completion),
+    /// local writes rename without replacing
+    /// ([`shoal_core::workfile::persist_new`]). A destination that exists
+    /// fails with [`shoal_core::ErrorKind::Precondition`], which a batch
+    /// counts as skipped.
+    pub no_clobber: bool,
 }
 
 /// Cheap requests in flight in a batch by default (see
@@ -216,6 +226,7 @@ impl Default for TransferOptions {
             rates: rate::Rates::default(),
             resume: true,
             gcs_upload: GcsUpload::Auto,
+            no_clobber: false,
         }
     }
 }

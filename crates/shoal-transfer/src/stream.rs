@@ -73,6 +73,10 @@ pub async fn upload_stream(
     put_opts: &PutOptions,
     opts: &TransferOptions,
 ) -> Result<Report> {
+    let put_opts = &PutOptions {
+        if_not_exists: put_opts.if_not_exists || opts.no_clobber,
+        ..put_opts.clone()
+    };
     // `fill` may ask again after the end: a fused stream keeps answering None.
     let mut body: BoxByteStream = Box::pin(body.fuse());
     let url = dst.to_string();

@@ -50,6 +50,10 @@ pub enum Compare {
     /// stores' own; computed for local files; see [`crate::same`]), else
     /// as `SizeAndTime`. Exact, costs a read of local files.
     Checksum,
+    /// Size alone (`--size-only`): copy only when the sizes differ. For
+    /// destinations whose times say nothing (a store that sets its own on
+    /// every write, files restored with new times).
+    SizeOnly,
 }
 
 /// What a sync does besides copying what differs.
@@ -63,6 +67,14 @@ pub struct SyncOptions {
     pub max_delete: Option<u64>,
     /// With `delete`, go on even when the source lists nothing at all.
     pub delete_when_source_empty: bool,
+    /// Never replace a destination newer than its source, whatever the
+    /// sizes (`--update`); otherwise `compare` decides.
+    pub update: bool,
+    /// Never replace a destination that exists (`--no-clobber`): a name
+    /// the destination lists is reported as skipped, and copies of the
+    /// others carry the store's precondition (see
+    /// [`crate::TransferOptions::no_clobber`]) for one made meanwhile.
+    pub no_clobber: bool,
 }
 
 /// Counts of what the plan holds, for tests (and a debug log line).
@@ -118,15 +130,14 @@ pub fn sync_plan(
         stopped: false,
         stats: stats.clone(),
     };
-    let compare = opts.compare;
     futures::stream::unfold(merge, |mut m| async move {
         let step = m.next().await?;
         Some((step, m))
     })
     .map(move |step| {
         let (store_for, rates) = (store_for.clone(), rates.clone());
-        let dst = dst.clone();
-        async move { decide(step, &dst, compare, &store_for, &rates).await }
+        let (dst, opts) = (dst.clone(), opts.clone());
+        async move { decide(step, &dst, &opts, &store_for, &rates).await }
     })
     .buffered(COMPARE_AT_ONCE)
     .filter_map(move |(decided, entries)| {
@@ -152,7 +163,7 @@ enum Step {
 async fn decide(
     step: Step,
     dst: &Location,
-    compare: Compare,
+    opts: &SyncOptions,
     store_for: &StoreFor,
     rates: &Rates,
 ) -> (Option<Result<Action>>, usize) {
@@ -163,8 +174,11 @@ async fn decide(
             let held = 1 + usize::from(theirs.is_some());
             let differs = match &theirs {
                 None => true,
+                // --update: a newer destination stays, whatever the sizes.
+                Some(t) if opts.update && dst_newer(&e.meta, &t.meta) => false,
                 Some(t) if t.meta.size != e.meta.size => true,
-                Some(t) => match compare {
+                Some(t) => match opts.compare {
+                    Compare::SizeOnly => false,
                     Compare::SizeAndTime => newer(&e.meta, &t.meta),
                     Compare::Checksum => match same_bytes(&e, t, store_for, rates).await {
                         Ok(Some(same)) => !same,
@@ -176,6 +190,20 @@ async fn decide(
             };
             if !differs {
                 return (None, held);
+            }
+            if opts.no_clobber
+                && let Some(t) = &theirs
+            {
+                let why = "exists; not replaced (--no-clobber)";
+                return (
+                    Some(Err(Error::new(
+                        ErrorKind::Skipped,
+                        Op::Copy,
+                        t.src.to_string(),
+                        why,
+                    ))),
+                    held,
+                );
             }
             let action = destination(dst, &e.rel, &e.src.to_string()).map(|to| Action::Copy {
                 src: e.src,
@@ -193,6 +221,11 @@ fn newer(src: &ObjectMeta, dst: &ObjectMeta) -> bool {
         (Some(a), Some(b)) => a > b,
         _ => true,
     }
+}
+
+/// `--update`'s rule: is the destination known to be newer?
+fn dst_newer(src: &ObjectMeta, dst: &ObjectMeta) -> bool {
+    matches!((src.updated_ns, dst.updated_ns), (Some(a), Some(b)) if b > a)
 }
 
 /// One listing, peeked one entry ahead, its order checked.
@@ -507,6 +540,8 @@ mod tests {
             delete,
             max_delete: None,
             delete_when_source_empty: false,
+            update: false,
+            no_clobber: false,
         }
     }
 
@@ -608,6 +643,85 @@ mod tests {
             plan(src, dst, opts(false)).await,
             ["copy dst/size", "copy dst/time"]
         );
+    }
+
+    /// `--size-only` copies what differs in size, whatever the times;
+    /// `--update` never replaces a newer destination, whatever the sizes.
+    #[tokio::test]
+    async fn size_only_and_update() {
+        let src = || {
+            vec![
+                Ok(entry("gs", "", "new", 3, 5)),
+                Ok(entry("gs", "", "newer-bigger", 4, 5)),
+                Ok(entry("gs", "", "newer-same", 3, 5)),
+                Ok(entry("gs", "", "older-bigger", 4, 5)),
+                Ok(entry("gs", "", "older-same", 3, 5)),
+            ]
+        };
+        // "older"/"newer": the destination's age against the source's.
+        let dst = || {
+            vec![
+                Ok(entry("s3", "dst/", "newer-bigger", 3, 9)),
+                Ok(entry("s3", "dst/", "newer-same", 3, 9)),
+                Ok(entry("s3", "dst/", "older-bigger", 3, 1)),
+                Ok(entry("s3", "dst/", "older-same", 3, 1)),
+            ]
+        };
+        let size_only = SyncOptions {
+            compare: Compare::SizeOnly,
+            ..opts(false)
+        };
+        assert_eq!(
+            plan(src(), dst(), size_only).await,
+            [
+                "copy dst/new",
+                "copy dst/newer-bigger",
+                "copy dst/older-bigger"
+            ]
+        );
+        let update = SyncOptions {
+            update: true,
+            ..opts(false)
+        };
+        assert_eq!(
+            plan(src(), dst(), update).await,
+            [
+                "copy dst/new",
+                "copy dst/older-bigger",
+                "copy dst/older-same"
+            ]
+        );
+        let both = SyncOptions {
+            compare: Compare::SizeOnly,
+            update: true,
+            ..opts(false)
+        };
+        assert_eq!(
+            plan(src(), dst(), both).await,
+            ["copy dst/new", "copy dst/older-bigger"]
+        );
+    }
+
+    /// `--no-clobber`: what the destination lists is skipped, never
+    /// copied over; what it lacks is copied.
+    #[tokio::test]
+    async fn no_clobber_skips_what_the_destination_has() {
+        let src = vec![
+            Ok(entry("gs", "", "a", 4, 5)),
+            Ok(entry("gs", "", "b", 3, 5)),
+        ];
+        let dst = vec![Ok(entry("s3", "dst/", "a", 3, 1))];
+        let o = SyncOptions {
+            no_clobber: true,
+            ..opts(false)
+        };
+        let got = plan(src, dst, o).await;
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(
+            got[0].starts_with("error ") && got[0].contains("--no-clobber"),
+            "{got:?}"
+        );
+        assert_eq!(got[1], "copy dst/b");
     }
 
     #[tokio::test]

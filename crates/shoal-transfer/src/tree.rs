@@ -20,7 +20,7 @@ use std::sync::Arc;
 use futures::stream::{BoxStream, StreamExt};
 use shoal_core::local_path::{key_to_relative_path, relative_path_to_key};
 use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Projection, Result, Store};
-use shoal_list::{KeyGlob, ListOptions};
+use shoal_list::{Filter, KeyGlob, ListOptions};
 
 /// One thing to copy: where from, its relative name, what we know of it.
 #[derive(Debug, Clone)]
@@ -176,6 +176,50 @@ pub fn enumerate(
                 .boxed()
         }
     }
+}
+
+/// Keeps the entries `filter` admits (`--include` / `--exclude`, see
+/// [`shoal_list::filter`]), judged by their name below the command's root:
+/// an entry's `rel` without `lead` (`cp -r DIR` names entries `DIR/...`;
+/// its rules see what is below `DIR/`). A skip from a local walk is judged
+/// by its path below `local_root` (the `root` the walk was given), so a
+/// link or FIFO that is excluded is neither reported nor counted: it was
+/// not asked for. Everything else passes (failures are never filtered
+/// away). Entry by entry, as they stream past: nothing is held.
+pub fn filter_entries(
+    entries: BoxStream<'static, Result<Entry>>,
+    filter: Option<Arc<Filter>>,
+    lead: &str,
+    local_root: Option<&str>,
+) -> BoxStream<'static, Result<Entry>> {
+    let Some(filter) = filter else {
+        return entries;
+    };
+    let lead = lead.to_owned();
+    let local_root = local_root.map(|r| {
+        let mut r = normal_local(r.trim_end_matches('/')).display().to_string();
+        if !r.ends_with('/') {
+            r.push('/');
+        }
+        r
+    });
+    entries
+        .filter(move |item| {
+            let name = |rel: &str| {
+                let name = rel.strip_prefix(lead.as_str()).unwrap_or(rel);
+                filter.admits(name)
+            };
+            let keep = match item {
+                Ok(e) => name(&e.rel),
+                Err(e) if is_skip(e) => match &local_root {
+                    Some(root) => e.url().strip_prefix(root.as_str()).is_none_or(name),
+                    None => true,
+                },
+                Err(_) => true,
+            };
+            futures::future::ready(keep)
+        })
+        .boxed()
 }
 
 fn walk_local(src: &Location, root: &str, walk: Walk) -> BoxStream<'static, Result<Entry>> {
@@ -478,6 +522,49 @@ mod tests {
                 .to_string(),
             "gs://b/a//b"
         );
+    }
+
+    /// Rules judge the name below `cp -r DIR`'s own level, and a local
+    /// skip (a link) that the rules exclude is neither reported nor
+    /// counted; failures always pass.
+    #[tokio::test]
+    async fn filters_judge_names_below_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("data");
+        std::fs::create_dir_all(src.join("sub")).unwrap();
+        for f in ["a.txt", "b.tmp", "sub/c.txt"] {
+            std::fs::write(src.join(f), b"x").unwrap();
+        }
+        std::os::unix::fs::symlink("a.txt", src.join("link.tmp")).unwrap();
+        std::os::unix::fs::symlink("a.txt", src.join("link.txt")).unwrap();
+        let root = format!("{}/", dir.path().display());
+        let loc = Location::parse(src.to_str().unwrap()).unwrap();
+        let filter = Filter::new(&[shoal_list::Rule::Exclude("**.tmp".into())])
+            .unwrap()
+            .map(Arc::new);
+        let walked = enumerate(
+            &loc,
+            None,
+            &root,
+            Projection::NameSizeTime,
+            1,
+            true,
+            false,
+            Walk::default(),
+        );
+        let got: Vec<String> = filter_entries(walked, filter, "data/", Some(&root))
+            .map(|e| match e {
+                Ok(e) => e.rel,
+                Err(e) => format!("skip {}", e.url().rsplit('/').next().unwrap()),
+            })
+            .collect()
+            .await;
+        assert_eq!(got, ["data/a.txt", "skip link.txt", "data/sub/c.txt"]);
+        let failed = futures::stream::iter(vec![Err(Error::invalid(Op::List, "u", "x"))]).boxed();
+        let only = Filter::new(&[shoal_list::Rule::Include("nothing".into())])
+            .unwrap()
+            .map(Arc::new);
+        assert_eq!(filter_entries(failed, only, "", None).count().await, 1);
     }
 
     /// A local walk yields names in the order a bucket lists the same

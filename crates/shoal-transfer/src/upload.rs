@@ -69,6 +69,7 @@ pub async fn upload_file_with(
         crc32c: None,
         md5: None,
         other_crc: None,
+        if_not_exists: put.if_not_exists || opts.no_clobber,
         ..put.clone()
     };
     let path_s = path.display().to_string();

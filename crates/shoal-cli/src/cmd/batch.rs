@@ -85,6 +85,49 @@ pub(crate) fn name_skips(
         .boxed()
 }
 
+/// `sync -n` and `cp -r -n`: prints each action the plan makes as it makes it (`would copy …`,
+/// `would delete …`), and each problem, then the counts.
+pub(crate) async fn dry_run(
+    ctx: &Context,
+    mut plan: BoxStream<'static, Result<Action>>,
+    verb: &str,
+) -> CmdResult {
+    let (mut copies, mut deletes, mut problems) = (0u64, 0u64, 0u64);
+    while let Some(item) = plan.next().await {
+        match item {
+            Ok(act) => {
+                match act {
+                    Action::Copy { .. } => copies += 1,
+                    Action::Delete { .. } => deletes += 1,
+                }
+                println!("would {act}");
+            }
+            // Skipped as asked: named with -v, not a problem.
+            Err(e) if e.kind() == shoal_core::ErrorKind::Skipped => {
+                if ctx.verbose {
+                    eprintln!("shoal: skipped: {e}");
+                }
+            }
+            Err(e) => {
+                problems += 1;
+                if e.kind() == shoal_core::ErrorKind::SkippedUnasked {
+                    eprintln!("shoal: skipped: {e}");
+                } else {
+                    eprintln!("shoal: {e}");
+                }
+            }
+        }
+    }
+    if !ctx.quiet {
+        eprintln!("{verb} (dry run): {copies} to copy, {deletes} to delete");
+    }
+    if problems == 0 {
+        Ok(())
+    } else {
+        Err(Failure::Reported)
+    }
+}
+
 fn what_matched_nothing(r: &BatchReport) -> bool {
     r.copied == 0 && r.deleted == 0 && r.failed == 0 && r.skipped == 0
 }

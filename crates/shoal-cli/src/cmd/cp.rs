@@ -39,9 +39,20 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
     if let Some(p) = a.part_size {
         opts.part_size = p;
     }
+    opts.no_clobber = a.no_clobber;
     let is_glob = a.src != "-" && a.src.contains("://") && shoal_list::has_wildcard(&a.src);
     if a.recursive || is_glob {
         return copy_many(ctx, &a, opts).await;
+    }
+    if a.dry_run {
+        return Err(Failure::Usage(
+            "cp -n/--dry-run: for cp -r and glob sources (to skip destinations that exist, use --no-clobber: gcloud's and s5cmd's cp -n)".into(),
+        ));
+    }
+    if a.filters.any() {
+        return Err(Failure::Usage(
+            "cp --include/--exclude: for cp -r and glob sources; a single file is named by its path".into(),
+        ));
     }
     let src = if a.src == "-" {
         None
@@ -77,13 +88,29 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
         (None, Some(d)) => {
             let progress = Progress::start(None, ctx.quiet);
             opts.progress = Some(progress.counter());
-            let report = from_stdin(ctx, &d, &opts).await?;
+            let report = match from_stdin(ctx, &d, &opts).await {
+                Err(Failure::Failed(m)) if a.no_clobber && m.contains(NOT_REPLACED) => {
+                    progress.finish();
+                    if !ctx.quiet {
+                        eprintln!("Skipped stdin: {d} exists (--no-clobber)");
+                    }
+                    return Ok(());
+                }
+                r => r?,
+            };
             (report, format!("stdin → {d}"), progress.finish())
         }
-        (Some(s), Some(d)) => {
-            let (report, dst_name, elapsed) = copy_one(ctx, &s, &d, &mut opts).await?;
-            (report, format!("{s} → {dst_name}"), elapsed)
-        }
+        (Some(s), Some(d)) => match copy_one(ctx, &s, &d, &mut opts).await {
+            Ok((report, dst_name, elapsed)) => (report, format!("{s} → {dst_name}"), elapsed),
+            Err(Failure::Failed(m)) if a.no_clobber && m.contains(NOT_REPLACED) => {
+                if !ctx.quiet {
+                    eprintln!("Skipped {s}: the destination exists (--no-clobber)");
+                }
+                tracing::debug!("{m}");
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        },
     };
     if !ctx.quiet {
         let unit = if report.pieces == 1 {
@@ -109,6 +136,10 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
     }
     Ok(())
 }
+
+/// What a `--no-clobber` refusal says (`shoal_core::workfile::persist_error`
+/// and the stores' precondition failures both become it in `copy_one`).
+const NOT_REPLACED: &str = "not replaced (--no-clobber)";
 
 /// `cp -r` and glob sources: many files through the batch engine.
 async fn copy_many(ctx: &Context, a: &CpArgs, opts: TransferOptions) -> CmdResult {
@@ -149,6 +180,21 @@ async fn copy_many(ctx: &Context, a: &CpArgs, opts: TransferOptions) -> CmdResul
         shoal_transfer::guard::refuse_overlap("cp -r", &src, &lands)
             .map_err(|e| Failure::Usage(e.to_string()))?;
     }
+    let filter = a.filters.filter()?;
+    // `cp -r DIR` names its entries `DIR/...`; rules see what is below.
+    let lead = if a.recursive && !shoal_list::has_wildcard(&src.key) {
+        let name = Path::new(src.key.trim_end_matches('/'))
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if name.is_empty() || name == "." || name == ".." {
+            String::new()
+        } else {
+            format!("{name}/")
+        }
+    } else {
+        String::new()
+    };
     let root = shoal_transfer::tree::copy_root(&src).map_err(|e| Failure::Usage(e.to_string()))?;
     let store_for = ctx.store_for(&[&src, &dst])?;
     let src_store = if src.is_local() {
@@ -166,9 +212,23 @@ async fn copy_many(ctx: &Context, a: &CpArgs, opts: TransferOptions) -> CmdResul
         false,
         a.links.walk(),
     );
+    let local_root = src.is_local().then_some(root.as_str());
+    let entries = shoal_transfer::tree::filter_entries(entries, filter, &lead, local_root);
     let actions = shoal_transfer::batch::copy_actions(entries, dst);
+    if a.dry_run {
+        return crate::cmd::batch::dry_run(ctx, actions, "cp").await;
+    }
     crate::cmd::batch::run_and_report(ctx, actions, store_for, opts, "Copied", &src.to_string())
         .await
+}
+
+/// An engine's error as the command's: a failed precondition (only
+/// `--no-clobber` sends one) says it was that refusal.
+fn refusal(e: Error) -> Failure {
+    if e.kind() == ErrorKind::Precondition && !e.to_string().contains(NOT_REPLACED) {
+        return Failure::Failed(format!("{e} ({NOT_REPLACED})"));
+    }
+    e.into()
 }
 
 async fn copy_one(
@@ -191,7 +251,9 @@ async fn copy_one(
             let store = ctx.store(&dst)?;
             let progress = Progress::start(Some(md.len()), ctx.quiet);
             opts.progress = Some(progress.counter());
-            let r = upload_file(store, path, &dst, opts).await?;
+            let r = upload_file(store, path, &dst, opts)
+                .await
+                .map_err(refusal)?;
             Ok((r, dst.to_string(), progress.finish()))
         }
         (false, true) => {
@@ -212,8 +274,12 @@ async fn copy_one(
             let progress = Progress::start(meta.as_ref().map(|m| m.size), ctx.quiet);
             opts.progress = Some(progress.counter());
             let r = match &meta {
-                Some(meta) => download_known(store, src, meta, &dest, opts, &ctx.retry).await?,
-                None => download_to_file(store, src, &dest, opts, &ctx.retry).await?,
+                Some(meta) => download_known(store, src, meta, &dest, opts, &ctx.retry)
+                    .await
+                    .map_err(refusal)?,
+                None => download_to_file(store, src, &dest, opts, &ctx.retry)
+                    .await
+                    .map_err(refusal)?,
             };
             Ok((r, dest.display().to_string(), progress.finish()))
         }
@@ -222,7 +288,9 @@ async fn copy_one(
             let (ss, ds) = (ctx.store(src)?, ctx.store(&dst)?);
             let progress = Progress::start(None, ctx.quiet);
             opts.progress = Some(progress.counter());
-            let r = copy_object(ss, src, ds, &dst, opts, &ctx.retry).await?;
+            let r = copy_object(ss, src, ds, &dst, opts, &ctx.retry)
+                .await
+                .map_err(refusal)?;
             Ok((r, dst.to_string(), progress.finish()))
         }
         (true, true) => {
@@ -248,12 +316,13 @@ async fn copy_one(
             check_destination(&dest)?;
             let progress = Progress::start(Some(md.len()), ctx.quiet);
             let dest_s = dest.display().to_string();
-            let (f, d) = (from.clone(), dest.clone());
-            let n = tokio::task::spawn_blocking(move || shoal_core::workfile::copy_file(&f, &d))
-                .await
-                .map_err(|e| {
-                    Error::new(shoal_core::ErrorKind::Io, Op::Copy, &dest_s, e.to_string())
-                })??;
+            let (f, d, nc) = (from.clone(), dest.clone(), opts.no_clobber);
+            let n = tokio::task::spawn_blocking(move || {
+                shoal_core::workfile::copy_file_with(&f, &d, nc)
+            })
+            .await
+            .map_err(|e| Error::new(shoal_core::ErrorKind::Io, Op::Copy, &dest_s, e.to_string()))?
+            .map_err(refusal)?;
             let r = Report {
                 resumed: 0,
                 bytes: n,
@@ -349,11 +418,16 @@ async fn from_stdin(
         drop(f);
         let n = n
             .and_then(|n| {
-                shoal_core::workfile::persist(&tmp, &check, &dest)
-                    .map(|()| n)
-                    .map_err(|e| Error::io(Op::Write, &dst.key, e))
+                let done = if opts.no_clobber {
+                    shoal_core::workfile::persist_new(&tmp, &check, &dest)
+                } else {
+                    shoal_core::workfile::persist(&tmp, &check, &dest)
+                };
+                done.map(|()| n)
+                    .map_err(|e| shoal_core::workfile::persist_error(Op::Write, &dst.key, e))
             })
-            .inspect_err(|_| shoal_core::workfile::remove_if_same(&tmp, &check))?;
+            .inspect_err(|_| shoal_core::workfile::remove_if_same(&tmp, &check))
+            .map_err(refusal)?;
         return Ok(Report {
             resumed: 0,
             bytes: n,
@@ -369,5 +443,7 @@ async fn from_stdin(
     }
     let store = ctx.store(dst)?;
     let body = reader_stream(tokio::io::stdin(), "stdin");
-    Ok(upload_stream(store, body, dst, &PutOptions::default(), opts).await?)
+    upload_stream(store, body, dst, &PutOptions::default(), opts)
+        .await
+        .map_err(refusal)
 }

@@ -34,6 +34,7 @@ pub(crate) async fn run(ctx: &Context, a: DuArgs) -> CmdResult {
         }
         shoal_list::check(loc)?;
     }
+    let filter = a.filters.filter()?;
     let group_by = match (a.summarize, a.group_by) {
         (true, _) => GroupBy::None,
         (false, Some(g)) => g,
@@ -59,9 +60,16 @@ pub(crate) async fn run(ctx: &Context, a: DuArgs) -> CmdResult {
         let base = KeyGlob::parse(&loc.to_string(), &loc.key)?
             .map_or_else(|| loc.key.clone(), |g| g.literal_prefix().to_owned());
         let mut du = Du::new(group_by, &base, now_ns);
+        let root = shoal_list::filter::listing_root(&loc.key);
         let mut objects = std::pin::pin!(shoal_list::expand(store, &loc, &opts));
         while let Some(m) = objects.next().await {
-            du.add(&m?);
+            let m = m?;
+            if let Some(f) = &filter
+                && !f.admits(shoal_list::filter::name_below(&root, &m.key))
+            {
+                continue;
+            }
+            du.add(&m);
         }
         if du.total().objects == 0 {
             eprintln!("shoal: du {loc}: matched no objects");

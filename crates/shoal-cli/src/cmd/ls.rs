@@ -30,10 +30,18 @@ struct Printer<'a> {
     args: &'a LsArgs,
     objects: u64,
     bytes: u64,
+    /// `--include`/`--exclude` (only with -r) and the root names are
+    /// relative to.
+    filter: Option<(Arc<shoal_list::Filter>, String)>,
 }
 
 impl Printer<'_> {
     fn object(&mut self, loc: &Location, m: &ObjectMeta) -> std::io::Result<()> {
+        if let Some((f, root)) = &self.filter
+            && !f.admits(shoal_list::filter::name_below(root, &m.key))
+        {
+            return Ok(());
+        }
         let url = loc.with_key(m.key.clone()).to_string();
         self.objects += 1;
         self.bytes += m.size;
@@ -76,8 +84,14 @@ impl Printer<'_> {
 
 pub(crate) async fn run(ctx: &Context, a: LsArgs) -> CmdResult {
     let loc = super::parse(&a.url)?;
+    if a.filters.any() && !a.recursive {
+        return Err(Failure::Usage(
+            "ls --include/--exclude: for recursive listings (ls -r)".into(),
+        ));
+    }
+    let filter = a.filters.filter()?;
     if loc.is_local() {
-        return ls_local(&loc, &a);
+        return ls_local(&loc, &a, filter);
     }
     // A bad glob is a usage error before any store is built.
     shoal_list::check(&loc)?;
@@ -95,6 +109,7 @@ pub(crate) async fn run(ctx: &Context, a: LsArgs) -> CmdResult {
         args: &a,
         objects: 0,
         bytes: 0,
+        filter: filter.map(|f| (f, shoal_list::filter::listing_root(&loc.key))),
     };
     let delimiter = if a.recursive {
         None
@@ -234,7 +249,7 @@ pub(crate) fn write_failure(e: std::io::Error) -> Failure {
     }
 }
 
-fn ls_local(loc: &Location, a: &LsArgs) -> CmdResult {
+fn ls_local(loc: &Location, a: &LsArgs, filter: Option<Arc<shoal_list::Filter>>) -> CmdResult {
     let path = std::path::Path::new(&loc.key);
     let md = std::fs::metadata(path)
         .map_err(|e| Failure::from(shoal_core::Error::io(shoal_core::Op::List, &loc.key, e)))?;
@@ -245,6 +260,10 @@ fn ls_local(loc: &Location, a: &LsArgs) -> CmdResult {
         collect_local(path, a.recursive, &mut entries)
             .map_err(|e| Failure::from(shoal_core::Error::io(shoal_core::Op::List, &loc.key, e)))?;
         entries.sort();
+        if let Some(f) = filter {
+            let root = format!("{}/", loc.key.trim_end_matches('/'));
+            entries.retain(|(name, ..)| f.admits(name.strip_prefix(&root).unwrap_or(name)));
+        }
     } else {
         entries.push((
             path.display().to_string(),

@@ -17,6 +17,12 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
         .iter()
         .map(|u| super::parse(u))
         .collect::<Result<Vec<_>, _>>()?;
+    let filter = a.filters.filter()?;
+    if filter.is_some() && !a.recursive && !a.urls.iter().any(|u| shoal_list::has_wildcard(u)) {
+        return Err(Failure::Usage(
+            "rm --include/--exclude: for rm -r and globs; objects named one by one are deleted as named".into(),
+        ));
+    }
     let mut failed = 0usize;
     // Objects named one by one (on the command line, so few) are deleted
     // together at the end, concurrently.
@@ -45,6 +51,20 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
         // Everything the URL names, deleted as it is listed: memory holds
         // a page and the deletions in flight, whatever the key count.
         let targets = targets(ctx, &loc, a.recursive)?;
+        let targets = match &filter {
+            None => targets,
+            Some(f) => {
+                let (f, root) = (f.clone(), shoal_list::filter::listing_root(&loc.key));
+                targets
+                    .filter(move |t| {
+                        let keep = t.as_ref().map_or(true, |l| {
+                            f.admits(shoal_list::filter::name_below(&root, &l.key))
+                        });
+                        futures::future::ready(keep)
+                    })
+                    .boxed()
+            }
+        };
         let (deleted, f) = delete_all(ctx, &a, targets).await;
         failed += f;
         if deleted == 0 && f == 0 {

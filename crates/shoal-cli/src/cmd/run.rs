@@ -44,7 +44,9 @@ pub(crate) async fn run(ctx: &Context, a: RunArgs) -> CmdResult {
     let locs: Vec<&Location> = schemes.iter().collect();
     let store_for = ctx.store_for(&locs)?;
     let stream = actions(file, a.file.clone());
-    crate::cmd::batch::run_and_report(ctx, stream, store_for, ctx.transfer.clone(), "Ran", "").await
+    let mut opts = ctx.transfer.clone();
+    opts.no_clobber = a.no_clobber;
+    crate::cmd::batch::run_and_report(ctx, stream, store_for, opts, "Ran", "").await
 }
 
 /// The plan as a file that can be read twice: the named one, or standard

@@ -5,13 +5,16 @@
 //! (copy when the source is newer): a second sync moves nothing because
 //! every copy is newer than its source. `--checksum` compares the
 //! strongest checksum both sides can give (CRC32C, CRC32/CRC64NVME, a
-//! composite one, MD5; computed for local files), else size and time.
+//! composite one, MD5; computed for local files), else size and time;
+//! `--size-only` compares sizes alone; `--update` keeps any destination
+//! newer than its source whatever the comparison says. `--include` /
+//! `--exclude` filter both listings by the same relative names, so an
+//! excluded destination file is neither compared nor deleted.
 
 use futures::StreamExt;
 use shoal_core::Projection;
-use shoal_transfer::batch::Action;
 use shoal_transfer::sync::{Compare, SyncOptions, sync_plan};
-use shoal_transfer::tree::{enumerate, sync_root};
+use shoal_transfer::tree::{enumerate, filter_entries, sync_root};
 
 use crate::args::SyncArgs;
 use crate::config::Context;
@@ -49,6 +52,7 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
             )));
         }
     }
+    let filter = a.filters.filter()?;
     let store_for = ctx.store_for(&[&src, &dst])?;
     let projection = if a.checksum {
         Projection::Full
@@ -66,8 +70,12 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
         } else {
             sync_root(l)
         };
+        // Both sides by the same rules: an excluded name is neither
+        // copied nor, on the destination, deleted.
+        let local_root = l.is_local().then_some(root.as_str());
         if let Some(file) = listing {
-            return crate::listing_file::read(file, l, &root);
+            let entries = crate::listing_file::read(file, l, &root)?;
+            return Ok(filter_entries(entries, filter.clone(), "", local_root));
         }
         let store = if l.is_local() {
             None
@@ -78,7 +86,7 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
         if !loc.is_local() {
             loc.key = root.clone();
         }
-        Ok(enumerate(
+        let entries = enumerate(
             &loc,
             store,
             &root,
@@ -87,7 +95,8 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
             true,
             true,
             walk,
-        ))
+        );
+        Ok(filter_entries(entries, filter.clone(), "", local_root))
     };
     let src_walk = a.links.walk();
     // The destination's own links and special files are neither copied
@@ -103,6 +112,8 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     };
     let compare = if a.checksum {
         Compare::Checksum
+    } else if a.size_only {
+        Compare::SizeOnly
     } else {
         Compare::SizeAndTime
     };
@@ -115,56 +126,17 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
             delete: a.delete,
             max_delete: a.max_delete,
             delete_when_source_empty: a.delete_when_source_empty,
+            update: a.update,
+            no_clobber: a.no_clobber,
         },
         store_for.clone(),
         ctx.transfer.rates.clone(),
         None,
     );
     if a.dry_run {
-        return dry_run(ctx, plan).await;
+        return crate::cmd::batch::dry_run(ctx, plan, "sync").await;
     }
-    crate::cmd::batch::run_and_report(ctx, plan, store_for, ctx.transfer.clone(), "Synced", "")
-        .await
-}
-
-/// Prints each action the plan makes as it makes it (`would copy …`,
-/// `would delete …`), and each problem, then the counts.
-async fn dry_run(
-    ctx: &Context,
-    mut plan: futures::stream::BoxStream<'static, shoal_core::Result<Action>>,
-) -> CmdResult {
-    let (mut copies, mut deletes, mut problems) = (0u64, 0u64, 0u64);
-    while let Some(item) = plan.next().await {
-        match item {
-            Ok(act) => {
-                match act {
-                    Action::Copy { .. } => copies += 1,
-                    Action::Delete { .. } => deletes += 1,
-                }
-                println!("would {act}");
-            }
-            // Skipped as asked: named with -v, not a problem.
-            Err(e) if e.kind() == shoal_core::ErrorKind::Skipped => {
-                if ctx.verbose {
-                    eprintln!("shoal: skipped: {e}");
-                }
-            }
-            Err(e) => {
-                problems += 1;
-                if e.kind() == shoal_core::ErrorKind::SkippedUnasked {
-                    eprintln!("shoal: skipped: {e}");
-                } else {
-                    eprintln!("shoal: {e}");
-                }
-            }
-        }
-    }
-    if !ctx.quiet {
-        eprintln!("sync (dry run): {copies} to copy, {deletes} to delete");
-    }
-    if problems == 0 {
-        Ok(())
-    } else {
-        Err(Failure::Reported)
-    }
+    let mut opts = ctx.transfer.clone();
+    opts.no_clobber = a.no_clobber;
+    crate::cmd::batch::run_and_report(ctx, plan, store_for, opts, "Synced", "").await
 }
