@@ -26,6 +26,7 @@ mod composite;
 pub mod decode;
 pub mod download;
 pub mod guard;
+pub mod metadata;
 pub mod partial;
 pub mod plan;
 pub mod rate;
@@ -84,6 +85,11 @@ pub struct TransferOptions {
     pub resume: bool,
     /// How a GCS destination takes an upload (see [`GcsUpload`]).
     pub gcs_upload: GcsUpload,
+    /// What every write stores beside its bytes (`--content-type`,
+    /// `--cache-control`, `--metadata`...): a file's upload adds the type
+    /// guessed from its name where none is set, a cloud-to-cloud copy the
+    /// source's metadata where these leave it unset (see [`metadata`]).
+    pub put: shoal_core::PutOptions,
 }
 
 /// Cheap requests in flight in a batch by default (see
@@ -216,6 +222,7 @@ impl Default for TransferOptions {
             rates: rate::Rates::default(),
             resume: true,
             gcs_upload: GcsUpload::Auto,
+            put: shoal_core::PutOptions::default(),
         }
     }
 }
