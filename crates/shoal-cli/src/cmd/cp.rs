@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use shoal_core::local_path::key_to_relative_path;
-use shoal_core::{Error, ErrorKind, Location, Op, PutOptions};
+use shoal_core::{Error, ErrorKind, Location, Op};
 use shoal_transfer::download::{
     check_destination, download_known, download_to_file, download_to_writer,
 };
@@ -38,6 +38,10 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
     }
     if let Some(p) = a.part_size {
         opts.part_size = p;
+    }
+    if a.dst != "-" {
+        let d = super::parse(&a.dst)?;
+        opts.put = (a.metadata.put(&d)).map_err(|m| Failure::Usage(format!("cp {d}: {m}")))?;
     }
     let is_glob = a.src != "-" && a.src.contains("://") && shoal_list::has_wildcard(&a.src);
     if a.recursive || is_glob {
@@ -369,5 +373,5 @@ async fn from_stdin(
     }
     let store = ctx.store(dst)?;
     let body = reader_stream(tokio::io::stdin(), "stdin");
-    Ok(upload_stream(store, body, dst, &PutOptions::default(), opts).await?)
+    Ok(upload_stream(store, body, dst, &opts.put, opts).await?)
 }

@@ -49,6 +49,9 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
             )));
         }
     }
+    let mut transfer = ctx.transfer.clone();
+    transfer.put =
+        (a.metadata.put(&dst)).map_err(|m| Failure::Usage(format!("sync {dst}: {m}")))?;
     let store_for = ctx.store_for(&[&src, &dst])?;
     let projection = if a.checksum {
         Projection::Full
@@ -123,8 +126,7 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     if a.dry_run {
         return dry_run(ctx, plan).await;
     }
-    crate::cmd::batch::run_and_report(ctx, plan, store_for, ctx.transfer.clone(), "Synced", "")
-        .await
+    crate::cmd::batch::run_and_report(ctx, plan, store_for, transfer, "Synced", "").await
 }
 
 /// Prints each action the plan makes as it makes it (`would copy …`,
