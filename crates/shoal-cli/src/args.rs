@@ -323,6 +323,8 @@ pub(crate) struct CpArgs {
     #[command(flatten)]
     pub(crate) filters: FilterFlags,
     #[command(flatten)]
+    pub(crate) metadata: MetadataFlags,
+    #[command(flatten)]
     pub(crate) links: LinkFlags,
     #[command(flatten)]
     pub(crate) limits: LimitFlags,
@@ -411,6 +413,145 @@ impl Command {
             _ => {}
         }
     }
+}
+
+/// What every object written stores beside its bytes. Unset, a file's
+/// Content-Type is guessed from its name and a cloud-to-cloud copy keeps
+/// the source's type, cache control, disposition and metadata.
+#[derive(Debug, Args)]
+pub(crate) struct MetadataFlags {
+    /// Content-Type of every object written (default: from the file name, index.html → text/html, else application/octet-stream; a cloud copy keeps the source's).
+    #[arg(long, value_name = "TYPE", value_parser = parse_header_value)]
+    pub(crate) content_type: Option<String>,
+    /// Cache-Control of every object written (e.g. 'public, max-age=3600').
+    #[arg(long, value_name = "VALUE", value_parser = parse_header_value)]
+    pub(crate) cache_control: Option<String>,
+    /// Content-Disposition of every object written (e.g. 'attachment; filename="a.csv"').
+    #[arg(long, value_name = "VALUE", value_parser = parse_header_value)]
+    pub(crate) content_disposition: Option<String>,
+    /// Custom metadata KEY=VALUE (repeatable; S3 x-amz-meta-KEY, GCS metadata); a cloud copy adds it to the source's.
+    #[arg(long = "metadata", value_name = "KEY=VALUE", value_parser = parse_metadata)]
+    pub(crate) metadata: Vec<(String, String)>,
+    /// Storage class of every object written (gs: STANDARD, NEARLINE, COLDLINE, ARCHIVE; s3: STANDARD, STANDARD_IA, INTELLIGENT_TIERING, GLACIER_IR, ...). Default: the bucket's.
+    #[arg(long, value_name = "CLASS", value_parser = parse_storage_class)]
+    pub(crate) storage_class: Option<String>,
+}
+
+impl MetadataFlags {
+    /// The flags as what each write stores; the storage class must be one
+    /// `dst`'s store knows.
+    pub(crate) fn put(&self, dst: &shoal_core::Location) -> Result<shoal_core::PutOptions, String> {
+        if let Some(class) = &self.storage_class {
+            check_storage_class(class, dst)?;
+        }
+        let mut metadata = std::collections::BTreeMap::new();
+        for (k, v) in &self.metadata {
+            if metadata.insert(k.clone(), v.clone()).is_some() {
+                return Err(format!("--metadata {k}: the key is given twice"));
+            }
+        }
+        Ok(shoal_core::PutOptions {
+            content_type: self.content_type.clone(),
+            cache_control: self.cache_control.clone(),
+            content_disposition: self.content_disposition.clone(),
+            storage_class: self.storage_class.clone(),
+            metadata,
+            ..Default::default()
+        })
+    }
+}
+
+/// Storage classes each store documents (GCS: storage classes; S3: the
+/// `x-amz-storage-class` values of PutObject).
+const GCS_CLASSES: &[&str] = &[
+    "STANDARD",
+    "NEARLINE",
+    "COLDLINE",
+    "ARCHIVE",
+    "MULTI_REGIONAL",
+    "REGIONAL",
+    "DURABLE_REDUCED_AVAILABILITY",
+];
+const S3_CLASSES: &[&str] = &[
+    "STANDARD",
+    "REDUCED_REDUNDANCY",
+    "STANDARD_IA",
+    "ONEZONE_IA",
+    "INTELLIGENT_TIERING",
+    "GLACIER",
+    "DEEP_ARCHIVE",
+    "OUTPOSTS",
+    "GLACIER_IR",
+    "SNOW",
+    "EXPRESS_ONEZONE",
+];
+
+/// `--storage-class`: upper case, as both stores spell them; one either knows.
+fn parse_storage_class(s: &str) -> Result<String, String> {
+    let c = s.trim().to_ascii_uppercase();
+    if GCS_CLASSES.contains(&c.as_str()) || S3_CLASSES.contains(&c.as_str()) {
+        return Ok(c);
+    }
+    Err(format!(
+        "unknown storage class '{s}' (gs://: {}; s3://: {})",
+        GCS_CLASSES[..4].join(", "),
+        S3_CLASSES.join(", ")
+    ))
+}
+
+/// A class the destination's store knows (local files have none).
+fn check_storage_class(class: &str, dst: &shoal_core::Location) -> Result<(), String> {
+    let (known, scheme) = match dst.scheme {
+        shoal_core::Scheme::Gs => (GCS_CLASSES, "gs://"),
+        shoal_core::Scheme::S3 => (S3_CLASSES, "s3://"),
+        _ => return Ok(()),
+    };
+    if known.contains(&class) {
+        return Ok(());
+    }
+    Err(format!(
+        "--storage-class {class}: not a {scheme} storage class (use one of {})",
+        known.join(", ")
+    ))
+}
+
+/// A header value the stores take: visible ASCII and spaces, no control
+/// characters (a newline would end the header), not empty.
+fn parse_header_value(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        return Err("the value is empty".into());
+    }
+    if let Some(c) = s.chars().find(|c| !(c.is_ascii_graphic() || *c == ' ')) {
+        return Err(format!(
+            "'{}' holds {c:?}: header values take printable ASCII only",
+            s.escape_debug()
+        ));
+    }
+    Ok(s.to_owned())
+}
+
+/// `--metadata KEY=VALUE`: the key an HTTP header name can carry (letters,
+/// digits and `!#$%&'*+-.^_`|~`; S3 sends it as `x-amz-meta-KEY`), the value
+/// a header value (it may be empty).
+fn parse_metadata(s: &str) -> Result<(String, String), String> {
+    let Some((k, v)) = s.split_once('=') else {
+        return Err(format!("'{}' is not KEY=VALUE", s.escape_debug()));
+    };
+    const TCHAR: &str = "!#$%&'*+-.^_`|~";
+    if k.is_empty()
+        || !k
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || TCHAR.contains(c))
+    {
+        return Err(format!(
+            "metadata key '{}' must be letters, digits and !#$%&'*+-.^_`|~ (it is sent as a header name)",
+            k.escape_debug()
+        ));
+    }
+    if !v.is_empty() {
+        parse_header_value(v).map_err(|e| format!("metadata {k}: {e}"))?;
+    }
+    Ok((k.to_owned(), v.to_owned()))
 }
 
 /// What a walk of a local folder does with symbolic links. Without either
@@ -553,6 +694,25 @@ mod tests {
     }
 
     #[test]
+    fn metadata_values() {
+        assert_eq!(parse_metadata("a=b=c").unwrap(), ("a".into(), "b=c".into()));
+        assert_eq!(parse_metadata("k=").unwrap(), ("k".into(), "".into()));
+        for bad in ["novalue", "=v", "a b=v", "k=line\nbreak", "ké=v", "k=é"] {
+            assert!(parse_metadata(bad).is_err(), "{bad}");
+        }
+        assert!(parse_header_value("text/html; charset=utf-8").is_ok());
+        assert!(parse_header_value("a\r\nx-evil: 1").is_err());
+        assert!(parse_header_value(" ").is_err());
+        assert_eq!(parse_storage_class("nearline").unwrap(), "NEARLINE");
+        assert!(parse_storage_class("FROZEN").is_err());
+        let s3 = shoal_core::Location::parse("s3://b/k").unwrap();
+        let gs = shoal_core::Location::parse("gs://b/k").unwrap();
+        assert!(check_storage_class("NEARLINE", &s3).is_err());
+        assert!(check_storage_class("NEARLINE", &gs).is_ok());
+        assert!(check_storage_class("STANDARD_IA", &gs).is_err());
+    }
+
+    #[test]
     fn cli_is_consistent() {
         use clap::CommandFactory;
         Cli::command().debug_assert();
@@ -598,6 +758,8 @@ pub(crate) struct SyncArgs {
     /// Read the destination bucket's listing from FILE (`shoal ls -r --json --sorted DST > FILE`) instead of listing it: for a destination only this sync writes.
     #[arg(long, value_name = "FILE")]
     pub(crate) dest_listing: Option<String>,
+    #[command(flatten)]
+    pub(crate) metadata: MetadataFlags,
     #[command(flatten)]
     pub(crate) links: LinkFlags,
     #[command(flatten)]

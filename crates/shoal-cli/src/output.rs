@@ -75,6 +75,19 @@ pub(crate) fn meta_json(url: &str, m: &ObjectMeta) -> serde_json::Value {
     if let Some(ce) = &m.content_encoding {
         o.insert("content_encoding".into(), ce.clone().into());
     }
+    let texts = [
+        ("content_type", &m.content_type),
+        ("cache_control", &m.cache_control),
+        ("content_disposition", &m.content_disposition),
+    ];
+    for (name, value) in texts {
+        if let Some(t) = value {
+            o.insert(name.into(), t.clone().into());
+        }
+    }
+    if !m.metadata.is_empty() {
+        o.insert("metadata".into(), serde_json::json!(m.metadata));
+    }
     v
 }
 

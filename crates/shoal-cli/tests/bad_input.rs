@@ -61,6 +61,54 @@ fn unknown_flag_and_bad_values() {
 }
 
 #[test]
+fn bad_metadata_flags() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["--metadata", "novalue"], &["novalue", "KEY=VALUE"]),
+        (&["--metadata", "=v"], &["metadata key"]),
+        (&["--metadata", "a b=v"], &["metadata key 'a b'"]),
+        (
+            &["--metadata", "k=line\nbreak"],
+            &["metadata k", "printable ASCII"],
+        ),
+        (
+            &["--metadata", "k=1", "--metadata", "k=2"],
+            &["--metadata k", "twice"],
+        ),
+        (
+            &["--content-type", "text/html\r\nx-evil: 1"],
+            &["--content-type", "printable ASCII"],
+        ),
+        (&["--cache-control", ""], &["--cache-control", "empty"]),
+        (
+            &["--content-disposition", "caf\u{e9}"],
+            &["--content-disposition"],
+        ),
+        (
+            &["--storage-class", "FROZEN"],
+            &["unknown storage class 'FROZEN'"],
+        ),
+        (
+            &["--storage-class", "NEARLINE"],
+            &["not a s3:// storage class"],
+        ),
+    ];
+    for (flags, needles) in cases {
+        for verb in ["cp", "sync"] {
+            let mut a = vec![verb];
+            a.extend(*flags);
+            a.extend(["/tmp", "s3://b/k"]);
+            run(with_args(shoal(), &a)).assert_one_line_error(2, needles);
+        }
+    }
+    // A class of the other store is refused for gs:// too.
+    run(with_args(
+        shoal(),
+        &["cp", "--storage-class", "standard_ia", "/tmp/x", "gs://b/k"],
+    ))
+    .assert_one_line_error(2, &["not a gs:// storage class"]);
+}
+
+#[test]
 fn verbs_that_need_an_object_say_so() {
     run(with_args(shoal(), &["stat", "gs://bucket"]))
         .assert_one_line_error(2, &["needs an object"]);

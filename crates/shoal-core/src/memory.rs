@@ -160,8 +160,12 @@ impl MemoryStore {
             version: Some(ObjectVersion::Generation(
                 self.generation.fetch_add(1, Ordering::Relaxed),
             )),
-            storage_class: Some("MEMORY".into()),
+            storage_class: Some(opts.storage_class.clone().unwrap_or("MEMORY".into())),
             content_encoding: opts.content_encoding.clone(),
+            content_type: opts.content_type.clone(),
+            cache_control: opts.cache_control.clone(),
+            content_disposition: opts.content_disposition.clone(),
+            metadata: opts.metadata.clone(),
         };
         b.insert(key.to_owned(), (data, meta.clone()));
         inner.parts.remove(&(bucket.to_owned(), key.to_owned()));

@@ -1,5 +1,6 @@
 //! Object metadata and list requests, the same shape for every backend.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 /// What a listing or a HEAD tells about one object.
@@ -28,6 +29,16 @@ pub struct ObjectMeta {
     pub storage_class: Option<String>,
     /// `Content-Encoding` as stored (e.g. `gzip`).
     pub content_encoding: Option<String>,
+    /// `Content-Type` as stored, when the answer carried it (a HEAD, an
+    /// upload's answer; listings leave it out).
+    pub content_type: Option<String>,
+    /// `Cache-Control` as stored (HEAD and upload answers only).
+    pub cache_control: Option<String>,
+    /// `Content-Disposition` as stored (HEAD and upload answers only).
+    pub content_disposition: Option<String>,
+    /// Custom metadata (S3 `x-amz-meta-*`, GCS `metadata`; HEAD and
+    /// upload answers only).
+    pub metadata: BTreeMap<String, String>,
 }
 
 impl ObjectMeta {

@@ -15,6 +15,7 @@
 //! store is already bound to an endpoint and credentials; the same store
 //! value serves every bucket behind that endpoint.
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::pin::Pin;
 
@@ -90,8 +91,38 @@ pub struct PutOptions {
     pub content_type: Option<String>,
     /// `Content-Encoding` to store.
     pub content_encoding: Option<String>,
+    /// `Cache-Control` to store.
+    pub cache_control: Option<String>,
+    /// `Content-Disposition` to store.
+    pub content_disposition: Option<String>,
+    /// Custom metadata to store (S3 `x-amz-meta-KEY`, GCS `metadata`).
+    pub metadata: BTreeMap<String, String>,
+    /// Storage class for the new object; None: the bucket's default.
+    pub storage_class: Option<String>,
     /// How `multipart_start` assembles the upload, where there is a choice.
     pub assemble: Assemble,
+}
+
+impl PutOptions {
+    /// These options for a copy of an object described by `src`: what is
+    /// set here wins, the rest (content type, encoding, cache control,
+    /// disposition) is the source's; custom metadata is the source's with
+    /// these keys added or replaced. The storage class is not carried:
+    /// classes differ between stores, so the destination's default holds
+    /// unless one is asked for.
+    pub fn keeping(&self, src: &ObjectMeta) -> PutOptions {
+        let or = |mine: &Option<String>, theirs: &Option<String>| mine.clone().or(theirs.clone());
+        let mut metadata = src.metadata.clone();
+        metadata.extend(self.metadata.iter().map(|(k, v)| (k.clone(), v.clone())));
+        PutOptions {
+            content_type: or(&self.content_type, &src.content_type),
+            content_encoding: or(&self.content_encoding, &src.content_encoding),
+            cache_control: or(&self.cache_control, &src.cache_control),
+            content_disposition: or(&self.content_disposition, &src.content_disposition),
+            metadata,
+            ..self.clone()
+        }
+    }
 }
 
 /// How a multipart upload is assembled, for stores that have more than one

@@ -90,12 +90,7 @@ impl Client {
     ) -> Result<ObjectMeta> {
         let url = gs_url(bucket, dest);
         let mut destination = serde_json::Map::new();
-        if let Some(t) = &opts.content_type {
-            destination.insert("contentType".into(), t.as_str().into());
-        }
-        if let Some(e) = &opts.content_encoding {
-            destination.insert("contentEncoding".into(), e.as_str().into());
-        }
+        crate::object::descriptive_metadata(&mut destination, opts);
         let sources: Vec<_> = sources.iter().map(|s| json!({ "name": s })).collect();
         let body = Bytes::from(
             json!({ "sourceObjects": sources, "destination": destination }).to_string(),

@@ -109,6 +109,7 @@ impl RawObject<'_> {
                 .map(Cow::into_owned)
                 .filter(|e| !e.is_empty() && e != "identity"),
             key: name,
+            ..Default::default()
         })
     }
 }
@@ -159,7 +160,31 @@ pub(crate) fn parse_object(json: &[u8], op: Op, url: &str) -> Result<ObjectMeta>
     require_object(json).map_err(|e| protocol(op, url, EXPECTED, e))?;
     let raw: RawObject<'_> =
         serde_json::from_slice(json).map_err(|e| protocol(op, url, EXPECTED, e))?;
-    raw.into_meta().map_err(|e| protocol(op, url, EXPECTED, e))
+    let mut meta = raw
+        .into_meta()
+        .map_err(|e| protocol(op, url, EXPECTED, e))?;
+    // Read here, not in `RawObject`: listings skip them without allocating.
+    let d: Descriptive =
+        serde_json::from_slice(json).map_err(|e| protocol(op, url, EXPECTED, e))?;
+    meta.content_type = d.content_type.filter(|t| !t.is_empty());
+    meta.cache_control = d.cache_control.filter(|t| !t.is_empty());
+    meta.content_disposition = d.content_disposition.filter(|t| !t.is_empty());
+    meta.metadata = d.metadata.unwrap_or_default();
+    Ok(meta)
+}
+
+/// What an object resource says about its content, beyond [`RawObject`].
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Descriptive {
+    #[serde(default)]
+    content_type: Option<String>,
+    #[serde(default)]
+    cache_control: Option<String>,
+    #[serde(default)]
+    content_disposition: Option<String>,
+    #[serde(default)]
+    metadata: Option<std::collections::BTreeMap<String, String>>,
 }
 
 impl Client {

@@ -253,13 +253,31 @@ pub(crate) fn object_metadata(key: &str, crc: Option<u32>, opts: &PutOptions) ->
     if let Some(md5) = &opts.md5 {
         m.insert("md5Hash".into(), md5_to_base64(md5).into());
     }
-    if let Some(t) = &opts.content_type {
-        m.insert("contentType".into(), t.as_str().into());
-    }
-    if let Some(e) = &opts.content_encoding {
-        m.insert("contentEncoding".into(), e.as_str().into());
-    }
+    descriptive_metadata(&mut m, opts);
     serde_json::Value::Object(m)
+}
+
+/// What an object resource says about its content beyond the bytes: the
+/// fields an upload, a compose's destination and the XML API share.
+pub(crate) fn descriptive_metadata(
+    m: &mut serde_json::Map<String, serde_json::Value>,
+    opts: &PutOptions,
+) {
+    let fields = [
+        ("contentType", &opts.content_type),
+        ("contentEncoding", &opts.content_encoding),
+        ("cacheControl", &opts.cache_control),
+        ("contentDisposition", &opts.content_disposition),
+        ("storageClass", &opts.storage_class),
+    ];
+    for (name, value) in fields {
+        if let Some(v) = value {
+            m.insert(name.into(), v.as_str().into());
+        }
+    }
+    if !opts.metadata.is_empty() {
+        m.insert("metadata".into(), json!(opts.metadata));
+    }
 }
 
 /// Where the server validated nothing (or an emulator that does not), at
@@ -398,6 +416,7 @@ fn meta_from_headers(key: &str, h: &HeaderMap) -> ObjectMeta {
             .map(ObjectVersion::Generation),
         storage_class: text("x-goog-storage-class").map(str::to_owned),
         content_encoding: encoding,
+        ..Default::default()
     }
 }
 
@@ -465,9 +484,17 @@ mod tests {
             md5: Some([0; 16]),
             content_type: Some("text/plain".into()),
             content_encoding: Some("gzip".into()),
+            cache_control: Some("no-cache".into()),
+            content_disposition: Some("attachment".into()),
+            storage_class: Some("NEARLINE".into()),
+            metadata: [("k".to_owned(), "v".to_owned())].into(),
             ..Default::default()
         };
         let m = object_metadata("a//b", Some(0xE306_9283), &opts);
+        assert_eq!(m["cacheControl"], "no-cache");
+        assert_eq!(m["contentDisposition"], "attachment");
+        assert_eq!(m["storageClass"], "NEARLINE");
+        assert_eq!(m["metadata"]["k"], "v");
         assert_eq!(m["name"], "a//b");
         assert_eq!(m["crc32c"], "4waSgw==");
         assert_eq!(m["md5Hash"], "AAAAAAAAAAAAAAAAAAAAAA==");

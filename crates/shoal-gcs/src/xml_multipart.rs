@@ -28,7 +28,10 @@
 //! server (`tests/xml_multipart.rs`).
 
 use bytes::Bytes;
-use reqwest::header::{CONTENT_ENCODING, CONTENT_TYPE, ETAG, HeaderMap};
+use reqwest::header::{
+    CACHE_CONTROL, CONTENT_DISPOSITION, CONTENT_ENCODING, CONTENT_TYPE, ETAG, HeaderMap,
+    HeaderName, HeaderValue,
+};
 use shoal_core::checksum::{crc32c_combine_all, crc32c_to_base64};
 use shoal_core::http::error_from_reqwest;
 use shoal_core::xml::{complete_multipart_body, error_code_kind, read_simple};
@@ -56,6 +59,42 @@ fn server_id(upload: &MultipartUpload) -> &str {
         .upload_id
         .strip_prefix(ID_PREFIX)
         .unwrap_or(&upload.upload_id)
+}
+
+/// The headers of the XML API's initiate request: what the assembled
+/// object stores (its type, encoding, cache control, disposition, custom
+/// metadata as `x-goog-meta-KEY`, storage class).
+fn initiate_headers(opts: &PutOptions) -> std::result::Result<HeaderMap, String> {
+    let mut h = HeaderMap::new();
+    let value = |name: &str, v: &str| {
+        HeaderValue::from_str(v)
+            .map_err(|_| format!("invalid characters in the {name} value {v:?}"))
+    };
+    let content_type = opts
+        .content_type
+        .as_deref()
+        .unwrap_or("application/octet-stream");
+    h.insert(CONTENT_TYPE, value("Content-Type", content_type)?);
+    let fixed = [
+        (CONTENT_ENCODING, &opts.content_encoding),
+        (CACHE_CONTROL, &opts.cache_control),
+        (CONTENT_DISPOSITION, &opts.content_disposition),
+        (
+            HeaderName::from_static("x-goog-storage-class"),
+            &opts.storage_class,
+        ),
+    ];
+    for (name, v) in fixed {
+        if let Some(v) = v {
+            h.insert(name.clone(), value(name.as_str(), v)?);
+        }
+    }
+    for (k, v) in &opts.metadata {
+        let name = HeaderName::try_from(format!("x-goog-meta-{k}"))
+            .map_err(|_| format!("metadata key {k:?} cannot be sent as a header"))?;
+        h.insert(name, value(k, v)?);
+    }
+    Ok(h)
 }
 
 impl Client {
@@ -93,20 +132,12 @@ impl Client {
             upload_id: String::new(),
         };
         let http_url = format!("{}?uploads", self.xml_url(&upload));
-        let content_type = opts
-            .content_type
-            .as_deref()
-            .unwrap_or("application/octet-stream");
+        let headers = initiate_headers(opts).map_err(|m| Error::invalid(Op::Multipart, &url, m))?;
         let body = self
             .call_bytes(Op::Multipart, &url, |c| {
-                let req = c
-                    .post(&http_url)
-                    .header(CONTENT_TYPE, content_type)
-                    .body(Bytes::new());
-                match &opts.content_encoding {
-                    Some(e) => req.header(CONTENT_ENCODING, e.as_str()),
-                    None => req,
-                }
+                c.post(&http_url)
+                    .headers(headers.clone())
+                    .body(Bytes::new())
             })
             .await
             .map_err(|e| match e.status() {
@@ -389,5 +420,33 @@ mod tests {
             upload_id: "xml:ABC".into(),
         };
         assert_eq!(server_id(&up), "ABC");
+    }
+
+    #[test]
+    fn the_initiate_request_carries_what_the_object_stores() {
+        let opts = PutOptions {
+            content_type: Some("text/html".into()),
+            cache_control: Some("max-age=60".into()),
+            content_disposition: Some("inline".into()),
+            storage_class: Some("COLDLINE".into()),
+            metadata: [("owner".to_owned(), "web team".to_owned())].into(),
+            ..Default::default()
+        };
+        let h = initiate_headers(&opts).unwrap();
+        assert_eq!(h[CONTENT_TYPE], "text/html");
+        assert_eq!(h[CACHE_CONTROL], "max-age=60");
+        assert_eq!(h[CONTENT_DISPOSITION], "inline");
+        assert_eq!(h["x-goog-storage-class"], "COLDLINE");
+        assert_eq!(h["x-goog-meta-owner"], "web team");
+        assert!(h.get(CONTENT_ENCODING).is_none());
+        // Nothing asked: the type every upload defaults to.
+        let h = initiate_headers(&PutOptions::default()).unwrap();
+        assert_eq!(h[CONTENT_TYPE], "application/octet-stream");
+        assert_eq!(h.len(), 1);
+        let bad = PutOptions {
+            metadata: [("a b".to_owned(), "v".to_owned())].into(),
+            ..Default::default()
+        };
+        assert!(initiate_headers(&bad).unwrap_err().contains("\"a b\""));
     }
 }

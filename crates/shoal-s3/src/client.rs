@@ -10,6 +10,7 @@
 //! rather than a failed transfer. Errors name the user's `s3://bucket/key`,
 //! never the HTTP URL (which may be a virtual host the user never typed).
 
+use std::borrow::Cow;
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -41,7 +42,9 @@ pub(crate) struct Request<'a> {
     pub(crate) target: String,
     pub(crate) query: Vec<(&'static str, String)>,
     /// Lowercase names; all of them are signed.
-    pub(crate) headers: Vec<(&'static str, String)>,
+    /// Names are lowercase (`HeaderName` needs them so); most are static,
+    /// custom metadata's (`x-amz-meta-KEY`) are made per request.
+    pub(crate) headers: Vec<(Cow<'static, str>, String)>,
     /// None for bodyless requests (GET, HEAD, DELETE).
     pub(crate) body: Option<Bytes>,
 }
@@ -67,8 +70,12 @@ impl<'a> Request<'a> {
         self.query.push((name, value.into()));
         self
     }
-    pub(crate) fn header(mut self, name: &'static str, value: impl Into<String>) -> Self {
-        self.headers.push((name, value.into()));
+    pub(crate) fn header(
+        mut self,
+        name: impl Into<Cow<'static, str>>,
+        value: impl Into<String>,
+    ) -> Self {
+        self.headers.push((name.into(), value.into()));
         self
     }
     pub(crate) fn body(mut self, body: Bytes) -> Self {
@@ -121,7 +128,14 @@ impl Client {
         let creds = self.creds.get(req.op, &req.target).await?;
         let mut headers = HeaderMap::with_capacity(req.headers.len() + 4);
         for (name, value) in &req.headers {
-            headers.insert(*name, header_value(req.op, &req.target, name, value)?);
+            let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                Error::invalid(
+                    req.op,
+                    &req.target,
+                    format!("{name:?} cannot be sent as a header name"),
+                )
+            })?;
+            headers.insert(header, header_value(req.op, &req.target, name, value)?);
         }
         if let Some(creds) = &creds {
             let signed = sign_request(

@@ -236,6 +236,13 @@ impl Client {
         meta.other_crc = opts.other_crc;
         meta.md5 = opts.md5.or(meta.md5);
         meta.content_encoding = opts.content_encoding.clone();
+        meta.content_type = opts.content_type.clone();
+        meta.cache_control = opts.cache_control.clone();
+        meta.content_disposition = opts.content_disposition.clone();
+        meta.metadata = opts.metadata.clone();
+        if opts.storage_class.is_some() {
+            meta.storage_class = opts.storage_class.clone();
+        }
         Ok(meta)
     }
 
@@ -267,13 +274,24 @@ impl Client {
     }
 }
 
-/// `Content-Type` / `Content-Encoding` for PUT and multipart start.
+/// What the object stores beside its bytes, for PUT and multipart start:
+/// type, encoding, cache control, disposition, storage class, and custom
+/// metadata as `x-amz-meta-KEY` (S3 keeps those keys lowercase).
 pub(crate) fn with_object_headers<'a>(mut req: Request<'a>, opts: &PutOptions) -> Request<'a> {
-    if let Some(ct) = &opts.content_type {
-        req = req.header("content-type", ct.as_str());
+    let fixed = [
+        ("content-type", &opts.content_type),
+        ("content-encoding", &opts.content_encoding),
+        ("cache-control", &opts.cache_control),
+        ("content-disposition", &opts.content_disposition),
+        ("x-amz-storage-class", &opts.storage_class),
+    ];
+    for (name, value) in fixed {
+        if let Some(v) = value {
+            req = req.header(name, v.as_str());
+        }
     }
-    if let Some(ce) = &opts.content_encoding {
-        req = req.header("content-encoding", ce.as_str());
+    for (k, v) in &opts.metadata {
+        req = req.header(format!("x-amz-meta-{}", k.to_ascii_lowercase()), v.as_str());
     }
     req
 }
@@ -405,6 +423,16 @@ pub(crate) fn meta_from_headers(key: &str, size: u64, h: &HeaderMap) -> ObjectMe
                 .to_owned(),
         ),
         content_encoding: header_str(h, "content-encoding").map(str::to_owned),
+        content_type: header_str(h, "content-type").map(str::to_owned),
+        cache_control: header_str(h, "cache-control").map(str::to_owned),
+        content_disposition: header_str(h, "content-disposition").map(str::to_owned),
+        metadata: h
+            .iter()
+            .filter_map(|(name, v)| {
+                let k = name.as_str().strip_prefix("x-amz-meta-")?;
+                Some((k.to_owned(), v.to_str().ok()?.to_owned()))
+            })
+            .collect(),
     }
 }
 

@@ -35,7 +35,7 @@ pub(crate) fn sign_request(
     region: &str,
     method: &str,
     url: &str,
-    headers: &[(&'static str, String)],
+    headers: &[(std::borrow::Cow<'static, str>, String)],
     has_body: bool,
     time: SystemTime,
     op: Op,
@@ -74,7 +74,7 @@ pub(crate) fn sign_request(
     let req = SignableRequest::new(
         method,
         url,
-        headers.iter().map(|(k, v)| (*k, v.as_str())),
+        headers.iter().map(|(k, v)| (k.as_ref(), v.as_str())),
         body,
     )
     .map_err(|e| fail("request", &e))?;
@@ -101,7 +101,7 @@ mod tests {
             "us-east-1",
             "GET",
             "http://127.0.0.1:9000/b/a//b/100%25/",
-            &[("range", "bytes=0-9".to_owned())],
+            &[("range".into(), "bytes=0-9".to_owned())],
             false,
             t,
             Op::Download,

@@ -26,6 +26,7 @@ mod composite;
 pub mod decode;
 pub mod download;
 pub mod guard;
+pub mod metadata;
 pub mod partial;
 pub mod plan;
 pub mod rate;
@@ -94,6 +95,11 @@ pub struct TransferOptions {
     /// fails with [`shoal_core::ErrorKind::Precondition`], which a batch
     /// counts as skipped.
     pub no_clobber: bool,
+    /// What every write stores beside its bytes (`--content-type`,
+    /// `--cache-control`, `--metadata`...): a file's upload adds the type
+    /// guessed from its name where none is set, a cloud-to-cloud copy the
+    /// source's metadata where these leave it unset (see [`metadata`]).
+    pub put: shoal_core::PutOptions,
 }
 
 /// Cheap requests in flight in a batch by default (see
@@ -227,6 +233,7 @@ impl Default for TransferOptions {
             resume: true,
             gcs_upload: GcsUpload::Auto,
             no_clobber: false,
+            put: shoal_core::PutOptions::default(),
         }
     }
 }

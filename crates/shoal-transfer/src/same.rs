@@ -27,6 +27,8 @@ use crate::rate::Rates;
 use crate::tree::Entry;
 
 /// What one side can say about its bytes.
+// One per compared pair, short-lived: boxing would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 enum Side {
     /// A local file: any checksum, computed on demand.
     Local(PathBuf),

@@ -65,7 +65,9 @@ async fn fill(body: &mut BoxByteStream, carry: &mut BytesMut, size: usize) -> Re
     Ok(carry.split_to(n).freeze())
 }
 
-/// Uploads `body` to `dst`, choosing one PUT or a multipart upload by size.
+/// Uploads `body` to `dst`, choosing one PUT or a multipart upload by size,
+/// storing what `put_opts` asks (a type guessed from the key where it sets
+/// none).
 pub async fn upload_stream(
     store: Arc<dyn Store>,
     body: BoxByteStream,
@@ -73,6 +75,8 @@ pub async fn upload_stream(
     put_opts: &PutOptions,
     opts: &TransferOptions,
 ) -> Result<Report> {
+    // A body has no name of its own: its type is guessed from the key.
+    let put_opts = &*crate::metadata::typed(put_opts, &dst.key);
     let put_opts = &PutOptions {
         if_not_exists: put_opts.if_not_exists || opts.no_clobber,
         ..put_opts.clone()
@@ -241,10 +245,8 @@ pub async fn copy_object(
     let parts = PartCheck::learn(&src_store, src, &meta, Op::Copy, &opts.rates).await?;
     let parts_kind = parts.as_ref().map(PartCheck::kind);
     let body = exactly(body, meta.size, meta.crc32c, other, parts, &src_url);
-    let put_opts = PutOptions {
-        content_encoding: meta.content_encoding.clone(),
-        ..Default::default()
-    };
+    // The source's type, encoding and metadata, unless asked otherwise.
+    let put_opts = opts.put.keeping(&meta);
     let mut report = upload_stream(dst_store, body, dst, &put_opts, opts).await?;
     if report.bytes != meta.size {
         return Err(Error::new(

@@ -50,14 +50,15 @@ pub async fn upload_file(
     dst: &Location,
     opts: &TransferOptions,
 ) -> Result<Report> {
-    upload_file_with(store, path, dst, &PutOptions::default(), opts).await
+    upload_file_with(store, path, dst, &opts.put, opts).await
 }
 
-/// [`upload_file`] storing what `put` asks for (`Content-Type`,
-/// `Content-Encoding`, and `if_not_exists`, a precondition of the final
-/// request: the single PUT, or the multipart upload's completion, so an
-/// object created meanwhile is never replaced). Checksums and the
-/// assembly come from the upload itself.
+/// [`upload_file`] storing what `put` asks for (`Content-Type`, guessed
+/// from the file's name when not given, the other metadata, and
+/// `if_not_exists`, a precondition of the final request: the single PUT,
+/// or the multipart upload's completion, so an object created meanwhile
+/// is never replaced). Checksums and the assembly come from the upload
+/// itself.
 pub async fn upload_file_with(
     store: Arc<dyn Store>,
     path: &Path,
@@ -65,14 +66,14 @@ pub async fn upload_file_with(
     put: &PutOptions,
     opts: &TransferOptions,
 ) -> Result<Report> {
+    let path_s = path.display().to_string();
     let put = &PutOptions {
         crc32c: None,
         md5: None,
         other_crc: None,
         if_not_exists: put.if_not_exists || opts.no_clobber,
-        ..put.clone()
+        ..crate::metadata::typed(put, &path_s).into_owned()
     };
-    let path_s = path.display().to_string();
     let file = File::open(path).map_err(|e| Error::io(Op::Read, &path_s, e))?;
     let md = file
         .metadata()

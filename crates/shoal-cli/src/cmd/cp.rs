@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use shoal_core::local_path::key_to_relative_path;
-use shoal_core::{Error, ErrorKind, Location, Op, PutOptions};
+use shoal_core::{Error, ErrorKind, Location, Op};
 use shoal_transfer::download::{
     check_destination, download_known, download_to_file, download_to_writer,
 };
@@ -40,6 +40,10 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
         opts.part_size = p;
     }
     opts.no_clobber = a.no_clobber;
+    if a.dst != "-" {
+        let d = super::parse(&a.dst)?;
+        opts.put = (a.metadata.put(&d)).map_err(|m| Failure::Usage(format!("cp {d}: {m}")))?;
+    }
     let is_glob = a.src != "-" && a.src.contains("://") && shoal_list::has_wildcard(&a.src);
     if a.recursive || is_glob {
         return copy_many(ctx, &a, opts).await;
@@ -443,7 +447,7 @@ async fn from_stdin(
     }
     let store = ctx.store(dst)?;
     let body = reader_stream(tokio::io::stdin(), "stdin");
-    upload_stream(store, body, dst, &PutOptions::default(), opts)
+    upload_stream(store, body, dst, &opts.put, opts)
         .await
         .map_err(refusal)
 }

@@ -1,6 +1,7 @@
 //! `shoal stat`: an object's metadata.
 
 use shoal_core::checksum::{crc32c_to_base64, hex};
+use shoal_core::error::escape_controls;
 use shoal_core::{Error, ObjectMeta, ObjectVersion, Op};
 
 use crate::CmdResult;
@@ -62,8 +63,23 @@ pub(crate) async fn run(ctx: &Context, a: StatArgs) -> CmdResult {
     if let Some(sc) = &meta.storage_class {
         println!("    Storage class:    {sc}");
     }
-    if let Some(ce) = &meta.content_encoding {
-        println!("    Content-Encoding: {ce}");
+    // Values are the server's: control characters are shown escaped.
+    let texts = [
+        ("Content-Encoding:", &meta.content_encoding),
+        ("Content-Type:", &meta.content_type),
+        ("Cache-Control:", &meta.cache_control),
+        ("Content-Disposition:", &meta.content_disposition),
+    ];
+    for (label, value) in texts {
+        if let Some(v) = value {
+            println!("    {label:<17} {}", escape_controls(v));
+        }
+    }
+    if !meta.metadata.is_empty() {
+        println!("    Metadata:");
+        for (k, v) in &meta.metadata {
+            println!("        {}: {}", escape_controls(k), escape_controls(v));
+        }
     }
     Ok(())
 }

@@ -53,6 +53,9 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
         }
     }
     let filter = a.filters.filter()?;
+    let mut transfer = ctx.transfer.clone();
+    transfer.put =
+        (a.metadata.put(&dst)).map_err(|m| Failure::Usage(format!("sync {dst}: {m}")))?;
     let store_for = ctx.store_for(&[&src, &dst])?;
     let projection = if a.checksum {
         Projection::Full
@@ -136,7 +139,7 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     if a.dry_run {
         return crate::cmd::batch::dry_run(ctx, plan, "sync").await;
     }
-    let mut opts = ctx.transfer.clone();
+    let mut opts = transfer;
     opts.no_clobber = a.no_clobber;
     crate::cmd::batch::run_and_report(ctx, plan, store_for, opts, "Synced", "").await
 }
