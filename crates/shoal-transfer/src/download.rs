@@ -36,6 +36,13 @@ use crate::{Report, TransferOptions, Verified};
 /// [`crate::SMALL_MEMORY`] 64 at a time.
 pub(crate) const WRITE_BUFFER: usize = 1 << 20;
 
+/// The write batch of a download that is one cheap request of a batch
+/// (it draws on [`crate::SmallBudget`]): smaller, since dozens run at once
+/// and each holds its batch, plus the receive buffers the batch's chunks
+/// keep alive. The budget still counts [`WRITE_BUFFER`] per download, so
+/// this lowers the memory the budget allows without raising concurrency.
+const SMALL_WRITE_BUFFER: usize = 256 << 10;
+
 /// Chunks in one `pwritev` at most (Linux's IOV_MAX is 1024).
 const MAX_IOV: usize = 512;
 
@@ -397,6 +404,11 @@ async fn write_slice(
     opts: &TransferOptions,
     mut sums: Running,
 ) -> Result<Running> {
+    let write_buffer = if opts.small.is_some() {
+        SMALL_WRITE_BUFFER
+    } else {
+        WRITE_BUFFER
+    };
     let mut pos = start;
     // Written, and not yet handed to the disk, from here to `pos`.
     let mut dirty = start;
@@ -412,7 +424,7 @@ async fn write_slice(
         opts.add_progress(chunk.len() as u64);
         batched += chunk.len();
         batch.push(chunk);
-        if batched >= WRITE_BUFFER || batch.len() >= MAX_IOV {
+        if batched >= write_buffer || batch.len() >= MAX_IOV {
             let len = batched as u64;
             let flush = (pos + len - dirty >= WRITEBACK).then_some(dirty);
             pos = pwrite(&file, std::mem::take(&mut batch), pos, flush, dest).await?;
