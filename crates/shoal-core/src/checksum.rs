@@ -54,6 +54,21 @@ pub fn md5_from_hex(s: &str) -> Option<[u8; 16]> {
     Some(out)
 }
 
+/// CRC32C of `a ++ data` from `crc(a)`: every checksum shoal computes as
+/// bytes stream by. crc-fast's folding kernels (VPCLMULQDQ where the CPU
+/// has it) run about 2.4x the `crc32c` crate's SSE4.2 instruction loop on
+/// this project's machines (30 vs 13 GB/s), and CRC32C was a tenth of a
+/// download's client CPU. Carry-less multiply is everywhere x86-64 and
+/// aarch64 run, and crc-fast falls back to tables elsewhere.
+#[inline]
+pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
+    // The running state is the finished CRC with its final xor undone.
+    let mut d =
+        crc_fast::Digest::new_with_init_state(crc_fast::CrcAlgorithm::Crc32Iscsi, u64::from(!crc));
+    d.update(data);
+    d.finalize() as u32
+}
+
 /// CRC32C of `a ++ b` from `crc(a)`, `crc(b)` and `len(b)`.
 pub fn crc32c_combine(crc_a: u32, crc_b: u32, len_b: u64) -> u32 {
     crc32c::crc32c_combine(crc_a, crc_b, len_b as usize)
@@ -260,7 +275,7 @@ impl Running {
 
     /// Adds bytes.
     pub fn update(&mut self, data: &[u8]) {
-        self.crc32c = crc32c::crc32c_append(self.crc32c, data);
+        self.crc32c = crc32c_append(self.crc32c, data);
         if let Some(d) = &mut self.other {
             d.update(data);
         }
@@ -477,6 +492,22 @@ pub fn md5_digest(data: &[u8]) -> [u8; 16] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn crc32c_append_matches_the_reference_at_every_split() {
+        let data: Vec<u8> = (0..200_003u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let whole = crc32c::crc32c(&data);
+        assert_eq!(crc32c_append(0, &data), whole);
+        assert_eq!(crc32c_append(0, b""), 0);
+        assert_eq!(crc32c_append(0, b"123456789"), 0xE306_9283);
+        for cut in [0, 1, 7, 64, 4095, 65_536, 100_000, 199_999, 200_003] {
+            let a = crc32c_append(0, &data[..cut]);
+            assert_eq!(a, crc32c::crc32c(&data[..cut]), "cut {cut}");
+            assert_eq!(crc32c_append(a, &data[cut..]), whole, "cut {cut}");
+        }
+    }
 
     #[test]
     fn base64_round_trip_matches_gcs_examples() {

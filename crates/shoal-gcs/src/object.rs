@@ -168,7 +168,9 @@ impl Client {
         opts: &PutOptions,
     ) -> Result<ObjectMeta> {
         let url = gs_url(bucket, key);
-        let crc = opts.crc32c.unwrap_or_else(|| crc32c::crc32c(&data));
+        let crc = opts
+            .crc32c
+            .unwrap_or_else(|| shoal_core::checksum::crc32c_append(0, &data));
         let meta = object_metadata(key, Some(crc), opts);
         let q = Query::new()
             .add("uploadType", "multipart")

@@ -95,7 +95,7 @@ impl Client {
         loop {
             let next = chunks.next().await.transpose()?;
             if let Some(piece) = &next {
-                crc = crc32c::crc32c_append(crc, piece);
+                crc = shoal_core::checksum::crc32c_append(crc, piece);
                 buf.extend_from_slice(piece);
                 // Send only once more data is known to follow.
                 if buf.len() <= chunk_size {

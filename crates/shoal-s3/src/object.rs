@@ -210,7 +210,9 @@ impl Client {
                 None
             }
             None => {
-                let crc = opts.crc32c.unwrap_or_else(|| crc32c::crc32c(&data));
+                let crc = opts
+                    .crc32c
+                    .unwrap_or_else(|| shoal_core::checksum::crc32c_append(0, &data));
                 req = req.header("x-amz-checksum-crc32c", crc32c_to_base64(crc));
                 Some(crc)
             }

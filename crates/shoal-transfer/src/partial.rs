@@ -372,7 +372,7 @@ fn crc_of(file: &File, start: u64, end: u64) -> std::io::Result<u32> {
     while pos < end {
         let n = ((end - pos) as usize).min(buf.len());
         file.read_exact_at(&mut buf[..n], pos)?;
-        crc = crc32c::crc32c_append(crc, &buf[..n]);
+        crc = shoal_core::checksum::crc32c_append(crc, &buf[..n]);
         pos += n as u64;
     }
     Ok(crc)

@@ -128,7 +128,7 @@ async fn file_matches(
 
 async fn crc32c_of(path: &Path, url: &str) -> Result<u32> {
     read_back(path, url, Op::Read, 0u32, |c, b| {
-        *c = crc32c::crc32c_append(*c, b)
+        *c = shoal_core::checksum::crc32c_append(*c, b)
     })
     .await
 }

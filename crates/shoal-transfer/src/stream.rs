@@ -362,7 +362,7 @@ pub(crate) async fn put_stream(
         opts.rates.pace(body).inspect(move |chunk| {
             if let Ok(c) = chunk {
                 let mut s = sent.lock().unwrap_or_else(|p| p.into_inner());
-                s.0 = crc32c::crc32c_append(s.0, c);
+                s.0 = shoal_core::checksum::crc32c_append(s.0, c);
                 s.1 += c.len() as u64;
                 opts.add_progress(c.len() as u64);
             }

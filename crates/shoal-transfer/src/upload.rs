@@ -108,7 +108,7 @@ pub async fn upload_file_with(
             .permit()
             .await;
         let data = read_at(&file, 0, size as usize, &path_s).await?;
-        let crc = crc32c::crc32c(&data);
+        let crc = shoal_core::checksum::crc32c_append(0, &data);
         check_unchanged(&file, stamp, &path_s)?;
         let put_opts = PutOptions {
             crc32c: Some(crc),
@@ -320,7 +320,7 @@ async fn upload_parts(
             // Charged before the part is read: a waiting part holds no buffer.
             opts.rates.bytes(len as u64).await;
             let data = read_into(&file, offset, buffers.take(len), &path_s).await?;
-            let crc = crc32c::crc32c(&data);
+            let crc = shoal_core::checksum::crc32c_append(0, &data);
             let number = (i + 1) as u32;
             let info = (store.multipart_put(&upload, number, data.clone(), crc))
                 .await
