@@ -195,14 +195,21 @@ async fn download_planned(
     let slices = plan_slices(meta.size, opts.workers, opts.min_slice, opts.slices);
     // More than one slice: keep what an interruption leaves, for the next run.
     let (file, tmp, guard, partial) = if slices.len() > 1 {
-        let (p, file) = Partial::open(
-            dest,
-            &url,
-            meta.size,
-            meta.version.as_ref(),
-            &slices,
+        // Off the async threads: a resume re-reads and checks every slice
+        // an earlier run recorded, gigabytes maybe.
+        let (dest_o, url_o, version, plan, resume) = (
+            dest.to_path_buf(),
+            url.clone(),
+            meta.version.clone(),
+            slices.clone(),
             opts.resume,
-        )?;
+        );
+        let size = meta.size;
+        let (p, file) = tokio::task::spawn_blocking(move || {
+            Partial::open(&dest_o, &url_o, size, version.as_ref(), &plan, resume)
+        })
+        .await
+        .map_err(|e| Error::new(ErrorKind::Io, Op::Write, &dest_s, e.to_string()))??;
         (file, p.data_path.clone(), TempGuard(None), Some(p))
     } else {
         let (tmp, file) = shoal_core::workfile::create_beside(dest, "shoal-tmp")
@@ -318,7 +325,11 @@ async fn download_planned(
     }
     let file = Arc::try_unwrap(file)
         .map_err(|_| Error::new(ErrorKind::Io, Op::Write, &dest_s, "file still shared"))?;
-    file.sync_data()
+    // Waiting for the disk is blocking work (small files stay inline, see
+    // `file_io`).
+    let file = crate::file_io(meta.size, move || file.sync_data().map(|()| file))
+        .await
+        .map_err(|e| Error::new(ErrorKind::Io, Op::Write, &dest_s, e.to_string()))?
         .map_err(|e| Error::io(Op::Write, &dest_s, e))?;
 
     // The other CRC and the part pieces of every slice, unless an earlier
