@@ -90,6 +90,17 @@ pub(crate) enum Command {
     Run(RunArgs),
     /// Measure: `bench read URL...` reads and decompresses, writes nothing.
     Bench(BenchArgs),
+    /// Print a shell completion script: `shoal completions bash > ~/.local/share/bash-completion/completions/shoal`.
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff): `shoal man | man -l -`.
+    Man,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub(crate) shell: clap_complete::Shell,
 }
 
 impl Command {

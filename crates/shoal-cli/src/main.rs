@@ -125,6 +125,26 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Generated from the flags themselves, so they never drift from them.
+    match &cli.command {
+        Command::Completions(a) => {
+            let mut cmd = <args::Cli as clap::CommandFactory>::command();
+            clap_complete::generate(a.shell, &mut cmd, "shoal", &mut std::io::stdout());
+            return ExitCode::SUCCESS;
+        }
+        Command::Man => {
+            let cmd = <args::Cli as clap::CommandFactory>::command();
+            return match clap_mangen::Man::new(cmd).render(&mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("shoal: man: {e}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        _ => {}
+    }
     if let Err(m) = init_logging(cli.global.verbose) {
         eprintln!("shoal: {m}");
         return ExitCode::from(2);
@@ -162,6 +182,7 @@ fn main() -> ExitCode {
             Command::Sync(a) => cmd::sync::run(&ctx, a).await,
             Command::Run(a) => cmd::run::run(&ctx, a).await,
             Command::Bench(a) => cmd::bench::run(&ctx, a).await,
+            Command::Completions(_) | Command::Man => Ok(()),
         }
     };
     // Ctrl-C or SIGTERM drops the command: every transfer in flight is

@@ -223,3 +223,25 @@ fn keys_with_odd_characters_round_trip_through_the_cli() {
     want.sort();
     assert_eq!(got, want);
 }
+
+/// Completion scripts and the man page come from the flags themselves:
+/// every verb, and flags added later, are in them.
+#[test]
+fn completions_and_man_page_are_generated_from_the_flags() {
+    for shell in ["bash", "zsh", "fish"] {
+        let r = run(with_args(shoal(), &["completions", shell]));
+        assert_eq!(r.code, 0, "{shell}: {}", r.stderr);
+        for word in ["sync", "follow-symlinks", "no-clobber"] {
+            assert!(r.stdout.contains(word), "{shell} completes {word}");
+        }
+    }
+    let r = run(with_args(shoal(), &["man"]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains(".TH shoal 1"),
+        "{}",
+        &r.stdout[..200.min(r.stdout.len())]
+    );
+    assert!(r.stdout.contains("sync"));
+    run(with_args(shoal(), &["completions", "tcsh"])).assert_one_line_error(2, &["tcsh"]);
+}
