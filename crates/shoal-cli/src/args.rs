@@ -104,6 +104,19 @@ pub(crate) struct CompletionsArgs {
 }
 
 impl Command {
+    /// Whether a verb that changes things was asked for `--json` output
+    /// (ls, du, stat and bench print their own).
+    pub(crate) fn json(&self) -> bool {
+        match self {
+            Command::Cp(a) => a.json,
+            Command::Sync(a) => a.json,
+            Command::Run(a) => a.json,
+            Command::Rm(a) => a.json,
+            Command::Mb(a) => a.json,
+            _ => false,
+        }
+    }
+
     /// The rate limits of the verbs that move data (None for the others).
     pub(crate) fn limits(&self) -> Option<&LimitFlags> {
         match self {
@@ -283,12 +296,18 @@ pub(crate) struct RmArgs {
     /// With -r or a glob: names are keys below the prefix (a glob's: below its literal folder).
     #[command(flatten)]
     pub(crate) filters: FilterFlags,
+    /// Print one JSON object per line on stdout: each action as it finishes, then a summary object.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct MbArgs {
     /// gs://bucket or s3://bucket.
     pub(crate) url: String,
+    /// Print one JSON object per line on stdout: each action as it finishes, then a summary object.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -339,6 +358,9 @@ pub(crate) struct CpArgs {
     pub(crate) links: LinkFlags,
     #[command(flatten)]
     pub(crate) limits: LimitFlags,
+    /// Print one JSON object per line on stdout: each action as it finishes, then a summary object.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// `--include` / `--exclude` (see `shoal_list::filter`): rules tried in
@@ -775,6 +797,9 @@ pub(crate) struct SyncArgs {
     pub(crate) links: LinkFlags,
     #[command(flatten)]
     pub(crate) limits: LimitFlags,
+    /// Print one JSON object per line on stdout: each action as it finishes, then a summary object.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -786,6 +811,9 @@ pub(crate) struct RunArgs {
     pub(crate) no_clobber: bool,
     #[command(flatten)]
     pub(crate) limits: LimitFlags,
+    /// Print one JSON object per line on stdout: each action as it finishes, then a summary object.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// `--gcs-upload` values (see `shoal_transfer::GcsUpload`).

@@ -17,13 +17,16 @@ pub(crate) struct Context {
     pub(crate) quiet: bool,
     /// `-v` given: batches name every item they skip.
     pub(crate) verbose: bool,
+    /// `--json` given to a verb that changes things: one JSON object per
+    /// action and a summary object on stdout.
+    pub(crate) json: bool,
     pub(crate) retry: RetryPolicy,
     pub(crate) transfer: TransferOptions,
     stores: Stores,
 }
 
 impl Context {
-    pub(crate) fn new(g: &Global, limits: Option<&LimitFlags>) -> Self {
+    pub(crate) fn new(g: &Global, limits: Option<&LimitFlags>, json: bool) -> Self {
         let mut transfer = TransferOptions::default();
         if let Some(w) = g.workers {
             transfer.workers = w;
@@ -55,6 +58,7 @@ impl Context {
         Context {
             quiet: g.quiet,
             verbose: g.verbose > 0,
+            json,
             retry,
             stores: match g.read_timeout {
                 Some(secs) => Stores::new(overrides, in_flight, retry)

@@ -169,7 +169,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let ctx = Context::new(&cli.global, cli.command.limits());
+    let ctx = Context::new(&cli.global, cli.command.limits(), cli.command.json());
     let command = async {
         match cli.command {
             Command::Ls(a) => cmd::ls::run(&ctx, a).await,

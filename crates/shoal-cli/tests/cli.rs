@@ -245,3 +245,79 @@ fn completions_and_man_page_are_generated_from_the_flags() {
     assert!(r.stdout.contains("sync"));
     run(with_args(shoal(), &["completions", "tcsh"])).assert_one_line_error(2, &["tcsh"]);
 }
+
+/// `--json` on the verbs that change things: one object per line on
+/// stdout, each action as it finishes, then a summary object; nothing
+/// else on stdout.
+#[test]
+fn json_output_is_one_object_per_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    std::fs::write(src.join("a"), b"alpha").unwrap();
+    std::fs::write(src.join("sub/b"), b"beta").unwrap();
+    let p = |x: &std::path::Path| x.to_str().unwrap().to_owned();
+    let lines = |r: &Run| -> Vec<serde_json::Value> {
+        r.stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+            .collect()
+    };
+
+    let out = dir.path().join("out");
+    let r = run(with_args(
+        shoal(),
+        &["cp", "-r", "--json", &p(&src), &p(&out)],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v = lines(&r);
+    let copies: Vec<_> = v.iter().filter(|o| o["action"] == "copy").collect();
+    assert_eq!(copies.len(), 2, "{v:?}");
+    assert!(copies.iter().all(|c| c["bytes"].as_u64().unwrap() > 0));
+    let last = v.last().unwrap();
+    assert_eq!(last["summary"]["verb"], "cp");
+    assert_eq!(last["summary"]["copied"], 2);
+    assert_eq!(last["summary"]["bytes"], 9);
+
+    let r = run(with_args(
+        shoal(),
+        &[
+            "sync",
+            "-n",
+            "--json",
+            "--delete",
+            &p(&src),
+            &p(&out.join("src")),
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v = lines(&r);
+    assert_eq!(v.len(), 1, "nothing to do, just the summary: {v:?}");
+    assert_eq!(v[0]["summary"]["to_copy"], 0);
+
+    let r = run(with_args(
+        shoal(),
+        &["rm", "--json", &p(&out.join("src/a"))],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v = lines(&r);
+    assert_eq!(v[0]["action"], "delete");
+    assert_eq!(v[1]["summary"]["deleted"], 1);
+
+    let r = run(with_args(
+        shoal(),
+        &["cp", "--json", &p(&src.join("a")), &p(&out.join("one"))],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v = lines(&r);
+    assert_eq!(
+        (v.len(), &v[0]["action"], &v[0]["bytes"]),
+        (1, &"copy".into(), &5.into())
+    );
+
+    run(with_args(
+        shoal(),
+        &["cp", "--json", &p(&src.join("a")), "-"],
+    ))
+    .assert_one_line_error(2, &["--json", "stdout"]);
+}

@@ -89,6 +89,24 @@ pub struct BatchCounters {
     pub failed: AtomicU64,
     /// Bytes copied by finished actions.
     pub bytes: AtomicU64,
+    /// Told of every action's outcome as it finishes (`--json` prints a
+    /// line for each): the action and the bytes it moved, or the error
+    /// (a skip or a failure, see [`crate::tree::is_skip`]).
+    pub on_outcome: Option<OnOutcome>,
+}
+
+/// What became of one action: the action and the bytes it moved, or the
+/// error that ended it.
+pub type Outcome = Result<(Action, u64)>;
+
+/// See [`BatchCounters::on_outcome`].
+#[derive(Clone)]
+pub struct OnOutcome(pub Arc<dyn Fn(&Outcome) + Send + Sync>);
+
+impl std::fmt::Debug for OnOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnOutcome")
+    }
 }
 
 /// What a batch did.
@@ -175,7 +193,11 @@ pub async fn run(
         })
         .buffer_unordered(slots * 2);
     let mut report = BatchReport::default();
+    let on_outcome = counters.on_outcome.clone();
     while let Some(r) = results.next().await {
+        if let Some(f) = &on_outcome {
+            (f.0)(&r);
+        }
         match r {
             Ok((Action::Copy { .. }, bytes)) => {
                 report.copied += 1;

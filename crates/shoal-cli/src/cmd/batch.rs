@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use futures::stream::{BoxStream, StreamExt};
 use indicatif::{ProgressBar, ProgressStyle};
 use shoal_core::{ErrorKind, Result};
-use shoal_transfer::batch::{Action, BatchCounters, BatchReport, StoreFor};
+use shoal_transfer::batch::{Action, BatchCounters, BatchReport, OnOutcome, StoreFor};
 
 use crate::config::Context;
 use crate::output::human_bytes;
@@ -25,7 +25,12 @@ pub(crate) async fn run_and_report(
     verb: &str,
     what: &str,
 ) -> CmdResult {
-    let counters = Arc::new(BatchCounters::default());
+    let counters = Arc::new(BatchCounters {
+        on_outcome: ctx
+            .json
+            .then(|| OnOutcome(Arc::new(|r| println!("{}", outcome_json(r))))),
+        ..BatchCounters::default()
+    });
     let bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
     opts.progress = Some(bytes.clone());
     let started = Instant::now();
@@ -65,6 +70,23 @@ pub(crate) async fn run_and_report(
     finish(ctx, &report, started.elapsed(), verb)
 }
 
+/// One action's outcome as a `--json` line: what was copied or deleted,
+/// or what was skipped or failed, with the URL and the reason.
+pub(crate) fn outcome_json(r: &Result<(Action, u64)>) -> serde_json::Value {
+    match r {
+        Ok((Action::Copy { src, dst, .. }, bytes)) => serde_json::json!({
+            "action": "copy", "source": src.to_string(), "destination": dst.to_string(), "bytes": bytes,
+        }),
+        Ok((Action::Delete { dst }, _)) => {
+            serde_json::json!({"action": "delete", "url": dst.to_string()})
+        }
+        Err(e) if shoal_transfer::tree::is_skip(e) => serde_json::json!({
+            "action": "skip", "asked": e.kind() == ErrorKind::Skipped, "reason": e.to_string(),
+        }),
+        Err(e) => serde_json::json!({"action": "fail", "error": e.to_string()}),
+    }
+}
+
 /// Names each skipped item as it passes: those nobody asked to skip
 /// always (they make the exit status 1, so they are said like failures),
 /// the expected ones (folder markers, `--skip-symlinks`) with `-v`.
@@ -100,7 +122,16 @@ pub(crate) async fn dry_run(
                     Action::Copy { .. } => copies += 1,
                     Action::Delete { .. } => deletes += 1,
                 }
-                println!("would {act}");
+                if ctx.json {
+                    let mut v = outcome_json(&Ok((act, 0)));
+                    v["dry_run"] = true.into();
+                    if let Some(o) = v.as_object_mut() {
+                        o.remove("bytes");
+                    }
+                    println!("{v}");
+                } else {
+                    println!("would {act}");
+                }
             }
             // Skipped as asked: named with -v, not a problem.
             Err(e) if e.kind() == shoal_core::ErrorKind::Skipped => {
@@ -118,7 +149,12 @@ pub(crate) async fn dry_run(
             }
         }
     }
-    if !ctx.quiet {
+    if ctx.json {
+        println!(
+            "{}",
+            serde_json::json!({"summary": {"verb": verb, "dry_run": true, "to_copy": copies, "to_delete": deletes, "problems": problems}})
+        );
+    } else if !ctx.quiet {
         eprintln!("{verb} (dry run): {copies} to copy, {deletes} to delete");
     }
     if problems == 0 {
@@ -179,7 +215,17 @@ pub(crate) fn finish(ctx: &Context, r: &BatchReport, elapsed: Duration, verb: &s
         eprintln!("shoal: ... and {unlisted} more failures");
     }
     let only_failed = r.copied == 0 && r.deleted == 0 && r.skipped == 0 && r.failed > 0;
-    if !ctx.quiet && !only_failed {
+    if ctx.json {
+        println!(
+            "{}",
+            serde_json::json!({"summary": {
+                "verb": match verb { "Copied" => "cp", "Synced" => "sync", "Ran" => "run", v => v },
+                "copied": r.copied, "bytes": r.bytes,
+                "deleted": r.deleted, "skipped": r.skipped, "skipped_unasked": r.skipped_unasked,
+                "failed": r.failed, "seconds": elapsed.as_secs_f64(),
+            }})
+        );
+    } else if !ctx.quiet && !only_failed {
         eprintln!("{}", summary_line(verb, r, elapsed));
     }
     if r.failed == 0 && r.skipped_unasked == 0 {

@@ -77,7 +77,12 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
         )));
     }
 
-    let (report, what, elapsed) = match (src, dst) {
+    if a.json && a.dst == "-" {
+        return Err(Failure::Usage(
+            "cp --json: stdout carries the object's bytes; use --json with a file or URL destination".into(),
+        ));
+    }
+    let (report, from, to, elapsed) = match (src, dst) {
         (None, None) => {
             return Err(Failure::Usage(
                 "cp - -: copy stdin to stdout with cat(1)".into(),
@@ -87,7 +92,12 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
             let progress = Progress::start(None, true);
             opts.progress = Some(progress.counter());
             let report = to_stdout(ctx, &s, &opts).await?;
-            (report, format!("{s} → stdout"), progress.finish())
+            (
+                report,
+                s.to_string(),
+                "stdout".to_string(),
+                progress.finish(),
+            )
         }
         (None, Some(d)) => {
             let progress = Progress::start(None, ctx.quiet);
@@ -95,19 +105,34 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
             let report = match from_stdin(ctx, &d, &opts).await {
                 Err(Failure::Failed(m)) if a.no_clobber && m.contains(NOT_REPLACED) => {
                     progress.finish();
-                    if !ctx.quiet {
+                    if ctx.json {
+                        println!(
+                            "{}",
+                            serde_json::json!({"action": "skip", "asked": true, "reason": format!("{d} exists (--no-clobber)")})
+                        );
+                    } else if !ctx.quiet {
                         eprintln!("Skipped stdin: {d} exists (--no-clobber)");
                     }
                     return Ok(());
                 }
                 r => r?,
             };
-            (report, format!("stdin → {d}"), progress.finish())
+            (
+                report,
+                "stdin".to_string(),
+                d.to_string(),
+                progress.finish(),
+            )
         }
         (Some(s), Some(d)) => match copy_one(ctx, &s, &d, &mut opts).await {
-            Ok((report, dst_name, elapsed)) => (report, format!("{s} → {dst_name}"), elapsed),
+            Ok((report, dst_name, elapsed)) => (report, s.to_string(), dst_name, elapsed),
             Err(Failure::Failed(m)) if a.no_clobber && m.contains(NOT_REPLACED) => {
-                if !ctx.quiet {
+                if ctx.json {
+                    println!(
+                        "{}",
+                        serde_json::json!({"action": "skip", "asked": true, "reason": format!("{s}: the destination exists (--no-clobber)")})
+                    );
+                } else if !ctx.quiet {
                     eprintln!("Skipped {s}: the destination exists (--no-clobber)");
                 }
                 tracing::debug!("{m}");
@@ -116,7 +141,17 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
             Err(e) => return Err(e),
         },
     };
-    if !ctx.quiet {
+    let what = format!("{from} → {to}");
+    if ctx.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "action": "copy", "source": from, "destination": to,
+                "bytes": report.bytes, "resumed_bytes": report.resumed, "requests": report.pieces,
+                "verified": report.verified.to_string(), "seconds": elapsed.as_secs_f64(),
+            })
+        );
+    } else if !ctx.quiet {
         let unit = if report.pieces == 1 {
             "request"
         } else {

@@ -30,8 +30,14 @@ pub(crate) async fn run(ctx: &Context, a: MbArgs) -> CmdResult {
     (store.create_bucket(&loc.bucket))
         .await
         .map_err(|e| e.with_url(loc.to_string()))?;
-    if !ctx.quiet {
-        eprintln!("Created {}{}", loc.scheme.prefix(), loc.bucket);
+    let url = format!("{}{}", loc.scheme.prefix(), loc.bucket);
+    if ctx.json {
+        println!(
+            "{}",
+            serde_json::json!({"action": "create_bucket", "url": url})
+        );
+    } else if !ctx.quiet {
+        eprintln!("Created {url}");
     }
     Ok(())
 }

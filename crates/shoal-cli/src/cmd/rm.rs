@@ -24,18 +24,23 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
         ));
     }
     let mut failed = 0usize;
+    let mut deleted_total = 0u64;
     // Objects named one by one (on the command line, so few) are deleted
     // together at the end, concurrently.
     let mut singles = Vec::new();
     for loc in locs {
         if loc.is_local() {
             if a.dry_run {
-                println!("would remove {}", loc.key);
+                removed(ctx, &loc.key, true);
+                deleted_total += 1;
             } else if let Err(e) = std::fs::remove_file(&loc.key) {
-                eprintln!("shoal: {}", Error::io(Op::Delete, &loc.key, e));
+                let e = Error::io(Op::Delete, &loc.key, e);
+                failed_json(ctx, &e);
+                eprintln!("shoal: {e}");
                 failed += 1;
-            } else if !ctx.quiet {
-                eprintln!("Removed {}", loc.key);
+            } else {
+                removed(ctx, &loc.key, false);
+                deleted_total += 1;
             }
             continue;
         }
@@ -67,6 +72,7 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
         };
         let (deleted, f) = delete_all(ctx, &a, targets).await;
         failed += f;
+        deleted_total += deleted;
         if deleted == 0 && f == 0 {
             let what = if shoal_list::has_wildcard(&loc.key) {
                 "no objects match"
@@ -78,9 +84,15 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
             failed += 1;
         }
     }
-    failed += delete_all(ctx, &a, futures::stream::iter(singles).boxed())
-        .await
-        .1;
+    let (deleted, f) = delete_all(ctx, &a, futures::stream::iter(singles).boxed()).await;
+    failed += f;
+    deleted_total += deleted;
+    if ctx.json {
+        println!(
+            "{}",
+            serde_json::json!({"summary": {"verb": "rm", "dry_run": a.dry_run, "deleted": deleted_total, "failed": failed}})
+        );
+    }
     if failed > 0 {
         Err(Failure::Reported)
     } else {
@@ -137,21 +149,42 @@ async fn delete_all(
     let (mut deleted, mut failed) = (0, 0);
     while let Some(r) = results.next().await {
         match r {
-            Ok(loc) if dry_run => {
-                deleted += 1;
-                println!("would remove {loc}");
-            }
             Ok(loc) => {
                 deleted += 1;
-                if !ctx.quiet {
-                    eprintln!("Removed {loc}");
-                }
+                removed(ctx, &loc.to_string(), dry_run);
             }
             Err(e) => {
+                failed_json(ctx, &e);
                 eprintln!("shoal: {e}");
                 failed += 1;
             }
         }
     }
     (deleted, failed)
+}
+
+/// Says that `what` was removed (or would be, with `--dry-run`): a line
+/// on stderr, or with `--json` an object on stdout.
+fn removed(ctx: &Context, what: &str, dry_run: bool) {
+    let shown = shoal_core::error::escape_controls(what);
+    if ctx.json {
+        println!(
+            "{}",
+            serde_json::json!({"action": "delete", "url": what, "dry_run": dry_run})
+        );
+    } else if dry_run {
+        println!("would remove {shown}");
+    } else if !ctx.quiet {
+        eprintln!("Removed {shown}");
+    }
+}
+
+/// With `--json`, a failure's object on stdout too.
+fn failed_json(ctx: &Context, e: &Error) {
+    if ctx.json {
+        println!(
+            "{}",
+            serde_json::json!({"action": "fail", "error": e.to_string()})
+        );
+    }
 }
