@@ -84,6 +84,61 @@ pub fn status_kind(status: u16) -> ErrorKind {
     }
 }
 
+/// `Content-Range: bytes 0-9/100` → `(0, 10, 100)`, the end made
+/// exclusive; None for anything else (an unknown total `*` included).
+/// Both backends read ranged answers through this.
+pub fn parse_content_range(v: &str) -> Option<(u64, u64, u64)> {
+    let rest = v.trim().strip_prefix("bytes ")?;
+    let (range, total) = rest.split_once('/')?;
+    let (a, b) = range.split_once('-')?;
+    let (a, b, total): (u64, u64, u64) = (
+        a.trim().parse().ok()?,
+        b.trim().parse().ok()?,
+        total.trim().parse().ok()?,
+    );
+    (a <= b && b < total).then_some((a, b + 1, total))
+}
+
+/// A 206 answer must start where it was asked to: bytes from elsewhere
+/// written at the asked offset would make a wrong file that only the
+/// final checksum could catch (and an object without one, never).
+pub fn check_range_start(
+    url: &str,
+    asked_start: u64,
+    content_range: &str,
+) -> Result<(u64, u64, u64), Error> {
+    let (start, end, total) = parse_content_range(content_range).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Protocol,
+            Op::Download,
+            url,
+            format!(
+                "expected Content-Range bytes a-b/total on a 206 answer, got {content_range:?}"
+            ),
+        )
+    })?;
+    if start != asked_start {
+        return Err(Error::new(
+            ErrorKind::Protocol,
+            Op::Download,
+            url,
+            format!("asked for bytes from {asked_start}, server sent {content_range:?}"),
+        ));
+    }
+    Ok((start, end, total))
+}
+
+/// `Last-Modified: Wed, 21 Oct 2015 07:28:00 GMT` as Unix nanoseconds
+/// (second precision).
+pub fn parse_http_date(s: &str) -> Option<i128> {
+    let fmt = time::macros::format_description!(
+        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
+    );
+    time::PrimitiveDateTime::parse(s.trim(), &fmt)
+        .ok()
+        .map(|t| t.assume_utc().unix_timestamp_nanos())
+}
+
 /// A default hint for a kind of failure of `op` on `url`: what to try,
 /// fitted to what the failure can mean there (a 404 on a listing or an
 /// upload can only be a missing bucket; on a read, the key may be wrong).
@@ -287,6 +342,33 @@ mod tests {
         assert_eq!(status_kind(408), ErrorKind::ServerBusy);
         assert_eq!(status_kind(412), ErrorKind::Precondition);
         assert_eq!(status_kind(400), ErrorKind::Rejected);
+    }
+
+    #[test]
+    fn content_ranges_and_dates() {
+        assert_eq!(parse_content_range("bytes 0-9/100"), Some((0, 10, 100)));
+        assert_eq!(parse_content_range("bytes 99-99/100"), Some((99, 100, 100)));
+        for bad in [
+            "bytes 0-9/*",
+            "bytes 9-0/100",
+            "bytes 0-100/100",
+            "0-9/100",
+            "",
+        ] {
+            assert_eq!(parse_content_range(bad), None, "{bad}");
+        }
+        assert!(check_range_start("u", 10, "bytes 10-19/100").is_ok());
+        let e = check_range_start("u", 10, "bytes 0-19/100").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Protocol);
+        assert_eq!(
+            parse_http_date("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(1_445_412_480_000_000_000)
+        );
+        assert_eq!(
+            parse_http_date("Thu, 01 Jan 1970 00:00:01 GMT"),
+            Some(1_000_000_000)
+        );
+        assert_eq!(parse_http_date("yesterday"), None);
     }
 
     #[test]

@@ -22,7 +22,9 @@ use reqwest::header::{
 };
 use serde_json::json;
 use shoal_core::checksum::{crc32c_from_base64, crc32c_to_base64, md5_from_base64, md5_to_base64};
-use shoal_core::http::error_from_reqwest;
+use shoal_core::http::{
+    check_range_start, error_from_reqwest, parse_content_range, parse_http_date,
+};
 use shoal_core::{
     BoxByteStream, ByteRange, Error, ErrorKind, GetResponse, ObjectMeta, ObjectVersion, Op,
     PutOptions, Result,
@@ -108,6 +110,11 @@ impl Client {
             resp = (self.get_media(&url, bucket, key, range, Some(g)).await).map_err(gone)?;
         }
         let headers = resp.headers();
+        if resp.status().as_u16() == 206
+            && let Some(cr) = headers.get(CONTENT_RANGE).and_then(|v| v.to_str().ok())
+        {
+            check_range_start(&url, range.start, cr)?;
+        }
         let (resolved, size) = resolved_range(resp.status().as_u16(), headers)
             .ok_or_else(|| protocol(Op::Download, &url, "a size or Content-Range", "none sent"))?;
         let mut meta = meta_from_headers(key, headers);
@@ -357,19 +364,6 @@ fn resolved_range(status: u16, h: &HeaderMap) -> Option<(ByteRange, u64)> {
     Some((ByteRange::new(0, size), size))
 }
 
-/// `bytes 1-2/5` → (1, 3, 5), the end made exclusive.
-pub(crate) fn parse_content_range(v: &str) -> Option<(u64, u64, u64)> {
-    let rest = v.trim().strip_prefix("bytes ")?;
-    let (range, total) = rest.split_once('/')?;
-    let (a, b) = range.split_once('-')?;
-    let (a, b, total) = (
-        a.parse::<u64>().ok()?,
-        b.parse::<u64>().ok()?,
-        total.parse::<u64>().ok()?,
-    );
-    (a <= b && b < total).then_some((a, b + 1, total))
-}
-
 fn header_u64(h: &HeaderMap, name: &str) -> Option<u64> {
     h.get(name)?.to_str().ok()?.trim().parse().ok()
 }
@@ -422,16 +416,6 @@ fn meta_from_headers(key: &str, h: &HeaderMap) -> ObjectMeta {
     }
 }
 
-/// `Sun, 22 Nov 2026 04:27:49 GMT` → Unix ns (second precision).
-fn parse_http_date(s: &str) -> Option<i128> {
-    let fmt = time::macros::format_description!(
-        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
-    );
-    time::PrimitiveDateTime::parse(s, &fmt)
-        .ok()
-        .map(|t| t.assume_utc().unix_timestamp_nanos())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -469,15 +453,6 @@ mod tests {
         assert_eq!(parse_content_range("bytes 3-2/5"), None);
         assert_eq!(parse_content_range("bytes 0-5/5"), None);
         assert_eq!(parse_content_range("garbage"), None);
-    }
-
-    #[test]
-    fn http_dates() {
-        assert_eq!(
-            parse_http_date("Thu, 01 Jan 1970 00:00:01 GMT"),
-            Some(1_000_000_000)
-        );
-        assert_eq!(parse_http_date("yesterday"), None);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use shoal_core::checksum::{
     Composite, CrcKind, OtherCrc, PartKind, crc32c_from_base64, crc32c_to_base64, md5_from_hex,
     md5_to_base64,
 };
-use shoal_core::http::error_from_reqwest;
+use shoal_core::http::{check_range_start, error_from_reqwest, parse_http_date};
 use shoal_core::{
     ByteRange, Error, ErrorKind, GetResponse, ObjectMeta, ObjectVersion, Op, PutOptions, Result,
 };
@@ -106,20 +106,7 @@ impl Client {
                         "expected Content-Range on a 206 answer",
                     )
                 })?;
-            let (start, end, total) = parse_content_range(cr).ok_or_else(|| {
-                protocol(
-                    Op::Download,
-                    &target,
-                    format!("expected Content-Range bytes a-b/total, got {cr:?}"),
-                )
-            })?;
-            if start != range.start {
-                return Err(protocol(
-                    Op::Download,
-                    &target,
-                    format!("asked for bytes from {}, server sent {cr:?}", range.start),
-                ));
-            }
+            let (start, end, total) = check_range_start(&target, range.start, cr)?;
             (total, ByteRange::new(start, end))
         } else {
             let total = header_u64(headers, "content-length")
@@ -438,54 +425,9 @@ pub(crate) fn meta_from_headers(key: &str, size: u64, h: &HeaderMap) -> ObjectMe
     }
 }
 
-/// `Content-Range: bytes 0-9/100` → `(0, 10, 100)` (end exclusive).
-pub(crate) fn parse_content_range(v: &str) -> Option<(u64, u64, u64)> {
-    let rest = v.trim().strip_prefix("bytes ")?;
-    let (range, total) = rest.split_once('/')?;
-    let (a, b) = range.split_once('-')?;
-    let (a, b, total): (u64, u64, u64) = (
-        a.trim().parse().ok()?,
-        b.trim().parse().ok()?,
-        total.trim().parse().ok()?,
-    );
-    if a > b || b >= total {
-        return None;
-    }
-    Some((a, b + 1, total))
-}
-
-/// `Last-Modified: Wed, 21 Oct 2015 07:28:00 GMT` as Unix nanoseconds.
-pub(crate) fn parse_http_date(s: &str) -> Option<i128> {
-    let fmt = time::macros::format_description!(
-        "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
-    );
-    time::PrimitiveDateTime::parse(s, &fmt)
-        .ok()
-        .map(|t| t.assume_utc().unix_timestamp_nanos())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn content_ranges() {
-        assert_eq!(parse_content_range("bytes 0-9/100"), Some((0, 10, 100)));
-        assert_eq!(parse_content_range("bytes 99-99/100"), Some((99, 100, 100)));
-        assert_eq!(parse_content_range("bytes 0-9/*"), None);
-        assert_eq!(parse_content_range("bytes 9-0/100"), None);
-        assert_eq!(parse_content_range("bytes 0-100/100"), None);
-        assert_eq!(parse_content_range("garbage"), None);
-    }
-
-    #[test]
-    fn http_dates() {
-        assert_eq!(
-            parse_http_date("Wed, 21 Oct 2015 07:28:00 GMT"),
-            Some(1_445_412_480_000_000_000)
-        );
-        assert_eq!(parse_http_date("yesterday"), None);
-    }
 
     #[test]
     fn composite_checksums_are_not_object_crcs() {
