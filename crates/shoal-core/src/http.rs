@@ -8,10 +8,14 @@
 //!   32 GiB slice may take minutes, but a stall of 60 s is a dead connection.
 //! - No automatic decompression: a gzip-stored object must arrive as stored
 //!   so its checksum can be verified; decompression is the caller's choice.
+//! - Proxies and extra CA roots only when some are set ([`crate::network`]):
+//!   a plain-http endpoint without proxies pays for neither.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Op, one_line};
+use crate::network::{ProxyConfig, Sourced, load_ca_file};
 
 /// Settings for the shared HTTP client.
 #[derive(Debug, Clone)]
@@ -29,6 +33,11 @@ pub struct HttpConfig {
     /// was about half of a cold `shoal ls` against a local server. Any
     /// `https://` request through this client then fails verification.
     pub plain_http: bool,
+    /// Proxies (empty: every request goes straight to its server).
+    pub proxy: ProxyConfig,
+    /// PEM files of CA certificates trusted on top of the platform's roots
+    /// (`SSL_CERT_FILE`, `AWS_CA_BUNDLE`, `--ca-bundle`).
+    pub ca_files: Vec<Sourced<PathBuf>>,
 }
 
 impl Default for HttpConfig {
@@ -39,16 +48,37 @@ impl Default for HttpConfig {
             pool_max_idle_per_host: 256,
             user_agent: concat!("shoal/", env!("CARGO_PKG_VERSION")).to_owned(),
             plain_http: false,
+            proxy: ProxyConfig::default(),
+            ca_files: Vec::new(),
         }
     }
 }
 
 impl HttpConfig {
-    /// Builds a client. Only fails if the TLS stack cannot initialise.
+    /// Builds a client. Fails on a proxy URL or CA file that cannot be
+    /// used (an [`ErrorKind::InvalidInput`] naming where it was given), or
+    /// if the TLS stack cannot initialise.
     pub fn build(&self) -> Result<reqwest::Client, Error> {
         let mut b = reqwest::Client::builder();
-        if self.plain_http {
+        // Checked even when TLS is skipped below: a bad file is a mistake
+        // to report, not to ignore until the first https endpoint.
+        let mut roots = Vec::new();
+        for f in &self.ca_files {
+            roots.extend(load_ca_file(f)?);
+        }
+        if self.plain_http && !self.proxy.needs_tls() {
             b = b.tls_certs_only(std::iter::empty::<reqwest::Certificate>());
+        } else if !roots.is_empty() {
+            b = b.tls_certs_merge(roots);
+        }
+        if self.proxy.is_empty() {
+            // Not reqwest's default of reading the environment again: the
+            // caller's ProxyConfig is the whole truth (and `--no-proxy` works).
+            b = b.no_proxy();
+        } else {
+            for p in self.proxy.proxies()? {
+                b = b.proxy(p);
+            }
         }
         b.connect_timeout(self.connect_timeout)
             .read_timeout(self.read_timeout)
@@ -56,7 +86,6 @@ impl HttpConfig {
             .pool_idle_timeout(Duration::from_secs(50))
             .tcp_nodelay(true)
             .http1_only()
-            .no_proxy()
             .user_agent(&self.user_agent)
             .build()
             .map_err(|e| {
@@ -205,6 +234,16 @@ pub fn error_from_reqwest(op: Op, url: &str, err: reqwest::Error) -> Error {
     if err.is_connect() && host_unknown(&err) {
         e = e.permanent();
     }
+    if certificate_refused(&err) {
+        // Retrying cannot make an unknown issuer known.
+        e = e
+            .with_hint(
+                "the server's TLS certificate is not trusted here; \
+                 if it comes from a private CA, give the CA with --ca-bundle FILE, \
+                 SSL_CERT_FILE or (S3) AWS_CA_BUNDLE",
+            )
+            .permanent();
+    }
     e.with_source(err.without_url())
 }
 
@@ -226,6 +265,19 @@ fn host_unknown(err: &(dyn std::error::Error + 'static)) -> bool {
             if UNKNOWN.iter().any(|u| m.contains(u)) {
                 return true;
             }
+        }
+        cur = e.source();
+    }
+    false
+}
+
+/// Whether TLS verification refused the server's certificate (rustls says
+/// "invalid peer certificate: UnknownIssuer", "…: NotValidForName", …).
+fn certificate_refused(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if e.to_string().contains("invalid peer certificate") {
+            return true;
         }
         cur = e.source();
     }

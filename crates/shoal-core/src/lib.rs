@@ -18,6 +18,7 @@ pub mod http;
 pub mod local;
 pub mod local_path;
 pub mod memory;
+pub mod network;
 pub mod meta;
 pub mod paginate;
 pub mod resume;
