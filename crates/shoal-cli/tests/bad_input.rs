@@ -1175,7 +1175,12 @@ fn table() -> Vec<Case> {
         // any request (the endpoints below are never asked).
         case(
             "ca bundle flag names a missing file",
-            &["--ca-bundle", "{DIR}/../no-such-ca.pem", "ls", "s3://bucket/"],
+            &[
+                "--ca-bundle",
+                "{DIR}/../no-such-ca.pem",
+                "ls",
+                "s3://bucket/",
+            ],
             2,
             &["cannot read CA file", "--ca-bundle", "no-such-ca.pem"],
         )
@@ -1213,9 +1218,18 @@ fn table() -> Vec<Case> {
         .env("HTTPS_PROXY", "http://proxy.corp:99999"),
         case(
             "proxy flag with an unsupported scheme, password hidden",
-            &["--proxy", "ftp://alice:hunter2@proxy.corp", "ls", "gs://bucket/"],
+            &[
+                "--proxy",
+                "ftp://alice:hunter2@proxy.corp",
+                "ls",
+                "gs://bucket/",
+            ],
             2,
-            &["unsupported proxy scheme 'ftp://'", "--proxy", "***@proxy.corp"],
+            &[
+                "unsupported proxy scheme 'ftp://'",
+                "--proxy",
+                "***@proxy.corp",
+            ],
         )
         .env("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9"),
         case(
@@ -1310,7 +1324,8 @@ fn bad_proxy_url_is_named_without_its_password() {
         ("ALL_PROXY", "socks5://alice:hunter2@proxy.corp"),
     ] {
         let mut c = with_args(shoal(), &["ls", "s3://bucket/"]);
-        c.env("AWS_ENDPOINT_URL", "http://127.0.0.1:9").env(var, url);
+        c.env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+            .env(var, url);
         let r = run(c);
         r.assert_one_line_error(2, &[var, "proxy.corp"]);
         assert!(!r.stderr.contains("hunter2"), "{}", r.stderr);

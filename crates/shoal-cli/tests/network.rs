@@ -50,11 +50,21 @@ impl Proxy {
     }
 
     fn first_lines(&self) -> Vec<String> {
-        self.seen.lock().unwrap().iter().map(|x| x.0.clone()).collect()
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|x| x.0.clone())
+            .collect()
     }
 
     fn auths(&self) -> Vec<Option<String>> {
-        self.seen.lock().unwrap().iter().map(|x| x.1.clone()).collect()
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|x| x.1.clone())
+            .collect()
     }
 
     /// The proxy URL with `alice:pr0xy-s3cret@` in it.
@@ -64,7 +74,11 @@ impl Proxy {
     }
 }
 
-fn relay(mut client: TcpStream, relayed: &AtomicUsize, seen: &Mutex<Vec<(String, Option<String>)>>) {
+fn relay(
+    mut client: TcpStream,
+    relayed: &AtomicUsize,
+    seen: &Mutex<Vec<(String, Option<String>)>>,
+) {
     let mut head = Vec::new();
     let mut b = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
@@ -153,7 +167,10 @@ fn http_proxy_variables_route_s3_and_gcs_requests_through_the_proxy() {
         );
         assert!(proxy.relayed() > 0, "{scheme}: nothing went through {var}");
         assert!(
-            proxy.first_lines().iter().all(|l| l.contains(" http://127.0.0.1:")),
+            proxy
+                .first_lines()
+                .iter()
+                .all(|l| l.contains(" http://127.0.0.1:")),
             "absolute-form requests: {:?}",
             proxy.first_lines()
         );
@@ -163,13 +180,18 @@ fn http_proxy_variables_route_s3_and_gcs_requests_through_the_proxy() {
         round_trip(
             || {
                 let mut c = base().unwrap();
-                c.env(var, &bypassed.url).env("NO_PROXY", "localhost,127.0.0.1");
+                c.env(var, &bypassed.url)
+                    .env("NO_PROXY", "localhost,127.0.0.1");
                 c
             },
             &url,
             &file,
         );
-        assert_eq!(bypassed.relayed(), 0, "{scheme}: NO_PROXY=127.0.0.1 ignored");
+        assert_eq!(
+            bypassed.relayed(),
+            0,
+            "{scheme}: NO_PROXY=127.0.0.1 ignored"
+        );
     }
 }
 
@@ -236,7 +258,10 @@ fn proxy_credentials_are_sent_to_the_proxy_and_never_printed() {
     );
     assert!(proxy.relayed() > 0);
     assert!(
-        proxy.auths().iter().all(|a| a.as_deref() == Some(PROXY_BASIC)),
+        proxy
+            .auths()
+            .iter()
+            .all(|a| a.as_deref() == Some(PROXY_BASIC)),
         "Proxy-Authorization: {:?}",
         proxy.auths()
     );
@@ -248,7 +273,10 @@ fn proxy_credentials_are_sent_to_the_proxy_and_never_printed() {
         vec!["--attempts", "1", "ls", url.as_str()],
     ] {
         let mut c = with_args(s3().unwrap(), &args);
-        c.env("HTTP_PROXY", format!("http://alice:{PROXY_PASSWORD}@127.0.0.1:1"));
+        c.env(
+            "HTTP_PROXY",
+            format!("http://alice:{PROXY_PASSWORD}@127.0.0.1:1"),
+        );
         let r = run(c);
         assert_eq!(r.code, 1, "{}", r.stderr);
         assert!(!r.stderr.contains(PROXY_PASSWORD), "{}", r.stderr);
@@ -311,7 +339,10 @@ impl TlsMinio {
             .is_ok_and(|o| o.status.success());
         if !minio.exists() || !have_openssl {
             if std::env::var("SHOAL_REQUIRE_SERVERS").is_ok_and(|v| v == "1") {
-                panic!("{} or openssl missing but SHOAL_REQUIRE_SERVERS=1", minio.display());
+                panic!(
+                    "{} or openssl missing but SHOAL_REQUIRE_SERVERS=1",
+                    minio.display()
+                );
             }
             eprintln!("skipped: no minio binary or no openssl");
             return None;
@@ -325,12 +356,59 @@ impl TlsMinio {
             "basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n",
         )
         .unwrap();
-        openssl(d, &["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key",
-            "-out", "ca.crt", "-days", "2", "-subj", "/CN=shoal test CA"]);
-        openssl(d, &["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "certs/private.key",
-            "-out", "server.csr", "-subj", "/CN=127.0.0.1"]);
-        openssl(d, &["x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-            "-CAcreateserial", "-out", "certs/public.crt", "-days", "2", "-extfile", "ext.cnf"]);
+        openssl(
+            d,
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=shoal test CA",
+            ],
+        );
+        openssl(
+            d,
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "certs/private.key",
+                "-out",
+                "server.csr",
+                "-subj",
+                "/CN=127.0.0.1",
+            ],
+        );
+        openssl(
+            d,
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                "certs/public.crt",
+                "-days",
+                "2",
+                "-extfile",
+                "ext.cnf",
+            ],
+        );
         let port = free_port();
         let child = Command::new(&minio)
             .args(["server", "--quiet", "--certs-dir"])
@@ -354,7 +432,10 @@ impl TlsMinio {
         };
         let t0 = Instant::now();
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(t0.elapsed() < Duration::from_secs(60), "TLS MinIO did not start");
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "TLS MinIO did not start"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
         Some(m)
@@ -385,23 +466,40 @@ fn tls_minio_with_a_private_ca_is_reached_with_each_way_of_naming_the_ca() {
 
     // Without the CA: one line, a certificate error, what to do about it.
     let r = run(with_args(m.shoal(), &["ls", &format!("s3://{bucket}")]));
-    r.assert_one_line_error(1, &["certificate", "--ca-bundle", "SSL_CERT_FILE", "AWS_CA_BUNDLE"]);
+    r.assert_one_line_error(
+        1,
+        &[
+            "certificate",
+            "--ca-bundle",
+            "SSL_CERT_FILE",
+            "AWS_CA_BUNDLE",
+        ],
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let file = small_file(dir.path());
     let url = format!("s3://{bucket}/hello.txt");
     let ways: [(&str, Box<dyn Fn() -> Command>); 3] = [
-        ("SSL_CERT_FILE", Box::new(|| {
-            let mut c = m.shoal();
-            c.env("SSL_CERT_FILE", &ca);
-            c
-        })),
-        ("AWS_CA_BUNDLE", Box::new(|| {
-            let mut c = m.shoal();
-            c.env("AWS_CA_BUNDLE", &ca);
-            c
-        })),
-        ("--ca-bundle", Box::new(|| with_args(m.shoal(), &["--ca-bundle", &ca]))),
+        (
+            "SSL_CERT_FILE",
+            Box::new(|| {
+                let mut c = m.shoal();
+                c.env("SSL_CERT_FILE", &ca);
+                c
+            }),
+        ),
+        (
+            "AWS_CA_BUNDLE",
+            Box::new(|| {
+                let mut c = m.shoal();
+                c.env("AWS_CA_BUNDLE", &ca);
+                c
+            }),
+        ),
+        (
+            "--ca-bundle",
+            Box::new(|| with_args(m.shoal(), &["--ca-bundle", &ca])),
+        ),
     ];
     for (_, base) in &ways {
         round_trip(base, &url, &file);
@@ -420,7 +518,10 @@ fn tls_minio_with_a_private_ca_is_reached_with_each_way_of_naming_the_ca() {
     );
     assert!(proxy.relayed() > 0, "HTTPS_PROXY ignored");
     assert!(
-        proxy.first_lines().iter().all(|l| l.starts_with("CONNECT 127.0.0.1:")),
+        proxy
+            .first_lines()
+            .iter()
+            .all(|l| l.starts_with("CONNECT 127.0.0.1:")),
         "{:?}",
         proxy.first_lines()
     );

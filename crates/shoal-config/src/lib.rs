@@ -86,7 +86,7 @@ impl Stores {
                 .filter(|v| !v.is_empty())
                 .map(|v| Sourced::new(name, PathBuf::from(v)))
         };
-        http.ca_files.extend(file_var("SSL_CERT_FILE"));
+        http.system_ca_file = file_var("SSL_CERT_FILE");
         http.ca_files.extend(overrides.ca_bundle.clone());
         Stores {
             s3_ca_file: file_var("AWS_CA_BUNDLE"),

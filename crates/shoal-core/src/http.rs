@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Op, one_line};
-use crate::network::{ProxyConfig, Sourced, load_ca_file};
+use crate::network::{ProxyConfig, Sourced, parse_ca_file, read_ca_file};
 
 /// Settings for the shared HTTP client.
 #[derive(Debug, Clone)]
@@ -36,8 +36,13 @@ pub struct HttpConfig {
     /// Proxies (empty: every request goes straight to its server).
     pub proxy: ProxyConfig,
     /// PEM files of CA certificates trusted on top of the platform's roots
-    /// (`SSL_CERT_FILE`, `AWS_CA_BUNDLE`, `--ca-bundle`).
+    /// (`AWS_CA_BUNDLE`, `--ca-bundle`).
     pub ca_files: Vec<Sourced<PathBuf>>,
+    /// `SSL_CERT_FILE`: rustls-native-certs already reads it as the system
+    /// bundle (OpenSSL's meaning), so it is only checked here, and a
+    /// `ca_files` entry naming the same file is not parsed twice (many
+    /// machines point every such variable at the ~200 KB system bundle).
+    pub system_ca_file: Option<Sourced<PathBuf>>,
 }
 
 impl Default for HttpConfig {
@@ -50,6 +55,7 @@ impl Default for HttpConfig {
             plain_http: false,
             proxy: ProxyConfig::default(),
             ca_files: Vec::new(),
+            system_ca_file: None,
         }
     }
 }
@@ -60,13 +66,25 @@ impl HttpConfig {
     /// if the TLS stack cannot initialise.
     pub fn build(&self) -> Result<reqwest::Client, Error> {
         let mut b = reqwest::Client::builder();
-        // Checked even when TLS is skipped below: a bad file is a mistake
-        // to report, not to ignore until the first https endpoint.
+        let tls = !self.plain_http || self.proxy.needs_tls();
+        // Every file is read and checked even when TLS is skipped: a bad
+        // file is a mistake to report, not to ignore until the first https
+        // endpoint. Only the certificates TLS will use are parsed.
+        if let Some(f) = &self.system_ca_file {
+            read_ca_file(f)?;
+        }
         let mut roots = Vec::new();
         for f in &self.ca_files {
-            roots.extend(load_ca_file(f)?);
+            let pem = read_ca_file(f)?;
+            let known = self
+                .system_ca_file
+                .as_ref()
+                .is_some_and(|s| s.value == f.value);
+            if tls && !known {
+                roots.extend(parse_ca_file(f, &pem)?);
+            }
         }
-        if self.plain_http && !self.proxy.needs_tls() {
+        if !tls {
             b = b.tls_certs_only(std::iter::empty::<reqwest::Certificate>());
         } else if !roots.is_empty() {
             b = b.tls_certs_merge(roots);

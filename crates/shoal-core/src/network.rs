@@ -184,25 +184,45 @@ impl fmt::Debug for Sourced<PathBuf> {
     }
 }
 
-/// Reads the CA certificates of a PEM file. A file that cannot be read or
-/// holds no certificate is an error naming the file and where it was given.
-pub fn load_ca_file(file: &Sourced<PathBuf>) -> Result<Vec<reqwest::Certificate>, Error> {
-    let path = file.value.display().to_string();
-    let bad = |why: String| {
-        Error::invalid(Op::Read, path.clone(), format!("{} (from {})", why, file.from))
-            .with_hint("give a PEM file of CA certificates")
-    };
-    let pem = std::fs::read(&file.value).map_err(|e| bad(format!("cannot read CA file: {e}")))?;
-    let has_cert = pem
-        .windows(b"-----BEGIN CERTIFICATE-----".len())
-        .any(|w| w == b"-----BEGIN CERTIFICATE-----");
-    if !has_cert {
-        return Err(bad("no PEM certificate in CA file".into()));
+fn bad_ca_file(file: &Sourced<PathBuf>, why: String) -> Error {
+    Error::invalid(
+        Op::Read,
+        file.value.display().to_string(),
+        format!("{} (from {})", why, file.from),
+    )
+    .with_hint("give a PEM file of CA certificates")
+}
+
+/// Reads a PEM file of CA certificates and checks that it holds at least
+/// one (without parsing them: that is for the files TLS will use). A file
+/// that cannot be read or holds no certificate is an error naming the file
+/// and where it was given.
+pub fn read_ca_file(file: &Sourced<PathBuf>) -> Result<Vec<u8>, Error> {
+    const BEGIN: &[u8] = b"-----BEGIN CERTIFICATE-----";
+    let pem = std::fs::read(&file.value)
+        .map_err(|e| bad_ca_file(file, format!("cannot read CA file: {e}")))?;
+    if !pem.windows(BEGIN.len()).any(|w| w == BEGIN) {
+        return Err(bad_ca_file(file, "no PEM certificate in CA file".into()));
     }
-    let certs = reqwest::Certificate::from_pem_bundle(&pem)
-        .map_err(|e| bad(format!("bad certificate in CA file: {}", crate::http::chain_message(&e))))?;
+    Ok(pem)
+}
+
+/// The certificates of a file [`read_ca_file`] read.
+pub fn parse_ca_file(
+    file: &Sourced<PathBuf>,
+    pem: &[u8],
+) -> Result<Vec<reqwest::Certificate>, Error> {
+    let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| {
+        bad_ca_file(
+            file,
+            format!(
+                "bad certificate in CA file: {}",
+                crate::http::chain_message(&e)
+            ),
+        )
+    })?;
     if certs.is_empty() {
-        return Err(bad("no PEM certificate in CA file".into()));
+        return Err(bad_ca_file(file, "no PEM certificate in CA file".into()));
     }
     Ok(certs)
 }
@@ -240,11 +260,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("ca.pem");
         std::fs::write(&f, "not a certificate\n").unwrap();
-        let e = load_ca_file(&Sourced::new("AWS_CA_BUNDLE", f.clone())).unwrap_err();
+        let e = read_ca_file(&Sourced::new("AWS_CA_BUNDLE", f.clone())).unwrap_err();
         assert!(e.to_string().contains("AWS_CA_BUNDLE"), "{e}");
         assert!(e.to_string().contains("no PEM certificate"), "{e}");
         let missing = dir.path().join("nope.pem");
-        let e = load_ca_file(&Sourced::new("--ca-bundle", missing)).unwrap_err();
+        let e = read_ca_file(&Sourced::new("--ca-bundle", missing)).unwrap_err();
         assert!(e.to_string().contains("cannot read"), "{e}");
     }
 }
