@@ -19,6 +19,10 @@ const PROXY_PASSWORD: &str = "pr0xy-s3cret";
 /// base64("alice:pr0xy-s3cret")
 const PROXY_BASIC: &str = "Basic YWxpY2U6cHIweHktczNjcmV0";
 
+/// What the proxy saw of each connection: its first line and its
+/// `Proxy-Authorization` header.
+type Seen = Mutex<Vec<(String, Option<String>)>>;
+
 /// An HTTP proxy on a free loopback port: `CONNECT host:port` opens a
 /// tunnel, an absolute-form request (`GET http://host:port/…`) is forwarded
 /// as is. Every connection it relays is counted, with its first line and
@@ -26,7 +30,7 @@ const PROXY_BASIC: &str = "Basic YWxpY2U6cHIweHktczNjcmV0";
 struct Proxy {
     url: String,
     relayed: Arc<AtomicUsize>,
-    seen: Arc<Mutex<Vec<(String, Option<String>)>>>,
+    seen: Arc<Seen>,
 }
 
 impl Proxy {
@@ -74,11 +78,7 @@ impl Proxy {
     }
 }
 
-fn relay(
-    mut client: TcpStream,
-    relayed: &AtomicUsize,
-    seen: &Mutex<Vec<(String, Option<String>)>>,
-) {
+fn relay(mut client: TcpStream, relayed: &AtomicUsize, seen: &Seen) {
     let mut head = Vec::new();
     let mut b = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
@@ -479,7 +479,8 @@ fn tls_minio_with_a_private_ca_is_reached_with_each_way_of_naming_the_ca() {
     let dir = tempfile::tempdir().unwrap();
     let file = small_file(dir.path());
     let url = format!("s3://{bucket}/hello.txt");
-    let ways: [(&str, Box<dyn Fn() -> Command>); 3] = [
+    type MakeCommand<'a> = Box<dyn Fn() -> Command + 'a>;
+    let ways: [(&str, MakeCommand); 3] = [
         (
             "SSL_CERT_FILE",
             Box::new(|| {
