@@ -29,6 +29,8 @@ type Seen = Mutex<Vec<(String, Option<String>)>>;
 /// `Proxy-Authorization` header.
 struct Proxy {
     url: String,
+    /// `Proxy-Authorization` required (else 407), if set.
+    wants: Arc<Mutex<Option<String>>>,
     relayed: Arc<AtomicUsize>,
     seen: Arc<Seen>,
 }
@@ -39,14 +41,25 @@ impl Proxy {
         let url = format!("http://127.0.0.1:{}", l.local_addr().unwrap().port());
         let relayed = Arc::new(AtomicUsize::new(0));
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let (r, s) = (relayed.clone(), seen.clone());
+        let wants = Arc::new(Mutex::new(None));
+        let (r, s, w) = (relayed.clone(), seen.clone(), wants.clone());
         std::thread::spawn(move || {
             for c in l.incoming().flatten() {
-                let (r, s) = (r.clone(), s.clone());
-                std::thread::spawn(move || relay(c, &r, &s));
+                let (r, s, w) = (r.clone(), s.clone(), w.clone());
+                std::thread::spawn(move || relay(c, &r, &s, &w));
             }
         });
-        Proxy { url, relayed, seen }
+        Proxy {
+            url,
+            wants,
+            relayed,
+            seen,
+        }
+    }
+
+    /// From now on, answer 407 to requests without these credentials.
+    fn require(&self, basic: &str) {
+        *self.wants.lock().unwrap() = Some(basic.to_owned());
     }
 
     fn relayed(&self) -> usize {
@@ -78,7 +91,7 @@ impl Proxy {
     }
 }
 
-fn relay(mut client: TcpStream, relayed: &AtomicUsize, seen: &Seen) {
+fn relay(mut client: TcpStream, relayed: &AtomicUsize, seen: &Seen, wants: &Mutex<Option<String>>) {
     let mut head = Vec::new();
     let mut b = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
@@ -96,7 +109,19 @@ fn relay(mut client: TcpStream, relayed: &AtomicUsize, seen: &Seen) {
     });
     let mut parts = first.split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let refused = wants
+        .lock()
+        .unwrap()
+        .as_ref()
+        .is_some_and(|w| auth.as_deref() != Some(w.as_str()));
     seen.lock().unwrap().push((first.clone(), auth));
+    if refused {
+        let _ = client.write_all(
+            b"HTTP/1.1 407 Proxy Authentication Required\r\n\
+              proxy-authenticate: Basic realm=\"test\"\r\ncontent-length: 0\r\n\r\n",
+        );
+        return;
+    }
     let upstream_addr = if method == "CONNECT" {
         target.to_owned()
     } else {
@@ -265,6 +290,16 @@ fn proxy_credentials_are_sent_to_the_proxy_and_never_printed() {
         "Proxy-Authorization: {:?}",
         proxy.auths()
     );
+
+    // A proxy that wants credentials and gets none, or wrong ones: one
+    // line that says so and how to give them.
+    proxy.require(PROXY_BASIC);
+    let wrong = proxy.url.replace("http://", "http://alice:not-it@");
+    for url_of_proxy in [&proxy.url, &wrong] {
+        let mut c = with_args(s3().unwrap(), &["ls", &url]);
+        c.env("HTTP_PROXY", url_of_proxy);
+        run(c).assert_one_line_error(1, &["407", "http://user:password@host:port"]);
+    }
 
     // A proxy that cannot be reached: the error names the problem, not the
     // password (nor does any debug log line).
@@ -526,5 +561,27 @@ fn tls_minio_with_a_private_ca_is_reached_with_each_way_of_naming_the_ca() {
             .all(|l| l.starts_with("CONNECT 127.0.0.1:")),
         "{:?}",
         proxy.first_lines()
+    );
+
+    // CONNECT with credentials; without them, one line saying what to do.
+    proxy.require(PROXY_BASIC);
+    let with_creds = proxy.url_with_credentials();
+    round_trip(
+        || {
+            let mut c = with_args(m.shoal(), &["--ca-bundle", &ca]);
+            c.env("HTTPS_PROXY", &with_creds);
+            c
+        },
+        &url,
+        &file,
+    );
+    let mut c = with_args(m.shoal(), &["--ca-bundle", &ca, "ls", &url]);
+    c.env("HTTPS_PROXY", &proxy.url);
+    run(c).assert_one_line_error(
+        1,
+        &[
+            "proxy authorization required",
+            "http://user:password@host:port",
+        ],
     );
 }

@@ -117,6 +117,15 @@ impl HttpConfig {
     }
 }
 
+const PROXY_AUTH_HINT: &str = "the proxy wants credentials: give them in its URL, \
+     http://user:password@host:port (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY or --proxy)";
+
+/// A hint that depends on the status alone, whatever the store: a 407
+/// comes from a forwarding proxy, not from the store.
+pub fn status_hint(status: u16) -> Option<&'static str> {
+    (status == 407).then_some(PROXY_AUTH_HINT)
+}
+
 /// Maps an HTTP status to a kind.
 pub fn status_kind(status: u16) -> ErrorKind {
     match status {
@@ -207,6 +216,9 @@ pub async fn error_from_response(
     if let Some(h) = hint_for(kind, op, url) {
         err = err.with_hint(h);
     }
+    if let Some(h) = status_hint(status.as_u16()) {
+        err = err.with_hint(h);
+    }
     if let Some(after) = retry_after {
         err = err.with_retry_after(after);
     }
@@ -251,6 +263,15 @@ pub fn error_from_reqwest(op: Op, url: &str, err: reqwest::Error) -> Error {
     }
     if err.is_connect() && host_unknown(&err) {
         e = e.permanent();
+    }
+    let says = chain_message(&err);
+    if says.contains("tunnel error: proxy authorization required") {
+        e = e.with_hint(PROXY_AUTH_HINT).permanent();
+    } else if says.contains("tunnel error") {
+        e = e.with_hint(
+            "the proxy would not open a connection to the server; \
+             check HTTPS_PROXY/ALL_PROXY (or --proxy), or list the host in NO_PROXY",
+        );
     }
     if certificate_refused(&err) {
         // Retrying cannot make an unknown issuer known.
