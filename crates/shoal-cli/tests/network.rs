@@ -260,6 +260,38 @@ fn all_proxy_and_the_proxy_flags() {
         &url,
         &file,
     );
+
+    // NO_PROXY in curl's other forms: a CIDR, `*`, lower case, a list with
+    // spaces; --proxy still honours it.
+    for (var, value) in [
+        ("NO_PROXY", "10.0.0.0/8, 127.0.0.0/8"),
+        ("no_proxy", "*"),
+        ("NO_PROXY", ".example.com,127.0.0.1"),
+    ] {
+        round_trip(
+            || {
+                let mut c = s3().unwrap();
+                c.env("ALL_PROXY", "http://127.0.0.1:1").env(var, value);
+                c
+            },
+            &url,
+            &file,
+        );
+        round_trip(
+            || {
+                let mut c = with_args(s3().unwrap(), &["--proxy", "http://127.0.0.1:1"]);
+                c.env(var, value);
+                c
+            },
+            &url,
+            &file,
+        );
+    }
+    // And a NO_PROXY that does not name the server leaves it proxied.
+    let mut c = with_args(s3().unwrap(), &["--attempts", "1", "ls", &url]);
+    c.env("ALL_PROXY", "http://127.0.0.1:1")
+        .env("NO_PROXY", "127.0.0.2,.example.com,10.0.0.0/8");
+    run(c).assert_one_line_error(1, &["could not connect"]);
 }
 
 #[test]

@@ -84,23 +84,33 @@ impl ProxyConfig {
         self
     }
 
-    /// Whether no request goes through a proxy.
+    /// Whether no request goes through a proxy: none is set, or `NO_PROXY`
+    /// holds `*`. (reqwest's matcher applies `*` to host names only, not to
+    /// IP addresses; curl's `*` means every host, so it is decided here.)
     pub fn is_empty(&self) -> bool {
-        self.http.is_none() && self.https.is_none() && self.all.is_none()
+        let everything = self
+            .no_proxy
+            .as_deref()
+            .is_some_and(|n| n.split(',').any(|h| h.trim() == "*"));
+        everything || (self.http.is_none() && self.https.is_none() && self.all.is_none())
     }
 
     /// Whether some proxy is itself reached over TLS (`https://proxy`).
     pub fn needs_tls(&self) -> bool {
-        [&self.http, &self.https, &self.all]
-            .into_iter()
-            .flatten()
-            .any(|p| p.value.len() >= 8 && p.value[..8].eq_ignore_ascii_case("https://"))
+        !self.is_empty()
+            && [&self.http, &self.https, &self.all]
+                .into_iter()
+                .flatten()
+                .any(|p| p.value.len() >= 8 && p.value[..8].eq_ignore_ascii_case("https://"))
     }
 
     /// The reqwest proxies, most specific first (reqwest takes the first
     /// that matches a request). Fails on a URL that is not a proxy URL,
     /// naming where it came from, its password hidden.
     pub fn proxies(&self) -> Result<Vec<reqwest::Proxy>, Error> {
+        if self.is_empty() {
+            return Ok(Vec::new());
+        }
         let no = self
             .no_proxy
             .as_deref()
@@ -251,6 +261,9 @@ mod tests {
             assert!(s.contains("--proxy"), "{s}");
             assert_eq!(e.kind(), crate::ErrorKind::InvalidInput, "{s}");
         }
+        let mut star = cfg("http://proxy:3128");
+        star.no_proxy = Some("example.com, *".into());
+        assert!(star.is_empty() && star.proxies().unwrap().is_empty());
         let d = format!("{:?}", cfg("http://u:hunter2@p:1"));
         assert!(!d.contains("hunter2"), "{d}");
     }
