@@ -2,11 +2,15 @@
 
 Configuration is the CLI's: ``STORAGE_EMULATOR_HOST`` or Application
 Default Credentials for ``gs://``; ``AWS_ENDPOINT_URL(_S3)``, ``AWS_REGION``
-and the AWS credential chain for ``s3://``. Keywords override:
-``endpoint_url``, ``gcs_endpoint_url``, ``s3_endpoint_url``,
-``no_sign_request``, ``region``, ``profile``, ``key``/``secret``,
-``s3_addressing`` (``auto``/``path``/``virtual``), ``workers`` (requests in
-flight per call, default 2 per vCPU) and ``attempts``.
+and the AWS credential chain for ``s3://``; ``HTTPS_PROXY``/``HTTP_PROXY``/
+``ALL_PROXY``/``NO_PROXY`` and ``SSL_CERT_FILE`` for both, ``AWS_CA_BUNDLE``
+for ``s3://``.
+Keywords override: ``endpoint_url``, ``gcs_endpoint_url``,
+``s3_endpoint_url``, ``no_sign_request``, ``region``, ``profile``,
+``key``/``secret``, ``s3_addressing`` (``auto``/``path``/``virtual``),
+``workers`` (requests in flight per call, default 2 per vCPU),
+``attempts``, ``proxy`` (one proxy URL for every request; ``NO_PROXY`` still
+applies) and ``ca_bundle`` (a PEM file of extra CA certificates).
 """
 
 from __future__ import annotations

@@ -23,6 +23,8 @@ class Session:
         s3_addressing: str = "auto",
         workers: int | None = None,
         attempts: int | None = None,
+        proxy: str | None = None,
+        ca_bundle: str | PathLike[str] | None = None,
     ) -> None: ...
     @property
     def workers(self) -> int: ...

@@ -50,6 +50,17 @@ pub(crate) struct Global {
     /// response) after which a request is dropped and retried (default 60).
     #[arg(long, global = true, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub(crate) read_timeout: Option<u64>,
+    /// Send every request through this proxy (http://[user:pw@]host:port)
+    /// instead of $HTTPS_PROXY/$HTTP_PROXY/$ALL_PROXY; $NO_PROXY still applies.
+    #[arg(long, global = true, value_name = "URL", conflicts_with = "no_proxy")]
+    pub(crate) proxy: Option<String>,
+    /// Connect to every server directly, ignoring the proxy variables.
+    #[arg(long, global = true)]
+    pub(crate) no_proxy: bool,
+    /// PEM file of CA certificates to trust on top of the system's (a
+    /// private CA); $SSL_CERT_FILE and, for S3, $AWS_CA_BUNDLE too.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) ca_bundle: Option<std::path::PathBuf>,
     /// No progress bars or summaries.
     #[arg(long, short = 'q', global = true)]
     pub(crate) quiet: bool,

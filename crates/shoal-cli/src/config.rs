@@ -51,6 +51,15 @@ impl Context {
                 Addressing::Path => shoal_config::Addressing::Path,
                 Addressing::Virtual => shoal_config::Addressing::VirtualHost,
             },
+            proxy: g
+                .proxy
+                .as_ref()
+                .map(|p| shoal_config::Sourced::new("--proxy", p.clone())),
+            no_proxy: g.no_proxy,
+            ca_bundle: g
+                .ca_bundle
+                .as_ref()
+                .map(|f| shoal_config::Sourced::new("--ca-bundle", f.clone())),
             ..Overrides::default()
         };
         // Connections kept for every request a batch may have in flight.

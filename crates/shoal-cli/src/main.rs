@@ -271,12 +271,17 @@ fn init_logging(verbose: u8) -> Result<(), String> {
         "shoal_transfer",
         "shoal_list",
     ];
-    let default = ours
+    let mut default = ours
         .iter()
         .map(|c| format!("{c}={level}"))
         .collect::<Vec<_>>()
         .join(",")
         + ",error";
+    if verbose == 0 {
+        // It logs a refused certificate at error level, and that failure
+        // is then our one error line (with what to do about it).
+        default.push_str(",rustls_platform_verifier=off");
+    }
     let filter = match std::env::var("SHOAL_LOG") {
         Ok(f) => tracing_subscriber::EnvFilter::try_new(&f).map_err(|e| {
             format!("SHOAL_LOG={f:?}: {e} (a tracing filter, e.g. 'shoal=debug' or 'debug')")

@@ -1171,6 +1171,74 @@ fn table() -> Vec<Case> {
         )
         .on("SHOAL_TEST_GCS")
         .env("GOOGLE_APPLICATION_CREDENTIALS", "{DIR}/../dead-adc.json"),
+        // Proxies and CA files: named where they were given, exit 2, before
+        // any request (the endpoints below are never asked).
+        case(
+            "ca bundle flag names a missing file",
+            &[
+                "--ca-bundle",
+                "{DIR}/../no-such-ca.pem",
+                "ls",
+                "s3://bucket/",
+            ],
+            2,
+            &["cannot read CA file", "--ca-bundle", "no-such-ca.pem"],
+        )
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9"),
+        case(
+            "ca bundle is a folder",
+            &["--ca-bundle", "{DIR}", "ls", "gs://bucket/"],
+            2,
+            &["cannot read CA file", "--ca-bundle", "{DIR}"],
+        )
+        .env("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9"),
+        case(
+            "SSL_CERT_FILE holds no certificate",
+            &["ls", "gs://bucket/"],
+            2,
+            &["no PEM certificate", "SSL_CERT_FILE", "bad-adc.json"],
+        )
+        .env("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9")
+        .env("SSL_CERT_FILE", "{DIR}/../bad-adc.json"),
+        case(
+            "AWS_CA_BUNDLE holds no certificate",
+            &["ls", "s3://bucket/"],
+            2,
+            &["no PEM certificate", "AWS_CA_BUNDLE", "bad-adc.json"],
+        )
+        .env("AWS_ENDPOINT_URL", "https://127.0.0.1:9")
+        .env("AWS_CA_BUNDLE", "{DIR}/../bad-adc.json"),
+        case(
+            "proxy variable with a bad port",
+            &["ls", "s3://bucket/"],
+            2,
+            &["not a usable proxy URL", "HTTPS_PROXY", "proxy.corp"],
+        )
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+        .env("HTTPS_PROXY", "http://proxy.corp:99999"),
+        case(
+            "proxy flag with an unsupported scheme, password hidden",
+            &[
+                "--proxy",
+                "ftp://alice:hunter2@proxy.corp",
+                "ls",
+                "gs://bucket/",
+            ],
+            2,
+            &[
+                "unsupported proxy scheme 'ftp://'",
+                "--proxy",
+                "***@proxy.corp",
+            ],
+        )
+        .env("STORAGE_EMULATOR_HOST", "http://127.0.0.1:9"),
+        case(
+            "proxy flag without a host",
+            &["--proxy", "http://:3128", "ls", "s3://bucket/"],
+            2,
+            &["not a usable proxy URL", "no host"],
+        )
+        .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9"),
     ]
 }
 
@@ -1244,6 +1312,24 @@ fn bad_input_table() {
         failed.len(),
         failed.join("\n")
     );
+}
+
+/// A proxy URL that cannot be used is echoed back so the user can see which
+/// one, but never with its password.
+#[test]
+fn bad_proxy_url_is_named_without_its_password() {
+    for (var, url) in [
+        ("HTTPS_PROXY", "ftp://alice:hunter2@proxy.corp:21"),
+        ("HTTP_PROXY", "http://alice:hunter2@proxy.corp:99999"),
+        ("ALL_PROXY", "socks5://alice:hunter2@proxy.corp"),
+    ] {
+        let mut c = with_args(shoal(), &["ls", "s3://bucket/"]);
+        c.env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+            .env(var, url);
+        let r = run(c);
+        r.assert_one_line_error(2, &[var, "proxy.corp"]);
+        assert!(!r.stderr.contains("hunter2"), "{}", r.stderr);
+    }
 }
 
 /// A sync whose source cannot be listed must not take the empty listing

@@ -9,11 +9,14 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use shoal_core::StoreFor;
 use shoal_core::http::HttpConfig;
 use shoal_core::local::LocalStore;
+use shoal_core::network::ProxyConfig;
+pub use shoal_core::network::Sourced;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{Location, Result, Scheme, Store};
 
@@ -40,6 +43,14 @@ pub struct Overrides {
     pub s3_access_key: Option<String>,
     /// Explicit S3 secret access key.
     pub s3_secret_key: Option<String>,
+    /// One proxy for every request (`--proxy`), instead of the proxy
+    /// variables; `NO_PROXY` still applies.
+    pub proxy: Option<Sourced<String>>,
+    /// Ignore the proxy variables: connect to every server directly.
+    pub no_proxy: bool,
+    /// A PEM file of CA certificates trusted on top of the platform's
+    /// roots (`--ca-bundle`).
+    pub ca_bundle: Option<Sourced<PathBuf>>,
 }
 
 /// The stores of one process (CLI run, Python session), built lazily per
@@ -48,6 +59,8 @@ pub struct Overrides {
 pub struct Stores {
     overrides: Overrides,
     http: HttpConfig,
+    /// `AWS_CA_BUNDLE`: trusted by the S3 store only, as the AWS CLI does.
+    s3_ca_file: Option<Sourced<PathBuf>>,
     retry: RetryPolicy,
     gcs: OnceLock<Arc<dyn Store>>,
     s3: OnceLock<Arc<dyn Store>>,
@@ -58,11 +71,25 @@ impl Stores {
     /// Stores for `workers` requests in flight (the connection pool keeps
     /// twice that, at least 32, idle connections per host).
     pub fn new(overrides: Overrides, workers: usize, retry: RetryPolicy) -> Self {
-        let http = HttpConfig {
+        let mut http = HttpConfig {
             pool_max_idle_per_host: workers.max(16) * 2,
             ..HttpConfig::default()
         };
+        if !overrides.no_proxy {
+            http.proxy = ProxyConfig::from_env();
+            if let Some(p) = &overrides.proxy {
+                http.proxy = http.proxy.with_proxy_for_all(&p.from, &p.value);
+            }
+        }
+        let file_var = |name: &str| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(|v| Sourced::new(name, PathBuf::from(v)))
+        };
+        http.system_ca_file = file_var("SSL_CERT_FILE");
+        http.ca_files.extend(overrides.ca_bundle.clone());
         Stores {
+            s3_ca_file: file_var("AWS_CA_BUNDLE"),
             overrides,
             http,
             retry,
@@ -155,6 +182,7 @@ impl Stores {
         cfg.anonymous = o.no_sign_request;
         cfg.addressing = o.addressing;
         cfg.http = self.http.clone();
+        cfg.http.ca_files.extend(self.s3_ca_file.clone());
         cfg.http.plain_http = is_plain_http(cfg.endpoint.as_deref());
         cfg.retry = self.retry;
         Ok(Arc::new(shoal_s3::S3Store::new(cfg)?))

@@ -8,10 +8,14 @@
 //!   32 GiB slice may take minutes, but a stall of 60 s is a dead connection.
 //! - No automatic decompression: a gzip-stored object must arrive as stored
 //!   so its checksum can be verified; decompression is the caller's choice.
+//! - Proxies and extra CA roots only when some are set ([`crate::network`]):
+//!   a plain-http endpoint without proxies pays for neither.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Op, one_line};
+use crate::network::{ProxyConfig, Sourced, parse_ca_file, read_ca_file};
 
 /// Settings for the shared HTTP client.
 #[derive(Debug, Clone)]
@@ -29,6 +33,16 @@ pub struct HttpConfig {
     /// was about half of a cold `shoal ls` against a local server. Any
     /// `https://` request through this client then fails verification.
     pub plain_http: bool,
+    /// Proxies (empty: every request goes straight to its server).
+    pub proxy: ProxyConfig,
+    /// PEM files of CA certificates trusted on top of the platform's roots
+    /// (`AWS_CA_BUNDLE`, `--ca-bundle`).
+    pub ca_files: Vec<Sourced<PathBuf>>,
+    /// `SSL_CERT_FILE`: rustls-native-certs already reads it as the system
+    /// bundle (OpenSSL's meaning), so it is only checked here, and a
+    /// `ca_files` entry naming the same file is not parsed twice (many
+    /// machines point every such variable at the ~200 KB system bundle).
+    pub system_ca_file: Option<Sourced<PathBuf>>,
 }
 
 impl Default for HttpConfig {
@@ -39,16 +53,50 @@ impl Default for HttpConfig {
             pool_max_idle_per_host: 256,
             user_agent: concat!("shoal/", env!("CARGO_PKG_VERSION")).to_owned(),
             plain_http: false,
+            proxy: ProxyConfig::default(),
+            ca_files: Vec::new(),
+            system_ca_file: None,
         }
     }
 }
 
 impl HttpConfig {
-    /// Builds a client. Only fails if the TLS stack cannot initialise.
+    /// Builds a client. Fails on a proxy URL or CA file that cannot be
+    /// used (an [`ErrorKind::InvalidInput`] naming where it was given), or
+    /// if the TLS stack cannot initialise.
     pub fn build(&self) -> Result<reqwest::Client, Error> {
         let mut b = reqwest::Client::builder();
-        if self.plain_http {
+        let tls = !self.plain_http || self.proxy.needs_tls();
+        // Every file is read and checked even when TLS is skipped: a bad
+        // file is a mistake to report, not to ignore until the first https
+        // endpoint. Only the certificates TLS will use are parsed.
+        if let Some(f) = &self.system_ca_file {
+            read_ca_file(f)?;
+        }
+        let mut roots = Vec::new();
+        for f in &self.ca_files {
+            let pem = read_ca_file(f)?;
+            let known = self
+                .system_ca_file
+                .as_ref()
+                .is_some_and(|s| s.value == f.value);
+            if tls && !known {
+                roots.extend(parse_ca_file(f, &pem)?);
+            }
+        }
+        if !tls {
             b = b.tls_certs_only(std::iter::empty::<reqwest::Certificate>());
+        } else if !roots.is_empty() {
+            b = b.tls_certs_merge(roots);
+        }
+        if self.proxy.is_empty() {
+            // Not reqwest's default of reading the environment again: the
+            // caller's ProxyConfig is the whole truth (and `--no-proxy` works).
+            b = b.no_proxy();
+        } else {
+            for p in self.proxy.proxies()? {
+                b = b.proxy(p);
+            }
         }
         b.connect_timeout(self.connect_timeout)
             .read_timeout(self.read_timeout)
@@ -56,7 +104,6 @@ impl HttpConfig {
             .pool_idle_timeout(Duration::from_secs(50))
             .tcp_nodelay(true)
             .http1_only()
-            .no_proxy()
             .user_agent(&self.user_agent)
             .build()
             .map_err(|e| {
@@ -68,6 +115,15 @@ impl HttpConfig {
                 )
             })
     }
+}
+
+const PROXY_AUTH_HINT: &str = "the proxy wants credentials: give them in its URL, \
+     http://user:password@host:port (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY or --proxy)";
+
+/// A hint that depends on the status alone, whatever the store: a 407
+/// comes from a forwarding proxy, not from the store.
+pub fn status_hint(status: u16) -> Option<&'static str> {
+    (status == 407).then_some(PROXY_AUTH_HINT)
 }
 
 /// Maps an HTTP status to a kind.
@@ -215,6 +271,9 @@ pub async fn error_from_response(
     if let Some(h) = hint_for(kind, op, url) {
         err = err.with_hint(h);
     }
+    if let Some(h) = status_hint(status.as_u16()) {
+        err = err.with_hint(h);
+    }
     if let Some(after) = retry_after {
         err = err.with_retry_after(after);
     }
@@ -260,6 +319,25 @@ pub fn error_from_reqwest(op: Op, url: &str, err: reqwest::Error) -> Error {
     if err.is_connect() && host_unknown(&err) {
         e = e.permanent();
     }
+    let says = chain_message(&err);
+    if says.contains("tunnel error: proxy authorization required") {
+        e = e.with_hint(PROXY_AUTH_HINT).permanent();
+    } else if says.contains("tunnel error") {
+        e = e.with_hint(
+            "the proxy would not open a connection to the server; \
+             check HTTPS_PROXY/ALL_PROXY (or --proxy), or list the host in NO_PROXY",
+        );
+    }
+    if certificate_refused(&err) {
+        // Retrying cannot make an unknown issuer known.
+        e = e
+            .with_hint(
+                "the server's TLS certificate is not trusted here; \
+                 if it comes from a private CA, give the CA with --ca-bundle FILE, \
+                 SSL_CERT_FILE or (S3) AWS_CA_BUNDLE",
+            )
+            .permanent();
+    }
     e.with_source(err.without_url())
 }
 
@@ -281,6 +359,19 @@ fn host_unknown(err: &(dyn std::error::Error + 'static)) -> bool {
             if UNKNOWN.iter().any(|u| m.contains(u)) {
                 return true;
             }
+        }
+        cur = e.source();
+    }
+    false
+}
+
+/// Whether TLS verification refused the server's certificate (rustls says
+/// "invalid peer certificate: UnknownIssuer", "…: NotValidForName", …).
+fn certificate_refused(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if e.to_string().contains("invalid peer certificate") {
+            return true;
         }
         cur = e.source();
     }

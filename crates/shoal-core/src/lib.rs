@@ -19,6 +19,7 @@ pub mod local;
 pub mod local_path;
 pub mod memory;
 pub mod meta;
+pub mod network;
 pub mod paginate;
 pub mod resume;
 pub mod retry;

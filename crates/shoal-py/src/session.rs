@@ -57,7 +57,7 @@ impl Session {
     #[pyo3(signature = (
         *, endpoint_url=None, gcs_endpoint_url=None, s3_endpoint_url=None,
         no_sign_request=false, region=None, profile=None, key=None, secret=None,
-        s3_addressing="auto", workers=None, attempts=None,
+        s3_addressing="auto", workers=None, attempts=None, proxy=None, ca_bundle=None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -73,6 +73,8 @@ impl Session {
         s3_addressing: &str,
         workers: Option<usize>,
         attempts: Option<u32>,
+        proxy: Option<String>,
+        ca_bundle: Option<std::path::PathBuf>,
     ) -> PyResult<Self> {
         let kwargs = PyDict::new(py);
         for (k, v) in [
@@ -83,6 +85,7 @@ impl Session {
             ("profile", &profile),
             ("key", &key),
             ("secret", &secret),
+            ("proxy", &proxy),
         ] {
             if let Some(v) = v {
                 kwargs.set_item(k, v)?;
@@ -95,6 +98,9 @@ impl Session {
         }
         if let Some(a) = attempts {
             kwargs.set_item("attempts", a)?;
+        }
+        if let Some(c) = &ca_bundle {
+            kwargs.set_item("ca_bundle", c)?;
         }
         let addressing = match s3_addressing {
             "auto" => Addressing::Auto,
@@ -121,6 +127,9 @@ impl Session {
             addressing,
             s3_access_key: key,
             s3_secret_key: secret,
+            proxy: proxy.map(|p| shoal_config::Sourced::new("proxy=", p)),
+            no_proxy: false,
+            ca_bundle: ca_bundle.map(|c| shoal_config::Sourced::new("ca_bundle=", c)),
         };
         let explicit_workers = workers.map(|w| w.max(1));
         let workers = workers
@@ -166,6 +175,10 @@ impl Session {
         let kw = self.kwargs.bind(py).copy()?;
         if kw.contains("secret")? {
             kw.set_item("secret", "***")?;
+        }
+        if let Some(p) = kw.get_item("proxy")? {
+            // A proxy URL may carry a password.
+            kw.set_item("proxy", shoal_core::error::redact(&p.extract::<String>()?))?;
         }
         Ok(format!("Session({})", kw.repr()?))
     }

@@ -16,7 +16,7 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use reqwest::Method;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use shoal_core::http::{error_from_reqwest, error_from_response, hint_for};
+use shoal_core::http::{error_from_reqwest, error_from_response, hint_for, status_hint};
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{Error, ErrorKind, Op, Result};
 
@@ -265,6 +265,7 @@ pub(crate) async fn s3_error(op: Op, target: &str, resp: reqwest::Response) -> E
         message.split(": ").nth(1).unwrap_or("").to_owned()
     });
     let hint = credential_hint(&code, err.status(), bucket_region.as_deref())
+        .or_else(|| err.status().and_then(status_hint).map(str::to_owned))
         .or_else(|| hint_for(err.kind(), op, target));
     rebuild(&err, op, target, message, hint)
 }

@@ -1,0 +1,283 @@
+//! How requests reach a server: proxies and extra trusted CA certificates.
+//!
+//! Both are read the way curl and the AWS CLI read them, so a machine set up
+//! for those works for shoal:
+//! - `https_proxy`/`HTTPS_PROXY` for `https://` requests, `http_proxy`/
+//!   `HTTP_PROXY` for `http://` ones, `all_proxy`/`ALL_PROXY` for both when
+//!   the scheme's own is unset (lower case first, as curl does); `no_proxy`/
+//!   `NO_PROXY` lists hosts reached directly (names, `.domain` or `domain`
+//!   for a domain and its hosts, IPs, CIDRs, `*` for every host).
+//! - Extra roots (`SSL_CERT_FILE`, `AWS_CA_BUNDLE`, `--ca-bundle`) are added to
+//!   the roots the platform verifier trusts. `SSL_CERT_FILE` keeps its
+//!   OpenSSL meaning too: rustls-native-certs reads it as the system bundle.
+//!
+//! The matching itself is reqwest's ([`reqwest::Proxy`], [`reqwest::NoProxy`]);
+//! this module only gathers the settings, says where each came from (so an
+//! error can name the variable or flag), and checks them before a request
+//! is sent. Nothing here costs anything when nothing is set: a plain-http
+//! endpoint without proxies still skips TLS set-up and proxy matching.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use crate::error::{Error, Op, redact};
+
+/// A setting and the variable, flag or keyword it came from (`"HTTPS_PROXY"`,
+/// `"--ca-bundle"`), so an error about it can say where to fix it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Sourced<T> {
+    /// Where the value was found.
+    pub from: String,
+    /// The value.
+    pub value: T,
+}
+
+impl<T> Sourced<T> {
+    /// `value`, found in `from`.
+    pub fn new(from: impl Into<String>, value: T) -> Self {
+        Sourced {
+            from: from.into(),
+            value,
+        }
+    }
+}
+
+/// Proxy settings; empty means every request goes straight to its server.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ProxyConfig {
+    /// Proxy for `http://` requests.
+    pub http: Option<Sourced<String>>,
+    /// Proxy for `https://` requests.
+    pub https: Option<Sourced<String>>,
+    /// Proxy for both when the scheme's own is unset.
+    pub all: Option<Sourced<String>>,
+    /// Hosts reached directly (curl's `NO_PROXY` syntax).
+    pub no_proxy: Option<String>,
+}
+
+impl ProxyConfig {
+    /// The proxy variables of the environment (lower case first, as curl).
+    pub fn from_env() -> Self {
+        let var = |lower: &str, upper: &str| {
+            [lower, upper].into_iter().find_map(|n| {
+                std::env::var(n)
+                    .ok()
+                    .filter(|v| !v.trim().is_empty())
+                    .map(|v| Sourced::new(n, v.trim().to_owned()))
+            })
+        };
+        ProxyConfig {
+            http: var("http_proxy", "HTTP_PROXY"),
+            https: var("https_proxy", "HTTPS_PROXY"),
+            all: var("all_proxy", "ALL_PROXY"),
+            no_proxy: var("no_proxy", "NO_PROXY").map(|s| s.value),
+        }
+    }
+
+    /// One proxy for every request (`--proxy URL`), still bypassed for the
+    /// hosts of `NO_PROXY`.
+    pub fn with_proxy_for_all(mut self, from: &str, url: &str) -> Self {
+        let s = Sourced::new(from, url.trim().to_owned());
+        self.http = Some(s.clone());
+        self.https = Some(s);
+        self.all = None;
+        self
+    }
+
+    /// Whether no request goes through a proxy: none is set, or `NO_PROXY`
+    /// holds `*`. (reqwest's matcher applies `*` to host names only, not to
+    /// IP addresses; curl's `*` means every host, so it is decided here.)
+    pub fn is_empty(&self) -> bool {
+        let everything = self
+            .no_proxy
+            .as_deref()
+            .is_some_and(|n| n.split(',').any(|h| h.trim() == "*"));
+        everything || (self.http.is_none() && self.https.is_none() && self.all.is_none())
+    }
+
+    /// Whether some proxy is itself reached over TLS (`https://proxy`).
+    pub fn needs_tls(&self) -> bool {
+        !self.is_empty()
+            && [&self.http, &self.https, &self.all]
+                .into_iter()
+                .flatten()
+                .any(|p| p.value.len() >= 8 && p.value[..8].eq_ignore_ascii_case("https://"))
+    }
+
+    /// The reqwest proxies, most specific first (reqwest takes the first
+    /// that matches a request). Fails on a URL that is not a proxy URL,
+    /// naming where it came from, its password hidden.
+    pub fn proxies(&self) -> Result<Vec<reqwest::Proxy>, Error> {
+        if self.is_empty() {
+            return Ok(Vec::new());
+        }
+        let no = self
+            .no_proxy
+            .as_deref()
+            .and_then(reqwest::NoProxy::from_string);
+        let mut out = Vec::new();
+        type Make = fn(&str) -> reqwest::Result<reqwest::Proxy>;
+        let kinds: [(&Option<Sourced<String>>, Make); 3] = [
+            (&self.http, |u| reqwest::Proxy::http(u)),
+            (&self.https, |u| reqwest::Proxy::https(u)),
+            (&self.all, |u| reqwest::Proxy::all(u)),
+        ];
+        for (setting, make) in kinds {
+            let Some(s) = setting else { continue };
+            check_proxy_url(s)?;
+            let p = make(&s.value).map_err(|e| bad_proxy(s, &crate::http::chain_message(&e)))?;
+            out.push(p.no_proxy(no.clone()));
+        }
+        Ok(out)
+    }
+}
+
+/// Rejects what reqwest would take but cannot use: a scheme other than
+/// http(s) (SOCKS is not built in), no host.
+fn check_proxy_url(s: &Sourced<String>) -> Result<(), Error> {
+    let v = &s.value;
+    let (scheme, rest) = match v.split_once("://") {
+        Some((sc, rest)) => (sc.to_ascii_lowercase(), rest),
+        None => ("http".to_owned(), v.as_str()),
+    };
+    if scheme != "http" && scheme != "https" {
+        return Err(bad_proxy(
+            s,
+            &format!("unsupported proxy scheme '{scheme}://' (use http:// or https://)"),
+        ));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if host.is_empty() || host.starts_with(':') {
+        return Err(bad_proxy(s, "no host"));
+    }
+    let url = reqwest::Url::parse(&format!("{scheme}://{rest}"))
+        .map_err(|e| bad_proxy(s, &e.to_string()))?;
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(bad_proxy(s, "no host"));
+    }
+    Ok(())
+}
+
+fn bad_proxy(s: &Sourced<String>, why: &str) -> Error {
+    Error::invalid(
+        Op::Parse,
+        redact(&s.value),
+        format!("not a usable proxy URL (from {}): {why}", s.from),
+    )
+    .with_hint("give it as http://[user:password@]host:port")
+}
+
+impl fmt::Debug for ProxyConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Proxy URLs may carry a password.
+        let show = |p: &Option<Sourced<String>>| p.as_ref().map(|s| redact(&s.value));
+        f.debug_struct("ProxyConfig")
+            .field("http", &show(&self.http))
+            .field("https", &show(&self.https))
+            .field("all", &show(&self.all))
+            .field("no_proxy", &self.no_proxy)
+            .finish()
+    }
+}
+
+impl fmt::Debug for Sourced<String> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Such a setting may be a proxy URL with a password.
+        write!(f, "{}={}", self.from, redact(&self.value))
+    }
+}
+
+impl fmt::Debug for Sourced<PathBuf> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}={}", self.from, self.value.display())
+    }
+}
+
+fn bad_ca_file(file: &Sourced<PathBuf>, why: String) -> Error {
+    Error::invalid(
+        Op::Read,
+        file.value.display().to_string(),
+        format!("{} (from {})", why, file.from),
+    )
+    .with_hint("give a PEM file of CA certificates")
+}
+
+/// Reads a PEM file of CA certificates and checks that it holds at least
+/// one (without parsing them: that is for the files TLS will use). A file
+/// that cannot be read or holds no certificate is an error naming the file
+/// and where it was given.
+pub fn read_ca_file(file: &Sourced<PathBuf>) -> Result<Vec<u8>, Error> {
+    const BEGIN: &[u8] = b"-----BEGIN CERTIFICATE-----";
+    let pem = std::fs::read(&file.value)
+        .map_err(|e| bad_ca_file(file, format!("cannot read CA file: {e}")))?;
+    if !pem.windows(BEGIN.len()).any(|w| w == BEGIN) {
+        return Err(bad_ca_file(file, "no PEM certificate in CA file".into()));
+    }
+    Ok(pem)
+}
+
+/// The certificates of a file [`read_ca_file`] read.
+pub fn parse_ca_file(
+    file: &Sourced<PathBuf>,
+    pem: &[u8],
+) -> Result<Vec<reqwest::Certificate>, Error> {
+    let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| {
+        bad_ca_file(
+            file,
+            format!(
+                "bad certificate in CA file: {}",
+                crate::http::chain_message(&e)
+            ),
+        )
+    })?;
+    if certs.is_empty() {
+        return Err(bad_ca_file(file, "no PEM certificate in CA file".into()));
+    }
+    Ok(certs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(url: &str) -> ProxyConfig {
+        ProxyConfig::default().with_proxy_for_all("--proxy", url)
+    }
+
+    #[test]
+    fn proxy_urls_are_checked_and_their_passwords_hidden() {
+        assert_eq!(cfg("http://proxy:3128").proxies().unwrap().len(), 2);
+        assert_eq!(cfg("proxy.corp:3128").proxies().unwrap().len(), 2);
+        for bad in [
+            "ftp://user:hunter2@proxy:21",
+            "http://user:hunter2@proxy:99999",
+            "http://user:hunter2@:3128",
+            "socks5://user:hunter2@proxy",
+        ] {
+            let e = cfg(bad).proxies().unwrap_err();
+            let s = e.to_string();
+            assert!(!s.contains("hunter2"), "{s}");
+            assert!(s.contains("--proxy"), "{s}");
+            assert_eq!(e.kind(), crate::ErrorKind::InvalidInput, "{s}");
+        }
+        let mut star = cfg("http://proxy:3128");
+        star.no_proxy = Some("example.com, *".into());
+        assert!(star.is_empty() && star.proxies().unwrap().is_empty());
+        let d = format!("{:?}", cfg("http://u:hunter2@p:1"));
+        assert!(!d.contains("hunter2"), "{d}");
+    }
+
+    #[test]
+    fn an_empty_or_certificate_free_ca_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("ca.pem");
+        std::fs::write(&f, "not a certificate\n").unwrap();
+        let e = read_ca_file(&Sourced::new("AWS_CA_BUNDLE", f.clone())).unwrap_err();
+        assert!(e.to_string().contains("AWS_CA_BUNDLE"), "{e}");
+        assert!(e.to_string().contains("no PEM certificate"), "{e}");
+        let missing = dir.path().join("nope.pem");
+        let e = read_ca_file(&Sourced::new("--ca-bundle", missing)).unwrap_err();
+        assert!(e.to_string().contains("cannot read"), "{e}");
+    }
+}
