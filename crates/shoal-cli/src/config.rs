@@ -48,6 +48,8 @@ impl Context {
                 Addressing::Path => shoal_config::Addressing::Path,
                 Addressing::Virtual => shoal_config::Addressing::VirtualHost,
             },
+            billing_project: g.billing_project.clone(),
+            request_payer: g.request_payer.is_some(),
             ..Overrides::default()
         };
         // Connections kept for every request a batch may have in flight.

@@ -40,6 +40,11 @@ pub struct Overrides {
     pub s3_access_key: Option<String>,
     /// Explicit S3 secret access key.
     pub s3_secret_key: Option<String>,
+    /// GCS requester pays: the project billed (`userProject`); wins over
+    /// `CLOUDSDK_BILLING_QUOTA_PROJECT`.
+    pub billing_project: Option<String>,
+    /// S3 requester pays: send `x-amz-request-payer: requester`.
+    pub request_payer: bool,
 }
 
 /// The stores of one process (CLI run, Python session), built lazily per
@@ -130,6 +135,9 @@ impl Stores {
         if o.no_sign_request {
             cfg.anonymous = true;
         }
+        if o.billing_project.is_some() {
+            cfg.user_project = o.billing_project.clone();
+        }
         cfg.http = self.http.clone();
         cfg.http.plain_http = is_plain_http(cfg.endpoint.as_deref());
         cfg.retry = self.retry;
@@ -154,6 +162,7 @@ impl Stores {
         }
         cfg.anonymous = o.no_sign_request;
         cfg.addressing = o.addressing;
+        cfg.request_payer = o.request_payer;
         cfg.http = self.http.clone();
         cfg.http.plain_http = is_plain_http(cfg.endpoint.as_deref());
         cfg.retry = self.retry;
