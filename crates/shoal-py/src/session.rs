@@ -121,6 +121,9 @@ impl Session {
             addressing,
             s3_access_key: key,
             s3_secret_key: secret,
+            // Requester pays: no keywords yet; GCS still reads
+            // CLOUDSDK_BILLING_QUOTA_PROJECT from the environment.
+            ..Overrides::default()
         };
         let explicit_workers = workers.map(|w| w.max(1));
         let workers = workers
