@@ -38,6 +38,16 @@ pub(crate) struct Global {
     /// S3 addressing style.
     #[arg(long, global = true, value_enum, default_value_t = Addressing::Auto)]
     pub(crate) s3_addressing: Addressing,
+    /// GCS requester pays: bill requests to project P (sent as userProject;
+    /// default: $CLOUDSDK_BILLING_QUOTA_PROJECT, as gcloud).
+    #[arg(long, global = true, value_name = "P", value_parser = parse_project)]
+    pub(crate) billing_project: Option<String>,
+    /// S3 requester pays: agree to pay for requests to requester-pays
+    /// buckets (x-amz-request-payer: requester); `--request-payer=requester`
+    /// is the same.
+    #[arg(long, global = true, num_args = 0..=1, require_equals = true,
+          default_missing_value = "requester", value_parser = ["requester"])]
+    pub(crate) request_payer: Option<String>,
     /// Parallel requests (default: 2 per vCPU for slices and parts, and
     /// in batches and reads up to 128 cheap one-request transfers such as
     /// small files, deletes and dataset objects); N sets both.
@@ -93,6 +103,11 @@ pub(crate) enum Command {
     Rm(RmArgs),
     /// Create a bucket.
     Mb(MbArgs),
+    /// Remove a bucket (empty, or with --force everything in it first).
+    Rb(RbArgs),
+    /// Print a URL anyone can GET (or PUT) without credentials until it expires.
+    #[command(visible_alias = "signurl")]
+    Presign(PresignArgs),
     /// Copy objects or files (local↔cloud, cloud↔cloud); `-r` for folders, globs for sets; `-` is stdin/stdout.
     Cp(CpArgs),
     /// Make DST hold what SRC holds: copy what is missing or differs (`--delete` removes extras).
@@ -158,8 +173,9 @@ pub(crate) struct LimitFlags {
 
 #[derive(Debug, Args)]
 pub(crate) struct LsArgs {
-    /// gs://bucket[/prefix], s3://bucket[/prefix] or a local folder.
-    pub(crate) url: String,
+    /// gs://bucket[/prefix], s3://bucket[/prefix] or a local folder;
+    /// `gs://` or `s3://` lists buckets, nothing lists both providers' buckets.
+    pub(crate) url: Option<String>,
     /// Show size and update time, and a total.
     #[arg(short = 'l', long)]
     pub(crate) long: bool,
@@ -319,6 +335,78 @@ pub(crate) struct MbArgs {
     /// Print one JSON object per line on stdout: each action as it finishes, then a summary object.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RbArgs {
+    /// gs://bucket or s3://bucket, exactly (no key, no glob).
+    pub(crate) url: String,
+    /// Delete every object in the bucket first (as `rm -r` does), then the bucket.
+    #[arg(long)]
+    pub(crate) force: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PresignArgs {
+    /// The object: gs://bucket/key or s3://bucket/key.
+    pub(crate) url: String,
+    /// How long the URL works: N[s|m|h|d], 1s to 7d.
+    #[arg(long, default_value = "1h", value_name = "DURATION", value_parser = parse_expires, allow_hyphen_values = true)]
+    pub(crate) expires: std::time::Duration,
+    /// What the URL allows.
+    #[arg(long, value_enum, default_value_t = PresignMethodArg::Get)]
+    pub(crate) method: PresignMethodArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum PresignMethodArg {
+    /// Read the object.
+    #[value(name = "GET", alias = "get")]
+    Get,
+    /// Write the object with one PUT.
+    #[value(name = "PUT", alias = "put")]
+    Put,
+}
+
+/// `90`, `90s`, `15m`, `1h`, `7d`: whole seconds, within what both
+/// signature versions allow (1 s to 7 days).
+fn parse_expires(s: &str) -> Result<std::time::Duration, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let scale: u64 = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86400,
+        _ => {
+            return Err(format!(
+                "'{s}' is not a duration: write N, Ns, Nm, Nh or Nd (e.g. 1h)"
+            ));
+        }
+    };
+    if digits.is_empty() {
+        return Err(format!(
+            "'{s}' is not a duration: write N, Ns, Nm, Nh or Nd (e.g. 1h)"
+        ));
+    }
+    let max = shoal_core::MAX_PRESIGN_EXPIRY.as_secs();
+    let secs = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| format!("'{s}' is out of range: a presigned URL lives 1s to 7d"))?;
+    Ok(std::time::Duration::from_secs(secs))
+}
+
+/// A project id as GCS takes it: printable, no spaces (the server judges
+/// the rest).
+fn parse_project(s: &str) -> Result<String, String> {
+    if s.is_empty() || !s.chars().all(|c| c.is_ascii_graphic()) {
+        return Err(format!("'{s}' is not a project id"));
+    }
+    Ok(s.to_owned())
 }
 
 #[derive(Debug, Args)]
@@ -710,6 +798,29 @@ pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn expiries() {
+        let d = |s: &str| parse_expires(s).map(|d| d.as_secs());
+        assert_eq!(d("1h"), Ok(3600));
+        assert_eq!(d("90"), Ok(90));
+        assert_eq!(d("15m"), Ok(900));
+        assert_eq!(d("7d"), Ok(604_800));
+        for bad in [
+            "0",
+            "0s",
+            "-1h",
+            "8d",
+            "604801",
+            "h",
+            "",
+            "1w",
+            "1.5h",
+            "99999999999999999999d",
+        ] {
+            assert!(d(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn sizes() {

@@ -60,6 +60,8 @@ impl Context {
                 .ca_bundle
                 .as_ref()
                 .map(|f| shoal_config::Sourced::new("--ca-bundle", f.clone())),
+            billing_project: g.billing_project.clone(),
+            request_payer: g.request_payer.is_some(),
             ..Overrides::default()
         };
         // Connections kept for every request a batch may have in flight.

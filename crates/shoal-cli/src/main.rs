@@ -178,6 +178,8 @@ fn main() -> ExitCode {
             Command::Cat(a) => cmd::cat::run(&ctx, a).await,
             Command::Rm(a) => cmd::rm::run(&ctx, a).await,
             Command::Mb(a) => cmd::mb::run(&ctx, a).await,
+            Command::Rb(a) => cmd::rb::run(&ctx, a).await,
+            Command::Presign(a) => cmd::presign::run(&ctx, a).await,
             Command::Cp(a) => cmd::cp::run(&ctx, a).await,
             Command::Sync(a) => cmd::sync::run(&ctx, a).await,
             Command::Run(a) => cmd::run::run(&ctx, a).await,

@@ -24,7 +24,8 @@ fn unknown_scheme() {
 fn empty_bucket_name() {
     run(with_args(shoal(), &["cp", "gs:///key", "/tmp/x"]))
         .assert_one_line_error(2, &["empty bucket name"]);
-    run(with_args(shoal(), &["ls", "s3://"])).assert_one_line_error(2, &["empty bucket name"]);
+    // (`ls s3://` lists buckets; a key with no bucket is still refused.)
+    run(with_args(shoal(), &["ls", "s3:///k"])).assert_one_line_error(2, &["empty bucket name"]);
 }
 
 #[test]
@@ -116,6 +117,56 @@ fn verbs_that_need_an_object_say_so() {
     run(with_args(shoal(), &["mb", "gs://bucket/key"])).assert_one_line_error(2, &["has no key"]);
     run(with_args(shoal(), &["mb", "./local"])).assert_one_line_error(2, &["needs gs://BUCKET"]);
     run(with_args(shoal(), &["cp", "-", "-"])).assert_one_line_error(2, &["stdin to stdout"]);
+}
+
+#[test]
+fn presign_rb_and_bucket_listing_refuse_bad_input() {
+    for bad in ["0", "0s", "-1h", "8d", "604801", "soon", "1.5h", ""] {
+        run(with_args(
+            shoal(),
+            &["presign", "--expires", bad, "s3://b/k"],
+        ))
+        .assert_one_line_error(2, &["--expires"]);
+    }
+    run(with_args(
+        shoal(),
+        &["presign", "--method", "DELETE", "s3://b/k"],
+    ))
+    .assert_one_line_error(2, &["--method"]);
+    run(with_args(shoal(), &["presign", "gs://bucket"]))
+        .assert_one_line_error(2, &["needs an object"]);
+    run(with_args(shoal(), &["signurl", "./local"]))
+        .assert_one_line_error(2, &["needs gs://BUCKET/KEY"]);
+    run(with_args(shoal(), &["presign", "s3://b/logs/*.gz"])).assert_one_line_error(2, &["glob"]);
+    run(with_args(shoal(), &["presign"])).assert_one_line_error(2, &["<URL>"]);
+    // Signing needs a key; none is a one-line error naming what to set.
+    run(with_args(shoal(), &["presign", "gs://b/k"]))
+        .assert_one_line_error(1, &["presign gs://b/k", "GOOGLE_APPLICATION_CREDENTIALS"]);
+    run(with_args(
+        shoal(),
+        &["presign", "--no-sign-request", "s3://b/k"],
+    ))
+    .assert_one_line_error(1, &["presign s3://b/k", "needs credentials"]);
+
+    run(with_args(shoal(), &["rb", "gs://bucket/prefix"]))
+        .assert_one_line_error(2, &["named exactly", "gs://bucket", "rm -r"]);
+    run(with_args(shoal(), &["rb", "s3://bucket/*"])).assert_one_line_error(2, &["named exactly"]);
+    run(with_args(shoal(), &["rb", "./local"])).assert_one_line_error(2, &["needs gs://BUCKET"]);
+    run(with_args(shoal(), &["rb"])).assert_one_line_error(2, &["<URL>"]);
+
+    run(with_args(shoal(), &["ls", "-r", "s3://"])).assert_one_line_error(2, &["ls of buckets"]);
+    run(with_args(shoal(), &["--request-payer=me", "ls", "s3://b"]))
+        .assert_one_line_error(2, &["--request-payer"]);
+    run(with_args(
+        shoal(),
+        &["--billing-project", "", "ls", "gs://b"],
+    ))
+    .assert_one_line_error(2, &["--billing-project"]);
+    run(with_args(
+        shoal(),
+        &["--billing-project", "a b", "ls", "gs://b"],
+    ))
+    .assert_one_line_error(2, &["not a project id"]);
 }
 
 #[test]
@@ -531,7 +582,7 @@ fn table() -> Vec<Case> {
         ),
         case(
             "empty s3 bucket",
-            &["ls", "s3://"],
+            &["ls", "s3:///key"],
             2,
             &["empty bucket name"],
         ),

@@ -51,6 +51,11 @@ pub struct Overrides {
     /// A PEM file of CA certificates trusted on top of the platform's
     /// roots (`--ca-bundle`).
     pub ca_bundle: Option<Sourced<PathBuf>>,
+    /// GCS requester pays: the project billed (`userProject`); wins over
+    /// `CLOUDSDK_BILLING_QUOTA_PROJECT`.
+    pub billing_project: Option<String>,
+    /// S3 requester pays: send `x-amz-request-payer: requester`.
+    pub request_payer: bool,
 }
 
 /// The stores of one process (CLI run, Python session), built lazily per
@@ -157,6 +162,9 @@ impl Stores {
         if o.no_sign_request {
             cfg.anonymous = true;
         }
+        if o.billing_project.is_some() {
+            cfg.user_project = o.billing_project.clone();
+        }
         cfg.http = self.http.clone();
         cfg.http.plain_http = is_plain_http(cfg.endpoint.as_deref());
         cfg.retry = self.retry;
@@ -181,6 +189,7 @@ impl Stores {
         }
         cfg.anonymous = o.no_sign_request;
         cfg.addressing = o.addressing;
+        cfg.request_payer = o.request_payer;
         cfg.http = self.http.clone();
         cfg.http.ca_files.extend(self.s3_ca_file.clone());
         cfg.http.plain_http = is_plain_http(cfg.endpoint.as_deref());

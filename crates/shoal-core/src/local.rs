@@ -18,7 +18,9 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 use crate::error::{Error, ErrorKind, Op, Result};
 use crate::local_path::{join_under, relative_path_to_key};
 use crate::meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion};
-use crate::store::{Capabilities, GetResponse, MultipartUpload, PartInfo, PutOptions, Store};
+use crate::store::{
+    BucketInfo, Capabilities, GetResponse, MultipartUpload, PartInfo, PutOptions, Store,
+};
 use crate::url::Scheme;
 
 const UPLOADS_DIR: &str = ".shoal-uploads";
@@ -365,6 +367,55 @@ impl Store for LocalStore {
             )),
             Err(e) => Err(Error::io(Op::CreateBucket, url, e)),
         }
+    }
+
+    async fn delete_bucket(&self, bucket: &str) -> Result<()> {
+        let url = self.url(bucket, "");
+        if bucket.is_empty() || bucket.contains('/') || bucket.starts_with('.') {
+            return Err(Error::invalid(
+                Op::DeleteBucket,
+                url,
+                "invalid local bucket name",
+            ));
+        }
+        // `remove_dir` refuses a folder that holds anything: the same
+        // "not empty" answer a server gives.
+        match tokio::fs::remove_dir(self.root.join(bucket)).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => Err(Error::new(
+                ErrorKind::Precondition,
+                Op::DeleteBucket,
+                url,
+                "the bucket is not empty",
+            )),
+            Err(e) => Err(Error::io(Op::DeleteBucket, url, e)),
+        }
+    }
+
+    async fn list_buckets(&self) -> Result<Vec<BucketInfo>> {
+        let url = self.root.display().to_string();
+        let mut dir = (tokio::fs::read_dir(&self.root).await)
+            .map_err(|e| Error::io(Op::ListBuckets, &url, e))?;
+        let mut out = Vec::new();
+        while let Some(entry) =
+            (dir.next_entry().await).map_err(|e| Error::io(Op::ListBuckets, &url, e))?
+        {
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            // Hidden folders (the uploads area) are not buckets.
+            if name.starts_with('.') {
+                continue;
+            }
+            if entry.file_type().await.is_ok_and(|t| t.is_dir()) {
+                out.push(BucketInfo {
+                    name,
+                    created: None,
+                });
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
     }
 
     async fn multipart_start(

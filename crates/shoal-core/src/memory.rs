@@ -17,7 +17,8 @@ use crate::error::{Error, ErrorKind, Op, Result};
 use crate::local::{page_from_sorted, verify_declared};
 use crate::meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion};
 use crate::store::{
-    Assemble, Capabilities, GetResponse, MultipartUpload, PartInfo, PutOptions, Store, StoredPart,
+    Assemble, BucketInfo, Capabilities, GetResponse, MultipartUpload, PartInfo, PutOptions, Store,
+    StoredPart,
 };
 use crate::url::Scheme;
 
@@ -326,6 +327,41 @@ impl Store for MemoryStore {
         }
         inner.buckets.insert(bucket.to_owned(), BTreeMap::new());
         Ok(())
+    }
+
+    async fn delete_bucket(&self, bucket: &str) -> Result<()> {
+        let mut inner = self.inner.lock().unwrap();
+        let url = Self::url(bucket, "");
+        match inner.buckets.get(bucket) {
+            None => Err(Error::new(
+                ErrorKind::NotFound,
+                Op::DeleteBucket,
+                url,
+                "no such bucket",
+            )),
+            Some(objects) if !objects.is_empty() => Err(Error::new(
+                ErrorKind::Precondition,
+                Op::DeleteBucket,
+                url,
+                "the bucket is not empty",
+            )),
+            Some(_) => {
+                inner.buckets.remove(bucket);
+                Ok(())
+            }
+        }
+    }
+
+    async fn list_buckets(&self) -> Result<Vec<BucketInfo>> {
+        let inner = self.inner.lock().unwrap();
+        Ok(inner
+            .buckets
+            .keys()
+            .map(|name| BucketInfo {
+                name: name.clone(),
+                created: None,
+            })
+            .collect())
     }
 
     async fn multipart_start(

@@ -6,10 +6,10 @@
 //! on top of it (in `shoal-transfer` and the listing code), so a new backend
 //! gets all of them by writing these methods. The primitives have no
 //! default bodies: an implementor sees at compile time everything it must
-//! decide. Three optional extras do (`parts`, `supports_put_stream`,
-//! `put_stream`), each defaulting to "this store cannot", which callers
-//! already handle (no part list to check against, multipart instead of a
-//! streaming session).
+//! decide. Four optional extras do (`parts`, `supports_put_stream`,
+//! `put_stream`, `presign`), each defaulting to "this store cannot", which
+//! callers already handle (no part list to check against, multipart
+//! instead of a streaming session, no URL to hand out for a local file).
 //!
 //! Methods take `bucket` and `key` as plain strings, not a URL, because the
 //! store is already bound to an endpoint and credentials; the same store
@@ -232,6 +232,38 @@ pub struct StoredPart {
     pub crc: Option<u32>,
 }
 
+/// One bucket, as a bucket listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketInfo {
+    /// The bucket's name.
+    pub name: String,
+    /// When it was created, as the server wrote it (RFC 3339), if it said.
+    pub created: Option<String>,
+}
+
+/// What a presigned URL lets its holder do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PresignMethod {
+    /// Read the object.
+    Get,
+    /// Write the object (one PUT of the whole body).
+    Put,
+}
+
+impl PresignMethod {
+    /// The HTTP method.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PresignMethod::Get => "GET",
+            PresignMethod::Put => "PUT",
+        }
+    }
+}
+
+/// The longest a presigned URL may live: 7 days, the limit of both SigV4
+/// and GCS V4 signatures (servers refuse longer ones).
+pub const MAX_PRESIGN_EXPIRY: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
 /// An object store: the primitives shoal's engines are built from.
 #[async_trait::async_trait]
 pub trait Store: Send + Sync + Debug {
@@ -272,6 +304,14 @@ pub trait Store: Send + Sync + Debug {
 
     /// Creates a bucket.
     async fn create_bucket(&self, bucket: &str) -> Result<()>;
+
+    /// Removes a bucket. The server refuses one that still holds objects
+    /// (`Precondition`); emptying it first is the caller's decision.
+    async fn delete_bucket(&self, bucket: &str) -> Result<()>;
+
+    /// The buckets these credentials can see (GCS: in the configured
+    /// project), every page of them.
+    async fn list_buckets(&self) -> Result<Vec<BucketInfo>>;
 
     /// Starts a multipart upload. Parts may then be sent in parallel.
     async fn multipart_start(
@@ -337,6 +377,26 @@ pub trait Store: Send + Sync + Debug {
             Op::Upload,
             format!("{bucket}/{key}"),
             "this store has no single-session streaming upload",
+        ))
+    }
+
+    /// A URL that lets anyone holding it `method` the object without
+    /// credentials until `expires` from now (at most
+    /// [`MAX_PRESIGN_EXPIRY`]). Signing is local: no request is sent, and
+    /// the object need not exist. Stores that cannot answer `Unsupported`.
+    async fn presign(
+        &self,
+        method: PresignMethod,
+        bucket: &str,
+        key: &str,
+        expires: std::time::Duration,
+    ) -> Result<String> {
+        let _ = (method, expires);
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            Op::Presign,
+            format!("{bucket}/{key}"),
+            "this store has no presigned URLs",
         ))
     }
 }

@@ -74,6 +74,8 @@ pub(crate) struct Client {
     pub(crate) base: String,
     pub(crate) auth: Auth,
     pub(crate) retry: RetryPolicy,
+    /// `userProject` added to every request (requester pays).
+    pub(crate) user_project: Option<String>,
 }
 
 impl Client {
@@ -83,6 +85,7 @@ impl Client {
             base: cfg.base_url(),
             auth: Auth::new(cfg.anonymous),
             retry: cfg.retry,
+            user_project: cfg.user_project.clone(),
         })
     }
 
@@ -112,8 +115,10 @@ impl Client {
             Some(h) => req.headers(h),
             None => req,
         };
-        let resp = req
-            .send()
+        let (http, req) = req.build_split();
+        let req = self.finish(req.map_err(|e| error_from_reqwest(op, url, e))?);
+        let resp = http
+            .execute(req)
             .await
             .map_err(|e| error_from_reqwest(op, url, e))?;
         if resp.status().is_success() {
@@ -123,6 +128,17 @@ impl Client {
                 error_from_response(op, url, resp, server_message).await,
             ))
         }
+    }
+
+    /// What every request carries whatever built it: `userProject` for
+    /// requester-pays buckets.
+    pub(crate) fn finish(&self, mut req: reqwest::Request) -> reqwest::Request {
+        if let Some(p) = &self.user_project {
+            req.url_mut()
+                .query_pairs_mut()
+                .append_pair("userProject", p);
+        }
+        req
     }
 
     /// Sends the request `make` builds, retrying per the policy, and returns
@@ -235,6 +251,29 @@ mod tests {
             .add_opt("delimiter", Some("/"))
             .add_opt("pageToken", None);
         assert_eq!(q.as_str(), "?prefix=a%20b%26c%3Dd%2F&delimiter=%2F");
+    }
+
+    #[test]
+    fn user_project_goes_on_every_request() {
+        let cfg = GcsConfig {
+            user_project: Some("pay-er".into()),
+            ..Default::default()
+        };
+        let c = Client::new(&cfg).unwrap();
+        for url in [
+            "http://h/storage/v1/b/b/o/k?alt=media",
+            "http://h/storage/v1/b/b/o",
+        ] {
+            let r = c.finish(c.http.get(url).build().unwrap());
+            assert!(
+                r.url().query().unwrap().ends_with("userProject=pay-er"),
+                "{}",
+                r.url()
+            );
+        }
+        let c = Client::new(&GcsConfig::default()).unwrap();
+        let r = c.finish(c.http.get("http://h/x").build().unwrap());
+        assert_eq!(r.url().query(), None);
     }
 
     #[test]

@@ -21,8 +21,12 @@ pub struct GcsConfig {
     pub endpoint: Option<String>,
     /// Send no `Authorization` header at all (public data, emulators).
     pub anonymous: bool,
-    /// Project that owns new buckets (`create_bucket`).
+    /// Project that owns new buckets (`create_bucket`) and whose buckets
+    /// `list_buckets` lists.
     pub project: Option<String>,
+    /// Project billed for requests to requester-pays buckets: sent as
+    /// `userProject` on every request (`--billing-project`).
+    pub user_project: Option<String>,
     /// HTTP client settings.
     pub http: HttpConfig,
     /// Retry policy for every request.
@@ -35,8 +39,10 @@ pub struct GcsConfig {
 }
 
 impl GcsConfig {
-    /// Reads `STORAGE_EMULATOR_HOST` (endpoint, and anonymous access) and the
-    /// project from `GOOGLE_CLOUD_PROJECT` or `CLOUDSDK_CORE_PROJECT`.
+    /// Reads `STORAGE_EMULATOR_HOST` (endpoint, and anonymous access), the
+    /// project from `GOOGLE_CLOUD_PROJECT` or `CLOUDSDK_CORE_PROJECT`, and
+    /// the billing project from `CLOUDSDK_BILLING_QUOTA_PROJECT` (what
+    /// `gcloud storage --billing-project` sets).
     pub fn from_env() -> Self {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
@@ -59,6 +65,7 @@ impl GcsConfig {
         }
         cfg.project =
             non_empty("GOOGLE_CLOUD_PROJECT").or_else(|| non_empty("CLOUDSDK_CORE_PROJECT"));
+        cfg.user_project = non_empty("CLOUDSDK_BILLING_QUOTA_PROJECT");
         cfg
     }
 
@@ -122,6 +129,9 @@ mod tests {
             ("CLOUDSDK_CORE_PROJECT", "p2"),
         ]);
         assert_eq!(c.project.as_deref(), Some("p1"));
+        assert_eq!(c.user_project, None);
+        let c = cfg(&[("CLOUDSDK_BILLING_QUOTA_PROJECT", "payer")]);
+        assert_eq!(c.user_project.as_deref(), Some("payer"));
     }
 
     #[test]

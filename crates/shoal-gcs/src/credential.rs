@@ -173,3 +173,57 @@ fn adc_file() -> Option<PathBuf> {
     let p = root?.join("application_default_credentials.json");
     p.is_file().then_some(p)
 }
+
+const NEEDS_KEY_HINT: &str = "signed URLs need a service-account key: set \
+     GOOGLE_APPLICATION_CREDENTIALS to its JSON key file (with private_key and client_email)";
+
+/// A signer from the service-account key in the ADC file, for signed URLs.
+/// Other credential kinds (a user's login, the metadata server) hold no
+/// key to sign with: that is one line saying what is needed. The file's
+/// contents never reach a message.
+pub(crate) fn service_account_signer(url: &str) -> Result<google_cloud_auth::signer::Signer> {
+    let fail = |msg: String| {
+        Error::new(ErrorKind::Unauthenticated, Op::Presign, url, msg).with_hint(NEEDS_KEY_HINT)
+    };
+    let Some(path) = adc_file() else {
+        return Err(fail("no service-account key found".into()));
+    };
+    let json = read_key_file(&path).map_err(fail)?;
+    let kind = json.get("type").and_then(|t| t.as_str()).unwrap_or("");
+    if kind != "service_account" {
+        return Err(fail(format!(
+            "{} holds credentials of type '{kind}', not a service-account key",
+            path.display()
+        )));
+    }
+    for field in ["private_key", "client_email"] {
+        if json
+            .get(field)
+            .and_then(|v| v.as_str())
+            .is_none_or(str::is_empty)
+        {
+            return Err(fail(format!("{} has no {field}", path.display())));
+        }
+    }
+    google_cloud_auth::credentials::service_account::Builder::new(json)
+        .build_signer()
+        .map_err(|e| fail(format!("{}: {e}", path.display())))
+}
+
+/// The `project_id` of the ADC file, when it has one (service-account
+/// keys do): the project whose buckets a listing shows by default.
+pub(crate) fn key_file_project() -> Option<String> {
+    let json = read_key_file(&adc_file()?).ok()?;
+    json.get("project_id")?
+        .as_str()
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+}
+
+fn read_key_file(path: &std::path::Path) -> std::result::Result<serde_json::Value, String> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| format!("cannot read the credentials file {}: {e}", path.display()))?;
+    // serde_json's error names a line and column, never the text there.
+    serde_json::from_slice(&bytes)
+        .map_err(|e| format!("the credentials file {} is not JSON: {e}", path.display()))
+}

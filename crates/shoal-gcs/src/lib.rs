@@ -26,6 +26,7 @@
 //! trait.
 #![warn(missing_docs, unreachable_pub)]
 
+mod bucket;
 mod client;
 mod compose;
 mod config;
@@ -33,6 +34,7 @@ mod credential;
 mod list;
 mod object;
 mod resumable;
+mod signed_url;
 mod xml_multipart;
 
 use std::collections::HashMap;
@@ -40,8 +42,9 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 use shoal_core::{
-    Assemble, BoxByteStream, ByteRange, Capabilities, GetResponse, ListPage, ListRequest,
-    MultipartUpload, ObjectMeta, ObjectVersion, PartInfo, PutOptions, Result, Scheme, Store,
+    Assemble, BoxByteStream, BucketInfo, ByteRange, Capabilities, GetResponse, ListPage,
+    ListRequest, MultipartUpload, ObjectMeta, ObjectVersion, PartInfo, PresignMethod, PutOptions,
+    Result, Scheme, Store,
 };
 
 pub use config::GcsConfig;
@@ -115,6 +118,33 @@ impl GcsStore {
         self.anonymous
     }
 
+    /// [`Store::presign`] as signed at `time` rather than now: the URL
+    /// expires `expires` after `time`. Signs with the service-account key
+    /// of `GOOGLE_APPLICATION_CREDENTIALS`, also against an emulator
+    /// (whose requests are otherwise unsigned).
+    pub async fn presign_at(
+        &self,
+        method: PresignMethod,
+        bucket: &str,
+        key: &str,
+        expires: std::time::Duration,
+        time: std::time::SystemTime,
+    ) -> Result<String> {
+        let target = format!("gs://{bucket}/{key}");
+        let signer = credential::service_account_signer(&target)?;
+        signed_url::presign(
+            &signer,
+            &self.client.base,
+            method,
+            bucket,
+            key,
+            self.client.user_project.as_deref(),
+            expires,
+            time,
+        )
+        .await
+    }
+
     fn upload_options(&self, upload_id: &str, remove: bool) -> PutOptions {
         let mut map = self.uploads.lock().unwrap_or_else(|p| p.into_inner());
         let found = if remove {
@@ -171,6 +201,26 @@ impl Store for GcsStore {
     async fn create_bucket(&self, bucket: &str) -> Result<()> {
         self.client
             .create_bucket(bucket, self.project.as_deref())
+            .await
+    }
+
+    async fn delete_bucket(&self, bucket: &str) -> Result<()> {
+        self.client.delete_bucket(bucket).await
+    }
+
+    async fn list_buckets(&self) -> Result<Vec<BucketInfo>> {
+        let project = self.project.clone().or_else(credential::key_file_project);
+        self.client.list_buckets(project.as_deref()).await
+    }
+
+    async fn presign(
+        &self,
+        method: PresignMethod,
+        bucket: &str,
+        key: &str,
+        expires: std::time::Duration,
+    ) -> Result<String> {
+        self.presign_at(method, bucket, key, expires, std::time::SystemTime::now())
             .await
     }
 

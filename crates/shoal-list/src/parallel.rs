@@ -812,6 +812,12 @@ mod tests {
         async fn create_bucket(&self, b: &str) -> Result<()> {
             self.0.create_bucket(b).await
         }
+        async fn delete_bucket(&self, b: &str) -> Result<()> {
+            self.0.delete_bucket(b).await
+        }
+        async fn list_buckets(&self) -> Result<Vec<shoal_core::BucketInfo>> {
+            self.0.list_buckets().await
+        }
         async fn multipart_start(
             &self,
             b: &str,

@@ -130,6 +130,9 @@ impl Session {
             proxy: proxy.map(|p| shoal_config::Sourced::new("proxy=", p)),
             no_proxy: false,
             ca_bundle: ca_bundle.map(|c| shoal_config::Sourced::new("ca_bundle=", c)),
+            // Requester pays: no keywords yet; GCS still reads
+            // CLOUDSDK_BILLING_QUOTA_PROJECT from the environment.
+            ..Overrides::default()
         };
         let explicit_workers = workers.map(|w| w.max(1));
         let workers = workers

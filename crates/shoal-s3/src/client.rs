@@ -92,7 +92,13 @@ pub(crate) struct Client {
     pub(crate) creds: CredentialSource,
     pub(crate) region: String,
     pub(crate) retry: RetryPolicy,
+    /// Add [`REQUEST_PAYER`] to every request (`--request-payer`).
+    pub(crate) request_payer: bool,
 }
+
+/// The header (and presigned-URL parameter) by which a requester agrees to
+/// pay for a requester-pays bucket, with its one value.
+pub(crate) const REQUEST_PAYER: (&str, &str) = ("x-amz-request-payer", "requester");
 
 impl Client {
     /// Sends with retries; returns the response of a 2xx answer.
@@ -126,6 +132,13 @@ impl Client {
         }
         let url = self.endpoint.url(req.bucket, req.key, &req.query);
         let creds = self.creds.get(req.op, &req.target).await?;
+        let payer;
+        let req = if self.request_payer {
+            payer = req.clone().header(REQUEST_PAYER.0, REQUEST_PAYER.1);
+            &payer
+        } else {
+            req
+        };
         let mut headers = HeaderMap::with_capacity(req.headers.len() + 4);
         for (name, value) in &req.headers {
             let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
@@ -183,7 +196,7 @@ impl Client {
 }
 
 /// Refuses keys the HTTP stack would rewrite (see `endpoint.rs`).
-fn check_key(op: Op, target: &str, key: &str) -> Result<()> {
+pub(crate) fn check_key(op: Op, target: &str, key: &str) -> Result<()> {
     if key.split('/').any(|seg| seg == "." || seg == "..") {
         return Err(Error::invalid(
             op,

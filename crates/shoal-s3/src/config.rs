@@ -46,6 +46,9 @@ pub struct S3Config {
     pub session_token: Option<String>,
     /// Profile for the AWS credential chain (`AWS_PROFILE`).
     pub profile: Option<String>,
+    /// Send `x-amz-request-payer: requester` on every request (and put it
+    /// in presigned URLs): this account pays for a requester-pays bucket.
+    pub request_payer: bool,
     /// HTTP client settings.
     pub http: HttpConfig,
     /// Retry policy for every request.
@@ -67,6 +70,7 @@ impl Default for S3Config {
             secret_key: None,
             session_token: None,
             profile: None,
+            request_payer: false,
             http: HttpConfig::default(),
             retry: RetryPolicy::default(),
         }
@@ -113,6 +117,7 @@ impl fmt::Debug for S3Config {
             .field("secret_key", &redacted(&self.secret_key))
             .field("session_token", &redacted(&self.session_token))
             .field("profile", &self.profile)
+            .field("request_payer", &self.request_payer)
             .field("http", &self.http)
             .field("retry", &self.retry)
             .finish()

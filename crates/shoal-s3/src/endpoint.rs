@@ -97,6 +97,10 @@ impl Endpoint {
 
     /// Whether requests for `bucket` put it in the host name.
     pub(crate) fn virtual_host(&self, bucket: &str) -> bool {
+        if bucket.is_empty() {
+            // The endpoint itself (ListBuckets).
+            return false;
+        }
         match self.addressing {
             Addressing::Path => false,
             Addressing::VirtualHost => true,

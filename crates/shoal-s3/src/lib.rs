@@ -20,6 +20,7 @@
 //! request does, once.
 #![warn(missing_docs, unreachable_pub)]
 
+mod buckets;
 mod client;
 mod config;
 mod credential;
@@ -36,8 +37,9 @@ use std::sync::Mutex;
 
 use bytes::Bytes;
 use shoal_core::{
-    ByteRange, Capabilities, GetResponse, ListPage, ListRequest, MultipartUpload, ObjectMeta,
-    ObjectVersion, PartInfo, PutOptions, Result, Scheme, Store,
+    BucketInfo, ByteRange, Capabilities, Error, ErrorKind, GetResponse, ListPage, ListRequest,
+    MAX_PRESIGN_EXPIRY, MultipartUpload, ObjectMeta, ObjectVersion, Op, PartInfo, PresignMethod,
+    PutOptions, Result, Scheme, Store,
 };
 
 pub use config::{Addressing, DEFAULT_REGION, S3Config};
@@ -97,6 +99,7 @@ impl S3Store {
                 creds,
                 region: cfg.region,
                 retry: cfg.retry,
+                request_payer: cfg.request_payer,
             },
             caps: capabilities(),
             conditional: Mutex::new(HashSet::new()),
@@ -110,6 +113,53 @@ impl S3Store {
     /// The region requests are signed for.
     pub fn region(&self) -> &str {
         &self.client.region
+    }
+
+    /// [`Store::presign`] as signed at `time` rather than now: the URL
+    /// expires `expires` after `time`. For reproducible URLs and for tests
+    /// of expiry that must not wait.
+    pub async fn presign_at(
+        &self,
+        method: PresignMethod,
+        bucket: &str,
+        key: &str,
+        expires: std::time::Duration,
+        time: std::time::SystemTime,
+    ) -> Result<String> {
+        let target = format!("s3://{bucket}/{key}");
+        endpoint::check_bucket(Op::Presign, bucket)?;
+        client::check_key(Op::Presign, &target, key)?;
+        if expires.is_zero() || expires > MAX_PRESIGN_EXPIRY {
+            return Err(Error::invalid(
+                Op::Presign,
+                target,
+                "a presigned URL must expire within 1 second to 7 days",
+            ));
+        }
+        let Some(creds) = self.client.creds.get(Op::Presign, &target).await? else {
+            return Err(Error::new(
+                ErrorKind::Unauthenticated,
+                Op::Presign,
+                target,
+                "presigning needs credentials, and requests are unsigned here",
+            )
+            .with_hint("drop --no-sign-request and give AWS credentials"));
+        };
+        let query: Vec<(&str, String)> = if self.client.request_payer {
+            vec![(client::REQUEST_PAYER.0, client::REQUEST_PAYER.1.to_owned())]
+        } else {
+            Vec::new()
+        };
+        let url = self.client.endpoint.url(bucket, Some(key), &query);
+        sign::presign_url(
+            &creds,
+            &self.client.region,
+            method.as_str(),
+            &url,
+            expires,
+            time,
+            &target,
+        )
     }
 }
 
@@ -177,6 +227,25 @@ impl Store for S3Store {
 
     async fn create_bucket(&self, bucket: &str) -> Result<()> {
         self.client.create_bucket(bucket).await
+    }
+
+    async fn delete_bucket(&self, bucket: &str) -> Result<()> {
+        self.client.delete_bucket(bucket).await
+    }
+
+    async fn list_buckets(&self) -> Result<Vec<BucketInfo>> {
+        self.client.list_buckets().await
+    }
+
+    async fn presign(
+        &self,
+        method: PresignMethod,
+        bucket: &str,
+        key: &str,
+        expires: std::time::Duration,
+    ) -> Result<String> {
+        self.presign_at(method, bucket, key, expires, std::time::SystemTime::now())
+            .await
     }
 
     async fn multipart_start(

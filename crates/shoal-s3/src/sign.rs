@@ -17,8 +17,8 @@ use std::time::SystemTime;
 
 use aws_credential_types::Credentials;
 use aws_sigv4::http_request::{
-    PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings,
-    UriPathNormalizationMode, sign,
+    PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SignatureLocation,
+    SigningSettings, UriPathNormalizationMode, sign,
 };
 use aws_sigv4::sign::v4;
 use shoal_core::{Error, ErrorKind, Op, Result};
@@ -88,6 +88,70 @@ pub(crate) fn sign_request(
         .collect())
 }
 
+/// A presigned URL: `url` (already holding any parameters of its own)
+/// with the SigV4 query parameters (`X-Amz-Algorithm`, `X-Amz-Credential`,
+/// `X-Amz-Date`, `X-Amz-Expires`, `X-Amz-SignedHeaders`,
+/// `X-Amz-Signature`, and `X-Amz-Security-Token` for temporary
+/// credentials) added. Only `host` is signed, and the body is
+/// `UNSIGNED-PAYLOAD`, so a plain `curl URL` (or `curl -T file URL` for a
+/// PUT) is all its holder needs.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn presign_url(
+    creds: &Credentials,
+    region: &str,
+    method: &str,
+    url: &str,
+    expires: std::time::Duration,
+    time: SystemTime,
+    target: &str,
+) -> Result<String> {
+    let mut settings = SigningSettings::default();
+    settings.signature_location = SignatureLocation::QueryParams;
+    settings.expires_in = Some(expires);
+    settings.percent_encoding_mode = PercentEncodingMode::Single;
+    settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
+
+    let identity = creds.clone().into();
+    let fail = |what: &str, e: &dyn std::error::Error| {
+        Error::new(
+            ErrorKind::InvalidInput,
+            Op::Presign,
+            target,
+            format!("cannot sign the URL: {what}: {e}"),
+        )
+    };
+    let params = v4::SigningParams::builder()
+        .identity(&identity)
+        .region(region)
+        .name(SERVICE)
+        .time(time)
+        .settings(settings)
+        .build()
+        .map_err(|e| fail("signing parameters", &e))?
+        .into();
+    let req = SignableRequest::new(
+        method,
+        url,
+        std::iter::empty(),
+        SignableBody::UnsignedPayload,
+    )
+    .map_err(|e| fail("request", &e))?;
+    let (instructions, _sig) = sign(req, &params)
+        .map_err(|e| fail("signature", &e))?
+        .into_parts();
+    let (_headers, query) = instructions.into_parts();
+    let mut out = url.to_owned();
+    let mut sep = if url.contains('?') { '&' } else { '?' };
+    for (name, value) in query {
+        out.push(sep);
+        sep = '&';
+        out.push_str(name);
+        out.push('=');
+        out.push_str(&crate::endpoint::encode_query(&value));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,5 +201,34 @@ mod tests {
             h.iter()
                 .any(|(k, v)| *k == "x-amz-content-sha256" && v == "UNSIGNED-PAYLOAD")
         );
+    }
+
+    #[test]
+    fn presigns_in_the_query() {
+        let creds = Credentials::new("AKIDEXAMPLE", "secret", Some("tok/en".into()), None, "test");
+        let t = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+        let u = presign_url(
+            &creds,
+            "us-east-1",
+            "GET",
+            "http://127.0.0.1:9000/b/a//b",
+            std::time::Duration::from_secs(3600),
+            t,
+            "s3://b/a//b",
+        )
+        .unwrap();
+        assert!(u.starts_with("http://127.0.0.1:9000/b/a//b?"), "{u}");
+        for p in [
+            "X-Amz-Algorithm=AWS4-HMAC-SHA256",
+            "X-Amz-Credential=AKIDEXAMPLE%2F20231114%2Fus-east-1%2Fs3%2Faws4_request",
+            "X-Amz-Date=20231114T221320Z",
+            "X-Amz-Expires=3600",
+            "X-Amz-SignedHeaders=host",
+            "X-Amz-Security-Token=tok%2Fen",
+            "X-Amz-Signature=",
+        ] {
+            assert!(u.contains(p), "{p} in {u}");
+        }
+        assert!(!u.contains("secret"), "{u}");
     }
 }

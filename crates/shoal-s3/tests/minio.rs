@@ -518,3 +518,61 @@ async fn no_credentials_is_a_clear_error() {
     let e2 = store.head("some-bucket", "k").await.unwrap_err();
     assert_eq!(e2.kind(), ErrorKind::Unauthenticated);
 }
+
+/// A presigned URL works for its lifetime only: one signed two hours ago
+/// for one hour is refused by the server, one signed now is served (both
+/// fetched with no credentials). The clock is moved by signing in the
+/// past, not by waiting.
+#[tokio::test]
+async fn presigned_url_expires() {
+    let Some(cfg) = config() else { return };
+    let store = S3Store::new(cfg).unwrap();
+    let bucket = unique_bucket("presign");
+    store.create_bucket(&bucket).await.unwrap();
+    store
+        .put(
+            &bucket,
+            "k",
+            Bytes::from_static(b"v"),
+            &PutOptions::default(),
+        )
+        .await
+        .unwrap();
+    let http = reqwest::Client::new();
+    let hour = std::time::Duration::from_secs(3600);
+    let now = std::time::SystemTime::now();
+    let fresh = store
+        .presign_at(shoal_core::PresignMethod::Get, &bucket, "k", hour, now)
+        .await
+        .unwrap();
+    let r = http.get(&fresh).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.bytes().await.unwrap().as_ref(), b"v");
+    let expired = store
+        .presign_at(
+            shoal_core::PresignMethod::Get,
+            &bucket,
+            "k",
+            hour,
+            now - 2 * hour,
+        )
+        .await
+        .unwrap();
+    let r = http.get(&expired).send().await.unwrap();
+    assert_eq!(r.status(), 403);
+    let body = r.text().await.unwrap();
+    assert!(
+        body.contains("AccessDenied") || body.contains("expired"),
+        "{body}"
+    );
+    store.delete(&bucket, "k").await.unwrap();
+    store.delete_bucket(&bucket).await.unwrap();
+    assert!(
+        !store
+            .list_buckets()
+            .await
+            .unwrap()
+            .iter()
+            .any(|b| b.name == bucket)
+    );
+}

@@ -186,6 +186,12 @@ impl Store for Spy {
     async fn create_bucket(&self, b: &str) -> shoal_core::Result<()> {
         self.inner.create_bucket(b).await
     }
+    async fn delete_bucket(&self, b: &str) -> shoal_core::Result<()> {
+        self.inner.delete_bucket(b).await
+    }
+    async fn list_buckets(&self) -> shoal_core::Result<Vec<shoal_core::BucketInfo>> {
+        self.inner.list_buckets().await
+    }
     async fn multipart_start(
         &self,
         b: &str,

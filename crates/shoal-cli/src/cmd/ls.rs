@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use shoal_core::paginate::pages;
-use shoal_core::{ListRequest, Location, ObjectMeta, Projection, Store};
+use shoal_core::{ListRequest, Location, ObjectMeta, Projection, Scheme, Store};
 use shoal_list::{Entry, ListOptions};
 
 use crate::args::LsArgs;
@@ -83,7 +83,15 @@ impl Printer<'_> {
 }
 
 pub(crate) async fn run(ctx: &Context, a: LsArgs) -> CmdResult {
-    let loc = super::parse(&a.url)?;
+    let Some(url) = a.url.as_deref() else {
+        return ls_buckets(ctx, &a, &[Scheme::Gs, Scheme::S3]).await;
+    };
+    for scheme in [Scheme::Gs, Scheme::S3] {
+        if url.eq_ignore_ascii_case(scheme.prefix()) {
+            return ls_buckets(ctx, &a, &[scheme]).await;
+        }
+    }
+    let loc = super::parse(url)?;
     if a.filters.any() && !a.recursive {
         return Err(Failure::Usage(
             "ls --include/--exclude: for recursive listings (ls -r)".into(),
@@ -183,6 +191,68 @@ pub(crate) async fn run(ctx: &Context, a: LsArgs) -> CmdResult {
         return Err(Failure::Failed(format!("list {}: matched no objects", loc)));
     }
     Ok(())
+}
+
+/// `ls gs://`, `ls s3://`, or plain `ls` (both): the buckets the
+/// credentials see (GCS: in the project). With both, each provider is
+/// listed in turn and a failing one is reported on its own line, the other
+/// still listed.
+async fn ls_buckets(ctx: &Context, a: &LsArgs, schemes: &[Scheme]) -> CmdResult {
+    if a.recursive || a.filters.any() || a.sorted || a.parallel.is_some() {
+        return Err(Failure::Usage(
+            "ls of buckets takes only -l and --json; name a bucket to list its objects".into(),
+        ));
+    }
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut failures = Vec::new();
+    for &scheme in schemes {
+        let loc = Location {
+            scheme,
+            bucket: String::new(),
+            key: String::new(),
+        };
+        let listed = match ctx.store(&loc) {
+            Ok(store) => store.list_buckets().await,
+            Err(e) => Err(e),
+        };
+        let buckets = match listed {
+            Ok(b) => b,
+            Err(e) if schemes.len() == 1 => return Err(e.into()),
+            Err(e) => {
+                failures.push(e);
+                continue;
+            }
+        };
+        for b in buckets {
+            let url = format!("{}{}", scheme.prefix(), b.name);
+            let r = if a.json {
+                writeln!(
+                    out,
+                    "{}",
+                    serde_json::json!({"url": url, "bucket": b.name, "created": b.created})
+                )
+            } else if a.long {
+                writeln!(
+                    out,
+                    "{:<24}  {}",
+                    b.created.as_deref().unwrap_or("-"),
+                    escape_controls(&url)
+                )
+            } else {
+                writeln!(out, "{}", escape_controls(&url))
+            };
+            r.map_err(write_failure)?;
+        }
+    }
+    out.flush().map_err(write_failure)?;
+    if failures.is_empty() {
+        return Ok(());
+    }
+    for e in &failures {
+        eprintln!("shoal: {e}");
+    }
+    Err(Failure::Reported)
 }
 
 async fn print_entries(

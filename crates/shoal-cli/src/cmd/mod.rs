@@ -7,6 +7,8 @@ pub(crate) mod cp;
 pub(crate) mod du;
 pub(crate) mod ls;
 pub(crate) mod mb;
+pub(crate) mod presign;
+pub(crate) mod rb;
 pub(crate) mod rm;
 pub(crate) mod run;
 pub(crate) mod stat;

@@ -70,7 +70,7 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
                     .boxed()
             }
         };
-        let (deleted, f) = delete_all(ctx, &a, targets).await;
+        let (deleted, f) = delete_all(ctx, a.dry_run, targets).await;
         failed += f;
         deleted_total += deleted;
         if deleted == 0 && f == 0 {
@@ -84,7 +84,7 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
             failed += 1;
         }
     }
-    let (deleted, f) = delete_all(ctx, &a, futures::stream::iter(singles).boxed()).await;
+    let (deleted, f) = delete_all(ctx, a.dry_run, futures::stream::iter(singles).boxed()).await;
     failed += f;
     deleted_total += deleted;
     if ctx.json {
@@ -98,6 +98,18 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
     } else {
         Ok(())
     }
+}
+
+/// `rm -r` of everything below `loc` (a whole bucket when its key is
+/// empty), for `rb --force`: deleted as listed; returns (deleted, failed),
+/// each failure already reported on stderr.
+pub(crate) async fn delete_below(
+    ctx: &Context,
+    loc: &Location,
+    dry_run: bool,
+) -> Result<(u64, usize), Failure> {
+    let targets = targets(ctx, loc, true)?;
+    Ok(delete_all(ctx, dry_run, targets).await)
 }
 
 /// The objects a glob (with `recursive`, and everything below each level
@@ -128,10 +140,9 @@ fn targets(
 /// that URL's deletions.
 async fn delete_all(
     ctx: &Context,
-    a: &RmArgs,
+    dry_run: bool,
     targets: BoxStream<'static, shoal_core::Result<Location>>,
 ) -> (u64, usize) {
-    let dry_run = a.dry_run;
     let results = targets
         .map(|t| async move {
             let loc = t?;

@@ -1,0 +1,37 @@
+//! `shoal presign URL`: a URL anyone can GET (or, with `--method PUT`,
+//! write) without credentials until it expires. S3: SigV4 in the query
+//! string; GCS: a V4 signed URL from a service-account key. Signing is
+//! local: nothing is sent, and the object need not exist yet.
+
+use shoal_core::PresignMethod;
+
+use crate::args::{PresignArgs, PresignMethodArg};
+use crate::config::Context;
+use crate::{CmdResult, Failure};
+
+pub(crate) async fn run(ctx: &Context, a: PresignArgs) -> CmdResult {
+    let loc = super::require_object(&a.url, "presign")?;
+    if loc.is_local() {
+        return Err(Failure::Usage(format!(
+            "presign {}: needs gs://BUCKET/KEY or s3://BUCKET/KEY",
+            a.url
+        )));
+    }
+    if shoal_list::has_wildcard(&loc.key) {
+        // A glob would be signed as a literal name no one meant.
+        return Err(Failure::Usage(format!(
+            "presign {}: signs one object; a glob names many",
+            a.url
+        )));
+    }
+    let method = match a.method {
+        PresignMethodArg::Get => PresignMethod::Get,
+        PresignMethodArg::Put => PresignMethod::Put,
+    };
+    let store = ctx.store(&loc)?;
+    let url = (store.presign(method, &loc.bucket, &loc.key, a.expires))
+        .await
+        .map_err(|e| e.with_url(loc.to_string()))?;
+    println!("{url}");
+    Ok(())
+}
