@@ -30,7 +30,7 @@ pub mod xml;
 pub use error::{Error, ErrorKind, Op, Result};
 pub use meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion, Projection};
 pub use store::{
-    Assemble, BoxByteStream, Capabilities, GetResponse, MultipartUpload, PartInfo, PutOptions,
-    Store, StoreFor, StoredPart,
+    Assemble, BoxByteStream, Capabilities, CopyRequest, GetResponse, MultipartUpload, PartInfo,
+    PutOptions, Store, StoreFor, StoredPart,
 };
 pub use url::{Location, Scheme};

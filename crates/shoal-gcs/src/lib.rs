@@ -29,6 +29,7 @@
 mod client;
 mod compose;
 mod config;
+mod copy;
 mod credential;
 mod list;
 mod object;
@@ -162,6 +163,10 @@ impl Store for GcsStore {
         opts: &PutOptions,
     ) -> Result<ObjectMeta> {
         self.client.put(bucket, key, data, opts).await
+    }
+
+    async fn copy(&self, req: &shoal_core::CopyRequest<'_>) -> Result<ObjectMeta> {
+        self.client.copy(req).await
     }
 
     async fn delete(&self, bucket: &str, key: &str) -> Result<()> {
