@@ -159,6 +159,7 @@ fn main() -> ExitCode {
             Command::Rm(a) => cmd::rm::run(&ctx, a).await,
             Command::Mb(a) => cmd::mb::run(&ctx, a).await,
             Command::Cp(a) => cmd::cp::run(&ctx, a).await,
+            Command::Mv(a) => cmd::cp::mv(&ctx, a).await,
             Command::Sync(a) => cmd::sync::run(&ctx, a).await,
             Command::Run(a) => cmd::run::run(&ctx, a).await,
             Command::Bench(a) => cmd::bench::run(&ctx, a).await,

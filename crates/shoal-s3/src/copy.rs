@@ -9,8 +9,9 @@
 //! (`x-amz-metadata-directive: COPY`) unless the caller replaces it
 //! (`REPLACE`, with every field sent, since S3 keeps none of the old);
 //! a multipart copy never inherits metadata, so the source's is sent on
-//! CreateMultipartUpload. `--no-clobber` is `If-None-Match: *` on
-//! CopyObject or on the completion, as for uploads.
+//! CreateMultipartUpload. `--no-clobber` is `If-None-Match: *` on the
+//! completion of a copy made of parts, as for uploads (see `copy`: MinIO
+//! ignores it on CopyObject).
 //!
 //! The answer describes the destination from a HEAD after the copy (its
 //! checksums, which the caller compares with the source's).
@@ -40,7 +41,20 @@ impl Client {
             _ => None,
         };
         let part = req.part_size.max(5 << 20);
-        let done = if req.src.size > part || req.src.size > MAX_COPY_OBJECT {
+        // `If-None-Match: *` on CopyObject is ignored by MinIO (it copies
+        // over an existing object; probed on the 2026-02 release), while
+        // on CompleteMultipartUpload every server here honours it: a copy
+        // that must not replace is made of parts, so the refusal stays
+        // atomic, on the server. An empty source has no byte range to
+        // copy: it is an empty PUT with the same precondition.
+        if req.opts.if_not_exists && req.src.size == 0 {
+            let opts = self.copy_opts(req);
+            self.put(req.dst_bucket, req.dst_key, Bytes::new(), &opts)
+                .await?;
+            return self.head(req.dst_bucket, req.dst_key).await;
+        }
+        let in_parts = req.opts.if_not_exists;
+        let done = if in_parts || req.src.size > part || req.src.size > MAX_COPY_OBJECT {
             self.copy_parts(req, etag, part.min(MAX_COPY_OBJECT)).await
         } else {
             self.copy_object(req, etag).await
@@ -50,6 +64,21 @@ impl Client {
             return Err(self.why_refused(e, req, etag, &src_url).await);
         }
         self.head(req.dst_bucket, req.dst_key).await
+    }
+
+    /// What a destination written anew (not by CopyObject) stores: it
+    /// inherits nothing, so the source's metadata is sent unless replaced.
+    fn copy_opts(&self, c: &CopyRequest<'_>) -> PutOptions {
+        let mut opts = if c.replace_metadata {
+            c.opts.clone()
+        } else {
+            PutOptions {
+                storage_class: c.opts.storage_class.clone(),
+                ..PutOptions::default().keeping(c.src)
+            }
+        };
+        opts.if_not_exists = c.opts.if_not_exists;
+        opts
     }
 
     /// `x-amz-copy-source` (and its ETag pin) on a request.
@@ -99,15 +128,7 @@ impl Client {
             )
             .with_hint("raise --part-size"));
         }
-        // A multipart object inherits nothing: the metadata is sent here.
-        let opts = if c.replace_metadata {
-            c.opts.clone()
-        } else {
-            PutOptions {
-                storage_class: c.opts.storage_class.clone(),
-                ..PutOptions::default().keeping(c.src)
-            }
-        };
+        let opts = self.copy_opts(c);
         let upload = self
             .multipart_start_with(c.dst_bucket, c.dst_key, &opts, false)
             .await?;

@@ -340,7 +340,13 @@ pub async fn execute_move(
         return execute(action, store_for, opts, policy).await;
     };
     let bytes = execute(action, store_for, opts, policy).await?;
-    let gone = execute(&Action::Delete { dst: src.clone() }, store_for, opts, policy).await;
+    let gone = execute(
+        &Action::Delete { dst: src.clone() },
+        store_for,
+        opts,
+        policy,
+    )
+    .await;
     if let Err(e) = gone {
         return Err(Error::new(
             e.kind(),
