@@ -220,6 +220,11 @@ async fn run_with(
                 report.skipped += 1;
                 if e.kind() == ErrorKind::SkippedUnasked {
                     report.skipped_unasked += 1;
+                    // A source a move kept is named with the failures (a
+                    // skip the listing made was named as it passed).
+                    if moving && report.failures.len() < LISTED_FAILURES {
+                        report.failures.push(e.to_string());
+                    }
                 }
             }
             Err(e) => {
