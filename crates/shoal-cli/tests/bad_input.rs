@@ -1292,7 +1292,10 @@ fn mv_refusals() {
     run(with_args(shoal(), &["mv", fs, ds])).assert_one_line_error(2, &["same object"]);
     run(with_args(shoal(), &["mv", "-", "gs://b/k"])).assert_one_line_error(2, &["stdin"]);
     run(with_args(shoal(), &["mv", "gs://b/k", "-"])).assert_one_line_error(2, &["stdout"]);
-    run(with_args(shoal(), &["mv", "-r", "gs://b/a", "gs://b/a/sub/"]))
-        .assert_one_line_error(2, &["mv -r"]);
+    run(with_args(
+        shoal(),
+        &["mv", "-r", "gs://b/a", "gs://b/a/sub/"],
+    ))
+    .assert_one_line_error(2, &["mv -r"]);
     assert!(f.exists(), "nothing deleted");
 }

@@ -15,7 +15,11 @@
 //! `ifSourceGenerationMatch` and `ifGenerationMatch`, and always finish in
 //! one call. The caller's check of the destination's CRC32C and size
 //! against the source's catches a source replaced by different bytes
-//! there; `--no-clobber` is not enforced by that emulator on a copy.
+//! there. It ignores `ifGenerationMatch=0` on compose too, and honours it
+//! only on uploads: so where the store is not Google's own (the same
+//! declaration that turns the XML multipart API off), a `--no-clobber`
+//! copy answers `Unsupported` and the caller streams it, its final upload
+//! carrying the precondition (`lib.rs`).
 
 use bytes::Bytes;
 use reqwest::header::CONTENT_TYPE;

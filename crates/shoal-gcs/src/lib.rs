@@ -166,6 +166,16 @@ impl Store for GcsStore {
     }
 
     async fn copy(&self, req: &shoal_core::CopyRequest<'_>) -> Result<ObjectMeta> {
+        // Emulators ignore `ifGenerationMatch=0` on rewrite (see copy.rs):
+        // a copy that must not replace is streamed there instead.
+        if req.opts.if_not_exists && !self.caps.native_multipart {
+            return Err(shoal_core::Error::new(
+                shoal_core::ErrorKind::Unsupported,
+                shoal_core::Op::Copy,
+                format!("gs://{}/{}", req.dst_bucket, req.dst_key),
+                "this endpoint does not enforce ifGenerationMatch on a rewrite",
+            ));
+        }
         self.client.copy(req).await
     }
 
