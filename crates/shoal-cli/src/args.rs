@@ -110,6 +110,8 @@ pub(crate) enum Command {
     Presign(PresignArgs),
     /// Copy objects or files (local↔cloud, cloud↔cloud); `-r` for folders, globs for sets; `-` is stdin/stdout.
     Cp(CpArgs),
+    /// Move objects or files: copy, verify, then delete the source (never a source whose copy failed); `-r` for folders and prefixes, globs for sets.
+    Mv(CpArgs),
     /// Make DST hold what SRC holds: copy what is missing or differs (`--delete` removes extras).
     Sync(SyncArgs),
     /// Run `cp`/`rm` lines from a file (or `-` for stdin) concurrently.
@@ -146,7 +148,7 @@ impl Command {
     /// The rate limits of the verbs that move data (None for the others).
     pub(crate) fn limits(&self) -> Option<&LimitFlags> {
         match self {
-            Command::Cp(a) => Some(&a.limits),
+            Command::Cp(a) | Command::Mv(a) => Some(&a.limits),
             Command::Sync(a) => Some(&a.limits),
             Command::Run(a) => Some(&a.limits),
             Command::Cat(a) => Some(&a.limits),
@@ -158,9 +160,15 @@ impl Command {
     }
 }
 
-/// Rate limits for the whole command (`shoal_transfer::rate`).
+/// Rate limits for the whole command (`shoal_transfer::rate`), and how
+/// its copies move.
 #[derive(Debug, Args)]
 pub(crate) struct LimitFlags {
+    /// Stream copies within one store (both gs://, or both s3:// on one
+    /// endpoint) through this machine instead of having the server copy
+    /// them (S3 CopyObject, GCS rewrite), which is the default.
+    #[arg(long)]
+    pub(crate) no_server_side: bool,
     /// Bytes per second the whole command may move, uploads and downloads
     /// together (e.g. 100MiB = 100 MiB/s). Default: unlimited.
     #[arg(long, value_parser = parse_rate, value_name = "SIZE", allow_hyphen_values = true)]
@@ -537,7 +545,7 @@ impl Command {
             return;
         };
         match self {
-            Command::Cp(a) => a.filters.order_rules(sub),
+            Command::Cp(a) | Command::Mv(a) => a.filters.order_rules(sub),
             Command::Sync(a) => a.filters.order_rules(sub),
             Command::Rm(a) => a.filters.order_rules(sub),
             Command::Ls(a) => a.filters.order_rules(sub),

@@ -34,6 +34,7 @@ impl Context {
         }
         if let Some(l) = limits {
             transfer.rates = shoal_transfer::rate::Rates::new(l.rate_limit, l.max_requests_per_sec);
+            transfer.server_side = !l.no_server_side;
         }
         let retry = RetryPolicy {
             max_attempts: g.attempts,

@@ -181,6 +181,7 @@ fn main() -> ExitCode {
             Command::Rb(a) => cmd::rb::run(&ctx, a).await,
             Command::Presign(a) => cmd::presign::run(&ctx, a).await,
             Command::Cp(a) => cmd::cp::run(&ctx, a).await,
+            Command::Mv(a) => cmd::cp::mv(&ctx, a).await,
             Command::Sync(a) => cmd::sync::run(&ctx, a).await,
             Command::Run(a) => cmd::run::run(&ctx, a).await,
             Command::Bench(a) => cmd::bench::run(&ctx, a).await,

@@ -1408,3 +1408,31 @@ fn sync_delete_from_an_unlistable_source_deletes_nothing() {
         );
     }
 }
+
+/// `mv` refuses what it cannot do safely before it copies or deletes
+/// anything: a prefix without -r, a folder without -r, an object onto
+/// itself, stdin or stdout, a tree moved into itself.
+#[test]
+fn mv_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("f.txt");
+    std::fs::write(&f, b"x").unwrap();
+    let (fs, ds) = (f.to_str().unwrap(), dir.path().to_str().unwrap());
+    run(with_args(shoal(), &["mv", "gs://b/prefix/", "/tmp/x"]))
+        .assert_one_line_error(2, &["gs://b/prefix/", "mv -r"]);
+    run(with_args(shoal(), &["mv", ds, "gs://b/k"]))
+        .assert_one_line_error(2, &["is a folder", "mv -r"]);
+    run(with_args(shoal(), &["mv", "gs://b/k", "gs://b/k"]))
+        .assert_one_line_error(2, &["same object"]);
+    run(with_args(shoal(), &["mv", "s3://b/d/k", "s3://b/d/"]))
+        .assert_one_line_error(2, &["same object"]);
+    run(with_args(shoal(), &["mv", fs, ds])).assert_one_line_error(2, &["same object"]);
+    run(with_args(shoal(), &["mv", "-", "gs://b/k"])).assert_one_line_error(2, &["stdin"]);
+    run(with_args(shoal(), &["mv", "gs://b/k", "-"])).assert_one_line_error(2, &["stdout"]);
+    run(with_args(
+        shoal(),
+        &["mv", "-r", "gs://b/a", "gs://b/a/sub/"],
+    ))
+    .assert_one_line_error(2, &["mv -r"]);
+    assert!(f.exists(), "nothing deleted");
+}

@@ -31,7 +31,8 @@ pub mod xml;
 pub use error::{Error, ErrorKind, Op, Result};
 pub use meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion, Projection};
 pub use store::{
-    Assemble, BoxByteStream, BucketInfo, Capabilities, GetResponse, MAX_PRESIGN_EXPIRY,
-    MultipartUpload, PartInfo, PresignMethod, PutOptions, Store, StoreFor, StoredPart,
+    Assemble, BoxByteStream, BucketInfo, Capabilities, CopyRequest, GetResponse,
+    MAX_PRESIGN_EXPIRY, MultipartUpload, PartInfo, PresignMethod, PutOptions, Store, StoreFor,
+    StoredPart,
 };
 pub use url::{Location, Scheme};

@@ -19,7 +19,8 @@ use crate::error::{Error, ErrorKind, Op, Result};
 use crate::local_path::{join_under, relative_path_to_key};
 use crate::meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion};
 use crate::store::{
-    BucketInfo, Capabilities, GetResponse, MultipartUpload, PartInfo, PutOptions, Store,
+    BucketInfo, Capabilities, CopyRequest, GetResponse, MultipartUpload, PartInfo, PutOptions,
+    Store,
 };
 use crate::url::Scheme;
 
@@ -338,6 +339,33 @@ impl Store for LocalStore {
             .await
             .map_err(|e| Error::io(Op::Upload, &url, e))?;
         self.meta_of(Op::Upload, &path, bucket, key).await
+    }
+
+    /// The "server" is this machine's file system: the file is read and
+    /// written in this process, never through an engine's network path.
+    async fn copy(&self, req: &CopyRequest<'_>) -> Result<ObjectMeta> {
+        let url = self.url(req.src_bucket, req.src_key);
+        let path = self.object_path(Op::Copy, req.src_bucket, req.src_key)?;
+        let data = tokio::fs::read(&path)
+            .await
+            .map_err(|e| Error::io(Op::Copy, &url, e))?;
+        let now = self
+            .meta_of(Op::Copy, &path, req.src_bucket, req.src_key)
+            .await?;
+        if req.src.version.is_some() && now.version != req.src.version {
+            return Err(Error::new(
+                ErrorKind::Precondition,
+                Op::Copy,
+                url,
+                "the source is no longer the version read",
+            ));
+        }
+        let opts = PutOptions {
+            if_not_exists: req.opts.if_not_exists,
+            ..PutOptions::default()
+        };
+        self.put(req.dst_bucket, req.dst_key, Bytes::from(data), &opts)
+            .await
     }
 
     async fn delete(&self, bucket: &str, key: &str) -> Result<()> {

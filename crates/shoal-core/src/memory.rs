@@ -17,7 +17,8 @@ use crate::error::{Error, ErrorKind, Op, Result};
 use crate::local::{page_from_sorted, verify_declared};
 use crate::meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion};
 use crate::store::{
-    Assemble, BucketInfo, Capabilities, GetResponse, MultipartUpload, PartInfo, PutOptions, Store,
+    Assemble, BucketInfo, Capabilities, CopyRequest, GetResponse, MultipartUpload, PartInfo,
+    PutOptions, Store,
     StoredPart,
 };
 use crate::url::Scheme;
@@ -299,6 +300,44 @@ impl Store for MemoryStore {
         self.round_trip().await;
         self.injected(Op::Upload, &Self::url(bucket, key))?;
         self.store_object(bucket, key, data, opts, Op::Upload)
+    }
+
+    async fn copy(&self, req: &CopyRequest<'_>) -> Result<ObjectMeta> {
+        let url = Self::url(req.src_bucket, req.src_key);
+        self.round_trip().await;
+        self.injected(Op::Copy, &url)?;
+        let (data, meta) = {
+            let inner = self.inner.lock().unwrap();
+            let found = inner
+                .buckets
+                .get(req.src_bucket)
+                .and_then(|b| b.get(req.src_key));
+            found
+                .cloned()
+                .ok_or_else(|| Error::new(ErrorKind::NotFound, Op::Copy, &url, "no such object"))?
+        };
+        if req.src.version.is_some() && meta.version != req.src.version {
+            return Err(Error::new(
+                ErrorKind::Precondition,
+                Op::Copy,
+                url,
+                "the source is no longer the version read",
+            ));
+        }
+        // The source's metadata unless replaced; its checksum kind too.
+        let opts = PutOptions {
+            other_crc: meta.other_crc,
+            ..if req.replace_metadata {
+                req.opts.clone()
+            } else {
+                PutOptions {
+                    if_not_exists: req.opts.if_not_exists,
+                    storage_class: req.opts.storage_class.clone(),
+                    ..PutOptions::default().keeping(&meta)
+                }
+            }
+        };
+        self.store_object(req.dst_bucket, req.dst_key, data, &opts, Op::Copy)
     }
 
     async fn delete(&self, bucket: &str, key: &str) -> Result<()> {

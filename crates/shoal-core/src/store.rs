@@ -6,10 +6,11 @@
 //! on top of it (in `shoal-transfer` and the listing code), so a new backend
 //! gets all of them by writing these methods. The primitives have no
 //! default bodies: an implementor sees at compile time everything it must
-//! decide. Four optional extras do (`parts`, `supports_put_stream`,
+//! decide. Five optional extras do (`parts`, `copy`, `supports_put_stream`,
 //! `put_stream`, `presign`), each defaulting to "this store cannot", which
-//! callers already handle (no part list to check against, multipart
-//! instead of a streaming session, no URL to hand out for a local file).
+//! callers already handle (no part list to check against, bytes streamed
+//! through the client instead of a server-side copy, multipart instead of
+//! a streaming session, no URL to hand out for a local file).
 //!
 //! Methods take `bucket` and `key` as plain strings, not a URL, because the
 //! store is already bound to an endpoint and credentials; the same store
@@ -101,6 +102,51 @@ pub struct PutOptions {
     pub storage_class: Option<String>,
     /// How `multipart_start` assembles the upload, where there is a choice.
     pub assemble: Assemble,
+}
+
+/// A copy made by the server, within one store ([`Store::copy`]): no byte
+/// of the object passes through the client.
+#[derive(Debug, Clone)]
+pub struct CopyRequest<'a> {
+    /// Source bucket.
+    pub src_bucket: &'a str,
+    /// Source key.
+    pub src_key: &'a str,
+    /// The source as it was read (size, version, checksums). The copy is
+    /// pinned to `src.version` (S3 `x-amz-copy-source-if-match`, GCS
+    /// `ifSourceGenerationMatch`): a source replaced since fails with
+    /// `Precondition` (or `NotFound`), never a mix of two versions.
+    pub src: &'a ObjectMeta,
+    /// Destination bucket.
+    pub dst_bucket: &'a str,
+    /// Destination key.
+    pub dst_key: &'a str,
+    /// What the destination stores beside its bytes; only
+    /// `if_not_exists` and `storage_class` are read unless
+    /// `replace_metadata` is set.
+    pub opts: &'a PutOptions,
+    /// Store `opts`'s type, encoding, cache control, disposition and
+    /// custom metadata instead of the source's (S3
+    /// `x-amz-metadata-directive: REPLACE`, a GCS destination resource).
+    pub replace_metadata: bool,
+    /// Objects larger than this are copied in parts of this size where the
+    /// store copies in parts (S3 UploadPartCopy).
+    pub part_size: u64,
+    /// Parts copied at once.
+    pub workers: usize,
+}
+
+impl PutOptions {
+    /// Whether these options set anything a copy would otherwise take from
+    /// its source (type, encoding, cache control, disposition, custom
+    /// metadata): then a server-side copy must replace the source's.
+    pub fn overrides_metadata(&self) -> bool {
+        self.content_type.is_some()
+            || self.content_encoding.is_some()
+            || self.cache_control.is_some()
+            || self.content_disposition.is_some()
+            || !self.metadata.is_empty()
+    }
 }
 
 impl PutOptions {
@@ -354,6 +400,21 @@ pub trait Store: Send + Sync + Debug {
     ) -> Result<Option<Vec<StoredPart>>> {
         let _ = (bucket, key, version);
         Ok(None)
+    }
+
+    /// Copies an object to another bucket or key of this store on the
+    /// server (S3 CopyObject, or UploadPartCopy parts above
+    /// `req.part_size`; GCS rewrite): see [`CopyRequest`]. The answer
+    /// describes the destination, with the checksums the server gives.
+    /// Stores that cannot answer `Unsupported`; callers then stream the
+    /// bytes through the client.
+    async fn copy(&self, req: &CopyRequest<'_>) -> Result<ObjectMeta> {
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            Op::Copy,
+            format!("{}/{}", req.src_bucket, req.src_key),
+            "this store has no server-side copy",
+        ))
     }
 
     /// Whether [`Store::put_stream`] is a real single-session upload here.

@@ -30,6 +30,7 @@ mod bucket;
 mod client;
 mod compose;
 mod config;
+mod copy;
 mod credential;
 mod list;
 mod object;
@@ -192,6 +193,20 @@ impl Store for GcsStore {
         opts: &PutOptions,
     ) -> Result<ObjectMeta> {
         self.client.put(bucket, key, data, opts).await
+    }
+
+    async fn copy(&self, req: &shoal_core::CopyRequest<'_>) -> Result<ObjectMeta> {
+        // Emulators ignore `ifGenerationMatch=0` on rewrite (see copy.rs):
+        // a copy that must not replace is streamed there instead.
+        if req.opts.if_not_exists && !self.caps.native_multipart {
+            return Err(shoal_core::Error::new(
+                shoal_core::ErrorKind::Unsupported,
+                shoal_core::Op::Copy,
+                format!("gs://{}/{}", req.dst_bucket, req.dst_key),
+                "this endpoint does not enforce ifGenerationMatch on a rewrite",
+            ));
+        }
+        self.client.copy(req).await
     }
 
     async fn delete(&self, bucket: &str, key: &str) -> Result<()> {

@@ -14,7 +14,8 @@
 //! - `credential.rs`: lazy, cached, refreshed credentials;
 //! - `sign.rs`: SigV4 settings for opaque keys;
 //! - `client.rs`: send, retry, error wording;
-//! - `object.rs`, `list.rs`, `multipart.rs`, `parts.rs`: the operations.
+//! - `object.rs`, `list.rs`, `multipart.rs`, `parts.rs`, `copy.rs`: the
+//!   operations.
 //!
 //! Building an [`S3Store`] does no I/O and resolves no credentials; the first
 //! request does, once.
@@ -23,6 +24,7 @@
 mod buckets;
 mod client;
 mod config;
+mod copy;
 mod credential;
 mod endpoint;
 mod list;
@@ -221,6 +223,10 @@ impl Store for S3Store {
         self.client.put(bucket, key, data, opts).await
     }
 
+    async fn copy(&self, req: &shoal_core::CopyRequest<'_>) -> Result<ObjectMeta> {
+        self.client.copy(req).await
+    }
+
     async fn delete(&self, bucket: &str, key: &str) -> Result<()> {
         self.client.delete(bucket, key).await
     }
@@ -281,7 +287,7 @@ impl Store for S3Store {
     ) -> Result<ObjectMeta> {
         let if_not_exists = self.conditional_ids().contains(&upload.upload_id);
         let done = (self.client)
-            .multipart_complete(upload, parts, crc32c, if_not_exists)
+            .multipart_complete(upload, parts, crc32c, if_not_exists, true)
             .await;
         if done.is_ok() {
             self.conditional_ids().remove(&upload.upload_id);

@@ -34,13 +34,28 @@ impl Client {
         key: &str,
         opts: &PutOptions,
     ) -> Result<MultipartUpload> {
+        self.multipart_start_with(bucket, key, opts, true).await
+    }
+
+    /// Starts an upload; without `checksums` no algorithm is declared (a
+    /// copy made of UploadPartCopy parts, whose CRC32Cs the client never
+    /// sees).
+    pub(crate) async fn multipart_start_with(
+        &self,
+        bucket: &str,
+        key: &str,
+        opts: &PutOptions,
+        checksums: bool,
+    ) -> Result<MultipartUpload> {
         check_bucket(Op::Multipart, bucket)?;
-        let mut req = Request::new(Method::POST, Op::Multipart, bucket, Some(key))
-            .query("uploads", "")
-            .header("x-amz-checksum-algorithm", "CRC32C");
+        let mut req =
+            Request::new(Method::POST, Op::Multipart, bucket, Some(key)).query("uploads", "");
+        if checksums {
+            req = req.header("x-amz-checksum-algorithm", "CRC32C");
+        }
         // Composite is S3's default type; it is then completed without a
         // whole-object CRC32C.
-        if opts.assemble != Assemble::Composite {
+        if checksums && opts.assemble != Assemble::Composite {
             req = req.header("x-amz-checksum-type", "FULL_OBJECT");
         }
         let req = with_object_headers(req, opts).body(Bytes::new());
@@ -145,6 +160,7 @@ impl Client {
         parts: &[PartInfo],
         crc32c: Option<u32>,
         if_not_exists: bool,
+        part_crcs: bool,
     ) -> Result<ObjectMeta> {
         check_bucket(Op::Multipart, &upload.bucket)?;
         let target = format!("s3://{}/{}", upload.bucket, upload.key);
@@ -165,7 +181,7 @@ impl Client {
         if if_not_exists {
             req = req.header("if-none-match", "*");
         }
-        let req = req.body(Bytes::from(complete_multipart_body(&sorted, true)));
+        let req = req.body(Bytes::from(complete_multipart_body(&sorted, part_crcs)));
         let size: u64 = sorted.iter().map(|p| p.size).sum();
         let (etag, server_crc) = match self
             .send_parse(&req, |_, body| parse_complete(body, &target))

@@ -21,7 +21,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -240,6 +240,8 @@ struct State {
     script: Mutex<(Script, Option<StdRng>)>,
     requests: AtomicUsize,
     injected: Mutex<Vec<Injected>>,
+    /// Bytes read from and written to clients, headers included.
+    client_bytes: Arc<AtomicU64>,
 }
 
 impl State {
@@ -320,6 +322,7 @@ impl FaultProxy {
             script: Mutex::new((script, rng)),
             requests: AtomicUsize::new(0),
             injected: Mutex::new(Vec::new()),
+            client_bytes: Arc::new(AtomicU64::new(0)),
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -358,6 +361,13 @@ impl FaultProxy {
         self.state.requests.load(Ordering::SeqCst)
     }
 
+    /// Bytes that crossed the client's side of the proxy so far, both
+    /// ways, headers included: what a transfer really moved through the
+    /// client (a server-side copy moves almost none).
+    pub fn client_bytes(&self) -> u64 {
+        self.state.client_bytes.load(Ordering::SeqCst)
+    }
+
     /// The faults injected so far, in order.
     pub fn injected(&self) -> Vec<Injected> {
         self.state.injected.lock().unwrap().clone()
@@ -387,6 +397,7 @@ type Body = UnsyncBoxBody<Bytes, io::Error>;
 struct ClientIo {
     stream: TcpStream,
     reset: Arc<AtomicBool>,
+    bytes: Arc<AtomicU64>,
 }
 
 impl Drop for ClientIo {
@@ -403,7 +414,11 @@ impl AsyncRead for ClientIo {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.stream).poll_read(cx, buf);
+        let n = (buf.filled().len() - before) as u64;
+        self.bytes.fetch_add(n, Ordering::SeqCst);
+        r
     }
 }
 
@@ -413,7 +428,11 @@ impl AsyncWrite for ClientIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+        let r = Pin::new(&mut self.stream).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = &r {
+            self.bytes.fetch_add(*n as u64, Ordering::SeqCst);
+        }
+        r
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.stream).poll_flush(cx)
@@ -438,7 +457,12 @@ async fn serve_connection(stream: TcpStream, state: Arc<State>) {
         served: AtomicUsize::new(0),
         upstream: tokio::sync::Mutex::new(None),
     });
-    let io = TokioIo::new(ClientIo { stream, reset });
+    let bytes = conn.state.client_bytes.clone();
+    let io = TokioIo::new(ClientIo {
+        stream,
+        reset,
+        bytes,
+    });
     let svc = service_fn(move |req| handle(conn.clone(), req));
     let _ = hyper::server::conn::http1::Builder::new()
         .keep_alive(true)

@@ -158,9 +158,34 @@ pub fn share_budgets(opts: &mut TransferOptions) -> usize {
 pub async fn run(
     actions: BoxStream<'static, Result<Action>>,
     store_for: StoreFor,
+    opts: TransferOptions,
+    policy: RetryPolicy,
+    counters: Arc<BatchCounters>,
+) -> BatchReport {
+    run_with(actions, store_for, opts, policy, counters, false).await
+}
+
+/// Executes `actions` as moves (`mv -r`): each copy deletes its source
+/// once the destination is in place and verified ([`execute_move`]). A
+/// `--no-clobber` refusal keeps the source and is not what was asked
+/// (the object was not moved): it makes the exit status 1.
+pub async fn run_moves(
+    actions: BoxStream<'static, Result<Action>>,
+    store_for: StoreFor,
+    opts: TransferOptions,
+    policy: RetryPolicy,
+    counters: Arc<BatchCounters>,
+) -> BatchReport {
+    run_with(actions, store_for, opts, policy, counters, true).await
+}
+
+async fn run_with(
+    actions: BoxStream<'static, Result<Action>>,
+    store_for: StoreFor,
     mut opts: TransferOptions,
     policy: RetryPolicy,
     counters: Arc<BatchCounters>,
+    moving: bool,
 ) -> BatchReport {
     let slots = share_budgets(&mut opts);
     let opts = Arc::new(opts);
@@ -169,13 +194,21 @@ pub async fn run(
             let (store_for, opts, counters) = (store_for.clone(), opts.clone(), counters.clone());
             async move {
                 let outcome = match a {
-                    Ok(action) => match execute(&action, &store_for, &opts, &policy).await {
-                        Ok(b) => Ok((action, b)),
-                        Err(e) => Err(match &action {
-                            Action::Copy { dst, .. } => clobber_refused(e, &opts, dst),
-                            Action::Delete { .. } => e,
-                        }),
-                    },
+                    Ok(action) => {
+                        let done = if moving {
+                            execute_move(&action, &store_for, &opts, &policy).await
+                        } else {
+                            execute(&action, &store_for, &opts, &policy).await
+                        };
+                        match done {
+                            Ok(b) => Ok((action, b)),
+                            Err(e) => Err(match &action {
+                                Action::Copy { dst, .. } if moving => move_refused(e, &opts, dst),
+                                Action::Copy { dst, .. } => clobber_refused(e, &opts, dst),
+                                Action::Delete { .. } => e,
+                            }),
+                        }
+                    }
                     Err(e) => Err(e),
                 };
                 counters.done.fetch_add(1, Ordering::Relaxed);
@@ -209,6 +242,11 @@ pub async fn run(
                 report.skipped += 1;
                 if e.kind() == ErrorKind::SkippedUnasked {
                     report.skipped_unasked += 1;
+                    // A source a move kept is named with the failures (a
+                    // skip the listing made was named as it passed).
+                    if moving && report.failures.len() < LISTED_FAILURES {
+                        report.failures.push(e.to_string());
+                    }
                 }
             }
             Err(e) => {
@@ -313,6 +351,56 @@ pub async fn execute(
             Ok(r.bytes)
         }
     }
+}
+
+/// Executes a copy as a move: the copy (verified like every copy), then,
+/// only once it succeeded, the source's deletion. A failed copy leaves the
+/// source where it was; a failed deletion is an error saying the object
+/// is now in both places. Deletes run as [`execute`] runs them.
+pub async fn execute_move(
+    action: &Action,
+    store_for: &StoreFor,
+    opts: &TransferOptions,
+    policy: &RetryPolicy,
+) -> Result<u64> {
+    let Action::Copy { src, dst, .. } = action else {
+        return execute(action, store_for, opts, policy).await;
+    };
+    let bytes = execute(action, store_for, opts, policy).await?;
+    let gone = execute(
+        &Action::Delete { dst: src.clone() },
+        store_for,
+        opts,
+        policy,
+    )
+    .await;
+    if let Err(e) = gone {
+        return Err(Error::new(
+            e.kind(),
+            Op::Delete,
+            src.to_string(),
+            format!(
+                "copied to {dst}, but the source could not be deleted: {}",
+                e.message()
+            ),
+        )
+        .with_hint("the object is now in both places; delete the source with shoal rm"));
+    }
+    Ok(bytes)
+}
+
+/// A move's `--no-clobber` refusal: the source is kept, which is not what
+/// a move was asked for, so it counts as a skip nobody asked for.
+fn move_refused(e: Error, opts: &TransferOptions, dst: &Location) -> Error {
+    if opts.no_clobber && e.kind() == ErrorKind::Precondition {
+        return Error::new(
+            ErrorKind::SkippedUnasked,
+            Op::Copy,
+            dst.to_string(),
+            "exists; not replaced (--no-clobber), the source was kept",
+        );
+    }
+    e
 }
 
 /// `--no-clobber`'s refusal (the store's precondition, or a local rename

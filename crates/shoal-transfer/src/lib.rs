@@ -100,6 +100,10 @@ pub struct TransferOptions {
     /// guessed from its name where none is set, a cloud-to-cloud copy the
     /// source's metadata where these leave it unset (see [`metadata`]).
     pub put: shoal_core::PutOptions,
+    /// Copies within one store are made by the server
+    /// ([`shoal_core::Store::copy`]), moving no bytes through the client.
+    /// On by default; off (`--no-server-side`) streams them through.
+    pub server_side: bool,
 }
 
 /// Cheap requests in flight in a batch by default (see
@@ -234,6 +238,7 @@ impl Default for TransferOptions {
             gcs_upload: GcsUpload::Auto,
             no_clobber: false,
             put: shoal_core::PutOptions::default(),
+            server_side: true,
         }
     }
 }

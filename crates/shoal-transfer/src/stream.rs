@@ -5,9 +5,15 @@
 //! up to `workers` at once. Memory is bounded by (workers + 1) × part size,
 //! whatever the body's length.
 //!
-//! Cloud-to-cloud copies go through here too: the source is read as one
-//! resuming stream, its CRC32C computed on the way and compared with the
-//! source's stored checksum, and the destination's with the same value.
+//! Cloud-to-cloud copies go through here too. Within one store (one
+//! endpoint, one set of credentials: the same store value) the server
+//! copies ([`Store::copy`]: S3 CopyObject or UploadPartCopy, GCS rewrite),
+//! pinned to the version read, and no byte passes through the client; the
+//! destination's checksum must then equal the source's. Otherwise, or with
+//! `TransferOptions::server_side` off (`--no-server-side`), the source is
+//! read as one resuming stream, its CRC32C computed on the way and
+//! compared with the source's stored checksum, and the destination's with
+//! the same value.
 
 use std::sync::Arc;
 
@@ -17,7 +23,8 @@ use shoal_core::checksum::{OtherCrc, Running, crc32c_combine_all};
 use shoal_core::resume::resuming_stream;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{
-    BoxByteStream, ByteRange, Error, ErrorKind, Location, Op, PutOptions, Result, Store,
+    BoxByteStream, ByteRange, CopyRequest, Error, ErrorKind, Location, ObjectMeta, Op, PutOptions,
+    Result, Store,
 };
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -229,6 +236,12 @@ pub async fn copy_object(
     let meta = (src_store.head(&src.bucket, &src.key))
         .await
         .map_err(|e| e.with_url(&src_url).with_op(Op::Copy))?;
+    if opts.server_side
+        && same_store(&src_store, &dst_store)
+        && let Some(report) = server_copy(&src_store, src, &meta, dst, opts).await?
+    {
+        return Ok(report);
+    }
     let body = resuming_stream(
         src_store.clone(),
         &src.bucket,
@@ -278,6 +291,111 @@ pub async fn copy_object(
         (None, None, None) => report.verified,
     };
     Ok(report)
+}
+
+/// Whether two stores are one (one endpoint, one set of credentials): what
+/// a server-side copy needs. Stores are built once per scheme and shared,
+/// so this is the same value, not an equal one.
+pub fn same_store(a: &Arc<dyn Store>, b: &Arc<dyn Store>) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
+}
+
+/// A copy made by the server ([`Store::copy`]), pinned to the version
+/// `meta` describes, keeping the source's metadata unless the options
+/// override it. None: the store cannot, so the caller streams.
+async fn server_copy(
+    store: &Arc<dyn Store>,
+    src: &Location,
+    meta: &ObjectMeta,
+    dst: &Location,
+    opts: &TransferOptions,
+) -> Result<Option<Report>> {
+    let put_opts = PutOptions {
+        if_not_exists: opts.put.if_not_exists || opts.no_clobber,
+        ..opts.put.keeping(meta)
+    };
+    let req = CopyRequest {
+        src_bucket: &src.bucket,
+        src_key: &src.key,
+        src: meta,
+        dst_bucket: &dst.bucket,
+        dst_key: &dst.key,
+        opts: &put_opts,
+        replace_metadata: opts.put.overrides_metadata(),
+        part_size: opts.part_size,
+        workers: opts.workers,
+    };
+    let copied = {
+        let _slot = opts.permit().await;
+        store.copy(&req).await
+    };
+    let copied = match copied {
+        Err(e) if e.kind() == ErrorKind::Unsupported => return Ok(None),
+        r => r?,
+    };
+    let verified = match verify_copy(meta, &copied, &src.to_string(), &dst.to_string()) {
+        Ok(v) => v,
+        Err(e) => {
+            // Not the source's bytes (a server that ignored the pin while
+            // the source was replaced): not left behind as a copy of it.
+            if let Err(d) = store.delete(&dst.bucket, &dst.key).await {
+                tracing::debug!("deleting a copy that failed its check: {d}");
+            }
+            return Err(e);
+        }
+    };
+    opts.add_progress(meta.size);
+    Ok(Some(Report {
+        resumed: 0,
+        bytes: meta.size,
+        pieces: 1,
+        verified,
+        crc32c: copied.crc32c.or(meta.crc32c).unwrap_or(0),
+    }))
+}
+
+/// The destination of a server-side copy against its source: the same
+/// size, and the strongest checksum both give (CRC32C, then CRC32 or
+/// CRC64NVME, then MD5) equal.
+pub fn verify_copy(
+    src: &ObjectMeta,
+    dst: &ObjectMeta,
+    src_url: &str,
+    dst_url: &str,
+) -> Result<Verified> {
+    let mismatch = |what: String| {
+        Err(Error::new(
+            ErrorKind::Changed,
+            Op::Copy,
+            src_url,
+            format!("the copy at {dst_url} {what}; it was removed"),
+        )
+        .with_hint("the source was probably replaced while it was copied; run the command again"))
+    };
+    if dst.size != src.size {
+        return mismatch(format!("has {} bytes, the source {}", dst.size, src.size));
+    }
+    if let (Some(a), Some(b)) = (src.crc32c, dst.crc32c) {
+        if a != b {
+            return mismatch(format!("has CRC32C {b:08x}, the source {a:08x}"));
+        }
+        return Ok(Verified::Crc32c);
+    }
+    if let (Some(a), Some(b)) = (src.other_crc, dst.other_crc)
+        && a.kind() == b.kind()
+    {
+        if a != b {
+            return mismatch(format!("has another {:?} than the source", a.kind()));
+        }
+        return Ok(a.kind().into());
+    }
+    if let (Some(a), Some(b)) = (src.md5, dst.md5) {
+        if a != b {
+            return mismatch("has another MD5 than the source".into());
+        }
+        return Ok(Verified::Md5);
+    }
+    Ok(Verified::SizeOnly)
 }
 
 /// Passes `body` through and, at its end, fails it unless it held exactly

@@ -1,4 +1,4 @@
-//! Shared by `cp -r`, `sync` and `run`: progress for a batch and its
+//! Shared by `cp -r`, `mv -r`, `sync` and `run`: progress for a batch and its
 //! closing report (summary line, then every failure with its URL).
 
 use std::io::IsTerminal;
@@ -24,6 +24,7 @@ pub(crate) async fn run_and_report(
     mut opts: shoal_transfer::TransferOptions,
     verb: &str,
     what: &str,
+    moving: bool,
 ) -> CmdResult {
     let counters = Arc::new(BatchCounters {
         on_outcome: ctx
@@ -59,7 +60,11 @@ pub(crate) async fn run_and_report(
         (bar, task)
     });
     let actions = name_skips(ctx, actions);
-    let report = shoal_transfer::batch::run(actions, store_for, opts, ctx.retry, counters).await;
+    let report = if moving {
+        shoal_transfer::batch::run_moves(actions, store_for, opts, ctx.retry, counters).await
+    } else {
+        shoal_transfer::batch::run(actions, store_for, opts, ctx.retry, counters).await
+    };
     if let Some((bar, task)) = ticker {
         task.abort();
         bar.finish_and_clear();

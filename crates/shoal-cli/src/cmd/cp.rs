@@ -1,4 +1,6 @@
-//! `shoal cp SRC DST` for one object or file, in any direction.
+//! `shoal cp SRC DST` for one object or file, in any direction, and
+//! `shoal mv`: the same copy, then the source's deletion once the copy
+//! is in place and verified (never before, never after a failed copy).
 //!
 //! Destination naming follows cp(1) and gsutil: a destination that ends in
 //! `/`, is a bucket root, or is an existing local folder receives the
@@ -22,6 +24,21 @@ use crate::progress::{Progress, summary};
 use crate::{CmdResult, Failure};
 
 pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
+    go(ctx, a, false).await
+}
+
+/// `shoal mv`.
+pub(crate) async fn mv(ctx: &Context, a: CpArgs) -> CmdResult {
+    if a.src == "-" || a.dst == "-" {
+        return Err(Failure::Usage(
+            "mv: stdin and stdout cannot be moved (use cp)".into(),
+        ));
+    }
+    go(ctx, a, true).await
+}
+
+async fn go(ctx: &Context, a: CpArgs, moving: bool) -> CmdResult {
+    let verb = if moving { "mv" } else { "cp" };
     let mut opts = ctx.transfer.clone();
     if let Some(n) = a.slices {
         opts.slices = Some(n as usize);
@@ -42,21 +59,21 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
     opts.no_clobber = a.no_clobber;
     if a.dst != "-" {
         let d = super::parse(&a.dst)?;
-        opts.put = (a.metadata.put(&d)).map_err(|m| Failure::Usage(format!("cp {d}: {m}")))?;
+        opts.put = (a.metadata.put(&d)).map_err(|m| Failure::Usage(format!("{verb} {d}: {m}")))?;
     }
     let is_glob = a.src != "-" && a.src.contains("://") && shoal_list::has_wildcard(&a.src);
     if a.recursive || is_glob {
-        return copy_many(ctx, &a, opts).await;
+        return copy_many(ctx, &a, opts, moving).await;
     }
     if a.dry_run {
-        return Err(Failure::Usage(
-            "cp -n/--dry-run: for cp -r and glob sources (to skip destinations that exist, use --no-clobber: gcloud's and s5cmd's cp -n)".into(),
-        ));
+        return Err(Failure::Usage(format!(
+            "{verb} -n/--dry-run: for {verb} -r and glob sources (to skip destinations that exist, use --no-clobber: gcloud's and s5cmd's cp -n)"
+        )));
     }
     if a.filters.any() {
-        return Err(Failure::Usage(
-            "cp --include/--exclude: for cp -r and glob sources; a single file is named by its path".into(),
-        ));
+        return Err(Failure::Usage(format!(
+            "{verb} --include/--exclude: for {verb} -r and glob sources; a single file is named by its path"
+        )));
     }
     let src = if a.src == "-" {
         None
@@ -72,9 +89,19 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
         && !s.is_local()
         && s.is_prefix_like()
     {
+        let what = if moving { "move" } else { "copy" };
         return Err(Failure::Usage(format!(
-            "cp {s}: the source is a bucket or prefix, not an object (to copy everything under it, use cp -r)"
+            "{verb} {s}: the source is a bucket or prefix, not an object (to {what} everything under it, use {verb} -r)"
         )));
+    }
+    if moving && let (Some(s), Some(d)) = (&src, &dst) {
+        if s.is_local() && Path::new(&s.key).is_dir() {
+            return Err(Failure::Usage(format!(
+                "mv {}: is a folder (to move a folder, use mv -r)",
+                s.key
+            )));
+        }
+        refuse_self_move(s, d)?;
     }
 
     if a.json && a.dst == "-" {
@@ -125,8 +152,18 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
             )
         }
         (Some(s), Some(d)) => match copy_one(ctx, &s, &d, &mut opts).await {
-            Ok((report, dst_name, elapsed)) => (report, s.to_string(), dst_name, elapsed),
+            Ok((report, dst_name, elapsed)) => {
+                if moving {
+                    delete_source(ctx, &s, &dst_name).await?;
+                }
+                (report, s.to_string(), dst_name, elapsed)
+            }
             Err(Failure::Failed(m)) if a.no_clobber && m.contains(NOT_REPLACED) => {
+                if moving {
+                    return Err(Failure::Failed(format!(
+                        "mv {s}: the destination exists; not replaced (--no-clobber), the source was kept"
+                    )));
+                }
                 if ctx.json {
                     println!(
                         "{}",
@@ -146,7 +183,7 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
         println!(
             "{}",
             serde_json::json!({
-                "action": "copy", "source": from, "destination": to,
+                "action": if moving { "move" } else { "copy" }, "source": from, "destination": to,
                 "bytes": report.bytes, "resumed_bytes": report.resumed, "requests": report.pieces,
                 "verified": report.verified.to_string(), "seconds": elapsed.as_secs_f64(),
             })
@@ -166,7 +203,8 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
             String::new()
         };
         eprintln!(
-            "Copied {}: {} ({} {unit}, {} verified{resumed})",
+            "{} {}: {} ({} {unit}, {} verified{resumed})",
+            if moving { "Moved" } else { "Copied" },
             shoal_core::error::escape_controls(&what),
             summary(report.bytes - report.resumed, elapsed),
             report.pieces,
@@ -180,12 +218,60 @@ pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
 /// and the stores' precondition failures both become it in `copy_one`).
 const NOT_REPLACED: &str = "not replaced (--no-clobber)";
 
-/// `cp -r` and glob sources: many files through the batch engine.
-async fn copy_many(ctx: &Context, a: &CpArgs, opts: TransferOptions) -> CmdResult {
+/// `mv SRC DST` naming one object twice: the copy would be the source,
+/// and deleting the source would delete it.
+fn refuse_self_move(src: &Location, dst: &Location) -> Result<(), Failure> {
+    let same = match (src.is_local(), dst.is_local()) {
+        (false, false) => {
+            let d = cloud_dest(dst, src.basename());
+            d.scheme == src.scheme && d.bucket == src.bucket && d.key == src.key
+        }
+        (true, true) => {
+            let from = Path::new(&src.key);
+            let name = from.file_name().map(PathBuf::from).unwrap_or_default();
+            let to = if dst.key.ends_with('/') || Path::new(&dst.key).is_dir() {
+                Path::new(&dst.key).join(name)
+            } else {
+                PathBuf::from(&dst.key)
+            };
+            match (from.canonicalize(), to.canonicalize()) {
+                (Ok(a), Ok(b)) => a == b,
+                _ => false,
+            }
+        }
+        _ => false,
+    };
+    if same {
+        return Err(Failure::Usage(format!(
+            "mv {src} {dst}: the source and the destination are the same object (nothing to move)"
+        )));
+    }
+    Ok(())
+}
+
+/// `mv`'s last step, once the copy is in place and verified.
+async fn delete_source(ctx: &Context, src: &Location, dst_name: &str) -> Result<(), Failure> {
+    let gone = if src.is_local() {
+        std::fs::remove_file(&src.key).map_err(|e| Error::io(Op::Delete, &src.key, e))
+    } else {
+        let store = ctx.store(src)?;
+        store.delete(&src.bucket, &src.key).await
+    };
+    gone.map_err(|e| {
+        Failure::Failed(format!(
+            "mv {src}: copied to {dst_name}, but the source could not be deleted: {} (the object is now in both places; delete the source with shoal rm)",
+            e.message()
+        ))
+    })
+}
+
+/// `cp -r`, `mv -r` and glob sources: many files through the batch engine.
+async fn copy_many(ctx: &Context, a: &CpArgs, opts: TransferOptions, moving: bool) -> CmdResult {
+    let verb = if moving { "mv -r" } else { "cp -r" };
     if a.src == "-" || a.dst == "-" {
-        return Err(Failure::Usage(
-            "cp -r: stdin and stdout hold one stream, not a tree".into(),
-        ));
+        return Err(Failure::Usage(format!(
+            "{verb}: stdin and stdout hold one stream, not a tree"
+        )));
     }
     let src = super::parse(&a.src)?;
     let dst = super::parse(&a.dst)?;
@@ -200,7 +286,7 @@ async fn copy_many(ctx: &Context, a: &CpArgs, opts: TransferOptions) -> CmdResul
     }
     if dst.is_local() && Path::new(&dst.key).is_file() {
         return Err(Failure::Usage(format!(
-            "cp -r: destination {} is a file, not a folder",
+            "{verb}: destination {} is a file, not a folder",
             dst.key
         )));
     }
@@ -216,7 +302,7 @@ async fn copy_many(ctx: &Context, a: &CpArgs, opts: TransferOptions) -> CmdResul
         } else {
             shoal_transfer::tree::destination(&dst, &name, &src.to_string()).unwrap_or(dst.clone())
         };
-        shoal_transfer::guard::refuse_overlap("cp -r", &src, &lands)
+        shoal_transfer::guard::refuse_overlap(verb, &src, &lands)
             .map_err(|e| Failure::Usage(e.to_string()))?;
     }
     let filter = a.filters.filter()?;
@@ -255,10 +341,11 @@ async fn copy_many(ctx: &Context, a: &CpArgs, opts: TransferOptions) -> CmdResul
     let entries = shoal_transfer::tree::filter_entries(entries, filter, &lead, local_root);
     let actions = shoal_transfer::batch::copy_actions(entries, dst);
     if a.dry_run {
-        return crate::cmd::batch::dry_run(ctx, actions, "cp").await;
+        return crate::cmd::batch::dry_run(ctx, actions, if moving { "mv" } else { "cp" }).await;
     }
-    crate::cmd::batch::run_and_report(ctx, actions, store_for, opts, "Copied", &src.to_string())
-        .await
+    let done = if moving { "Moved" } else { "Copied" };
+    let what = src.to_string();
+    crate::cmd::batch::run_and_report(ctx, actions, store_for, opts, done, &what, moving).await
 }
 
 /// An engine's error as the command's: a failed precondition (only

@@ -141,5 +141,5 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     }
     let mut opts = transfer;
     opts.no_clobber = a.no_clobber;
-    crate::cmd::batch::run_and_report(ctx, plan, store_for, opts, "Synced", "").await
+    crate::cmd::batch::run_and_report(ctx, plan, store_for, opts, "Synced", "", false).await
 }

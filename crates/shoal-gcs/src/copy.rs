@@ -1,0 +1,170 @@
+//! Server-side copy: `rewrite`, looped on its `rewriteToken` until `done`.
+//!
+//! No byte passes through the client. `rewrite` rather than `copyTo`: a
+//! copy across locations or storage classes, or of a large object, may
+//! need several calls, which only `rewrite` can make (`copyTo` times out
+//! instead). The source is pinned with `ifSourceGenerationMatch` and
+//! `--no-clobber` is `ifGenerationMatch=0`, on every call.
+//!
+//! Metadata: without a request body the destination keeps the source's;
+//! when the caller overrides a field or asks for a storage class the whole
+//! resource is sent (the source's fields with the caller's on top), since
+//! a resource given replaces the source's.
+//!
+//! fake-gcs-server 1.56 quirk: its `rewriteTo` (and `copyTo`) ignore both
+//! `ifSourceGenerationMatch` and `ifGenerationMatch`, and always finish in
+//! one call. The caller's check of the destination's CRC32C and size
+//! against the source's catches a source replaced by different bytes
+//! there. It ignores `ifGenerationMatch=0` on compose too, and honours it
+//! only on uploads: so where the store is not Google's own (the same
+//! declaration that turns the XML multipart API off), a `--no-clobber`
+//! copy answers `Unsupported` and the caller streams it, its final upload
+//! carrying the precondition (`lib.rs`).
+
+use bytes::Bytes;
+use reqwest::header::CONTENT_TYPE;
+use serde::Deserialize;
+use shoal_core::{
+    CopyRequest, Error, ErrorKind, ObjectMeta, ObjectVersion, Op, PutOptions, Result,
+};
+
+use crate::client::{Client, Query, encode, gs_url, protocol, with_kind};
+use crate::list::parse_object;
+
+/// The calls one rewrite may take before shoal gives up: GCS moves at
+/// least ~1 GiB per call in practice, so this is far above any object.
+const MAX_CALLS: usize = 100_000;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RewriteResponse {
+    done: bool,
+    #[serde(default)]
+    rewrite_token: Option<String>,
+    #[serde(default)]
+    resource: Option<serde_json::Value>,
+}
+
+impl Client {
+    pub(crate) async fn copy(&self, c: &CopyRequest<'_>) -> Result<ObjectMeta> {
+        let src_url = gs_url(c.src_bucket, c.src_key);
+        let url = gs_url(c.dst_bucket, c.dst_key);
+        let generation = match &c.src.version {
+            Some(ObjectVersion::Generation(g)) => Some(g.to_string()),
+            _ => None,
+        };
+        let body = if c.replace_metadata || c.opts.storage_class.is_some() {
+            let opts = if c.replace_metadata {
+                c.opts.clone()
+            } else {
+                PutOptions {
+                    storage_class: c.opts.storage_class.clone(),
+                    ..PutOptions::default().keeping(c.src)
+                }
+            };
+            let mut m = serde_json::Map::new();
+            crate::object::descriptive_metadata(&mut m, &opts);
+            Bytes::from(serde_json::Value::Object(m).to_string())
+        } else {
+            Bytes::new()
+        };
+        let base = format!(
+            "{}/rewriteTo/b/{}/o/{}",
+            self.object_url(c.src_bucket, c.src_key),
+            encode(c.dst_bucket),
+            encode(c.dst_key)
+        );
+        let mut token: Option<String> = None;
+        for _ in 0..MAX_CALLS {
+            let q = Query::new()
+                .add_opt("ifSourceGenerationMatch", generation.as_deref())
+                .add_opt("ifGenerationMatch", c.opts.if_not_exists.then_some("0"))
+                .add_opt("rewriteToken", token.as_deref());
+            let http_url = format!("{base}{}", q.as_str());
+            let resp = self
+                .call_bytes(Op::Copy, &url, |h| {
+                    let r = h.post(&http_url).body(body.clone());
+                    if body.is_empty() {
+                        r
+                    } else {
+                        r.header(CONTENT_TYPE, "application/json")
+                    }
+                })
+                .await;
+            let resp = match resp {
+                Ok(r) => r,
+                Err(e) => {
+                    return Err(self
+                        .why_refused(e, c, generation.as_deref(), &src_url)
+                        .await);
+                }
+            };
+            let answer: RewriteResponse = serde_json::from_slice(&resp)
+                .map_err(|e| protocol(Op::Copy, &url, "a rewrite response", e))?;
+            if answer.done {
+                let resource = answer.resource.ok_or_else(|| {
+                    protocol(
+                        Op::Copy,
+                        &url,
+                        "a rewrite response",
+                        "done without a resource",
+                    )
+                })?;
+                return parse_object(resource.to_string().as_bytes(), Op::Copy, &url);
+            }
+            token = answer.rewrite_token.filter(|t| !t.is_empty());
+            if token.is_none() {
+                return Err(protocol(
+                    Op::Copy,
+                    &url,
+                    "a rewrite response",
+                    "not done, and no rewriteToken to go on with",
+                ));
+            }
+        }
+        Err(Error::new(
+            ErrorKind::Protocol,
+            Op::Copy,
+            url,
+            format!("the server did not finish the rewrite in {MAX_CALLS} calls"),
+        ))
+    }
+
+    /// A refused rewrite in words a user can act on: a 412 is the source's
+    /// pin (it was replaced) or `ifGenerationMatch=0` (the destination
+    /// exists); with both sent, the source's generation now says which.
+    async fn why_refused(
+        &self,
+        e: Error,
+        c: &CopyRequest<'_>,
+        generation: Option<&str>,
+        src_url: &str,
+    ) -> Error {
+        if e.kind() != ErrorKind::Precondition {
+            return e;
+        }
+        let source_changed = match (generation, c.opts.if_not_exists) {
+            (None, _) => false,
+            (Some(_), false) => true,
+            (Some(_), true) => match self.head(c.src_bucket, c.src_key).await {
+                Ok(now) => now.version != c.src.version,
+                Err(_) => true,
+            },
+        };
+        if source_changed {
+            return Error::new(
+                ErrorKind::Changed,
+                Op::Copy,
+                src_url,
+                format!(
+                    "{}; the source changed since it was read (no longer generation {})",
+                    e.message(),
+                    generation.unwrap_or_default()
+                ),
+            )
+            .with_hint("nothing was copied; run the command again to copy the current version");
+        }
+        with_kind(e, ErrorKind::Precondition)
+            .with_hint("the object already exists; it was not replaced")
+    }
+}

@@ -1,0 +1,285 @@
+//! Server-side copy: CopyObject, or UploadPartCopy parts above the part
+//! size (and always above CopyObject's 5 GiB limit).
+//!
+//! No byte of the object passes through the client. The source is pinned
+//! by its ETag (`x-amz-copy-source-if-match`, on the single copy and on
+//! every part), so a source replaced mid-copy fails with `Changed` and a
+//! multipart copy is aborted: the destination is the old object or the
+//! whole new one. CopyObject keeps the source's metadata
+//! (`x-amz-metadata-directive: COPY`) unless the caller replaces it
+//! (`REPLACE`, with every field sent, since S3 keeps none of the old);
+//! a multipart copy never inherits metadata, so the source's is sent on
+//! CreateMultipartUpload. `--no-clobber` is `If-None-Match: *` on the
+//! completion of a copy made of parts, as for uploads (see `copy`: MinIO
+//! ignores it on CopyObject).
+//!
+//! The answer describes the destination from a HEAD after the copy (its
+//! checksums, which the caller compares with the source's).
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use reqwest::Method;
+use shoal_core::xml::{error_code_kind, read_simple};
+use shoal_core::{
+    CopyRequest, Error, ErrorKind, MultipartUpload, ObjectMeta, ObjectVersion, Op, PartInfo,
+    PutOptions, Result,
+};
+
+use crate::client::{Client, Request, rebuild};
+use crate::endpoint::{check_bucket, encode_key};
+use crate::object::{protocol, with_object_headers};
+
+/// CopyObject's limit: larger sources must be copied in parts.
+const MAX_COPY_OBJECT: u64 = 5 << 30;
+
+impl Client {
+    pub(crate) async fn copy(&self, req: &CopyRequest<'_>) -> Result<ObjectMeta> {
+        check_bucket(Op::Copy, req.src_bucket)?;
+        check_bucket(Op::Copy, req.dst_bucket)?;
+        let etag = match &req.src.version {
+            Some(ObjectVersion::ETag(e)) => Some(e.as_str()),
+            _ => None,
+        };
+        let part = req.part_size.max(5 << 20);
+        // `If-None-Match: *` on CopyObject is ignored by MinIO (it copies
+        // over an existing object; probed on the 2026-02 release), while
+        // on CompleteMultipartUpload every server here honours it: a copy
+        // that must not replace is made of parts, so the refusal stays
+        // atomic, on the server. An empty source has no byte range to
+        // copy: it is an empty PUT with the same precondition.
+        if req.opts.if_not_exists && req.src.size == 0 {
+            let opts = self.copy_opts(req);
+            self.put(req.dst_bucket, req.dst_key, Bytes::new(), &opts)
+                .await?;
+            return self.head(req.dst_bucket, req.dst_key).await;
+        }
+        let in_parts = req.opts.if_not_exists;
+        let done = if in_parts || req.src.size > part || req.src.size > MAX_COPY_OBJECT {
+            self.copy_parts(req, etag, part.min(MAX_COPY_OBJECT)).await
+        } else {
+            self.copy_object(req, etag).await
+        };
+        let src_url = format!("s3://{}/{}", req.src_bucket, req.src_key);
+        if let Err(e) = done {
+            return Err(self.why_refused(e, req, etag, &src_url).await);
+        }
+        self.head(req.dst_bucket, req.dst_key).await
+    }
+
+    /// What a destination written anew (not by CopyObject) stores: it
+    /// inherits nothing, so the source's metadata is sent unless replaced.
+    fn copy_opts(&self, c: &CopyRequest<'_>) -> PutOptions {
+        let mut opts = if c.replace_metadata {
+            c.opts.clone()
+        } else {
+            PutOptions {
+                storage_class: c.opts.storage_class.clone(),
+                ..PutOptions::default().keeping(c.src)
+            }
+        };
+        opts.if_not_exists = c.opts.if_not_exists;
+        opts
+    }
+
+    /// `x-amz-copy-source` (and its ETag pin) on a request.
+    fn copy_source<'a>(req: Request<'a>, src: &CopyRequest<'_>, etag: Option<&str>) -> Request<'a> {
+        let source = format!("/{}/{}", src.src_bucket, encode_key(src.src_key));
+        let req = req.header("x-amz-copy-source", source);
+        match etag {
+            Some(e) => req.header("x-amz-copy-source-if-match", e),
+            None => req,
+        }
+    }
+
+    async fn copy_object(&self, c: &CopyRequest<'_>, etag: Option<&str>) -> Result<()> {
+        let mut req = Request::new(Method::PUT, Op::Copy, c.dst_bucket, Some(c.dst_key));
+        req = Self::copy_source(req, c, etag);
+        if c.replace_metadata {
+            req = with_object_headers(req.header("x-amz-metadata-directive", "REPLACE"), c.opts);
+        } else if let Some(class) = &c.opts.storage_class {
+            req = req.header("x-amz-storage-class", class.as_str());
+        }
+        // The destination keeps a CRC32C of its own, as an upload would.
+        if c.src.crc32c.is_some() {
+            req = req.header("x-amz-checksum-algorithm", "CRC32C");
+        }
+        if c.opts.if_not_exists {
+            req = req.header("if-none-match", "*");
+        }
+        let req = req.body(Bytes::new());
+        let target = req.target.clone();
+        // A copy may answer 200 and then an <Error> (the status is sent
+        // early while the server copies).
+        self.send_parse(&req, |_, body| {
+            result_or_error(body, "CopyObjectResult", &target)
+        })
+        .await
+        .map(drop)
+    }
+
+    async fn copy_parts(&self, c: &CopyRequest<'_>, etag: Option<&str>, part: u64) -> Result<()> {
+        let size = c.src.size;
+        let count = size.div_ceil(part).max(1);
+        if count > 10_000 {
+            return Err(Error::invalid(
+                Op::Copy,
+                format!("s3://{}/{}", c.dst_bucket, c.dst_key),
+                format!("more than 10000 parts of {part} bytes"),
+            )
+            .with_hint("raise --part-size"));
+        }
+        let opts = self.copy_opts(c);
+        let upload = self
+            .multipart_start_with(c.dst_bucket, c.dst_key, &opts, false)
+            .await?;
+        let copied: Result<Vec<PartInfo>> = futures::stream::iter(1..=count)
+            .map(|n| {
+                let start = (n - 1) * part;
+                let end = (start + part).min(size);
+                self.copy_part(c, etag, &upload, n as u32, start, end)
+            })
+            .buffer_unordered(c.workers.max(1))
+            .try_collect()
+            .await;
+        let done = match copied {
+            Ok(parts) => {
+                self.multipart_complete(&upload, &parts, None, c.opts.if_not_exists, false)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = done {
+            if let Err(a) = self.multipart_abort(&upload).await {
+                tracing::debug!("abort after a failed copy: {a}");
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// UploadPartCopy of source bytes `[start, end)` as part `n`.
+    async fn copy_part(
+        &self,
+        c: &CopyRequest<'_>,
+        etag: Option<&str>,
+        upload: &MultipartUpload,
+        n: u32,
+        start: u64,
+        end: u64,
+    ) -> Result<PartInfo> {
+        let mut req = Request::new(Method::PUT, Op::Copy, &upload.bucket, Some(&upload.key))
+            .query("partNumber", n.to_string())
+            .query("uploadId", upload.upload_id.as_str())
+            .header(
+                "x-amz-copy-source-range",
+                format!("bytes={start}-{}", end - 1),
+            );
+        req = Self::copy_source(req, c, etag);
+        let req = req.body(Bytes::new());
+        let target = req.target.clone();
+        let etag = self
+            .send_parse(&req, |_, body| {
+                result_or_error(body, "CopyPartResult", &target)
+            })
+            .await?
+            .ok_or_else(|| protocol(Op::Copy, &target, format!("expected an ETag for part {n}")))?;
+        Ok(PartInfo {
+            part_number: n,
+            etag,
+            crc32c: 0,
+            size: end - start,
+        })
+    }
+
+    /// A refused copy in words a user can act on. 412 is either pin: the
+    /// source's ETag (it was replaced) or `If-None-Match: *` (the
+    /// destination exists); with both sent, the source's ETag says which.
+    async fn why_refused(
+        &self,
+        e: Error,
+        c: &CopyRequest<'_>,
+        etag: Option<&str>,
+        src_url: &str,
+    ) -> Error {
+        if e.kind() != ErrorKind::Precondition {
+            return e;
+        }
+        let source_changed = match (etag, c.opts.if_not_exists) {
+            (None, _) => false,
+            (Some(_), false) => true,
+            (Some(pinned), true) => match self.head(c.src_bucket, c.src_key).await {
+                Ok(now) => now.version != Some(ObjectVersion::ETag(pinned.to_owned())),
+                Err(_) => true,
+            },
+        };
+        if source_changed {
+            let msg = format!(
+                "{}; the source changed since it was read (no longer ETag {})",
+                e.message(),
+                etag.unwrap_or_default()
+            );
+            let changed = Error::new(ErrorKind::Changed, Op::Copy, src_url, msg)
+                .with_hint("nothing was copied; run the command again to copy the current version");
+            return match e.status() {
+                Some(s) => changed.with_status(s),
+                None => changed,
+            };
+        }
+        let msg = format!("{}; the object already exists", e.message());
+        rebuild(&e, Op::Copy, e.url(), msg, None)
+    }
+}
+
+/// The ETag of a `root` result document, or the error an `<Error>` body
+/// (even under 200) describes.
+fn result_or_error(body: &[u8], root: &str, target: &str) -> Result<Option<String>> {
+    let doc = read_simple(body, &["ETag", "Code", "Message"])
+        .map_err(|m| protocol(Op::Copy, target, format!("expected {root}: {m}")))?;
+    let [etag, code, message]: [Option<String>; 3] = doc
+        .values
+        .try_into()
+        .map_err(|_| protocol(Op::Copy, target, "internal: field count"))?;
+    if doc.root == root {
+        return Ok(etag.filter(|e| !e.is_empty()));
+    }
+    if doc.root == "Error" {
+        let code = code.unwrap_or_default();
+        let kind = match code.as_str() {
+            "PreconditionFailed" => ErrorKind::Precondition,
+            c => error_code_kind(c),
+        };
+        return Err(Error::new(
+            kind,
+            Op::Copy,
+            target,
+            format!(
+                "HTTP 200 OK with an error: {code}: {}",
+                message.unwrap_or_default()
+            ),
+        ));
+    }
+    Err(protocol(
+        Op::Copy,
+        target,
+        format!("expected {root}, got <{}>", doc.root),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_results_and_errors_in_200() {
+        let ok = b"<CopyObjectResult><ETag>\"abc\"</ETag></CopyObjectResult>";
+        assert_eq!(
+            result_or_error(ok, "CopyObjectResult", "s3://b/k").unwrap(),
+            Some("\"abc\"".into())
+        );
+        let err = b"<Error><Code>PreconditionFailed</Code><Message>no</Message></Error>";
+        let e = result_or_error(err, "CopyObjectResult", "s3://b/k").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Precondition);
+        let e = result_or_error(b"<Other/>", "CopyPartResult", "s3://b/k").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Protocol);
+    }
+}
