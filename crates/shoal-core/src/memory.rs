@@ -18,8 +18,7 @@ use crate::local::{page_from_sorted, verify_declared};
 use crate::meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion};
 use crate::store::{
     Assemble, BucketInfo, Capabilities, CopyRequest, GetResponse, MultipartUpload, PartInfo,
-    PutOptions, Store,
-    StoredPart,
+    PutOptions, Store, StoredPart,
 };
 use crate::url::Scheme;
 

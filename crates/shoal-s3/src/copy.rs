@@ -19,6 +19,7 @@
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use reqwest::Method;
+use shoal_core::checksum::PartKind;
 use shoal_core::xml::{error_code_kind, read_simple};
 use shoal_core::{
     CopyRequest, Error, ErrorKind, MultipartUpload, ObjectMeta, ObjectVersion, Op, PartInfo,
@@ -28,6 +29,17 @@ use shoal_core::{
 use crate::client::{Client, Request, rebuild};
 use crate::endpoint::{check_bucket, encode_key};
 use crate::object::{protocol, with_object_headers};
+
+/// The whole-object checksum a CopyObject destination is asked to keep:
+/// CRC32C, unless the source's only checksum is a composite CRC32.
+fn copy_checksum_algorithm(src: &ObjectMeta) -> Option<&'static str> {
+    match (src.crc32c, src.composite) {
+        (Some(_), _) => Some("CRC32C"),
+        (None, Some(c)) if c.kind == PartKind::Crc32 => Some("CRC32"),
+        (None, Some(_)) => Some("CRC32C"),
+        (None, None) => None,
+    }
+}
 
 /// CopyObject's limit: larger sources must be copied in parts.
 const MAX_COPY_OBJECT: u64 = 5 << 30;
@@ -99,9 +111,11 @@ impl Client {
         } else if let Some(class) = &c.opts.storage_class {
             req = req.header("x-amz-storage-class", class.as_str());
         }
-        // The destination keeps a CRC32C of its own, as an upload would.
-        if c.src.crc32c.is_some() {
-            req = req.header("x-amz-checksum-algorithm", "CRC32C");
+        // The destination keeps a whole-object CRC of its own, as an
+        // upload would: CRC32C, or the algorithm of a composite source's
+        // parts, so the copy can be checked against the source's parts.
+        if let Some(algorithm) = copy_checksum_algorithm(c.src) {
+            req = req.header("x-amz-checksum-algorithm", algorithm);
         }
         if c.opts.if_not_exists {
             req = req.header("if-none-match", "*");

@@ -94,6 +94,32 @@ impl PartCheck {
         PartSums::new(self.composite.kind, self.ends.clone(), start)
     }
 
+    /// Whether `whole`, a whole-object CRC in the parts' algorithm, is
+    /// that of the bytes the composite checksum describes (what a
+    /// server-side copy of such an object answers). One part is its own
+    /// whole; several need each part's CRC from the store, which must
+    /// compose into the composite and combine into `whole`. None when the
+    /// store did not give them.
+    pub(crate) fn matches_whole(&self, whole: u32) -> Option<bool> {
+        let kind = self.composite.kind;
+        if self.parts.len() == 1 {
+            return Some(Composite::of_parts(kind, &[whole]) == self.composite);
+        }
+        let crcs: Option<Vec<u32>> = self.parts.iter().map(|p| p.crc).collect();
+        let crcs = crcs?;
+        let mut combined = None;
+        for (crc, part) in crcs.iter().zip(&self.parts) {
+            combined = Some(match combined {
+                None => *crc,
+                Some(acc) => kind.combine(acc, *crc, part.size),
+            });
+        }
+        Some(
+            Composite::of_parts(kind, &crcs) == self.composite
+                && combined.unwrap_or_else(|| kind.checksum(&[])) == whole,
+        )
+    }
+
     /// Compares the part CRCs of `pieces` (in offset order, covering the
     /// object) with the store's; `tail` ends the message (what became of
     /// the bytes).
@@ -189,6 +215,23 @@ mod tests {
             parts,
             ends,
         }
+    }
+
+    #[test]
+    fn a_whole_crc_matches_the_composite_it_was_made_of() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let whole = PartKind::Crc32.checksum(&data);
+        let other = PartKind::Crc32.checksum(&data[1..]);
+        // One part: its own whole, no part CRCs needed.
+        let one = check_for(&data, &[10_000], false);
+        assert_eq!(one.matches_whole(whole), Some(true));
+        assert_eq!(one.matches_whole(other), Some(false));
+        // Several: only with the store's part CRCs.
+        let three = check_for(&data, &[4_000, 4_000, 2_000], true);
+        assert_eq!(three.matches_whole(whole), Some(true));
+        assert_eq!(three.matches_whole(other), Some(false));
+        let unknown = check_for(&data, &[4_000, 4_000, 2_000], false);
+        assert_eq!(unknown.matches_whole(whole), None);
     }
 
     fn pieces(c: &PartCheck, data: &[u8], cuts: &[usize]) -> Vec<PartPiece> {

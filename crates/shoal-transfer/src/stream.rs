@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use shoal_core::checksum::{OtherCrc, Running, crc32c_combine_all};
+use shoal_core::checksum::{CrcKind, OtherCrc, PartKind, Running, crc32c_combine_all};
 use shoal_core::resume::resuming_stream;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{
@@ -333,7 +333,11 @@ async fn server_copy(
         Err(e) if e.kind() == ErrorKind::Unsupported => return Ok(None),
         r => r?,
     };
-    let verified = match verify_copy(meta, &copied, &src.to_string(), &dst.to_string()) {
+    let checked = match verify_copy(meta, &copied, &src.to_string(), &dst.to_string()) {
+        Ok(Verified::SizeOnly) => verify_composite_copy(store, src, meta, &copied, dst, opts).await,
+        r => r,
+    };
+    let verified = match checked {
         Ok(v) => v,
         Err(e) => {
             // Not the source's bytes (a server that ignored the pin while
@@ -352,6 +356,49 @@ async fn server_copy(
         verified,
         crc32c: copied.crc32c.or(meta.crc32c).unwrap_or(0),
     }))
+}
+
+/// A source whose only checksum is composite (an S3 multipart upload's
+/// `xxxx-N`) against the whole-object CRC its copy was asked to keep: the
+/// parts' CRCs must compose into the source's and combine into the
+/// copy's. Size only when either side cannot say.
+async fn verify_composite_copy(
+    store: &Arc<dyn Store>,
+    src: &Location,
+    meta: &ObjectMeta,
+    copied: &ObjectMeta,
+    dst: &Location,
+    opts: &TransferOptions,
+) -> Result<Verified> {
+    let Some(composite) = meta.composite else {
+        return Ok(Verified::SizeOnly);
+    };
+    let whole = match composite.kind {
+        PartKind::Crc32c => copied.crc32c,
+        PartKind::Crc32 => (copied.other_crc)
+            .filter(|c| c.kind() == CrcKind::Crc32)
+            .map(|c| c.value() as u32),
+    };
+    let Some(whole) = whole else {
+        return Ok(Verified::SizeOnly);
+    };
+    let Some(check) = PartCheck::learn(store, src, meta, Op::Copy, &opts.rates).await? else {
+        return Ok(Verified::SizeOnly);
+    };
+    match check.matches_whole(whole) {
+        Some(true) => Ok(Verified::Parts(composite.kind)),
+        None => Ok(Verified::SizeOnly),
+        Some(false) => Err(Error::new(
+            ErrorKind::Changed,
+            Op::Copy,
+            src.to_string(),
+            format!(
+                "the copy at {dst} has a {} that does not match the source's parts ({composite}); it was removed",
+                composite.kind.name()
+            ),
+        )
+        .with_hint("the source was probably replaced while it was copied; run the command again")),
+    }
 }
 
 /// The destination of a server-side copy against its source: the same
