@@ -328,6 +328,8 @@ pub(crate) struct RmArgs {
     /// Print what would be deleted (`would remove URL`), delete nothing.
     #[arg(long, short = 'n')]
     pub(crate) dry_run: bool,
+    #[command(flatten)]
+    pub(crate) matching: MatchFlags,
     /// With -r or a glob: names are keys below the prefix (a glob's: below its literal folder).
     #[command(flatten)]
     pub(crate) filters: FilterFlags,
@@ -453,6 +455,8 @@ pub(crate) struct CpArgs {
     /// Never replace a destination that exists (atomically: the store's precondition, or a rename that does not replace); those are counted as skipped. No short letter: gcloud's and s5cmd's `cp -n` is this flag, shoal's `-n` is --dry-run.
     #[arg(long)]
     pub(crate) no_clobber: bool,
+    #[command(flatten)]
+    pub(crate) matching: MatchFlags,
     /// With -r or a glob source: print what would be copied, copy nothing.
     #[arg(long, short = 'n')]
     pub(crate) dry_run: bool,
@@ -468,6 +472,68 @@ pub(crate) struct CpArgs {
     /// Print one JSON object per line on stdout: each action as it finishes, then a summary object.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+/// `--if-generation-match` / `--if-match`: a write or delete of one object
+/// that happens only if the object is at the version the user read, as a
+/// precondition of the request itself (never a stat first).
+#[derive(Debug, Args, Default)]
+pub(crate) struct MatchFlags {
+    /// Only if the gs:// object is at this generation (0: only if it does not exist), checked by the server (gcloud's flag). One object.
+    #[arg(long, value_name = "GENERATION", conflicts_with = "if_match")]
+    pub(crate) if_generation_match: Option<i64>,
+    /// Only if the s3:// object's ETag is this one (S3 If-Match), checked by the server. One object.
+    #[arg(long, value_name = "ETAG")]
+    pub(crate) if_match: Option<String>,
+}
+
+impl MatchFlags {
+    pub(crate) fn any(&self) -> bool {
+        self.if_generation_match.is_some() || self.if_match.is_some()
+    }
+
+    /// The version `loc` must be at; a usage error where the flag cannot
+    /// apply (a local path, or the other provider's kind of version).
+    pub(crate) fn version(
+        &self,
+        verb: &str,
+        loc: &shoal_core::Location,
+    ) -> Result<Option<shoal_core::ObjectVersion>, String> {
+        use shoal_core::{ObjectVersion, url::Scheme};
+        let flag = if self.if_match.is_some() {
+            "--if-match"
+        } else {
+            "--if-generation-match"
+        };
+        match (&loc.scheme, self.if_generation_match, &self.if_match) {
+            (_, None, None) => Ok(None),
+            (Scheme::File, _, _) => Err(format!(
+                "{verb} {flag}: {} is a local path; local files have no versions",
+                loc.key
+            )),
+            (_, _, _) if loc.key.is_empty() || loc.key.ends_with('/') => {
+                Err(format!("{verb} {flag}: {loc} is not one object"))
+            }
+            (Scheme::Gs, Some(g), _) if g >= 0 => Ok(Some(ObjectVersion::Generation(g))),
+            (Scheme::Gs, Some(g), _) => Err(format!(
+                "{verb} --if-generation-match {g}: a generation is 0 or more"
+            )),
+            (Scheme::Gs, None, Some(_)) => Err(format!(
+                "{verb} --if-match: {loc} is a GCS object, matched by generation; use --if-generation-match N (shoal stat shows it)"
+            )),
+            (Scheme::S3, Some(_), _) => Err(format!(
+                "{verb} --if-generation-match: {loc} is an S3 object, matched by ETag; use --if-match ETAG (shoal stat shows it)"
+            )),
+            (Scheme::S3, None, Some(e)) if e.trim_matches('"').is_empty() => {
+                Err(format!("{verb} --if-match: the ETag is empty"))
+            }
+            // As S3 sends it, in quotes (users often copy it without).
+            (Scheme::S3, None, Some(e)) if e.starts_with('"') => {
+                Ok(Some(ObjectVersion::ETag(e.clone())))
+            }
+            (Scheme::S3, None, Some(e)) => Ok(Some(ObjectVersion::ETag(format!("\"{e}\"")))),
+        }
+    }
 }
 
 /// `--include` / `--exclude` (see `shoal_list::filter`): rules tried in

@@ -120,6 +120,95 @@ fn verbs_that_need_an_object_say_so() {
 }
 
 #[test]
+fn preconditions_refuse_what_they_cannot_mean() {
+    let rows: &[(&[&str], &[&str])] = &[
+        (
+            &["cp", "f", "gs://b/k", "--if-match", "abc"],
+            &["--if-match", "generation"],
+        ),
+        (
+            &["cp", "f", "s3://b/k", "--if-generation-match", "3"],
+            &["--if-generation-match", "ETag"],
+        ),
+        (
+            &["cp", "gs://b/k", "local", "--if-generation-match", "3"],
+            &["local path"],
+        ),
+        (
+            &["cp", "-r", "dir", "gs://b/p/", "--if-generation-match", "3"],
+            &["one object"],
+        ),
+        (
+            &[
+                "cp",
+                "gs://b/*.txt",
+                "gs://b/p/",
+                "--if-generation-match",
+                "3",
+            ],
+            &["one object"],
+        ),
+        (
+            &["cp", "f", "gs://b/k", "--if-generation-match=-2"],
+            &["0 or more"],
+        ),
+        (
+            &["cp", "f", "gs://b/k", "--if-generation-match", "soon"],
+            &["--if-generation-match"],
+        ),
+        (
+            &[
+                "cp",
+                "f",
+                "gs://b/k",
+                "--if-generation-match",
+                "0",
+                "--no-clobber",
+            ],
+            &["choose one"],
+        ),
+        (&["cp", "f", "-", "--if-generation-match", "1"], &["stdout"]),
+        (&["cp", "f", "s3://b/k", "--if-match", ""], &["empty"]),
+        (
+            &[
+                "cp",
+                "f",
+                "s3://b/k",
+                "--if-match",
+                "a",
+                "--if-generation-match",
+                "1",
+            ],
+            &["cannot be used with"],
+        ),
+        (
+            &["cp", "f", "gs://b/dir/", "--if-generation-match", "1"],
+            &["not one object"],
+        ),
+        (
+            &["mv", "f", "s3://b/k", "--if-generation-match", "1"],
+            &["mv --if-generation-match"],
+        ),
+        (
+            &["rm", "s3://b/a", "s3://b/b", "--if-match", "x"],
+            &["one object at a time"],
+        ),
+        (
+            &["rm", "-r", "s3://b/p/", "--if-match", "x"],
+            &["one object"],
+        ),
+        (
+            &["rm", "gs://b/k", "--if-match", "x"],
+            &["--if-generation-match"],
+        ),
+        (&["rm", "./local", "--if-match", "x"], &["local path"]),
+    ];
+    for (args, words) in rows {
+        run(with_args(shoal(), args)).assert_one_line_error(2, words);
+    }
+}
+
+#[test]
 fn presign_rb_and_bucket_listing_refuse_bad_input() {
     for bad in ["0", "0s", "-1h", "8d", "604801", "soon", "1.5h", ""] {
         run(with_args(

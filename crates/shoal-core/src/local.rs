@@ -326,6 +326,13 @@ impl Store for LocalStore {
     ) -> Result<ObjectMeta> {
         let url = self.url(bucket, key);
         let path = self.object_path(Op::Upload, bucket, key)?;
+        if let Some(v) = &opts.if_match {
+            return Err(Error::invalid(
+                Op::Upload,
+                url,
+                format!("a local file has no {v} to match"),
+            ));
+        }
         if opts.if_not_exists && tokio::fs::try_exists(&path).await.unwrap_or(false) {
             return Err(Error::new(
                 ErrorKind::Precondition,

@@ -146,6 +146,16 @@ impl MemoryStore {
                 "object exists",
             ));
         }
+        if let Some(want) = &opts.if_match
+            && b.get(key).and_then(|o| o.1.version.as_ref()) != Some(want)
+        {
+            return Err(Error::new(
+                ErrorKind::Precondition,
+                op,
+                url,
+                format!("the object is not at {want}"),
+            ));
+        }
         let meta = ObjectMeta {
             key: key.to_owned(),
             size: data.len() as u64,

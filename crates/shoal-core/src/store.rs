@@ -6,11 +6,12 @@
 //! on top of it (in `shoal-transfer` and the listing code), so a new backend
 //! gets all of them by writing these methods. The primitives have no
 //! default bodies: an implementor sees at compile time everything it must
-//! decide. Five optional extras do (`parts`, `copy`, `supports_put_stream`,
-//! `put_stream`, `presign`), each defaulting to "this store cannot", which
-//! callers already handle (no part list to check against, bytes streamed
-//! through the client instead of a server-side copy, multipart instead of
-//! a streaming session, no URL to hand out for a local file).
+//! decide. Six optional extras do (`parts`, `copy`, `supports_put_stream`,
+//! `put_stream`, `presign`, `delete_if`), each defaulting to "this store
+//! cannot", which callers already handle (no part list to check against,
+//! bytes streamed through the client instead of a server-side copy,
+//! multipart instead of a streaming session, no URL to hand out or version
+//! to match for a local file).
 //!
 //! Methods take `bucket` and `key` as plain strings, not a URL, because the
 //! store is already bound to an endpoint and credentials; the same store
@@ -88,6 +89,10 @@ pub struct PutOptions {
     pub other_crc: Option<crate::checksum::OtherCrc>,
     /// Fail with `Precondition` if the object exists.
     pub if_not_exists: bool,
+    /// Fail with `Precondition` unless the object exists at this version
+    /// (GCS `ifGenerationMatch`, S3 `If-Match`): a write that replaces
+    /// only what the caller read.
+    pub if_match: Option<crate::ObjectVersion>,
     /// `Content-Type` to store.
     pub content_type: Option<String>,
     /// `Content-Encoding` to store.
@@ -150,6 +155,11 @@ impl PutOptions {
 }
 
 impl PutOptions {
+    /// Whether the write carries a precondition on what it replaces.
+    pub fn conditional(&self) -> bool {
+        self.if_not_exists || self.if_match.is_some()
+    }
+
     /// These options for a copy of an object described by `src`: what is
     /// set here wins, the rest (content type, encoding, cache control,
     /// disposition) is the source's; custom metadata is the source's with
@@ -458,6 +468,19 @@ pub trait Store: Send + Sync + Debug {
             Op::Presign,
             format!("{bucket}/{key}"),
             "this store has no presigned URLs",
+        ))
+    }
+
+    /// Deletes an object only if it is at `version` (GCS
+    /// `ifGenerationMatch`, S3 `If-Match`); otherwise `Precondition`, and
+    /// the object stays. Stores without versions answer `Unsupported`.
+    async fn delete_if(&self, bucket: &str, key: &str, version: &ObjectVersion) -> Result<()> {
+        let _ = version;
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            Op::Delete,
+            format!("{bucket}/{key}"),
+            "this store has no object versions to match",
         ))
     }
 }

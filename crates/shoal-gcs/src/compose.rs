@@ -95,10 +95,9 @@ impl Client {
         let body = Bytes::from(
             json!({ "sourceObjects": sources, "destination": destination }).to_string(),
         );
-        let q = if opts.if_not_exists {
-            "?ifGenerationMatch=0"
-        } else {
-            ""
+        let q = match crate::object::generation_match(opts) {
+            Some(g) => format!("?ifGenerationMatch={g}"),
+            None => String::new(),
         };
         let http_url = format!("{}/compose{q}", self.object_url(bucket, dest));
         let resp = self

@@ -53,6 +53,8 @@ impl Client {
             Some(ObjectVersion::Generation(g)) => Some(g.to_string()),
             _ => None,
         };
+        crate::object::check_write_version(c.opts, Op::Copy, &url)?;
+        let dst_generation = crate::object::generation_match(c.opts);
         let body = if c.replace_metadata || c.opts.storage_class.is_some() {
             let opts = if c.replace_metadata {
                 c.opts.clone()
@@ -78,7 +80,7 @@ impl Client {
         for _ in 0..MAX_CALLS {
             let q = Query::new()
                 .add_opt("ifSourceGenerationMatch", generation.as_deref())
-                .add_opt("ifGenerationMatch", c.opts.if_not_exists.then_some("0"))
+                .add_opt("ifGenerationMatch", dst_generation.as_deref())
                 .add_opt("rewriteToken", token.as_deref());
             let http_url = format!("{base}{}", q.as_str());
             let resp = self
@@ -143,7 +145,7 @@ impl Client {
         if e.kind() != ErrorKind::Precondition {
             return e;
         }
-        let source_changed = match (generation, c.opts.if_not_exists) {
+        let source_changed = match (generation, c.opts.conditional()) {
             (None, _) => false,
             (Some(_), false) => true,
             (Some(_), true) => match self.head(c.src_bucket, c.src_key).await {

@@ -198,7 +198,7 @@ impl Store for GcsStore {
     async fn copy(&self, req: &shoal_core::CopyRequest<'_>) -> Result<ObjectMeta> {
         // Emulators ignore `ifGenerationMatch=0` on rewrite (see copy.rs):
         // a copy that must not replace is streamed there instead.
-        if req.opts.if_not_exists && !self.caps.native_multipart {
+        if req.opts.conditional() && !self.caps.native_multipart {
             return Err(shoal_core::Error::new(
                 shoal_core::ErrorKind::Unsupported,
                 shoal_core::Op::Copy,
@@ -211,6 +211,23 @@ impl Store for GcsStore {
 
     async fn delete(&self, bucket: &str, key: &str) -> Result<()> {
         self.client.delete(bucket, key).await
+    }
+
+    async fn delete_if(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: &shoal_core::ObjectVersion,
+    ) -> Result<()> {
+        let shoal_core::ObjectVersion::Generation(g) = version else {
+            return Err(shoal_core::Error::invalid(
+                shoal_core::Op::Delete,
+                format!("gs://{bucket}/{key}"),
+                format!("GCS objects are matched by generation, not by ETag {version}"),
+            )
+            .with_hint("use --if-generation-match N (shoal stat shows the generation)"));
+        };
+        self.client.delete_if(bucket, key, Some(*g)).await
     }
 
     async fn create_bucket(&self, bucket: &str) -> Result<()> {
@@ -264,7 +281,7 @@ impl Store for GcsStore {
             Assemble::Native | Assemble::Composite => true,
             Assemble::Compose => false,
             // A conditional write needs compose's `ifGenerationMatch`.
-            Assemble::Auto => self.caps.native_multipart && !opts.if_not_exists,
+            Assemble::Auto => self.caps.native_multipart && !opts.conditional(),
         };
         if xml {
             return self.client.xml_start(bucket, key, opts).await;

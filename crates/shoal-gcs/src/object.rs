@@ -179,9 +179,11 @@ impl Client {
             .crc32c
             .unwrap_or_else(|| shoal_core::checksum::crc32c_append(0, &data));
         let meta = object_metadata(key, Some(crc), opts);
+        check_write_version(opts, op, &url)?;
+        let g = generation_match(opts);
         let q = Query::new()
             .add("uploadType", "multipart")
-            .add_opt("ifGenerationMatch", opts.if_not_exists.then_some("0"));
+            .add_opt("ifGenerationMatch", g.as_deref());
         let http_url = format!("{}{}", self.upload_url(bucket), q.as_str());
         let body = MultipartBody::new(&meta, opts.content_type.as_deref(), data);
         let resp = self
@@ -240,6 +242,33 @@ impl Client {
             Err(e) => Err(e),
         }
     }
+}
+
+/// The `ifGenerationMatch` a write carries: `0` for one that must not
+/// replace anything, the generation it must replace, or none.
+pub(crate) fn generation_match(opts: &PutOptions) -> Option<String> {
+    if opts.if_not_exists {
+        return Some("0".into());
+    }
+    match &opts.if_match {
+        Some(ObjectVersion::Generation(g)) => Some(g.to_string()),
+        // An S3 ETag cannot be asked of GCS; the CLI and Python refuse it
+        // before a request (see `check_write_version`).
+        Some(ObjectVersion::ETag(_)) | None => None,
+    }
+}
+
+/// A write's `if_match` must be a generation here.
+pub(crate) fn check_write_version(opts: &PutOptions, op: Op, url: &str) -> Result<()> {
+    if let Some(ObjectVersion::ETag(e)) = &opts.if_match {
+        return Err(Error::invalid(
+            op,
+            url,
+            format!("GCS objects are matched by generation, not by ETag {e}"),
+        )
+        .with_hint("use --if-generation-match N (shoal stat shows the generation)"));
+    }
+    Ok(())
 }
 
 fn changed(url: &str) -> Error {

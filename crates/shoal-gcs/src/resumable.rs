@@ -162,9 +162,11 @@ impl Client {
     ) -> Result<String> {
         let meta = object_metadata(key, opts.crc32c, opts).to_string();
         let body = Bytes::from(meta);
+        crate::object::check_write_version(opts, Op::Upload, url)?;
+        let g = crate::object::generation_match(opts);
         let q = Query::new()
             .add("uploadType", "resumable")
-            .add_opt("ifGenerationMatch", opts.if_not_exists.then_some("0"));
+            .add_opt("ifGenerationMatch", g.as_deref());
         let http_url = format!("{}{}", self.upload_url(bucket), q.as_str());
         let resp = self
             .call(Op::Upload, url, |c| {

@@ -118,7 +118,7 @@ impl Client {
         opts: &PutOptions,
     ) -> Result<MultipartUpload> {
         let url = gs_url(bucket, key);
-        if opts.if_not_exists {
+        if opts.conditional() {
             return Err(Error::invalid(
                 Op::Multipart,
                 url,

@@ -28,7 +28,7 @@ use shoal_core::{
 
 use crate::client::{Client, Request, rebuild};
 use crate::endpoint::{check_bucket, encode_key};
-use crate::object::{protocol, with_object_headers};
+use crate::object::{precondition, protocol, refused_because, with_object_headers};
 
 /// The whole-object checksum a CopyObject destination is asked to keep:
 /// CRC32C, unless the source's only checksum is a composite CRC32.
@@ -59,15 +59,17 @@ impl Client {
         // that must not replace is made of parts, so the refusal stays
         // atomic, on the server. An empty source has no byte range to
         // copy: it is an empty PUT with the same precondition.
-        if req.opts.if_not_exists && req.src.size == 0 {
+        let dst_url = format!("s3://{}/{}", req.dst_bucket, req.dst_key);
+        let condition = precondition(req.opts, Op::Copy, &dst_url)?;
+        if condition.is_some() && req.src.size == 0 {
             let opts = self.copy_opts(req);
             self.put(req.dst_bucket, req.dst_key, Bytes::new(), &opts)
                 .await?;
             return self.head(req.dst_bucket, req.dst_key).await;
         }
-        let in_parts = req.opts.if_not_exists;
+        let in_parts = condition.is_some();
         let done = if in_parts || req.src.size > part || req.src.size > MAX_COPY_OBJECT {
-            self.copy_parts(req, etag, part.min(MAX_COPY_OBJECT)).await
+            (self.copy_parts(req, etag, part.min(MAX_COPY_OBJECT), condition.as_ref())).await
         } else {
             self.copy_object(req, etag).await
         };
@@ -90,6 +92,7 @@ impl Client {
             }
         };
         opts.if_not_exists = c.opts.if_not_exists;
+        opts.if_match = c.opts.if_match.clone();
         opts
     }
 
@@ -131,7 +134,13 @@ impl Client {
         .map(drop)
     }
 
-    async fn copy_parts(&self, c: &CopyRequest<'_>, etag: Option<&str>, part: u64) -> Result<()> {
+    async fn copy_parts(
+        &self,
+        c: &CopyRequest<'_>,
+        etag: Option<&str>,
+        part: u64,
+        condition: Option<&(&'static str, String)>,
+    ) -> Result<()> {
         let size = c.src.size;
         let count = size.div_ceil(part).max(1);
         if count > 10_000 {
@@ -157,7 +166,7 @@ impl Client {
             .await;
         let done = match copied {
             Ok(parts) => {
-                self.multipart_complete(&upload, &parts, None, c.opts.if_not_exists, false)
+                self.multipart_complete(&upload, &parts, None, condition, false)
                     .await
             }
             Err(e) => Err(e),
@@ -218,7 +227,7 @@ impl Client {
         if e.kind() != ErrorKind::Precondition {
             return e;
         }
-        let source_changed = match (etag, c.opts.if_not_exists) {
+        let source_changed = match (etag, c.opts.conditional()) {
             (None, _) => false,
             (Some(_), false) => true,
             (Some(pinned), true) => match self.head(c.src_bucket, c.src_key).await {
@@ -239,7 +248,7 @@ impl Client {
                 None => changed,
             };
         }
-        let msg = format!("{}; the object already exists", e.message());
+        let msg = format!("{}; {}", e.message(), refused_because(c.opts));
         rebuild(&e, Op::Copy, e.url(), msg, None)
     }
 }

@@ -33,7 +33,7 @@ mod object;
 mod parts;
 mod sign;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Mutex;
 
@@ -61,7 +61,9 @@ pub struct S3Store {
     /// Upload ids started with `if_not_exists`: S3 takes the precondition
     /// on CompleteMultipartUpload (`If-None-Match: *`), which is where the
     /// object appears, so the completion must remember it.
-    conditional: Mutex<HashSet<String>>,
+    /// The precondition header each conditional multipart upload (by
+    /// upload ID) sends on its completion.
+    conditional: Mutex<HashMap<String, (&'static str, String)>>,
 }
 
 /// What S3 can do. The limits are AWS's documented ones.
@@ -104,11 +106,13 @@ impl S3Store {
                 request_payer: cfg.request_payer,
             },
             caps: capabilities(),
-            conditional: Mutex::new(HashSet::new()),
+            conditional: Mutex::new(HashMap::new()),
         })
     }
 
-    fn conditional_ids(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    fn conditional_ids(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, (&'static str, String)>> {
         self.conditional.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -231,6 +235,18 @@ impl Store for S3Store {
         self.client.delete(bucket, key).await
     }
 
+    async fn delete_if(&self, bucket: &str, key: &str, version: &ObjectVersion) -> Result<()> {
+        match version {
+            ObjectVersion::ETag(e) => self.client.delete_if(bucket, key, e).await,
+            v => Err(Error::invalid(
+                Op::Delete,
+                format!("s3://{bucket}/{key}"),
+                format!("S3 objects are matched by ETag, not by {v}"),
+            )
+            .with_hint("use --if-match ETAG (shoal stat shows the ETag)")),
+        }
+    }
+
     async fn create_bucket(&self, bucket: &str) -> Result<()> {
         self.client.create_bucket(bucket).await
     }
@@ -260,9 +276,11 @@ impl Store for S3Store {
         key: &str,
         opts: &PutOptions,
     ) -> Result<MultipartUpload> {
+        let url = format!("s3://{bucket}/{key}");
+        let condition = object::precondition(opts, Op::Multipart, &url)?;
         let upload = self.client.multipart_start(bucket, key, opts).await?;
-        if opts.if_not_exists {
-            self.conditional_ids().insert(upload.upload_id.clone());
+        if let Some(c) = condition {
+            self.conditional_ids().insert(upload.upload_id.clone(), c);
         }
         Ok(upload)
     }
@@ -285,9 +303,9 @@ impl Store for S3Store {
         parts: &[PartInfo],
         crc32c: Option<u32>,
     ) -> Result<ObjectMeta> {
-        let if_not_exists = self.conditional_ids().contains(&upload.upload_id);
+        let condition = self.conditional_ids().get(&upload.upload_id).cloned();
         let done = (self.client)
-            .multipart_complete(upload, parts, crc32c, if_not_exists, true)
+            .multipart_complete(upload, parts, crc32c, condition.as_ref(), true)
             .await;
         if done.is_ok() {
             self.conditional_ids().remove(&upload.upload_id);

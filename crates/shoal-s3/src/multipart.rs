@@ -159,7 +159,7 @@ impl Client {
         upload: &MultipartUpload,
         parts: &[PartInfo],
         crc32c: Option<u32>,
-        if_not_exists: bool,
+        condition: Option<&(&'static str, String)>,
         part_crcs: bool,
     ) -> Result<ObjectMeta> {
         check_bucket(Op::Multipart, &upload.bucket)?;
@@ -178,8 +178,8 @@ impl Client {
                 .header("x-amz-checksum-crc32c", crc32c_to_base64(c))
                 .header("x-amz-checksum-type", "FULL_OBJECT");
         }
-        if if_not_exists {
-            req = req.header("if-none-match", "*");
+        if let Some((name, value)) = condition {
+            req = req.header(*name, value.as_str());
         }
         let req = req.body(Bytes::from(complete_multipart_body(&sorted, part_crcs)));
         let size: u64 = sorted.iter().map(|p| p.size).sum();
@@ -192,8 +192,12 @@ impl Client {
                 .completed_by_lost_answer(upload, &target, size, crc32c)
                 .await
                 .ok_or(e)?,
-            Err(e) if if_not_exists && e.kind() == ErrorKind::Precondition => {
-                return Err(e.with_hint("the object already exists; it was not replaced"));
+            Err(e) if condition.is_some() && e.kind() == ErrorKind::Precondition => {
+                let why = match condition {
+                    Some(("if-match", etag)) => format!("the object is not at etag {etag}"),
+                    _ => "the object already exists".into(),
+                };
+                return Err(e.with_hint(format!("{why}; it was not replaced")));
             }
             Err(e) => return Err(integrity(e, &target)),
         };

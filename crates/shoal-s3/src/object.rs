@@ -207,13 +207,14 @@ impl Client {
         if let Some(m) = &opts.md5 {
             req = req.header("content-md5", md5_to_base64(m));
         }
-        if opts.if_not_exists {
-            req = req.header("if-none-match", "*");
+        let condition = precondition(opts, Op::Upload, &format!("s3://{bucket}/{key}"))?;
+        if let Some((name, value)) = &condition {
+            req = req.header(*name, value.as_str());
         }
         let req = req.body(data);
         let resp = self.send(&req).await.map_err(|e| {
             if e.kind() == ErrorKind::Precondition {
-                let msg = format!("{}; the object already exists", e.message());
+                let msg = format!("{}; {}", e.message(), refused_because(opts));
                 rebuild(&e, Op::Upload, &req.target, msg, None)
             } else {
                 integrity(e, &req.target)
@@ -239,6 +240,23 @@ impl Client {
         check_bucket(Op::Delete, bucket)?;
         self.send(&Request::new(Method::DELETE, Op::Delete, bucket, Some(key)))
             .await?;
+        Ok(())
+    }
+
+    /// DeleteObject with `If-Match`: the object goes only if it is still
+    /// at `etag`.
+    pub(crate) async fn delete_if(&self, bucket: &str, key: &str, etag: &str) -> Result<()> {
+        check_bucket(Op::Delete, bucket)?;
+        let req = Request::new(Method::DELETE, Op::Delete, bucket, Some(key))
+            .header("if-match", quoted_etag(etag));
+        self.send(&req).await.map_err(|e| {
+            if e.kind() == ErrorKind::Precondition {
+                let msg = format!("{}; the object is not at etag {etag}", e.message());
+                rebuild(&e, Op::Delete, &req.target, msg, None)
+            } else {
+                e
+            }
+        })?;
         Ok(())
     }
 
@@ -422,6 +440,48 @@ pub(crate) fn meta_from_headers(key: &str, size: u64, h: &HeaderMap) -> ObjectMe
                 Some((k.to_owned(), v.to_str().ok()?.to_owned()))
             })
             .collect(),
+    }
+}
+
+/// The header that makes a write conditional: `If-None-Match: *` (must
+/// not replace) or `If-Match: ETAG` (must replace exactly that version).
+/// A GCS generation cannot be asked of S3.
+pub(crate) fn precondition(
+    opts: &PutOptions,
+    op: Op,
+    url: &str,
+) -> Result<Option<(&'static str, String)>> {
+    if opts.if_not_exists {
+        return Ok(Some(("if-none-match", "*".into())));
+    }
+    match &opts.if_match {
+        None => Ok(None),
+        Some(ObjectVersion::ETag(e)) => Ok(Some(("if-match", quoted_etag(e)))),
+        Some(v @ ObjectVersion::Generation(_)) => Err(Error::invalid(
+            op,
+            url,
+            format!("S3 objects are matched by ETag, not by {v}"),
+        )
+        .with_hint("use --if-match ETAG (shoal stat shows the ETag)")),
+    }
+}
+
+/// An ETag as S3 compares it: in double quotes (users often copy it
+/// without them).
+pub(crate) fn quoted_etag(e: &str) -> String {
+    if e.starts_with('"') || e.starts_with("W/\"") {
+        e.to_owned()
+    } else {
+        format!("\"{e}\"")
+    }
+}
+
+/// What a refused conditional write says about the object it would have
+/// replaced.
+pub(crate) fn refused_because(opts: &PutOptions) -> String {
+    match &opts.if_match {
+        Some(v) if !opts.if_not_exists => format!("the object is not at {v}"),
+        _ => "the object already exists".into(),
     }
 }
 

@@ -24,7 +24,19 @@ use crate::progress::{Progress, summary};
 use crate::{CmdResult, Failure};
 
 pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
-    go(ctx, a, false).await
+    let matching = a.matching.any();
+    not_matched(go(ctx, a, false).await, matching)
+}
+
+/// A refused `--if-generation-match` / `--if-match` write says so (the
+/// engine's refusal wording is `--no-clobber`'s).
+fn not_matched(r: CmdResult, matching: bool) -> CmdResult {
+    match r {
+        Err(Failure::Failed(m)) if matching && m.contains(NOT_REPLACED) => Err(Failure::Failed(
+            m.replace(NOT_REPLACED, "not replaced: the precondition failed"),
+        )),
+        r => r,
+    }
 }
 
 /// `shoal mv`.
@@ -34,7 +46,8 @@ pub(crate) async fn mv(ctx: &Context, a: CpArgs) -> CmdResult {
             "mv: stdin and stdout cannot be moved (use cp)".into(),
         ));
     }
-    go(ctx, a, true).await
+    let matching = a.matching.any();
+    not_matched(go(ctx, a, true).await, matching)
 }
 
 async fn go(ctx: &Context, a: CpArgs, moving: bool) -> CmdResult {
@@ -62,6 +75,9 @@ async fn go(ctx: &Context, a: CpArgs, moving: bool) -> CmdResult {
         opts.put = (a.metadata.put(&d)).map_err(|m| Failure::Usage(format!("{verb} {d}: {m}")))?;
     }
     let is_glob = a.src != "-" && a.src.contains("://") && shoal_list::has_wildcard(&a.src);
+    if a.matching.any() {
+        preconditions(verb, &a, is_glob, &mut opts)?;
+    }
     if a.recursive || is_glob {
         return copy_many(ctx, &a, opts, moving).await;
     }
@@ -346,6 +362,42 @@ async fn copy_many(ctx: &Context, a: &CpArgs, opts: TransferOptions, moving: boo
     let done = if moving { "Moved" } else { "Copied" };
     let what = src.to_string();
     crate::cmd::batch::run_and_report(ctx, actions, store_for, opts, done, &what, moving).await
+}
+
+/// `--if-generation-match` / `--if-match` on the one destination object:
+/// a precondition of the write itself (generation 0: it must not exist).
+fn preconditions(
+    verb: &str,
+    a: &CpArgs,
+    is_glob: bool,
+    opts: &mut TransferOptions,
+) -> Result<(), Failure> {
+    let flag = if a.matching.if_match.is_some() {
+        "--if-match"
+    } else {
+        "--if-generation-match"
+    };
+    if a.recursive || is_glob {
+        return Err(Failure::Usage(format!(
+            "{verb} {flag}: for one object, not {verb} -r or a glob (use --no-clobber to keep every destination that exists)"
+        )));
+    }
+    if a.no_clobber {
+        return Err(Failure::Usage(format!(
+            "{verb} {flag} --no-clobber: choose one (--if-generation-match 0 is a no-clobber that fails instead of skipping)"
+        )));
+    }
+    if a.dst == "-" {
+        return Err(Failure::Usage(format!(
+            "{verb} {flag}: stdout has no versions"
+        )));
+    }
+    let d = super::parse(&a.dst)?;
+    match a.matching.version(verb, &d).map_err(Failure::Usage)? {
+        Some(shoal_core::ObjectVersion::Generation(0)) => opts.put.if_not_exists = true,
+        v => opts.put.if_match = v,
+    }
+    Ok(())
 }
 
 /// An engine's error as the command's: a failed precondition (only

@@ -17,6 +17,9 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
         .iter()
         .map(|u| super::parse(u))
         .collect::<Result<Vec<_>, _>>()?;
+    if a.matching.any() {
+        return delete_matching(ctx, &a, locs).await;
+    }
     let filter = a.filters.filter()?;
     if filter.is_some() && !a.recursive && !a.urls.iter().any(|u| shoal_list::has_wildcard(u)) {
         return Err(Failure::Usage(
@@ -133,6 +136,68 @@ fn targets(
     Ok(shoal_list::expand(store, loc, &opts)
         .map(move |m| Ok(base.with_key(m?.key)))
         .boxed())
+}
+
+/// `rm --if-generation-match N URL` / `rm --if-match ETAG URL`: one
+/// object, deleted only if it is still at that version. The delete carries
+/// the precondition (GCS `ifGenerationMatch`, S3 `If-Match`), which makes
+/// it atomic where the server honours it; fake-gcs-server and MinIO ignore
+/// it on a delete, so the version is also read first and a mismatch
+/// refused before any delete is sent.
+async fn delete_matching(ctx: &Context, a: &RmArgs, locs: Vec<Location>) -> CmdResult {
+    let flag = if a.matching.if_match.is_some() {
+        "--if-match"
+    } else {
+        "--if-generation-match"
+    };
+    let [loc] = locs.as_slice() else {
+        return Err(Failure::Usage(format!(
+            "rm {flag}: for one object at a time"
+        )));
+    };
+    if a.recursive || shoal_list::has_wildcard(&loc.key) {
+        return Err(Failure::Usage(format!(
+            "rm {flag}: for one object, not rm -r or a glob"
+        )));
+    }
+    let Some(version) = a.matching.version("rm", loc).map_err(Failure::Usage)? else {
+        return Ok(());
+    };
+    if a.dry_run {
+        removed(ctx, &loc.to_string(), true);
+        return Ok(());
+    }
+    let store = ctx.store(loc)?;
+    let now = store.head(&loc.bucket, &loc.key).await;
+    let checked = match now {
+        Ok(m) if m.version.as_ref() == Some(&version) => Ok(()),
+        Ok(m) => Err(Error::new(
+            ErrorKind::Precondition,
+            Op::Delete,
+            loc.to_string(),
+            format!(
+                "the object is at {}, not {version}; it was not deleted",
+                m.version
+                    .map_or("an unknown version".into(), |v| v.to_string())
+            ),
+        )),
+        Err(e) => Err(e),
+    };
+    let done = match checked {
+        Ok(()) => store.delete_if(&loc.bucket, &loc.key, &version).await,
+        Err(e) => Err(e),
+    };
+    match done {
+        Ok(()) => {
+            removed(ctx, &loc.to_string(), false);
+            Ok(())
+        }
+        Err(e) => {
+            let e = e.with_url(loc.to_string());
+            failed_json(ctx, &e);
+            Err(e.into())
+        }
+    }
 }
 
 /// Deletes (or with `--dry-run` names) each target, `small_workers` at a
