@@ -61,7 +61,7 @@ impl AbortUpload {
 impl Drop for AbortUpload {
     fn drop(&mut self) {
         if let Some((store, upload)) = self.armed.take() {
-            spawn(async move { crate::upload::abort_quietly(&store, &upload).await });
+            spawn(async move { crate::multipart::abort_quietly(&store, &upload).await });
         }
     }
 }

@@ -19,16 +19,16 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use shoal_core::checksum::{CrcKind, OtherCrc, PartPiece, Running, crc32c_combine_all, hex};
+use shoal_core::checksum::Running;
 use shoal_core::resume::resuming_stream;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{ByteRange, Error, ErrorKind, Location, ObjectMeta, Op, Result, Store};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
-use crate::composite::PartCheck;
 use crate::partial::Partial;
 use crate::plan::plan_slices;
-use crate::{Report, TransferOptions, Verified};
+use crate::verify::{Expected, Received};
+use crate::{Report, TransferOptions};
 
 /// Bytes gathered before one `pwritev`: big enough that syscalls and
 /// blocking-pool hops are rare (1,024 per GiB), small enough that a batch's
@@ -186,144 +186,38 @@ async fn download_planned(
     dest: &Path,
     opts: &TransferOptions,
     policy: &RetryPolicy,
-    mut first: Option<First>,
+    first: Option<First>,
 ) -> Result<Report> {
     let url = src.to_string();
     let dest_s = dest.display().to_string();
-    // A composite checksum is checked part by part: where the parts are.
-    let part_check = PartCheck::learn(&store, src, meta, Op::Download, &opts.rates).await?;
+    let expected = Expected::learn(&store, src, meta, Op::Download, &opts.rates).await?;
     let slices = plan_slices(meta.size, opts.workers, opts.min_slice, opts.slices);
-    // More than one slice: keep what an interruption leaves, for the next run.
-    let (file, tmp, guard, partial) = if slices.len() > 1 {
-        // Off the async threads: a resume re-reads and checks every slice
-        // an earlier run recorded, gigabytes maybe.
-        let (dest_o, url_o, version, plan, resume) = (
-            dest.to_path_buf(),
-            url.clone(),
-            meta.version.clone(),
-            slices.clone(),
-            opts.resume,
-        );
-        let size = meta.size;
-        let (p, file) = tokio::task::spawn_blocking(move || {
-            Partial::open(&dest_o, &url_o, size, version.as_ref(), &plan, resume)
-        })
-        .await
-        .map_err(|e| Error::new(ErrorKind::Io, Op::Write, &dest_s, e.to_string()))??;
-        (file, p.data_path.clone(), TempGuard(None), Some(p))
-    } else {
-        let (tmp, file) = shoal_core::workfile::create_beside(dest, "shoal-tmp")
-            .map_err(|e| Error::io(Op::Write, &dest_s, e))?;
-        let guard = TempGuard(Some((
-            tmp.clone(),
-            file.try_clone()
-                .map_err(|e| Error::io(Op::Write, &dest_s, e))?,
-        )));
-        file.set_len(meta.size)
-            .map_err(|e| Error::io(Op::Write, &dest_s, e))?;
-        (file, tmp, guard, None)
-    };
-    let file = Arc::new(file);
-    let partial = partial.map(Arc::new);
-    let done = |i: usize| partial.as_ref().and_then(|p| p.done[i]);
-
+    let work = Working::open(dest, &url, meta, &slices, opts.resume).await?;
     // More slices than workers (`--slices 64 --workers 8`): at most
     // `workers` requests at once, unless a batch already shares a limiter.
     let mut opts = opts.clone();
     if opts.limiter.is_none() && slices.len() > opts.workers {
         opts.limiter = Some(Arc::new(tokio::sync::Semaphore::new(opts.workers.max(1))));
     }
-    let opts = &opts;
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut crcs = vec![(0u32, 0u64); slices.len()];
-    // The store's other CRC, computed alongside when it has no CRC32C; a
-    // slice an earlier run fetched has none (see `verify`).
-    let other_kind = meta.other_crc_to_check().map(OtherCrc::kind);
-    let mut others: Vec<Option<u64>> = vec![None; slices.len()];
-    let mut pieces: Vec<Option<Vec<PartPiece>>> = vec![None; slices.len()];
-    let mut fetched = 0;
-    for (i, &(start, end)) in slices.iter().enumerate() {
-        if let Some(crc) = done(i) {
-            crcs[i] = (crc, end - start);
-            opts.add_progress(end - start);
-            continue;
-        }
-        fetched += 1;
-        let opened = if i == 0 { first.take() } else { None };
-        let store = store.clone();
-        let file = file.clone();
-        let src = src.clone();
-        let url = url.clone();
-        let dest_s = dest_s.clone();
-        let version = meta.version.clone();
-        let policy = *policy;
-        let opts = opts.clone();
-        let partial = partial.clone();
-        let sums = Running::new(other_kind).with_parts(part_check.as_ref().map(|c| c.sums(start)));
-        tasks.spawn(async move {
-            let (_slot, body) = match opened {
-                Some(f) => (f.slot, Some(take_bytes(f.body, end - start))),
-                None => (opts.permit().await, None),
-            };
-            let range = ByteRange::new(start, end);
-            let stream = resuming_stream(
-                store,
-                &src.bucket,
-                &src.key,
-                &url,
-                range,
-                version,
-                body,
-                policy,
-            );
-            let sums = write_slice(stream, file, start, end, &dest_s, &url, &opts, sums).await?;
-            if let Some(p) = &partial {
-                p.record(i, sums.crc32c);
-            }
-            Ok::<_, Error>((i, end - start, sums))
-        });
-    }
-    let resumed = partial.as_ref().map_or(0, |p| p.reused(&slices).1);
-    let failed = |e: Error, partial: Option<Arc<Partial>>| {
-        let Some(p) = partial.and_then(|p| Arc::try_unwrap(p).ok()) else {
-            return e;
-        };
-        if e.kind() == ErrorKind::Integrity {
-            p.discard();
-            return e;
-        }
-        // Nothing to resume from: no slices kept, or no state file to find
-        // them by (a file not ours had its name).
-        if p.done.iter().all(Option::is_none) || !p.keeps_state() {
-            p.discard();
-            return e;
-        }
-        e.with_hint(format!(
-            "finished slices are kept in {}; run the same command again to fetch only the rest",
-            p.data_path.display()
-        ))
+    let job = SliceJob {
+        store,
+        src: src.clone(),
+        url: url.clone(),
+        dest: dest_s.clone(),
+        version: meta.version.clone(),
+        policy: *policy,
+        opts: opts.clone(),
+        file: work.file.clone(),
+        partial: work.partial.clone(),
     };
-    while let Some(joined) = tasks.join_next().await {
-        let e = match joined {
-            Ok(Ok((i, len, mut sums))) => {
-                crcs[i] = (sums.crc32c, len);
-                others[i] = sums.other().map(OtherCrc::value);
-                pieces[i] = sums.take_parts();
-                continue;
-            }
-            Ok(Err(e)) => e,
-            Err(join) => Error::new(
-                ErrorKind::Io,
-                Op::Download,
-                &url,
-                format!("slice task failed: {join}"),
-            ),
-        };
-        tasks.abort_all();
-        while tasks.join_next().await.is_some() {}
-        return Err(failed(e, partial));
-    }
-    let file = Arc::try_unwrap(file)
+    let resumed = work.partial.as_ref().map_or(0, |p| p.reused(&slices).1);
+    let fetched = fetch_slices(&job, &expected, &slices, first).await;
+    drop(job);
+    let (got, fetched) = match fetched {
+        Ok(r) => r,
+        Err(e) => return Err(work.failed(e)),
+    };
+    let file = Arc::try_unwrap(work.file)
         .map_err(|_| Error::new(ErrorKind::Io, Op::Write, &dest_s, "file still shared"))?;
     // Waiting for the disk is blocking work (small files stay inline, see
     // `file_io`).
@@ -331,24 +225,136 @@ async fn download_planned(
         .await
         .map_err(|e| Error::new(ErrorKind::Io, Op::Write, &dest_s, e.to_string()))?
         .map_err(|e| Error::io(Op::Write, &dest_s, e))?;
-
-    // The other CRC and the part pieces of every slice, unless an earlier
-    // run fetched some.
-    let got = Received::of_slices(&crcs, other_kind, &others, &pieces);
+    let got = Received::combine(&got);
     let crc = got.crc32c;
-    let verified = match verify(meta, got, part_check.as_ref(), &tmp, &url).await {
+    let tail = "; nothing was written";
+    let checked = expected.check_file(got, &work.tmp, &url, Op::Download, tail);
+    let verified = match checked.await {
         Ok(v) => v,
-        Err(e) => return Err(failed(e, partial)),
+        Err(e) => return Err(failed(e, work.partial)),
     };
-    // What is renamed into place is the file this download wrote and
-    // verified, or nothing.
-    let persisted = if opts.no_clobber {
+    persist(
+        work.tmp,
+        file,
+        work.guard,
+        work.partial,
+        dest,
+        opts.no_clobber,
+    )?;
+    Ok(Report {
+        resumed,
+        bytes: meta.size,
+        pieces: fetched,
+        verified,
+        crc32c: crc,
+    })
+}
+
+/// The file a download writes into: a sparse temporary one, or for
+/// several slices the resumable data file of [`Partial`].
+struct Working {
+    file: Arc<File>,
+    tmp: PathBuf,
+    guard: TempGuard,
+    partial: Option<Arc<Partial>>,
+}
+
+impl Working {
+    async fn open(
+        dest: &Path,
+        url: &str,
+        meta: &ObjectMeta,
+        slices: &[(u64, u64)],
+        resume: bool,
+    ) -> Result<Working> {
+        let dest_s = dest.display().to_string();
+        if slices.len() == 1 {
+            let (tmp, file) = shoal_core::workfile::create_beside(dest, "shoal-tmp")
+                .map_err(|e| Error::io(Op::Write, &dest_s, e))?;
+            let guard = TempGuard(Some((
+                tmp.clone(),
+                file.try_clone()
+                    .map_err(|e| Error::io(Op::Write, &dest_s, e))?,
+            )));
+            file.set_len(meta.size)
+                .map_err(|e| Error::io(Op::Write, &dest_s, e))?;
+            let (file, partial) = (Arc::new(file), None);
+            return Ok(Working {
+                file,
+                tmp,
+                guard,
+                partial,
+            });
+        }
+        // More than one slice: keep what an interruption leaves, for the
+        // next run. Off the async threads: a resume re-reads and checks
+        // every slice an earlier run recorded, gigabytes maybe.
+        let (dest_o, url_o, version, plan) = (
+            dest.to_path_buf(),
+            url.to_owned(),
+            meta.version.clone(),
+            slices.to_vec(),
+        );
+        let size = meta.size;
+        let (p, file) = tokio::task::spawn_blocking(move || {
+            Partial::open(&dest_o, &url_o, size, version.as_ref(), &plan, resume)
+        })
+        .await
+        .map_err(|e| Error::new(ErrorKind::Io, Op::Write, &dest_s, e.to_string()))??;
+        Ok(Working {
+            file: Arc::new(file),
+            tmp: p.data_path.clone(),
+            guard: TempGuard(None),
+            partial: Some(Arc::new(p)),
+        })
+    }
+
+    /// `e` after what this download kept for a rerun was dealt with.
+    fn failed(self, e: Error) -> Error {
+        drop(self.file);
+        failed(e, self.partial)
+    }
+}
+
+/// `e`, after the slices kept for a rerun were dropped when they are no
+/// use to one (a checksum failed, none finished) or named in its hint.
+fn failed(e: Error, partial: Option<Arc<Partial>>) -> Error {
+    let Some(p) = partial.and_then(|p| Arc::try_unwrap(p).ok()) else {
+        return e;
+    };
+    if e.kind() == ErrorKind::Integrity {
+        p.discard();
+        return e;
+    }
+    // Nothing to resume from: no slices kept, or no state file to find
+    // them by (a file not ours had its name).
+    if p.done.iter().all(Option::is_none) || !p.keeps_state() {
+        p.discard();
+        return e;
+    }
+    e.with_hint(format!(
+        "finished slices are kept in {}; run the same command again to fetch only the rest",
+        p.data_path.display()
+    ))
+}
+
+/// Renames the verified working file into place: the file this download
+/// wrote and verified, or nothing.
+fn persist(
+    tmp: PathBuf,
+    file: File,
+    guard: TempGuard,
+    partial: Option<Arc<Partial>>,
+    dest: &Path,
+    no_clobber: bool,
+) -> Result<()> {
+    let persisted = if no_clobber {
         shoal_core::workfile::persist_new(&tmp, &file, dest)
     } else {
         shoal_core::workfile::persist(&tmp, &file, dest)
     };
     if let Err(e) = persisted {
-        let e = shoal_core::workfile::persist_error(Op::Download, &dest_s, e);
+        let e = shoal_core::workfile::persist_error(Op::Download, &dest.display().to_string(), e);
         // Refused because the destination exists: the bytes are not for
         // a rerun either.
         if e.kind() == ErrorKind::Precondition
@@ -368,13 +374,95 @@ async fn download_planned(
         }
         None => crate::partial::remove_stale(dest),
     }
-    Ok(Report {
-        resumed,
-        bytes: meta.size,
-        pieces: fetched,
-        verified,
-        crc32c: crc,
-    })
+    Ok(())
+}
+
+/// What every slice task of one download shares.
+#[derive(Clone)]
+struct SliceJob {
+    store: Arc<dyn Store>,
+    src: Location,
+    url: String,
+    dest: String,
+    version: Option<shoal_core::ObjectVersion>,
+    policy: RetryPolicy,
+    opts: TransferOptions,
+    file: Arc<File>,
+    partial: Option<Arc<Partial>>,
+}
+
+/// Fetches the slices an earlier run did not leave (the first from
+/// `first` when given), in parallel: what each slice gives, in order, and
+/// how many were fetched.
+async fn fetch_slices(
+    job: &SliceJob,
+    expected: &Expected,
+    slices: &[(u64, u64)],
+    mut first: Option<First>,
+) -> Result<(Vec<Received>, usize)> {
+    let mut got = vec![Received::default(); slices.len()];
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, &(start, end)) in slices.iter().enumerate() {
+        if let Some(crc) = job.partial.as_ref().and_then(|p| p.done[i]) {
+            got[i] = Received::crc32c(crc, end - start);
+            job.opts.add_progress(end - start);
+            continue;
+        }
+        let opened = if i == 0 { first.take() } else { None };
+        let sums = expected.running(start);
+        tasks.spawn(fetch_slice(job.clone(), i, (start, end), opened, sums));
+    }
+    let fetched = tasks.len();
+    while let Some(joined) = tasks.join_next().await {
+        let e = match joined {
+            Ok(Ok((i, received))) => {
+                got[i] = received;
+                continue;
+            }
+            Ok(Err(e)) => e,
+            Err(join) => Error::new(
+                ErrorKind::Io,
+                Op::Download,
+                &job.url,
+                format!("slice task failed: {join}"),
+            ),
+        };
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+        return Err(e);
+    }
+    Ok((got, fetched))
+}
+
+/// One slice: its request (or the first GET's body), written in place,
+/// recorded for a resume.
+async fn fetch_slice(
+    job: SliceJob,
+    i: usize,
+    (start, end): (u64, u64),
+    opened: Option<First>,
+    sums: Running,
+) -> Result<(usize, Received)> {
+    let (_slot, body) = match opened {
+        Some(f) => (f.slot, Some(take_bytes(f.body, end - start))),
+        None => (job.opts.permit().await, None),
+    };
+    let stream = resuming_stream(
+        job.store,
+        &job.src.bucket,
+        &job.src.key,
+        &job.url,
+        ByteRange::new(start, end),
+        job.version,
+        body,
+        job.policy,
+    );
+    let (file, dest, url, opts) = (job.file, &job.dest, &job.url, &job.opts);
+    let sums = write_slice(stream, file, start, end, dest, url, opts, sums).await?;
+    if let Some(p) = &job.partial {
+        p.record(i, sums.crc32c);
+    }
+    Ok((i, Received::of(sums, end - start)))
 }
 
 /// The first `n` bytes of `body`. The rest is never read: the stream is
@@ -576,201 +664,6 @@ fn pwritev_all(file: &File, mut chunks: &[Bytes], mut pos: u64) -> std::io::Resu
     Ok(())
 }
 
-/// A downloaded file against the store's checksum ([`verify_file`]).
-async fn verify(
-    meta: &ObjectMeta,
-    got: Received,
-    parts: Option<&PartCheck>,
-    tmp: &Path,
-    url: &str,
-) -> Result<Verified> {
-    let tail = "; nothing was written";
-    verify_file(meta, got, parts, tmp, url, Op::Download, tail).await
-}
-
-/// Checks the file at `tmp` against the store's strongest checksum
-/// ([`check_received`]), else its MD5 (read back); `SizeOnly` when the
-/// store has none. `got` is what was computed as the bytes arrived (its
-/// CRC32C is compared when the store has one); the other CRC and the part
-/// pieces, when missing (slices fetched by an earlier run, or a local file
-/// `sync --checksum` compares), are read back from the file.
-pub(crate) async fn verify_file(
-    meta: &ObjectMeta,
-    mut got: Received,
-    parts: Option<&PartCheck>,
-    tmp: &Path,
-    url: &str,
-    op: Op,
-    tail: &str,
-) -> Result<Verified> {
-    match (meta.crc32c, meta.other_crc, parts) {
-        (None, Some(want), _) if got.other.is_none() => {
-            let d = read_back(tmp, url, op, want.kind().digest(), |d, b| d.update(b)).await?;
-            got.other = Some(d.finish());
-        }
-        (None, None, Some(check)) if got.pieces.is_none() => {
-            let s = read_back(tmp, url, op, check.sums(0), |s, b| s.update(b)).await?;
-            got.pieces = Some(s.finish());
-        }
-        _ => {}
-    }
-    let checked = check_received(meta.crc32c, meta.other_crc, parts, &got, op, url, tail)?;
-    if let Some(v) = checked {
-        return Ok(v);
-    }
-    if let Some(want) = meta.md5 {
-        use md5::Digest;
-        let got: [u8; 16] = read_back(tmp, url, op, md5::Md5::new(), |h, b| h.update(b))
-            .await?
-            .finalize()
-            .into();
-        if got != want {
-            return Err(Error::new(
-                ErrorKind::Integrity,
-                op,
-                url,
-                format!(
-                    "MD5 mismatch: the store says {}, the bytes received give {}{tail}",
-                    hex(&want),
-                    hex(&got)
-                ),
-            ));
-        }
-        return Ok(Verified::Md5);
-    }
-    Ok(Verified::SizeOnly)
-}
-
-/// What the bytes received give: their CRC32C, and the store's other CRC
-/// and the part pieces when those were computed.
-#[derive(Debug, Default)]
-pub(crate) struct Received {
-    pub(crate) crc32c: u32,
-    pub(crate) other: Option<OtherCrc>,
-    pub(crate) pieces: Option<Vec<PartPiece>>,
-}
-
-impl Received {
-    /// What a sliced read's slices give for the whole: each slice's
-    /// `(crc32c, len)` in order, its other CRC (of `other_kind`) and its
-    /// part pieces; the whole has an other CRC or pieces only if every
-    /// slice computed them.
-    pub(crate) fn of_slices(
-        crcs: &[(u32, u64)],
-        other_kind: Option<CrcKind>,
-        others: &[Option<u64>],
-        pieces: &[Option<Vec<PartPiece>>],
-    ) -> Self {
-        Received {
-            crc32c: crc32c_combine_all(crcs.iter().copied()),
-            other: other_kind.and_then(|kind| {
-                kind.combine_known(
-                    (others.iter().zip(crcs)).map(|(o, &(_, len))| Some(((*o)?, len))),
-                )
-            }),
-            pieces: (pieces.iter().cloned().collect::<Option<Vec<_>>>()).map(|p| p.concat()),
-        }
-    }
-
-    /// What one stream's `sums` computed.
-    pub(crate) fn of(mut sums: Running) -> Self {
-        Received {
-            crc32c: sums.crc32c,
-            other: sums.other(),
-            pieces: sums.take_parts(),
-        }
-    }
-}
-
-/// Checks `got` against the strongest checksum the store has: CRC32C,
-/// else its CRC32 or CRC64NVME (`other`), else its composite one
-/// (`parts`). None when it has none of these, or `got` lacks the one it
-/// has. `tail` ends a mismatch's message (what became of the bytes).
-pub(crate) fn check_received(
-    crc32c: Option<u32>,
-    other: Option<OtherCrc>,
-    parts: Option<&PartCheck>,
-    got: &Received,
-    op: Op,
-    url: &str,
-    tail: &str,
-) -> Result<Option<Verified>> {
-    if let Some(want) = crc32c {
-        let crc = got.crc32c;
-        if want != crc {
-            return Err(Error::new(
-                ErrorKind::Integrity,
-                op,
-                url,
-                format!("CRC32C mismatch: the store says {want:08x}, the bytes received give {crc:08x}{tail}"),
-            )
-            .with_hint("the data was corrupted in transit or the object changed; retry"));
-        }
-        return Ok(Some(Verified::Crc32c));
-    }
-    if let Some(want) = other {
-        return got
-            .other
-            .map(|got| check_other(want, got, op, url, tail))
-            .transpose();
-    }
-    match (parts, &got.pieces) {
-        (Some(check), Some(pieces)) => check.check(pieces, op, url, tail).map(Some),
-        _ => Ok(None),
-    }
-}
-
-/// Compares a computed CRC32 or CRC64NVME with the store's; `tail` ends
-/// the message (what became of the bytes).
-pub(crate) fn check_other(
-    want: OtherCrc,
-    got: OtherCrc,
-    op: Op,
-    url: &str,
-    tail: &str,
-) -> Result<Verified> {
-    if want != got {
-        let name = want.kind().name();
-        return Err(Error::new(
-            ErrorKind::Integrity,
-            op,
-            url,
-            format!("{name} mismatch: the store says {want}, the bytes received give {got}{tail}"),
-        )
-        .with_hint("the data was corrupted in transit or the object changed; retry"));
-    }
-    Ok(want.kind().into())
-}
-
-/// Feeds the file at `path` to `hasher`, 1 MiB at a time on the blocking
-/// pool: for a checksum that could not be computed as the bytes arrived
-/// (MD5, or a CRC after some slices were resumed), or of a local file
-/// (`sync --checksum`). Errors say `op`.
-pub(crate) async fn read_back<H: Send + 'static>(
-    path: &Path,
-    url: &str,
-    op: Op,
-    mut hasher: H,
-    add: fn(&mut H, &[u8]),
-) -> Result<H> {
-    use std::io::Read;
-    let path = path.to_path_buf();
-    tokio::task::spawn_blocking(move || {
-        let mut f = File::open(path)?;
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = f.read(&mut buf)?;
-            if n == 0 {
-                return Ok(hasher);
-            }
-            add(&mut hasher, &buf[..n]);
-        }
-    })
-    .await
-    .map_err(|e| Error::new(ErrorKind::Io, op, url, e.to_string()))?
-    .map_err(|e: std::io::Error| Error::io(op, url, e))
-}
-
 /// Removes the temporary file unless disarmed (on success it was renamed).
 /// Removes a working file on every way out but success (an error, a
 /// cancelled task), if it is still the one this download made.
@@ -815,9 +708,8 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
         Some(opened.body),
         *policy,
     );
-    let part_check = PartCheck::learn(&store, src, &meta, Op::Download, &opts.rates).await?;
-    let mut sums = Running::new(meta.other_crc_to_check().map(OtherCrc::kind))
-        .with_parts(part_check.as_ref().map(|c| c.sums(0)));
+    let expected = Expected::learn(&store, src, &meta, Op::Download, &opts.rates).await?;
+    let mut sums = expected.running(0);
     let mut n = 0u64;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;
@@ -832,18 +724,9 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
     out.flush()
         .await
         .map_err(|e| Error::io(Op::Write, "stdout", e))?;
-    let got = Received::of(sums);
+    let got = Received::of(sums, n);
     let crc = got.crc32c;
-    let verified = check_received(
-        meta.crc32c,
-        meta.other_crc,
-        part_check.as_ref(),
-        &got,
-        Op::Download,
-        &url,
-        "",
-    )?
-    .unwrap_or(Verified::SizeOnly);
+    let verified = expected.check(&got, Op::Download, &url, "")?;
     Ok(Report {
         resumed: 0,
         bytes: n,
@@ -856,84 +739,6 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use shoal_core::checksum::CrcKind;
-
-    /// After a resume the other CRC was not computed for every slice: it is
-    /// read back from the file, and still refuses a wrong file.
-    #[tokio::test]
-    async fn a_resumed_file_is_checked_against_its_crc64nvme_by_reading_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        let body: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
-        std::fs::write(&path, &body).unwrap();
-        let meta = ObjectMeta {
-            size: body.len() as u64,
-            other_crc: Some(CrcKind::Crc64Nvme.checksum(&body)),
-            ..Default::default()
-        };
-        let v = verify(&meta, Received::default(), None, &path, "s3://b/k")
-            .await
-            .unwrap();
-        assert_eq!(v, Verified::Crc64Nvme);
-        std::fs::write(&path, &body[1..]).unwrap();
-        let e = verify(&meta, Received::default(), None, &path, "s3://b/k")
-            .await
-            .unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Integrity);
-        assert!(e.to_string().contains("CRC64NVME mismatch"), "{e}");
-    }
-
-    /// The same for a composite checksum: the file is read back cut at
-    /// the part boundaries the store gives (here the memory store's).
-    #[tokio::test]
-    async fn a_resumed_file_is_checked_against_its_composite_by_reading_it() {
-        use shoal_core::memory::MemoryStore;
-        use shoal_core::{Assemble, PutOptions};
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        store.create_bucket("b").await.unwrap();
-        let body: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
-        let opts = PutOptions {
-            assemble: Assemble::Composite,
-            ..Default::default()
-        };
-        let up = store.multipart_start("b", "k", &opts).await.unwrap();
-        let mut parts = Vec::new();
-        for (i, c) in body.chunks(1_100_000).enumerate() {
-            let crc = crc32c::crc32c(c);
-            let data = Bytes::copy_from_slice(c);
-            parts.push(
-                store
-                    .multipart_put(&up, i as u32 + 1, data, crc)
-                    .await
-                    .unwrap(),
-            );
-        }
-        let meta = store.multipart_complete(&up, &parts, None).await.unwrap();
-        assert_eq!(meta.composite.map(|c| c.parts), Some(3));
-        let src = Location::parse("s3://b/k").unwrap();
-        let check = PartCheck::learn(&store, &src, &meta, Op::Download, &Default::default())
-            .await
-            .unwrap();
-        let check = check.expect("a part list");
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        std::fs::write(&path, &body).unwrap();
-        let v = verify(&meta, Received::default(), Some(&check), &path, "s3://b/k");
-        assert_eq!(
-            v.await.unwrap(),
-            Verified::Parts(shoal_core::checksum::PartKind::Crc32c)
-        );
-        let mut bad = body.clone();
-        bad[2_500_000] ^= 4;
-        std::fs::write(&path, &bad).unwrap();
-        let e = verify(&meta, Received::default(), Some(&check), &path, "s3://b/k");
-        let e = e.await.unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::Integrity);
-        assert!(
-            e.to_string().contains("CRC32C mismatch in part 3 of 3"),
-            "{e}"
-        );
-    }
 
     /// More chunks than one `pwritev` takes, of uneven sizes, at an offset
     /// into a file that already holds other bytes: every byte lands at its

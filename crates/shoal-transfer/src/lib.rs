@@ -22,11 +22,12 @@
 
 pub mod batch;
 pub mod cleanup;
-mod composite;
+pub mod copy;
 pub mod decode;
 pub mod download;
 pub mod guard;
 pub mod metadata;
+mod multipart;
 pub mod partial;
 pub mod plan;
 pub mod rate;
@@ -36,6 +37,9 @@ pub mod stream;
 pub mod sync;
 pub mod tree;
 pub mod upload;
+mod verify;
+
+pub use verify::Verified;
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -324,47 +328,6 @@ impl SmallBudget {
 pub(crate) struct Slot {
     _request: Option<tokio::sync::OwnedSemaphorePermit>,
     _memory: Option<tokio::sync::OwnedSemaphorePermit>,
-}
-
-/// How the bytes of a finished transfer were checked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verified {
-    /// CRC32C matched the store's.
-    Crc32c,
-    /// CRC32 matched the store's (S3).
-    Crc32,
-    /// CRC64NVME matched the store's (S3).
-    Crc64Nvme,
-    /// Each part's CRC, composed, matched the store's composite checksum
-    /// (an S3 multipart object's `xxxx-N`).
-    Parts(shoal_core::checksum::PartKind),
-    /// MD5 matched the store's.
-    Md5,
-    /// The store had no checksum; only the length was checked.
-    SizeOnly,
-}
-
-impl From<shoal_core::checksum::CrcKind> for Verified {
-    fn from(kind: shoal_core::checksum::CrcKind) -> Self {
-        match kind {
-            shoal_core::checksum::CrcKind::Crc32 => Verified::Crc32,
-            shoal_core::checksum::CrcKind::Crc64Nvme => Verified::Crc64Nvme,
-        }
-    }
-}
-
-impl std::fmt::Display for Verified {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Verified::Crc32c => "crc32c",
-            Verified::Crc32 => "crc32",
-            Verified::Crc64Nvme => "crc64nvme",
-            Verified::Parts(shoal_core::checksum::PartKind::Crc32c) => "crc32c per part",
-            Verified::Parts(shoal_core::checksum::PartKind::Crc32) => "crc32 per part",
-            Verified::Md5 => "md5",
-            Verified::SizeOnly => "size only",
-        })
-    }
 }
 
 /// What a finished transfer did.

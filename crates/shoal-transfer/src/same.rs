@@ -9,22 +9,19 @@
 //! sync of a bucket boto3 wrote copied everything again on every run.
 //!
 //! So each side says what it has (a listing, else a HEAD: S3 listings
-//! carry no checksum), and a local file is read in whichever algorithm the
-//! other side has, strongest first: CRC32C, CRC32/CRC64NVME, the composite
-//! value (the file cut at the object's part boundaries, asked of the
-//! store), MD5. Two store objects compare only by a checksum both have;
-//! when they share none, the caller falls back to size and time.
+//! carry no checksum), and a local file is checked as a download would be
+//! against whichever checksum [`crate::verify`] expects of the object.
+//! Two store objects compare only by a checksum both have; when they
+//! share none, the caller falls back to size and time.
 
 use std::path::{Path, PathBuf};
 
 use shoal_core::{ErrorKind, Location, ObjectMeta, Op, Result};
 
-use crate::Verified;
 use crate::batch::StoreFor;
-use crate::composite::PartCheck;
-use crate::download::{Received, read_back, verify_file};
 use crate::rate::Rates;
 use crate::tree::Entry;
+use crate::verify::{self, Expected, Received, Verified, read_back};
 
 /// What one side can say about its bytes.
 // One per compared pair, short-lived: boxing would only add an allocation.
@@ -78,18 +75,11 @@ async fn side(e: &Entry, store_of: &StoreFor, rates: &Rates) -> Result<Side> {
     Ok(Side::Stored(head))
 }
 
-/// Two store objects, by the strongest checksum both have.
+/// Two store objects, by the strongest checksum both have
+/// ([`verify::common`]).
 fn stored_agree(m: &ObjectMeta, n: &ObjectMeta) -> Option<bool> {
-    if let (Some(x), Some(y)) = (m.crc32c, n.crc32c) {
-        return Some(x == y);
-    }
-    if let (Some(x), Some(y)) = (m.other_crc, n.other_crc)
-        && x.kind() == y.kind()
-    {
-        return Some(x == y);
-    }
-    if let (Some(x), Some(y)) = (m.md5, n.md5) {
-        return Some(x == y);
+    if let Some((_, equal)) = verify::common(m, n) {
+        return Some(equal);
     }
     // Equal composite values mean equal bytes; different ones may only be
     // different part sizes.
@@ -100,7 +90,7 @@ fn stored_agree(m: &ObjectMeta, n: &ObjectMeta) -> Option<bool> {
 }
 
 /// A local file against a store object's strongest checksum: the same
-/// check a download makes ([`verify_file`]), with the file read for
+/// check a download makes ([`Expected::check_file`]), with the file read for
 /// whichever the object has (its part list asked for a composite one).
 async fn file_matches(
     path: PathBuf,
@@ -110,15 +100,17 @@ async fn file_matches(
     rates: &Rates,
 ) -> Result<Option<bool>> {
     let url = path.display().to_string();
+    let expected = Expected::learn(&store_of(loc)?, loc, m, Op::Read, rates).await?;
+    // The CRC32C is read here, with crc-fast; anything else is read back
+    // by the check.
     let got = Received {
-        crc32c: match m.crc32c {
-            Some(_) => crc32c_of(&path, &url).await?,
-            None => 0,
+        crc32c: match expected {
+            Expected::Crc32c(_) => crc32c_of(&path, &url).await?,
+            _ => 0,
         },
         ..Default::default()
     };
-    let parts = PartCheck::learn(&store_of(loc)?, loc, m, Op::Read, rates).await?;
-    match verify_file(m, got, parts.as_ref(), &path, &url, Op::Read, "").await {
+    match expected.check_file(got, &path, &url, Op::Read, "").await {
         Ok(Verified::SizeOnly) => Ok(None),
         Ok(_) => Ok(Some(true)),
         Err(e) if e.kind() == ErrorKind::Integrity => Ok(Some(false)),

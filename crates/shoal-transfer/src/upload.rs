@@ -17,12 +17,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use shoal_core::checksum::crc32c_combine_all;
-use shoal_core::{
-    Error, ErrorKind, Location, MultipartUpload, Op, PartInfo, PutOptions, Result, Store,
-};
+use shoal_core::{Error, ErrorKind, Location, Op, PutOptions, Result, Store};
 
-use crate::{GcsUpload, Report, SMALL_UPLOAD, TransferOptions, Verified};
+use crate::multipart::Multipart;
+use crate::stream::{put_one, put_stream, reader_stream, upload_stream};
+use crate::{GcsUpload, Report, SMALL_UPLOAD, TransferOptions};
 
 /// Default part size: 16 MiB. Parts in flight are held in memory, so
 /// workers × part size bounds memory (8 workers: 128 MiB at most, usually
@@ -89,44 +88,26 @@ pub async fn upload_file_with(
     // A truly empty file takes the same path, at the cost of one read.
     if !md.is_file() || md.len() == 0 {
         let reader = tokio::fs::File::from_std(file);
-        let body = crate::stream::reader_stream(reader, &path_s);
-        return crate::stream::upload_stream(store, body, dst, put, opts).await;
+        let body = reader_stream(reader, &path_s);
+        return upload_stream(store, body, dst, put, opts).await;
     }
     let size = md.len();
     let stamp = file_stamp(&md);
     let file = Arc::new(file);
     let part = part_size_for(size, opts.part_size, store.as_ref());
-    let url = dst.to_string();
 
     if size <= part || size <= store.capabilities().min_part_size {
         // The slot is taken before the file is read: a batch has many more
-        // files in progress than slots, and a waiting file holds no buffer
-        // (read first, 136 files of 8 MiB in progress held 1.1 GB). Up to
-        // SMALL_UPLOAD it is one cheap request: a small-request slot.
+        // files in progress than slots, and a waiting file then holds no
+        // buffer. Up to SMALL_UPLOAD it is one cheap request: a
+        // small-request slot.
         let _slot = opts
             .for_transfer((size <= SMALL_UPLOAD).then_some(size))
             .permit()
             .await;
         let data = read_at(&file, 0, size as usize, &path_s).await?;
-        let crc = shoal_core::checksum::crc32c_append(0, &data);
         check_unchanged(&file, stamp, &path_s)?;
-        let put_opts = PutOptions {
-            crc32c: Some(crc),
-            ..put.clone()
-        };
-        opts.rates.bytes(size).await;
-        let meta = (store.put(&dst.bucket, &dst.key, data.clone(), &put_opts))
-            .await
-            .map_err(|e| e.with_url(&url))?;
-        opts.add_progress(size);
-        let verified = check_result(meta.crc32c, crc, &url)?;
-        return Ok(Report {
-            resumed: 0,
-            bytes: size,
-            pieces: 1,
-            verified,
-            crc32c: crc,
-        });
+        return put_one(&store, dst, data, put, opts).await;
     }
 
     if store.supports_put_stream() && opts.gcs_upload == GcsUpload::Resumable {
@@ -134,77 +115,16 @@ pub async fn upload_file_with(
             file.try_clone()
                 .map_err(|e| Error::io(Op::Read, &path_s, e))?,
         );
-        let body = crate::stream::reader_stream(reader, &path_s);
-        let report = crate::stream::put_stream(&store, body, dst, put, opts).await?;
+        let body = reader_stream(reader, &path_s);
+        let report = put_stream(&store, body, dst, put, opts).await?;
         check_unchanged(&file, stamp, &path_s)?;
         return Ok(report);
     }
-    let start_opts = PutOptions {
-        assemble: opts.gcs_upload.assemble(),
-        ..put.clone()
-    };
-    opts.rates.request().await;
-    let upload = (store.multipart_start(&dst.bucket, &dst.key, &start_opts))
+    let mut upload = Multipart::start(&store, dst, put, opts).await?;
+    let fed = feed(&mut upload, &file, size, part, &path_s).await;
+    upload
+        .finish(fed, || check_unchanged(&file, stamp, &path_s))
         .await
-        .map_err(|e| e.with_url(&url))?;
-    // Dropped (Ctrl-C, a cancelled task) before it completes: aborted.
-    let guard = crate::cleanup::AbortUpload::new(&store, &upload);
-    let result = upload_parts(&store, &upload, &file, size, part, opts, &path_s, &url).await;
-    let result = match result {
-        Ok(parts) => match check_unchanged(&file, stamp, &path_s) {
-            Ok(()) => Ok(parts),
-            Err(e) => Err(e),
-        },
-        Err(e) => Err(e),
-    };
-    let parts = match result {
-        Ok(p) => p,
-        Err(e) => {
-            guard.disarm();
-            abort_quietly(&store, &upload).await;
-            return Err(e);
-        }
-    };
-    let crc = crc32c_combine_all(parts.iter().map(|p| (p.crc32c, p.size)));
-    opts.rates.request().await;
-    let completed = (store.multipart_complete(&upload, &parts, Some(crc))).await;
-    guard.disarm();
-    let meta = match completed {
-        Ok(m) => m,
-        Err(e) => {
-            abort_quietly(&store, &upload).await;
-            return Err(e.with_url(&url));
-        }
-    };
-    let verified = check_result(meta.crc32c, crc, &url)?;
-    Ok(Report {
-        resumed: 0,
-        bytes: size,
-        pieces: parts.len(),
-        verified,
-        crc32c: crc,
-    })
-}
-
-/// Aborts an upload, logging (not failing) if that too fails.
-pub(crate) async fn abort_quietly(store: &Arc<dyn Store>, upload: &MultipartUpload) {
-    if let Err(e) = (store.multipart_abort(upload)).await {
-        tracing::warn!(error = %e, upload_id = %upload.upload_id, "could not abort the multipart upload; its parts may remain");
-    }
-}
-
-/// Compares the store's CRC32C of the new object with ours.
-pub(crate) fn check_result(stored: Option<u32>, ours: u32, url: &str) -> Result<Verified> {
-    match stored {
-        Some(s) if s != ours => Err(Error::new(
-            ErrorKind::Integrity,
-            Op::Upload,
-            url,
-            format!("the store computed CRC32C {s:08x} but the data sent has {ours:08x}"),
-        )),
-        Some(_) => Ok(Verified::Crc32c),
-        None => Ok(Verified::SizeOnly),
-    }
 }
 
 fn check_unchanged(
@@ -282,73 +202,24 @@ async fn read_into(file: &Arc<File>, offset: u64, buf: Vec<u8>, path: &str) -> R
     Ok(Bytes::from(buf))
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn upload_parts(
-    store: &Arc<dyn Store>,
-    upload: &MultipartUpload,
+/// Sends the file's parts of `part` bytes, each read by `pread` into a
+/// reused buffer once its request may go.
+async fn feed(
+    upload: &mut Multipart,
     file: &Arc<File>,
     size: u64,
     part: u64,
-    opts: &TransferOptions,
-    path_s: &str,
-    url: &str,
-) -> Result<Vec<PartInfo>> {
-    let count = size.div_ceil(part);
-    let sem = Arc::new(tokio::sync::Semaphore::new(opts.workers.max(1)));
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut parts = Vec::with_capacity(count as usize);
+    path: &str,
+) -> Result<()> {
     let buffers = Arc::new(Buffers::default());
-    for i in 0..count {
-        let permit = sem
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("semaphore never closed");
-        // Fail fast: gather what finished while we waited for a permit.
-        while let Some(done) = tasks.try_join_next() {
-            parts.push(joined(done, url).inspect_err(|_| tasks.abort_all())?);
-        }
-        let (store, upload, file, opts) =
-            (store.clone(), upload.clone(), file.clone(), opts.clone());
-        let (path_s, url) = (path_s.to_owned(), url.to_owned());
+    for i in 0..size.div_ceil(part) {
         let offset = i * part;
-        let len = part.min(size - offset) as usize;
+        let len = part.min(size - offset);
+        let (file, path, buf) = (file.clone(), path.to_owned(), buffers.take(len as usize));
+        let read = async move { read_into(&file, offset, buf, &path).await };
         let buffers = buffers.clone();
-        tasks.spawn(async move {
-            let _permit = permit;
-            let _slot = opts.permit().await;
-            // Charged before the part is read: a waiting part holds no buffer.
-            opts.rates.bytes(len as u64).await;
-            let data = read_into(&file, offset, buffers.take(len), &path_s).await?;
-            let crc = shoal_core::checksum::crc32c_append(0, &data);
-            let number = (i + 1) as u32;
-            let info = (store.multipart_put(&upload, number, data.clone(), crc))
-                .await
-                .map_err(|e| e.with_url(&url))?;
-            buffers.give(data);
-            opts.add_progress(len as u64);
-            Ok::<_, Error>(info)
-        });
+        let give = move |data| buffers.give(data);
+        (upload.send((i + 1) as u32, len, read, give)).await?;
     }
-    while let Some(done) = tasks.join_next().await {
-        parts.push(joined(done, url).inspect_err(|_| tasks.abort_all())?);
-    }
-    parts.sort_by_key(|p| p.part_number);
-    Ok(parts)
-}
-
-/// Unwraps a finished task: its own error, or a panic/cancel as an error.
-pub(crate) fn joined<T>(
-    done: std::result::Result<Result<T>, tokio::task::JoinError>,
-    url: &str,
-) -> Result<T> {
-    match done {
-        Ok(r) => r,
-        Err(e) => Err(Error::new(
-            ErrorKind::Io,
-            Op::Upload,
-            url,
-            format!("worker failed: {e}"),
-        )),
-    }
+    Ok(())
 }

@@ -12,8 +12,9 @@ use shoal_core::{
     ByteRange, ErrorKind, GetResponse, ListPage, ListRequest, Location, MultipartUpload,
     ObjectMeta, ObjectVersion, PartInfo, PutOptions, Store,
 };
+use shoal_transfer::copy::copy_object;
 use shoal_transfer::download::{download_known, download_to_file};
-use shoal_transfer::stream::{copy_object, upload_stream};
+use shoal_transfer::stream::upload_stream;
 use shoal_transfer::upload::upload_file;
 use shoal_transfer::{TransferOptions, Verified};
 

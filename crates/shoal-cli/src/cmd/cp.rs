@@ -11,10 +11,11 @@ use std::path::{Path, PathBuf};
 
 use shoal_core::local_path::key_to_relative_path;
 use shoal_core::{Error, ErrorKind, Location, Op};
+use shoal_transfer::copy::copy_object;
 use shoal_transfer::download::{
     check_destination, download_known, download_to_file, download_to_writer,
 };
-use shoal_transfer::stream::{copy_object, reader_stream, upload_stream};
+use shoal_transfer::stream::{reader_stream, upload_stream};
 use shoal_transfer::upload::upload_file;
 use shoal_transfer::{GcsUpload, Report, TransferOptions};
 

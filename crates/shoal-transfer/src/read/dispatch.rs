@@ -48,11 +48,8 @@ pub(super) async fn dispatch(
             url: src.url.clone(),
             meta: src.meta.clone(),
             encoding: OnceLock::new(),
-            crcs: Mutex::new(vec![None; ranges.len()]),
-            stored: OnceLock::new(),
-            others: Mutex::new(vec![None; ranges.len()]),
-            parts: OnceLock::new(),
-            pieces: Mutex::new(vec![None; ranges.len()]),
+            expected: OnceLock::new(),
+            got: Mutex::new(vec![None; ranges.len()]),
             learnt: tokio::sync::watch::Sender::new(!learns),
             slices_left: AtomicUsize::new(ranges.len()),
             cancelled: AtomicBool::new(false),
@@ -72,32 +69,10 @@ pub(super) async fn dispatch(
                 checked: false,
             }
         } else {
-            let (out_tx, out_rx) = unbounded_channel();
-            let input = SliceReader {
-                slices: rxs,
-                cur: None,
-                pos: 0,
-                consumed: 0,
-                error: None,
-            };
-            let shared = shared.clone();
-            let mode = opts.decompress;
-            let cap = opts.decoded_cap();
-            let pool = pool.clone();
-            let handle = tokio::runtime::Handle::current();
-            let job_shared = shared.clone();
-            let job: Box<dyn FnOnce() + Send> = Box::new(move || {
-                let r = produce(input, &shared, mode, cap, &pool, &out_tx, &handle);
-                if let Err(e) = r {
-                    let _ = out_tx.send(Err(e));
-                }
-                drop(out_tx);
-                let _ = shared.ready.send(shared.index);
-            });
-            if decode_jobs.send((job_shared, job)).is_err() {
-                return;
+            match decoded_body(rxs, &shared, &opts, &pool, &decode_jobs) {
+                Some(body) => body,
+                None => return,
             }
-            Body::Decoded(out_rx)
         };
         let object = Object {
             index: i,
@@ -136,6 +111,41 @@ pub(super) async fn dispatch(
             });
         }
     }
+}
+
+/// The body of an object decoded on a decoder thread: its job queued for
+/// a turn (see [`run_decoders`]). None when the decoders are gone.
+fn decoded_body(
+    slices: VecDeque<UnboundedReceiver<Piece>>,
+    shared: &Arc<Shared>,
+    opts: &ReadOptions,
+    pool: &Arc<BlockPool>,
+    decode_jobs: &UnboundedSender<DecodeJob>,
+) -> Option<Body> {
+    let (out_tx, out_rx) = unbounded_channel();
+    let input = SliceReader {
+        slices,
+        cur: None,
+        pos: 0,
+        consumed: 0,
+        error: None,
+    };
+    let job_shared = shared.clone();
+    let shared = shared.clone();
+    let mode = opts.decompress;
+    let cap = opts.decoded_cap();
+    let pool = pool.clone();
+    let handle = tokio::runtime::Handle::current();
+    let job: Box<dyn FnOnce() + Send> = Box::new(move || {
+        let r = produce(input, &shared, mode, cap, &pool, &out_tx, &handle);
+        if let Err(e) = r {
+            let _ = out_tx.send(Err(e));
+        }
+        drop(out_tx);
+        let _ = shared.ready.send(shared.index);
+    });
+    decode_jobs.send((job_shared, job)).ok()?;
+    Some(Body::Decoded(out_rx))
 }
 
 /// An object's decoding, run on a blocking thread.

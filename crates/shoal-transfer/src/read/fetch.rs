@@ -19,7 +19,7 @@ pub(super) struct Fetch {
 impl Fetch {
     pub(super) async fn run(self, tx: UnboundedSender<Piece>, reservation: OwnedSemaphorePermit) {
         match self.pump(&tx, reservation).await {
-            Ok(Some((crc, n))) => self.shared.crcs.lock().unwrap()[self.slice] = Some((crc, n)),
+            Ok(Some(got)) => self.shared.got.lock().unwrap()[self.slice] = Some(got),
             Ok(None) => {}
             Err(e) => {
                 let _ = tx.send(Err(e));
@@ -36,13 +36,13 @@ impl Fetch {
         }
     }
 
-    /// Sends the slice's bytes; returns its CRC32C and length, or None
-    /// when the reader went away.
+    /// Sends the slice's bytes; returns what they give, or None when the
+    /// reader went away.
     pub(super) async fn pump(
         &self,
         tx: &UnboundedSender<Piece>,
         reservation: OwnedSemaphorePermit,
-    ) -> Result<Option<(u32, u64)>> {
+    ) -> Result<Option<Received>> {
         let (start, end) = self.range;
         let mut stream = self.open().await?;
         if matches!(self.origin, Origin::Store { .. }) {
@@ -55,8 +55,7 @@ impl Fetch {
         }
         let mut reservation = Some(reservation);
         let mut n = 0u64;
-        let parts = self.shared.parts.get().map(|c| c.sums(start));
-        let mut sums = Running::new(self.shared.other_kind()).with_parts(parts);
+        let mut sums = self.shared.expected().running(start);
         while let Some(chunk) = stream.next().await {
             let chunk = chunk?;
             if self.shared.cancelled.load(Ordering::Relaxed) {
@@ -83,11 +82,7 @@ impl Fetch {
                 ),
             ));
         }
-        if let Some(got) = sums.other() {
-            self.shared.others.lock().unwrap()[self.slice] = Some(got.value());
-        }
-        self.shared.pieces.lock().unwrap()[self.slice] = sums.take_parts();
-        Ok(Some((sums.crc32c, n)))
+        Ok(Some(Received::of(sums, n)))
     }
 
     /// The budget share for `n` bytes: from the reservation made before the
@@ -135,15 +130,9 @@ impl Fetch {
                     .await
                     .map_err(|e| e.with_url(url).with_op(Op::Read))?;
                 if learn && first.meta.size == meta.size {
-                    let _ = self
-                        .shared
-                        .stored
-                        .set((first.meta.crc32c, first.meta.other_crc));
-                    if let Some(check) =
-                        PartCheck::learn(store, loc, &first.meta, Op::Read, &self.rates).await?
-                    {
-                        let _ = self.shared.parts.set(check);
-                    }
+                    let expected =
+                        Expected::learn(store, loc, &first.meta, Op::Read, &self.rates).await?;
+                    let _ = self.shared.expected.set(expected);
                 }
                 if learn {
                     if end < meta.size {

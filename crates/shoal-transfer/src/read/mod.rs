@@ -65,7 +65,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use shoal_core::checksum::{CrcKind, OtherCrc, PartPiece, Running};
 use shoal_core::resume::resuming_stream;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{
@@ -74,9 +73,8 @@ use shoal_core::{
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::composite::PartCheck;
 use crate::decode::{self, Codec, Decompress, MAGIC_LEN, MAX_FEED};
-use crate::download::{Received, check_received};
+use crate::verify::{Expected, Received};
 
 mod chunk;
 mod dispatch;

@@ -12,9 +12,9 @@
 use std::sync::Arc;
 
 use shoal_core::checksum::{Composite, PartKind, PartPiece, PartSums, part_crcs};
-use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, Store, StoredPart};
+use shoal_core::{Location, ObjectMeta, Op, Result, Store, StoredPart};
 
-use crate::Verified;
+use super::{Verified, mismatch};
 use crate::rate::Rates;
 
 /// What checking one object's composite checksum needs.
@@ -133,10 +133,7 @@ impl PartCheck {
         let kind = self.composite.kind;
         let name = kind.name();
         let got = part_crcs(kind, pieces);
-        let mismatch = |msg: String| {
-            Error::new(ErrorKind::Integrity, op, url, format!("{msg}{tail}"))
-                .with_hint("the data was corrupted in transit or the object changed; retry")
-        };
+        let mismatch = |msg: String| mismatch(op, url, msg, tail);
         let n = self.parts.len();
         // Pieces past the last part (more bytes than the parts hold).
         if let Some(&(_, _, len)) = got.iter().find(|&&(at, _, _)| at >= n) {
@@ -184,6 +181,7 @@ impl PartCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shoal_core::ErrorKind;
 
     fn check_for(data: &[u8], sizes: &[u64], with_crcs: bool) -> PartCheck {
         let kind = PartKind::Crc32;

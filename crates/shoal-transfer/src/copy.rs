@@ -1,0 +1,341 @@
+//! Copying one object between stores, or within one.
+//!
+//! Within one store (one endpoint, one set of credentials: the same store
+//! value) the server copies ([`Store::copy`]: S3 CopyObject or
+//! UploadPartCopy, GCS rewrite), pinned to the version read, and no byte
+//! passes through the client; the destination's size and strongest common
+//! checksum must then equal the source's ([`verify_copy`]), or the copy is
+//! deleted (a server that ignores the pin while the source is replaced
+//! would otherwise leave a copy of something else). Otherwise, or with
+//! `TransferOptions::server_side` off (`--no-server-side`), the source is
+//! read as one resuming stream and uploaded as a body of unknown length
+//! ([`crate::stream`]); the body itself fails at its end unless it held
+//! the source's size and checksum ([`exactly`]), so a damaged read
+//! abandons the upload before the destination is finalised.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use shoal_core::checksum::{CrcKind, PartKind, Running};
+use shoal_core::resume::resuming_stream;
+use shoal_core::retry::RetryPolicy;
+use shoal_core::{
+    BoxByteStream, ByteRange, CopyRequest, Error, ErrorKind, Location, ObjectMeta, Op, PutOptions,
+    Result, Store,
+};
+
+use crate::stream::upload_stream;
+use crate::verify::{self, Expected, PartCheck, Received, Verified};
+use crate::{Report, TransferOptions};
+
+/// Copies an object between two stores (or within one), streaming.
+pub async fn copy_object(
+    src_store: Arc<dyn Store>,
+    src: &Location,
+    dst_store: Arc<dyn Store>,
+    dst: &Location,
+    opts: &TransferOptions,
+    policy: &RetryPolicy,
+) -> Result<Report> {
+    let src_url = src.to_string();
+    opts.rates.request().await;
+    let meta = (src_store.head(&src.bucket, &src.key))
+        .await
+        .map_err(|e| e.with_url(&src_url).with_op(Op::Copy))?;
+    if opts.server_side
+        && same_store(&src_store, &dst_store)
+        && let Some(report) = server_copy(&src_store, src, &meta, dst, opts).await?
+    {
+        return Ok(report);
+    }
+    let body = resuming_stream(
+        src_store.clone(),
+        &src.bucket,
+        &src.key,
+        &src_url,
+        ByteRange::new(0, meta.size),
+        meta.version.clone(),
+        None,
+        *policy,
+    );
+    // A short or damaged read must fail the body itself, so the upload is
+    // abandoned before the destination object is finalised.
+    let expected = Expected::learn(&src_store, src, &meta, Op::Copy, &opts.rates).await?;
+    let body = exactly(body, meta.size, expected.clone(), &src_url);
+    // The source's type, encoding and metadata, unless asked otherwise.
+    let put_opts = opts.put.keeping(&meta);
+    let mut report = upload_stream(dst_store, body, dst, &put_opts, opts).await?;
+    if report.bytes != meta.size {
+        return Err(Error::new(
+            ErrorKind::Integrity,
+            Op::Copy,
+            src_url,
+            format!("read {} bytes, the source has {}", report.bytes, meta.size),
+        ));
+    }
+    // `exactly` failed the body unless the checksum it checked matched;
+    // a CRC32C is checked once more, on what the upload computed.
+    report.verified = match &expected {
+        Expected::Crc32c(_) => {
+            let sent = Received::crc32c(report.crc32c, report.bytes);
+            expected.check(&sent, Op::Copy, &src_url, " reading the source")?
+        }
+        Expected::Md5(_) | Expected::None => report.verified,
+        checked => checked.verified(),
+    };
+    Ok(report)
+}
+
+/// Whether two stores are one (one endpoint, one set of credentials): what
+/// a server-side copy needs. Stores are built once per scheme and shared,
+/// so this is the same value, not an equal one.
+pub fn same_store(a: &Arc<dyn Store>, b: &Arc<dyn Store>) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
+}
+
+/// A copy made by the server ([`Store::copy`]), pinned to the version
+/// `meta` describes, keeping the source's metadata unless the options
+/// override it. None: the store cannot, so the caller streams.
+async fn server_copy(
+    store: &Arc<dyn Store>,
+    src: &Location,
+    meta: &ObjectMeta,
+    dst: &Location,
+    opts: &TransferOptions,
+) -> Result<Option<Report>> {
+    let put_opts = PutOptions {
+        if_not_exists: opts.put.if_not_exists || opts.no_clobber,
+        ..opts.put.keeping(meta)
+    };
+    let req = CopyRequest {
+        src_bucket: &src.bucket,
+        src_key: &src.key,
+        src: meta,
+        dst_bucket: &dst.bucket,
+        dst_key: &dst.key,
+        opts: &put_opts,
+        replace_metadata: opts.put.overrides_metadata(),
+        part_size: opts.part_size,
+        workers: opts.workers,
+    };
+    let copied = {
+        let _slot = opts.permit().await;
+        store.copy(&req).await
+    };
+    let copied = match copied {
+        Err(e) if e.kind() == ErrorKind::Unsupported => return Ok(None),
+        r => r?,
+    };
+    let checked = match verify_copy(meta, &copied, &src.to_string(), &dst.to_string()) {
+        Ok(Verified::SizeOnly) => verify_composite_copy(store, src, meta, &copied, dst, opts).await,
+        r => r,
+    };
+    let verified = match checked {
+        Ok(v) => v,
+        Err(e) => {
+            // Not the source's bytes (a server that ignored the pin while
+            // the source was replaced): not left behind as a copy of it.
+            if let Err(d) = store.delete(&dst.bucket, &dst.key).await {
+                tracing::debug!("deleting a copy that failed its check: {d}");
+            }
+            return Err(e);
+        }
+    };
+    opts.add_progress(meta.size);
+    Ok(Some(Report {
+        resumed: 0,
+        bytes: meta.size,
+        pieces: 1,
+        verified,
+        crc32c: copied.crc32c.or(meta.crc32c).unwrap_or(0),
+    }))
+}
+
+/// A source whose only checksum is composite (an S3 multipart upload's
+/// `xxxx-N`) against the whole-object CRC its copy was asked to keep: the
+/// parts' CRCs must compose into the source's and combine into the
+/// copy's. Size only when either side cannot say.
+async fn verify_composite_copy(
+    store: &Arc<dyn Store>,
+    src: &Location,
+    meta: &ObjectMeta,
+    copied: &ObjectMeta,
+    dst: &Location,
+    opts: &TransferOptions,
+) -> Result<Verified> {
+    let Some(composite) = meta.composite else {
+        return Ok(Verified::SizeOnly);
+    };
+    let whole = match composite.kind {
+        PartKind::Crc32c => copied.crc32c,
+        PartKind::Crc32 => (copied.other_crc)
+            .filter(|c| c.kind() == CrcKind::Crc32)
+            .map(|c| c.value() as u32),
+    };
+    let Some(whole) = whole else {
+        return Ok(Verified::SizeOnly);
+    };
+    let Some(check) = PartCheck::learn(store, src, meta, Op::Copy, &opts.rates).await? else {
+        return Ok(Verified::SizeOnly);
+    };
+    match check.matches_whole(whole) {
+        Some(true) => Ok(Verified::Parts(composite.kind)),
+        None => Ok(Verified::SizeOnly),
+        Some(false) => Err(Error::new(
+            ErrorKind::Changed,
+            Op::Copy,
+            src.to_string(),
+            format!(
+                "the copy at {dst} has a {} that does not match the source's parts ({composite}); it was removed",
+                composite.kind.name()
+            ),
+        )
+        .with_hint("the source was probably replaced while it was copied; run the command again")),
+    }
+}
+
+/// The destination of a server-side copy against its source: the same
+/// size, and the strongest checksum both give ([`verify::common`]) equal.
+pub fn verify_copy(
+    src: &ObjectMeta,
+    dst: &ObjectMeta,
+    src_url: &str,
+    dst_url: &str,
+) -> Result<Verified> {
+    let mismatch = |what: String| {
+        Err(Error::new(
+            ErrorKind::Changed,
+            Op::Copy,
+            src_url,
+            format!("the copy at {dst_url} {what}; it was removed"),
+        )
+        .with_hint("the source was probably replaced while it was copied; run the command again"))
+    };
+    if dst.size != src.size {
+        return mismatch(format!("has {} bytes, the source {}", dst.size, src.size));
+    }
+    match verify::common(src, dst) {
+        Some((v, true)) => Ok(v),
+        Some((Verified::Crc32c, false)) => mismatch(format!(
+            "has CRC32C {:08x}, the source {:08x}",
+            dst.crc32c.unwrap_or_default(),
+            src.crc32c.unwrap_or_default()
+        )),
+        Some((v, false)) => mismatch(format!("has another {v} than the source")),
+        None => Ok(Verified::SizeOnly),
+    }
+}
+
+/// Passes `body` through and, at its end, fails it unless it held exactly
+/// `size` bytes matching the checksum `expected`.
+fn exactly(body: BoxByteStream, size: u64, expected: Expected, url: &str) -> BoxByteStream {
+    let url = url.to_owned();
+    let sums = expected.running(0);
+    let state = (body, 0u64, sums, false);
+    Box::pin(futures::stream::unfold(
+        state,
+        move |(mut body, n, mut sums, done)| {
+            let url = url.clone();
+            let expected = expected.clone();
+            async move {
+                if done {
+                    return None;
+                }
+                match body.next().await {
+                    Some(Ok(chunk)) => {
+                        sums.update(&chunk);
+                        let n = n + chunk.len() as u64;
+                        Some((Ok(chunk), (body, n, sums, false)))
+                    }
+                    Some(Err(e)) => Some((Err(e), (body, n, sums, true))),
+                    None => match at_end(n, size, &expected, std::mem::take(&mut sums), &url) {
+                        Ok(()) => None,
+                        Err(e) => Some((Err(e), (body, n, sums, true))),
+                    },
+                }
+            }
+        },
+    ))
+}
+
+/// The end-of-body checks of [`exactly`].
+fn at_end(n: u64, size: u64, expected: &Expected, sums: Running, url: &str) -> Result<()> {
+    if n != size {
+        return Err(Error::new(
+            ErrorKind::Integrity,
+            Op::Copy,
+            url,
+            format!("read {n} bytes, the source has {size}; nothing was written"),
+        ));
+    }
+    let got = Received::of(sums, n);
+    let tail = " reading the source; nothing was written";
+    expected.check(&got, Op::Copy, url, tail).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use shoal_core::checksum::OtherCrc;
+
+    fn body(parts: &[&'static [u8]]) -> BoxByteStream {
+        let v: Vec<Result<Bytes>> = parts.iter().map(|p| Ok(Bytes::from_static(p))).collect();
+        Box::pin(futures::stream::iter(v))
+    }
+
+    /// Drains `exactly` over `parts`, a source of 6 bytes.
+    async fn drain(
+        parts: &[&'static [u8]],
+        crc: Option<u32>,
+        other: Option<OtherCrc>,
+    ) -> (Vec<u8>, Option<Error>) {
+        let expected = match (crc, other) {
+            (Some(crc), _) => Expected::Crc32c(crc),
+            (None, Some(other)) => Expected::Other(other),
+            (None, None) => Expected::None,
+        };
+        let mut s = exactly(body(parts), 6, expected, "s3://b/k");
+        let mut out = Vec::new();
+        while let Some(x) = s.next().await {
+            match x {
+                Ok(b) => out.extend_from_slice(&b),
+                Err(e) => return (out, Some(e)),
+            }
+        }
+        (out, None)
+    }
+
+    #[tokio::test]
+    async fn exactly_fails_a_short_or_damaged_body_at_its_end() {
+        let crc = crc32c::crc32c(b"abcdef");
+        let (out, err) = drain(&[b"abc", b"def"], Some(crc), None).await;
+        assert_eq!(out, b"abcdef");
+        assert!(err.is_none());
+
+        let (_, err) = drain(&[b"abc", b"de"], None, None).await;
+        let e = err.expect("short body fails");
+        assert_eq!(e.kind(), ErrorKind::Integrity);
+        assert!(
+            e.to_string().contains("read 5 bytes, the source has 6"),
+            "{e}"
+        );
+
+        let (_, err) = drain(&[b"abc", b"deX"], Some(crc), None).await;
+        assert!(
+            err.expect("crc mismatch")
+                .to_string()
+                .contains("CRC32C mismatch")
+        );
+
+        // A source with only a CRC64NVME (what AWS stores by default).
+        let want = shoal_core::checksum::CrcKind::Crc64Nvme.checksum(b"abcdef");
+        let (out, err) = drain(&[b"ab", b"cdef"], None, Some(want)).await;
+        assert_eq!(out, b"abcdef");
+        assert!(err.is_none(), "{err:?}");
+        let (_, err) = drain(&[b"ab", b"cdeX"], None, Some(want)).await;
+        let e = err.expect("crc64nvme mismatch");
+        assert_eq!(e.kind(), ErrorKind::Integrity);
+        assert!(e.to_string().contains("CRC64NVME mismatch"), "{e}");
+    }
+}

@@ -1,0 +1,191 @@
+//! One multipart upload, whoever feeds it: a file's parts read by `pread`
+//! ([`crate::upload`]) or a body's parts as they arrive ([`crate::stream`],
+//! which cloud-to-cloud copies use too).
+//!
+//! Started with the caller's options, its parts sent `workers` at a time,
+//! each with its CRC32C (the server refuses a damaged part), then
+//! completed with the CRC32C combined from the parts, which must also be
+//! what the store reports for the assembled object. Any failure, and any
+//! way out before completion (Ctrl-C, a cancelled task: the
+//! [`crate::cleanup::AbortUpload`] guard), aborts it, so no orphaned parts
+//! keep costing money.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use shoal_core::checksum::crc32c_combine_all;
+use shoal_core::{
+    Error, ErrorKind, Location, MultipartUpload, Op, PartInfo, PutOptions, Result, Store,
+};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::cleanup::AbortUpload;
+use crate::verify::check_sent;
+use crate::{Report, TransferOptions};
+
+/// A multipart upload in progress: parts sent or in flight.
+pub(crate) struct Multipart {
+    store: Arc<dyn Store>,
+    upload: MultipartUpload,
+    guard: AbortUpload,
+    opts: TransferOptions,
+    url: String,
+    workers: Arc<Semaphore>,
+    tasks: JoinSet<Result<PartInfo>>,
+    parts: Vec<PartInfo>,
+}
+
+impl Multipart {
+    /// Starts an upload to `dst` storing what `put` asks for, assembled as
+    /// `opts.gcs_upload` says.
+    pub(crate) async fn start(
+        store: &Arc<dyn Store>,
+        dst: &Location,
+        put: &PutOptions,
+        opts: &TransferOptions,
+    ) -> Result<Multipart> {
+        let url = dst.to_string();
+        let start_opts = PutOptions {
+            assemble: opts.gcs_upload.assemble(),
+            ..put.clone()
+        };
+        opts.rates.request().await;
+        let upload = (store.multipart_start(&dst.bucket, &dst.key, &start_opts))
+            .await
+            .map_err(|e| e.with_url(&url))?;
+        Ok(Multipart {
+            guard: AbortUpload::new(store, &upload),
+            store: store.clone(),
+            upload,
+            opts: opts.clone(),
+            url,
+            workers: Arc::new(Semaphore::new(opts.workers.max(1))),
+            tasks: JoinSet::new(),
+            parts: Vec::new(),
+        })
+    }
+
+    /// Sends part `number` of `len` bytes once a worker is free: `data`
+    /// gives its bytes (run in the part's task, after its request slot and
+    /// byte rate were granted, so a waiting part holds no buffer), and
+    /// `sent` is handed them back once the store has them. Fails at once
+    /// if a part sent earlier failed.
+    pub(crate) async fn send<D, S>(&mut self, number: u32, len: u64, data: D, sent: S) -> Result<()>
+    where
+        D: Future<Output = Result<Bytes>> + Send + 'static,
+        S: FnOnce(Bytes) + Send + 'static,
+    {
+        let max = self.store.capabilities().max_parts;
+        if number > max {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                Op::Upload,
+                &self.url,
+                format!("more than {max} parts of {len} bytes"),
+            )
+            .with_hint("raise --part-size"));
+        }
+        let permit = (self.workers.clone().acquire_owned())
+            .await
+            .expect("semaphore never closed");
+        // Fail fast: gather what finished while we waited for a worker.
+        while let Some(done) = self.tasks.try_join_next() {
+            self.parts.push(joined(done, &self.url)?);
+        }
+        let (store, upload, opts) = (self.store.clone(), self.upload.clone(), self.opts.clone());
+        let url = self.url.clone();
+        self.tasks.spawn(async move {
+            let _permit = permit;
+            let _slot = opts.permit().await;
+            opts.rates.bytes(len).await;
+            let data = data.await?;
+            let crc = shoal_core::checksum::crc32c_append(0, &data);
+            let info = (store.multipart_put(&upload, number, data.clone(), crc))
+                .await
+                .map_err(|e| e.with_url(&url))?;
+            sent(data);
+            opts.add_progress(len);
+            Ok(info)
+        });
+        Ok(())
+    }
+
+    /// Ends the upload: with `fed` an error (the caller could not give
+    /// every part), or a part failing, or `last_check` failing once every
+    /// part is stored (a file that changed meanwhile), it is aborted and
+    /// that error returned; otherwise completed and its CRC32C checked.
+    pub(crate) async fn finish(
+        mut self,
+        fed: Result<()>,
+        last_check: impl FnOnce() -> Result<()>,
+    ) -> Result<Report> {
+        let joined_all = match fed {
+            Ok(()) => self.join_all().await.and_then(|()| last_check()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = joined_all {
+            self.tasks.abort_all();
+            self.abort().await;
+            return Err(e);
+        }
+        let mut parts = std::mem::take(&mut self.parts);
+        parts.sort_by_key(|p| p.part_number);
+        let crc = crc32c_combine_all(parts.iter().map(|p| (p.crc32c, p.size)));
+        self.opts.rates.request().await;
+        let completed = (self
+            .store
+            .multipart_complete(&self.upload, &parts, Some(crc)))
+        .await;
+        let meta = match completed {
+            Ok(m) => m,
+            Err(e) => {
+                let url = self.url.clone();
+                self.abort().await;
+                return Err(e.with_url(url));
+            }
+        };
+        self.guard.disarm();
+        Ok(Report {
+            resumed: 0,
+            bytes: parts.iter().map(|p| p.size).sum(),
+            pieces: parts.len(),
+            verified: check_sent(meta.crc32c, crc, &self.url)?,
+            crc32c: crc,
+        })
+    }
+
+    async fn join_all(&mut self) -> Result<()> {
+        while let Some(done) = self.tasks.join_next().await {
+            self.parts.push(joined(done, &self.url)?);
+        }
+        Ok(())
+    }
+
+    /// Aborts now, in this task, rather than from the guard's spawn.
+    async fn abort(self) {
+        self.guard.disarm();
+        abort_quietly(&self.store, &self.upload).await;
+    }
+}
+
+/// Aborts an upload, logging (not failing) if that too fails.
+pub(crate) async fn abort_quietly(store: &Arc<dyn Store>, upload: &MultipartUpload) {
+    if let Err(e) = (store.multipart_abort(upload)).await {
+        tracing::warn!(error = %e, upload_id = %upload.upload_id, "could not abort the multipart upload; its parts may remain");
+    }
+}
+
+/// Unwraps a finished task: its own error, or a panic/cancel as an error.
+fn joined<T>(done: std::result::Result<Result<T>, tokio::task::JoinError>, url: &str) -> Result<T> {
+    match done {
+        Ok(r) => r,
+        Err(e) => Err(Error::new(
+            ErrorKind::Io,
+            Op::Upload,
+            url,
+            format!("worker failed: {e}"),
+        )),
+    }
+}

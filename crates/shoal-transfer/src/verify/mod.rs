@@ -1,0 +1,481 @@
+//! Where every transfer's bytes are checked: one policy for downloads,
+//! `cat`/`read`, cloud-to-cloud copies, uploads and `sync --checksum`.
+//!
+//! The policy is "the strongest checksum the store keeps for the object":
+//! CRC32C, else its CRC32 or CRC64NVME (S3 keeps one algorithm per
+//! object), else its composite `xxxx-N` value checked part by part
+//! ([`parts`]: needs the part list), else its MD5, else the length only.
+//! [`Expected`] is that choice, made once from the object's metadata; the
+//! engines never look at `ObjectMeta`'s checksum fields themselves. It
+//! hands out the running hasher for a slice starting at any offset
+//! ([`Expected::running`]), the slices' results combine ([`Received`]),
+//! and one check gives one error wording for every mismatch.
+//!
+//! MD5 cannot be combined from slices, so it is the last resort and is
+//! checked by reading the finished file back ([`Expected::check_file`]);
+//! a streamed check (`cat`, a copy) cannot take back what it passed on
+//! and reports such an object as checked by length.
+//!
+//! Two CRC32C implementations, one job each: bytes as they stream by go
+//! through crc-fast's folding kernels (`checksum::crc32c_append`, several
+//! times faster than the `crc32c` crate's instruction loop on this
+//! project's machines), and per-slice CRCs are joined with the `crc32c`
+//! crate's combine (`checksum::crc32c_combine`), which crc-fast lacks for
+//! CRC32C in a form that takes finished values.
+
+mod parts;
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use shoal_core::checksum::{OtherCrc, PartKind, PartPiece, Running, crc32c_combine_all, hex};
+use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, Store};
+
+use crate::rate::Rates;
+pub(crate) use parts::PartCheck;
+
+/// How the bytes of a finished transfer were checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verified {
+    /// CRC32C matched the store's.
+    Crc32c,
+    /// CRC32 matched the store's (S3).
+    Crc32,
+    /// CRC64NVME matched the store's (S3).
+    Crc64Nvme,
+    /// Each part's CRC, composed, matched the store's composite checksum
+    /// (an S3 multipart object's `xxxx-N`).
+    Parts(PartKind),
+    /// MD5 matched the store's.
+    Md5,
+    /// The store had no checksum; only the length was checked.
+    SizeOnly,
+}
+
+impl From<shoal_core::checksum::CrcKind> for Verified {
+    fn from(kind: shoal_core::checksum::CrcKind) -> Self {
+        match kind {
+            shoal_core::checksum::CrcKind::Crc32 => Verified::Crc32,
+            shoal_core::checksum::CrcKind::Crc64Nvme => Verified::Crc64Nvme,
+        }
+    }
+}
+
+impl std::fmt::Display for Verified {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Verified::Crc32c => "crc32c",
+            Verified::Crc32 => "crc32",
+            Verified::Crc64Nvme => "crc64nvme",
+            Verified::Parts(PartKind::Crc32c) => "crc32c per part",
+            Verified::Parts(PartKind::Crc32) => "crc32 per part",
+            Verified::Md5 => "md5",
+            Verified::SizeOnly => "size only",
+        })
+    }
+}
+
+/// The checksum an object's bytes must match: the strongest its store
+/// keeps (see the module doc).
+#[derive(Debug, Clone, Default)]
+pub(crate) enum Expected {
+    /// A whole-object CRC32C.
+    Crc32c(u32),
+    /// A whole-object CRC32 or CRC64NVME.
+    Other(OtherCrc),
+    /// A composite value, with the part boundaries to check it.
+    Parts(PartCheck),
+    /// An MD5 only (checked by reading a finished file back).
+    Md5([u8; 16]),
+    /// Nothing: the length is all there is to check.
+    #[default]
+    None,
+}
+
+impl Expected {
+    /// What `meta` alone says, without asking for a part list: a
+    /// composite value is not checkable this way (see [`Expected::learn`]).
+    pub(crate) fn listed(meta: &ObjectMeta) -> Self {
+        if let Some(crc) = meta.crc32c {
+            return Expected::Crc32c(crc);
+        }
+        if let Some(other) = meta.other_crc {
+            return Expected::Other(other);
+        }
+        match meta.md5 {
+            Some(md5) => Expected::Md5(md5),
+            None => Expected::None,
+        }
+    }
+
+    /// The strongest checksum `meta` gives, asking `store` for the part
+    /// list when that is a composite one (a request, paced by `rates`).
+    pub(crate) async fn learn(
+        store: &Arc<dyn Store>,
+        src: &Location,
+        meta: &ObjectMeta,
+        op: Op,
+        rates: &Rates,
+    ) -> Result<Self> {
+        if let Some(check) = PartCheck::learn(store, src, meta, op, rates).await? {
+            return Ok(Expected::Parts(check));
+        }
+        Ok(Expected::listed(meta))
+    }
+
+    /// The hasher for bytes of the object from offset `start`: CRC32C
+    /// always (resume journals and uploads keep it), plus whichever other
+    /// CRC or part CRCs this needs.
+    pub(crate) fn running(&self, start: u64) -> Running {
+        match self {
+            Expected::Other(other) => Running::new(Some(other.kind())),
+            Expected::Parts(check) => Running::new(None).with_parts(Some(check.sums(start))),
+            _ => Running::new(None),
+        }
+    }
+
+    /// What a check that passes says: how the bytes were verified.
+    pub(crate) fn verified(&self) -> Verified {
+        match self {
+            Expected::Crc32c(_) => Verified::Crc32c,
+            Expected::Other(o) => o.kind().into(),
+            Expected::Parts(check) => Verified::Parts(check.kind()),
+            Expected::Md5(_) => Verified::Md5,
+            Expected::None => Verified::SizeOnly,
+        }
+    }
+
+    /// Checks bytes already passed on (streamed): `SizeOnly` when the
+    /// checksum cannot be had from what was computed (an MD5, or a CRC
+    /// `got` lacks). `tail` ends a mismatch's message (what became of the
+    /// bytes).
+    pub(crate) fn check(&self, got: &Received, op: Op, url: &str, tail: &str) -> Result<Verified> {
+        let differs = |name: &str, want: &dyn std::fmt::Display, got: &dyn std::fmt::Display| {
+            Err(mismatch(
+                op,
+                url,
+                format!("{name} mismatch: the store says {want}, the bytes received give {got}"),
+                tail,
+            ))
+        };
+        match (self, &got.other, &got.pieces) {
+            (Expected::Crc32c(want), _, _) if *want != got.crc32c => {
+                differs("CRC32C", &Hex32(*want), &Hex32(got.crc32c))
+            }
+            (Expected::Crc32c(_), _, _) => Ok(Verified::Crc32c),
+            (Expected::Other(want), Some(mine), _) if want != mine => {
+                differs(want.kind().name(), want, mine)
+            }
+            (Expected::Other(_), Some(_), _) => Ok(self.verified()),
+            (Expected::Parts(check), _, Some(pieces)) => check.check(pieces, op, url, tail),
+            _ => Ok(Verified::SizeOnly),
+        }
+    }
+
+    /// Checks the finished file at `path`: `got` is what was computed as
+    /// the bytes arrived, and whatever it lacks (an MD5, the other CRC or
+    /// part pieces of slices an earlier run fetched, anything of a local
+    /// file `sync --checksum` compares) is read back from the file.
+    pub(crate) async fn check_file(
+        &self,
+        mut got: Received,
+        path: &Path,
+        url: &str,
+        op: Op,
+        tail: &str,
+    ) -> Result<Verified> {
+        match self {
+            Expected::Other(want) if got.other.is_none() => {
+                let d = read_back(path, url, op, want.kind().digest(), |d, b| d.update(b));
+                got.other = Some(d.await?.finish());
+            }
+            Expected::Parts(check) if got.pieces.is_none() => {
+                let s = read_back(path, url, op, check.sums(0), |s, b| s.update(b)).await?;
+                got.pieces = Some(s.finish());
+            }
+            Expected::Md5(want) => {
+                use md5::Digest;
+                let h = read_back(path, url, op, md5::Md5::new(), |h, b| h.update(b)).await?;
+                let mine: [u8; 16] = h.finalize().into();
+                if mine != *want {
+                    let (want, mine) = (hex(want), hex(&mine));
+                    let msg = format!(
+                        "MD5 mismatch: the store says {want}, the bytes received give {mine}"
+                    );
+                    return Err(mismatch(op, url, msg, tail));
+                }
+                return Ok(Verified::Md5);
+            }
+            _ => {}
+        }
+        self.check(&got, op, url, tail)
+    }
+}
+
+/// A CRC32 value as the messages show it (8 hex digits).
+struct Hex32(u32);
+
+impl std::fmt::Display for Hex32 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:08x}", self.0)
+    }
+}
+
+/// The one error of bytes that do not match their checksum: `what`
+/// differs, `tail` says what became of the bytes.
+pub(crate) fn mismatch(op: Op, url: &str, what: String, tail: &str) -> Error {
+    Error::new(ErrorKind::Integrity, op, url, format!("{what}{tail}"))
+        .with_hint("the data was corrupted in transit or the object changed; retry")
+}
+
+/// What bytes received give, for one slice or combined over a whole
+/// object: their CRC32C, and the other CRC or part pieces when those were
+/// computed.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Received {
+    pub(crate) crc32c: u32,
+    pub(crate) len: u64,
+    pub(crate) other: Option<OtherCrc>,
+    pub(crate) pieces: Option<Vec<PartPiece>>,
+}
+
+impl Received {
+    /// What one stream's `sums` computed over `len` bytes.
+    pub(crate) fn of(mut sums: Running, len: u64) -> Self {
+        Received {
+            crc32c: sums.crc32c,
+            len,
+            other: sums.other(),
+            pieces: sums.take_parts(),
+        }
+    }
+
+    /// A slice known only by its CRC32C (one an earlier run recorded).
+    pub(crate) fn crc32c(crc32c: u32, len: u64) -> Self {
+        Received {
+            crc32c,
+            len,
+            ..Received::default()
+        }
+    }
+
+    /// The whole from its slices in order: the other CRC or the part
+    /// pieces only when every slice computed them.
+    pub(crate) fn combine<'a>(slices: impl IntoIterator<Item = &'a Received>) -> Self {
+        let slices: Vec<&Received> = slices.into_iter().collect();
+        let other = slices.iter().map(|s| s.other).collect::<Option<Vec<_>>>();
+        let other = other.and_then(|o| {
+            let kind = o.first()?.kind();
+            let lens = slices.iter().map(|s| s.len);
+            Some(kind.combine_all(o.iter().map(|c| c.value()).zip(lens)))
+        });
+        let pieces = slices.iter().map(|s| s.pieces.clone());
+        Received {
+            crc32c: crc32c_combine_all(slices.iter().map(|s| (s.crc32c, s.len))),
+            len: slices.iter().map(|s| s.len).sum(),
+            other,
+            pieces: pieces.collect::<Option<Vec<_>>>().map(|p| p.concat()),
+        }
+    }
+}
+
+/// The store's CRC32C of an object it made from bytes we sent (`ours`):
+/// equal, or the upload failed.
+pub(crate) fn check_sent(stored: Option<u32>, ours: u32, url: &str) -> Result<Verified> {
+    match stored {
+        Some(s) if s != ours => Err(Error::new(
+            ErrorKind::Integrity,
+            Op::Upload,
+            url,
+            format!("the store computed CRC32C {s:08x} but the data sent has {ours:08x}"),
+        )),
+        Some(_) => Ok(Verified::Crc32c),
+        None => Ok(Verified::SizeOnly),
+    }
+}
+
+/// What two stored objects' strongest common checksum says: which one,
+/// and whether they are equal. None when they share none. A composite
+/// value is not compared here: different values may only mean different
+/// part sizes (callers decide what equal ones mean).
+pub(crate) fn common(a: &ObjectMeta, b: &ObjectMeta) -> Option<(Verified, bool)> {
+    if let (Some(x), Some(y)) = (a.crc32c, b.crc32c) {
+        return Some((Verified::Crc32c, x == y));
+    }
+    if let (Some(x), Some(y)) = (a.other_crc, b.other_crc)
+        && x.kind() == y.kind()
+    {
+        return Some((x.kind().into(), x == y));
+    }
+    if let (Some(x), Some(y)) = (a.md5, b.md5) {
+        return Some((Verified::Md5, x == y));
+    }
+    None
+}
+
+/// Feeds the file at `path` to `hasher`, 1 MiB at a time on the blocking
+/// pool: for a checksum that could not be computed as the bytes arrived,
+/// or of a local file. Errors say `op`.
+pub(crate) async fn read_back<H: Send + 'static>(
+    path: &Path,
+    url: &str,
+    op: Op,
+    mut hasher: H,
+    add: fn(&mut H, &[u8]),
+) -> Result<H> {
+    use std::io::Read;
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let mut f = File::open(path)?;
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = f.read(&mut buf)?;
+            if n == 0 {
+                return Ok(hasher);
+            }
+            add(&mut hasher, &buf[..n]);
+        }
+    })
+    .await
+    .map_err(|e| Error::new(ErrorKind::Io, op, url, e.to_string()))?
+    .map_err(|e: std::io::Error| Error::io(op, url, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use shoal_core::checksum::CrcKind;
+
+    /// The strongest checksum wins, whatever else the object has.
+    #[test]
+    fn the_strongest_checksum_is_expected() {
+        let crc64 = CrcKind::Crc64Nvme.checksum(b"x");
+        let all = ObjectMeta {
+            crc32c: Some(1),
+            other_crc: Some(crc64),
+            md5: Some([0; 16]),
+            ..Default::default()
+        };
+        assert!(matches!(Expected::listed(&all), Expected::Crc32c(1)));
+        let no_crc32c = ObjectMeta {
+            crc32c: None,
+            ..all.clone()
+        };
+        assert!(matches!(Expected::listed(&no_crc32c), Expected::Other(c) if c == crc64));
+        let md5 = ObjectMeta {
+            other_crc: None,
+            ..no_crc32c
+        };
+        assert!(matches!(Expected::listed(&md5), Expected::Md5(_)));
+        assert!(matches!(
+            Expected::listed(&ObjectMeta::default()),
+            Expected::None
+        ));
+    }
+
+    /// Slices hashed from their offsets combine into the whole's sums.
+    #[test]
+    fn slices_combine_into_the_whole() {
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 241) as u8).collect();
+        let want = Expected::Other(CrcKind::Crc32.checksum(&data));
+        let slices: Vec<Received> = [0usize, 1, 40_000, 100_000]
+            .windows(2)
+            .map(|w| {
+                let mut s = want.running(w[0] as u64);
+                s.update(&data[w[0]..w[1]]);
+                Received::of(s, (w[1] - w[0]) as u64)
+            })
+            .collect();
+        let whole = Received::combine(&slices);
+        assert_eq!(whole.crc32c, crc32c::crc32c(&data));
+        assert_eq!(whole.len, data.len() as u64);
+        assert_eq!(
+            want.check(&whole, Op::Read, "u", "").unwrap(),
+            Verified::Crc32
+        );
+        // A slice that did not compute the other CRC (resumed): not known.
+        let resumed = [Received::crc32c(slices[0].crc32c, 1), slices[1].clone()];
+        assert!(Received::combine(&resumed).other.is_none());
+    }
+
+    /// After a resume the other CRC was not computed for every slice: it is
+    /// read back from the file, and still refuses a wrong file.
+    #[tokio::test]
+    async fn a_resumed_file_is_checked_against_its_crc64nvme_by_reading_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let body: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
+        std::fs::write(&path, &body).unwrap();
+        let meta = ObjectMeta {
+            size: body.len() as u64,
+            other_crc: Some(CrcKind::Crc64Nvme.checksum(&body)),
+            ..Default::default()
+        };
+        let v = Expected::listed(&meta)
+            .check_file(Received::default(), &path, "s3://b/k", Op::Download, "")
+            .await
+            .unwrap();
+        assert_eq!(v, Verified::Crc64Nvme);
+        std::fs::write(&path, &body[1..]).unwrap();
+        let e = Expected::listed(&meta)
+            .check_file(Received::default(), &path, "s3://b/k", Op::Download, "")
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Integrity);
+        assert!(e.to_string().contains("CRC64NVME mismatch"), "{e}");
+    }
+
+    /// The same for a composite checksum: the file is read back cut at
+    /// the part boundaries the store gives (here the memory store's).
+    #[tokio::test]
+    async fn a_resumed_file_is_checked_against_its_composite_by_reading_it() {
+        use shoal_core::memory::MemoryStore;
+        use shoal_core::{Assemble, PutOptions};
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        store.create_bucket("b").await.unwrap();
+        let body: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let opts = PutOptions {
+            assemble: Assemble::Composite,
+            ..Default::default()
+        };
+        let up = store.multipart_start("b", "k", &opts).await.unwrap();
+        let mut parts = Vec::new();
+        for (i, c) in body.chunks(1_100_000).enumerate() {
+            let crc = crc32c::crc32c(c);
+            let data = Bytes::copy_from_slice(c);
+            parts.push(
+                store
+                    .multipart_put(&up, i as u32 + 1, data, crc)
+                    .await
+                    .unwrap(),
+            );
+        }
+        let meta = store.multipart_complete(&up, &parts, None).await.unwrap();
+        assert_eq!(meta.composite.map(|c| c.parts), Some(3));
+        let src = Location::parse("s3://b/k").unwrap();
+        let check = Expected::learn(&store, &src, &meta, Op::Download, &Default::default())
+            .await
+            .unwrap();
+        assert!(matches!(check, Expected::Parts(_)), "a part list");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, &body).unwrap();
+        let v = check.check_file(Received::default(), &path, "s3://b/k", Op::Download, "");
+        assert_eq!(
+            v.await.unwrap(),
+            Verified::Parts(shoal_core::checksum::PartKind::Crc32c)
+        );
+        let mut bad = body.clone();
+        bad[2_500_000] ^= 4;
+        std::fs::write(&path, &bad).unwrap();
+        let e = check.check_file(Received::default(), &path, "s3://b/k", Op::Download, "");
+        let e = e.await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Integrity);
+        assert!(
+            e.to_string().contains("CRC32C mismatch in part 3 of 3"),
+            "{e}"
+        );
+    }
+}
