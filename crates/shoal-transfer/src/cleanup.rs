@@ -61,7 +61,14 @@ impl AbortUpload {
 impl Drop for AbortUpload {
     fn drop(&mut self) {
         if let Some((store, upload)) = self.armed.take() {
-            spawn(async move { crate::multipart::abort_quietly(&store, &upload).await });
+            spawn(async move { abort_quietly(&store, &upload).await });
         }
+    }
+}
+
+/// Aborts an upload, logging (not failing) if that too fails.
+pub(crate) async fn abort_quietly(store: &Arc<dyn Store>, upload: &MultipartUpload) {
+    if let Err(e) = (store.multipart_abort(upload)).await {
+        tracing::warn!(error = %e, upload_id = %upload.upload_id, "could not abort the multipart upload; its parts may remain");
     }
 }

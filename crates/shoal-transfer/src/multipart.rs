@@ -21,7 +21,7 @@ use shoal_core::{
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::cleanup::AbortUpload;
+use crate::cleanup::{AbortUpload, abort_quietly};
 use crate::verify::check_sent;
 use crate::{Report, TransferOptions};
 
@@ -167,13 +167,6 @@ impl Multipart {
     async fn abort(self) {
         self.guard.disarm();
         abort_quietly(&self.store, &self.upload).await;
-    }
-}
-
-/// Aborts an upload, logging (not failing) if that too fails.
-pub(crate) async fn abort_quietly(store: &Arc<dyn Store>, upload: &MultipartUpload) {
-    if let Err(e) = (store.multipart_abort(upload)).await {
-        tracing::warn!(error = %e, upload_id = %upload.upload_id, "could not abort the multipart upload; its parts may remain");
     }
 }
 

@@ -147,8 +147,8 @@ fn check_unchanged(
 
 /// Part buffers handed back after their request, so a long upload reuses
 /// `workers` buffers instead of allocating one per part (the allocator
-/// otherwise keeps freed 16 MiB blocks in per-thread arenas: 190 MiB peak
-/// RSS for a 10 GiB upload, 77 MiB with reuse).
+/// otherwise keeps freed part-sized blocks in per-thread arenas, and a
+/// long upload's peak memory grows well past what is in flight).
 #[derive(Default)]
 struct Buffers(std::sync::Mutex<Vec<Vec<u8>>>);
 

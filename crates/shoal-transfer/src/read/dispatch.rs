@@ -2,6 +2,11 @@
 //! (`plan`), request slots and read-ahead budget taken in that order
 //! (which is what keeps the reader free of deadlock, see the module docs),
 //! and the decoder threads' turns.
+//!
+//! [`dispatch`] is one loop over a hundred lines on purpose: the order of
+//! its awaits (an object's in-flight place, then per slice its budget and
+//! its request slot, in listing order) is what keeps the reader free of
+//! deadlock, and it reads top to bottom in one place.
 
 use super::*;
 
@@ -40,9 +45,8 @@ pub(super) async fn dispatch(
         // A listing or HEAD without a CRC (S3's listings never have one):
         // the first slice asks for the whole object, whose headers carry
         // what the store has.
-        let learns = matches!(src.origin, Origin::Store { .. })
-            && src.meta.crc32c.is_none()
-            && src.meta.other_crc.is_none();
+        let learns =
+            matches!(src.origin, Origin::Store { .. }) && !crate::verify::knows_crc(&src.meta);
         let shared = Arc::new(Shared {
             index: i,
             url: src.url.clone(),

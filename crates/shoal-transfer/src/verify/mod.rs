@@ -6,7 +6,9 @@
 //! object), else its composite `xxxx-N` value checked part by part
 //! ([`parts`]: needs the part list), else its MD5, else the length only.
 //! [`Expected`] is that choice, made once from the object's metadata; the
-//! engines never look at `ObjectMeta`'s checksum fields themselves. It
+//! engines ask it which checksum to compute and check rather than read
+//! `ObjectMeta`'s checksum fields (and [`knows_crc`] whether a listing
+//! gave enough to check bytes as they arrive). It
 //! hands out the running hasher for a slice starting at any offset
 //! ([`Expected::running`]), the slices' results combine ([`Received`]),
 //! and one check gives one error wording for every mismatch.
@@ -16,12 +18,14 @@
 //! a streamed check (`cat`, a copy) cannot take back what it passed on
 //! and reports such an object as checked by length.
 //!
-//! Two CRC32C implementations, one job each: bytes as they stream by go
-//! through crc-fast's folding kernels (`checksum::crc32c_append`, several
-//! times faster than the `crc32c` crate's instruction loop on this
-//! project's machines), and per-slice CRCs are joined with the `crc32c`
-//! crate's combine (`checksum::crc32c_combine`), which crc-fast lacks for
-//! CRC32C in a form that takes finished values.
+//! Two CRC crates, one job each. Bytes as they stream by are hashed by
+//! crc-fast's folding kernels (`checksum::crc32c_append`, and
+//! `CrcKind::digest` for CRC32 / CRC64NVME): hashing is where a transfer
+//! spends its checksum CPU, and crc-fast was the faster of the two there.
+//! Finished CRC32Cs of slices are joined by the `crc32c` crate's combine
+//! (`checksum::crc32c_combine`): a handful of calls per object, where
+//! speed does not matter, so it stays the one combine path for CRC32C
+//! (crc-fast's combine serves CRC32 and CRC64NVME, which that crate lacks).
 
 mod parts;
 
@@ -278,6 +282,14 @@ impl Received {
             pieces: pieces.collect::<Option<Vec<_>>>().map(|p| p.concat()),
         }
     }
+}
+
+/// Whether `meta` (a listing's, a HEAD's) has a whole-object CRC, so that
+/// bytes can be checked as they arrive without first asking for more
+/// (S3 listings have none: their first request then asks for the whole
+/// object, whose headers carry it, and the part list if need be).
+pub(crate) fn knows_crc(meta: &ObjectMeta) -> bool {
+    meta.crc32c.is_some() || meta.other_crc.is_some()
 }
 
 /// The store's CRC32C of an object it made from bytes we sent (`ours`):
