@@ -10,7 +10,7 @@
 //! `TransferOptions::server_side` off (`--no-server-side`), the source is
 //! read as one resuming stream and uploaded as a body of unknown length
 //! ([`crate::stream`]); the body itself fails at its end unless it held
-//! the source's size and checksum ([`exactly`]), so a damaged read
+//! the source's size and checksum (`exactly`), so a damaged read
 //! abandons the upload before the destination is finalised.
 
 use std::sync::Arc;
@@ -195,7 +195,7 @@ async fn verify_composite_copy(
 }
 
 /// The destination of a server-side copy against its source: the same
-/// size, and the strongest checksum both give ([`verify::common`]) equal.
+/// size, and the strongest checksum both give (`verify::common`) equal.
 pub fn verify_copy(
     src: &ObjectMeta,
     dst: &ObjectMeta,

@@ -7,13 +7,17 @@
 //! - [`download`]: a big object is cut into byte-range slices
 //!   ([`plan::plan_slices`]), each fetched on its own connection and written
 //!   with `pwrite` at its offset into a sparse temporary file beside the
-//!   destination. Slice CRC32Cs are combined into the object's and compared
-//!   with the server's before the file is renamed into place.
+//!   destination. The slices' checksums are combined and checked against
+//!   the store's (`verify`) before the file is renamed into place.
 //! - [`upload`]: a big file becomes a multipart upload (S3 multipart, GCS
-//!   parallel composite) with parts read by `pread` and sent in parallel,
-//!   aborted on failure so no parts are left behind.
-//! - [`stream`]: bodies of unknown size (stdin, another store) are cut into
-//!   parts as they arrive; memory is bounded by parts in flight.
+//!   parallel composite or XML multipart) with parts read by `pread` and
+//!   sent in parallel by the one multipart driver (`multipart`), aborted
+//!   on failure so no parts are left behind.
+//! - [`stream`]: bodies of unknown size (stdin, another store's object)
+//!   are cut into parts as they arrive; memory is bounded by parts in
+//!   flight.
+//! - [`copy`]: one object from a store to another, or within one, where
+//!   the server can copy it.
 //!
 //! Progress is a shared byte counter the caller polls (the CLI draws a bar
 //! from it), so the engines carry no UI code.

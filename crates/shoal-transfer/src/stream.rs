@@ -3,7 +3,7 @@
 //!
 //! The first part decides: a body that ends within one part is sent as one
 //! PUT; otherwise the rest is cut into parts as it arrives and sent as a
-//! multipart upload ([`crate::multipart`]), or, where the store has no
+//! multipart upload (`multipart.rs`), or, where the store has no
 //! native multipart upload (GCS emulators) or `--gcs-upload resumable`
 //! asks, as one resumable session. Memory is bounded by (workers + 1) ×
 //! part size, whatever the body's length.

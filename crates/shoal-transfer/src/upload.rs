@@ -215,10 +215,11 @@ async fn feed(
     for i in 0..size.div_ceil(part) {
         let offset = i * part;
         let len = part.min(size - offset);
-        let (file, path, buf) = (file.clone(), path.to_owned(), buffers.take(len as usize));
-        let read = async move { read_into(&file, offset, buf, &path).await };
-        let buffers = buffers.clone();
-        let give = move |data| buffers.give(data);
+        let (file, path, pool) = (file.clone(), path.to_owned(), buffers.clone());
+        // The buffer is taken only once the part may go.
+        let read = async move { read_into(&file, offset, pool.take(len as usize), &path).await };
+        let pool = buffers.clone();
+        let give = move |data| pool.give(data);
         (upload.send((i + 1) as u32, len, read, give)).await?;
     }
     Ok(())
