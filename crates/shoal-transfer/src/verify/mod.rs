@@ -296,11 +296,11 @@ pub(crate) fn knows_crc(meta: &ObjectMeta) -> bool {
 /// equal, or the upload failed.
 pub(crate) fn check_sent(stored: Option<u32>, ours: u32, url: &str) -> Result<Verified> {
     match stored {
-        Some(s) if s != ours => Err(Error::new(
-            ErrorKind::Integrity,
+        Some(s) if s != ours => Err(mismatch(
             Op::Upload,
             url,
-            format!("the store computed CRC32C {s:08x} but the data sent has {ours:08x}"),
+            format!("CRC32C mismatch: the store computed {s:08x}, the bytes sent give {ours:08x}"),
+            "",
         )),
         Some(_) => Ok(Verified::Crc32c),
         None => Ok(Verified::SizeOnly),
@@ -385,6 +385,21 @@ mod tests {
             Expected::listed(&ObjectMeta::default()),
             Expected::None
         ));
+    }
+
+    /// An upload whose stored CRC32C differs fails in the same words as
+    /// a download ("CRC32C mismatch"), as an integrity error.
+    #[test]
+    fn a_stored_crc_unlike_the_one_sent_fails_in_the_one_wording() {
+        let e = check_sent(Some(1), 2, "s3://b/k").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Integrity);
+        let msg = e.to_string();
+        assert!(
+            msg.contains("CRC32C mismatch: the store computed 00000001"),
+            "{msg}"
+        );
+        assert_eq!(check_sent(Some(2), 2, "u").unwrap(), Verified::Crc32c);
+        assert_eq!(check_sent(None, 2, "u").unwrap(), Verified::SizeOnly);
     }
 
     /// Slices hashed from their offsets combine into the whole's sums.
