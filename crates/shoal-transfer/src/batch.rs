@@ -35,7 +35,7 @@ use shoal_core::error::escape_controls;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result};
 
-use crate::copy::copy_object;
+use crate::cloud_copy::copy_object;
 use crate::download::{download_known, download_to_file};
 use crate::tree::{Entry, destination};
 use crate::upload::upload_file;

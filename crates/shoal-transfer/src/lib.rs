@@ -16,7 +16,7 @@
 //! - [`stream`]: bodies of unknown size (stdin, another store's object)
 //!   are cut into parts as they arrive; memory is bounded by parts in
 //!   flight.
-//! - [`copy`]: one object from a store to another, or within one, where
+//! - [`cloud_copy`]: one object from a store to another, or within one, where
 //!   the server can copy it.
 //!
 //! Progress is a shared byte counter the caller polls (the CLI draws a bar
@@ -26,7 +26,7 @@
 
 pub mod batch;
 pub mod cleanup;
-pub mod copy;
+pub mod cloud_copy;
 pub mod decode;
 pub mod download;
 pub mod guard;

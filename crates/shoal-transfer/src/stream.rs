@@ -1,5 +1,5 @@
 //! Uploading a body of unknown length: stdin, a special file, or another
-//! store's object being copied ([`crate::copy`]).
+//! store's object being copied ([`crate::cloud_copy`]).
 //!
 //! The first part decides: a body that ends within one part is sent as one
 //! PUT; otherwise the rest is cut into parts as it arrives and sent as a

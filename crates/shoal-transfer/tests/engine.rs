@@ -12,7 +12,7 @@ use shoal_core::{
     ByteRange, ErrorKind, GetResponse, ListPage, ListRequest, Location, MultipartUpload,
     ObjectMeta, ObjectVersion, PartInfo, PutOptions, Store,
 };
-use shoal_transfer::copy::copy_object;
+use shoal_transfer::cloud_copy::copy_object;
 use shoal_transfer::download::{download_known, download_to_file};
 use shoal_transfer::stream::upload_stream;
 use shoal_transfer::upload::upload_file;

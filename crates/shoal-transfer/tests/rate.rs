@@ -14,7 +14,7 @@ use shoal_core::retry::RetryPolicy;
 use shoal_core::{Location, PutOptions, Store};
 use shoal_transfer::TransferOptions;
 use shoal_transfer::batch::{self, Action, BatchCounters, StoreFor};
-use shoal_transfer::copy::copy_object;
+use shoal_transfer::cloud_copy::copy_object;
 use shoal_transfer::download::download_to_file;
 use shoal_transfer::rate::Rates;
 use shoal_transfer::upload::upload_file;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use shoal_core::local_path::key_to_relative_path;
 use shoal_core::{Error, ErrorKind, Location, Op};
-use shoal_transfer::copy::copy_object;
+use shoal_transfer::cloud_copy::copy_object;
 use shoal_transfer::download::{
     check_destination, download_known, download_to_file, download_to_writer,
 };
