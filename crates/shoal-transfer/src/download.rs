@@ -219,7 +219,7 @@ async fn download_planned(
             file.try_clone()
                 .map_err(|e| Error::io(Op::Write, &dest_s, e))?,
         )));
-        file.set_len(meta.size)
+        shoal_core::workfile::preallocate(&file, meta.size)
             .map_err(|e| Error::io(Op::Write, &dest_s, e))?;
         (file, tmp, guard, None)
     };
