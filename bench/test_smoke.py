@@ -47,6 +47,6 @@ def test_tls_smoke_run_counts_connections(tmp_path: Path) -> None:
     assert counted, small
     for l in counted:
         cells = [c.strip() for c in l.strip("|").split("|")]
-        conns, hs = cells[6], cells[7]
-        assert not conns.startswith("0.0"), l
-        assert not hs.startswith("0.0 + 0.0"), l
+        conns = float(cells[6].split()[0].replace(",", ""))
+        full, resumed = (float(x.replace(",", "")) for x in cells[7].split(" + "))
+        assert conns > 0 and full > 0 and resumed >= 0, l

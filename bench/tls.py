@@ -159,7 +159,8 @@ def main() -> None:
            "scenarios": to_json([sc_big, sc_small])}
     raw_path.write_text(json.dumps(raw, indent=1))
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / (1 << 30)
-    versions = "; ".join(f"{t.name} {t.version}" for t in tools if t.ok and t.version)
+    versions = "; ".join(t.version if t.version.startswith(t.name) else f"{t.name} {t.version}"
+                         for t in tools if t.ok and t.version)
     lines = [
         "# shoal over TLS" + (" (smoke)" if args.smoke else ""), "",
         f"Measured {now()} by `bench/tls.py {' '.join(sys.argv[1:])}` in {elapsed / 60:.1f} min "
