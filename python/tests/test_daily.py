@@ -1,21 +1,25 @@
 """Daily use from Python, as the CLI has it (crates/shoal-cli/tests/daily.rs
 and metadata.rs): presigned URLs (fetched with urllib, no credentials),
 buckets listed as directories, writes that store a type, cache control,
-disposition, metadata and storage class on every write path, and
-requester pays on the wire.
+disposition, metadata and storage class on every write path, requester
+pays on the wire, and one request for a read whose range is known.
 
-The recorder below is a plain HTTP server in the test: it answers 404 to
-everything (it only shows what was sent)."""
+The recorder and the counting proxy below are plain HTTP servers in the
+test: the recorder answers 404 to everything (it only shows what was sent),
+the proxy passes every request to the real server and counts them."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import socket
 import subprocess
 import threading
 import urllib.error
+import urllib.parse
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -23,7 +27,7 @@ import shoal
 import shoal.fsspec
 from shoal.fsspec import ShoalFileSystem
 
-from .conftest import GCS
+from .conftest import GCS, S3, _need
 
 
 def path_of(url: str) -> str:
@@ -435,3 +439,103 @@ def test_requester_pays_keywords_are_kept_and_checked():
         with pytest.raises(ValueError) as e:
             shoal.Session(billing_project=bad)
         assert "billing_project" in one_line(e)
+
+
+# -- 5. one request for a known range ---------------------------------------
+
+
+class _Forward(BaseHTTPRequestHandler):
+    """Passes each request to the server (same path, headers and body,
+    so signatures still hold) and records its method and path."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _forward(self) -> None:
+        self.server.seen.append((self.command, self.path))
+        n = int(self.headers.get("content-length") or 0)
+        body = self.rfile.read(n) if n else None
+        up = http.client.HTTPConnection(*self.server.upstream, timeout=60)
+        up.request(self.command, self.path, body=body, headers={k: v for k, v in self.headers.items()})
+        resp = up.getresponse()
+        data = resp.read()
+        up.close()
+        self.send_response(resp.status, resp.reason)
+        for k, v in resp.getheaders():
+            if k.lower() in ("transfer-encoding", "connection") or (k.lower() == "content-length" and self.command != "HEAD"):
+                continue
+            self.send_header(k, v)
+        if self.command != "HEAD":
+            self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward
+
+
+@pytest.fixture
+def counted():
+    """``counted(scheme)``: a session whose requests to that server pass
+    through a counting proxy, and the list of ``(method, path)`` it saw."""
+    servers = []
+
+    def make(scheme: str):
+        target = urllib.parse.urlsplit(GCS if scheme == "gs" else S3)
+        srv = ThreadingHTTPServer(("127.0.0.1", 0), _Forward)
+        srv.daemon_threads = True
+        srv.seen = []
+        srv.upstream = (target.hostname, target.port)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        servers.append(srv)
+        ep = "http://127.0.0.1:%d" % srv.server_address[1]
+        kw = {"gcs_endpoint_url": ep} if scheme == "gs" else {"s3_endpoint_url": ep}
+        return shoal.Session(**kw), srv.seen
+
+    yield make
+    for srv in servers:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_a_read_of_a_known_range_is_one_request(bucket, counted):
+    scheme = bucket.partition("://")[0]
+    _need(GCS if scheme == "gs" else S3, scheme)
+    data = os.urandom(100_000)
+    url = f"{bucket}/r.bin"
+    shoal.put(url, data)
+    session, seen = counted(scheme)
+    fs = fs_for(session)
+    p = path_of(url)
+
+    def requests(call) -> list:
+        seen.clear()
+        call()
+        return list(seen)
+
+    # cat_file with start and end: one ranged GET, no metadata request.
+    assert len(requests(lambda: fs.cat_file(p, 10, 1_000) == data[10:1_000] or pytest.fail("bytes"))) == 1
+    assert fs.cat_file(p, 10, 1_000) == data[10:1_000]
+    # Past the end: cut at it, still one request.
+    assert len(requests(lambda: fs.cat_file(p, 99_000, 200_000) == data[99_000:] or pytest.fail("tail"))) == 1
+    assert fs.cat_file(p, 99_000, 200_000) == data[99_000:]
+    assert shoal.cat(url, 5, 50, session=session) == data[5:50]
+    # Starting past the end: no bytes (the 416, then the metadata).
+    assert fs.cat_file(p, 200_000, 300_000) == b""
+    # The whole object from 0 to its size: checked against its CRC32C.
+    assert len(requests(lambda: fs.cat_file(p, 0, len(data)) == data or pytest.fail("whole"))) == 1
+    # A file read: its metadata once (size, version), then one GET per block.
+    def read_all():
+        with fs.open(p, "rb", block_size=1 << 20) as f:
+            assert f.read() == data
+
+    got = requests(read_all)
+    assert len(got) == 2, got
+    if scheme == "s3":
+        assert [m for m, _ in got] == ["HEAD", "GET"], got
+    else:
+        assert "alt=media" not in got[0][1] and "alt=media" in got[1][1], got
+    # A range counted from the end needs the size first: two requests.
+    assert len(requests(lambda: fs.cat_file(p, -10) == data[-10:] or pytest.fail("suffix"))) == 2
