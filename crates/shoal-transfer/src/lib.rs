@@ -23,6 +23,7 @@
 pub mod batch;
 pub mod cleanup;
 mod composite;
+pub mod copy;
 pub mod decode;
 pub mod download;
 pub mod guard;

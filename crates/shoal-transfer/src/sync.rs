@@ -32,9 +32,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::stream::{BoxStream, StreamExt};
-use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result};
+use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, StoreFor};
 
-use crate::batch::{Action, StoreFor};
+use crate::batch::Action;
 use crate::rate::Rates;
 use crate::same::same_bytes;
 use crate::tree::{Entry, destination};

@@ -319,71 +319,67 @@ pub(crate) fn write_failure(e: std::io::Error) -> Failure {
     }
 }
 
+/// A local folder (or file), read by the walk `cp -r` and `sync` make
+/// ([`shoal_core::walk`]): in key order, shoal's working files left out,
+/// links and special files not followed but named on stderr, as `cp -r`
+/// names them. A folder that cannot be read is reported and the listing
+/// goes on; the exit status says so.
 fn ls_local(loc: &Location, a: &LsArgs, filter: Option<Arc<shoal_list::Filter>>) -> CmdResult {
-    let path = std::path::Path::new(&loc.key);
-    let md = std::fs::metadata(path)
-        .map_err(|e| Failure::from(shoal_core::Error::io(shoal_core::Op::List, &loc.key, e)))?;
+    use shoal_core::walk::{Depth, Symlinks, is_skip};
+    let top = std::path::Path::new(&loc.key);
+    if let Err(e) = std::fs::metadata(top) {
+        return Err(shoal_core::Error::io(shoal_core::Op::List, &loc.key, e).into());
+    }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let mut entries = Vec::new();
-    if md.is_dir() {
-        collect_local(path, a.recursive, &mut entries)
-            .map_err(|e| Failure::from(shoal_core::Error::io(shoal_core::Op::List, &loc.key, e)))?;
-        entries.sort();
-        if let Some(f) = filter {
-            let root = format!("{}/", loc.key.trim_end_matches('/'));
-            entries.retain(|(name, ..)| f.admits(name.strip_prefix(&root).unwrap_or(name)));
-        }
-    } else {
-        entries.push((
-            path.display().to_string(),
-            md.len(),
-            md.modified().ok(),
-            false,
-        ));
-    }
-    for (name, size, modified, is_dir) in entries {
-        let ns = modified
-            .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| d.as_nanos() as i128);
-        let line = if a.json {
-            serde_json::json!({"url": name, "size": size, "updated": rfc3339(ns), "prefix": is_dir})
-                .to_string()
-        } else if a.long && !is_dir {
-            format!("{size:>12}  {:<20}  {name}", rfc3339(ns))
-        } else {
-            name
-        };
-        writeln!(out, "{line}").map_err(write_failure)?;
-    }
-    out.flush().map_err(write_failure)
-}
-
-type LocalEntry = (String, u64, Option<std::time::SystemTime>, bool);
-
-fn collect_local(
-    dir: &std::path::Path,
-    recursive: bool,
-    out: &mut Vec<LocalEntry>,
-) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let md = entry.metadata()?;
-        let path = entry.path();
-        if md.is_dir() {
-            if recursive {
-                collect_local(&path, true, out)?;
-            } else {
-                out.push((format!("{}/", path.display()), 0, md.modified().ok(), true));
+    let depth = if a.recursive { Depth::All } else { Depth::One };
+    let (mut failed, mut written) = (false, Ok(()));
+    shoal_core::walk::walk(top, top, Symlinks::Report, depth, &mut |found| {
+        let f = match found {
+            Ok(f) => f,
+            Err(e) if e.kind() == shoal_core::ErrorKind::Skipped => return true,
+            Err(e) if is_skip(&e) => {
+                eprintln!("shoal: skipped: {e}");
+                return true;
             }
-        } else {
-            out.push((
-                path.display().to_string(),
-                md.len(),
-                md.modified().ok(),
-                false,
-            ));
+            Err(e) => {
+                eprintln!("shoal: {e}");
+                failed = true;
+                return true;
+            }
+        };
+        if let Some(rules) = &filter
+            && !rules.admits(&f.rel)
+        {
+            return true;
         }
+        written = writeln!(out, "{}", local_line(&f, a));
+        written.is_ok()
+    });
+    written.map_err(write_failure)?;
+    out.flush().map_err(write_failure)?;
+    if failed {
+        return Err(Failure::Reported);
     }
     Ok(())
+}
+
+/// One line of a local listing: a folder (one level) as `path/`.
+fn local_line(f: &shoal_core::walk::Found, a: &LsArgs) -> String {
+    let mut name = f.path.display().to_string();
+    if f.is_dir {
+        name.push('/');
+    }
+    let size = if f.is_dir { 0 } else { f.meta.len() };
+    let ns = (f.meta.modified().ok())
+        .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos() as i128);
+    if a.json {
+        serde_json::json!({"url": name, "size": size, "updated": rfc3339(ns), "prefix": f.is_dir})
+            .to_string()
+    } else if a.long && !f.is_dir {
+        format!("{size:>12}  {:<20}  {name}", rfc3339(ns))
+    } else {
+        name
+    }
 }
