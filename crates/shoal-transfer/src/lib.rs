@@ -33,6 +33,7 @@ pub mod plan;
 pub mod rate;
 pub mod read;
 mod same;
+pub mod sources;
 pub mod stream;
 pub mod sync;
 pub mod tree;
