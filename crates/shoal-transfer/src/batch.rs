@@ -192,33 +192,10 @@ async fn run_with(
             let (store_for, opts, counters) = (store_for.clone(), opts.clone(), counters.clone());
             async move {
                 let outcome = match a {
-                    Ok(action) => {
-                        let done = if moving {
-                            execute_move(&action, &store_for, &opts, &policy).await
-                        } else {
-                            execute(&action, &store_for, &opts, &policy).await
-                        };
-                        match done {
-                            Ok(b) => Ok((action, b)),
-                            Err(e) => Err(match &action {
-                                Action::Copy { dst, .. } if moving => move_refused(e, &opts, dst),
-                                Action::Copy { dst, .. } => clobber_refused(e, &opts, dst),
-                                Action::Delete { .. } => e,
-                            }),
-                        }
-                    }
+                    Ok(action) => outcome_of(action, &store_for, &opts, &policy, moving).await,
                     Err(e) => Err(e),
                 };
-                counters.done.fetch_add(1, Ordering::Relaxed);
-                match &outcome {
-                    Ok((_, b)) => {
-                        counters.bytes.fetch_add(*b, Ordering::Relaxed);
-                    }
-                    Err(e) if !is_skip(e) => {
-                        counters.failed.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(_) => {}
-                }
+                counters.count(&outcome);
                 outcome
             }
         })
@@ -229,33 +206,80 @@ async fn run_with(
         if let Some(f) = &on_outcome {
             (f.0)(&r);
         }
-        match r {
-            Ok((Action::Copy { .. }, bytes)) => {
-                report.copied += 1;
-                report.bytes += bytes;
+        report.add(r, moving);
+    }
+    report
+}
+
+/// One action executed (as a move's copy when `moving`), a `--no-clobber`
+/// refusal turned into the skip it is.
+async fn outcome_of(
+    action: Action,
+    store_for: &StoreFor,
+    opts: &TransferOptions,
+    policy: &RetryPolicy,
+    moving: bool,
+) -> Outcome {
+    let done = if moving {
+        execute_move(&action, store_for, opts, policy).await
+    } else {
+        execute(&action, store_for, opts, policy).await
+    };
+    match done {
+        Ok(b) => Ok((action, b)),
+        Err(e) => Err(match &action {
+            Action::Copy { dst, .. } if moving => move_refused(e, opts, dst),
+            Action::Copy { dst, .. } => clobber_refused(e, opts, dst),
+            Action::Delete { .. } => e,
+        }),
+    }
+}
+
+impl BatchCounters {
+    /// Counts a finished action for the live display.
+    fn count(&self, outcome: &Outcome) {
+        self.done.fetch_add(1, Ordering::Relaxed);
+        match outcome {
+            Ok((_, b)) => {
+                self.bytes.fetch_add(*b, Ordering::Relaxed);
             }
-            Ok((Action::Delete { .. }, _)) => report.deleted += 1,
+            Err(e) if !is_skip(e) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+impl BatchReport {
+    /// Adds a finished action to the report.
+    fn add(&mut self, outcome: Outcome, moving: bool) {
+        match outcome {
+            Ok((Action::Copy { .. }, bytes)) => {
+                self.copied += 1;
+                self.bytes += bytes;
+            }
+            Ok((Action::Delete { .. }, _)) => self.deleted += 1,
             // Folder markers, links and the like: counted, not failures.
             Err(e) if is_skip(&e) => {
-                report.skipped += 1;
+                self.skipped += 1;
                 if e.kind() == ErrorKind::SkippedUnasked {
-                    report.skipped_unasked += 1;
+                    self.skipped_unasked += 1;
                     // A source a move kept is named with the failures (a
                     // skip the listing made was named as it passed).
-                    if moving && report.failures.len() < LISTED_FAILURES {
-                        report.failures.push(e.to_string());
+                    if moving && self.failures.len() < LISTED_FAILURES {
+                        self.failures.push(e.to_string());
                     }
                 }
             }
             Err(e) => {
-                report.failed += 1;
-                if report.failures.len() < LISTED_FAILURES {
-                    report.failures.push(e.to_string());
+                self.failed += 1;
+                if self.failures.len() < LISTED_FAILURES {
+                    self.failures.push(e.to_string());
                 }
             }
         }
     }
-    report
 }
 
 /// Executes one action of a batch (what [`run`] does for each), for
