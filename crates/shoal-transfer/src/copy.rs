@@ -15,7 +15,7 @@ use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, StoreFor};
 use crate::download::{download_known, download_to_file};
 use crate::stream::copy_object;
 use crate::upload::upload_file;
-use crate::{Report, SMALL_UPLOAD, TransferOptions, Verified};
+use crate::{Report, SMALL_UPLOAD, TransferOptions};
 
 /// Copies `src` to `dst`. `meta` is what a listing said of the source
 /// (None: the first request learns it). In a batch, `opts` carries the
@@ -45,13 +45,7 @@ pub async fn copy_one(
         }
         (true, true) => {
             let bytes = copy_local(&src.key, &dst.key, opts.no_clobber).await?;
-            Ok(Report {
-                resumed: 0,
-                bytes,
-                pieces: 1,
-                verified: Verified::SizeOnly,
-                crc32c: 0,
-            })
+            Ok(Report::size_only(bytes))
         }
     }
 }

@@ -385,6 +385,20 @@ pub struct Report {
     pub resumed: u64,
 }
 
+impl Report {
+    /// One stream between local files or pipes, where no store keeps a
+    /// checksum to check it against: only its length is known.
+    pub fn size_only(bytes: u64) -> Report {
+        Report {
+            bytes,
+            pieces: 1,
+            verified: Verified::SizeOnly,
+            crc32c: 0,
+            resumed: 0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::threads_for;

@@ -11,14 +11,15 @@ use std::path::{Path, PathBuf};
 
 use shoal_core::local_path::key_to_relative_path;
 use shoal_core::{Error, ErrorKind, Location, Op};
-use shoal_transfer::download::{check_destination, download_to_writer};
-use shoal_transfer::stream::{reader_stream, upload_stream};
+use shoal_transfer::download::check_destination;
 use shoal_transfer::{GcsUpload, Report, TransferOptions};
 
 use crate::args::{CpArgs, GcsUploadArg};
 use crate::config::Context;
 use crate::progress::{Progress, summary};
 use crate::{CmdResult, Failure};
+
+use super::stdio;
 
 pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
     go(ctx, a, false).await
@@ -54,11 +55,11 @@ async fn go(ctx: &Context, a: CpArgs, moving: bool) -> CmdResult {
         (Some(s), None) => {
             let progress = Progress::start(None, true);
             opts.progress = Some(progress.counter());
-            let report = to_stdout(ctx, &s, &opts).await?;
+            let report = stdio::to_stdout(ctx, &s, &opts).await?;
             let to = "stdout".to_string();
             Some((report, s.to_string(), to, progress.finish()))
         }
-        (None, Some(d)) => stdin_to(ctx, &a, &d, &mut opts).await?,
+        (None, Some(d)) => stdio::stdin_to(ctx, &a, &d, &mut opts).await?,
         (Some(s), Some(d)) => object_to(ctx, &a, &s, &d, &mut opts, moving).await?,
     };
     if let Some((report, from, to, elapsed)) = done {
@@ -156,30 +157,7 @@ fn check_single(
 
 /// What one copy did: its report, what it read and wrote, and how long it
 /// took; None when `--no-clobber` skipped it (said already).
-type Done = Option<(Report, String, String, std::time::Duration)>;
-
-/// `cp - DST`.
-async fn stdin_to(
-    ctx: &Context,
-    a: &CpArgs,
-    d: &Location,
-    opts: &mut TransferOptions,
-) -> Result<Done, Failure> {
-    let progress = Progress::start(None, ctx.quiet);
-    opts.progress = Some(progress.counter());
-    match from_stdin(ctx, d, opts).await {
-        Err(Failure::Failed(m)) if a.no_clobber && m.contains(NOT_REPLACED) => {
-            progress.finish();
-            say_skipped(
-                ctx,
-                format!("{d} exists (--no-clobber)"),
-                format!("Skipped stdin: {d} exists (--no-clobber)"),
-            );
-            Ok(None)
-        }
-        r => Ok(Some((r?, "stdin".into(), d.to_string(), progress.finish()))),
-    }
-}
+pub(super) type Done = Option<(Report, String, String, std::time::Duration)>;
 
 /// `cp SRC DST` and `mv SRC DST` of one object: the copy, then for a move
 /// the source's deletion.
@@ -218,7 +196,7 @@ async fn object_to(
 
 /// A skip as asked (`--no-clobber`): a JSON object with `reason`, or the
 /// `line` on stderr.
-fn say_skipped(ctx: &Context, reason: String, line: String) {
+pub(super) fn say_skipped(ctx: &Context, reason: String, line: String) {
     if ctx.json {
         println!(
             "{}",
@@ -276,7 +254,7 @@ fn say_done(
 
 /// What a `--no-clobber` refusal says (`shoal_core::workfile::persist_error`
 /// and the stores' precondition failures both become it in `copy_one`).
-const NOT_REPLACED: &str = "not replaced (--no-clobber)";
+pub(super) const NOT_REPLACED: &str = "not replaced (--no-clobber)";
 
 /// `mv SRC DST` naming one object twice: the copy would be the source,
 /// and deleting the source would delete it.
@@ -417,7 +395,7 @@ fn tree_name(a: &CpArgs, src: &Location) -> Option<String> {
 
 /// An engine's error as the command's: a failed precondition (only
 /// `--no-clobber` sends one) says it was that refusal.
-fn refusal(e: Error) -> Failure {
+pub(super) fn refusal(e: Error) -> Failure {
     if e.kind() == ErrorKind::Precondition && !e.to_string().contains(NOT_REPLACED) {
         return Failure::Failed(format!("{e} ({NOT_REPLACED})"));
     }
@@ -542,73 +520,4 @@ fn local_dest(dst: &str, src: &Location) -> Result<PathBuf, Failure> {
     } else {
         Ok(p)
     }
-}
-
-async fn to_stdout(
-    ctx: &Context,
-    src: &Location,
-    opts: &TransferOptions,
-) -> Result<Report, Failure> {
-    let mut out = tokio::io::stdout();
-    if src.is_local() {
-        let mut f = tokio::fs::File::open(&src.key)
-            .await
-            .map_err(|e| Error::io(Op::Read, &src.key, e))?;
-        let n = tokio::io::copy(&mut f, &mut out)
-            .await
-            .map_err(|e| Error::io(Op::Write, "stdout", e))?;
-        return Ok(Report {
-            resumed: 0,
-            bytes: n,
-            pieces: 1,
-            verified: shoal_transfer::Verified::SizeOnly,
-            crc32c: 0,
-        });
-    }
-    let store = ctx.store(src)?;
-    Ok(download_to_writer(store, src, &mut out, opts, &ctx.retry).await?)
-}
-
-async fn from_stdin(
-    ctx: &Context,
-    dst: &Location,
-    opts: &TransferOptions,
-) -> Result<Report, Failure> {
-    if dst.is_local() {
-        let dest = PathBuf::from(&dst.key);
-        if dst.key.ends_with('/') || dest.is_dir() {
-            return Err(Failure::Usage(format!(
-                "cp - {}: name the file to write stdin to",
-                dst.key
-            )));
-        }
-        check_destination(&dest)?;
-        let no_clobber = opts.no_clobber;
-        let n = tokio::task::spawn_blocking(move || {
-            shoal_core::workfile::write_with(&dest, no_clobber, |f| {
-                std::io::copy(&mut std::io::stdin().lock(), f)
-                    .map_err(|e| Error::io(Op::Write, dest.display().to_string(), e))
-            })
-        })
-        .await
-        .map_err(|e| Error::new(ErrorKind::Io, Op::Write, &dst.key, e.to_string()))?
-        .map_err(refusal)?;
-        return Ok(Report {
-            resumed: 0,
-            bytes: n,
-            pieces: 1,
-            verified: shoal_transfer::Verified::SizeOnly,
-            crc32c: 0,
-        });
-    }
-    if dst.is_prefix_like() {
-        return Err(Failure::Usage(format!(
-            "cp - {dst}: name the object to write stdin to"
-        )));
-    }
-    let store = ctx.store(dst)?;
-    let body = reader_stream(tokio::io::stdin(), "stdin");
-    upload_stream(store, body, dst, &opts.put, opts)
-        .await
-        .map_err(refusal)
 }

@@ -104,13 +104,6 @@ pub(crate) async fn run(ctx: &Context, a: LsArgs) -> CmdResult {
     // A bad glob is a usage error before any store is built.
     shoal_list::check(&loc)?;
     let store = ctx.store(&loc)?;
-    let projection = if a.json {
-        Projection::Full
-    } else if a.long {
-        Projection::NameSizeTime
-    } else {
-        Projection::NameOnly
-    };
     let stdout = std::io::stdout();
     let mut p = Printer {
         out: std::io::BufWriter::new(stdout.lock()),
@@ -119,63 +112,7 @@ pub(crate) async fn run(ctx: &Context, a: LsArgs) -> CmdResult {
         bytes: 0,
         filter: filter.map(|f| (f, shoal_list::filter::listing_root(&loc.key))),
     };
-    let delimiter = if a.recursive {
-        None
-    } else {
-        Some("/".to_owned())
-    };
-    let opts = ListOptions {
-        recursive: a.recursive,
-        projection,
-        workers: a
-            .parallel
-            .map_or(shoal_list::parallel::DEFAULT_WORKERS, |n| n as usize),
-        sorted: a.sorted,
-        page_size: None,
-    };
-
-    let mut found_any;
-    if let Some(entries) = shoal_list::entries(store.clone(), &loc, &opts)? {
-        // A glob: matching objects (and, one level, matching "directories").
-        found_any = print_entries(&loc, entries, &mut p).await?;
-    } else if a.recursive {
-        // Everything below a literal prefix or name, listed in parallel
-        // once it proves to be more than a page.
-        let objects = Box::pin(shoal_list::expand(store.clone(), &loc, &opts));
-        found_any = print_entries(&loc, objects.map(|r| r.map(Entry::Object)), &mut p).await?;
-        if loc.key.is_empty() {
-            found_any = true;
-        }
-    } else if loc.is_prefix_like() {
-        found_any = list_into(&store, &loc, &loc.key, delimiter, projection, &mut p).await?;
-        // An empty bucket listing is not an error; an empty prefix is.
-        if loc.key.is_empty() {
-            found_any = true;
-        }
-    } else {
-        // Is there an object with exactly this name, a prefix `key/`, or both?
-        let probe = ListRequest {
-            prefix: loc.key.clone(),
-            delimiter: Some("/".into()),
-            end_offset: Some(format!("{}0", loc.key)), // '0' follows '/': stop after `key/`
-            projection,
-            ..Default::default()
-        };
-        let first = (store.list_page(&loc.bucket, &probe))
-            .await
-            .map_err(|e| e.with_url(loc.to_string()))?;
-        let exact = first.objects.iter().find(|o| o.key == loc.key).cloned();
-        let dir = format!("{}/", loc.key);
-        let has_dir =
-            first.prefixes.contains(&dir) || first.objects.iter().any(|o| o.key.starts_with(&dir));
-        found_any = exact.is_some() || has_dir;
-        if let Some(m) = exact {
-            p.object(&loc, &m).map_err(write_failure)?;
-        }
-        if has_dir {
-            list_into(&store, &loc, &dir, delimiter, projection, &mut p).await?;
-        }
-    }
+    let found_any = list(&store, &loc, &a, &mut p).await?;
     if a.long && !a.json && found_any {
         writeln!(
             p.out,
@@ -191,6 +128,86 @@ pub(crate) async fn run(ctx: &Context, a: LsArgs) -> CmdResult {
         return Err(Failure::Failed(format!("list {}: matched no objects", loc)));
     }
     Ok(())
+}
+
+/// What `ls` asks of each object: as little as what it prints.
+fn projection(a: &LsArgs) -> Projection {
+    if a.json {
+        Projection::Full
+    } else if a.long {
+        Projection::NameSizeTime
+    } else {
+        Projection::NameOnly
+    }
+}
+
+/// Prints what `loc` names; returns whether it named anything (a bucket
+/// always does, even empty).
+async fn list(
+    store: &Arc<dyn Store>,
+    loc: &Location,
+    a: &LsArgs,
+    p: &mut Printer<'_>,
+) -> Result<bool, Failure> {
+    let opts = ListOptions {
+        recursive: a.recursive,
+        projection: projection(a),
+        workers: a
+            .parallel
+            .map_or(shoal_list::parallel::DEFAULT_WORKERS, |n| n as usize),
+        sorted: a.sorted,
+        page_size: None,
+    };
+    let delimiter = (!a.recursive).then(|| "/".to_owned());
+    if let Some(entries) = shoal_list::entries(store.clone(), loc, &opts)? {
+        // A glob: matching objects (and, one level, matching "directories").
+        return print_entries(loc, entries, p).await;
+    }
+    if a.recursive {
+        // Everything below a literal prefix or name, listed in parallel
+        // once it proves to be more than a page.
+        let objects = Box::pin(shoal_list::expand(store.clone(), loc, &opts));
+        let any = print_entries(loc, objects.map(|r| r.map(Entry::Object)), p).await?;
+        return Ok(any || loc.key.is_empty());
+    }
+    if loc.is_prefix_like() {
+        let any = list_into(store, loc, &loc.key, delimiter, opts.projection, p).await?;
+        // An empty bucket listing is not an error; an empty prefix is.
+        return Ok(any || loc.key.is_empty());
+    }
+    list_named(store, loc, opts.projection, p).await
+}
+
+/// `ls gs://b/dir`: the object `dir` if there is one, and one level of
+/// `dir/` if that prefix exists, found with one request.
+async fn list_named(
+    store: &Arc<dyn Store>,
+    loc: &Location,
+    projection: Projection,
+    p: &mut Printer<'_>,
+) -> Result<bool, Failure> {
+    let probe = ListRequest {
+        prefix: loc.key.clone(),
+        delimiter: Some("/".into()),
+        end_offset: Some(format!("{}0", loc.key)), // '0' follows '/': stop after `key/`
+        projection,
+        ..Default::default()
+    };
+    let first = (store.list_page(&loc.bucket, &probe))
+        .await
+        .map_err(|e| e.with_url(loc.to_string()))?;
+    let exact = first.objects.iter().find(|o| o.key == loc.key).cloned();
+    let dir = format!("{}/", loc.key);
+    let has_dir =
+        first.prefixes.contains(&dir) || first.objects.iter().any(|o| o.key.starts_with(&dir));
+    let found_any = exact.is_some() || has_dir;
+    if let Some(m) = exact {
+        p.object(loc, &m).map_err(write_failure)?;
+    }
+    if has_dir {
+        list_into(store, loc, &dir, Some("/".into()), projection, p).await?;
+    }
+    Ok(found_any)
 }
 
 /// `ls gs://`, `ls s3://`, or plain `ls` (both): the buckets the
