@@ -19,9 +19,11 @@
 //! Every request takes its slot before it reads a byte into memory, and
 //! cloud-to-cloud copies that buffer parts are at most `2 × workers` at a
 //! time, so the many files in progress hold nothing while they wait. A big
-//! file in the batch is sliced by the same engine as a single big object. Twice as many files as slots are in progress so that local I/O
-//! and checksums of the next files overlap the network wait of the current
-//! ones.
+//! file in the batch is sliced by the same engine as a single big object.
+//! Twice as many files as slots are in progress so that local I/O and
+//! checksums of the next files overlap the network wait of the current
+//! ones. Each copy is routed by [`crate::copy::copy_one`], as `cp` of one
+//! object is.
 //!
 //! A failing file is recorded with its URL and the batch goes on; the
 //! caller prints the failures at the end and exits 1.
