@@ -210,29 +210,46 @@ pub fn copy_file(from: &Path, to: &Path) -> crate::Result<u64> {
 /// ([`persist_new`]): that is an error of kind `Precondition`.
 pub fn copy_file_with(from: &Path, to: &Path, no_clobber: bool) -> crate::Result<u64> {
     use crate::error::{Error, Op};
-    let to_s = to.display().to_string();
-    if let Some(parent) = to.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| Error::io(Op::Write, &to_s, e))?;
+    let from_s = || from.display().to_string();
+    let mut src = File::open(from).map_err(|e| Error::io(Op::Copy, from_s(), e))?;
+    write_with(to, no_clobber, |file| {
+        std::io::copy(&mut src, file).map_err(|e| Error::io(Op::Copy, from_s(), e))
+    })
+}
+
+/// The one temp-and-rename writer: creates `dest`'s folders and a working
+/// file beside it, lets `fill` write the new bytes into it, and renames it
+/// over `dest` ([`persist`]; with `no_clobber`, never over an existing one:
+/// [`persist_new`], an error of kind `Precondition`). Whatever fails, the
+/// working file is removed and `dest` is left as it was. Returns what
+/// `fill` returned.
+pub fn write_with<T>(
+    dest: &Path,
+    no_clobber: bool,
+    fill: impl FnOnce(&mut File) -> crate::Result<T>,
+) -> crate::Result<T> {
+    use crate::error::{Error, Op};
+    let dest_s = dest.display().to_string();
+    if let Some(parent) = dest.parent()
+        && !parent.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(Op::Write, &dest_s, e))?;
     }
-    let mut src =
-        File::open(from).map_err(|e| Error::io(Op::Copy, from.display().to_string(), e))?;
     let (tmp, mut file) =
-        create_beside(to, "shoal-tmp").map_err(|e| Error::io(Op::Write, &to_s, e))?;
-    let copied = std::io::copy(&mut src, &mut file)
-        .map_err(|e| Error::io(Op::Copy, from.display().to_string(), e))
-        .and_then(|n| {
-            let done = if no_clobber {
-                persist_new(&tmp, &file, to)
-            } else {
-                persist(&tmp, &file, to)
-            };
-            done.map(|()| n)
-                .map_err(|e| persist_error(Op::Write, &to_s, e))
-        });
-    if copied.is_err() {
+        create_beside(dest, "shoal-tmp").map_err(|e| Error::io(Op::Write, &dest_s, e))?;
+    let written = fill(&mut file).and_then(|v| {
+        let done = if no_clobber {
+            persist_new(&tmp, &file, dest)
+        } else {
+            persist(&tmp, &file, dest)
+        };
+        done.map(|()| v)
+            .map_err(|e| persist_error(Op::Write, &dest_s, e))
+    });
+    if written.is_err() {
         remove_if_same(&tmp, &file);
     }
-    copied
+    written
 }
 
 /// The error of a failed [`persist`] or [`persist_new`]: an existing

@@ -20,11 +20,11 @@ use std::path::{Path, PathBuf};
 use shoal_core::{ErrorKind, Location, ObjectMeta, Op, Result};
 
 use crate::Verified;
-use crate::batch::StoreFor;
 use crate::composite::PartCheck;
 use crate::download::{Received, read_back, verify_file};
 use crate::rate::Rates;
 use crate::tree::Entry;
+use shoal_core::StoreFor;
 
 /// What one side can say about its bytes.
 // One per compared pair, short-lived: boxing would only add an allocation.
