@@ -51,6 +51,10 @@ class Ports:
         return self.base + 10
 
     @property
+    def s3_tls(self) -> int:  # MinIO serving HTTPS (TLS scenario; console on s3_tls + 1)
+        return self.base + 12
+
+    @property
     def toxi(self) -> int:  # toxiproxy API
         return self.base + 20
 

@@ -39,6 +39,11 @@ class Run:
     objects: int
     check: str  # "ok", "FAILED: …"
     detail: str = ""
+    # Counted by a ConnCounter in front of the server (-1: not counted).
+    connections: int = -1
+    tls_full: int = -1
+    tls_resumed: int = -1
+    tls_other: int = -1  # closed before a ServerHello passed
 
 
 @dataclass
@@ -92,7 +97,10 @@ class Runner:
     def run_matrix(self, sc: Scenario, targets: list[Target], tools: list[Tool],
                    make_job: Callable[[Tool, Target, int], Job | None],
                    check: Callable[[Tool, Target, int, measure.Proc, Job], tuple[str, int, int, str]],
-                   needs_cap: str | None = None, before: Callable[[], None] | None = None) -> None:
+                   needs_cap: str | None = None, before: Callable[[], None] | None = None,
+                   counter=None) -> None:
+        """`counter`: a tls.ConnCounter the targets are reached through; each
+        run records the connections and TLS handshakes it counted."""
         for t in targets:
             rows: dict[str, Row] = {}
             live: list[Tool] = []
@@ -122,7 +130,10 @@ class Runner:
                         before()
                     job = make_job(tool, t, i)
                     log(f"{sc.key} | {t.label} {t.profile} | {tool.name} | run {i + 1}/{self.runs}")
+                    if counter:
+                        counter.take()
                     p = self.measure(job)
+                    counts = counter.take() if counter else None
                     if p.rc != 0:
                         res = (f"FAILED: exit {p.rc}: {_tail(p.stderr)}", 0, 0, "")
                     else:
@@ -133,8 +144,12 @@ class Runner:
                     check_s, nbytes, nobj, detail = res
                     if check_s != "ok":
                         log(f"  {check_s}")
-                    rows[tool.name].runs.append(Run(sc.key, tool.name, t.label, t.profile, i + 1, p.wall, p.cpu,
-                                                    p.rss_mib, p.rc, nbytes, nobj, check_s, detail or job.note))
+                    run = Run(sc.key, tool.name, t.label, t.profile, i + 1, p.wall, p.cpu, p.rss_mib, p.rc, nbytes,
+                              nobj, check_s, detail or job.note)
+                    if counts:
+                        run.connections, run.tls_full, run.tls_resumed, run.tls_other = \
+                            counts.connections, counts.full, counts.resumed, counts.other
+                    rows[tool.name].runs.append(run)
 
     def measure(self, job: Job) -> measure.Proc:
         """One run. A `digest` job's stdout goes to `shoal-benchserver crc32c -`
@@ -223,7 +238,7 @@ class Runner:
             return wl.small, wl.small_tree, wl.sizes.small_size
         return wl.mid, wl.mid_tree, wl.sizes.mid_size
 
-    def download_tree(self, sc: Scenario, targets: list[Target], tools: list[Tool], name: str) -> None:
+    def download_tree(self, sc: Scenario, targets: list[Target], tools: list[Tool], name: str, counter=None) -> None:
         """Every object below `name/` into a local folder, checked file by file."""
         wl = self.wl
         dest = wl.dst / name
@@ -242,7 +257,7 @@ class Runner:
             wl.clean_dst()
             dest.mkdir(parents=True)
 
-        self.run_matrix(sc, targets, tools, job, check, needs_cap="recursive", before=before)
+        self.run_matrix(sc, targets, tools, job, check, needs_cap="recursive", before=before, counter=counter)
 
     def upload_tree(self, sc: Scenario, targets: list[Target], tools: list[Tool], name: str) -> None:
         """A local folder up below a fresh prefix, read back object by object."""

@@ -73,6 +73,27 @@ class Servers:
         if not wait_http(f"http://127.0.0.1:{p}/_internal/healthcheck", 900):
             raise RuntimeError("fake-gcs-server did not start (see its log in the run dir)")
 
+    def start_toxiproxy(self) -> None:
+        subprocess.run([str(REPO / "scripts" / "servers.sh"), "start", "toxiproxy"], env=self._script_env(), check=True)
+
+    def start_tls_minio(self, certs: Path, ca: Path) -> str:
+        """MinIO serving HTTPS from `certs` (public.crt, private.key) on its
+        own port, with a data dir in the run dir; answers its endpoint."""
+        port = self.ports.s3_tls
+        env = dict(os.environ, MINIO_ROOT_USER="minioadmin", MINIO_ROOT_PASSWORD="minioadmin",
+                   HOME=str(self.run_dir))
+        log = open(self.run_dir / "minio-tls.log", "w")
+        self.procs.append(subprocess.Popen(
+            [str(BIN / "minio"), "server", "--quiet", "--certs-dir", str(certs), "--address", f"127.0.0.1:{port}",
+             "--console-address", f"127.0.0.1:{port + 1}", str(self.run_dir / "minio-tls-data")],
+            env=env, stdout=log, stderr=subprocess.STDOUT, process_group=0))
+        from .tls import wait_https
+
+        endpoint = f"https://127.0.0.1:{port}"
+        if not wait_https(f"{endpoint}/minio/health/live", ca, 60):
+            raise RuntimeError(f"MinIO with TLS did not answer on {endpoint} (see minio-tls.log in the run dir)")
+        return endpoint
+
     def proxy(self, name: str, upstream_port: int, latency_ms: int) -> int:
         """A toxiproxy listener in front of upstream_port adding latency each way."""
         if name in self.proxies:

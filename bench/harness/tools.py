@@ -33,6 +33,9 @@ class Target:
     # The server without the proxy, for reading results back: a check
     # through the latency toxic would take minutes and measure nothing.
     direct: str = ""
+    # A private CA's PEM file for an https endpoint: each client is told it
+    # the way its users would (`AWS_CA_BUNDLE`; rclone `--ca-cert`).
+    ca: str = ""
 
     @property
     def label(self) -> str:
@@ -70,6 +73,8 @@ def target_env(t: Target) -> dict[str, str]:
             AWS_ACCESS_KEY_ID=S3_KEY, AWS_SECRET_ACCESS_KEY=S3_SECRET, AWS_REGION="us-east-1",
             AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true", AWS_ENDPOINT_URL=t.endpoint,
         )
+        if t.ca:
+            env["AWS_CA_BUNDLE"] = t.ca
     else:
         env.update(STORAGE_EMULATOR_HOST=t.endpoint, GOOGLE_CLOUD_PROJECT="test")
     return env
@@ -254,6 +259,8 @@ class Rclone(Tool):
         env = target_env(t)
         env["RCLONE_CONFIG"] = "/dev/null"
         flags = ["--s3-no-check-bucket", "--s3-no-head"] if t.proto == "s3" else []
+        if t.ca:
+            flags += ["--ca-cert", t.ca]
         return Job([self.exe, *args, *flags], env)
 
     def download(self, t, key, dest):

@@ -96,6 +96,17 @@ class Workload:
         self.mid = self.src / "mid"
         self.zds = self.src / "ds"  # the zstd dataset's files
 
+    def make_transfer(self) -> None:
+        """Only the big file and the small files (the TLS scenario's data)."""
+        s = self.sizes
+        for d in (self.src, self.dst, self.small):
+            d.mkdir(parents=True, exist_ok=True)
+        _random_file(self.big, s.big)
+        for i in range(s.small_n):
+            _random_file(self.small / f"f{i:05d}.bin", s.small_size)
+        self.big_sha = sha256_file(self.big)
+        self.small_tree = tree_digest(self.small)
+
     def make(self) -> None:
         s = self.sizes
         for d in (self.src, self.dst, self.small, self.mid, self.gcs_data / "bench" / "big", self.gcs_data / "bench" / "small",
@@ -173,10 +184,13 @@ class Workload:
         self.dst.mkdir(parents=True)
 
 
-def s3_helper(endpoint: str, bucket: str, what: str, *args: str) -> dict:
+def s3_helper(endpoint: str, bucket: str, what: str, *args: str, ca: str = "") -> dict:
+    """`ca`: the private CA of an https endpoint (given as AWS_CA_BUNDLE)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(AWS_ACCESS_KEY_ID="minioadmin", AWS_SECRET_ACCESS_KEY="minioadmin", AWS_DEFAULT_REGION="us-east-1",
                AWS_EC2_METADATA_DISABLED="true")
+    if ca:
+        env["AWS_CA_BUNDLE"] = ca
     p = subprocess.run([str(VENV_PY), str(PYPEERS / "s3_verify.py"), endpoint, bucket, what, *args],
                        capture_output=True, text=True, env=env, timeout=1800)
     if p.returncode != 0:

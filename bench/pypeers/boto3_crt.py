@@ -5,7 +5,7 @@ usage: boto3_crt.py OP s3 ENDPOINT BUCKET ARGS...
 
 `TransferConfig(preferred_transfer_client="crt")` ignores a custom http
 endpoint and heads for AWS, so the pieces are wired by hand (shared/PEERS.md):
-the CRT S3 client without TLS, botocore serialising each request for the
+the CRT S3 client (TLS for an https endpoint, trusting AWS_CA_BUNDLE), botocore serialising each request for the
 local endpoint (path-style), and s3transfer's CRTTransferManager driving
 them. Everything else is the CRT's defaults (its own part size and
 concurrency, one event-loop thread per core).
@@ -27,7 +27,9 @@ def manager(endpoint: str) -> tuple[CRTTransferManager, object]:
     session = botocore.session.Session()
     region = os.environ.get("AWS_REGION", "us-east-1")
     creds = BotocoreCRTCredentialsWrapper(session.get_credentials()).to_crt_credentials_provider()
-    crt = create_s3_crt_client(region, crt_credentials_provider=creds, use_ssl=endpoint.startswith("https"))
+    # An https endpoint with a private CA: AWS_CA_BUNDLE, as botocore reads it.
+    crt = create_s3_crt_client(region, crt_credentials_provider=creds, use_ssl=endpoint.startswith("https"),
+                               verify=os.environ.get("AWS_CA_BUNDLE") or None)
     kwargs = {"region_name": region, "endpoint_url": endpoint, "config": Config(s3={"addressing_style": "path"})}
     serializer = BotocoreCRTRequestSerializer(session, dict(kwargs))  # it adds service_name to what it is given
     return CRTTransferManager(crt, serializer), session.create_client("s3", **kwargs)

@@ -2,8 +2,8 @@
 
 - Plain functions: :func:`ls`, :func:`glob`, :func:`du`, :func:`stat`,
   :func:`cat`, :func:`put`, :func:`read`, :func:`rm`, :func:`mb`,
-  :func:`copy`, :func:`copy_many`, :func:`download`, :func:`upload`, each
-  with an ``_async`` twin.
+  :func:`copy`, :func:`copy_many`, :func:`download`, :func:`upload`,
+  :func:`presign`, each with an ``_async`` twin.
 - :mod:`shoal.transfer_manager`: google-cloud-storage's transfer_manager
   functions, same names and parameters, taking URLs.
 - :mod:`shoal.fsspec`: an fsspec ``AsyncFileSystem`` (``shoal://gs/b/k``;
@@ -37,6 +37,8 @@ from ._api import (
     ls_async,
     mb,
     mb_async,
+    presign,
+    presign_async,
     put,
     put_async,
     read,
@@ -80,6 +82,8 @@ __all__ = [
     "ls_async",
     "mb",
     "mb_async",
+    "presign",
+    "presign_async",
     "put",
     "put_async",
     "read",

@@ -1,5 +1,5 @@
 """The plain functions: ls, glob, du, stat, cat, put, read, rm, copy,
-download, upload, each with an ``_async`` twin.
+download, upload, presign, each with an ``_async`` twin.
 
 Every call releases the GIL for its whole duration; the work runs on one
 tokio runtime per process. Configuration keywords (see ``shoal.session``)
@@ -8,7 +8,9 @@ may be given to any call, or a ``session=``.
 
 from __future__ import annotations
 
+import datetime
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Iterable, Iterator, Sequence
 
@@ -50,6 +52,19 @@ class DiskUsage:
     groups: dict[str, tuple[int, int]]
 
 
+def _provider(url: str) -> str | None:
+    """``"gs"`` or ``"s3"`` for a URL naming a whole provider (``gs://``,
+    ``s3://``), else None."""
+    scheme, sep, rest = url.partition("://")
+    if sep and not rest and scheme in ("gs", "gcs", "s3"):
+        return "gs" if scheme == "gcs" else scheme
+    return None
+
+
+def _buckets(scheme: str, buckets: list[tuple[str, str | None]]) -> Listing:
+    return Listing([], sorted(f"{scheme}://{name}/" for name, _ in buckets))
+
+
 def _ls_args(url: str, recursive: bool):
     if _has_wildcard(url):
         return ("glob", url)
@@ -65,9 +80,17 @@ def ls(url: str, *, recursive: bool = False, session: _shoal.Session | None = No
     """Lists a bucket, a "directory" or a glob (gcloud glob semantics).
 
     ``ls("gs://b/dir")`` lists one level below ``dir/``; ``recursive=True``
-    lists everything below, in parallel for big listings.
+    lists everything below, in parallel for big listings. ``ls("gs://")``
+    and ``ls("s3://")`` list the buckets the credentials see (GCS: in the
+    project ``GOOGLE_CLOUD_PROJECT`` names), as prefixes
+    (``"s3://bucket/"``), as ``shoal ls s3://`` does.
     """
     s = resolve(session, options)
+    scheme = _provider(url)
+    if scheme is not None:
+        if recursive:
+            raise ValueError(f"ls {url}: lists buckets; name a bucket to list recursively")
+        return _buckets(scheme, _shoal.list_buckets(s, scheme))
     how, u = _ls_args(url, recursive)
     if how == "glob":
         if recursive:
@@ -83,6 +106,11 @@ def ls(url: str, *, recursive: bool = False, session: _shoal.Session | None = No
 async def ls_async(url: str, *, recursive: bool = False, session: _shoal.Session | None = None, **options: Any) -> Listing:
     """:func:`ls` for asyncio."""
     s = resolve(session, options)
+    scheme = _provider(url)
+    if scheme is not None:
+        if recursive:
+            raise ValueError(f"ls {url}: lists buckets; name a bucket to list recursively")
+        return _buckets(scheme, await _shoal.list_buckets_async(s, scheme))
     how, u = _ls_args(url, recursive)
     if how == "glob":
         if recursive:
@@ -169,17 +197,109 @@ async def cat_async(url: str, start: int | None = None, end: int | None = None, 
     return await _shoal.cat_async(resolve(session, options), url, start, end)
 
 
-def put(url: str, data: bytes, *, content_type: str | None = None, content_encoding: str | None = None, session: _shoal.Session | None = None, **options: Any) -> int:
+#: What a write stores beside its bytes: the keywords of ``put``,
+#: ``upload``, fsspec's ``open(..., "wb")``, ``pipe_file`` and ``put_file``
+#: (the CLI's ``--content-type``, ``--cache-control``,
+#: ``--content-disposition``, ``--metadata`` and ``--storage-class``).
+WRITE_KEYWORDS = ("content_type", "content_encoding", "cache_control", "content_disposition", "metadata", "storage_class")
+
+
+def write_keywords(call: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``kwargs`` checked as a write's keywords (:data:`WRITE_KEYWORDS`): an
+    unknown one, a value that is not a str, or ``metadata`` that is not a
+    dict of str to str raise TypeError naming it. The values themselves
+    (printable header values, metadata keys a header name can carry, a
+    storage class the store knows) are checked by the write, which raises
+    ``InvalidInputError`` (a ValueError)."""
+    out: dict[str, Any] = {}
+    for k, v in kwargs.items():
+        if k not in WRITE_KEYWORDS:
+            raise TypeError(f"{call}() got an unexpected keyword argument {k!r} (a write takes {', '.join(WRITE_KEYWORDS)})")
+        if v is None:
+            continue
+        if k == "metadata":
+            if not isinstance(v, Mapping):
+                raise TypeError(f"{call}(): metadata must be a dict of str to str, not {type(v).__name__}")
+            for mk, mv in v.items():
+                if not isinstance(mk, str) or not isinstance(mv, str):
+                    raise TypeError(f"{call}(): metadata must be a dict of str to str, not {{{mk!r}: {mv!r}}}")
+            v = dict(v)
+        elif not isinstance(v, str):
+            raise TypeError(f"{call}(): {k} must be a str, not {type(v).__name__}")
+        out[k] = v
+    return out
+
+
+def put(
+    url: str,
+    data: bytes,
+    *,
+    content_type: str | None = None,
+    content_encoding: str | None = None,
+    cache_control: str | None = None,
+    content_disposition: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+    storage_class: str | None = None,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> int:
     """Writes ``data`` as the object (a URL naming only a bucket is refused);
-    returns its size. ``content_encoding``
-    is stored as the object's ``Content-Encoding`` (``"gzip"``: ``data`` is
-    gzip, and :func:`read` yields it decoded)."""
-    return _shoal.put(resolve(session, options), url, data, content_type, False, content_encoding)
+    returns its size. ``content_encoding`` is stored as the object's
+    ``Content-Encoding`` (``"gzip"``: ``data`` is gzip, and :func:`read`
+    yields it decoded). ``content_type`` (default: guessed from the key,
+    ``index.html`` → ``text/html``), ``cache_control``,
+    ``content_disposition``, ``metadata`` (str → str) and
+    ``storage_class`` are stored with it, as ``shoal cp`` stores its flags;
+    :func:`stat` shows them back."""
+    w = write_keywords("put", dict(content_type=content_type, content_encoding=content_encoding, cache_control=cache_control, content_disposition=content_disposition, metadata=metadata, storage_class=storage_class))
+    return _shoal.put(resolve(session, options), url, data, **w)
 
 
-async def put_async(url: str, data: bytes, *, content_type: str | None = None, content_encoding: str | None = None, session: _shoal.Session | None = None, **options: Any) -> int:
+async def put_async(
+    url: str,
+    data: bytes,
+    *,
+    content_type: str | None = None,
+    content_encoding: str | None = None,
+    cache_control: str | None = None,
+    content_disposition: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+    storage_class: str | None = None,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> int:
     """:func:`put` for asyncio."""
-    return await _shoal.put_async(resolve(session, options), url, data, content_type, False, content_encoding)
+    w = write_keywords("put_async", dict(content_type=content_type, content_encoding=content_encoding, cache_control=cache_control, content_disposition=content_disposition, metadata=metadata, storage_class=storage_class))
+    return await _shoal.put_async(resolve(session, options), url, data, **w)
+
+
+def _expires(call: str, expires: Any) -> int:
+    """Whole seconds from an int or a ``datetime.timedelta`` (the range,
+    1 s to 7 days, is checked where the URL is signed)."""
+    if isinstance(expires, datetime.timedelta):
+        secs = expires.total_seconds()
+        if secs != int(secs):
+            raise ValueError(f"{call}(): expires={expires!r} is not a whole number of seconds")
+        return int(secs)
+    if isinstance(expires, bool) or not isinstance(expires, int):
+        raise TypeError(f"{call}(): expires must be seconds (an int) or a datetime.timedelta, not {type(expires).__name__}")
+    return expires
+
+
+def presign(url: str, expires: int | datetime.timedelta = 3600, method: str = "GET", *, session: _shoal.Session | None = None, **options: Any) -> str:
+    """A URL anyone can use without credentials until it expires (1 s to 7
+    days; seconds or a ``timedelta``): ``method="GET"`` reads the object,
+    ``"PUT"`` writes it with one request. What ``shoal presign`` prints:
+    S3 signs with SigV4 in the query string; GCS makes a V4 signed URL,
+    which needs a service-account key (``GOOGLE_APPLICATION_CREDENTIALS``
+    naming its JSON file). Signing is local: nothing is sent, and the
+    object need not exist yet."""
+    return _shoal.presign(resolve(session, options), url, _expires("presign", expires), method)
+
+
+async def presign_async(url: str, expires: int | datetime.timedelta = 3600, method: str = "GET", *, session: _shoal.Session | None = None, **options: Any) -> str:
+    """:func:`presign` for asyncio."""
+    return await _shoal.presign_async(resolve(session, options), url, _expires("presign_async", expires), method)
 
 
 def _raise_first(results: Sequence[Any]) -> None:
@@ -256,16 +376,47 @@ async def download_async(url: str, filename: str | os.PathLike, *, max_workers: 
     return await _shoal.download_async(resolve(session, options), url, os.fspath(filename), max_workers, chunk_size)
 
 
-def upload(filename: str | os.PathLike, url: str, *, max_workers: int | None = None, chunk_size: int | None = None, session: _shoal.Session | None = None, **options: Any) -> Report:
+def upload(
+    filename: str | os.PathLike,
+    url: str,
+    *,
+    max_workers: int | None = None,
+    chunk_size: int | None = None,
+    content_type: str | None = None,
+    content_encoding: str | None = None,
+    cache_control: str | None = None,
+    content_disposition: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+    storage_class: str | None = None,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> Report:
     """Uploads one file (multipart when big: S3's, GCS's XML API's, or
     parallel composite); a URL ending in ``/`` (or a bare bucket) receives
-    it under the file's name."""
-    return _shoal.upload(resolve(session, options), os.fspath(filename), url, max_workers, chunk_size)
+    it under the file's name. What it stores beside the bytes is
+    :func:`put`'s keywords (the type guessed from the file's name)."""
+    w = write_keywords("upload", dict(content_type=content_type, content_encoding=content_encoding, cache_control=cache_control, content_disposition=content_disposition, metadata=metadata, storage_class=storage_class))
+    return _shoal.upload(resolve(session, options), os.fspath(filename), url, max_workers, chunk_size, **w)
 
 
-async def upload_async(filename: str | os.PathLike, url: str, *, max_workers: int | None = None, chunk_size: int | None = None, session: _shoal.Session | None = None, **options: Any) -> Report:
+async def upload_async(
+    filename: str | os.PathLike,
+    url: str,
+    *,
+    max_workers: int | None = None,
+    chunk_size: int | None = None,
+    content_type: str | None = None,
+    content_encoding: str | None = None,
+    cache_control: str | None = None,
+    content_disposition: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+    storage_class: str | None = None,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> Report:
     """:func:`upload` for asyncio."""
-    return await _shoal.upload_async(resolve(session, options), os.fspath(filename), url, max_workers, chunk_size)
+    w = write_keywords("upload_async", dict(content_type=content_type, content_encoding=content_encoding, cache_control=cache_control, content_disposition=content_disposition, metadata=metadata, storage_class=storage_class))
+    return await _shoal.upload_async(resolve(session, options), os.fspath(filename), url, max_workers, chunk_size, **w)
 
 
 def _stream(urls, lines, decompress, unordered, read_ahead, session, options) -> _shoal.ReadStream:

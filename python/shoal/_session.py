@@ -10,7 +10,11 @@ Keywords override: ``endpoint_url``, ``gcs_endpoint_url``,
 ``key``/``secret``, ``s3_addressing`` (``auto``/``path``/``virtual``),
 ``workers`` (requests in flight per call, default 2 per vCPU),
 ``attempts``, ``proxy`` (one proxy URL for every request; ``NO_PROXY`` still
-applies) and ``ca_bundle`` (a PEM file of extra CA certificates).
+applies), ``ca_bundle`` (a PEM file of extra CA certificates), and for
+requester-pays buckets ``billing_project`` (GCS: the project billed, sent
+as ``userProject``; default ``CLOUDSDK_BILLING_QUOTA_PROJECT``) and
+``request_payer=True`` (S3: ``x-amz-request-payer: requester``), as the
+CLI's ``--billing-project`` and ``--request-payer``.
 """
 
 from __future__ import annotations

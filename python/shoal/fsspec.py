@@ -13,6 +13,16 @@ pyarrow, xarray…), opt in::
 
 Object stores have no directories: a "directory" is a key prefix ending in
 ``/``; ``mkdir`` creates buckets only, and an empty directory cannot exist.
+Buckets are the directories of a store: ``ls("gs")`` (``ls("gs://")``) and
+``ls("s3")`` list them, ``ls("")`` both stores' (``gs/b1``, ``s3/b2``; on
+the ``gs://``/``s3://`` filesystems of :func:`register`, that store's).
+
+Writes store what the CLI's flags store, as keywords of ``open(path,
+"wb", ...)``, ``pipe_file`` and ``put_file``: ``content_type`` (default:
+guessed from the name), ``cache_control``, ``content_disposition``,
+``metadata`` (a dict of str) and ``storage_class``; ``info`` shows them
+back. ``sign(path, expiration)`` makes a presigned URL
+(:func:`shoal.presign`).
 
 Writes through ``open(..., "wb")`` are held in memory (or a temporary file
 past 64 MiB) and uploaded on ``close`` with shoal's parallel multipart path,
@@ -47,6 +57,7 @@ from fsspec.asyn import AsyncFileSystem
 from fsspec.spec import AbstractBufferedFile
 
 from . import _shoal
+from ._api import presign, write_keywords
 from ._session import resolve
 
 #: Past this, a file opened for writing spills to a temporary file.
@@ -141,6 +152,11 @@ class ShoalFileSystem(AsyncFileSystem):
             "version": o.version,
             "storage_class": o.storage_class,
             "content_encoding": o.content_encoding,
+            # What a stat shows (None/empty in listings).
+            "content_type": o.content_type,
+            "cache_control": o.cache_control,
+            "content_disposition": o.content_disposition,
+            "metadata": o.metadata,
         }
 
     def _dir_info(self, path: str) -> dict[str, Any]:
@@ -167,7 +183,8 @@ class ShoalFileSystem(AsyncFileSystem):
     async def _ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
         path = self._strip_protocol(path)
         if self._is_root(path):
-            raise NotImplementedError("listing buckets is not supported; list gs/BUCKET or s3/BUCKET")
+            out = await self._ls_buckets(path)
+            return out if detail else [i["name"] for i in out]
         url = self._url(path)
         objs, prefixes = await _shoal.list_prefix_async(self.session, url + "/", True, "full")
         out = [self._file_info(o) for o in objs if not o.key.endswith("/")]
@@ -179,6 +196,24 @@ class ShoalFileSystem(AsyncFileSystem):
             out = [info]
         out.sort(key=lambda i: i["name"])
         return out if detail else [i["name"] for i in out]
+
+    async def _ls_buckets(self, path: str) -> list[dict[str, Any]]:
+        """The buckets below a root: one store's (``gs``, ``s3``, or the
+        scheme of a ``gs://``/``s3://`` filesystem), or both stores' for
+        ``""``, as directories. A store that cannot list (no credentials,
+        no GCS project) raises, naming what to configure."""
+        if self.scheme is not None:
+            schemes = [self.scheme]
+        else:
+            schemes = [path] if path in ("gs", "s3") else ["gs", "s3"]
+        out = []
+        for scheme in schemes:
+            for name, created in await _shoal.list_buckets_async(self.session, scheme):
+                info = self._dir_info(self._path(f"{scheme}://{name}"))
+                info["created"] = created
+                out.append(info)
+        out.sort(key=lambda i: i["name"])
+        return out
 
     async def _find(self, path: str, maxdepth: int | None = None, withdirs: bool = False, detail: bool = False, **kwargs: Any) -> Any:
         path = self._strip_protocol(path)
@@ -243,15 +278,25 @@ class ShoalFileSystem(AsyncFileSystem):
         return await _shoal.cat_async(self.session, self._url(path), start, end)
 
     async def _pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
+        """Writes ``value`` as the object; keywords: what it stores beside
+        its bytes (see the module)."""
+        write = write_keywords("pipe_file", kwargs)
         try:
-            await _shoal.put_async(self.session, self._url(path), bytes(value), kwargs.get("content_type"), mode == "create")
+            await _shoal.put_async(self.session, self._url(path), bytes(value), if_not_exists=mode == "create", **write)
         except _shoal_errors().PreconditionError as e:
             raise FileExistsError(path) from e
 
     async def _put_file(self, lpath: str, rpath: str, callback: Any = None, mode: str = "overwrite", **kwargs: Any) -> None:
+        """Uploads a local file (multipart when big); keywords: what it
+        stores beside its bytes (see the module; the type is guessed from
+        the local file's name)."""
+        write = write_keywords("put_file", kwargs)
         if os.path.isdir(lpath):
             return  # no directories in object stores
-        await _shoal.upload_async(self.session, os.fspath(lpath), self._url(rpath), None, None)
+        try:
+            await _shoal.upload_async(self.session, os.fspath(lpath), self._url(rpath), None, None, if_not_exists=mode == "create", **write)
+        except _shoal_errors().PreconditionError as e:
+            raise FileExistsError(rpath) from e
 
     async def _get_file(self, rpath: str, lpath: str, callback: Any = None, **kwargs: Any) -> None:
         if os.path.isdir(lpath):
@@ -313,6 +358,16 @@ class ShoalFileSystem(AsyncFileSystem):
     async def _makedirs(self, path: str, exist_ok: bool = False) -> None:
         await self._mkdir(path)
 
+    def sign(self, path: str, expiration: int = 100, **kwargs: Any) -> str:
+        """A presigned URL for the object (:func:`shoal.presign`): usable
+        without credentials for ``expiration`` seconds (1 s to 7 days);
+        ``method="PUT"`` for a URL that writes it. GCS signs with a
+        service-account key (``GOOGLE_APPLICATION_CREDENTIALS``)."""
+        method = kwargs.pop("method", "GET")
+        if kwargs:
+            raise TypeError(f"sign() got an unexpected keyword argument {next(iter(kwargs))!r} (it takes method)")
+        return presign(self._url(path), expiration, method, session=self.session)
+
     def invalidate_cache(self, path: str | None = None) -> None:
         pass  # nothing is cached
 
@@ -349,6 +404,9 @@ class ShoalFileSystem(AsyncFileSystem):
                 " (read it and write the old and new bytes with mode 'wb', or write the new bytes as a new object)",
                 url,
             )
+        if mode != "rb":
+            kwargs = write_keywords("open", kwargs)
+            _shoal.check_write(self._url(path), **kwargs)
         return ShoalFile(self, path, mode, block_size=block_size or "default", autocommit=autocommit, cache_options=cache_options, **kwargs)
 
 
@@ -411,12 +469,15 @@ class ShoalFile(AbstractBufferedFile):
             url = self.fs._url(self.path)
             # "x", and "a" on what was missing at open: only if still missing.
             create = "x" in self.mode or "a" in self.mode
+            write = dict(self.kwargs)  # checked by ShoalFileSystem._open
             try:
                 if isinstance(held, io.BytesIO):
-                    _shoal.put(self.fs.session, url, held.getvalue(), None, create)
+                    _shoal.put(self.fs.session, url, held.getvalue(), if_not_exists=create, **write)
                 else:  # spilled: a parallel multipart upload from the file
                     held.flush()
-                    _shoal.upload(self.fs.session, held.name, url, None, None, None, create)
+                    # Typed by the object's name, not the temporary file's.
+                    write.setdefault("content_type", _shoal.guess_type(url))
+                    _shoal.upload(self.fs.session, held.name, url, None, None, if_not_exists=create, **write)
             except _shoal_errors().PreconditionError as e:
                 raise FileExistsError(self.path) from e
         finally:

@@ -19,6 +19,8 @@ S3 = os.environ.get("SHOAL_TEST_S3")
 # inherited by Dask worker processes).
 if GCS:
     os.environ["STORAGE_EMULATOR_HOST"] = GCS
+    # The project whose buckets `ls("gs://")` lists (the emulator takes any).
+    os.environ.setdefault("GOOGLE_CLOUD_PROJECT", "shoal-test")
 if S3:
     os.environ["AWS_ENDPOINT_URL"] = S3
     os.environ["AWS_ACCESS_KEY_ID"] = os.environ.get("SHOAL_TEST_S3_KEY", "minioadmin")

@@ -667,96 +667,28 @@ impl MetadataFlags {
     }
 }
 
-/// Storage classes each store documents (GCS: storage classes; S3: the
-/// `x-amz-storage-class` values of PutObject).
-const GCS_CLASSES: &[&str] = &[
-    "STANDARD",
-    "NEARLINE",
-    "COLDLINE",
-    "ARCHIVE",
-    "MULTI_REGIONAL",
-    "REGIONAL",
-    "DURABLE_REDUCED_AVAILABILITY",
-];
-const S3_CLASSES: &[&str] = &[
-    "STANDARD",
-    "REDUCED_REDUNDANCY",
-    "STANDARD_IA",
-    "ONEZONE_IA",
-    "INTELLIGENT_TIERING",
-    "GLACIER",
-    "DEEP_ARCHIVE",
-    "OUTPOSTS",
-    "GLACIER_IR",
-    "SNOW",
-    "EXPRESS_ONEZONE",
-];
-
 /// `--storage-class`: upper case, as both stores spell them; one either knows.
 fn parse_storage_class(s: &str) -> Result<String, String> {
-    let c = s.trim().to_ascii_uppercase();
-    if GCS_CLASSES.contains(&c.as_str()) || S3_CLASSES.contains(&c.as_str()) {
-        return Ok(c);
-    }
-    Err(format!(
-        "unknown storage class '{s}' (gs://: {}; s3://: {})",
-        GCS_CLASSES[..4].join(", "),
-        S3_CLASSES.join(", ")
-    ))
+    shoal_transfer::metadata::storage_class(s)
 }
 
 /// A class the destination's store knows (local files have none).
 fn check_storage_class(class: &str, dst: &shoal_core::Location) -> Result<(), String> {
-    let (known, scheme) = match dst.scheme {
-        shoal_core::Scheme::Gs => (GCS_CLASSES, "gs://"),
-        shoal_core::Scheme::S3 => (S3_CLASSES, "s3://"),
-        _ => return Ok(()),
-    };
-    if known.contains(&class) {
-        return Ok(());
-    }
-    Err(format!(
-        "--storage-class {class}: not a {scheme} storage class (use one of {})",
-        known.join(", ")
-    ))
+    shoal_transfer::metadata::check_storage_class(class, dst.scheme)
+        .map_err(|e| format!("--storage-class {e}"))
 }
 
-/// A header value the stores take: visible ASCII and spaces, no control
-/// characters (a newline would end the header), not empty.
+/// A header value the stores take (`shoal_transfer::metadata::header_value`).
 fn parse_header_value(s: &str) -> Result<String, String> {
-    if s.trim().is_empty() {
-        return Err("the value is empty".into());
-    }
-    if let Some(c) = s.chars().find(|c| !(c.is_ascii_graphic() || *c == ' ')) {
-        return Err(format!(
-            "'{}' holds {c:?}: header values take printable ASCII only",
-            s.escape_debug()
-        ));
-    }
-    Ok(s.to_owned())
+    shoal_transfer::metadata::header_value(s)
 }
 
-/// `--metadata KEY=VALUE`: the key an HTTP header name can carry (letters,
-/// digits and `!#$%&'*+-.^_`|~`; S3 sends it as `x-amz-meta-KEY`), the value
-/// a header value (it may be empty).
+/// `--metadata KEY=VALUE` (`shoal_transfer::metadata::metadata_entry`).
 fn parse_metadata(s: &str) -> Result<(String, String), String> {
     let Some((k, v)) = s.split_once('=') else {
         return Err(format!("'{}' is not KEY=VALUE", s.escape_debug()));
     };
-    const TCHAR: &str = "!#$%&'*+-.^_`|~";
-    if k.is_empty()
-        || !k
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || TCHAR.contains(c))
-    {
-        return Err(format!(
-            "metadata key '{}' must be letters, digits and !#$%&'*+-.^_`|~ (it is sent as a header name)",
-            k.escape_debug()
-        ));
-    }
-    if !v.is_empty() {
-        parse_header_value(v).map_err(|e| format!("metadata {k}: {e}"))?;
-    }
+    shoal_transfer::metadata::metadata_entry(k, v)?;
     Ok((k.to_owned(), v.to_owned()))
 }
 

@@ -87,7 +87,7 @@ impl Context {
     }
 
     /// See [`Stores::store_for`].
-    pub(crate) fn store_for(&self, locs: &[&Location]) -> Result<shoal_transfer::batch::StoreFor> {
+    pub(crate) fn store_for(&self, locs: &[&Location]) -> Result<shoal_core::StoreFor> {
         self.stores.store_for(locs)
     }
 }

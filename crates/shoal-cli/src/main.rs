@@ -62,6 +62,41 @@ impl From<shoal_core::Error> for Failure {
 pub(crate) type CmdResult = Result<(), Failure>;
 
 fn main() -> ExitCode {
+    install_panic_hook();
+    let cli = match parse_args() {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    if let Some(code) = generated(&cli.command) {
+        return code;
+    }
+    let runtime = match start(cli.global.verbose) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let ctx = Context::new(&cli.global, cli.command.limits(), cli.command.json());
+    // Ctrl-C or SIGTERM drops the command: every transfer in flight is
+    // cancelled, working files are removed by their guards, multipart
+    // uploads are aborted (GCS composite parts deleted) by the cleanups
+    // their guards spawn, which are awaited here; partial downloads keep
+    // their finished slices for a rerun. Then exit 130 / 143, as a shell
+    // does for a process killed by the signal.
+    let (result, signal) = runtime.block_on(async {
+        tokio::select! {
+            r = dispatch(&ctx, cli.command) => (r, None),
+            s = interrupted() => (Ok(()), Some(s)),
+        }
+    });
+    if let Some(sig) = signal {
+        return clean_up_after(runtime, sig);
+    }
+    // Don't wait for idle pooled connections or stray tasks.
+    runtime.shutdown_background();
+    exit_code(result)
+}
+
+/// A panic is reported as one line, like any failure, never as a trace.
+fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
         let msg = info
             .payload()
@@ -78,153 +113,149 @@ fn main() -> ExitCode {
             shoal_core::error::one_line(&msg, 200)
         );
     }));
+}
 
-    let parsed = {
-        use clap::{CommandFactory, FromArgMatches};
-        Cli::command().try_get_matches().and_then(|m| {
-            let mut cli = Cli::from_arg_matches(&m)?;
-            cli.command.order_filters(&m);
-            Ok(cli)
+/// The command line, or how to exit: help and version printed (0), a
+/// usage error as one line (2).
+fn parse_args() -> Result<Cli, ExitCode> {
+    use clap::{CommandFactory, FromArgMatches};
+    let parsed = Cli::command().try_get_matches().and_then(|m| {
+        let mut cli = Cli::from_arg_matches(&m)?;
+        cli.command.order_filters(&m);
+        Ok(cli)
+    });
+    let e = match parsed {
+        Ok(c) => return Ok(c),
+        Err(e) => e,
+    };
+    use clap::error::ErrorKind as K;
+    if matches!(
+        e.kind(),
+        K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+        return Err(if e.kind() == K::DisplayHelpOnMissingArgumentOrSubcommand {
+            ExitCode::from(2)
+        } else {
+            ExitCode::SUCCESS
+        });
+    }
+    // clap renders several lines (problem, detail, usage, tip): join what
+    // comes before "Usage:" into the one line we promise.
+    let rendered = e.render().to_string();
+    let problem: Vec<&str> = rendered
+        .lines()
+        .take_while(|l| !l.starts_with("Usage:"))
+        .map(str::trim)
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with("tip:") && !l.starts_with("For more information")
         })
-    };
-    let cli = match parsed {
-        Ok(c) => c,
-        Err(e) => {
-            use clap::error::ErrorKind as K;
-            if matches!(
-                e.kind(),
-                K::DisplayHelp | K::DisplayVersion | K::DisplayHelpOnMissingArgumentOrSubcommand
-            ) {
-                let _ = e.print();
-                return if e.kind() == K::DisplayHelpOnMissingArgumentOrSubcommand {
-                    ExitCode::from(2)
-                } else {
-                    ExitCode::SUCCESS
-                };
-            }
-            // clap's own rendering is several lines; keep the first (the problem).
-            // clap renders several lines (problem, detail, usage, tip): join
-            // what comes before "Usage:" into the one line we promise.
-            let rendered = e.render().to_string();
-            let problem: Vec<&str> = rendered
-                .lines()
-                .take_while(|l| !l.starts_with("Usage:"))
-                .map(str::trim)
-                .filter(|l| {
-                    !l.is_empty()
-                        && !l.starts_with("tip:")
-                        && !l.starts_with("For more information")
-                })
-                .collect();
-            let problem = problem.join(" ");
-            let problem = problem.trim_start_matches("error: ");
-            eprintln!(
-                "shoal: {} (see 'shoal --help')",
-                shoal_core::error::one_line(problem, 300)
-            );
-            return ExitCode::from(2);
-        }
-    };
-    // Generated from the flags themselves, so they never drift from them.
-    match &cli.command {
+        .collect();
+    let problem = problem.join(" ");
+    let problem = problem.trim_start_matches("error: ");
+    eprintln!(
+        "shoal: {} (see 'shoal --help')",
+        shoal_core::error::one_line(problem, 300)
+    );
+    Err(ExitCode::from(2))
+}
+
+/// `completions` and `man`: generated from the flags themselves, so they
+/// never drift from them. None for every other command.
+fn generated(command: &Command) -> Option<ExitCode> {
+    match command {
         Command::Completions(a) => {
             let mut cmd = <args::Cli as clap::CommandFactory>::command();
             clap_complete::generate(a.shell, &mut cmd, "shoal", &mut std::io::stdout());
-            return ExitCode::SUCCESS;
+            Some(ExitCode::SUCCESS)
         }
         Command::Man => {
             let cmd = <args::Cli as clap::CommandFactory>::command();
-            return match clap_mangen::Man::new(cmd).render(&mut std::io::stdout()) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("shoal: man: {e}");
-                    ExitCode::FAILURE
-                }
-            };
+            Some(
+                match clap_mangen::Man::new(cmd).render(&mut std::io::stdout()) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("shoal: man: {e}");
+                        ExitCode::FAILURE
+                    }
+                },
+            )
         }
-        _ => {}
+        _ => None,
     }
-    if let Err(m) = init_logging(cli.global.verbose) {
+}
+
+/// Logging, the allocator's settings and the async runtime, or how to
+/// exit when one cannot be had.
+fn start(verbose: u8) -> Result<tokio::runtime::Runtime, ExitCode> {
+    if let Err(m) = init_logging(verbose) {
         eprintln!("shoal: {m}");
-        return ExitCode::from(2);
+        return Err(ExitCode::from(2));
     }
     keep_freed_memory();
-    let threads = match shoal_transfer::runtime_threads() {
-        Ok(n) => n,
-        Err(m) => {
-            eprintln!("shoal: {m}");
-            return ExitCode::from(2);
-        }
-    };
-
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+    let threads = shoal_transfer::runtime_threads().map_err(|m| {
+        eprintln!("shoal: {m}");
+        ExitCode::from(2)
+    })?;
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .enable_all()
         .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
+        .map_err(|e| {
             eprintln!("shoal: cannot start: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let ctx = Context::new(&cli.global, cli.command.limits(), cli.command.json());
-    let command = async {
-        match cli.command {
-            Command::Ls(a) => cmd::ls::run(&ctx, a).await,
-            Command::Du(a) => cmd::du::run(&ctx, a).await,
-            Command::Stat(a) => cmd::stat::run(&ctx, a).await,
-            Command::Cat(a) => cmd::cat::run(&ctx, a).await,
-            Command::Rm(a) => cmd::rm::run(&ctx, a).await,
-            Command::Mb(a) => cmd::mb::run(&ctx, a).await,
-            Command::Rb(a) => cmd::rb::run(&ctx, a).await,
-            Command::Presign(a) => cmd::presign::run(&ctx, a).await,
-            Command::Cp(a) => cmd::cp::run(&ctx, a).await,
-            Command::Mv(a) => cmd::cp::mv(&ctx, a).await,
-            Command::Sync(a) => cmd::sync::run(&ctx, a).await,
-            Command::Run(a) => cmd::run::run(&ctx, a).await,
-            Command::Bench(a) => cmd::bench::run(&ctx, a).await,
-            Command::Completions(_) | Command::Man => Ok(()),
-        }
-    };
-    // Ctrl-C or SIGTERM drops the command: every transfer in flight is
-    // cancelled, working files are removed by their guards, multipart
-    // uploads are aborted (GCS composite parts deleted) by the cleanups
-    // their guards spawn, which are awaited here; partial downloads keep
-    // their finished slices for a rerun. Then exit 130 / 143, as a shell
-    // does for a process killed by the signal.
-    let (result, signal) = runtime.block_on(async {
+            ExitCode::FAILURE
+        })
+}
+
+async fn dispatch(ctx: &Context, command: Command) -> CmdResult {
+    match command {
+        Command::Ls(a) => cmd::ls::run(ctx, a).await,
+        Command::Du(a) => cmd::du::run(ctx, a).await,
+        Command::Stat(a) => cmd::stat::run(ctx, a).await,
+        Command::Cat(a) => cmd::cat::run(ctx, a).await,
+        Command::Rm(a) => cmd::rm::run(ctx, a).await,
+        Command::Mb(a) => cmd::mb::run(ctx, a).await,
+        Command::Rb(a) => cmd::rb::run(ctx, a).await,
+        Command::Presign(a) => cmd::presign::run(ctx, a).await,
+        Command::Cp(a) => cmd::cp::run(ctx, a).await,
+        Command::Mv(a) => cmd::cp::mv(ctx, a).await,
+        Command::Sync(a) => cmd::sync::run(ctx, a).await,
+        Command::Run(a) => cmd::run::run(ctx, a).await,
+        Command::Bench(a) => cmd::bench::run(ctx, a).await,
+        Command::Completions(_) | Command::Man => Ok(()),
+    }
+}
+
+/// After Ctrl-C or SIGTERM: waits for the cleanups the cancelled
+/// transfers spawned (a second signal stops waiting), says what was left,
+/// and exits as a shell does for a process killed by `sig`.
+fn clean_up_after(runtime: tokio::runtime::Runtime, sig: u8) -> ExitCode {
+    let left = runtime.block_on(async {
         tokio::select! {
-            r = command => (r, None),
-            s = interrupted() => (Ok(()), Some(s)),
+            n = shoal_transfer::cleanup::finish(std::time::Duration::from_secs(30)) => n,
+            _ = interrupted() => 1,
         }
     });
-    if let Some(sig) = signal {
-        // A second Ctrl-C or SIGTERM stops waiting for the cleanups.
-        let left = runtime.block_on(async {
-            tokio::select! {
-                n = shoal_transfer::cleanup::finish(std::time::Duration::from_secs(30)) => n,
-                _ = interrupted() => 1,
-            }
-        });
-        runtime.shutdown_timeout(std::time::Duration::from_secs(5));
-        let name = if sig == 130 {
-            "interrupted"
-        } else {
-            "terminated"
-        };
-        if left > 0 {
-            eprintln!(
-                "shoal: {name}; {left} multipart upload(s) could not be aborted in time (their parts may remain)"
-            );
-        } else {
-            eprintln!("shoal: {name}; transfers in flight were cancelled and cleaned up");
-        }
-        return ExitCode::from(sig);
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    let name = if sig == 130 {
+        "interrupted"
+    } else {
+        "terminated"
+    };
+    if left > 0 {
+        eprintln!(
+            "shoal: {name}; {left} multipart upload(s) could not be aborted in time (their parts may remain)"
+        );
+    } else {
+        eprintln!("shoal: {name}; transfers in flight were cancelled and cleaned up");
     }
-    // Don't wait for idle pooled connections or stray tasks.
-    runtime.shutdown_background();
+    ExitCode::from(sig)
+}
+
+/// Exit codes: 0, 1 for a failure (said here unless already reported),
+/// 2 for bad usage.
+fn exit_code(result: CmdResult) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Usage(m)) => {
@@ -303,12 +334,12 @@ fn init_logging(verbose: u8) -> Result<(), String> {
 /// Tells glibc's allocator to keep freed memory for reuse. By default a
 /// freed block above its (self-adjusting) mmap threshold goes back to the
 /// kernel, and so does the free top of the heap past twice that: a download
-/// then receives every body into pages the kernel must fault in afresh,
-/// 55,000 minor faults and a tenth of the client's CPU for 1 GiB. With
-/// blocks up to 4 MiB from the heap and 64 MiB of free heap kept, the same
-/// download faults 3,600 times; peak RSS does not move, as what is freed is
-/// soon allocated again. A process setting of the command line only: the
-/// Python package leaves its host's allocator alone.
+/// then receives every body into pages the kernel must fault in afresh (a
+/// tenth of the client's CPU for a 1 GiB download). Blocks up to 4 MiB
+/// from the heap and 64 MiB of free heap kept make those faults rare, and
+/// peak memory does not grow, as what is freed is soon allocated again. A
+/// process setting of the command line only: the Python package leaves its
+/// host's allocator alone.
 fn keep_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only sets allocator parameters; called once, before

@@ -273,3 +273,50 @@ fn uploads_count_links_and_fifos_gcs() {
 fn uploads_count_links_and_fifos_s3() {
     upload_tree(s3, "s3");
 }
+
+/// `ls` of a local folder reads it as `cp -r` does: in key order, links
+/// and FIFOs named on stderr but not listed (nor followed), shoal's
+/// working files left out; one level shows folders as `name/`.
+#[test]
+fn ls_of_a_local_folder_lists_what_cp_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    tree_with_links(&src);
+    mkfifo(&src.join("pipe"));
+    std::fs::write(
+        src.join(".a.txt.shoal-tmp-0123456789abcdef0123456789abcdef"),
+        b"half",
+    )
+    .unwrap();
+    let top = format!("{}/", p(&src));
+    let r = local(&["ls", "-r", p(&src)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let listed: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(
+        listed,
+        [format!("{top}a.txt"), format!("{top}sub/b.txt")],
+        "{}",
+        r.stderr
+    );
+    for name in ["src/la", "src/ld", "src/pipe"] {
+        assert!(
+            r.stderr
+                .lines()
+                .any(|l| l.starts_with("shoal: skipped:") && l.contains(name)),
+            "{name} named: {}",
+            r.stderr
+        );
+    }
+    assert!(!r.stderr.contains("shoal-tmp"), "{}", r.stderr);
+    let r = local(&["ls", "--json", p(&src)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let urls: Vec<String> = r
+        .stdout
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["url"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(urls, [format!("{top}a.txt"), format!("{top}sub/")]);
+}

@@ -25,6 +25,7 @@ pub mod resume;
 pub mod retry;
 pub mod store;
 pub mod url;
+pub mod walk;
 pub mod workfile;
 pub mod xml;
 

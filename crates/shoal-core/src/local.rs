@@ -4,19 +4,19 @@
 //! [`crate::local_path`] (so unsafe keys are refused, never followed).
 //! Writes go to a temporary name in the same folder and are renamed into
 //! place, so a reader never sees half a file. Listings come out in UTF-8
-//! byte order of keys, like the cloud stores, which means a folder tree is
-//! read whole and sorted: fine for local data, which is never billions of
-//! files in one listing.
+//! byte order of keys, like the cloud stores: the order of the one local
+//! walk ([`crate::walk`]). Each page reads the tree whole: fine for local
+//! data, which is never billions of files in one listing.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use futures::StreamExt;
-use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use crate::error::{Error, ErrorKind, Op, Result};
-use crate::local_path::{join_under, relative_path_to_key};
+use crate::local_path::join_under;
 use crate::meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion};
 use crate::store::{
     BucketInfo, Capabilities, CopyRequest, GetResponse, MultipartUpload, PartInfo, PutOptions,
@@ -128,49 +128,46 @@ fn file_meta(key: &str, md: &std::fs::Metadata) -> ObjectMeta {
     }
 }
 
-/// Writes `data` to a temporary file beside `path` and renames it into place.
-pub(crate) async fn write_atomically(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    if let Some(parent) = path.parent() {
-        tokio::fs::create_dir_all(parent).await?;
-    }
-    let (tmp, std_file) = crate::workfile::create_beside(path, "shoal-tmp")?;
-    let check = std_file.try_clone()?;
-    let result = async {
-        let mut f = tokio::fs::File::from_std(std_file);
-        f.write_all(data).await?;
-        f.flush().await?;
-        drop(f);
-        crate::workfile::persist(&tmp, &check, path)
-    }
-    .await;
-    if result.is_err() {
-        crate::workfile::remove_if_same(&tmp, &check);
-    }
-    result
+/// Writes `data` to `path` through a working file renamed into place
+/// ([`crate::workfile::write_with`]), on the blocking pool; failures name
+/// `op` and `url`.
+pub(crate) async fn write_atomically(path: &Path, data: Bytes, op: Op, url: &str) -> Result<()> {
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        crate::workfile::write_with(&path, false, |f| {
+            use std::io::Write;
+            f.write_all(&data)
+                .map_err(|e| Error::io(Op::Write, path.display().to_string(), e))
+        })
+    })
+    .await
+    .map_err(|e| Error::new(ErrorKind::Io, op, url, e.to_string()))?
+    .map_err(|e| e.with_op(op).with_url(url))
 }
 
-fn walk(
-    dir: &Path,
-    out: &mut Vec<(String, std::fs::Metadata)>,
-    base: &Path,
-) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let ft = entry.file_type()?;
-        let path = entry.path();
-        if ft.is_dir() {
-            walk(&path, out, base)?;
-        } else if ft.is_file() {
-            let name = entry.file_name();
-            if crate::workfile::is_working_file(&name.to_string_lossy()) {
-                continue;
-            }
-            if let Some(key) = path.strip_prefix(base).ok().and_then(relative_path_to_key) {
-                out.push((key, entry.metadata()?));
+/// Every file below `dir` with its key, in key order: the one local walk
+/// ([`crate::walk`]), without following links. What it skips (links,
+/// special files, working files, names that are not UTF-8) is not an
+/// object here; an unreadable folder or file fails the listing.
+fn walk(dir: &Path) -> Result<Vec<(String, std::fs::Metadata)>> {
+    use crate::walk::{Depth, Symlinks};
+    let mut out = Vec::new();
+    let mut failed = None;
+    crate::walk::walk(dir, dir, Symlinks::Skip, Depth::All, &mut |found| {
+        match found {
+            Ok(f) => out.push((f.rel, f.meta)),
+            Err(e) if crate::walk::is_skip(&e) || e.kind() == ErrorKind::InvalidInput => {}
+            Err(e) => {
+                failed = Some(e);
+                return false;
             }
         }
+        true
+    });
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(out),
     }
-    Ok(())
 }
 
 /// Applies prefix, offsets, delimiter and paging to sorted `(key, meta)`.
@@ -245,17 +242,10 @@ impl Store for LocalStore {
     async fn list_page(&self, bucket: &str, req: &ListRequest) -> Result<ListPage> {
         let dir = self.bucket_dir(Op::List, bucket)?;
         let url = self.url(bucket, &req.prefix);
-        let mut all = Vec::new();
-        let d = dir.clone();
-        let found = tokio::task::spawn_blocking(move || walk(&d, &mut all, &d).map(|()| all))
+        let found = tokio::task::spawn_blocking(move || walk(&dir))
             .await
-            .map_err(|e| Error::new(ErrorKind::Io, Op::List, &url, e.to_string()))?
-            .map_err(|e| Error::io(Op::List, &url, e))?;
-        let mut metas: Vec<ObjectMeta> = found
-            .into_iter()
-            .map(|(k, md)| file_meta(&k, &md))
-            .collect();
-        metas.sort_by(|a, b| a.key.cmp(&b.key));
+            .map_err(|e| Error::new(ErrorKind::Io, Op::List, &url, e.to_string()))??;
+        let metas = found.into_iter().map(|(k, md)| file_meta(&k, &md));
         Ok(page_from_sorted(metas, req, self.caps.max_list_page))
     }
 
@@ -342,9 +332,7 @@ impl Store for LocalStore {
             ));
         }
         verify_declared(Op::Upload, &url, &data, opts)?;
-        write_atomically(&path, &data)
-            .await
-            .map_err(|e| Error::io(Op::Upload, &url, e))?;
+        write_atomically(&path, data, Op::Upload, &url).await?;
         self.meta_of(Op::Upload, &path, bucket, key).await
     }
 
@@ -502,14 +490,13 @@ impl Store for LocalStore {
             ));
         }
         let path = dir.join(format!("{part_number:05}"));
-        write_atomically(&path, &data)
-            .await
-            .map_err(|e| Error::io(Op::Multipart, &url, e))?;
+        let size = data.len() as u64;
+        write_atomically(&path, data, Op::Multipart, &url).await?;
         Ok(PartInfo {
             part_number,
             etag: format!("{part_number:05}"),
             crc32c,
-            size: data.len() as u64,
+            size,
         })
     }
 
@@ -541,9 +528,7 @@ impl Store for LocalStore {
                 "assembled object's CRC32C differs",
             ));
         }
-        write_atomically(&dest, &data)
-            .await
-            .map_err(|e| Error::io(Op::Multipart, &url, e))?;
+        write_atomically(&dest, Bytes::from(data), Op::Multipart, &url).await?;
         let _ = tokio::fs::remove_dir_all(&dir).await;
         self.meta_of(Op::Multipart, &dest, &up.bucket, &up.key)
             .await

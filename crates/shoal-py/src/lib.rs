@@ -16,12 +16,14 @@
 //! - [`session`]: configuration (environment + keyword overrides) → stores.
 //! - [`objects`]: `ObjectInfo`, what a listing or stat returns.
 //! - [`errors`]: shoal's error kinds → the `shoal.errors` hierarchy.
-//! - [`list`], [`list_stream`], [`transfer`], [`read`]: the operations.
+//! - [`list`], [`list_stream`], [`transfer`], [`read`], [`presign`]: the
+//!   operations.
 
 mod errors;
 mod list;
 mod list_stream;
 mod objects;
+mod presign;
 mod ranges;
 mod read;
 mod runtime;
@@ -48,6 +50,7 @@ fn _shoal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(pyo3::wrap_pyfunction!(ranges::cut_range, m)?)?;
     list::register(m)?;
     transfer::register(m)?;
+    presign::register(m)?;
     read::register(m)?;
     Ok(())
 }

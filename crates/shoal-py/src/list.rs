@@ -11,7 +11,7 @@ use std::future::Future;
 use futures::StreamExt;
 use pyo3::prelude::*;
 use shoal_core::paginate::pages;
-use shoal_core::{Error, ListRequest, Location, Op, Projection};
+use shoal_core::{Error, ListRequest, Location, Op, Projection, Scheme};
 use shoal_list::du::{Du, GroupBy};
 use shoal_list::{Entry, KeyGlob, ListOptions, ParallelOptions};
 
@@ -278,6 +278,39 @@ blocking_and_async! {
     fn du / du_async(url: String, group_by: Option<String>) -> DuResult = du_impl;
 }
 
+fn list_buckets_impl(
+    s: &Session,
+    scheme: String,
+) -> impl Future<Output = PyResult<Vec<(String, Option<String>)>>> + use<> {
+    let stores = s.stores.clone();
+    async move {
+        let scheme = match scheme.as_str() {
+            "gs" | "gcs" => Scheme::Gs,
+            "s3" => Scheme::S3,
+            other => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "buckets are listed for 'gs' or 's3', not {other:?}"
+                )));
+            }
+        };
+        let loc = Location {
+            scheme,
+            bucket: String::new(),
+            key: String::new(),
+        };
+        let store = stores.store(&loc).py()?;
+        let buckets = store.list_buckets().await.py()?;
+        Ok(buckets.into_iter().map(|b| (b.name, b.created)).collect())
+    }
+}
+
+blocking_and_async! {
+    /// The buckets the credentials see on one store (`"gs"`: in the
+    /// configured project), as `(name, created)`; what `shoal ls gs://`
+    /// lists.
+    fn list_buckets / list_buckets_async(scheme: String) -> Vec<(String, Option<String>)> = list_buckets_impl;
+}
+
 fn make_bucket_impl(s: &Session, url: String) -> impl Future<Output = PyResult<()>> + use<> {
     let stores = s.stores.clone();
     async move {
@@ -360,6 +393,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(entries_async, m)?,
         wrap_pyfunction!(du, m)?,
         wrap_pyfunction!(du_async, m)?,
+        wrap_pyfunction!(list_buckets, m)?,
+        wrap_pyfunction!(list_buckets_async, m)?,
         wrap_pyfunction!(make_bucket, m)?,
         wrap_pyfunction!(make_bucket_async, m)?,
         wrap_pyfunction!(delete_many, m)?,

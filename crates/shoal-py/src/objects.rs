@@ -1,5 +1,7 @@
 //! What a listing or a stat says about an object, as a Python value.
 
+use std::collections::BTreeMap;
+
 use pyo3::prelude::*;
 use shoal_core::checksum::{OtherCrc, hex};
 use shoal_core::{Location, ObjectMeta, ObjectVersion};
@@ -34,6 +36,13 @@ pub(crate) struct ObjectInfo {
     version: Option<String>,
     storage_class: Option<String>,
     content_encoding: Option<String>,
+    /// What a stat (HEAD) says the object stores beside its bytes;
+    /// listings leave these out (None, and no metadata).
+    content_type: Option<String>,
+    cache_control: Option<String>,
+    content_disposition: Option<String>,
+    /// Custom metadata (S3 `x-amz-meta-*`, GCS `metadata`).
+    metadata: BTreeMap<String, String>,
 }
 
 impl ObjectInfo {
@@ -63,6 +72,10 @@ impl ObjectInfo {
             }),
             storage_class: m.storage_class,
             content_encoding: m.content_encoding,
+            content_type: m.content_type,
+            cache_control: m.cache_control,
+            content_disposition: m.content_disposition,
+            metadata: m.metadata,
         }
     }
 }

@@ -34,15 +34,15 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use futures::FutureExt;
 use futures::stream::BoxStream;
-use futures::{FutureExt, StreamExt};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use shoal_config::Stores;
-use shoal_core::{Error, ErrorKind, Location, Op, Projection, Result};
-use shoal_list::ListOptions;
+use shoal_core::{Error, ErrorKind, Location, Result};
 use shoal_transfer::decode::Decompress;
 use shoal_transfer::read::{Chunk, DEFAULT_READ_AHEAD, ReadOptions, Reader, Source};
+use shoal_transfer::sources::read_sources;
 use tokio::sync::{Mutex, mpsc};
 
 use crate::errors::{IntoPyResult, to_py};
@@ -156,51 +156,15 @@ impl ReadStream {
     }
 }
 
-/// The objects `urls` name, in order, as the reader wants them: local
-/// files as they are, cloud URLs through `shoal_list::expand` (globs in key
-/// order). A glob matching nothing is an error in its place. URLs, globs
-/// and stores are checked now, so a bad one raises at the call.
+/// The objects `urls` name, in order, as the reader wants them
+/// ([`read_sources`], globs in key order). URLs, globs and stores are
+/// checked now, so a bad one raises at the call.
 fn sources(stores: &Stores, urls: &[String]) -> Result<BoxStream<'static, Result<Source>>> {
-    let mut parts: Vec<BoxStream<'static, Result<Source>>> = Vec::new();
-    for u in urls {
-        let loc = Location::parse(u)?;
-        if loc.is_local() {
-            let path = loc.key.clone();
-            parts.push(futures::stream::once(async move { Source::file(path) }).boxed());
-            continue;
-        }
-        shoal_list::check(&loc)?;
-        let store = stores.store(&loc)?;
-        let opts = ListOptions {
-            projection: Projection::Full,
-            sorted: true,
-            ..ListOptions::default()
-        };
-        let glob = shoal_list::has_wildcard(&loc.key);
-        let l = loc.clone();
-        let objects = shoal_list::expand(store.clone(), &loc, &opts)
-            .map(move |m| {
-                m.map(|meta| Source::object(store.clone(), l.with_key(meta.key.clone()), meta))
-            })
-            .boxed();
-        if !glob {
-            parts.push(objects);
-            continue;
-        }
-        // Nothing matched: the error comes after the (empty) listing.
-        let empty = futures::stream::once(async move { Err(shoal_list::no_match(Op::Read, &loc)) });
-        parts.push(
-            objects
-                .into_future()
-                .map(move |(first, rest)| match first {
-                    Some(first) => futures::stream::once(async { first }).chain(rest).boxed(),
-                    None => empty.boxed(),
-                })
-                .flatten_stream()
-                .boxed(),
-        );
-    }
-    Ok(futures::stream::iter(parts).flatten().boxed())
+    let locs = urls
+        .iter()
+        .map(|u| Location::parse(u))
+        .collect::<Result<Vec<_>>>()?;
+    read_sources(locs, &|l| stores.store(l), true)
 }
 
 /// Rewords the engine's hint for a damaged compressed object in this

@@ -58,6 +58,7 @@ impl Session {
         *, endpoint_url=None, gcs_endpoint_url=None, s3_endpoint_url=None,
         no_sign_request=false, region=None, profile=None, key=None, secret=None,
         s3_addressing="auto", workers=None, attempts=None, proxy=None, ca_bundle=None,
+        billing_project=None, request_payer=false,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -75,6 +76,8 @@ impl Session {
         attempts: Option<u32>,
         proxy: Option<String>,
         ca_bundle: Option<std::path::PathBuf>,
+        billing_project: Option<String>,
+        request_payer: bool,
     ) -> PyResult<Self> {
         let kwargs = PyDict::new(py);
         for (k, v) in [
@@ -86,6 +89,7 @@ impl Session {
             ("key", &key),
             ("secret", &secret),
             ("proxy", &proxy),
+            ("billing_project", &billing_project),
         ] {
             if let Some(v) = v {
                 kwargs.set_item(k, v)?;
@@ -101,6 +105,17 @@ impl Session {
         }
         if let Some(c) = &ca_bundle {
             kwargs.set_item("ca_bundle", c)?;
+        }
+        if request_payer {
+            kwargs.set_item("request_payer", true)?;
+        }
+        if let Some(p) = &billing_project
+            && (p.is_empty() || !p.chars().all(|c| c.is_ascii_graphic()))
+        {
+            // It is sent in every request's query (`userProject`).
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "billing_project={p:?} is not a project id (printable, no spaces)"
+            )));
         }
         let addressing = match s3_addressing {
             "auto" => Addressing::Auto,
@@ -130,9 +145,10 @@ impl Session {
             proxy: proxy.map(|p| shoal_config::Sourced::new("proxy=", p)),
             no_proxy: false,
             ca_bundle: ca_bundle.map(|c| shoal_config::Sourced::new("ca_bundle=", c)),
-            // Requester pays: no keywords yet; GCS still reads
-            // CLOUDSDK_BILLING_QUOTA_PROJECT from the environment.
-            ..Overrides::default()
+            // Requester pays: GCS bills `billing_project` (else
+            // CLOUDSDK_BILLING_QUOTA_PROJECT), S3 sends the payer header.
+            billing_project,
+            request_payer,
         };
         let explicit_workers = workers.map(|w| w.max(1));
         let workers = workers

@@ -1,6 +1,7 @@
 //! Moving bytes: one big object (sliced download, multipart upload), many
 //! files under one budget, and objects to and from Python `bytes`.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -63,13 +64,103 @@ fn local(path: &std::path::Path) -> Location {
     }
 }
 
-/// What an upload stores besides the bytes (put, upload, copy_many).
-fn put_options(content_type: Option<String>, if_not_exists: bool) -> PutOptions {
-    PutOptions {
-        content_type,
-        if_not_exists,
-        ..PutOptions::default()
+/// What an upload stores besides the bytes (put, upload, copy_many): the
+/// keywords of the CLI's `--content-type`, `--cache-control`,
+/// `--content-disposition`, `--metadata` and `--storage-class`, checked by
+/// the same rules (`shoal_transfer::metadata`). A type left unset is
+/// guessed from the name by the engine, as the CLI does.
+#[derive(Debug, Default)]
+pub(crate) struct Stored {
+    pub(crate) content_type: Option<String>,
+    pub(crate) content_encoding: Option<String>,
+    pub(crate) cache_control: Option<String>,
+    pub(crate) content_disposition: Option<String>,
+    pub(crate) metadata: Option<BTreeMap<String, String>>,
+    pub(crate) storage_class: Option<String>,
+}
+
+impl Stored {
+    /// The write's `PutOptions` for `dst`; a value a store would refuse
+    /// (or a header could not carry) is an InvalidInputError (a
+    /// ValueError) naming it.
+    pub(crate) fn put_options(
+        self,
+        op: Op,
+        dst: &Location,
+        if_not_exists: bool,
+    ) -> shoal_core::Result<PutOptions> {
+        use shoal_transfer::metadata::{
+            check_storage_class, header_value, metadata_entry, storage_class,
+        };
+        let url = dst.to_string();
+        let bad = |what: &str, why: String| Error::invalid(op, &url, format!("{what}: {why}"));
+        for (what, v) in [
+            ("content_type", &self.content_type),
+            ("content_encoding", &self.content_encoding),
+            ("cache_control", &self.cache_control),
+            ("content_disposition", &self.content_disposition),
+        ] {
+            if let Some(v) = v {
+                header_value(v).map_err(|e| bad(what, e))?;
+            }
+        }
+        let metadata = self.metadata.unwrap_or_default();
+        for (k, v) in &metadata {
+            metadata_entry(k, v).map_err(|e| bad("metadata", e))?;
+        }
+        let storage_class = match self.storage_class {
+            Some(c) => {
+                let c = storage_class(&c).map_err(|e| bad("storage_class", e))?;
+                check_storage_class(&c, dst.scheme).map_err(|e| bad("storage_class", e))?;
+                Some(c)
+            }
+            None => None,
+        };
+        Ok(PutOptions {
+            content_type: self.content_type,
+            content_encoding: self.content_encoding,
+            cache_control: self.cache_control,
+            content_disposition: self.content_disposition,
+            metadata,
+            storage_class,
+            if_not_exists,
+            ..PutOptions::default()
+        })
     }
+}
+
+/// Checks a write's keywords for `url` as the write will (an
+/// InvalidInputError naming the bad value), writing nothing: fsspec's
+/// `open(..., "wb")` refuses them when the file is opened, not when it is
+/// closed with everything written.
+#[pyfunction]
+#[pyo3(signature = (url, content_type=None, content_encoding=None, cache_control=None, content_disposition=None, metadata=None, storage_class=None))]
+pub(crate) fn check_write(
+    url: &str,
+    content_type: Option<String>,
+    content_encoding: Option<String>,
+    cache_control: Option<String>,
+    content_disposition: Option<String>,
+    metadata: Option<BTreeMap<String, String>>,
+    storage_class: Option<String>,
+) -> PyResult<()> {
+    let loc = object(Op::Upload, url).py()?;
+    let stored = Stored {
+        content_type,
+        content_encoding,
+        cache_control,
+        content_disposition,
+        metadata,
+        storage_class,
+    };
+    stored.put_options(Op::Upload, &loc, false).py().map(drop)
+}
+
+/// The type a write stores for an object named `name` when none is given
+/// (`index.html` → `text/html`, else `application/octet-stream`).
+#[pyfunction]
+pub(crate) fn guess_type(name: &str) -> String {
+    shoal_transfer::metadata::guess(name)
 }
 
 /// What a finished transfer did.
@@ -153,10 +244,22 @@ fn upload_impl(
     content_type: Option<String>,
     if_not_exists: bool,
     deadline: Option<f64>,
+    content_encoding: Option<String>,
+    cache_control: Option<String>,
+    content_disposition: Option<String>,
+    metadata: Option<BTreeMap<String, String>>,
+    storage_class: Option<String>,
 ) -> impl Future<Output = PyResult<Report>> + use<> {
     let stores = s.stores.clone();
     let opts = s.transfer_options(workers, chunk_size);
-    let put = put_options(content_type, if_not_exists);
+    let stored = Stored {
+        content_type,
+        content_encoding,
+        cache_control,
+        content_disposition,
+        metadata,
+        storage_class,
+    };
     within(deadline, async move {
         let src = local(&filename);
         let loc = Location::parse(&url).py()?;
@@ -168,6 +271,7 @@ fn upload_impl(
             )));
         }
         let loc = single_destination(Op::Upload, &src, loc).py()?;
+        let put = stored.put_options(Op::Upload, &loc, if_not_exists).py()?;
         let store = stores.store(&loc).py()?;
         let r = upload_file_with(store, &filename, &loc, &put, &opts)
             .await
@@ -180,12 +284,14 @@ blocking_and_async! {
     /// Uploads one file: one PUT, or a multipart upload (S3) / parallel
     /// composite upload (GCS) in parts of `chunk_size` (default 16 MiB).
     /// A `url` ending in `/` (or naming a bucket) gets the file's name
-    /// inside it. `content_type` is stored; with `if_not_exists`, a
+    /// inside it. `content_type` (default: guessed from the file's name),
+    /// `content_encoding`, `cache_control`, `content_disposition`,
+    /// `metadata` (str → str) and `storage_class` are stored with it; with `if_not_exists`, a
     /// PreconditionError if the object exists (checked by the server when
     /// the object is written, never replaced). Past `deadline` seconds the
     /// upload is cancelled (and aborted) and `TimeoutError` raised.
-    #[pyo3(signature = (session, filename, url, workers=None, chunk_size=None, content_type=None, if_not_exists=false, deadline=None))]
-    fn upload / upload_async(filename: PathBuf, url: String, workers: Option<usize>, chunk_size: Option<u64>, content_type: Option<String>, if_not_exists: bool, deadline: Option<f64>) -> Report = upload_impl;
+    #[pyo3(signature = (session, filename, url, workers=None, chunk_size=None, content_type=None, if_not_exists=false, deadline=None, content_encoding=None, cache_control=None, content_disposition=None, metadata=None, storage_class=None))]
+    fn upload / upload_async(filename: PathBuf, url: String, workers: Option<usize>, chunk_size: Option<u64>, content_type: Option<String>, if_not_exists: bool, deadline: Option<f64>, content_encoding: Option<String>, cache_control: Option<String>, content_disposition: Option<String>, metadata: Option<BTreeMap<String, String>>, storage_class: Option<String>) -> Report = upload_impl;
 }
 
 /// Per pair: bytes copied (int) or the exception copying it raised.
@@ -206,7 +312,11 @@ fn copy_many_impl(
     let slots = shoal_transfer::batch::share_budgets(&mut opts);
     let opts = Arc::new(opts);
     let policy = s.retry();
-    let put = Arc::new(put_options(content_type, if_not_exists));
+    let put = Arc::new(PutOptions {
+        content_type,
+        if_not_exists,
+        ..PutOptions::default()
+    });
     let plain = put.content_type.is_none() && !put.if_not_exists;
     within(deadline, async move {
         // Parse everything first: the stores for the schemes present are
@@ -289,6 +399,7 @@ blocking_and_async! {
     fn copy_many / copy_many_async(pairs: Vec<(String, String)>, workers: Option<usize>, chunk_size: Option<u64>, content_type: Option<String>, if_not_exists: bool, deadline: Option<f64>) -> PerItem = copy_many_impl;
 }
 
+#[allow(clippy::too_many_arguments)] // the Python signature
 fn put_impl(
     s: &Session,
     url: String,
@@ -296,20 +407,27 @@ fn put_impl(
     content_type: Option<String>,
     if_not_exists: bool,
     content_encoding: Option<String>,
+    cache_control: Option<String>,
+    content_disposition: Option<String>,
+    metadata: Option<BTreeMap<String, String>>,
+    storage_class: Option<String>,
 ) -> impl Future<Output = PyResult<u64>> + use<> {
     let stores = s.stores.clone();
     let opts = s.transfer_options(None, None);
+    let stored = Stored {
+        content_type,
+        content_encoding,
+        cache_control,
+        content_disposition,
+        metadata,
+        storage_class,
+    };
     async move {
         let loc = object(Op::Upload, &url).py()?;
+        let put = stored.put_options(Op::Upload, &loc, if_not_exists).py()?;
         let store = stores.store(&loc).py()?;
         let len = data.len() as u64;
         let body = futures::stream::once(async move { Ok(Bytes::from_owner(data)) }).boxed();
-        let put = PutOptions {
-            content_type,
-            content_encoding,
-            if_not_exists,
-            ..PutOptions::default()
-        };
         shoal_transfer::stream::upload_stream(store, body, &loc, &put, &opts)
             .await
             .py()?;
@@ -318,12 +436,15 @@ fn put_impl(
 }
 
 blocking_and_async! {
-    /// Writes `data` as the object (multipart when it is big). With
-    /// `if_not_exists`, a PreconditionError if the object exists.
-    /// `content_encoding` is stored as the object's `Content-Encoding`
-    /// (`"gzip"`: `data` is gzip and its content the decoded bytes).
-    #[pyo3(signature = (session, url, data, content_type=None, if_not_exists=false, content_encoding=None))]
-    fn put / put_async(url: String, data: PyBackedBytes, content_type: Option<String>, if_not_exists: bool, content_encoding: Option<String>) -> u64 = put_impl;
+    /// Writes `data` as the object (multipart, or one GCS resumable
+    /// session, when it is big). With `if_not_exists`, a PreconditionError
+    /// if the object exists. `content_encoding` is stored as the object's
+    /// `Content-Encoding` (`"gzip"`: `data` is gzip and its content the
+    /// decoded bytes); `content_type` (default: guessed from the key),
+    /// `cache_control`, `content_disposition`, `metadata` and
+    /// `storage_class` as `upload` stores them.
+    #[pyo3(signature = (session, url, data, content_type=None, if_not_exists=false, content_encoding=None, cache_control=None, content_disposition=None, metadata=None, storage_class=None))]
+    fn put / put_async(url: String, data: PyBackedBytes, content_type: Option<String>, if_not_exists: bool, content_encoding: Option<String>, cache_control: Option<String>, content_disposition: Option<String>, metadata: Option<BTreeMap<String, String>>, storage_class: Option<String>) -> u64 = put_impl;
 }
 
 /// Resolves Python-style `[start, end)` (None = edge, negative = from the
@@ -341,6 +462,87 @@ fn resolve(start: Option<i64>, end: Option<i64>, size: u64) -> (u64, u64) {
     (s, e.max(s))
 }
 
+/// `[start, end)` when both are known without the object's size (set, not
+/// counted from the end) and hold at least one byte.
+fn known_range(start: Option<i64>, end: Option<i64>) -> Option<(u64, u64)> {
+    match (start, end) {
+        (Some(a), Some(b)) if a >= 0 && b > a => Some((a as u64, b as u64)),
+        _ => None,
+    }
+}
+
+/// The object's metadata by HEAD, refused if it is no longer `pinned`.
+async fn head_pinned(
+    store: &Arc<dyn shoal_core::Store>,
+    loc: &Location,
+    url: &str,
+    pinned: Option<&ObjectVersion>,
+) -> PyResult<shoal_core::ObjectMeta> {
+    let meta = store
+        .head(&loc.bucket, &loc.key)
+        .await
+        .map_err(|e| to_py(e.with_url(url).with_op(Op::Download)))?;
+    if let Some(want) = pinned
+        && meta.version.as_ref() != Some(want)
+    {
+        let now = meta
+            .version
+            .map_or("no version".to_owned(), |v| v.to_string());
+        return Err(to_py(
+            Error::new(
+                ErrorKind::Changed,
+                Op::Download,
+                url,
+                format!("the object was replaced since it was opened ({want}, now {now})"),
+            )
+            .with_hint("open it again to read the new version"),
+        ));
+    }
+    Ok(meta)
+}
+
+/// Reads `range` of the object into `buf` (its length), resuming after
+/// broken connections, pinned to `version`; `first` is an already-open
+/// body for exactly that range.
+#[allow(clippy::too_many_arguments)]
+async fn fill_slice(
+    store: Arc<dyn shoal_core::Store>,
+    loc: &Location,
+    url: &str,
+    range: ByteRange,
+    version: Option<ObjectVersion>,
+    first: Option<shoal_core::BoxByteStream>,
+    policy: shoal_core::retry::RetryPolicy,
+    buf: &mut [u8],
+) -> shoal_core::Result<()> {
+    let mut body = resuming_stream(
+        store,
+        &loc.bucket,
+        &loc.key,
+        url,
+        range,
+        version,
+        first,
+        policy,
+    );
+    let mut at = 0usize;
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk?;
+        let n = chunk.len().min(buf.len() - at);
+        buf[at..at + n].copy_from_slice(&chunk[..n]);
+        at += chunk.len();
+    }
+    if at != buf.len() {
+        return Err(Error::new(
+            ErrorKind::Integrity,
+            Op::Download,
+            "",
+            format!("expected {} bytes, received {at}", buf.len()),
+        ));
+    }
+    Ok(())
+}
+
 fn cat_impl(
     s: &Session,
     url: String,
@@ -355,64 +557,71 @@ fn cat_impl(
         let loc = object(Op::Download, &url).py()?;
         let pinned = version.map(|v| parse_version(&loc, &url, &v)).transpose()?;
         let store = stores.store(&loc).py()?;
-        let meta = store
-            .head(&loc.bucket, &loc.key)
-            .await
-            .map_err(|e| to_py(e.with_url(&url).with_op(Op::Download)))?;
-        if let Some(want) = &pinned
-            && meta.version.as_ref() != Some(want)
-        {
-            let now = meta
-                .version
-                .map_or("no version".to_owned(), |v| v.to_string());
-            return Err(to_py(
-                Error::new(
-                    ErrorKind::Changed,
-                    Op::Download,
-                    &url,
-                    format!("the object was replaced since it was opened ({want}, now {now})"),
-                )
-                .with_hint("open it again to read the new version"),
-            ));
-        }
-        let (a, b) = resolve(start, end, meta.size);
-        let mut buf = vec![0u8; (b - a) as usize];
         // Slices as for a download to a file, each filling its own part of
         // the buffer; one object's bytes are read once, in parallel.
-        let slices = plan_slices(b - a, opts.workers, opts.min_slice, None);
+        let plan = |from: u64, to: u64| -> Vec<(u64, u64)> {
+            plan_slices(to - from, opts.workers, opts.min_slice, None)
+                .into_iter()
+                .map(|(s0, s1)| (from + s0, from + s1))
+                .collect()
+        };
+        // A range known without the size (fsspec's block reads, `cat_file`
+        // with start and end) is asked for at once: the first slice's
+        // answer gives the size and version a HEAD would have, so a small
+        // read is one request, not two. A start past the end (416) goes
+        // the HEAD way, which answers it with no bytes.
+        let mut first = None;
+        if let Some((a, b)) = known_range(start, end) {
+            let (s0, s1) = plan(a, b)[0];
+            match store
+                .get(
+                    &loc.bucket,
+                    &loc.key,
+                    ByteRange::new(s0, s1),
+                    pinned.as_ref(),
+                )
+                .await
+            {
+                Ok(r) => first = Some((s0, r)),
+                Err(e) if e.status() == Some(416) => {}
+                Err(e) => return Err(to_py(e.with_url(&url).with_op(Op::Download))),
+            }
+        }
+        let meta = match &first {
+            Some((_, r)) => r.meta.clone(),
+            None => head_pinned(&store, &loc, &url, pinned.as_ref()).await?,
+        };
+        let (a, b) = resolve(start, end, meta.size);
+        let slices = match &first {
+            // The first slice as asked for (cut at the object's end), then
+            // the rest of the range.
+            Some((s0, r)) => {
+                let s1 = r.range.end.unwrap_or(meta.size).min(b);
+                let mut v = vec![(*s0, s1)];
+                if s1 < b {
+                    v.extend(plan(s1, b));
+                }
+                v
+            }
+            None => plan(a, b),
+        };
+        let mut first_body = first.map(|(_, r)| r.body);
+        let mut buf = vec![0u8; (b - a) as usize];
         let mut rest: &mut [u8] = &mut buf;
         let mut parts = Vec::with_capacity(slices.len());
         for &(s0, s1) in &slices {
             let (mine, tail) = std::mem::take(&mut rest).split_at_mut((s1 - s0) as usize);
             rest = tail;
-            let mut body = resuming_stream(
+            parts.push(fill_slice(
                 store.clone(),
-                &loc.bucket,
-                &loc.key,
+                &loc,
                 &url,
-                ByteRange::new(a + s0, a + s1),
+                ByteRange::new(s0, s1),
                 meta.version.clone(),
-                None,
+                first_body.take(),
                 policy,
-            );
-            parts.push(async move {
-                let mut at = 0usize;
-                while let Some(chunk) = body.next().await {
-                    let chunk = chunk?;
-                    let n = chunk.len().min(mine.len() - at);
-                    mine[at..at + n].copy_from_slice(&chunk[..n]);
-                    at += chunk.len();
-                }
-                if at != mine.len() {
-                    return Err(Error::new(
-                        ErrorKind::Integrity,
-                        Op::Download,
-                        "",
-                        format!("expected {} bytes, received {at}", mine.len()),
-                    ));
-                }
-                Ok(())
-            });
+                mine,
+            ));
         }
         for r in futures::future::join_all(parts).await {
             r.map_err(|e| to_py(e.with_url(&url)))?;
@@ -474,6 +683,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Report>()?;
     for f in [
         wrap_pyfunction!(destination, m)?,
+        wrap_pyfunction!(guess_type, m)?,
+        wrap_pyfunction!(check_write, m)?,
         wrap_pyfunction!(download, m)?,
         wrap_pyfunction!(download_async, m)?,
         wrap_pyfunction!(upload, m)?,

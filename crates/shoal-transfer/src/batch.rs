@@ -19,9 +19,11 @@
 //! Every request takes its slot before it reads a byte into memory, and
 //! cloud-to-cloud copies that buffer parts are at most `2 × workers` at a
 //! time, so the many files in progress hold nothing while they wait. A big
-//! file in the batch is sliced by the same engine as a single big object. Twice as many files as slots are in progress so that local I/O
-//! and checksums of the next files overlap the network wait of the current
-//! ones.
+//! file in the batch is sliced by the same engine as a single big object.
+//! Twice as many files as slots are in progress so that local I/O and
+//! checksums of the next files overlap the network wait of the current
+//! ones. Each copy is routed by [`crate::copy::copy_one`], as `cp` of one
+//! object is.
 //!
 //! A failing file is recorded with its URL and the batch goes on; the
 //! caller prints the failures at the end and exits 1.
@@ -33,13 +35,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures::stream::{BoxStream, StreamExt};
 use shoal_core::error::escape_controls;
 use shoal_core::retry::RetryPolicy;
+use shoal_core::walk::is_skip;
 use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result};
 
-use crate::cloud_copy::copy_object;
-use crate::download::{download_known, download_to_file};
-use crate::tree::{Entry, destination};
-use crate::upload::upload_file;
-use crate::{SMALL_UPLOAD, SmallBudget, TransferOptions};
+use crate::copy::copy_one;
+use crate::{SmallBudget, TransferOptions};
 
 pub use shoal_core::StoreFor;
 
@@ -91,7 +91,7 @@ pub struct BatchCounters {
     pub bytes: AtomicU64,
     /// Told of every action's outcome as it finishes (`--json` prints a
     /// line for each): the action and the bytes it moved, or the error
-    /// (a skip or a failure, see [`crate::tree::is_skip`]).
+    /// (a skip or a failure, see [`is_skip`]).
     pub on_outcome: Option<OnOutcome>,
 }
 
@@ -126,7 +126,7 @@ pub struct BatchReport {
     pub failures: Vec<String>,
     /// Items not copied, as expected or asked ([`ErrorKind::Skipped`]) or
     /// not ([`ErrorKind::SkippedUnasked`]); callers that name them do so
-    /// as they pass (see [`crate::tree::is_skip`]).
+    /// as they pass (see [`is_skip`]).
     pub skipped: u64,
     /// Of `skipped`, those nobody asked to skip: the batch did not do all
     /// it was asked.
@@ -194,33 +194,10 @@ async fn run_with(
             let (store_for, opts, counters) = (store_for.clone(), opts.clone(), counters.clone());
             async move {
                 let outcome = match a {
-                    Ok(action) => {
-                        let done = if moving {
-                            execute_move(&action, &store_for, &opts, &policy).await
-                        } else {
-                            execute(&action, &store_for, &opts, &policy).await
-                        };
-                        match done {
-                            Ok(b) => Ok((action, b)),
-                            Err(e) => Err(match &action {
-                                Action::Copy { dst, .. } if moving => move_refused(e, &opts, dst),
-                                Action::Copy { dst, .. } => clobber_refused(e, &opts, dst),
-                                Action::Delete { .. } => e,
-                            }),
-                        }
-                    }
+                    Ok(action) => outcome_of(action, &store_for, &opts, &policy, moving).await,
                     Err(e) => Err(e),
                 };
-                counters.done.fetch_add(1, Ordering::Relaxed);
-                match &outcome {
-                    Ok((_, b)) => {
-                        counters.bytes.fetch_add(*b, Ordering::Relaxed);
-                    }
-                    Err(e) if !crate::tree::is_skip(e) => {
-                        counters.failed.fetch_add(1, Ordering::Relaxed);
-                    }
-                    Err(_) => {}
-                }
+                counters.count(&outcome);
                 outcome
             }
         })
@@ -231,33 +208,80 @@ async fn run_with(
         if let Some(f) = &on_outcome {
             (f.0)(&r);
         }
-        match r {
-            Ok((Action::Copy { .. }, bytes)) => {
-                report.copied += 1;
-                report.bytes += bytes;
+        report.add(r, moving);
+    }
+    report
+}
+
+/// One action executed (as a move's copy when `moving`), a `--no-clobber`
+/// refusal turned into the skip it is.
+async fn outcome_of(
+    action: Action,
+    store_for: &StoreFor,
+    opts: &TransferOptions,
+    policy: &RetryPolicy,
+    moving: bool,
+) -> Outcome {
+    let done = if moving {
+        execute_move(&action, store_for, opts, policy).await
+    } else {
+        execute(&action, store_for, opts, policy).await
+    };
+    match done {
+        Ok(b) => Ok((action, b)),
+        Err(e) => Err(match &action {
+            Action::Copy { dst, .. } if moving => move_refused(e, opts, dst),
+            Action::Copy { dst, .. } => clobber_refused(e, opts, dst),
+            Action::Delete { .. } => e,
+        }),
+    }
+}
+
+impl BatchCounters {
+    /// Counts a finished action for the live display.
+    fn count(&self, outcome: &Outcome) {
+        self.done.fetch_add(1, Ordering::Relaxed);
+        match outcome {
+            Ok((_, b)) => {
+                self.bytes.fetch_add(*b, Ordering::Relaxed);
             }
-            Ok((Action::Delete { .. }, _)) => report.deleted += 1,
+            Err(e) if !is_skip(e) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+impl BatchReport {
+    /// Adds a finished action to the report.
+    fn add(&mut self, outcome: Outcome, moving: bool) {
+        match outcome {
+            Ok((Action::Copy { .. }, bytes)) => {
+                self.copied += 1;
+                self.bytes += bytes;
+            }
+            Ok((Action::Delete { .. }, _)) => self.deleted += 1,
             // Folder markers, links and the like: counted, not failures.
-            Err(e) if crate::tree::is_skip(&e) => {
-                report.skipped += 1;
+            Err(e) if is_skip(&e) => {
+                self.skipped += 1;
                 if e.kind() == ErrorKind::SkippedUnasked {
-                    report.skipped_unasked += 1;
+                    self.skipped_unasked += 1;
                     // A source a move kept is named with the failures (a
                     // skip the listing made was named as it passed).
-                    if moving && report.failures.len() < LISTED_FAILURES {
-                        report.failures.push(e.to_string());
+                    if moving && self.failures.len() < LISTED_FAILURES {
+                        self.failures.push(e.to_string());
                     }
                 }
             }
             Err(e) => {
-                report.failed += 1;
-                if report.failures.len() < LISTED_FAILURES {
-                    report.failures.push(e.to_string());
+                self.failed += 1;
+                if self.failures.len() < LISTED_FAILURES {
+                    self.failures.push(e.to_string());
                 }
             }
         }
     }
-    report
 }
 
 /// Executes one action of a batch (what [`run`] does for each), for
@@ -307,47 +331,7 @@ pub async fn execute(
                     "exists; not replaced (--no-clobber)",
                 ));
             }
-            let r = match (src.is_local(), dst.is_local()) {
-                // The upload takes a small-request slot itself once its
-                // size is known (callers naming files give none).
-                (true, false) => {
-                    upload_file(store_for(dst)?, Path::new(&src.key), dst, opts).await?
-                }
-                (false, true) => {
-                    let store = store_for(src)?;
-                    let path = Path::new(&dst.key);
-                    // In place, not on the blocking pool: when the folder
-                    // exists (every file but the first of a folder) this is
-                    // one stat, cheaper than the hand-off.
-                    if let Some(parent) = path.parent() {
-                        std::fs::create_dir_all(parent)
-                            .map_err(|e| Error::io(Op::Write, &dst.key, e))?;
-                    }
-                    match meta {
-                        Some(meta) => {
-                            // One stream (no slices) holds at most one write batch.
-                            let one_stream =
-                                meta.size <= opts.min_slice && opts.slices.is_none_or(|s| s <= 1);
-                            let opts = opts.for_transfer(one_stream.then_some(meta.size));
-                            download_known(store, src, meta, path, &opts, policy).await?
-                        }
-                        // Named without a size: the first GET tells it.
-                        None => download_to_file(store, src, path, opts, policy).await?,
-                    }
-                }
-                (false, false) => {
-                    let small = meta.as_ref().map(|m| m.size).filter(|&n| n <= SMALL_UPLOAD);
-                    let _copying = match (&opts.stream_copies, small) {
-                        (Some(s), None) => s.clone().acquire_owned().await.ok(),
-                        _ => None,
-                    };
-                    let opts = opts.for_transfer(small);
-                    copy_object(store_for(src)?, src, store_for(dst)?, dst, &opts, policy).await?
-                }
-                (true, true) => {
-                    return copy_local(&src.key, &dst.key, opts.no_clobber).await;
-                }
-            };
+            let r = copy_one(src, meta.as_ref(), dst, store_for, opts, policy).await?;
             Ok(r.bytes)
         }
     }
@@ -415,33 +399,4 @@ fn clobber_refused(e: Error, opts: &TransferOptions, dst: &Location) -> Error {
         );
     }
     e
-}
-
-async fn copy_local(from: &str, to: &str, no_clobber: bool) -> Result<u64> {
-    let (from, to) = (from.to_owned(), to.to_owned());
-    tokio::task::spawn_blocking(move || {
-        shoal_core::workfile::copy_file_with(Path::new(&from), Path::new(&to), no_clobber)
-    })
-    .await
-    .map_err(|e| Error::new(ErrorKind::Io, Op::Copy, "a local copy", e.to_string()))?
-}
-
-/// `cp -r`: every entry becomes a copy to its place under `dst`; entries
-/// that cannot be placed (unsafe keys, folder markers) become errors of
-/// the batch (reported, the rest continues).
-pub fn copy_actions(
-    entries: BoxStream<'static, Result<Entry>>,
-    dst: Location,
-) -> BoxStream<'static, Result<Action>> {
-    entries
-        .map(move |e| {
-            let e = e?;
-            let to = destination(&dst, &e.rel, &e.src.to_string())?;
-            Ok(Action::Copy {
-                src: e.src,
-                meta: Some(e.meta),
-                dst: to,
-            })
-        })
-        .boxed()
 }

@@ -277,7 +277,7 @@ impl Working {
                 file.try_clone()
                     .map_err(|e| Error::io(Op::Write, &dest_s, e))?,
             )));
-            file.set_len(meta.size)
+            shoal_core::workfile::preallocate(&file, meta.size)
                 .map_err(|e| Error::io(Op::Write, &dest_s, e))?;
             let (file, partial) = (Arc::new(file), None);
             return Ok(Working {

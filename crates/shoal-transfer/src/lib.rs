@@ -27,6 +27,7 @@
 pub mod batch;
 pub mod cleanup;
 pub mod cloud_copy;
+pub mod copy;
 pub mod decode;
 pub mod download;
 pub mod guard;
@@ -37,6 +38,7 @@ pub mod plan;
 pub mod rate;
 pub mod read;
 mod same;
+pub mod sources;
 pub mod stream;
 pub mod sync;
 pub mod tree;
@@ -59,9 +61,9 @@ pub struct TransferOptions {
     /// request each: deletes, downloads of one stream (up to `min_slice`;
     /// each holds at most one write batch), uploads up to [`SMALL_UPLOAD`]
     /// (each holds its bytes). Default [`DEFAULT_SMALL_WORKERS`]: such
-    /// requests are latency-bound, so 2 per vCPU would leave a batch of
-    /// small files a few round trips at a time. `--workers N` sets both
-    /// limits.
+    /// requests are latency-bound, so a batch of small files needs dozens
+    /// in flight, far more than the 2 per vCPU that bytes need.
+    /// `--workers N` sets both limits.
     pub small_workers: usize,
     /// The slots and buffer memory those requests share (`batch::run`
     /// makes it; see [`SmallBudget`]).
@@ -116,9 +118,9 @@ pub struct TransferOptions {
 
 /// Cheap requests in flight in a batch by default (see
 /// [`TransferOptions::small_workers`]): dozens, as the best many-file tools
-/// keep. More than 64 still shortens a batch of small downloads when each
-/// round trip takes milliseconds, and [`SMALL_MEMORY`], not the slot
-/// count, bounds the buffers.
+/// keep. 128 rather than 64, because at cloud round trips more in flight
+/// still shortens a batch of small files, and [`SMALL_MEMORY`], not the
+/// slot count, bounds the buffers.
 pub const DEFAULT_SMALL_WORKERS: usize = 128;
 
 /// Granule of a [`SmallBudget`]'s memory.
@@ -135,8 +137,9 @@ pub const SMALL_UPLOAD: u64 = 1 << 20;
 
 /// File reads and writes up to this size run on the task's own thread:
 /// copying a few pages to or from the page cache takes microseconds, less
-/// than handing the call to the blocking pool and waking the task again,
-/// which a batch of small files would pay per file.
+/// than handing the call to the blocking pool and waking the task again
+/// (in a batch of small downloads, that hand-off dominated the client's
+/// CPU).
 const INLINE_IO: u64 = 64 << 10;
 
 /// Runs a positioned read or write of `len` bytes: in place when small, on
@@ -193,9 +196,9 @@ impl GcsUpload {
 /// a real endpoint decrypt it (TLS) and checksum it too; a 2-vCPU machine
 /// with one such thread would cap a big download near one core's rate.
 /// Why the knob: on a machine shared with other busy processes, each extra
-/// async thread is one more to park and wake per burst of small requests:
-/// fewer threads there cost many small transfers less CPU, at the price of
-/// some throughput on big ones.
+/// async thread is one more to park and wake per burst of small requests,
+/// so fewer threads can help many small files there while they slow down
+/// big ones (ARCHITECTURE.md has the figures).
 ///
 /// A value that is not a whole number from 1 to [`MAX_THREADS`] is an
 /// error naming it (`SHOAL_THREADS=100000` made the runtime abort).
@@ -345,6 +348,20 @@ pub struct Report {
     /// Bytes an earlier, interrupted run had already fetched (not moved
     /// again).
     pub resumed: u64,
+}
+
+impl Report {
+    /// One stream between local files or pipes, where no store keeps a
+    /// checksum to check it against: only its length is known.
+    pub fn size_only(bytes: u64) -> Report {
+        Report {
+            bytes,
+            pieces: 1,
+            verified: Verified::SizeOnly,
+            crc32c: 0,
+            resumed: 0,
+        }
+    }
 }
 
 #[cfg(test)]

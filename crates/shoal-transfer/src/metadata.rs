@@ -8,10 +8,14 @@
 //!
 //! A local file's type is guessed from its own name, as gsutil and the
 //! AWS CLI do; a body without a name (stdin) from the destination key.
+//!
+//! The rules for what a caller may ask to store (header values, metadata
+//! keys, storage classes) are here too, so the CLI's flags and the Python
+//! package's keywords refuse the same values with the same words.
 
 use std::borrow::Cow;
 
-use shoal_core::PutOptions;
+use shoal_core::{PutOptions, Scheme};
 
 /// The type to store for an object named `name` (a path or a key): its
 /// extension's registered type, or `application/octet-stream`.
@@ -31,6 +35,99 @@ pub fn typed<'a>(put: &'a PutOptions, name: &str) -> Cow<'a, PutOptions> {
             ..put.clone()
         }),
     }
+}
+
+/// Storage classes each store documents (GCS: storage classes; S3: the
+/// `x-amz-storage-class` values of PutObject).
+pub const GCS_STORAGE_CLASSES: &[&str] = &[
+    "STANDARD",
+    "NEARLINE",
+    "COLDLINE",
+    "ARCHIVE",
+    "MULTI_REGIONAL",
+    "REGIONAL",
+    "DURABLE_REDUCED_AVAILABILITY",
+];
+/// See [`GCS_STORAGE_CLASSES`].
+pub const S3_STORAGE_CLASSES: &[&str] = &[
+    "STANDARD",
+    "REDUCED_REDUNDANCY",
+    "STANDARD_IA",
+    "ONEZONE_IA",
+    "INTELLIGENT_TIERING",
+    "GLACIER",
+    "DEEP_ARCHIVE",
+    "OUTPOSTS",
+    "GLACIER_IR",
+    "SNOW",
+    "EXPRESS_ONEZONE",
+];
+
+/// A storage class in upper case, as both stores spell them; one either
+/// store knows.
+pub fn storage_class(s: &str) -> Result<String, String> {
+    let c = s.trim().to_ascii_uppercase();
+    if GCS_STORAGE_CLASSES.contains(&c.as_str()) || S3_STORAGE_CLASSES.contains(&c.as_str()) {
+        return Ok(c);
+    }
+    Err(format!(
+        "unknown storage class '{s}' (gs://: {}; s3://: {})",
+        GCS_STORAGE_CLASSES[..4].join(", "),
+        S3_STORAGE_CLASSES.join(", ")
+    ))
+}
+
+/// Whether `scheme`'s store knows `class` (local files have none, so
+/// anything goes there).
+pub fn check_storage_class(class: &str, scheme: Scheme) -> Result<(), String> {
+    let (known, prefix) = match scheme {
+        Scheme::Gs => (GCS_STORAGE_CLASSES, "gs://"),
+        Scheme::S3 => (S3_STORAGE_CLASSES, "s3://"),
+        _ => return Ok(()),
+    };
+    if known.contains(&class) {
+        return Ok(());
+    }
+    Err(format!(
+        "{class}: not a {prefix} storage class (use one of {})",
+        known.join(", ")
+    ))
+}
+
+/// A header value the stores take: visible ASCII and spaces, no control
+/// characters (a newline would end the header), not empty.
+pub fn header_value(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        return Err("the value is empty".into());
+    }
+    if let Some(c) = s.chars().find(|c| !(c.is_ascii_graphic() || *c == ' ')) {
+        return Err(format!(
+            "'{}' holds {c:?}: header values take printable ASCII only",
+            s.escape_debug()
+        ));
+    }
+    Ok(s.to_owned())
+}
+
+/// One custom metadata entry: a key an HTTP header name can carry
+/// (letters, digits and `!#$%&'*+-.^_`|~`; S3 sends it as
+/// `x-amz-meta-KEY`), a value a header value can (it may be empty).
+pub fn metadata_entry(k: &str, v: &str) -> Result<(), String> {
+    const TCHAR: &str = "!#$%&'*+-.^_`|~";
+    if k.is_empty()
+        || !k
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || TCHAR.contains(c))
+    {
+        return Err(format!(
+            "metadata key '{}' must be letters, digits and !#$%&'*+-.^_`|~ (it is sent as a header name)",
+            k.escape_debug()
+        ));
+    }
+    if !v.is_empty() {
+        header_value(v).map_err(|e| format!("metadata {k}: {e}"))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

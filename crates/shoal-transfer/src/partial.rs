@@ -250,7 +250,9 @@ impl Partial {
             e
         };
         try_lock(&file);
-        file.set_len(header.size).map_err(io).map_err(cleanup)?;
+        workfile::preallocate(&file, header.size)
+            .map_err(io)
+            .map_err(cleanup)?;
         let md = file.metadata().map_err(io).map_err(cleanup)?;
         header.data = data_path
             .file_name()

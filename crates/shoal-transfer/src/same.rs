@@ -18,10 +18,10 @@ use std::path::{Path, PathBuf};
 
 use shoal_core::{ErrorKind, Location, ObjectMeta, Op, Result};
 
-use crate::batch::StoreFor;
 use crate::rate::Rates;
 use crate::tree::Entry;
 use crate::verify::{self, Expected, Received, Verified, read_back};
+use shoal_core::StoreFor;
 
 /// What one side can say about its bytes.
 // One per compared pair, short-lived: boxing would only add an allocation.

@@ -10,9 +10,9 @@
 //! deletes start while the listings go on, and the plan holds a bounded
 //! number of entries (the comparisons in flight, [`COMPARE_AT_ONCE`],
 //! plus one peeked entry per side), whatever the number of keys. Rejected:
-//! a map of the destination listing (what this replaced): it held every
-//! destination key (~800 MB at 1M keys) and nothing was copied before
-//! both listings were complete.
+//! a map of the destination listing, which holds every destination key
+//! (hundreds of MB at a million keys) and copies nothing before both
+//! listings are complete.
 //!
 //! Extras are deleted after both listings have ended, each in order and
 //! without an error, never while they go on (rclone's default,
@@ -32,9 +32,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::stream::{BoxStream, StreamExt};
-use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result};
+use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, StoreFor};
 
-use crate::batch::{Action, StoreFor};
+use crate::batch::Action;
 use crate::rate::Rates;
 use crate::same::same_bytes;
 use crate::tree::{Entry, destination};

@@ -10,17 +10,22 @@
 //! the destination (see docs/keys.md). Refused keys and folder markers
 //! (`dir/`) are reported, not copied.
 //!
-//! Both sides are streamed: a local folder is walked on a blocking thread
-//! into a bounded channel, a bucket is listed page by page (in parallel for
+//! Both sides are streamed: a local folder is walked ([`shoal_core::walk`])
+//! on a blocking thread into a bounded channel, a bucket is listed page by page (in parallel for
 //! big listings, by shoal-list), so a million files never sit in memory.
 
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use futures::stream::{BoxStream, StreamExt};
-use shoal_core::local_path::{key_to_relative_path, relative_path_to_key};
+use shoal_core::local_path::key_to_relative_path;
+use shoal_core::walk::Depth;
 use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Projection, Result, Store};
 use shoal_list::{Filter, KeyGlob, ListOptions};
+
+use crate::batch::Action;
+
+pub use shoal_core::walk::{Symlinks, is_skip};
 
 /// One thing to copy: where from, its relative name, what we know of it.
 #[derive(Debug, Clone)]
@@ -100,21 +105,6 @@ pub fn sync_root(src: &Location) -> String {
     }
 }
 
-/// What a local walk does with symbolic links.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Symlinks {
-    /// Not followed, and each one reported as a skip nobody asked for
-    /// (the batch exits non-zero; `sync --delete` deletes nothing).
-    #[default]
-    Report,
-    /// Not followed, counted as asked (`--skip-symlinks`).
-    Skip,
-    /// Followed (`-L`): a link to a file is copied as that file, a link
-    /// to a folder is walked, except a link back into a folder the walk
-    /// is already inside (a loop), which is reported.
-    Follow,
-}
-
 /// How a local folder is walked.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Walk {
@@ -134,10 +124,9 @@ pub struct Walk {
 /// pages).
 ///
 /// What a walk does not copy comes as an error of kind
-/// [`ErrorKind::Skipped`] (shoal's own working files, links under
-/// [`Symlinks::Skip`]) or [`ErrorKind::SkippedUnasked`] (links under
-/// [`Symlinks::Report`], FIFOs, sockets, devices, link loops), in its place
-/// in key order, so a summary can count and name it.
+/// [`ErrorKind::Skipped`] or [`ErrorKind::SkippedUnasked`], in its place
+/// in key order, so a summary can count and name it (see
+/// [`shoal_core::walk`]).
 #[allow(clippy::too_many_arguments)]
 pub fn enumerate(
     src: &Location,
@@ -227,197 +216,20 @@ fn walk_local(src: &Location, root: &str, walk: Walk) -> BoxStream<'static, Resu
     let root = normal_local(root.trim_end_matches('/'));
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Entry>>(CHANNEL);
     tokio::task::spawn_blocking(move || {
-        let send = |e: Result<Entry>| {
+        shoal_core::walk::walk(&path, &root, walk.symlinks, Depth::All, &mut |found| {
             // A destination's skips are nobody's business.
-            if walk.destination && e.as_ref().is_err_and(is_skip) {
+            if walk.destination && found.as_ref().is_err_and(is_skip) {
                 return true;
             }
-            tx.blocking_send(e).is_ok()
-        };
-        // The root itself is followed if it is a link: it was named.
-        match std::fs::metadata(&path) {
-            Ok(md) if md.is_file() => {
-                let rel = path
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                send(Ok(local_entry(&path, rel, &md)));
-            }
-            Ok(md) => {
-                let mut inside = vec![dev_ino(&md)];
-                Walker {
-                    root: &root,
-                    walk,
-                    send: &send,
-                }
-                .dir(&path, &mut inside);
-            }
-            Err(e) => {
-                send(Err(Error::io(Op::List, path.display().to_string(), e)));
-            }
-        }
+            let entry = found.map(|f| local_entry(&f.path, f.rel, &f.meta));
+            tx.blocking_send(entry).is_ok()
+        });
     });
     tokio_stream(rx)
 }
 
-/// Whether `e` is a skip (of either kind) rather than a failure.
-pub fn is_skip(e: &Error) -> bool {
-    matches!(e.kind(), ErrorKind::Skipped | ErrorKind::SkippedUnasked)
-}
-
-fn dev_ino(md: &std::fs::Metadata) -> (u64, u64) {
-    use std::os::unix::fs::MetadataExt;
-    (md.dev(), md.ino())
-}
-
 fn tokio_stream<T: Send + 'static>(rx: tokio::sync::mpsc::Receiver<T>) -> BoxStream<'static, T> {
     futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|x| (x, rx)) }).boxed()
-}
-
-/// What one folder entry is, with symbolic links resolved as the walk says.
-enum Found {
-    Dir(std::fs::Metadata),
-    File(std::fs::Metadata),
-    /// Not copied: the kind of skip and why.
-    Skip(ErrorKind, &'static str),
-    Failed(std::io::Error),
-}
-
-struct Walker<'a> {
-    root: &'a Path,
-    walk: Walk,
-    send: &'a dyn Fn(Result<Entry>) -> bool,
-}
-
-impl Walker<'_> {
-    fn classify(&self, path: &Path, ft: std::fs::FileType) -> Found {
-        let md = if ft.is_symlink() {
-            match self.walk.symlinks {
-                Symlinks::Report => {
-                    return Found::Skip(
-                        ErrorKind::SkippedUnasked,
-                        "a symbolic link, not followed (-L/--follow-symlinks copies what it points to; --skip-symlinks skips links without an error)",
-                    );
-                }
-                Symlinks::Skip => {
-                    return Found::Skip(ErrorKind::Skipped, "a symbolic link (--skip-symlinks)");
-                }
-                Symlinks::Follow => std::fs::metadata(path),
-            }
-        } else {
-            std::fs::symlink_metadata(path)
-        };
-        match md {
-            Ok(md) if md.is_dir() => Found::Dir(md),
-            Ok(md) if md.is_file() => Found::File(md),
-            Ok(md) => {
-                use std::os::unix::fs::FileTypeExt;
-                let t = md.file_type();
-                let what = if t.is_fifo() {
-                    "a FIFO (named pipe), not a regular file (cp FILE URL reads one to its end)"
-                } else if t.is_socket() {
-                    "a socket, not a regular file"
-                } else if t.is_block_device() || t.is_char_device() {
-                    "a device, not a regular file (cp FILE URL reads one to its end)"
-                } else {
-                    "not a regular file"
-                };
-                Found::Skip(ErrorKind::SkippedUnasked, what)
-            }
-            Err(e) => Found::Failed(e),
-        }
-    }
-
-    /// Depth-first, in the order a bucket lists the same keys (UTF-8 byte
-    /// order of the whole relative name), which `sync`'s merge relies on:
-    /// a folder sorts as its name plus `/`, so `a-b` and `a.txt` come
-    /// before the files in `a/` (`-` and `.` sort before `/`), and `a0`
-    /// after them. `inside` holds the folders (device, inode) the walk is
-    /// in, so a followed link back into one is a loop, not a recursion
-    /// without end. Returns false once the receiver is gone.
-    fn dir(&self, dir: &Path, inside: &mut Vec<(u64, u64)>) -> bool {
-        let mut entries: Vec<_> = match std::fs::read_dir(dir) {
-            Ok(rd) => rd
-                .filter_map(|e| e.ok())
-                .filter_map(|e| {
-                    let ft = e.file_type().ok()?;
-                    let path = e.path();
-                    Some((self.classify(&path, ft), e.file_name(), path))
-                })
-                .collect(),
-            Err(e) => return (self.send)(Err(Error::io(Op::List, dir.display().to_string(), e))),
-        };
-        entries
-            .sort_by_cached_key(|(found, name, _)| key_order(name, matches!(found, Found::Dir(_))));
-        for (found, name, path) in entries {
-            let shown = path.display().to_string();
-            let rel = || {
-                path.strip_prefix(self.root)
-                    .ok()
-                    .and_then(relative_path_to_key)
-            };
-            let item = match found {
-                Found::Dir(md) => {
-                    let id = dev_ino(&md);
-                    if inside.contains(&id) {
-                        Err(Error::new(
-                            ErrorKind::SkippedUnasked,
-                            Op::List,
-                            shown,
-                            "a symbolic link back into a folder above it (a loop), not followed",
-                        ))
-                    } else {
-                        inside.push(id);
-                        let go_on = self.dir(&path, inside);
-                        inside.pop();
-                        if !go_on {
-                            return false;
-                        }
-                        continue;
-                    }
-                }
-                // shoal's own working files (an interrupted or running
-                // download's), by their exact shape: copying one would
-                // publish half a file. A user's file named like one is
-                // copied.
-                Found::File(_)
-                    if shoal_core::workfile::is_working_file(&name.to_string_lossy()) =>
-                {
-                    Err(Error::new(
-                        ErrorKind::Skipped,
-                        Op::Read,
-                        shown,
-                        "shoal's working file of a download in progress or interrupted",
-                    ))
-                }
-                Found::File(md) => match rel() {
-                    Some(rel) => Ok(local_entry(&path, rel, &md)),
-                    None => Err(Error::invalid(
-                        Op::Read,
-                        shown,
-                        "file name is not UTF-8; skipped",
-                    )),
-                },
-                Found::Skip(kind, why) => Err(Error::new(kind, Op::Read, shown, why)),
-                Found::Failed(e) => Err(Error::io(Op::Read, shown, e)),
-            };
-            if !(self.send)(item) {
-                return false;
-            }
-        }
-        true
-    }
-}
-
-/// Where a folder entry sorts among its siblings in key order: its name's
-/// bytes, a folder's followed by `/`.
-fn key_order(name: &std::ffi::OsStr, is_dir: bool) -> Vec<u8> {
-    use std::os::unix::ffi::OsStrExt;
-    let mut k = name.as_bytes().to_vec();
-    if is_dir {
-        k.push(b'/');
-    }
-    k
 }
 
 fn local_entry(path: &Path, rel: String, md: &std::fs::Metadata) -> Entry {
@@ -441,6 +253,26 @@ fn local_entry(path: &Path, rel: String, md: &std::fs::Metadata) -> Entry {
             ..Default::default()
         },
     }
+}
+
+/// `cp -r`: every entry becomes a copy to its place under `dst`; entries
+/// that cannot be placed (unsafe keys, folder markers) become errors of
+/// the batch (reported, the rest continues).
+pub fn copy_actions(
+    entries: BoxStream<'static, Result<Entry>>,
+    dst: Location,
+) -> BoxStream<'static, Result<Action>> {
+    entries
+        .map(move |e| {
+            let e = e?;
+            let to = destination(&dst, &e.rel, &e.src.to_string())?;
+            Ok(Action::Copy {
+                src: e.src,
+                meta: Some(e.meta),
+                dst: to,
+            })
+        })
+        .boxed()
 }
 
 /// Where `rel` goes under `dst` (a folder: local path or cloud prefix).

@@ -42,7 +42,39 @@ async fn read(ctx: &Context, a: BenchReadArgs) -> CmdResult {
     let sources = super::cat::sources(ctx, &a.urls, false)?;
     let cpu0 = cpu_seconds();
     let t0 = Instant::now();
-    let mut reader = Reader::start(sources, opts, ctx.retry);
+    let (objects, decoded, failed) = drain(Reader::start(sources, opts, ctx.retry)).await;
+    if failed && objects == 0 {
+        // Nothing was read: the errors above say it all, no rates of zero.
+        return Err(Failure::Reported);
+    }
+    let elapsed = t0.elapsed();
+    let (user, sys) = match (cpu0, cpu_seconds()) {
+        (Some(a), Some(b)) => (Some(b.0 - a.0), Some(b.1 - a.1)),
+        _ => (None, None),
+    };
+    let m = Measured {
+        objects,
+        compressed: fetched.load(Ordering::Relaxed),
+        decoded,
+        elapsed,
+        user,
+        sys,
+    };
+    if a.json {
+        println!("{}", m.json(ctx.transfer.workers));
+    } else {
+        m.print();
+    }
+    if failed {
+        Err(Failure::Reported)
+    } else {
+        Ok(())
+    }
+}
+
+/// Reads every object to its end, reporting failures as they come;
+/// returns (objects, decoded bytes, whether any failed).
+async fn drain(mut reader: Reader) -> (u64, u64, bool) {
     let (mut objects, mut decoded, mut failed) = (0u64, 0u64, false);
     while let Some(o) = reader.next_object().await {
         let mut o = match o {
@@ -64,47 +96,60 @@ async fn read(ctx: &Context, a: BenchReadArgs) -> CmdResult {
             }
         }
     }
-    if failed && objects == 0 {
-        // Nothing was read: the errors above say it all, no rates of zero.
-        return Err(Failure::Reported);
+    (objects, decoded, failed)
+}
+
+/// What a read measured.
+struct Measured {
+    objects: u64,
+    compressed: u64,
+    decoded: u64,
+    elapsed: std::time::Duration,
+    user: Option<f64>,
+    sys: Option<f64>,
+}
+
+impl Measured {
+    fn secs(&self) -> f64 {
+        self.elapsed.as_secs_f64().max(1e-9)
     }
-    let elapsed = t0.elapsed();
-    let secs = elapsed.as_secs_f64().max(1e-9);
-    let cpu1 = cpu_seconds();
-    let compressed = fetched.load(Ordering::Relaxed);
-    let (user, sys) = match (cpu0, cpu1) {
-        (Some(a), Some(b)) => (Some(b.0 - a.0), Some(b.1 - a.1)),
-        _ => (None, None),
-    };
-    let cpu = user.zip(sys).map(|(u, s)| u + s);
-    let per_core = cpu
-        .filter(|c| *c > 0.0)
-        .map(|c| compressed as f64 / c / 1e6);
-    if a.json {
-        let v = serde_json::json!({
-            "objects": objects,
-            "compressed_bytes": compressed,
-            "decompressed_bytes": decoded,
+
+    /// MB of compressed input per CPU second; None when too little CPU
+    /// was counted to say.
+    fn per_core(&self) -> Option<f64> {
+        let cpu = self.user.zip(self.sys).map(|(u, s)| u + s);
+        cpu.filter(|c| *c > 0.0)
+            .map(|c| self.compressed as f64 / c / 1e6)
+    }
+
+    fn json(&self, workers: usize) -> serde_json::Value {
+        let secs = self.secs();
+        serde_json::json!({
+            "objects": self.objects,
+            "compressed_bytes": self.compressed,
+            "decompressed_bytes": self.decoded,
             "seconds": secs,
-            "compressed_gb_s": compressed as f64 / secs / 1e9,
-            "decompressed_gb_s": decoded as f64 / secs / 1e9,
-            "cpu_user_s": user,
-            "cpu_sys_s": sys,
-            "compressed_mb_s_per_cpu_s": per_core,
-            "workers": ctx.transfer.workers,
+            "compressed_gb_s": self.compressed as f64 / secs / 1e9,
+            "decompressed_gb_s": self.decoded as f64 / secs / 1e9,
+            "cpu_user_s": self.user,
+            "cpu_sys_s": self.sys,
+            "compressed_mb_s_per_cpu_s": self.per_core(),
+            "workers": workers,
             "cpus": shoal_transfer::cpus(),
-        });
-        println!("{v}");
-    } else {
+        })
+    }
+
+    fn print(&self) {
+        let objects = self.objects;
         println!(
             "read {objects} object{}: {} compressed, {} decompressed in {}",
             if objects == 1 { "" } else { "s" },
-            human_bytes(compressed),
-            human_bytes(decoded),
-            progress::duration(elapsed)
+            human_bytes(self.compressed),
+            human_bytes(self.decoded),
+            progress::duration(self.elapsed)
         );
-        println!("  {}", speeds(compressed, decoded, elapsed));
-        match (user.zip(sys), per_core) {
+        println!("  {}", speeds(self.compressed, self.decoded, self.elapsed));
+        match (self.user.zip(self.sys), self.per_core()) {
             (Some((u, s)), Some(per_core)) => println!(
                 "  cpu {:.2} s (user {u:.2}, sys {s:.2}) on {} vCPUs; {per_core:.0} MB/s of compressed input per CPU second",
                 u + s,
@@ -117,11 +162,6 @@ async fn read(ctx: &Context, a: BenchReadArgs) -> CmdResult {
             ),
             (None, _) => {}
         }
-    }
-    if failed {
-        Err(Failure::Reported)
-    } else {
-        Ok(())
     }
 }
 

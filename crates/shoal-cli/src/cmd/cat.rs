@@ -15,12 +15,11 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use bytes::{Bytes, BytesMut};
-use futures::StreamExt;
 use futures::stream::BoxStream;
-use shoal_core::{Error, ErrorKind, Op, Projection, Result};
-use shoal_list::ListOptions;
+use shoal_core::{Error, Op, Result};
 use shoal_transfer::decode::Decompress;
 use shoal_transfer::read::{Chunk, ReadOptions, Reader, Source};
+use shoal_transfer::sources::read_sources;
 
 use crate::args::{CatArgs, ReadFlags};
 use crate::config::Context;
@@ -105,77 +104,38 @@ pub(crate) fn decompress(r: &ReadFlags) -> Decompress {
     }
 }
 
-/// The objects `urls` name, in order: local files as they are, URLs
-/// through `shoal_list::expand` (a glob in key order when `sorted`). A
-/// glob matching nothing is an error in the stream, in its place.
+/// The objects `urls` name, in order ([`read_sources`]: a glob in key
+/// order when `sorted`, one matching nothing an error in its place). A
+/// URL naming a prefix is refused first: it names no object.
 pub(crate) fn sources(
     ctx: &Context,
     urls: &[String],
     sorted: bool,
 ) -> Result<BoxStream<'static, Result<Source>>, Failure> {
-    let mut parts: Vec<BoxStream<'static, Result<Source>>> = Vec::new();
+    let mut locs = Vec::with_capacity(urls.len());
     for u in urls {
         let loc = super::parse(u)?;
-        if loc.is_local() {
-            let path = loc.key.clone();
-            parts.push(futures::stream::once(async move { Source::file(path) }).boxed());
-            continue;
+        if !loc.is_local() {
+            shoal_list::check(&loc)?;
+            refuse_prefix(u, &loc)?;
         }
-        shoal_list::check(&loc)?;
-        if loc.key.is_empty() || (loc.key.ends_with('/') && !shoal_list::has_wildcard(&loc.key)) {
-            // A prefix names no object: "404, check the bucket and key" was
-            // the answer, which sent users looking for a typo.
-            return Err(Failure::Usage(format!(
-                "{u}: names a folder (prefix), not an object; read everything below it with '{}{}/{}**'",
-                loc.scheme.prefix(),
-                loc.bucket,
-                loc.key
-            )));
-        }
-        let store = ctx.store(&loc)?;
-        let opts = ListOptions {
-            projection: Projection::Full,
-            sorted,
-            ..ListOptions::default()
-        };
-        let glob = shoal_list::has_wildcard(&loc.key);
-        let url = loc.to_string();
-        let objects = shoal_list::expand(store.clone(), &loc, &opts)
-            .map(move |m| {
-                m.map(|meta| Source::object(store.clone(), loc.with_key(meta.key.clone()), meta))
-            })
-            .boxed();
-        parts.push(if glob {
-            no_match_is_an_error(objects, url).boxed()
-        } else {
-            objects
-        });
+        locs.push(loc);
     }
-    Ok(futures::stream::iter(parts).flatten().boxed())
+    Ok(read_sources(locs, &|l| ctx.store(l), sorted)?)
 }
 
-/// Passes `s` through, adding "no objects match" if it yielded nothing.
-fn no_match_is_an_error(
-    s: BoxStream<'static, Result<Source>>,
-    url: String,
-) -> impl futures::Stream<Item = Result<Source>> {
-    let any = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let seen = any.clone();
-    s.inspect(move |_| seen.store(true, std::sync::atomic::Ordering::Relaxed))
-        .map(Some)
-        .chain(futures::stream::once(async move {
-            if any.load(std::sync::atomic::Ordering::Relaxed) {
-                None
-            } else {
-                Some(Err(Error::new(
-                    ErrorKind::NotFound,
-                    Op::Read,
-                    url,
-                    "no objects match",
-                )))
-            }
-        }))
-        .filter_map(|x| async move { x })
+/// "404, check the bucket and key" was the answer to a prefix, which sent
+/// users looking for a typo: say what it is and how to read below it.
+fn refuse_prefix(u: &str, loc: &shoal_core::Location) -> Result<(), Failure> {
+    if loc.key.is_empty() || (loc.key.ends_with('/') && !shoal_list::has_wildcard(&loc.key)) {
+        return Err(Failure::Usage(format!(
+            "{u}: names a folder (prefix), not an object; read everything below it with '{}{}/{}**'",
+            loc.scheme.prefix(),
+            loc.bucket,
+            loc.key
+        )));
+    }
+    Ok(())
 }
 
 enum SinkError {

@@ -11,18 +11,15 @@ use std::path::{Path, PathBuf};
 
 use shoal_core::local_path::key_to_relative_path;
 use shoal_core::{Error, ErrorKind, Location, Op};
-use shoal_transfer::cloud_copy::copy_object;
-use shoal_transfer::download::{
-    check_destination, download_known, download_to_file, download_to_writer,
-};
-use shoal_transfer::stream::{reader_stream, upload_stream};
-use shoal_transfer::upload::upload_file;
+use shoal_transfer::download::check_destination;
 use shoal_transfer::{GcsUpload, Report, TransferOptions};
 
 use crate::args::{CpArgs, GcsUploadArg};
 use crate::config::Context;
 use crate::progress::{Progress, summary};
 use crate::{CmdResult, Failure};
+
+use super::stdio;
 
 pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
     let matching = a.matching.any();
@@ -53,6 +50,43 @@ pub(crate) async fn mv(ctx: &Context, a: CpArgs) -> CmdResult {
 
 async fn go(ctx: &Context, a: CpArgs, moving: bool) -> CmdResult {
     let verb = if moving { "mv" } else { "cp" };
+    let mut opts = transfer_options(ctx, &a, verb)?;
+    let is_glob = a.src != "-" && a.src.contains("://") && shoal_list::has_wildcard(&a.src);
+    if a.matching.any() {
+        preconditions(verb, &a, is_glob, &mut opts)?;
+    }
+    if a.recursive || is_glob {
+        return copy_many(ctx, &a, opts, moving).await;
+    }
+    refuse_batch_flags(&a, verb)?;
+    let src = endpoint(&a.src)?;
+    let dst = endpoint(&a.dst)?;
+    check_single(&a, src.as_ref(), dst.as_ref(), moving)?;
+    let done = match (src, dst) {
+        (None, None) => {
+            return Err(Failure::Usage(
+                "cp - -: copy stdin to stdout with cat(1)".into(),
+            ));
+        }
+        (Some(s), None) => {
+            let progress = Progress::start(None, true);
+            opts.progress = Some(progress.counter());
+            let report = stdio::to_stdout(ctx, &s, &opts).await?;
+            let to = "stdout".to_string();
+            Some((report, s.to_string(), to, progress.finish()))
+        }
+        (None, Some(d)) => stdio::stdin_to(ctx, &a, &d, &mut opts).await?,
+        (Some(s), Some(d)) => object_to(ctx, &a, &s, &d, &mut opts, moving).await?,
+    };
+    if let Some((report, from, to, elapsed)) = done {
+        say_done(ctx, moving, &report, (&from, &to), elapsed);
+    }
+    Ok(())
+}
+
+/// The command's transfer options: the context's, with this command's
+/// flags.
+fn transfer_options(ctx: &Context, a: &CpArgs, verb: &str) -> Result<TransferOptions, Failure> {
     let mut opts = ctx.transfer.clone();
     if let Some(n) = a.slices {
         opts.slices = Some(n as usize);
@@ -75,13 +109,11 @@ async fn go(ctx: &Context, a: CpArgs, moving: bool) -> CmdResult {
         let d = super::parse(&a.dst)?;
         opts.put = (a.metadata.put(&d)).map_err(|m| Failure::Usage(format!("{verb} {d}: {m}")))?;
     }
-    let is_glob = a.src != "-" && a.src.contains("://") && shoal_list::has_wildcard(&a.src);
-    if a.matching.any() {
-        preconditions(verb, &a, is_glob, &mut opts)?;
-    }
-    if a.recursive || is_glob {
-        return copy_many(ctx, &a, opts, moving).await;
-    }
+    Ok(opts)
+}
+
+/// Flags that only a copy of many files takes.
+fn refuse_batch_flags(a: &CpArgs, verb: &str) -> Result<(), Failure> {
     if a.dry_run {
         return Err(Failure::Usage(format!(
             "{verb} -n/--dry-run: for {verb} -r and glob sources (to skip destinations that exist, use --no-clobber: gcloud's and s5cmd's cp -n)"
@@ -92,17 +124,28 @@ async fn go(ctx: &Context, a: CpArgs, moving: bool) -> CmdResult {
             "{verb} --include/--exclude: for {verb} -r and glob sources; a single file is named by its path"
         )));
     }
-    let src = if a.src == "-" {
-        None
-    } else {
-        Some(super::parse(&a.src)?)
-    };
-    let dst = if a.dst == "-" {
-        None
-    } else {
-        Some(super::parse(&a.dst)?)
-    };
-    if let Some(s) = &src
+    Ok(())
+}
+
+/// A source or destination: None for `-` (stdin or stdout).
+fn endpoint(arg: &str) -> Result<Option<Location>, Failure> {
+    if arg == "-" {
+        return Ok(None);
+    }
+    Ok(Some(super::parse(arg)?))
+}
+
+/// What a copy of one object refuses before it starts: a prefix as the
+/// source, a folder or the destination itself as what `mv` moves, `--json`
+/// where stdout carries the bytes.
+fn check_single(
+    a: &CpArgs,
+    src: Option<&Location>,
+    dst: Option<&Location>,
+    moving: bool,
+) -> Result<(), Failure> {
+    let verb = if moving { "mv" } else { "cp" };
+    if let Some(s) = src
         && !s.is_local()
         && s.is_prefix_like()
     {
@@ -111,7 +154,7 @@ async fn go(ctx: &Context, a: CpArgs, moving: bool) -> CmdResult {
             "{verb} {s}: the source is a bucket or prefix, not an object (to {what} everything under it, use {verb} -r)"
         )));
     }
-    if moving && let (Some(s), Some(d)) = (&src, &dst) {
+    if moving && let (Some(s), Some(d)) = (src, dst) {
         if s.is_local() && Path::new(&s.key).is_dir() {
             return Err(Failure::Usage(format!(
                 "mv {}: is a folder (to move a folder, use mv -r)",
@@ -120,82 +163,74 @@ async fn go(ctx: &Context, a: CpArgs, moving: bool) -> CmdResult {
         }
         refuse_self_move(s, d)?;
     }
-
     if a.json && a.dst == "-" {
         return Err(Failure::Usage(
             "cp --json: stdout carries the object's bytes; use --json with a file or URL destination".into(),
         ));
     }
-    let (report, from, to, elapsed) = match (src, dst) {
-        (None, None) => {
-            return Err(Failure::Usage(
-                "cp - -: copy stdin to stdout with cat(1)".into(),
-            ));
-        }
-        (Some(s), None) => {
-            let progress = Progress::start(None, true);
-            opts.progress = Some(progress.counter());
-            let report = to_stdout(ctx, &s, &opts).await?;
-            (
-                report,
-                s.to_string(),
-                "stdout".to_string(),
-                progress.finish(),
-            )
-        }
-        (None, Some(d)) => {
-            let progress = Progress::start(None, ctx.quiet);
-            opts.progress = Some(progress.counter());
-            let report = match from_stdin(ctx, &d, &opts).await {
-                Err(Failure::Failed(m)) if a.no_clobber && m.contains(NOT_REPLACED) => {
-                    progress.finish();
-                    if ctx.json {
-                        println!(
-                            "{}",
-                            serde_json::json!({"action": "skip", "asked": true, "reason": format!("{d} exists (--no-clobber)")})
-                        );
-                    } else if !ctx.quiet {
-                        eprintln!("Skipped stdin: {d} exists (--no-clobber)");
-                    }
-                    return Ok(());
-                }
-                r => r?,
-            };
-            (
-                report,
-                "stdin".to_string(),
-                d.to_string(),
-                progress.finish(),
-            )
-        }
-        (Some(s), Some(d)) => match copy_one(ctx, &s, &d, &mut opts).await {
-            Ok((report, dst_name, elapsed)) => {
-                if moving {
-                    delete_source(ctx, &s, &dst_name).await?;
-                }
-                (report, s.to_string(), dst_name, elapsed)
+    Ok(())
+}
+
+/// What one copy did: its report, what it read and wrote, and how long it
+/// took; None when `--no-clobber` skipped it (said already).
+pub(super) type Done = Option<(Report, String, String, std::time::Duration)>;
+
+/// `cp SRC DST` and `mv SRC DST` of one object: the copy, then for a move
+/// the source's deletion.
+async fn object_to(
+    ctx: &Context,
+    a: &CpArgs,
+    s: &Location,
+    d: &Location,
+    opts: &mut TransferOptions,
+    moving: bool,
+) -> Result<Done, Failure> {
+    match copy_one(ctx, s, d, opts).await {
+        Ok((report, dst_name, elapsed)) => {
+            if moving {
+                delete_source(ctx, s, &dst_name).await?;
             }
-            Err(Failure::Failed(m)) if a.no_clobber && m.contains(NOT_REPLACED) => {
-                if moving {
-                    return Err(Failure::Failed(format!(
-                        "mv {s}: the destination exists; not replaced (--no-clobber), the source was kept"
-                    )));
-                }
-                if ctx.json {
-                    println!(
-                        "{}",
-                        serde_json::json!({"action": "skip", "asked": true, "reason": format!("{s}: the destination exists (--no-clobber)")})
-                    );
-                } else if !ctx.quiet {
-                    eprintln!("Skipped {s}: the destination exists (--no-clobber)");
-                }
-                tracing::debug!("{m}");
-                return Ok(());
+            Ok(Some((report, s.to_string(), dst_name, elapsed)))
+        }
+        Err(Failure::Failed(m)) if a.no_clobber && m.contains(NOT_REPLACED) => {
+            if moving {
+                return Err(Failure::Failed(format!(
+                    "mv {s}: the destination exists; not replaced (--no-clobber), the source was kept"
+                )));
             }
-            Err(e) => return Err(e),
-        },
-    };
-    let what = format!("{from} → {to}");
+            say_skipped(
+                ctx,
+                format!("{s}: the destination exists (--no-clobber)"),
+                format!("Skipped {s}: the destination exists (--no-clobber)"),
+            );
+            tracing::debug!("{m}");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A skip as asked (`--no-clobber`): a JSON object with `reason`, or the
+/// `line` on stderr.
+pub(super) fn say_skipped(ctx: &Context, reason: String, line: String) {
+    if ctx.json {
+        println!(
+            "{}",
+            serde_json::json!({"action": "skip", "asked": true, "reason": reason})
+        );
+    } else if !ctx.quiet {
+        eprintln!("{line}");
+    }
+}
+
+/// The one line (or JSON object) a finished copy or move prints.
+fn say_done(
+    ctx: &Context,
+    moving: bool,
+    report: &Report,
+    (from, to): (&str, &str),
+    elapsed: std::time::Duration,
+) {
     if ctx.json {
         println!(
             "{}",
@@ -205,35 +240,37 @@ async fn go(ctx: &Context, a: CpArgs, moving: bool) -> CmdResult {
                 "verified": report.verified.to_string(), "seconds": elapsed.as_secs_f64(),
             })
         );
-    } else if !ctx.quiet {
-        let unit = if report.pieces == 1 {
-            "request"
-        } else {
-            "parallel requests"
-        };
-        let resumed = if report.resumed > 0 {
-            format!(
-                ", resumed: {} were already here",
-                crate::output::human_bytes(report.resumed)
-            )
-        } else {
-            String::new()
-        };
-        eprintln!(
-            "{} {}: {} ({} {unit}, {} verified{resumed})",
-            if moving { "Moved" } else { "Copied" },
-            shoal_core::error::escape_controls(&what),
-            summary(report.bytes - report.resumed, elapsed),
-            report.pieces,
-            report.verified
-        );
+        return;
     }
-    Ok(())
+    if ctx.quiet {
+        return;
+    }
+    let unit = if report.pieces == 1 {
+        "request"
+    } else {
+        "parallel requests"
+    };
+    let resumed = if report.resumed > 0 {
+        format!(
+            ", resumed: {} were already here",
+            crate::output::human_bytes(report.resumed)
+        )
+    } else {
+        String::new()
+    };
+    eprintln!(
+        "{} {}: {} ({} {unit}, {} verified{resumed})",
+        if moving { "Moved" } else { "Copied" },
+        shoal_core::error::escape_controls(&format!("{from} → {to}")),
+        summary(report.bytes - report.resumed, elapsed),
+        report.pieces,
+        report.verified
+    );
 }
 
 /// What a `--no-clobber` refusal says (`shoal_core::workfile::persist_error`
 /// and the stores' precondition failures both become it in `copy_one`).
-const NOT_REPLACED: &str = "not replaced (--no-clobber)";
+pub(super) const NOT_REPLACED: &str = "not replaced (--no-clobber)";
 
 /// `mv SRC DST` naming one object twice: the copy would be the source,
 /// and deleting the source would delete it.
@@ -292,50 +329,12 @@ async fn copy_many(ctx: &Context, a: &CpArgs, opts: TransferOptions, moving: boo
     }
     let src = super::parse(&a.src)?;
     let dst = super::parse(&a.dst)?;
-    shoal_list::check(&src).map_err(|e| Failure::Usage(e.to_string()))?;
-    if src.is_local() && !Path::new(&src.key).exists() {
-        return Err(Error::io(
-            Op::Read,
-            &src.key,
-            std::io::Error::from(std::io::ErrorKind::NotFound),
-        )
-        .into());
-    }
-    if dst.is_local() && Path::new(&dst.key).is_file() {
-        return Err(Failure::Usage(format!(
-            "{verb}: destination {} is a file, not a folder",
-            dst.key
-        )));
-    }
-    if a.recursive && !shoal_list::has_wildcard(&src.key) {
-        // The tree lands at DST/<its last level>: that is what must not
-        // overlap it.
-        let name = Path::new(src.key.trim_end_matches('/'))
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let lands = if name.is_empty() || name == "." || name == ".." {
-            dst.clone()
-        } else {
-            shoal_transfer::tree::destination(&dst, &name, &src.to_string()).unwrap_or(dst.clone())
-        };
-        shoal_transfer::guard::refuse_overlap(verb, &src, &lands)
-            .map_err(|e| Failure::Usage(e.to_string()))?;
-    }
+    check_many(a, &src, &dst, verb)?;
     let filter = a.filters.filter()?;
     // `cp -r DIR` names its entries `DIR/...`; rules see what is below.
-    let lead = if a.recursive && !shoal_list::has_wildcard(&src.key) {
-        let name = Path::new(src.key.trim_end_matches('/'))
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if name.is_empty() || name == "." || name == ".." {
-            String::new()
-        } else {
-            format!("{name}/")
-        }
-    } else {
-        String::new()
+    let lead = match tree_name(a, &src) {
+        Some(name) => format!("{name}/"),
+        None => String::new(),
     };
     let root = shoal_transfer::tree::copy_root(&src).map_err(|e| Failure::Usage(e.to_string()))?;
     let store_for = ctx.store_for(&[&src, &dst])?;
@@ -356,7 +355,7 @@ async fn copy_many(ctx: &Context, a: &CpArgs, opts: TransferOptions, moving: boo
     );
     let local_root = src.is_local().then_some(root.as_str());
     let entries = shoal_transfer::tree::filter_entries(entries, filter, &lead, local_root);
-    let actions = shoal_transfer::batch::copy_actions(entries, dst);
+    let actions = shoal_transfer::tree::copy_actions(entries, dst);
     if a.dry_run {
         return crate::cmd::batch::dry_run(ctx, actions, if moving { "mv" } else { "cp" }).await;
     }
@@ -401,117 +400,146 @@ fn preconditions(
     Ok(())
 }
 
+/// What a copy of a tree refuses before it starts: a missing local
+/// source, a file as the destination folder, a tree landing inside itself.
+fn check_many(a: &CpArgs, src: &Location, dst: &Location, verb: &str) -> Result<(), Failure> {
+    shoal_list::check(src).map_err(|e| Failure::Usage(e.to_string()))?;
+    if src.is_local() && !Path::new(&src.key).exists() {
+        return Err(Error::io(
+            Op::Read,
+            &src.key,
+            std::io::Error::from(std::io::ErrorKind::NotFound),
+        )
+        .into());
+    }
+    if dst.is_local() && Path::new(&dst.key).is_file() {
+        return Err(Failure::Usage(format!(
+            "{verb}: destination {} is a file, not a folder",
+            dst.key
+        )));
+    }
+    if a.recursive && !shoal_list::has_wildcard(&src.key) {
+        // The tree lands at DST/<its last level>: that is what must not
+        // overlap it.
+        let lands = match tree_name(a, src) {
+            Some(name) => shoal_transfer::tree::destination(dst, &name, &src.to_string())
+                .unwrap_or(dst.clone()),
+            None => dst.clone(),
+        };
+        shoal_transfer::guard::refuse_overlap(verb, src, &lands)
+            .map_err(|e| Failure::Usage(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// The level `cp -r SRC` nests its tree under (SRC's last level), or None
+/// when it copies contents (`.`, `..`, a glob).
+fn tree_name(a: &CpArgs, src: &Location) -> Option<String> {
+    if !a.recursive || shoal_list::has_wildcard(&src.key) {
+        return None;
+    }
+    let name = Path::new(src.key.trim_end_matches('/'))
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    (!name.is_empty() && name != "." && name != "..").then_some(name)
+}
+
 /// An engine's error as the command's: a failed precondition (only
 /// `--no-clobber` sends one) says it was that refusal.
-fn refusal(e: Error) -> Failure {
+pub(super) fn refusal(e: Error) -> Failure {
     if e.kind() == ErrorKind::Precondition && !e.to_string().contains(NOT_REPLACED) {
         return Failure::Failed(format!("{e} ({NOT_REPLACED})"));
     }
     e.into()
 }
 
+/// `cp SRC DST` of one object or file: the destination named as cp(1)
+/// names it, then the bytes moved by the one routing of a pair
+/// ([`shoal_transfer::copy::copy_one`]), with a progress bar.
 async fn copy_one(
     ctx: &Context,
     src: &Location,
     dst: &Location,
     opts: &mut TransferOptions,
 ) -> Result<(Report, String, std::time::Duration), Failure> {
-    match (src.is_local(), dst.is_local()) {
-        (true, false) => {
-            let path = Path::new(&src.key);
-            let md = std::fs::metadata(path).map_err(|e| Error::io(Op::Read, &src.key, e))?;
-            if md.is_dir() {
-                return Err(Failure::Usage(format!(
-                    "cp {}: is a folder (to copy a folder, use cp -r)",
-                    src.key
-                )));
-            }
-            let dst = cloud_dest(dst, src.basename());
-            let store = ctx.store(&dst)?;
-            let progress = Progress::start(Some(md.len()), ctx.quiet);
-            opts.progress = Some(progress.counter());
-            let r = upload_file(store, path, &dst, opts)
-                .await
-                .map_err(refusal)?;
-            Ok((r, dst.to_string(), progress.finish()))
-        }
-        (false, true) => {
-            let dest = local_dest(&dst.key, src)?;
-            check_destination(&dest)?;
-            let store = ctx.store(src)?;
-            // A bar needs the size before the first byte: a HEAD, one round
-            // trip more, only when someone watches it. Otherwise the first
-            // GET tells the size (download_to_file).
-            let meta = if Progress::shown(ctx.quiet) {
-                let meta = (store.head(&src.bucket, &src.key))
-                    .await
-                    .map_err(|e| e.with_url(src.to_string()).with_op(Op::Download))?;
-                Some(meta)
-            } else {
-                None
-            };
-            let progress = Progress::start(meta.as_ref().map(|m| m.size), ctx.quiet);
-            opts.progress = Some(progress.counter());
-            let r = match &meta {
-                Some(meta) => download_known(store, src, meta, &dest, opts, &ctx.retry)
-                    .await
-                    .map_err(refusal)?,
-                None => download_to_file(store, src, &dest, opts, &ctx.retry)
-                    .await
-                    .map_err(refusal)?,
-            };
-            Ok((r, dest.display().to_string(), progress.finish()))
-        }
-        (false, false) => {
-            let dst = cloud_dest(dst, src.basename());
-            let (ss, ds) = (ctx.store(src)?, ctx.store(&dst)?);
-            let progress = Progress::start(None, ctx.quiet);
-            opts.progress = Some(progress.counter());
-            let r = copy_object(ss, src, ds, &dst, opts, &ctx.retry)
-                .await
-                .map_err(refusal)?;
-            Ok((r, dst.to_string(), progress.finish()))
-        }
-        (true, true) => {
-            let from = PathBuf::from(&src.key);
-            let md = std::fs::metadata(&from).map_err(|e| Error::io(Op::Read, &src.key, e))?;
-            if md.is_dir() {
-                return Err(Failure::Usage(format!(
-                    "cp {}: is a folder (to copy a folder, use cp -r)",
-                    src.key
-                )));
-            }
-            let name = from
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let dest = local_dest(
-                &dst.key,
-                &Location {
-                    key: name,
-                    ..src.clone()
-                },
-            )?;
-            check_destination(&dest)?;
-            let progress = Progress::start(Some(md.len()), ctx.quiet);
-            let dest_s = dest.display().to_string();
-            let (f, d, nc) = (from.clone(), dest.clone(), opts.no_clobber);
-            let n = tokio::task::spawn_blocking(move || {
-                shoal_core::workfile::copy_file_with(&f, &d, nc)
-            })
-            .await
-            .map_err(|e| Error::new(shoal_core::ErrorKind::Io, Op::Copy, &dest_s, e.to_string()))?
-            .map_err(refusal)?;
-            let r = Report {
-                resumed: 0,
-                bytes: n,
-                pieces: 1,
-                verified: shoal_transfer::Verified::SizeOnly,
-                crc32c: 0,
-            };
-            Ok((r, dest_s, progress.finish()))
-        }
+    let size = if src.is_local() {
+        Some(local_source_size(src)?)
+    } else {
+        None
+    };
+    let dst = named_destination(src, dst)?;
+    let store_for = ctx.store_for(&[src, &dst])?;
+    let meta = if !src.is_local() && dst.is_local() {
+        download_meta(ctx, src, &store_for).await?
+    } else {
+        None
+    };
+    let progress = Progress::start(size.or(meta.as_ref().map(|m| m.size)), ctx.quiet);
+    opts.progress = Some(progress.counter());
+    let r = shoal_transfer::copy::copy_one(src, meta.as_ref(), &dst, &store_for, opts, &ctx.retry)
+        .await
+        .map_err(refusal)?;
+    Ok((r, dst.to_string(), progress.finish()))
+}
+
+/// A local source's size; a folder is a usage error.
+fn local_source_size(src: &Location) -> Result<u64, Failure> {
+    let md = std::fs::metadata(&src.key).map_err(|e| Error::io(Op::Read, &src.key, e))?;
+    if md.is_dir() {
+        return Err(Failure::Usage(format!(
+            "cp {}: is a folder (to copy a folder, use cp -r)",
+            src.key
+        )));
     }
+    Ok(md.len())
+}
+
+/// Where one object lands: a folder destination (a local folder, a name
+/// ending in `/`, a bucket root) gets the source's base name; a local
+/// destination's folder must exist.
+fn named_destination(src: &Location, dst: &Location) -> Result<Location, Failure> {
+    if !dst.is_local() {
+        return Ok(cloud_dest(dst, src.basename()));
+    }
+    let named = if src.is_local() {
+        let name = Path::new(&src.key)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        local_dest(
+            &dst.key,
+            &Location {
+                key: name,
+                ..src.clone()
+            },
+        )?
+    } else {
+        local_dest(&dst.key, src)?
+    };
+    check_destination(&named)?;
+    Ok(Location {
+        key: named.display().to_string(),
+        ..dst.clone()
+    })
+}
+
+/// A download's source metadata, for the bar: it needs the size before
+/// the first byte, so a HEAD, one round trip more, only when someone
+/// watches it. Otherwise the first GET tells the size.
+async fn download_meta(
+    ctx: &Context,
+    src: &Location,
+    store_for: &shoal_core::StoreFor,
+) -> Result<Option<shoal_core::ObjectMeta>, Failure> {
+    if !Progress::shown(ctx.quiet) {
+        return Ok(None);
+    }
+    let store = store_for(src)?;
+    let meta = (store.head(&src.bucket, &src.key))
+        .await
+        .map_err(|e| e.with_url(src.to_string()).with_op(Op::Download))?;
+    Ok(Some(meta))
 }
 
 /// A cloud destination ending in `/` (or a bare bucket) gets the source's name.
@@ -544,85 +572,4 @@ fn local_dest(dst: &str, src: &Location) -> Result<PathBuf, Failure> {
     } else {
         Ok(p)
     }
-}
-
-async fn to_stdout(
-    ctx: &Context,
-    src: &Location,
-    opts: &TransferOptions,
-) -> Result<Report, Failure> {
-    let mut out = tokio::io::stdout();
-    if src.is_local() {
-        let mut f = tokio::fs::File::open(&src.key)
-            .await
-            .map_err(|e| Error::io(Op::Read, &src.key, e))?;
-        let n = tokio::io::copy(&mut f, &mut out)
-            .await
-            .map_err(|e| Error::io(Op::Write, "stdout", e))?;
-        return Ok(Report {
-            resumed: 0,
-            bytes: n,
-            pieces: 1,
-            verified: shoal_transfer::Verified::SizeOnly,
-            crc32c: 0,
-        });
-    }
-    let store = ctx.store(src)?;
-    Ok(download_to_writer(store, src, &mut out, opts, &ctx.retry).await?)
-}
-
-async fn from_stdin(
-    ctx: &Context,
-    dst: &Location,
-    opts: &TransferOptions,
-) -> Result<Report, Failure> {
-    if dst.is_local() {
-        let dest = PathBuf::from(&dst.key);
-        if dst.key.ends_with('/') || dest.is_dir() {
-            return Err(Failure::Usage(format!(
-                "cp - {}: name the file to write stdin to",
-                dst.key
-            )));
-        }
-        check_destination(&dest)?;
-        let (tmp, file) = shoal_core::workfile::create_beside(&dest, "shoal-tmp")
-            .map_err(|e| Error::io(Op::Write, &dst.key, e))?;
-        let check = file
-            .try_clone()
-            .map_err(|e| Error::io(Op::Write, &dst.key, e))?;
-        let mut f = tokio::fs::File::from_std(file);
-        let n = tokio::io::copy(&mut tokio::io::stdin(), &mut f)
-            .await
-            .map_err(|e| Error::io(Op::Write, &dst.key, e));
-        drop(f);
-        let n = n
-            .and_then(|n| {
-                let done = if opts.no_clobber {
-                    shoal_core::workfile::persist_new(&tmp, &check, &dest)
-                } else {
-                    shoal_core::workfile::persist(&tmp, &check, &dest)
-                };
-                done.map(|()| n)
-                    .map_err(|e| shoal_core::workfile::persist_error(Op::Write, &dst.key, e))
-            })
-            .inspect_err(|_| shoal_core::workfile::remove_if_same(&tmp, &check))
-            .map_err(refusal)?;
-        return Ok(Report {
-            resumed: 0,
-            bytes: n,
-            pieces: 1,
-            verified: shoal_transfer::Verified::SizeOnly,
-            crc32c: 0,
-        });
-    }
-    if dst.is_prefix_like() {
-        return Err(Failure::Usage(format!(
-            "cp - {dst}: name the object to write stdin to"
-        )));
-    }
-    let store = ctx.store(dst)?;
-    let body = reader_stream(tokio::io::stdin(), "stdin");
-    upload_stream(store, body, dst, &opts.put, opts)
-        .await
-        .map_err(refusal)
 }

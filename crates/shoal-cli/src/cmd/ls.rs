@@ -104,13 +104,6 @@ pub(crate) async fn run(ctx: &Context, a: LsArgs) -> CmdResult {
     // A bad glob is a usage error before any store is built.
     shoal_list::check(&loc)?;
     let store = ctx.store(&loc)?;
-    let projection = if a.json {
-        Projection::Full
-    } else if a.long {
-        Projection::NameSizeTime
-    } else {
-        Projection::NameOnly
-    };
     let stdout = std::io::stdout();
     let mut p = Printer {
         out: std::io::BufWriter::new(stdout.lock()),
@@ -119,63 +112,7 @@ pub(crate) async fn run(ctx: &Context, a: LsArgs) -> CmdResult {
         bytes: 0,
         filter: filter.map(|f| (f, shoal_list::filter::listing_root(&loc.key))),
     };
-    let delimiter = if a.recursive {
-        None
-    } else {
-        Some("/".to_owned())
-    };
-    let opts = ListOptions {
-        recursive: a.recursive,
-        projection,
-        workers: a
-            .parallel
-            .map_or(shoal_list::parallel::DEFAULT_WORKERS, |n| n as usize),
-        sorted: a.sorted,
-        page_size: None,
-    };
-
-    let mut found_any;
-    if let Some(entries) = shoal_list::entries(store.clone(), &loc, &opts)? {
-        // A glob: matching objects (and, one level, matching "directories").
-        found_any = print_entries(&loc, entries, &mut p).await?;
-    } else if a.recursive {
-        // Everything below a literal prefix or name, listed in parallel
-        // once it proves to be more than a page.
-        let objects = Box::pin(shoal_list::expand(store.clone(), &loc, &opts));
-        found_any = print_entries(&loc, objects.map(|r| r.map(Entry::Object)), &mut p).await?;
-        if loc.key.is_empty() {
-            found_any = true;
-        }
-    } else if loc.is_prefix_like() {
-        found_any = list_into(&store, &loc, &loc.key, delimiter, projection, &mut p).await?;
-        // An empty bucket listing is not an error; an empty prefix is.
-        if loc.key.is_empty() {
-            found_any = true;
-        }
-    } else {
-        // Is there an object with exactly this name, a prefix `key/`, or both?
-        let probe = ListRequest {
-            prefix: loc.key.clone(),
-            delimiter: Some("/".into()),
-            end_offset: Some(format!("{}0", loc.key)), // '0' follows '/': stop after `key/`
-            projection,
-            ..Default::default()
-        };
-        let first = (store.list_page(&loc.bucket, &probe))
-            .await
-            .map_err(|e| e.with_url(loc.to_string()))?;
-        let exact = first.objects.iter().find(|o| o.key == loc.key).cloned();
-        let dir = format!("{}/", loc.key);
-        let has_dir =
-            first.prefixes.contains(&dir) || first.objects.iter().any(|o| o.key.starts_with(&dir));
-        found_any = exact.is_some() || has_dir;
-        if let Some(m) = exact {
-            p.object(&loc, &m).map_err(write_failure)?;
-        }
-        if has_dir {
-            list_into(&store, &loc, &dir, delimiter, projection, &mut p).await?;
-        }
-    }
+    let found_any = list(&store, &loc, &a, &mut p).await?;
     if a.long && !a.json && found_any {
         writeln!(
             p.out,
@@ -191,6 +128,86 @@ pub(crate) async fn run(ctx: &Context, a: LsArgs) -> CmdResult {
         return Err(Failure::Failed(format!("list {}: matched no objects", loc)));
     }
     Ok(())
+}
+
+/// What `ls` asks of each object: as little as what it prints.
+fn projection(a: &LsArgs) -> Projection {
+    if a.json {
+        Projection::Full
+    } else if a.long {
+        Projection::NameSizeTime
+    } else {
+        Projection::NameOnly
+    }
+}
+
+/// Prints what `loc` names; returns whether it named anything (a bucket
+/// always does, even empty).
+async fn list(
+    store: &Arc<dyn Store>,
+    loc: &Location,
+    a: &LsArgs,
+    p: &mut Printer<'_>,
+) -> Result<bool, Failure> {
+    let opts = ListOptions {
+        recursive: a.recursive,
+        projection: projection(a),
+        workers: a
+            .parallel
+            .map_or(shoal_list::parallel::DEFAULT_WORKERS, |n| n as usize),
+        sorted: a.sorted,
+        page_size: None,
+    };
+    let delimiter = (!a.recursive).then(|| "/".to_owned());
+    if let Some(entries) = shoal_list::entries(store.clone(), loc, &opts)? {
+        // A glob: matching objects (and, one level, matching "directories").
+        return print_entries(loc, entries, p).await;
+    }
+    if a.recursive {
+        // Everything below a literal prefix or name, listed in parallel
+        // once it proves to be more than a page.
+        let objects = Box::pin(shoal_list::expand(store.clone(), loc, &opts));
+        let any = print_entries(loc, objects.map(|r| r.map(Entry::Object)), p).await?;
+        return Ok(any || loc.key.is_empty());
+    }
+    if loc.is_prefix_like() {
+        let any = list_into(store, loc, &loc.key, delimiter, opts.projection, p).await?;
+        // An empty bucket listing is not an error; an empty prefix is.
+        return Ok(any || loc.key.is_empty());
+    }
+    list_named(store, loc, opts.projection, p).await
+}
+
+/// `ls gs://b/dir`: the object `dir` if there is one, and one level of
+/// `dir/` if that prefix exists, found with one request.
+async fn list_named(
+    store: &Arc<dyn Store>,
+    loc: &Location,
+    projection: Projection,
+    p: &mut Printer<'_>,
+) -> Result<bool, Failure> {
+    let probe = ListRequest {
+        prefix: loc.key.clone(),
+        delimiter: Some("/".into()),
+        end_offset: Some(format!("{}0", loc.key)), // '0' follows '/': stop after `key/`
+        projection,
+        ..Default::default()
+    };
+    let first = (store.list_page(&loc.bucket, &probe))
+        .await
+        .map_err(|e| e.with_url(loc.to_string()))?;
+    let exact = first.objects.iter().find(|o| o.key == loc.key).cloned();
+    let dir = format!("{}/", loc.key);
+    let has_dir =
+        first.prefixes.contains(&dir) || first.objects.iter().any(|o| o.key.starts_with(&dir));
+    let found_any = exact.is_some() || has_dir;
+    if let Some(m) = exact {
+        p.object(loc, &m).map_err(write_failure)?;
+    }
+    if has_dir {
+        list_into(store, loc, &dir, Some("/".into()), projection, p).await?;
+    }
+    Ok(found_any)
 }
 
 /// `ls gs://`, `ls s3://`, or plain `ls` (both): the buckets the
@@ -319,71 +336,67 @@ pub(crate) fn write_failure(e: std::io::Error) -> Failure {
     }
 }
 
+/// A local folder (or file), read by the walk `cp -r` and `sync` make
+/// ([`shoal_core::walk`]): in key order, shoal's working files left out,
+/// links and special files not followed but named on stderr, as `cp -r`
+/// names them. A folder that cannot be read is reported and the listing
+/// goes on; the exit status says so.
 fn ls_local(loc: &Location, a: &LsArgs, filter: Option<Arc<shoal_list::Filter>>) -> CmdResult {
-    let path = std::path::Path::new(&loc.key);
-    let md = std::fs::metadata(path)
-        .map_err(|e| Failure::from(shoal_core::Error::io(shoal_core::Op::List, &loc.key, e)))?;
+    use shoal_core::walk::{Depth, Symlinks, is_skip};
+    let top = std::path::Path::new(&loc.key);
+    if let Err(e) = std::fs::metadata(top) {
+        return Err(shoal_core::Error::io(shoal_core::Op::List, &loc.key, e).into());
+    }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let mut entries = Vec::new();
-    if md.is_dir() {
-        collect_local(path, a.recursive, &mut entries)
-            .map_err(|e| Failure::from(shoal_core::Error::io(shoal_core::Op::List, &loc.key, e)))?;
-        entries.sort();
-        if let Some(f) = filter {
-            let root = format!("{}/", loc.key.trim_end_matches('/'));
-            entries.retain(|(name, ..)| f.admits(name.strip_prefix(&root).unwrap_or(name)));
-        }
-    } else {
-        entries.push((
-            path.display().to_string(),
-            md.len(),
-            md.modified().ok(),
-            false,
-        ));
-    }
-    for (name, size, modified, is_dir) in entries {
-        let ns = modified
-            .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| d.as_nanos() as i128);
-        let line = if a.json {
-            serde_json::json!({"url": name, "size": size, "updated": rfc3339(ns), "prefix": is_dir})
-                .to_string()
-        } else if a.long && !is_dir {
-            format!("{size:>12}  {:<20}  {name}", rfc3339(ns))
-        } else {
-            name
-        };
-        writeln!(out, "{line}").map_err(write_failure)?;
-    }
-    out.flush().map_err(write_failure)
-}
-
-type LocalEntry = (String, u64, Option<std::time::SystemTime>, bool);
-
-fn collect_local(
-    dir: &std::path::Path,
-    recursive: bool,
-    out: &mut Vec<LocalEntry>,
-) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let md = entry.metadata()?;
-        let path = entry.path();
-        if md.is_dir() {
-            if recursive {
-                collect_local(&path, true, out)?;
-            } else {
-                out.push((format!("{}/", path.display()), 0, md.modified().ok(), true));
+    let depth = if a.recursive { Depth::All } else { Depth::One };
+    let (mut failed, mut written) = (false, Ok(()));
+    shoal_core::walk::walk(top, top, Symlinks::Report, depth, &mut |found| {
+        let f = match found {
+            Ok(f) => f,
+            Err(e) if e.kind() == shoal_core::ErrorKind::Skipped => return true,
+            Err(e) if is_skip(&e) => {
+                eprintln!("shoal: skipped: {e}");
+                return true;
             }
-        } else {
-            out.push((
-                path.display().to_string(),
-                md.len(),
-                md.modified().ok(),
-                false,
-            ));
+            Err(e) => {
+                eprintln!("shoal: {e}");
+                failed = true;
+                return true;
+            }
+        };
+        if let Some(rules) = &filter
+            && !rules.admits(&f.rel)
+        {
+            return true;
         }
+        written = writeln!(out, "{}", local_line(&f, a));
+        written.is_ok()
+    });
+    written.map_err(write_failure)?;
+    out.flush().map_err(write_failure)?;
+    if failed {
+        return Err(Failure::Reported);
     }
     Ok(())
+}
+
+/// One line of a local listing: a folder (one level) as `path/`.
+fn local_line(f: &shoal_core::walk::Found, a: &LsArgs) -> String {
+    let mut name = f.path.display().to_string();
+    if f.is_dir {
+        name.push('/');
+    }
+    let size = if f.is_dir { 0 } else { f.meta.len() };
+    let ns = (f.meta.modified().ok())
+        .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_nanos() as i128);
+    if a.json {
+        serde_json::json!({"url": name, "size": size, "updated": rfc3339(ns), "prefix": f.is_dir})
+            .to_string()
+    } else if a.long && !f.is_dir {
+        format!("{size:>12}  {:<20}  {name}", rfc3339(ns))
+    } else {
+        name
+    }
 }

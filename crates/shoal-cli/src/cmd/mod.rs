@@ -12,6 +12,7 @@ pub(crate) mod rb;
 pub(crate) mod rm;
 pub(crate) mod run;
 pub(crate) mod stat;
+mod stdio;
 pub(crate) mod sync;
 
 use shoal_core::Location;

@@ -3,6 +3,8 @@
 //! Deletions run in parallel (bounded by `--workers`); each failure is
 //! reported with its URL and the rest still proceed.
 
+use std::sync::Arc;
+
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use shoal_core::{Error, ErrorKind, Location, Op};
@@ -32,22 +34,9 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
     // together at the end, concurrently.
     let mut singles = Vec::new();
     for loc in locs {
-        if loc.is_local() {
-            if a.dry_run {
-                removed(ctx, &loc.key, true);
-                deleted_total += 1;
-            } else if let Err(e) = std::fs::remove_file(&loc.key) {
-                let e = Error::io(Op::Delete, &loc.key, e);
-                failed_json(ctx, &e);
-                eprintln!("shoal: {e}");
-                failed += 1;
-            } else {
-                removed(ctx, &loc.key, false);
-                deleted_total += 1;
-            }
-            continue;
-        }
-        if !a.recursive && !shoal_list::has_wildcard(&loc.key) {
+        let (deleted, f) = if loc.is_local() {
+            remove_local(ctx, &loc.key, a.dry_run)
+        } else if !a.recursive && !shoal_list::has_wildcard(&loc.key) {
             if loc.key.is_empty() {
                 return Err(Failure::Usage(format!(
                     "rm {loc}: needs an object; use -r to delete everything in the bucket"
@@ -55,37 +44,11 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
             }
             singles.push(Ok(loc));
             continue;
-        }
-        // Everything the URL names, deleted as it is listed: memory holds
-        // a page and the deletions in flight, whatever the key count.
-        let targets = targets(ctx, &loc, a.recursive)?;
-        let targets = match &filter {
-            None => targets,
-            Some(f) => {
-                let (f, root) = (f.clone(), shoal_list::filter::listing_root(&loc.key));
-                targets
-                    .filter(move |t| {
-                        let keep = t.as_ref().map_or(true, |l| {
-                            f.admits(shoal_list::filter::name_below(&root, &l.key))
-                        });
-                        futures::future::ready(keep)
-                    })
-                    .boxed()
-            }
+        } else {
+            delete_listed(ctx, &a, &loc, &filter).await?
         };
-        let (deleted, f) = delete_all(ctx, a.dry_run, targets).await;
         failed += f;
         deleted_total += deleted;
-        if deleted == 0 && f == 0 {
-            let what = if shoal_list::has_wildcard(&loc.key) {
-                "no objects match"
-            } else {
-                "matched no objects"
-            };
-            let e = Error::new(ErrorKind::NotFound, Op::Delete, loc.to_string(), what);
-            eprintln!("shoal: {e}");
-            failed += 1;
-        }
     }
     let (deleted, f) = delete_all(ctx, a.dry_run, futures::stream::iter(singles).boxed()).await;
     failed += f;
@@ -101,6 +64,61 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
     } else {
         Ok(())
     }
+}
+
+/// A local file: removed (or named, with `--dry-run`); returns (deleted,
+/// failed), a failure reported.
+fn remove_local(ctx: &Context, path: &str, dry_run: bool) -> (u64, usize) {
+    if dry_run {
+        removed(ctx, path, true);
+        return (1, 0);
+    }
+    if let Err(e) = std::fs::remove_file(path) {
+        let e = Error::io(Op::Delete, path, e);
+        failed_json(ctx, &e);
+        eprintln!("shoal: {e}");
+        return (0, 1);
+    }
+    removed(ctx, path, false);
+    (1, 0)
+}
+
+/// Everything a glob or `-r` URL names that the rules admit, deleted as
+/// it is listed: memory holds a page and the deletions in flight, whatever
+/// the key count. A URL that names nothing is a failure.
+async fn delete_listed(
+    ctx: &Context,
+    a: &RmArgs,
+    loc: &Location,
+    filter: &Option<Arc<shoal_list::Filter>>,
+) -> Result<(u64, usize), Failure> {
+    let targets = targets(ctx, loc, a.recursive)?;
+    let targets = match filter {
+        None => targets,
+        Some(f) => {
+            let (f, root) = (f.clone(), shoal_list::filter::listing_root(&loc.key));
+            targets
+                .filter(move |t| {
+                    let keep = t.as_ref().map_or(true, |l| {
+                        f.admits(shoal_list::filter::name_below(&root, &l.key))
+                    });
+                    futures::future::ready(keep)
+                })
+                .boxed()
+        }
+    };
+    let (deleted, failed) = delete_all(ctx, a.dry_run, targets).await;
+    if deleted > 0 || failed > 0 {
+        return Ok((deleted, failed));
+    }
+    let what = if shoal_list::has_wildcard(&loc.key) {
+        "no objects match"
+    } else {
+        "matched no objects"
+    };
+    let e = Error::new(ErrorKind::NotFound, Op::Delete, loc.to_string(), what);
+    eprintln!("shoal: {e}");
+    Ok((0, 1))
 }
 
 /// `rm -r` of everything below `loc` (a whole bucket when its key is

@@ -11,10 +11,13 @@
 //! `--exclude` filter both listings by the same relative names, so an
 //! excluded destination file is neither compared nor deleted.
 
+use std::sync::Arc;
+
 use futures::StreamExt;
-use shoal_core::Projection;
+use futures::stream::BoxStream;
+use shoal_core::{Location, Projection, StoreFor};
 use shoal_transfer::sync::{Compare, SyncOptions, sync_plan};
-use shoal_transfer::tree::{enumerate, filter_entries, sync_root};
+use shoal_transfer::tree::{Entry, Walk, enumerate, filter_entries, sync_root};
 
 use crate::args::SyncArgs;
 use crate::config::Context;
@@ -23,7 +26,54 @@ use crate::{CmdResult, Failure};
 pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     let src = super::parse(&a.src)?;
     let dst = super::parse(&a.dst)?;
-    for l in [&src, &dst] {
+    check(&a, &src, &dst)?;
+    let filter = a.filters.filter()?;
+    let mut transfer = ctx.transfer.clone();
+    transfer.put =
+        (a.metadata.put(&dst)).map_err(|m| Failure::Usage(format!("sync {dst}: {m}")))?;
+    let store_for = ctx.store_for(&[&src, &dst])?;
+    let sides = Sides {
+        store_for: &store_for,
+        filter: &filter,
+        projection: if a.checksum {
+            Projection::Full
+        } else {
+            Projection::NameSizeTime
+        },
+    };
+    // Both sides in key order: the plan is a merge of the two listings
+    // (or of listings kept in files). The destination's own links and
+    // special files are neither copied nor deleted.
+    let dst_walk = Walk {
+        destination: true,
+        ..Default::default()
+    };
+    let dst_entries = if dst.is_local() && !std::path::Path::new(&dst.key).exists() {
+        futures::stream::empty().boxed()
+    } else {
+        sides.side(&dst, &a.dest_listing, dst_walk)?
+    };
+    let plan = sync_plan(
+        sides.side(&src, &a.source_listing, a.links.walk())?,
+        dst_entries,
+        dst.clone(),
+        sync_options(&a),
+        store_for.clone(),
+        ctx.transfer.rates.clone(),
+        None,
+    );
+    if a.dry_run {
+        return crate::cmd::batch::dry_run(ctx, plan, "sync").await;
+    }
+    transfer.no_clobber = a.no_clobber;
+    crate::cmd::batch::run_and_report(ctx, plan, store_for, transfer, "Synced", "", false).await
+}
+
+/// What `sync` refuses before it starts: globs, a source that is not a
+/// folder, a file as the destination, overlapping trees, a listing file
+/// for a local folder.
+fn check(a: &SyncArgs, src: &Location, dst: &Location) -> Result<(), Failure> {
+    for l in [src, dst] {
         if !l.is_local() && shoal_list::has_wildcard(&l.key) {
             return Err(Failure::Usage(format!(
                 "sync {l}: takes folders or prefixes, not globs"
@@ -42,9 +92,9 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
             dst.key
         )));
     }
-    shoal_transfer::guard::refuse_overlap("sync", &src, &dst)
+    shoal_transfer::guard::refuse_overlap("sync", src, dst)
         .map_err(|e| Failure::Usage(e.to_string()))?;
-    for (l, listing) in [(&src, &a.source_listing), (&dst, &a.dest_listing)] {
+    for (l, listing) in [(src, &a.source_listing), (dst, &a.dest_listing)] {
         if l.is_local() && listing.is_some() {
             return Err(Failure::Usage(format!(
                 "sync {}: a listing file stands for a bucket's listing; local folders are walked",
@@ -52,38 +102,59 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
             )));
         }
     }
-    let filter = a.filters.filter()?;
-    let mut transfer = ctx.transfer.clone();
-    transfer.put =
-        (a.metadata.put(&dst)).map_err(|m| Failure::Usage(format!("sync {dst}: {m}")))?;
-    let store_for = ctx.store_for(&[&src, &dst])?;
-    let projection = if a.checksum {
-        Projection::Full
+    Ok(())
+}
+
+fn sync_options(a: &SyncArgs) -> SyncOptions {
+    let compare = if a.checksum {
+        Compare::Checksum
+    } else if a.size_only {
+        Compare::SizeOnly
     } else {
-        Projection::NameSizeTime
+        Compare::SizeAndTime
     };
-    // Both sides in key order: the plan is a merge of the two listings
-    // (or of listings kept in files).
-    let side = |l: &shoal_core::Location,
-                listing: &Option<String>,
-                walk: shoal_transfer::tree::Walk|
-     -> Result<_, Failure> {
+    SyncOptions {
+        compare,
+        delete: a.delete,
+        max_delete: a.max_delete,
+        delete_when_source_empty: a.delete_when_source_empty,
+        update: a.update,
+        no_clobber: a.no_clobber,
+    }
+}
+
+/// How either side of a sync is listed: by the same rules, so an excluded
+/// name is neither copied nor, on the destination, deleted.
+struct Sides<'a> {
+    store_for: &'a StoreFor,
+    filter: &'a Option<Arc<shoal_list::Filter>>,
+    projection: Projection,
+}
+
+impl Sides<'_> {
+    /// One side's entries in key order, relative to the sync's root: a
+    /// listing file, a local walk, or a bucket's sorted listing.
+    fn side(
+        &self,
+        l: &Location,
+        listing: &Option<String>,
+        walk: Walk,
+    ) -> Result<BoxStream<'static, shoal_core::Result<Entry>>, Failure> {
         let root = if l.is_local() {
             format!("{}/", l.key.trim_end_matches('/'))
         } else {
             sync_root(l)
         };
-        // Both sides by the same rules: an excluded name is neither
-        // copied nor, on the destination, deleted.
         let local_root = l.is_local().then_some(root.as_str());
+        let filter = self.filter.clone();
         if let Some(file) = listing {
             let entries = crate::listing_file::read(file, l, &root)?;
-            return Ok(filter_entries(entries, filter.clone(), "", local_root));
+            return Ok(filter_entries(entries, filter, "", local_root));
         }
         let store = if l.is_local() {
             None
         } else {
-            Some(store_for(l)?)
+            Some((self.store_for)(l)?)
         };
         let mut loc = l.clone();
         if !loc.is_local() {
@@ -93,53 +164,12 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
             &loc,
             store,
             &root,
-            projection,
+            self.projection,
             shoal_list::parallel::DEFAULT_WORKERS,
             true,
             true,
             walk,
         );
-        Ok(filter_entries(entries, filter.clone(), "", local_root))
-    };
-    let src_walk = a.links.walk();
-    // The destination's own links and special files are neither copied
-    // nor deleted.
-    let dst_walk = shoal_transfer::tree::Walk {
-        destination: true,
-        ..Default::default()
-    };
-    let dst_entries = if dst.is_local() && !std::path::Path::new(&dst.key).exists() {
-        futures::stream::empty().boxed()
-    } else {
-        side(&dst, &a.dest_listing, dst_walk)?
-    };
-    let compare = if a.checksum {
-        Compare::Checksum
-    } else if a.size_only {
-        Compare::SizeOnly
-    } else {
-        Compare::SizeAndTime
-    };
-    let plan = sync_plan(
-        side(&src, &a.source_listing, src_walk)?,
-        dst_entries,
-        dst.clone(),
-        SyncOptions {
-            compare,
-            delete: a.delete,
-            max_delete: a.max_delete,
-            delete_when_source_empty: a.delete_when_source_empty,
-            update: a.update,
-            no_clobber: a.no_clobber,
-        },
-        store_for.clone(),
-        ctx.transfer.rates.clone(),
-        None,
-    );
-    if a.dry_run {
-        return crate::cmd::batch::dry_run(ctx, plan, "sync").await;
+        Ok(filter_entries(entries, filter, "", local_root))
     }
-    let mut opts = transfer;
-    opts.no_clobber = a.no_clobber;
-    crate::cmd::batch::run_and_report(ctx, plan, store_for, opts, "Synced", "", false).await
 }

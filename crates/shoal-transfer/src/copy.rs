@@ -1,0 +1,92 @@
+//! One object or file from anywhere to anywhere: the one place a pair of
+//! locations is routed to its engine (upload, download, cloud-to-cloud
+//! copy, local copy). `cp` calls it for one object, the batch for each of
+//! many, so both send a pair the same way.
+//!
+//! Destinations are named already (the callers' naming rules differ):
+//! this only moves the bytes, every local write through a working file
+//! renamed into place ([`shoal_core::workfile`]).
+
+use std::path::Path;
+
+use shoal_core::retry::RetryPolicy;
+use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, StoreFor};
+
+use crate::cloud_copy::copy_object;
+use crate::download::{download_known, download_to_file};
+use crate::upload::upload_file;
+use crate::{Report, SMALL_UPLOAD, TransferOptions};
+
+/// Copies `src` to `dst`. `meta` is what a listing said of the source
+/// (None: the first request learns it). In a batch, `opts` carries the
+/// shared budgets and a copy takes its slot by what it costs (see
+/// [`crate::batch`]); alone, they are unlimited.
+pub async fn copy_one(
+    src: &Location,
+    meta: Option<&ObjectMeta>,
+    dst: &Location,
+    store_for: &StoreFor,
+    opts: &TransferOptions,
+    policy: &RetryPolicy,
+) -> Result<Report> {
+    match (src.is_local(), dst.is_local()) {
+        // The upload takes a small-request slot itself once its size is
+        // known (callers naming files give none).
+        (true, false) => upload_file(store_for(dst)?, Path::new(&src.key), dst, opts).await,
+        (false, true) => download(src, meta, dst, store_for, opts, policy).await,
+        (false, false) => {
+            let small = meta.map(|m| m.size).filter(|&n| n <= SMALL_UPLOAD);
+            let _copying = match (&opts.stream_copies, small) {
+                (Some(s), None) => s.clone().acquire_owned().await.ok(),
+                _ => None,
+            };
+            let opts = opts.for_transfer(small);
+            copy_object(store_for(src)?, src, store_for(dst)?, dst, &opts, policy).await
+        }
+        (true, true) => {
+            let bytes = copy_local(&src.key, &dst.key, opts.no_clobber).await?;
+            Ok(Report::size_only(bytes))
+        }
+    }
+}
+
+async fn download(
+    src: &Location,
+    meta: Option<&ObjectMeta>,
+    dst: &Location,
+    store_for: &StoreFor,
+    opts: &TransferOptions,
+    policy: &RetryPolicy,
+) -> Result<Report> {
+    let store = store_for(src)?;
+    let path = Path::new(&dst.key);
+    // In place, not on the blocking pool: when the folder exists (every
+    // file of a folder but the first) this is one stat, cheaper than the
+    // hand-off.
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(Op::Write, &dst.key, e))?;
+    }
+    match meta {
+        Some(meta) => {
+            // One stream (no slices) holds at most one write batch.
+            let one_stream = meta.size <= opts.min_slice && opts.slices.is_none_or(|s| s <= 1);
+            let opts = opts.for_transfer(one_stream.then_some(meta.size));
+            download_known(store, src, meta, path, &opts, policy).await
+        }
+        // Named without a size: the first GET tells it.
+        None => download_to_file(store, src, path, opts, policy).await,
+    }
+}
+
+/// Copies the local file `from` to `to` on the blocking pool, through a
+/// working file ([`shoal_core::workfile::copy_file_with`]); returns the
+/// bytes copied.
+pub async fn copy_local(from: &str, to: &str, no_clobber: bool) -> Result<u64> {
+    let (from, to) = (from.to_owned(), to.to_owned());
+    let shown = to.clone();
+    tokio::task::spawn_blocking(move || {
+        shoal_core::workfile::copy_file_with(Path::new(&from), Path::new(&to), no_clobber)
+    })
+    .await
+    .map_err(|e| Error::new(ErrorKind::Io, Op::Copy, shown, e.to_string()))?
+}
