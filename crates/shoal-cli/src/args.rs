@@ -136,11 +136,13 @@ impl Command {
     /// (ls, du, stat and bench print their own).
     pub(crate) fn json(&self) -> bool {
         match self {
-            Command::Cp(a) => a.json,
+            Command::Cp(a) | Command::Mv(a) => a.json,
             Command::Sync(a) => a.json,
             Command::Run(a) => a.json,
             Command::Rm(a) => a.json,
             Command::Mb(a) => a.json,
+            Command::Rb(a) => a.json,
+            Command::Presign(a) => a.json,
             _ => false,
         }
     }
@@ -354,6 +356,9 @@ pub(crate) struct RbArgs {
     /// Delete every object in the bucket first (as `rm -r` does), then the bucket.
     #[arg(long)]
     pub(crate) force: bool,
+    /// Print one JSON object per line on stdout: each action as it finishes, then a summary object.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -366,6 +371,9 @@ pub(crate) struct PresignArgs {
     /// What the URL allows.
     #[arg(long, value_enum, default_value_t = PresignMethodArg::Get)]
     pub(crate) method: PresignMethodArg,
+    /// Print one JSON object on stdout: the URL, its method, the object and when it expires.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -449,3 +449,53 @@ fn requester_pays_is_sent_on_every_request() {
     );
     assert!(!lines[3].contains("userProject"), "{}", lines[3]);
 }
+
+#[test]
+fn presign_rb_and_mv_speak_json() {
+    let Some(bucket) = make_bucket(s3, "s3") else {
+        return;
+    };
+    let (a, b) = (
+        format!("s3://{bucket}/a.txt"),
+        format!("s3://{bucket}/b.txt"),
+    );
+    put(s3, &a, b"abc");
+    let r = ok(with_args(
+        s3().unwrap(),
+        &["presign", "--json", "--expires", "10m", &a],
+    ));
+    let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(v["method"], "GET", "{v}");
+    assert_eq!(v["expires_in_seconds"], 600, "{v}");
+    assert_eq!(v["object"], a.as_str(), "{v}");
+    assert_eq!(
+        curl(&[], v["url"].as_str().unwrap()),
+        (200, b"abc".to_vec())
+    );
+
+    let r = ok(with_args(s3().unwrap(), &["mv", "--json", &a, &b]));
+    let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(v["action"], "move", "{v}");
+    assert_eq!(v["destination"], b.as_str(), "{v}");
+
+    let r = ok(with_args(
+        s3().unwrap(),
+        &["rb", "--force", "--json", &format!("s3://{bucket}")],
+    ));
+    let lines: Vec<serde_json::Value> = r
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|v| v["action"] == "delete" && v["url"] == b.as_str()),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines.last().unwrap()["action"],
+        "remove bucket",
+        "{lines:?}"
+    );
+}

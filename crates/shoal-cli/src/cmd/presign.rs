@@ -32,6 +32,25 @@ pub(crate) async fn run(ctx: &Context, a: PresignArgs) -> CmdResult {
     let url = (store.presign(method, &loc.bucket, &loc.key, a.expires))
         .await
         .map_err(|e| e.with_url(loc.to_string()))?;
-    println!("{url}");
+    if ctx.json {
+        let method = match method {
+            PresignMethod::Get => "GET",
+            PresignMethod::Put => "PUT",
+        };
+        let expires = std::time::SystemTime::now() + a.expires;
+        let expires_unix = expires
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        println!(
+            "{}",
+            serde_json::json!({
+                "action": "presign", "url": url, "object": loc.to_string(),
+                "method": method, "expires_in_seconds": a.expires.as_secs(),
+                "expires_unix": expires_unix,
+            })
+        );
+    } else {
+        println!("{url}");
+    }
     Ok(())
 }

@@ -73,7 +73,12 @@ pub(crate) async fn run(ctx: &Context, a: RbArgs) -> CmdResult {
         }
         Err(e) => return Err(e.with_url(bucket_url).into()),
     }
-    if !ctx.quiet {
+    if ctx.json {
+        println!(
+            "{}",
+            serde_json::json!({"action": "remove bucket", "url": bucket_url})
+        );
+    } else if !ctx.quiet {
         eprintln!("Removed bucket {bucket_url}");
     }
     Ok(())
