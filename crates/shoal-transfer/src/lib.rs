@@ -38,6 +38,7 @@ pub mod plan;
 pub mod rate;
 pub mod read;
 mod same;
+mod slice_write;
 pub mod sources;
 pub mod stream;
 pub mod sync;
@@ -127,7 +128,7 @@ pub const DEFAULT_SMALL_WORKERS: usize = 128;
 pub const MEMORY_UNIT: u64 = 64 << 10;
 /// Units a cheap request of 1 MiB or more (or of unknown size) holds: a
 /// download's write batch, an upload's whole buffer.
-pub const WRITE_BUFFER_UNITS: u32 = (download::WRITE_BUFFER as u64 / MEMORY_UNIT) as u32;
+pub const WRITE_BUFFER_UNITS: u32 = (slice_write::WRITE_BUFFER as u64 / MEMORY_UNIT) as u32;
 /// Buffers the cheap requests of a batch hold together at most: 64 MiB,
 /// 64 requests that each hold 1 MiB.
 pub const SMALL_MEMORY: u64 = 64 << 20;
