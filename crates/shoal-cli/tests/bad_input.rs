@@ -268,6 +268,25 @@ fn bucket_that_does_not_exist() {
         return;
     };
     r.assert_one_line_error(1, &["s3://no-such-bucket-shoal/", "404", "NoSuchBucket"]);
+    // A tree copied into it fails once, up front, not once per file.
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..20 {
+        std::fs::write(dir.path().join(format!("f{i}")), b"x").unwrap();
+    }
+    let src = dir.path().to_str().unwrap();
+    for (base, url) in [
+        (
+            gcs as fn() -> Option<Command>,
+            "gs://no-such-bucket-shoal/up/",
+        ),
+        (s3, "s3://no-such-bucket-shoal/up/"),
+        (s3, "s3://ab/up/"),
+    ] {
+        let Some(r) = args(base(), &["cp", "-r", src, url]) else {
+            return;
+        };
+        r.assert_one_line_error(1, &["cp -r", "cannot be written", "nothing was copied"]);
+    }
 }
 
 #[test]

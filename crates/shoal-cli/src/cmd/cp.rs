@@ -355,6 +355,9 @@ async fn copy_many(ctx: &Context, a: &CpArgs, opts: TransferOptions, moving: boo
     );
     let local_root = src.is_local().then_some(root.as_str());
     let entries = shoal_transfer::tree::filter_entries(entries, filter, &lead, local_root);
+    if !dst.is_local() && !a.dry_run {
+        destination_bucket_exists(&store_for(&dst)?, &dst, verb).await?;
+    }
     let actions = shoal_transfer::tree::copy_actions(entries, dst);
     if a.dry_run {
         return crate::cmd::batch::dry_run(ctx, actions, if moving { "mv" } else { "cp" }).await;
@@ -362,6 +365,37 @@ async fn copy_many(ctx: &Context, a: &CpArgs, opts: TransferOptions, moving: boo
     let done = if moving { "Moved" } else { "Copied" };
     let what = src.to_string();
     crate::cmd::batch::run_and_report(ctx, actions, store_for, opts, done, &what, moving).await
+}
+
+/// A tree copied into a bucket that does not exist (or whose name the
+/// server refuses) fails once, up front, instead of once per file: one
+/// list request of one key. Any other answer (403 for credentials that may
+/// write but not list, a timeout) is left to the copies themselves.
+async fn destination_bucket_exists(
+    store: &std::sync::Arc<dyn shoal_core::Store>,
+    dst: &Location,
+    verb: &str,
+) -> Result<(), Failure> {
+    let probe = shoal_core::ListRequest {
+        prefix: dst.key.clone(),
+        max_results: Some(1),
+        projection: shoal_core::Projection::NameOnly,
+        ..Default::default()
+    };
+    let bucket = format!("{}{}", dst.scheme.prefix(), dst.bucket);
+    match store.list_page(&dst.bucket, &probe).await {
+        Err(e) if e.kind() == ErrorKind::NotFound || e.status() == Some(400) => {
+            Err(Failure::Failed(format!(
+                "{verb} {dst}: the destination bucket {bucket} cannot be written: {}; nothing was copied (shoal mb creates a bucket)",
+                e.message().trim_end_matches('.')
+            )))
+        }
+        Err(e) => {
+            tracing::debug!("destination probe of {bucket}: {e}");
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+    }
 }
 
 /// `--if-generation-match` / `--if-match` on the one destination object:
