@@ -169,93 +169,18 @@ pub(crate) fn translate(key: &str) -> std::result::Result<(String, bool), String
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
-        match c {
-            '*' => {
-                let mut n = 0;
-                while i + n < chars.len() && chars[i + n] == '*' {
-                    n += 1;
-                }
-                if n == 1 {
-                    out.push_str("[^/]*");
-                    i += 1;
-                    continue;
-                }
-                crosses = true;
-                let at_start = i == 0 || chars[i - 1] == '/';
-                let followed_by_slash = i + n < chars.len() && chars[i + n] == '/';
-                if at_start && followed_by_slash {
-                    // `**/` as a whole level: zero or more whole levels.
-                    out.push_str("(?:.*/)?");
-                    i += n + 1;
-                } else {
-                    // `a/**`, `**`, or inside a level: any characters.
-                    out.push_str(".*");
-                    i += n;
-                }
-            }
+        i = match c {
+            '*' => stars(&chars, i, &mut out, &mut crosses),
             '?' => {
                 out.push_str("[^/]");
-                i += 1;
+                i + 1
             }
-            '[' => {
-                let mut j = i + 1;
-                let negated = j < chars.len() && (chars[j] == '!' || chars[j] == '^');
-                if negated {
-                    j += 1;
-                }
-                let first = j;
-                let mut members: Vec<(char, char)> = Vec::new();
-                loop {
-                    if j >= chars.len() {
-                        return Err(UNCLOSED.into());
-                    }
-                    let m = chars[j];
-                    if m == ']' && j > first {
-                        break;
-                    }
-                    if m == '/' {
-                        let class: String = chars[i..].iter().collect();
-                        return Err(format!("a character class cannot match '/': {class}"));
-                    }
-                    if j + 2 < chars.len() && chars[j + 1] == '-' && chars[j + 2] != ']' {
-                        let hi = chars[j + 2];
-                        if hi < m {
-                            return Err(format!(
-                                "invalid character range {m}-{hi} in a [...] class"
-                            ));
-                        }
-                        if hi == '/' || (m..=hi).contains(&'/') {
-                            return Err(format!(
-                                "a character class cannot match '/': range {m}-{hi}"
-                            ));
-                        }
-                        members.push((m, hi));
-                        j += 3;
-                    } else {
-                        members.push((m, m));
-                        j += 1;
-                    }
-                }
-                out.push('[');
-                if negated {
-                    out.push('^');
-                    out.push('/');
-                }
-                for (a, b) in members {
-                    lit(&mut out, a);
-                    if a != b {
-                        out.push('-');
-                        lit(&mut out, b);
-                    }
-                }
-                out.push(']');
-                i = j + 1;
-            }
+            '[' => class(&chars, i, &mut out)?,
             _ => {
                 lit(&mut out, c);
-                i += 1;
+                i + 1
             }
-        }
+        };
     }
     out.push(')');
     // A wildcard before the last '/' also puts matches in several levels:
@@ -265,6 +190,88 @@ pub(crate) fn translate(key: &str) -> std::result::Result<(String, bool), String
         crosses = true;
     }
     Ok((out, crosses))
+}
+
+/// The run of `*` at `chars[i]` as a regex; returns where the glob goes
+/// on. `*` stays within a level; `**` crosses levels (`crosses`), and as a
+/// whole level (`**/`) stands for zero or more whole levels.
+fn stars(chars: &[char], i: usize, out: &mut String, crosses: &mut bool) -> usize {
+    let mut n = 0;
+    while i + n < chars.len() && chars[i + n] == '*' {
+        n += 1;
+    }
+    if n == 1 {
+        out.push_str("[^/]*");
+        return i + 1;
+    }
+    *crosses = true;
+    let at_start = i == 0 || chars[i - 1] == '/';
+    let followed_by_slash = i + n < chars.len() && chars[i + n] == '/';
+    if at_start && followed_by_slash {
+        // `**/` as a whole level: zero or more whole levels.
+        out.push_str("(?:.*/)?");
+        i + n + 1
+    } else {
+        // `a/**`, `**`, or inside a level: any characters.
+        out.push_str(".*");
+        i + n
+    }
+}
+
+/// The `[...]` class at `chars[i]` as a regex class that never matches
+/// `/` (a class that could is refused: it would cross a level); returns
+/// where the glob goes on.
+fn class(chars: &[char], i: usize, out: &mut String) -> std::result::Result<usize, String> {
+    let mut j = i + 1;
+    let negated = j < chars.len() && (chars[j] == '!' || chars[j] == '^');
+    if negated {
+        j += 1;
+    }
+    let first = j;
+    let mut members: Vec<(char, char)> = Vec::new();
+    loop {
+        if j >= chars.len() {
+            return Err(UNCLOSED.into());
+        }
+        let m = chars[j];
+        if m == ']' && j > first {
+            break;
+        }
+        if m == '/' {
+            let class: String = chars[i..].iter().collect();
+            return Err(format!("a character class cannot match '/': {class}"));
+        }
+        if j + 2 < chars.len() && chars[j + 1] == '-' && chars[j + 2] != ']' {
+            let hi = chars[j + 2];
+            if hi < m {
+                return Err(format!("invalid character range {m}-{hi} in a [...] class"));
+            }
+            if hi == '/' || (m..=hi).contains(&'/') {
+                return Err(format!(
+                    "a character class cannot match '/': range {m}-{hi}"
+                ));
+            }
+            members.push((m, hi));
+            j += 3;
+        } else {
+            members.push((m, m));
+            j += 1;
+        }
+    }
+    out.push('[');
+    if negated {
+        out.push('^');
+        out.push('/');
+    }
+    for (a, b) in members {
+        lit(out, a);
+        if a != b {
+            out.push('-');
+            lit(out, b);
+        }
+    }
+    out.push(']');
+    Ok(j + 1)
 }
 
 /// Our glob as a GCS `matchGlob` that matches at least what ours does.
