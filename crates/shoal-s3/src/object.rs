@@ -54,27 +54,7 @@ impl Client {
         version: Option<&ObjectVersion>,
     ) -> Result<GetResponse> {
         check_bucket(Op::Download, bucket)?;
-        let etag = match version {
-            Some(ObjectVersion::ETag(e)) => Some(e.clone()),
-            Some(v @ ObjectVersion::Generation(_)) => {
-                return Err(Error::invalid(
-                    Op::Download,
-                    format!("s3://{bucket}/{key}"),
-                    format!("S3 objects are pinned by ETag, not by {v}"),
-                ));
-            }
-            None => None,
-        };
-        if range.end.is_some_and(|e| e < range.start) {
-            return Err(Error::invalid(
-                Op::Download,
-                format!("s3://{bucket}/{key}"),
-                format!(
-                    "range end {:?} is before its start {}",
-                    range.end, range.start
-                ),
-            ));
-        }
+        let etag = get_pin(bucket, key, range, version)?;
         if range.is_empty() {
             // `bytes=5-4` is not a valid Range and S3 would answer with the
             // whole object; an empty read needs only the metadata.
@@ -95,33 +75,7 @@ impl Client {
             .await
             .map_err(|e| changed(e, &target, etag.as_deref()))?;
         let headers = resp.headers();
-        let (size, resolved) = if resp.status().as_u16() == 206 {
-            let cr = headers
-                .get("content-range")
-                .and_then(|v| v.to_str().ok())
-                .ok_or_else(|| {
-                    protocol(
-                        Op::Download,
-                        &target,
-                        "expected Content-Range on a 206 answer",
-                    )
-                })?;
-            let (start, end, total) = check_range_start(&target, range.start, cr)?;
-            (total, ByteRange::new(start, end))
-        } else {
-            let total = header_u64(headers, "content-length")
-                .ok_or_else(|| protocol(Op::Download, &target, "expected a Content-Length"))?;
-            // 200 to a ranged request: acceptable only if the whole object is
-            // what was asked for (a range from 0 that covers it).
-            if range.start != 0 || range.end.is_some_and(|e| e < total) {
-                return Err(protocol(
-                    Op::Download,
-                    &target,
-                    format!("asked for {range:?}, server sent the whole object (HTTP 200)"),
-                ));
-            }
-            (total, ByteRange::new(0, total))
-        };
+        let (size, resolved) = answered_range(resp.status().as_u16(), headers, range, &target)?;
         let mut meta = meta_from_headers(key, size, headers);
         if resolved.start != 0 || resolved.end != Some(size) {
             // A checksum header on a partial answer describes the whole
@@ -441,6 +395,73 @@ pub(crate) fn meta_from_headers(key: &str, size: u64, h: &HeaderMap) -> ObjectMe
             })
             .collect(),
     }
+}
+
+/// The ETag a GET is pinned to, and the checks of its arguments: an S3
+/// object has no generation, and a range cannot end before it starts.
+fn get_pin(
+    bucket: &str,
+    key: &str,
+    range: ByteRange,
+    version: Option<&ObjectVersion>,
+) -> Result<Option<String>> {
+    let etag = match version {
+        Some(ObjectVersion::ETag(e)) => Some(e.clone()),
+        Some(v @ ObjectVersion::Generation(_)) => {
+            return Err(Error::invalid(
+                Op::Download,
+                format!("s3://{bucket}/{key}"),
+                format!("S3 objects are pinned by ETag, not by {v}"),
+            ));
+        }
+        None => None,
+    };
+    if range.end.is_some_and(|e| e < range.start) {
+        return Err(Error::invalid(
+            Op::Download,
+            format!("s3://{bucket}/{key}"),
+            format!(
+                "range end {:?} is before its start {}",
+                range.end, range.start
+            ),
+        ));
+    }
+    Ok(etag)
+}
+
+/// (object size, bytes the answer holds) of a GET's answer to `range`: a
+/// 206 must start where it was asked (`check_range_start`); a 200 is the
+/// whole object, acceptable only if that is what the range covers.
+fn answered_range(
+    status: u16,
+    headers: &reqwest::header::HeaderMap,
+    range: ByteRange,
+    target: &str,
+) -> Result<(u64, ByteRange)> {
+    if status == 206 {
+        let cr = headers
+            .get("content-range")
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| {
+                protocol(
+                    Op::Download,
+                    target,
+                    "expected Content-Range on a 206 answer",
+                )
+            })?;
+        let (start, end, total) = check_range_start(target, range.start, cr)?;
+        return Ok((total, ByteRange::new(start, end)));
+    }
+    let total = header_u64(headers, "content-length")
+        .ok_or_else(|| protocol(Op::Download, target, "expected a Content-Length"))?;
+    if range.start != 0 || range.end.is_some_and(|e| e < total) {
+        return Err(protocol(
+            Op::Download,
+            target,
+            format!("asked for {range:?}, server sent the whole object (HTTP 200)"),
+        ));
+    }
+    Ok((total, ByteRange::new(0, total)))
 }
 
 /// The header that makes a write conditional: `If-None-Match: *` (must
