@@ -113,8 +113,9 @@ pub(crate) fn apply_offsets(page: &mut ListPage, start: Option<&str>, end: Optio
 }
 
 /// Which text we are collecting.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
 enum Field {
+    #[default]
     None,
     Key,
     Size,
@@ -140,19 +141,7 @@ fn protocol(msg: impl AsRef<str>) -> Error {
 /// not a complete `ListBucketResult` is an `ErrorKind::Protocol` error.
 pub fn parse_list_objects_v2(xml: &[u8]) -> Result<ListPage> {
     let mut reader = Reader::from_reader(xml);
-    let mut page = ListPage::default();
-    let mut depth = 0usize;
-    let mut done = false;
-    // Where we are at depth 2: Contents, CommonPrefixes, or elsewhere.
-    let mut in_contents = false;
-    let mut in_prefixes = false;
-    let mut field = Field::None;
-    let mut text = String::new();
-    let mut obj = ObjectMeta::default();
-    let mut truncated = false;
-    let mut token: Option<String> = None;
-    let mut url_encoded = false;
-
+    let mut st = V2::default();
     loop {
         let ev = reader.read_event().map_err(|e| {
             protocol(format!(
@@ -162,140 +151,173 @@ pub fn parse_list_objects_v2(xml: &[u8]) -> Result<ListPage> {
         })?;
         match ev {
             Event::Start(e) => {
-                if done {
-                    return Err(protocol("content after the root element"));
-                }
-                depth += 1;
                 let name = e.local_name();
-                let name = name.as_ref();
-                match depth {
-                    1 if name != "ListBucketResult" => {
-                        return Err(protocol(format!("got <{}>", name)));
-                    }
-                    2 => match name {
-                        "Contents" => {
-                            in_contents = true;
-                            obj = ObjectMeta::default();
-                        }
-                        "CommonPrefixes" => in_prefixes = true,
-                        "IsTruncated" => field = Field::IsTruncated,
-                        "NextContinuationToken" => field = Field::NextToken,
-                        "EncodingType" => field = Field::EncodingType,
-                        _ => {}
-                    },
-                    3 if in_contents => {
-                        field = match name {
-                            "Key" => Field::Key,
-                            "Size" => Field::Size,
-                            "LastModified" => Field::LastModified,
-                            "ETag" => Field::ETag,
-                            "StorageClass" => Field::StorageClass,
-                            _ => Field::None,
-                        }
-                    }
-                    3 if in_prefixes && name == "Prefix" => field = Field::Prefix,
-                    _ => {}
-                }
-                text.clear();
+                st.start(name.as_ref())?;
             }
             Event::Empty(e) => {
-                if depth == 0 {
-                    return Err(protocol(format!(
-                        "got an empty <{}/>",
-                        e.local_name().as_ref()
-                    )));
-                }
-                // `<Key/>` or `<Prefix/>`: an empty string.
                 let name = e.local_name();
-                match (depth, name.as_ref()) {
-                    (2, "Key") if in_contents => obj.key.clear(),
-                    (2, "Prefix") if in_prefixes => page.prefixes.push(String::new()),
-                    _ => {}
-                }
+                st.empty(name.as_ref())?;
             }
-            Event::Text(t) if field != Field::None => text.push_str(&t.xml10_content()),
-            Event::CData(t) if field != Field::None => text.push_str(&t.xml10_content()),
-            Event::GeneralRef(r) if field != Field::None => {
-                push_ref(&mut text, &r).map_err(protocol)?
+            Event::Text(t) if st.field != Field::None => st.text.push_str(&t.xml10_content()),
+            Event::CData(t) if st.field != Field::None => st.text.push_str(&t.xml10_content()),
+            Event::GeneralRef(r) if st.field != Field::None => {
+                push_ref(&mut st.text, &r).map_err(protocol)?
             }
-            Event::End(_) => {
-                match (depth, field) {
-                    (3, Field::Key) => obj.key = std::mem::take(&mut text),
-                    (3, Field::Size) => {
-                        obj.size = text
-                            .trim()
-                            .parse()
-                            .map_err(|_| protocol(format!("bad <Size> {:?}", one(&text))))?
-                    }
-                    (3, Field::LastModified) => {
-                        obj.updated_ns = Some(parse_rfc3339(text.trim()).ok_or_else(|| {
-                            protocol(format!("bad <LastModified> {:?}", one(&text)))
-                        })?)
-                    }
-                    (3, Field::ETag) => {
-                        obj.version = Some(ObjectVersion::ETag(std::mem::take(&mut text)))
-                    }
-                    (3, Field::StorageClass) => obj.storage_class = Some(std::mem::take(&mut text)),
-                    (3, Field::Prefix) => page.prefixes.push(std::mem::take(&mut text)),
-                    (2, Field::IsTruncated) => {
-                        truncated = match text.trim() {
-                            "true" => true,
-                            "false" => false,
-                            other => {
-                                return Err(protocol(format!(
-                                    "bad <IsTruncated> {:?}",
-                                    one(other)
-                                )));
-                            }
-                        }
-                    }
-                    (2, Field::NextToken) => token = Some(std::mem::take(&mut text)),
-                    (2, Field::EncodingType) => url_encoded = text.trim() == "url",
-                    (2, _) if in_contents => {
-                        in_contents = false;
-                        page.objects.push(std::mem::take(&mut obj));
-                    }
-                    (2, _) if in_prefixes => in_prefixes = false,
-                    _ => {}
-                }
-                if depth <= 3 {
-                    field = Field::None;
-                }
-                depth = depth.saturating_sub(1);
-                if depth == 0 {
-                    done = true;
-                }
-            }
+            Event::End(_) => st.end()?,
             Event::Eof => break,
             _ => {}
         }
     }
-    if !done {
-        return Err(protocol(if depth == 0 {
-            "no XML element in the response".to_owned()
-        } else {
-            "the response is truncated".to_owned()
-        }));
+    st.finish()
+}
+
+/// Where a ListObjectsV2 parse is: the element depth, which depth-2
+/// element it is inside, the field whose text it gathers, and what it has
+/// gathered.
+#[derive(Default)]
+struct V2 {
+    page: ListPage,
+    depth: usize,
+    done: bool,
+    in_contents: bool,
+    in_prefixes: bool,
+    field: Field,
+    text: String,
+    obj: ObjectMeta,
+    truncated: bool,
+    token: Option<String>,
+    url_encoded: bool,
+}
+
+impl V2 {
+    fn start(&mut self, name: &str) -> Result<()> {
+        if self.done {
+            return Err(protocol("content after the root element"));
+        }
+        self.depth += 1;
+        match self.depth {
+            1 if name != "ListBucketResult" => {
+                return Err(protocol(format!("got <{}>", name)));
+            }
+            2 => match name {
+                "Contents" => {
+                    self.in_contents = true;
+                    self.obj = ObjectMeta::default();
+                }
+                "CommonPrefixes" => self.in_prefixes = true,
+                "IsTruncated" => self.field = Field::IsTruncated,
+                "NextContinuationToken" => self.field = Field::NextToken,
+                "EncodingType" => self.field = Field::EncodingType,
+                _ => {}
+            },
+            3 if self.in_contents => {
+                self.field = match name {
+                    "Key" => Field::Key,
+                    "Size" => Field::Size,
+                    "LastModified" => Field::LastModified,
+                    "ETag" => Field::ETag,
+                    "StorageClass" => Field::StorageClass,
+                    _ => Field::None,
+                }
+            }
+            3 if self.in_prefixes && name == "Prefix" => self.field = Field::Prefix,
+            _ => {}
+        }
+        self.text.clear();
+        Ok(())
     }
-    if url_encoded {
-        for o in &mut page.objects {
-            o.key = url_decode(&o.key)?;
+
+    /// `<Key/>` or `<Prefix/>`: an empty string.
+    fn empty(&mut self, name: &str) -> Result<()> {
+        if self.depth == 0 {
+            return Err(protocol(format!("got an empty <{name}/>")));
         }
-        for p in &mut page.prefixes {
-            *p = url_decode(p)?;
+        match (self.depth, name) {
+            (2, "Key") if self.in_contents => self.obj.key.clear(),
+            (2, "Prefix") if self.in_prefixes => self.page.prefixes.push(String::new()),
+            _ => {}
         }
+        Ok(())
     }
-    page.next_page_token = match (truncated, token) {
-        (false, _) => None,
-        (true, Some(t)) if !t.is_empty() => Some(t),
-        // Following a truncated page without a token would loop forever.
-        (true, _) => {
-            return Err(protocol(
-                "IsTruncated is true but there is no NextContinuationToken",
-            ));
+
+    fn end(&mut self) -> Result<()> {
+        let text = &mut self.text;
+        match (self.depth, self.field) {
+            (3, Field::Key) => self.obj.key = std::mem::take(text),
+            (3, Field::Size) => {
+                self.obj.size = text
+                    .trim()
+                    .parse()
+                    .map_err(|_| protocol(format!("bad <Size> {:?}", one(text))))?
+            }
+            (3, Field::LastModified) => {
+                self.obj.updated_ns = Some(
+                    parse_rfc3339(text.trim())
+                        .ok_or_else(|| protocol(format!("bad <LastModified> {:?}", one(text))))?,
+                )
+            }
+            (3, Field::ETag) => self.obj.version = Some(ObjectVersion::ETag(std::mem::take(text))),
+            (3, Field::StorageClass) => self.obj.storage_class = Some(std::mem::take(text)),
+            (3, Field::Prefix) => self.page.prefixes.push(std::mem::take(text)),
+            (2, Field::IsTruncated) => {
+                self.truncated = match text.trim() {
+                    "true" => true,
+                    "false" => false,
+                    other => {
+                        return Err(protocol(format!("bad <IsTruncated> {:?}", one(other))));
+                    }
+                }
+            }
+            (2, Field::NextToken) => self.token = Some(std::mem::take(text)),
+            (2, Field::EncodingType) => self.url_encoded = text.trim() == "url",
+            (2, _) if self.in_contents => {
+                self.in_contents = false;
+                self.page.objects.push(std::mem::take(&mut self.obj));
+            }
+            (2, _) if self.in_prefixes => self.in_prefixes = false,
+            _ => {}
         }
-    };
-    Ok(page)
+        if self.depth <= 3 {
+            self.field = Field::None;
+        }
+        self.depth = self.depth.saturating_sub(1);
+        if self.depth == 0 {
+            self.done = true;
+        }
+        Ok(())
+    }
+
+    /// The page, once the whole document was read: keys decoded if the
+    /// server URL-encoded them, and a next-page token only where one is
+    /// needed and present.
+    fn finish(mut self) -> Result<ListPage> {
+        if !self.done {
+            return Err(protocol(if self.depth == 0 {
+                "no XML element in the response".to_owned()
+            } else {
+                "the response is truncated".to_owned()
+            }));
+        }
+        if self.url_encoded {
+            for o in &mut self.page.objects {
+                o.key = url_decode(&o.key)?;
+            }
+            for p in &mut self.page.prefixes {
+                *p = url_decode(p)?;
+            }
+        }
+        self.page.next_page_token = match (self.truncated, self.token) {
+            (false, _) => None,
+            (true, Some(t)) if !t.is_empty() => Some(t),
+            // Following a truncated page without a token would loop forever.
+            (true, _) => {
+                return Err(protocol(
+                    "IsTruncated is true but there is no NextContinuationToken",
+                ));
+            }
+        };
+        Ok(self.page)
+    }
 }
 
 fn one(s: &str) -> String {
