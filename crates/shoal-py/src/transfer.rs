@@ -321,17 +321,7 @@ fn copy_many_impl(
     within(deadline, async move {
         // Parse everything first: the stores for the schemes present are
         // built once (a credential problem fails the call, not each item).
-        let parsed: Vec<shoal_core::Result<(Location, Location)>> = pairs
-            .iter()
-            .map(|(a, b)| {
-                let src = Location::parse(a)?;
-                if !src.is_local() {
-                    object(Op::Copy, a)?;
-                }
-                let dst = single_destination(Op::Copy, &src, Location::parse(b)?)?;
-                Ok((src, dst))
-            })
-            .collect();
+        let parsed = parse_pairs(&pairs);
         let locs: Vec<&Location> = parsed
             .iter()
             .filter_map(|p| p.as_ref().ok())
@@ -382,6 +372,22 @@ fn copy_many_impl(
                 .collect()
         })
     })
+}
+
+/// Each `(source, destination)` pair as locations: a remote source must
+/// name one object; a destination folder or bucket gets the source's name.
+fn parse_pairs(pairs: &[(String, String)]) -> Vec<shoal_core::Result<(Location, Location)>> {
+    pairs
+        .iter()
+        .map(|(a, b)| {
+            let src = Location::parse(a)?;
+            if !src.is_local() {
+                object(Op::Copy, a)?;
+            }
+            let dst = single_destination(Op::Copy, &src, Location::parse(b)?)?;
+            Ok((src, dst))
+        })
+        .collect()
 }
 
 blocking_and_async! {
