@@ -229,30 +229,7 @@ impl Client {
             ));
         }
         let expected = crc32c.unwrap_or(combined);
-        let q = Query::new().add("uploadId", server_id(upload));
-        let http_url = format!("{}{}", self.xml_url(upload), q.as_str());
-        let body = Bytes::from(complete_multipart_body(&sorted, false));
-        // The body is read and parsed inside the retry: an `<Error>` under
-        // `200 OK` is retried like the status it stands for.
-        let done = self
-            .retry
-            .run(&url, || async {
-                let req = self
-                    .http
-                    .post(&http_url)
-                    .header(CONTENT_TYPE, "application/xml")
-                    .body(body.clone());
-                let resp = self.attempt(Op::Multipart, &url, req).await?;
-                let headers = resp.headers().clone();
-                let text = resp
-                    .bytes()
-                    .await
-                    .map_err(|e| error_from_reqwest(Op::Multipart, &url, e))?;
-                parse_complete(&text, &url)?;
-                Ok(headers)
-            })
-            .await;
-        let headers = match done {
+        let headers = match self.send_complete(upload, &sorted, &url).await {
             Ok(h) => h,
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 // A retry after a lost answer finds the upload gone: accept
@@ -284,30 +261,76 @@ impl Client {
         if meta.crc32c == Some(expected) && meta.size == size {
             return Ok(meta);
         }
+        Err(self
+            .wrong_assembly(upload, &meta, (size, expected), generation, &url)
+            .await)
+    }
+
+    /// CompleteMultipartUpload, its answer's headers. The body is read and
+    /// parsed inside the retry: an `<Error>` under `200 OK` is retried like
+    /// the status it stands for.
+    async fn send_complete(
+        &self,
+        upload: &MultipartUpload,
+        sorted: &[&PartInfo],
+        url: &str,
+    ) -> Result<reqwest::header::HeaderMap> {
+        let q = Query::new().add("uploadId", server_id(upload));
+        let http_url = format!("{}{}", self.xml_url(upload), q.as_str());
+        let body = Bytes::from(complete_multipart_body(sorted, false));
+        self.retry
+            .run(url, || async {
+                let req = self
+                    .http
+                    .post(&http_url)
+                    .header(CONTENT_TYPE, "application/xml")
+                    .body(body.clone());
+                let resp = self.attempt(Op::Multipart, url, req).await?;
+                let headers = resp.headers().clone();
+                let text = resp
+                    .bytes()
+                    .await
+                    .map_err(|e| error_from_reqwest(Op::Multipart, url, e))?;
+                parse_complete(&text, url)?;
+                Ok(headers)
+            })
+            .await
+    }
+
+    /// The error for an assembled object that is not what the parts make
+    /// (`want`: size and CRC32C), after removing it, and only it: without
+    /// its generation, the live object may already be someone else's.
+    async fn wrong_assembly(
+        &self,
+        upload: &MultipartUpload,
+        meta: &ObjectMeta,
+        want: (u64, u32),
+        generation: Option<i64>,
+        url: &str,
+    ) -> Error {
+        let (size, expected) = want;
         let got = meta
             .crc32c
             .map_or("none".to_owned(), |c| format!("{c:08x}"));
-        let mut err = Error::new(
+        let err = Error::new(
             ErrorKind::Integrity,
             Op::Multipart,
-            &url,
+            url,
             format!(
                 "the assembled object has {} bytes and CRC32C {got}, expected {size} and {expected:08x}",
                 meta.size
             ),
         );
-        // Remove what this upload wrote, and only that: without its
-        // generation, the live object may already be someone else's.
         match generation {
             Some(g) => match self.delete_if(&upload.bucket, &upload.key, Some(g)).await {
-                Ok(()) => err = err.with_hint("it was deleted; upload again"),
+                Ok(()) => err.with_hint("it was deleted; upload again"),
                 Err(e) => {
-                    tracing::warn!(error = %e, "could not delete an assembled object with a wrong checksum")
+                    tracing::warn!(error = %e, "could not delete an assembled object with a wrong checksum");
+                    err
                 }
             },
-            None => err = err.with_hint("it was left in place: check it, or upload again"),
+            None => err.with_hint("it was left in place: check it, or upload again"),
         }
-        Err(err)
     }
 
     pub(crate) async fn xml_abort(&self, upload: &MultipartUpload) -> Result<()> {
