@@ -45,6 +45,54 @@ struct RewriteResponse {
     resource: Option<serde_json::Value>,
 }
 
+/// What a rewrite sends: nothing (the destination keeps the source's
+/// metadata), or the whole resource when the caller overrides a field or
+/// asks for a storage class (a resource given replaces the source's, so
+/// the source's fields go with the caller's on top).
+fn rewrite_body(c: &CopyRequest<'_>) -> Bytes {
+    if !c.replace_metadata && c.opts.storage_class.is_none() {
+        return Bytes::new();
+    }
+    let opts = if c.replace_metadata {
+        c.opts.clone()
+    } else {
+        PutOptions {
+            storage_class: c.opts.storage_class.clone(),
+            ..PutOptions::default().keeping(c.src)
+        }
+    };
+    let mut m = serde_json::Map::new();
+    crate::object::descriptive_metadata(&mut m, &opts);
+    Bytes::from(serde_json::Value::Object(m).to_string())
+}
+
+/// One rewrite answer: the finished object, or the token to call again
+/// with (a call that is neither is a protocol error: it cannot go on).
+fn next_step(resp: &[u8], url: &str) -> Result<std::result::Result<ObjectMeta, String>> {
+    let answer: RewriteResponse = serde_json::from_slice(resp)
+        .map_err(|e| protocol(Op::Copy, url, "a rewrite response", e))?;
+    if answer.done {
+        let resource = answer.resource.ok_or_else(|| {
+            protocol(
+                Op::Copy,
+                url,
+                "a rewrite response",
+                "done without a resource",
+            )
+        })?;
+        return parse_object(resource.to_string().as_bytes(), Op::Copy, url).map(Ok);
+    }
+    match answer.rewrite_token.filter(|t| !t.is_empty()) {
+        Some(t) => Ok(Err(t)),
+        None => Err(protocol(
+            Op::Copy,
+            url,
+            "a rewrite response",
+            "not done, and no rewriteToken to go on with",
+        )),
+    }
+}
+
 impl Client {
     pub(crate) async fn copy(&self, c: &CopyRequest<'_>) -> Result<ObjectMeta> {
         let src_url = gs_url(c.src_bucket, c.src_key);
@@ -55,21 +103,7 @@ impl Client {
         };
         crate::object::check_write_version(c.opts, Op::Copy, &url)?;
         let dst_generation = crate::object::generation_match(c.opts);
-        let body = if c.replace_metadata || c.opts.storage_class.is_some() {
-            let opts = if c.replace_metadata {
-                c.opts.clone()
-            } else {
-                PutOptions {
-                    storage_class: c.opts.storage_class.clone(),
-                    ..PutOptions::default().keeping(c.src)
-                }
-            };
-            let mut m = serde_json::Map::new();
-            crate::object::descriptive_metadata(&mut m, &opts);
-            Bytes::from(serde_json::Value::Object(m).to_string())
-        } else {
-            Bytes::new()
-        };
+        let body = rewrite_body(c);
         let base = format!(
             "{}/rewriteTo/b/{}/o/{}",
             self.object_url(c.src_bucket, c.src_key),
@@ -101,27 +135,9 @@ impl Client {
                         .await);
                 }
             };
-            let answer: RewriteResponse = serde_json::from_slice(&resp)
-                .map_err(|e| protocol(Op::Copy, &url, "a rewrite response", e))?;
-            if answer.done {
-                let resource = answer.resource.ok_or_else(|| {
-                    protocol(
-                        Op::Copy,
-                        &url,
-                        "a rewrite response",
-                        "done without a resource",
-                    )
-                })?;
-                return parse_object(resource.to_string().as_bytes(), Op::Copy, &url);
-            }
-            token = answer.rewrite_token.filter(|t| !t.is_empty());
-            if token.is_none() {
-                return Err(protocol(
-                    Op::Copy,
-                    &url,
-                    "a rewrite response",
-                    "not done, and no rewriteToken to go on with",
-                ));
+            match next_step(&resp, &url)? {
+                Ok(done) => return Ok(done),
+                Err(next) => token = Some(next),
             }
         }
         Err(Error::new(
