@@ -500,6 +500,15 @@ impl MatchFlags {
         self.if_generation_match.is_some() || self.if_match.is_some()
     }
 
+    /// The flag given, as error messages name it.
+    pub(crate) fn flag(&self) -> &'static str {
+        if self.if_match.is_some() {
+            "--if-match"
+        } else {
+            "--if-generation-match"
+        }
+    }
+
     /// The version `loc` must be at; a usage error where the flag cannot
     /// apply (a local path, or the other provider's kind of version).
     pub(crate) fn version(
@@ -508,11 +517,7 @@ impl MatchFlags {
         loc: &shoal_core::Location,
     ) -> Result<Option<shoal_core::ObjectVersion>, String> {
         use shoal_core::{ObjectVersion, url::Scheme};
-        let flag = if self.if_match.is_some() {
-            "--if-match"
-        } else {
-            "--if-generation-match"
-        };
+        let flag = self.flag();
         match (&loc.scheme, self.if_generation_match, &self.if_match) {
             (_, None, None) => Ok(None),
             (Scheme::File, _, _) => Err(format!(

@@ -320,6 +320,19 @@ impl PresignMethod {
 /// and GCS V4 signatures (servers refuse longer ones).
 pub const MAX_PRESIGN_EXPIRY: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
+/// A presigned URL's life must be 1 second to [`MAX_PRESIGN_EXPIRY`]; the
+/// stores check it before signing (`target` names the object).
+pub fn check_presign_expiry(expires: std::time::Duration, target: &str) -> Result<()> {
+    if expires.is_zero() || expires > MAX_PRESIGN_EXPIRY {
+        return Err(Error::invalid(
+            Op::Presign,
+            target,
+            "a presigned URL must expire within 1 second to 7 days",
+        ));
+    }
+    Ok(())
+}
+
 /// An object store: the primitives shoal's engines are built from.
 #[async_trait::async_trait]
 pub trait Store: Send + Sync + Debug {

@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 
 use google_cloud_auth::signer::Signer;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use shoal_core::{Error, ErrorKind, MAX_PRESIGN_EXPIRY, Op, PresignMethod, Result};
+use shoal_core::{Error, ErrorKind, Op, PresignMethod, Result};
 
 use crate::client::encode;
 
@@ -56,13 +56,7 @@ pub(crate) fn unsigned(
     time: SystemTime,
 ) -> Result<Unsigned> {
     let target = format!("gs://{bucket}/{key}");
-    if expires.is_zero() || expires > MAX_PRESIGN_EXPIRY {
-        return Err(Error::invalid(
-            Op::Presign,
-            target,
-            "a signed URL must expire within 1 second to 7 days",
-        ));
-    }
+    shoal_core::check_presign_expiry(expires, &target)?;
     let base = reqwest::Url::parse(endpoint).map_err(|e| {
         Error::invalid(
             Op::Presign,
@@ -186,6 +180,7 @@ mod tests {
     use aws_lc_rs::encoding::AsDer;
     use aws_lc_rs::signature::{KeyPair, RSA_PKCS1_2048_8192_SHA256, UnparsedPublicKey};
     use base64::Engine;
+    use shoal_core::MAX_PRESIGN_EXPIRY;
 
     /// A service-account key made for this test (never a real one), and
     /// the matching public key.

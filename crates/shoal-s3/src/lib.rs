@@ -40,8 +40,8 @@ use std::sync::Mutex;
 use bytes::Bytes;
 use shoal_core::{
     BucketInfo, ByteRange, Capabilities, Error, ErrorKind, GetResponse, ListPage, ListRequest,
-    MAX_PRESIGN_EXPIRY, MultipartUpload, ObjectMeta, ObjectVersion, Op, PartInfo, PresignMethod,
-    PutOptions, Result, Scheme, Store,
+    MultipartUpload, ObjectMeta, ObjectVersion, Op, PartInfo, PresignMethod, PutOptions, Result,
+    Scheme, Store,
 };
 
 pub use config::{Addressing, DEFAULT_REGION, S3Config};
@@ -135,13 +135,7 @@ impl S3Store {
         let target = format!("s3://{bucket}/{key}");
         endpoint::check_bucket(Op::Presign, bucket)?;
         client::check_key(Op::Presign, &target, key)?;
-        if expires.is_zero() || expires > MAX_PRESIGN_EXPIRY {
-            return Err(Error::invalid(
-                Op::Presign,
-                target,
-                "a presigned URL must expire within 1 second to 7 days",
-            ));
-        }
+        shoal_core::check_presign_expiry(expires, &target)?;
         let Some(creds) = self.client.creds.get(Op::Presign, &target).await? else {
             return Err(Error::new(
                 ErrorKind::Unauthenticated,

@@ -406,11 +406,7 @@ fn preconditions(
     is_glob: bool,
     opts: &mut TransferOptions,
 ) -> Result<(), Failure> {
-    let flag = if a.matching.if_match.is_some() {
-        "--if-match"
-    } else {
-        "--if-generation-match"
-    };
+    let flag = a.matching.flag();
     if a.recursive || is_glob {
         return Err(Failure::Usage(format!(
             "{verb} {flag}: for one object, not {verb} -r or a glob (use --no-clobber to keep every destination that exists)"

@@ -163,11 +163,7 @@ fn targets(
 /// it on a delete, so the version is also read first and a mismatch
 /// refused before any delete is sent.
 async fn delete_matching(ctx: &Context, a: &RmArgs, locs: Vec<Location>) -> CmdResult {
-    let flag = if a.matching.if_match.is_some() {
-        "--if-match"
-    } else {
-        "--if-generation-match"
-    };
+    let flag = a.matching.flag();
     let [loc] = locs.as_slice() else {
         return Err(Failure::Usage(format!(
             "rm {flag}: for one object at a time"
