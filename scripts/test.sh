@@ -58,6 +58,10 @@ if [ "$cargo_rc" != 0 ]; then
   grep -q '^cargo: ' "$failures" || failed_part "cargo test (exit $cargo_rc, no test named: a build failure?)"
 fi
 
+# The crate graph in ARCHITECTURE.md is the manifests' own (drawn by
+# scripts/crate_graph.py), so the document cannot drift from the code.
+python3 scripts/crate_graph.py --check || failed_part "ARCHITECTURE.md crate graph (run scripts/crate_graph.py --write)"
+
 # The Python package (python/): pinned tools in a venv cached under
 # $SHOAL_CACHE (rebuilt when python/requirements-test.txt changes), the
 # extension built by maturin in the dev profile (it reuses the dependencies
