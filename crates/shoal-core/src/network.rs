@@ -16,9 +16,10 @@
 //! error can name the variable or flag), and checks them before a request
 //! is sent. Nothing here costs anything when nothing is set: a plain-http
 //! endpoint without proxies still skips TLS set-up and proxy matching.
-//! CA files are read and checked there but not parsed: parsing the ~220 KB
-//! system bundle that `SSL_CERT_FILE` and `AWS_CA_BUNDLE` point at on many
-//! machines added 1.2 ms CPU (+33%) to a cold `shoal ls` of local MinIO.
+//! CA files are read and checked there but not parsed: the system bundle
+//! that `SSL_CERT_FILE` and `AWS_CA_BUNDLE` point at on many machines holds
+//! hundreds of certificates, and parsing them would be a visible part of a
+//! cold `shoal ls`, which must cost barely more than one request.
 
 use std::fmt;
 use std::path::PathBuf;

@@ -143,8 +143,8 @@ impl Client {
         req = with_object_headers(req, opts);
         // Always send a CRC (a CRC32C computed here if the caller had
         // none): the server then verifies the body and stores the checksum,
-        // so later downloads can be verified too. CRC32C costs ~0.1 ms per
-        // MiB.
+        // so later downloads can be verified too. Computing it is far
+        // cheaper than sending the bytes.
         let crc = match opts.other_crc {
             Some(c) => {
                 req = req.header(checksum_header(c.kind()), c.to_base64());
