@@ -126,9 +126,10 @@ pub const DEFAULT_SMALL_WORKERS: usize = 128;
 
 /// Granule of a [`SmallBudget`]'s memory.
 pub const MEMORY_UNIT: u64 = 64 << 10;
-/// Units a cheap request of 1 MiB or more (or of unknown size) holds: a
-/// download's write batch, an upload's whole buffer.
-pub const WRITE_BUFFER_UNITS: u32 = (slice_write::WRITE_BUFFER as u64 / MEMORY_UNIT) as u32;
+/// Units a cheap request of 1 MiB or more (or of unknown size) holds,
+/// 1 MiB: a download's write batch and the receive buffers its chunks keep
+/// alive, an upload's whole buffer ([`SMALL_UPLOAD`]).
+pub const WRITE_BUFFER_UNITS: u32 = ((1 << 20) / MEMORY_UNIT) as u32;
 /// Buffers the cheap requests of a batch hold together at most: 64 MiB,
 /// 64 requests that each hold 1 MiB.
 pub const SMALL_MEMORY: u64 = 64 << 20;

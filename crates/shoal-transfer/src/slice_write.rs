@@ -1,10 +1,18 @@
 //! Writing one slice of a download into its place in the working file.
 //!
 //! The chunks a connection hands over are written as they came, gathered
-//! into one `pwritev` per [`WRITE_BUFFER`] on the blocking pool: no staging
-//! copy and no fresh buffer per write. Every [`WRITEBACK`] bytes the slice
-//! asks the kernel to start writing its pages to the disk, so a durable
-//! download's final `fdatasync` finds little left to do.
+//! into one `pwritev` per [`WRITE_BATCH`]: no staging copy and no fresh
+//! buffer per write. The write runs on the task's own thread, right after
+//! the chunks were received and checksummed, while their bytes are still in
+//! that core's cache: copying them into the page cache then costs little
+//! more than the receive did. Handed to the blocking pool, the same write
+//! ran on another core that had to fetch every byte from memory again, and
+//! woke a thread and the task per write; bigger batches likewise let the
+//! first chunks fall out of the cache before they were written. Every
+//! [`WRITEBACK`] bytes the slice asks the kernel to start writing its pages
+//! to the disk (on the blocking pool: that call may wait for the device's
+//! queue), so a durable download's final `fdatasync` finds little left to
+//! do.
 
 use std::fs::File;
 use std::sync::Arc;
@@ -16,18 +24,13 @@ use shoal_core::{Error, ErrorKind, Op, Result};
 
 use crate::TransferOptions;
 
-/// Bytes gathered before one `pwritev`: big enough that syscalls and
-/// blocking-pool hops are rare (1,024 per GiB), small enough that a batch's
-/// single-stream downloads, which hold at most this each, stay within
-/// [`crate::SMALL_MEMORY`] 64 at a time.
-pub(crate) const WRITE_BUFFER: usize = 1 << 20;
-
-/// The write batch of a download that is one cheap request of a batch
-/// (it draws on [`crate::SmallBudget`]): smaller, since dozens run at once
-/// and each holds its batch, plus the receive buffers the batch's chunks
-/// keep alive. The budget still counts [`WRITE_BUFFER`] per download, so
-/// this lowers the memory the budget allows without raising concurrency.
-const SMALL_WRITE_BUFFER: usize = 256 << 10;
+/// Bytes gathered before one `pwritev`: about one receive's worth, so the
+/// batch is still in the cache when it is written (see the module doc);
+/// smaller receives (slow links, TLS records) are gathered so syscalls stay
+/// few. A batch's single-stream downloads hold at most this plus one chunk
+/// each, within the [`crate::WRITE_BUFFER_UNITS`] the batch's budget counts
+/// for them.
+const WRITE_BATCH: usize = 256 << 10;
 
 /// Chunks in one `pwritev` at most (Linux's IOV_MAX is 1024).
 const MAX_IOV: usize = 512;
@@ -36,12 +39,8 @@ const MAX_IOV: usize = 512;
 /// writeback, see [`write_slice`]).
 const WRITEBACK: u64 = 8 << 20;
 
-/// Streams one slice to its place in the file. The chunks are written as
-/// they were received, gathered into one `pwritev` per [`WRITE_BUFFER`]: no
-/// staging copy and no fresh buffer per write (copying and faulting in
-/// fresh pages cost a download more CPU than anything but the checksum).
-/// Returns
-/// `sums` fed with the slice's bytes.
+/// Streams one slice to its place in the file, as the module doc says.
+/// Returns `sums` fed with the slice's bytes.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn write_slice(
     mut stream: shoal_core::BoxByteStream,
@@ -53,11 +52,6 @@ pub(crate) async fn write_slice(
     opts: &TransferOptions,
     mut sums: Running,
 ) -> Result<Running> {
-    let write_buffer = if opts.small.is_some() {
-        SMALL_WRITE_BUFFER
-    } else {
-        WRITE_BUFFER
-    };
     let mut pos = start;
     // Written, and not yet handed to the disk, from here to `pos`.
     let mut dirty = start;
@@ -73,7 +67,7 @@ pub(crate) async fn write_slice(
         opts.add_progress(chunk.len() as u64);
         batched += chunk.len();
         batch.push(chunk);
-        if batched >= write_buffer || batch.len() >= MAX_IOV {
+        if batched >= WRITE_BATCH || batch.len() >= MAX_IOV {
             let len = batched as u64;
             let flush = (pos + len - dirty >= WRITEBACK).then_some(dirty);
             pos = pwrite(&file, std::mem::take(&mut batch), pos, flush, dest).await?;
@@ -101,9 +95,9 @@ pub(crate) async fn write_slice(
     Ok(sums)
 }
 
-/// Writes `chunks` one after another at `pos` ([`crate::file_io`]); with
-/// `writeback_from`, then starts writing `writeback_from..` (up to the end
-/// of these chunks) back to the disk.
+/// Writes `chunks` one after another at `pos`, in place on this thread
+/// (the module doc says why); with `writeback_from`, then starts writing
+/// `writeback_from..` (up to the end of these chunks) back to the disk.
 async fn pwrite(
     file: &Arc<File>,
     chunks: Vec<Bytes>,
@@ -112,17 +106,14 @@ async fn pwrite(
     dest: &str,
 ) -> Result<u64> {
     let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
-    let file = file.clone();
-    crate::file_io(len, move || {
-        pwritev_all(&file, &chunks, pos)?;
-        if let Some(from) = writeback_from {
-            start_writeback(&file, from, pos + len);
-        }
-        Ok(())
-    })
-    .await
-    .map_err(|e| Error::new(ErrorKind::Io, Op::Write, dest, e.to_string()))?
-    .map_err(|e| Error::io(Op::Write, dest, e))?;
+    pwritev_all(file, &chunks, pos).map_err(|e| Error::io(Op::Write, dest, e))?;
+    drop(chunks);
+    if let Some(from) = writeback_from {
+        let file = file.clone();
+        tokio::task::spawn_blocking(move || start_writeback(&file, from, pos + len))
+            .await
+            .map_err(|e| Error::new(ErrorKind::Io, Op::Write, dest, e.to_string()))?;
+    }
     Ok(pos + len)
 }
 
