@@ -232,6 +232,38 @@ pub fn list_objects(
     );
     let (tx, rx) = mpsc::channel(CHANNEL_PAGES);
     let workers = opts.workers.max(1);
+    let state = first_state(&req, workers);
+    let shared = Arc::new(Shared {
+        store,
+        bucket,
+        base: ListRequest {
+            page_token: None,
+            ..req
+        },
+        workers,
+        state: Mutex::new(state),
+        wake: Notify::new(),
+        advance: Notify::new(),
+        stats: opts.stats.unwrap_or_default(),
+        sorted: opts.sorted,
+        tasks: Mutex::new(Vec::new()),
+    });
+    // The consumer never holds a sender: the channel closes when the last
+    // worker is done, which is how the stream ends.
+    let consumer = Consumer {
+        rx,
+        guard: Guard(shared),
+        reorder: Reorder::default(),
+        first: Some(tx),
+        sorted: opts.sorted,
+    };
+    futures::stream::unfold(consumer, Consumer::next)
+}
+
+/// The state before the first request: worker 0 owns the whole range (from
+/// the prefix, or the start offset past it, to the end offset), the others
+/// nothing yet.
+fn first_state(req: &ListRequest, workers: usize) -> State {
     let start = req
         .start_offset
         .clone()
@@ -249,68 +281,66 @@ pub fn list_objects(
         splittable: false,
     });
     state.open.insert(start);
-    let shared = Arc::new(Shared {
-        store,
-        bucket,
-        base: ListRequest {
-            page_token: None,
-            ..req
-        },
-        workers,
-        state: Mutex::new(state),
-        wake: Notify::new(),
-        advance: Notify::new(),
-        stats: opts.stats.unwrap_or_default(),
-        sorted: opts.sorted,
-        tasks: Mutex::new(Vec::new()),
-    });
-    let guard = Guard(shared.clone());
-    let sorted = opts.sorted;
-    // The consumer never holds a sender: the channel closes when the last
-    // worker is done, which is how the stream ends.
-    futures::stream::unfold(
-        (rx, guard, Reorder::default(), Some(tx)),
-        move |(mut rx, guard, mut reorder, mut first)| async move {
-            if let Some(tx) = first.take() {
-                spawn(&guard.0, 0, tx);
+    state
+}
+
+/// The stream's side of the listing: what the consumer's polls read from.
+struct Consumer {
+    rx: mpsc::Receiver<Msg>,
+    guard: Guard,
+    reorder: Reorder,
+    /// Worker 0's sender until the first poll starts it.
+    first: Option<mpsc::Sender<Msg>>,
+    sorted: bool,
+}
+
+impl Consumer {
+    /// The next page to hand on (in key order when sorted), an error after
+    /// which nothing follows, or None when every worker is done.
+    async fn next(mut self) -> Option<(Result<Vec<ObjectMeta>>, Self)> {
+        if let Some(tx) = self.first.take() {
+            spawn(&self.guard.0, 0, tx);
+        }
+        loop {
+            if let Some(p) = self.reorder.ready.pop() {
+                self.reorder.hand_on(&self.guard.0, 1);
+                return Some((Ok(p), self));
             }
-            let started = first;
-            loop {
-                if let Some(p) = reorder.ready.pop() {
-                    reorder.hand_on(&guard.0, 1);
-                    return Some((Ok(p), (rx, guard, reorder, started)));
+            if self.reorder.failed {
+                return None;
+            }
+            match self.rx.recv().await? {
+                Msg::Error(e) => {
+                    self.stop();
+                    return Some((Err(e), self));
                 }
-                if reorder.failed {
-                    return None;
-                }
-                match rx.recv().await? {
-                    Msg::Error(e) => {
-                        guard.0.state.lock().unwrap().stop = true;
-                        guard.0.advance.notify_waiters();
-                        rx.close();
-                        // Nothing after the error: pages still in the
-                        // channel or held would be a listing with a hole.
-                        reorder.failed = true;
-                        reorder.ready.clear();
-                        return Some((Err(e), (rx, guard, reorder, started)));
-                    }
-                    Msg::Page {
-                        range,
-                        objects,
-                        last,
-                    } => {
-                        if !sorted {
-                            if objects.is_empty() {
-                                continue;
-                            }
-                            return Some((Ok(objects), (rx, guard, reorder, started)));
+                Msg::Page {
+                    range,
+                    objects,
+                    last,
+                } => {
+                    if !self.sorted {
+                        if objects.is_empty() {
+                            continue;
                         }
-                        reorder.push(&guard.0, range, objects, last);
+                        return Some((Ok(objects), self));
                     }
+                    self.reorder.push(&self.guard.0, range, objects, last);
                 }
             }
-        },
-    )
+        }
+    }
+
+    /// An error goes out: the workers stop, and nothing follows it, since
+    /// pages still in the channel or held would be a listing with a hole.
+    fn stop(&mut self) {
+        let shared = &self.guard.0;
+        shared.state.lock().unwrap().stop = true;
+        shared.advance.notify_waiters();
+        self.rx.close();
+        self.reorder.failed = true;
+        self.reorder.ready.clear();
+    }
 }
 
 /// Sorted mode: pages of ranges after the lowest open one wait here.
@@ -1172,5 +1202,23 @@ mod tests {
         let first = s.next().await.unwrap();
         assert!(first.is_err());
         assert!(s.next().await.is_none());
+    }
+
+    #[test]
+    fn the_first_range_is_the_whole_listing() {
+        let mut r = req("p/", 10);
+        r.start_offset = Some("a".into());
+        r.end_offset = Some("p/x".into());
+        let st = first_state(&r, 3);
+        let first = st.ranges[0].as_ref().unwrap();
+        // A start offset below the prefix lists from the prefix.
+        assert_eq!(
+            (first.start.as_str(), first.end.as_deref()),
+            ("p/", Some("p/x"))
+        );
+        assert!(st.ranges[1..].iter().all(Option::is_none));
+        assert_eq!(st.open.iter().collect::<Vec<_>>(), ["p/"]);
+        r.start_offset = Some("p/m".into());
+        assert_eq!(first_state(&r, 1).ranges[0].as_ref().unwrap().start, "p/m");
     }
 }
