@@ -577,11 +577,7 @@ async fn list_range(
     start: String,
     end: Option<String>,
 ) -> bool {
-    let mut req = shared.base.clone();
-    if start.as_str() > req.prefix.as_str() {
-        req.start_offset = Some(start.clone());
-    }
-    req.end_offset = end;
+    let mut req = range_request(&shared.base, &start, end);
     loop {
         if shared.sorted && !reserve(shared, &start).await {
             return false;
@@ -591,82 +587,144 @@ async fn list_range(
         let page = match page {
             Ok(p) => p,
             Err(e) => {
-                shared.state.lock().unwrap().stop = true;
-                let _ = tx.send(Msg::Error(e)).await;
-                shared.wake.notify_waiters();
+                fail(shared, tx, e).await;
                 return false;
             }
         };
         let mut objects = page.objects;
-        let last = {
-            let mut st = shared.state.lock().unwrap();
-            if st.stop {
-                return false;
-            }
-            for k in [objects.first(), objects.last()].into_iter().flatten() {
-                let tail = k
-                    .key
-                    .strip_prefix(shared.base.prefix.as_str())
-                    .unwrap_or(&k.key);
-                st.alphabet.extend(tail.chars());
-            }
-            let r = st.ranges[id].as_mut().expect("own range");
-            let mut crossed = false;
-            if let Some(e) = &r.end {
-                let keep = objects.partition_point(|o| o.key.as_str() < e.as_str());
-                if keep < objects.len() {
-                    crossed = true;
-                    shared
-                        .stats
-                        .dropped
-                        .fetch_add((objects.len() - keep) as u64, Ordering::Relaxed);
-                    objects.truncate(keep);
-                }
-            }
-            if let Some(o) = objects.last() {
-                r.pos = Some(o.key.clone());
-                r.page_first = objects.first().map(|f| f.key.clone());
-            }
-            let last = crossed || page.next_page_token.is_none();
-            r.splittable = !last;
-            let range = r.start.clone();
-            if last {
-                st.ranges[id] = None;
-            }
-            let spawn_more = !last && !st.spawned && shared.workers > 1;
-            if spawn_more {
-                st.spawned = true;
-            }
-            (range, last, spawn_more)
+        let more = page.next_page_token.is_some();
+        let Some(step) = record_page(shared, id, &mut objects, more) else {
+            return false;
         };
-        let (range, is_last, spawn_more) = last;
-        if spawn_more {
-            for w in 1..shared.workers {
-                spawn(shared, w, tx.clone());
-            }
-        } else if is_last {
-            // Idle workers may now be able to finish (or cut elsewhere).
-            shared.wake.notify_waiters();
-        } else {
-            // This range may be cut once more: one thief is enough. Waking
-            // all idle workers on every page cost more CPU than the listing.
-            shared.wake.notify_one();
-        }
+        announce(shared, tx, &step);
+        let PageStep { range, last, .. } = step;
         if tx
             .send(Msg::Page {
                 range,
                 objects,
-                last: is_last,
+                last,
             })
             .await
             .is_err()
         {
             return false;
         }
-        if is_last {
+        if last {
             return true;
         }
         req.page_token = page.next_page_token;
+    }
+}
+
+/// The first request of a range: the listing's own, from the range's start
+/// (when it lies past the prefix) to its end.
+fn range_request(base: &ListRequest, start: &str, end: Option<String>) -> ListRequest {
+    let mut req = base.clone();
+    if start > req.prefix.as_str() {
+        req.start_offset = Some(start.to_owned());
+    }
+    req.end_offset = end;
+    req
+}
+
+/// A failed request stops the whole listing: the consumer gets the error
+/// and idle workers wake up to finish.
+async fn fail(shared: &Shared, tx: &mpsc::Sender<Msg>, e: shoal_core::Error) {
+    shared.state.lock().unwrap().stop = true;
+    let _ = tx.send(Msg::Error(e)).await;
+    shared.wake.notify_waiters();
+}
+
+/// What one page decided for its range.
+struct PageStep {
+    /// The range's start, which names it to the consumer.
+    range: String,
+    /// The range is finished: the page reached its end, or the server has
+    /// no more.
+    last: bool,
+    /// The first page that says there is more: the other workers start.
+    spawn_more: bool,
+}
+
+/// Takes in a page of worker `id`'s range under the lock: its first and
+/// last keys join the alphabet, keys at or past the range's end (which a
+/// thief may have moved meanwhile) are dropped, and the range moves to the
+/// page's last key or, when finished, is released. None when the listing
+/// has stopped.
+fn record_page(
+    shared: &Shared,
+    id: usize,
+    objects: &mut Vec<ObjectMeta>,
+    more: bool,
+) -> Option<PageStep> {
+    let mut st = shared.state.lock().unwrap();
+    if st.stop {
+        return None;
+    }
+    learn_alphabet(&mut st.alphabet, &shared.base.prefix, objects);
+    let r = st.ranges[id].as_mut().expect("own range");
+    let crossed = drop_past_end(objects, r.end.as_deref(), &shared.stats);
+    if let Some(o) = objects.last() {
+        r.pos = Some(o.key.clone());
+        r.page_first = objects.first().map(|f| f.key.clone());
+    }
+    let last = crossed || !more;
+    r.splittable = !last;
+    let range = r.start.clone();
+    if last {
+        st.ranges[id] = None;
+    }
+    let spawn_more = !last && !st.spawned && shared.workers > 1;
+    if spawn_more {
+        st.spawned = true;
+    }
+    Some(PageStep {
+        range,
+        last,
+        spawn_more,
+    })
+}
+
+/// Adds the characters of a page's first and last keys (below the prefix)
+/// to the alphabet cuts are computed in.
+fn learn_alphabet(alphabet: &mut BTreeSet<char>, prefix: &str, objects: &[ObjectMeta]) {
+    for k in [objects.first(), objects.last()].into_iter().flatten() {
+        let tail = k.key.strip_prefix(prefix).unwrap_or(&k.key);
+        alphabet.extend(tail.chars());
+    }
+}
+
+/// Drops the keys at or past `end` (counted in `stats.dropped`); true when
+/// there were any, which means the range is finished.
+fn drop_past_end(objects: &mut Vec<ObjectMeta>, end: Option<&str>, stats: &ListStats) -> bool {
+    let Some(e) = end else {
+        return false;
+    };
+    let keep = objects.partition_point(|o| o.key.as_str() < e);
+    if keep == objects.len() {
+        return false;
+    }
+    stats
+        .dropped
+        .fetch_add((objects.len() - keep) as u64, Ordering::Relaxed);
+    objects.truncate(keep);
+    true
+}
+
+/// Tells the other workers what a page changed: the first page with more
+/// to come starts them; a finished range may let idle ones finish (or cut
+/// elsewhere); otherwise this range may be cut once more, and one thief is
+/// enough (waking all idle workers on every page cost more CPU than the
+/// listing).
+fn announce(shared: &Arc<Shared>, tx: &mpsc::Sender<Msg>, step: &PageStep) {
+    if step.spawn_more {
+        for w in 1..shared.workers {
+            spawn(shared, w, tx.clone());
+        }
+    } else if step.last {
+        shared.wake.notify_waiters();
+    } else {
+        shared.wake.notify_one();
     }
 }
 
@@ -1204,6 +1262,29 @@ mod tests {
         assert!(s.next().await.is_none());
     }
 
+    fn metas(keys: &[&str]) -> Vec<ObjectMeta> {
+        keys.iter()
+            .map(|k| ObjectMeta {
+                key: (*k).to_owned(),
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_page_is_cut_at_the_range_end() {
+        let stats = ListStats::default();
+        let mut page = metas(&["a/1", "a/2", "a/3"]);
+        assert!(!drop_past_end(&mut page, None, &stats));
+        assert!(!drop_past_end(&mut page, Some("a/4"), &stats));
+        assert_eq!(page.len(), 3);
+        // The end is exclusive: its own key goes too.
+        assert!(drop_past_end(&mut page, Some("a/2"), &stats));
+        let keys: Vec<&str> = page.iter().map(|o| o.key.as_str()).collect();
+        assert_eq!(keys, ["a/1"]);
+        assert_eq!(stats.dropped.load(Ordering::Relaxed), 2);
+    }
+
     #[test]
     fn the_first_range_is_the_whole_listing() {
         let mut r = req("p/", 10);
@@ -1220,5 +1301,19 @@ mod tests {
         assert_eq!(st.open.iter().collect::<Vec<_>>(), ["p/"]);
         r.start_offset = Some("p/m".into());
         assert_eq!(first_state(&r, 1).ranges[0].as_ref().unwrap().start, "p/m");
+    }
+
+    #[test]
+    fn a_stolen_range_is_listed_from_its_start_to_its_end() {
+        let mut r = req("p/", 10);
+        r.start_offset = Some("a".into());
+        r.end_offset = Some("p/x".into());
+        let stolen = range_request(&r, "p/q", Some("p/s".into()));
+        assert_eq!(stolen.start_offset.as_deref(), Some("p/q"));
+        assert_eq!(stolen.end_offset.as_deref(), Some("p/s"));
+        // The first range starts at the prefix: the listing's own offset stays.
+        let whole = range_request(&r, "p/", None);
+        assert_eq!(whole.start_offset.as_deref(), Some("a"));
+        assert_eq!(whole.end_offset, None);
     }
 }
