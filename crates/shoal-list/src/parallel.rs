@@ -232,6 +232,38 @@ pub fn list_objects(
     );
     let (tx, rx) = mpsc::channel(CHANNEL_PAGES);
     let workers = opts.workers.max(1);
+    let state = first_state(&req, workers);
+    let shared = Arc::new(Shared {
+        store,
+        bucket,
+        base: ListRequest {
+            page_token: None,
+            ..req
+        },
+        workers,
+        state: Mutex::new(state),
+        wake: Notify::new(),
+        advance: Notify::new(),
+        stats: opts.stats.unwrap_or_default(),
+        sorted: opts.sorted,
+        tasks: Mutex::new(Vec::new()),
+    });
+    // The consumer never holds a sender: the channel closes when the last
+    // worker is done, which is how the stream ends.
+    let consumer = Consumer {
+        rx,
+        guard: Guard(shared),
+        reorder: Reorder::default(),
+        first: Some(tx),
+        sorted: opts.sorted,
+    };
+    futures::stream::unfold(consumer, Consumer::next)
+}
+
+/// The state before the first request: worker 0 owns the whole range (from
+/// the prefix, or the start offset past it, to the end offset), the others
+/// nothing yet.
+fn first_state(req: &ListRequest, workers: usize) -> State {
     let start = req
         .start_offset
         .clone()
@@ -249,68 +281,66 @@ pub fn list_objects(
         splittable: false,
     });
     state.open.insert(start);
-    let shared = Arc::new(Shared {
-        store,
-        bucket,
-        base: ListRequest {
-            page_token: None,
-            ..req
-        },
-        workers,
-        state: Mutex::new(state),
-        wake: Notify::new(),
-        advance: Notify::new(),
-        stats: opts.stats.unwrap_or_default(),
-        sorted: opts.sorted,
-        tasks: Mutex::new(Vec::new()),
-    });
-    let guard = Guard(shared.clone());
-    let sorted = opts.sorted;
-    // The consumer never holds a sender: the channel closes when the last
-    // worker is done, which is how the stream ends.
-    futures::stream::unfold(
-        (rx, guard, Reorder::default(), Some(tx)),
-        move |(mut rx, guard, mut reorder, mut first)| async move {
-            if let Some(tx) = first.take() {
-                spawn(&guard.0, 0, tx);
+    state
+}
+
+/// The stream's side of the listing: what the consumer's polls read from.
+struct Consumer {
+    rx: mpsc::Receiver<Msg>,
+    guard: Guard,
+    reorder: Reorder,
+    /// Worker 0's sender until the first poll starts it.
+    first: Option<mpsc::Sender<Msg>>,
+    sorted: bool,
+}
+
+impl Consumer {
+    /// The next page to hand on (in key order when sorted), an error after
+    /// which nothing follows, or None when every worker is done.
+    async fn next(mut self) -> Option<(Result<Vec<ObjectMeta>>, Self)> {
+        if let Some(tx) = self.first.take() {
+            spawn(&self.guard.0, 0, tx);
+        }
+        loop {
+            if let Some(p) = self.reorder.ready.pop() {
+                self.reorder.hand_on(&self.guard.0, 1);
+                return Some((Ok(p), self));
             }
-            let started = first;
-            loop {
-                if let Some(p) = reorder.ready.pop() {
-                    reorder.hand_on(&guard.0, 1);
-                    return Some((Ok(p), (rx, guard, reorder, started)));
+            if self.reorder.failed {
+                return None;
+            }
+            match self.rx.recv().await? {
+                Msg::Error(e) => {
+                    self.stop();
+                    return Some((Err(e), self));
                 }
-                if reorder.failed {
-                    return None;
-                }
-                match rx.recv().await? {
-                    Msg::Error(e) => {
-                        guard.0.state.lock().unwrap().stop = true;
-                        guard.0.advance.notify_waiters();
-                        rx.close();
-                        // Nothing after the error: pages still in the
-                        // channel or held would be a listing with a hole.
-                        reorder.failed = true;
-                        reorder.ready.clear();
-                        return Some((Err(e), (rx, guard, reorder, started)));
-                    }
-                    Msg::Page {
-                        range,
-                        objects,
-                        last,
-                    } => {
-                        if !sorted {
-                            if objects.is_empty() {
-                                continue;
-                            }
-                            return Some((Ok(objects), (rx, guard, reorder, started)));
+                Msg::Page {
+                    range,
+                    objects,
+                    last,
+                } => {
+                    if !self.sorted {
+                        if objects.is_empty() {
+                            continue;
                         }
-                        reorder.push(&guard.0, range, objects, last);
+                        return Some((Ok(objects), self));
                     }
+                    self.reorder.push(&self.guard.0, range, objects, last);
                 }
             }
-        },
-    )
+        }
+    }
+
+    /// An error goes out: the workers stop, and nothing follows it, since
+    /// pages still in the channel or held would be a listing with a hole.
+    fn stop(&mut self) {
+        let shared = &self.guard.0;
+        shared.state.lock().unwrap().stop = true;
+        shared.advance.notify_waiters();
+        self.rx.close();
+        self.reorder.failed = true;
+        self.reorder.ready.clear();
+    }
 }
 
 /// Sorted mode: pages of ranges after the lowest open one wait here.
@@ -547,11 +577,7 @@ async fn list_range(
     start: String,
     end: Option<String>,
 ) -> bool {
-    let mut req = shared.base.clone();
-    if start.as_str() > req.prefix.as_str() {
-        req.start_offset = Some(start.clone());
-    }
-    req.end_offset = end;
+    let mut req = range_request(&shared.base, &start, end);
     loop {
         if shared.sorted && !reserve(shared, &start).await {
             return false;
@@ -561,82 +587,144 @@ async fn list_range(
         let page = match page {
             Ok(p) => p,
             Err(e) => {
-                shared.state.lock().unwrap().stop = true;
-                let _ = tx.send(Msg::Error(e)).await;
-                shared.wake.notify_waiters();
+                fail(shared, tx, e).await;
                 return false;
             }
         };
         let mut objects = page.objects;
-        let last = {
-            let mut st = shared.state.lock().unwrap();
-            if st.stop {
-                return false;
-            }
-            for k in [objects.first(), objects.last()].into_iter().flatten() {
-                let tail = k
-                    .key
-                    .strip_prefix(shared.base.prefix.as_str())
-                    .unwrap_or(&k.key);
-                st.alphabet.extend(tail.chars());
-            }
-            let r = st.ranges[id].as_mut().expect("own range");
-            let mut crossed = false;
-            if let Some(e) = &r.end {
-                let keep = objects.partition_point(|o| o.key.as_str() < e.as_str());
-                if keep < objects.len() {
-                    crossed = true;
-                    shared
-                        .stats
-                        .dropped
-                        .fetch_add((objects.len() - keep) as u64, Ordering::Relaxed);
-                    objects.truncate(keep);
-                }
-            }
-            if let Some(o) = objects.last() {
-                r.pos = Some(o.key.clone());
-                r.page_first = objects.first().map(|f| f.key.clone());
-            }
-            let last = crossed || page.next_page_token.is_none();
-            r.splittable = !last;
-            let range = r.start.clone();
-            if last {
-                st.ranges[id] = None;
-            }
-            let spawn_more = !last && !st.spawned && shared.workers > 1;
-            if spawn_more {
-                st.spawned = true;
-            }
-            (range, last, spawn_more)
+        let more = page.next_page_token.is_some();
+        let Some(step) = record_page(shared, id, &mut objects, more) else {
+            return false;
         };
-        let (range, is_last, spawn_more) = last;
-        if spawn_more {
-            for w in 1..shared.workers {
-                spawn(shared, w, tx.clone());
-            }
-        } else if is_last {
-            // Idle workers may now be able to finish (or cut elsewhere).
-            shared.wake.notify_waiters();
-        } else {
-            // This range may be cut once more: one thief is enough. Waking
-            // all idle workers on every page cost more CPU than the listing.
-            shared.wake.notify_one();
-        }
+        announce(shared, tx, &step);
+        let PageStep { range, last, .. } = step;
         if tx
             .send(Msg::Page {
                 range,
                 objects,
-                last: is_last,
+                last,
             })
             .await
             .is_err()
         {
             return false;
         }
-        if is_last {
+        if last {
             return true;
         }
         req.page_token = page.next_page_token;
+    }
+}
+
+/// The first request of a range: the listing's own, from the range's start
+/// (when it lies past the prefix) to its end.
+fn range_request(base: &ListRequest, start: &str, end: Option<String>) -> ListRequest {
+    let mut req = base.clone();
+    if start > req.prefix.as_str() {
+        req.start_offset = Some(start.to_owned());
+    }
+    req.end_offset = end;
+    req
+}
+
+/// A failed request stops the whole listing: the consumer gets the error
+/// and idle workers wake up to finish.
+async fn fail(shared: &Shared, tx: &mpsc::Sender<Msg>, e: shoal_core::Error) {
+    shared.state.lock().unwrap().stop = true;
+    let _ = tx.send(Msg::Error(e)).await;
+    shared.wake.notify_waiters();
+}
+
+/// What one page decided for its range.
+struct PageStep {
+    /// The range's start, which names it to the consumer.
+    range: String,
+    /// The range is finished: the page reached its end, or the server has
+    /// no more.
+    last: bool,
+    /// The first page that says there is more: the other workers start.
+    spawn_more: bool,
+}
+
+/// Takes in a page of worker `id`'s range under the lock: its first and
+/// last keys join the alphabet, keys at or past the range's end (which a
+/// thief may have moved meanwhile) are dropped, and the range moves to the
+/// page's last key or, when finished, is released. None when the listing
+/// has stopped.
+fn record_page(
+    shared: &Shared,
+    id: usize,
+    objects: &mut Vec<ObjectMeta>,
+    more: bool,
+) -> Option<PageStep> {
+    let mut st = shared.state.lock().unwrap();
+    if st.stop {
+        return None;
+    }
+    learn_alphabet(&mut st.alphabet, &shared.base.prefix, objects);
+    let r = st.ranges[id].as_mut().expect("own range");
+    let crossed = drop_past_end(objects, r.end.as_deref(), &shared.stats);
+    if let Some(o) = objects.last() {
+        r.pos = Some(o.key.clone());
+        r.page_first = objects.first().map(|f| f.key.clone());
+    }
+    let last = crossed || !more;
+    r.splittable = !last;
+    let range = r.start.clone();
+    if last {
+        st.ranges[id] = None;
+    }
+    let spawn_more = !last && !st.spawned && shared.workers > 1;
+    if spawn_more {
+        st.spawned = true;
+    }
+    Some(PageStep {
+        range,
+        last,
+        spawn_more,
+    })
+}
+
+/// Adds the characters of a page's first and last keys (below the prefix)
+/// to the alphabet cuts are computed in.
+fn learn_alphabet(alphabet: &mut BTreeSet<char>, prefix: &str, objects: &[ObjectMeta]) {
+    for k in [objects.first(), objects.last()].into_iter().flatten() {
+        let tail = k.key.strip_prefix(prefix).unwrap_or(&k.key);
+        alphabet.extend(tail.chars());
+    }
+}
+
+/// Drops the keys at or past `end` (counted in `stats.dropped`); true when
+/// there were any, which means the range is finished.
+fn drop_past_end(objects: &mut Vec<ObjectMeta>, end: Option<&str>, stats: &ListStats) -> bool {
+    let Some(e) = end else {
+        return false;
+    };
+    let keep = objects.partition_point(|o| o.key.as_str() < e);
+    if keep == objects.len() {
+        return false;
+    }
+    stats
+        .dropped
+        .fetch_add((objects.len() - keep) as u64, Ordering::Relaxed);
+    objects.truncate(keep);
+    true
+}
+
+/// Tells the other workers what a page changed: the first page with more
+/// to come starts them; a finished range may let idle ones finish (or cut
+/// elsewhere); otherwise this range may be cut once more, and one thief is
+/// enough (waking all idle workers on every page cost more CPU than the
+/// listing).
+fn announce(shared: &Arc<Shared>, tx: &mpsc::Sender<Msg>, step: &PageStep) {
+    if step.spawn_more {
+        for w in 1..shared.workers {
+            spawn(shared, w, tx.clone());
+        }
+    } else if step.last {
+        shared.wake.notify_waiters();
+    } else {
+        shared.wake.notify_one();
     }
 }
 
@@ -1172,5 +1260,60 @@ mod tests {
         let first = s.next().await.unwrap();
         assert!(first.is_err());
         assert!(s.next().await.is_none());
+    }
+
+    fn metas(keys: &[&str]) -> Vec<ObjectMeta> {
+        keys.iter()
+            .map(|k| ObjectMeta {
+                key: (*k).to_owned(),
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_page_is_cut_at_the_range_end() {
+        let stats = ListStats::default();
+        let mut page = metas(&["a/1", "a/2", "a/3"]);
+        assert!(!drop_past_end(&mut page, None, &stats));
+        assert!(!drop_past_end(&mut page, Some("a/4"), &stats));
+        assert_eq!(page.len(), 3);
+        // The end is exclusive: its own key goes too.
+        assert!(drop_past_end(&mut page, Some("a/2"), &stats));
+        let keys: Vec<&str> = page.iter().map(|o| o.key.as_str()).collect();
+        assert_eq!(keys, ["a/1"]);
+        assert_eq!(stats.dropped.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn the_first_range_is_the_whole_listing() {
+        let mut r = req("p/", 10);
+        r.start_offset = Some("a".into());
+        r.end_offset = Some("p/x".into());
+        let st = first_state(&r, 3);
+        let first = st.ranges[0].as_ref().unwrap();
+        // A start offset below the prefix lists from the prefix.
+        assert_eq!(
+            (first.start.as_str(), first.end.as_deref()),
+            ("p/", Some("p/x"))
+        );
+        assert!(st.ranges[1..].iter().all(Option::is_none));
+        assert_eq!(st.open.iter().collect::<Vec<_>>(), ["p/"]);
+        r.start_offset = Some("p/m".into());
+        assert_eq!(first_state(&r, 1).ranges[0].as_ref().unwrap().start, "p/m");
+    }
+
+    #[test]
+    fn a_stolen_range_is_listed_from_its_start_to_its_end() {
+        let mut r = req("p/", 10);
+        r.start_offset = Some("a".into());
+        r.end_offset = Some("p/x".into());
+        let stolen = range_request(&r, "p/q", Some("p/s".into()));
+        assert_eq!(stolen.start_offset.as_deref(), Some("p/q"));
+        assert_eq!(stolen.end_offset.as_deref(), Some("p/s"));
+        // The first range starts at the prefix: the listing's own offset stays.
+        let whole = range_request(&r, "p/", None);
+        assert_eq!(whole.start_offset.as_deref(), Some("a"));
+        assert_eq!(whole.end_offset, None);
     }
 }

@@ -55,7 +55,44 @@ pub fn cut(
     if hi.is_some_and(|h| lo >= h) {
         return None;
     }
-    let common: usize = match hi {
+    let common = common_head(lo, hi, prefix);
+    let head = &lo[..common];
+    let lo_s: Vec<char> = lo[common..].chars().collect();
+    let hi_s: Option<Vec<char>> = hi.map(|h| h[common..].chars().collect());
+    let first_s: Option<Vec<char>> = page_first
+        .filter(|f| f.starts_with(head) && *f < lo)
+        .map(|f| f[common..].chars().collect());
+    let digits = Digits::new(
+        alphabet,
+        [Some(lo_s.as_slice()), hi_s.as_deref(), first_s.as_deref()],
+    );
+    let longest = lo_s
+        .len()
+        .max(hi_s.as_ref().map_or(0, Vec::len))
+        .max(first_s.as_ref().map_or(0, Vec::len));
+    for len in longest + 1..=longest + MAX_EXTRA_DIGITS {
+        let a = digits.number(&lo_s, len);
+        let b = match &hi_s {
+            Some(h) => digits.number(h, len),
+            None => {
+                let mut b = vec![0u32; len + 1];
+                b[0] = 1;
+                b
+            }
+        };
+        let target = digits.target(&a, &b, first_s.as_deref(), len);
+        if let Some(cand) = digits.shortest_cut(head, lo, hi, &a, &target, len) {
+            return Some(cand);
+        }
+    }
+    None
+}
+
+/// Bytes of `lo` that every key of the range shares and a cut keeps: the
+/// common prefix of the bounds, or the listing's prefix when there is no
+/// upper bound. Always at a character boundary of `lo`.
+fn common_head(lo: &str, hi: Option<&str>, prefix: &str) -> usize {
+    match hi {
         Some(h) => lo
             .char_indices()
             .zip(h.chars())
@@ -65,64 +102,80 @@ pub fn cut(
             .unwrap_or(0),
         None if lo.starts_with(prefix) => prefix.len(),
         None => 0,
-    };
-    let head = &lo[..common];
-    let lo_s: Vec<char> = lo[common..].chars().collect();
-    let hi_s: Option<Vec<char>> = hi.map(|h| h[common..].chars().collect());
-    let first_s: Option<Vec<char>> = page_first
-        .filter(|f| f.starts_with(head) && *f < lo)
-        .map(|f| f[common..].chars().collect());
-    let mut alpha: BTreeSet<char> = alphabet.clone();
-    alpha.extend(lo_s.iter().copied());
-    if let Some(h) = &hi_s {
-        alpha.extend(h.iter().copied());
     }
-    if let Some(f) = &first_s {
-        alpha.extend(f.iter().copied());
+}
+
+/// The alphabet keys below the common head are read in: digit 0 is "end
+/// of key", digit `i` the `i`-th smallest character; a number is the
+/// integer digit 0 followed by the key's digits.
+struct Digits {
+    alpha: Vec<char>,
+    base: u32,
+}
+
+impl Digits {
+    /// The characters seen so far and those of the bounds (never empty).
+    fn new(seen: &BTreeSet<char>, bounds: [Option<&[char]>; 3]) -> Self {
+        let mut alpha: BTreeSet<char> = seen.clone();
+        for b in bounds.into_iter().flatten() {
+            alpha.extend(b.iter().copied());
+        }
+        if alpha.is_empty() {
+            alpha.insert('0');
+        }
+        let alpha: Vec<char> = alpha.into_iter().collect();
+        let base = alpha.len() as u32 + 1;
+        Digits { alpha, base }
     }
-    if alpha.is_empty() {
-        alpha.insert('0');
-    }
-    let alpha: Vec<char> = alpha.into_iter().collect();
-    let base = alpha.len() as u32 + 1;
-    let digit = |c: char| alpha.binary_search(&c).expect("in alphabet") as u32 + 1;
-    let to_num = |chars: &[char], len: usize| -> Vec<u32> {
+
+    /// `chars` as a number of `len` fractional digits.
+    fn number(&self, chars: &[char], len: usize) -> Vec<u32> {
         let mut v = vec![0u32; len + 1];
         for (i, c) in chars.iter().enumerate().take(len) {
-            v[i + 1] = digit(*c);
+            v[i + 1] = self.alpha.binary_search(c).expect("in alphabet") as u32 + 1;
         }
         v
-    };
-    let longest = lo_s
-        .len()
-        .max(hi_s.as_ref().map_or(0, Vec::len))
-        .max(first_s.as_ref().map_or(0, Vec::len));
-    for len in longest + 1..=longest + MAX_EXTRA_DIGITS {
-        let a = to_num(&lo_s, len);
-        let b = match &hi_s {
-            Some(h) => to_num(h, len),
-            None => {
-                let mut b = vec![0u32; len + 1];
-                b[0] = 1;
-                b
-            }
-        };
-        let mut target = half(&add(&a, &b, base), base);
-        if let Some(f) = &first_s {
-            let span = sub(&a, &to_num(f, len), base);
-            let ahead = add(&a, &mul(&span, PAGES_AHEAD, base), base);
+    }
+
+    /// Where to aim between `a` and `b`: their midpoint, or, when the last
+    /// page spanned `[first, a]`, [`PAGES_AHEAD`] such spans above `a` if
+    /// that is nearer.
+    fn target(&self, a: &[u32], b: &[u32], first: Option<&[char]>, len: usize) -> Vec<u32> {
+        let base = self.base;
+        let mut target = half(&add(a, b, base), base);
+        if let Some(f) = first {
+            let span = sub(a, &self.number(f, len), base);
+            let ahead = add(a, &mul(&span, PAGES_AHEAD, base), base);
             if ahead[0] == 0 && ahead < target {
                 target = ahead;
             }
         }
-        // The cut is the shortest prefix of `target` at or above the point
-        // halfway between `lo` and `target`: short keys (offsets do not
-        // grow with every cut) that still leave the victim about its share.
-        let floor = digits_to_key(head, &half(&add(&a, &target, base), base)[1..], &alpha);
+        target
+    }
+
+    /// The cut is the shortest prefix of `target` at or above the point
+    /// halfway between `lo` (`a`) and `target`: short keys (offsets do not
+    /// grow with every cut) that still leave the victim about its share.
+    /// It must lie strictly between the bounds, and have no empty or dot
+    /// level unless `lo` has one.
+    fn shortest_cut(
+        &self,
+        head: &str,
+        lo: &str,
+        hi: Option<&str>,
+        a: &[u32],
+        target: &[u32],
+        len: usize,
+    ) -> Option<String> {
+        let floor = digits_to_key(
+            head,
+            &half(&add(a, target, self.base), self.base)[1..],
+            &self.alpha,
+        );
         let mut cand = String::with_capacity(head.len() + len * 2);
         cand.push_str(head);
         for &d in trim(&target[1..]) {
-            cand.push(alpha[(d.max(1) - 1) as usize]);
+            cand.push(self.alpha[(d.max(1) - 1) as usize]);
             if cand.as_str() > lo
                 && cand >= floor
                 && hi.is_none_or(|h| cand.as_str() < h)
@@ -131,8 +184,8 @@ pub fn cut(
                 return Some(cand);
             }
         }
+        None
     }
-    None
 }
 
 /// Pages of keys a victim keeps when the last page's spacing is known.
@@ -304,6 +357,15 @@ mod tests {
         )
         .unwrap();
         assert!(m.as_str() < "hot/000001", "{m}");
+    }
+
+    #[test]
+    fn the_head_is_what_every_key_of_the_range_shares() {
+        assert_eq!(common_head("logs/é1", Some("logs/é2"), ""), "logs/é".len());
+        assert_eq!(common_head("a", Some("b"), "a"), 0);
+        // No upper bound: the listing's prefix, if the range lies in it.
+        assert_eq!(common_head("logs/2024", None, "logs/"), 5);
+        assert_eq!(common_head("a", None, "logs/"), 0);
     }
 
     #[test]
