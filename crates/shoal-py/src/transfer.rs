@@ -13,6 +13,7 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::PyBytes;
 use shoal_core::resume::resuming_stream;
 use shoal_core::{ByteRange, Error, ErrorKind, Location, ObjectVersion, Op, PutOptions, Scheme};
+use shoal_transfer::TransferOptions;
 use shoal_transfer::batch::{Action, execute};
 use shoal_transfer::plan::plan_slices;
 use shoal_transfer::upload::upload_file_with;
@@ -549,6 +550,8 @@ async fn fill_slice(
     Ok(())
 }
 
+/// `cat`: the bytes of one object's range, read as a download to a file
+/// would be, in parallel slices, each filling its own part of one buffer.
 fn cat_impl(
     s: &Session,
     url: String,
@@ -563,36 +566,17 @@ fn cat_impl(
         let loc = object(Op::Download, &url).py()?;
         let pinned = version.map(|v| parse_version(&loc, &url, &v)).transpose()?;
         let store = stores.store(&loc).py()?;
-        // Slices as for a download to a file, each filling its own part of
-        // the buffer; one object's bytes are read once, in parallel.
-        let plan = |from: u64, to: u64| -> Vec<(u64, u64)> {
-            plan_slices(to - from, opts.workers, opts.min_slice, None)
-                .into_iter()
-                .map(|(s0, s1)| (from + s0, from + s1))
-                .collect()
-        };
         // A range known without the size (fsspec's block reads, `cat_file`
         // with start and end) is asked for at once: the first slice's
         // answer gives the size and version a HEAD would have, so a small
-        // read is one request, not two. A start past the end (416) goes
-        // the HEAD way, which answers it with no bytes.
-        let mut first = None;
-        if let Some((a, b)) = known_range(start, end) {
-            let (s0, s1) = plan(a, b)[0];
-            match store
-                .get(
-                    &loc.bucket,
-                    &loc.key,
-                    ByteRange::new(s0, s1),
-                    pinned.as_ref(),
-                )
-                .await
-            {
-                Ok(r) => first = Some((s0, r)),
-                Err(e) if e.status() == Some(416) => {}
-                Err(e) => return Err(to_py(e.with_url(&url).with_op(Op::Download))),
+        // read is one request, not two.
+        let first = match known_range(start, end) {
+            Some((a, b)) => {
+                let slice = slices_of(&opts, a, b)[0];
+                get_first_slice(&store, &loc, &url, slice, pinned.as_ref()).await?
             }
-        }
+            None => None,
+        };
         let meta = match &first {
             Some((_, r)) => r.meta.clone(),
             None => head_pinned(&store, &loc, &url, pinned.as_ref()).await?,
@@ -603,50 +587,118 @@ fn cat_impl(
             // the rest of the range.
             Some((s0, r)) => {
                 let s1 = r.range.end.unwrap_or(meta.size).min(b);
-                let mut v = vec![(*s0, s1)];
-                if s1 < b {
-                    v.extend(plan(s1, b));
-                }
-                v
+                first_then_rest(&opts, *s0, s1, b)
             }
-            None => plan(a, b),
+            None => slices_of(&opts, a, b),
         };
-        let mut first_body = first.map(|(_, r)| r.body);
-        let mut buf = vec![0u8; (b - a) as usize];
-        let mut rest: &mut [u8] = &mut buf;
-        let mut parts = Vec::with_capacity(slices.len());
-        for &(s0, s1) in &slices {
-            let (mine, tail) = std::mem::take(&mut rest).split_at_mut((s1 - s0) as usize);
-            rest = tail;
-            parts.push(fill_slice(
-                store.clone(),
-                &loc,
-                &url,
-                ByteRange::new(s0, s1),
-                meta.version.clone(),
-                first_body.take(),
-                policy,
-                mine,
-            ));
-        }
-        for r in futures::future::join_all(parts).await {
-            r.map_err(|e| to_py(e.with_url(&url)))?;
-        }
-        if (a, b) == (0, meta.size)
-            && let Some(want) = meta.crc32c
-        {
-            let got = crc32c::crc32c(&buf);
-            if got != want {
-                return Err(to_py(Error::new(
-                    ErrorKind::Integrity,
-                    Op::Download,
-                    url,
-                    format!("CRC32C mismatch: store {want:08x}, received {got:08x}"),
-                )));
-            }
+        let first_body = first.map(|(_, r)| r.body);
+        let buf = read_slices(
+            store,
+            &loc,
+            &url,
+            &slices,
+            (b - a) as usize,
+            meta.version.clone(),
+            first_body,
+            policy,
+        )
+        .await?;
+        if (a, b) == (0, meta.size) {
+            check_whole_crc(&url, &buf, meta.crc32c)?;
         }
         Ok(Python::attach(|py| PyBytes::new(py, &buf).unbind()))
     }
+}
+
+/// `[from, to)` cut into slices as for a download to a file.
+fn slices_of(opts: &TransferOptions, from: u64, to: u64) -> Vec<(u64, u64)> {
+    plan_slices(to - from, opts.workers, opts.min_slice, None)
+        .into_iter()
+        .map(|(s0, s1)| (from + s0, from + s1))
+        .collect()
+}
+
+/// `[s0, s1)` (the slice already asked for), then `[s1, b)` cut into
+/// slices.
+fn first_then_rest(opts: &TransferOptions, s0: u64, s1: u64, b: u64) -> Vec<(u64, u64)> {
+    let mut v = vec![(s0, s1)];
+    if s1 < b {
+        v.extend(slices_of(opts, s1, b));
+    }
+    v
+}
+
+/// Asks for `slice` before the object's size is known; its answer also
+/// gives the metadata. `None` when the range starts past the end (416):
+/// the HEAD way then answers it with no bytes.
+async fn get_first_slice(
+    store: &Arc<dyn shoal_core::Store>,
+    loc: &Location,
+    url: &str,
+    (s0, s1): (u64, u64),
+    pinned: Option<&ObjectVersion>,
+) -> PyResult<Option<(u64, shoal_core::GetResponse)>> {
+    match store
+        .get(&loc.bucket, &loc.key, ByteRange::new(s0, s1), pinned)
+        .await
+    {
+        Ok(r) => Ok(Some((s0, r))),
+        Err(e) if e.status() == Some(416) => Ok(None),
+        Err(e) => Err(to_py(e.with_url(url).with_op(Op::Download))),
+    }
+}
+
+/// Reads `slices` (together `len` bytes, in order) in parallel into one
+/// buffer, each slice into its own part; `first_body` is the first
+/// slice's already-open body.
+#[allow(clippy::too_many_arguments)]
+async fn read_slices(
+    store: Arc<dyn shoal_core::Store>,
+    loc: &Location,
+    url: &str,
+    slices: &[(u64, u64)],
+    len: usize,
+    version: Option<ObjectVersion>,
+    mut first_body: Option<shoal_core::BoxByteStream>,
+    policy: shoal_core::retry::RetryPolicy,
+) -> PyResult<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    let mut rest: &mut [u8] = &mut buf;
+    let mut parts = Vec::with_capacity(slices.len());
+    for &(s0, s1) in slices {
+        let (mine, tail) = std::mem::take(&mut rest).split_at_mut((s1 - s0) as usize);
+        rest = tail;
+        parts.push(fill_slice(
+            store.clone(),
+            loc,
+            url,
+            ByteRange::new(s0, s1),
+            version.clone(),
+            first_body.take(),
+            policy,
+            mine,
+        ));
+    }
+    for r in futures::future::join_all(parts).await {
+        r.map_err(|e| to_py(e.with_url(url)))?;
+    }
+    Ok(buf)
+}
+
+/// A whole object's bytes against the CRC32C its store gave, if any.
+fn check_whole_crc(url: &str, buf: &[u8], want: Option<u32>) -> PyResult<()> {
+    if let Some(want) = want {
+        let got = crc32c::crc32c(buf);
+        if got != want {
+            return Err(to_py(Error::new(
+                ErrorKind::Integrity,
+                Op::Download,
+                url,
+                format!("CRC32C mismatch: store {want:08x}, received {got:08x}"),
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// An `ObjectInfo.version` string back as the store's token.
