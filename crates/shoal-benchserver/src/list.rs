@@ -170,96 +170,156 @@ fn max_of(v: Option<&String>) -> usize {
         .clamp(1, MAX_PAGE)
 }
 
-/// S3 `GET /B?list-type=2` (or V1 without it): the ListBucketResult XML.
-/// `None` when a continuation token is not one this server made.
-pub fn s3(keys: &[String], bucket: &str, q: &HashMap<String, String>) -> Option<String> {
-    let get = |k: &str| q.get(k).map(String::as_str).unwrap_or("");
-    let (prefix, delim) = (get("prefix"), get("delimiter"));
-    let v2 = get("list-type") == "2";
-    let max = max_of(q.get("max-keys"));
-    let url = get("encoding-type") == "url";
-    let enc = |s: &str| {
-        let s = if url {
+/// The parameters of an S3 listing request, as the client sent them.
+struct S3Query<'q> {
+    prefix: &'q str,
+    delim: &'q str,
+    /// ListObjectsV2 (`list-type=2`), else V1.
+    v2: bool,
+    max: usize,
+    /// `encoding-type=url`: keys and prefixes come back percent-encoded.
+    url: bool,
+    /// Where the listing resumes: `start-after` (V2) or `marker` (V1).
+    after: &'q str,
+    /// `continuation-token` (V2 only).
+    token: &'q str,
+}
+
+impl<'q> S3Query<'q> {
+    fn parse(q: &'q HashMap<String, String>) -> Self {
+        let get = |k: &str| q.get(k).map(String::as_str).unwrap_or("");
+        let v2 = get("list-type") == "2";
+        S3Query {
+            prefix: get("prefix"),
+            delim: get("delimiter"),
+            v2,
+            max: max_of(q.get("max-keys")),
+            url: get("encoding-type") == "url",
+            after: if v2 {
+                get("start-after")
+            } else {
+                get("marker")
+            },
+            token: get("continuation-token"),
+        }
+    }
+
+    /// A key or prefix as the client asked to see it: percent-encoded under
+    /// `encoding-type=url`, then XML-escaped.
+    fn enc(&self, s: &str) -> String {
+        let s = if self.url {
             percent_encoding::utf8_percent_encode(s, S3_URL).to_string()
         } else {
             s.to_owned()
         };
         xml_escape(&s)
-    };
-    let mut start = lower(keys, prefix);
-    let after = if v2 {
-        get("start-after")
-    } else {
-        get("marker")
-    };
-    if !after.is_empty() {
-        let mut i = keys.partition_point(|x| x.as_str() <= after);
-        // A V1 NextMarker that is a common prefix resumes past all of it.
-        if !v2 && !delim.is_empty() && after.ends_with(delim) {
-            i = past_prefix(keys, after);
+    }
+
+    /// The index of the page's first key: past the prefix's start, the
+    /// start-after key or marker, and the continuation token. `None` when
+    /// the token is not one this server made.
+    fn start(&self, keys: &[String]) -> Option<usize> {
+        let mut start = lower(keys, self.prefix);
+        let after = self.after;
+        if !after.is_empty() {
+            let mut i = keys.partition_point(|x| x.as_str() <= after);
+            // A V1 NextMarker that is a common prefix resumes past all of it.
+            if !self.v2 && !self.delim.is_empty() && after.ends_with(self.delim) {
+                i = past_prefix(keys, after);
+            }
+            start = start.max(i);
         }
-        start = start.max(i);
+        if self.v2 && !self.token.is_empty() {
+            start = start.max(lower(keys, &untoken(self.token)?));
+        }
+        Some(start)
     }
-    let tok = get("continuation-token");
-    if v2 && !tok.is_empty() {
-        start = start.max(lower(keys, &untoken(tok)?));
-    }
-    let p = page(keys, prefix, delim, start, None, max);
+}
+
+/// S3 `GET /B?list-type=2` (or V1 without it): the ListBucketResult XML.
+/// `None` when a continuation token is not one this server made.
+pub fn s3(keys: &[String], bucket: &str, q: &HashMap<String, String>) -> Option<String> {
+    let q = S3Query::parse(q);
+    let p = page(keys, q.prefix, q.delim, q.start(keys)?, None, q.max);
     let mut x = String::with_capacity(256 + 240 * (p.keys.len() + p.prefixes.len()));
     x.push_str("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">");
-    x += &format!(
-        "<Name>{}</Name><Prefix>{}</Prefix><MaxKeys>{max}</MaxKeys><IsTruncated>{}</IsTruncated>",
+    s3_header(&mut x, bucket, &q, &p);
+    if q.v2 {
+        s3_resume_v2(&mut x, &q, &p);
+    } else {
+        s3_resume_v1(&mut x, &q, &p);
+    }
+    s3_entries(&mut x, &q, &p);
+    x.push_str("</ListBucketResult>");
+    Some(x)
+}
+
+/// The fields every S3 listing answer starts with.
+fn s3_header(x: &mut String, bucket: &str, q: &S3Query, p: &Page) {
+    *x += &format!(
+        "<Name>{}</Name><Prefix>{}</Prefix><MaxKeys>{}</MaxKeys><IsTruncated>{}</IsTruncated>",
         xml_escape(bucket),
-        enc(prefix),
+        q.enc(q.prefix),
+        q.max,
         p.next.is_some()
     );
-    if !delim.is_empty() {
-        x += &format!("<Delimiter>{}</Delimiter>", enc(delim));
+    if !q.delim.is_empty() {
+        *x += &format!("<Delimiter>{}</Delimiter>", q.enc(q.delim));
     }
-    if url {
+    if q.url {
         x.push_str("<EncodingType>url</EncodingType>");
     }
-    if v2 {
-        x += &format!("<KeyCount>{}</KeyCount>", p.keys.len() + p.prefixes.len());
-        if !tok.is_empty() {
-            x += &format!("<ContinuationToken>{}</ContinuationToken>", xml_escape(tok));
-        }
-        if let Some(n) = p.next {
-            x += &format!(
-                "<NextContinuationToken>{}</NextContinuationToken>",
-                token(n)
-            );
-        }
-        if !after.is_empty() {
-            x += &format!("<StartAfter>{}</StartAfter>", enc(after));
-        }
-    } else {
-        x += &format!("<Marker>{}</Marker>", enc(after));
-        // The last entry of this page, as S3 gives it (V1 clients resume there).
-        let last = p.keys.last().max(p.prefixes.last());
-        if let (Some(_), Some(l)) = (p.next, last) {
-            x += &format!("<NextMarker>{}</NextMarker>", enc(l));
-        }
+}
+
+/// V2's count and where the next page starts (an opaque token).
+fn s3_resume_v2(x: &mut String, q: &S3Query, p: &Page) {
+    *x += &format!("<KeyCount>{}</KeyCount>", p.keys.len() + p.prefixes.len());
+    if !q.token.is_empty() {
+        *x += &format!(
+            "<ContinuationToken>{}</ContinuationToken>",
+            xml_escape(q.token)
+        );
     }
+    if let Some(n) = p.next {
+        *x += &format!(
+            "<NextContinuationToken>{}</NextContinuationToken>",
+            token(n)
+        );
+    }
+    if !q.after.is_empty() {
+        *x += &format!("<StartAfter>{}</StartAfter>", q.enc(q.after));
+    }
+}
+
+/// V1's marker and where the next page starts (the last entry's name).
+fn s3_resume_v1(x: &mut String, q: &S3Query, p: &Page) {
+    *x += &format!("<Marker>{}</Marker>", q.enc(q.after));
+    // The last entry of this page, as S3 gives it (V1 clients resume there).
+    let last = p.keys.last().max(p.prefixes.last());
+    if let (Some(_), Some(l)) = (p.next, last) {
+        *x += &format!("<NextMarker>{}</NextMarker>", q.enc(l));
+    }
+}
+
+/// The page's keys (`Contents`), then its common prefixes.
+fn s3_entries(x: &mut String, q: &S3Query, p: &Page) {
     for k in &p.keys {
         let o = object_of(k);
-        x += &format!(
+        *x += &format!(
             "<Contents><Key>{}</Key><LastModified>{MTIME}</LastModified><ETag>&quot;{:08x}{:016x}&quot;</ETag>\
              <Size>{}</Size><StorageClass>STANDARD</StorageClass></Contents>",
-            enc(k),
+            q.enc(k),
             o.crc,
             o.size,
             o.size
         );
     }
     for cp in &p.prefixes {
-        x += &format!(
+        *x += &format!(
             "<CommonPrefixes><Prefix>{}</Prefix></CommonPrefixes>",
-            enc(cp)
+            q.enc(cp)
         );
     }
-    x.push_str("</ListBucketResult>");
-    Some(x)
 }
 
 /// What S3's `encoding-type=url` leaves alone: unreserved characters and `/`.

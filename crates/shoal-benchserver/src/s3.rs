@@ -3,6 +3,7 @@
 //! complete / abort, `DELETE`, bucket calls that answer "fine", and
 //! listings (of `list-N` buckets' keys; any other bucket is empty).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use hyper::body::Incoming;
@@ -42,166 +43,216 @@ fn with_checksum(mut r: Resp, s: Stored) -> Resp {
     r
 }
 
+/// What every unknown call gets.
+fn not_supported() -> Resp {
+    error(
+        StatusCode::NOT_IMPLEMENTED,
+        "NotImplemented",
+        "not supported by shoal-benchserver",
+    )
+}
+
+/// A multipart upload id this server did not make, or has finished.
+fn no_such_upload() -> Resp {
+    error(
+        StatusCode::NOT_FOUND,
+        "NoSuchUpload",
+        "The specified upload does not exist.",
+    )
+}
+
+/// The routing: each kind of request the benchmarks send, by method, path
+/// and query, goes to the one function that answers it.
 pub async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Resp {
-    let path = req.uri().path().trim_start_matches('/').to_owned();
-    let (bucket, key) = match path.split_once('/') {
-        Some((b, k)) => (decode(b), decode(k)),
-        None => (decode(&path), String::new()),
-    };
+    let (bucket, key) = bucket_and_key(&req);
     let q = query(&req);
     let method = req.method().clone();
     if key.is_empty() {
         return match method {
-            // A listing: of a `list-N` bucket's keys, else of nothing.
-            Method::GET => {
-                let keys = state.lists.get(&bucket).unwrap_or_default();
-                match crate::list::s3(&keys, &bucket, &q) {
-                    Some(body) => full(StatusCode::OK, "application/xml", body),
-                    None => error(
-                        StatusCode::BAD_REQUEST,
-                        "InvalidArgument",
-                        "The continuation token provided is incorrect",
-                    ),
-                }
-            }
+            Method::GET => list_bucket(state, &bucket, &q),
             Method::HEAD | Method::PUT => empty(StatusCode::OK),
-            _ => error(
-                StatusCode::NOT_IMPLEMENTED,
-                "NotImplemented",
-                "not supported by shoal-benchserver",
-            ),
+            _ => not_supported(),
         };
     }
     match method {
-        Method::HEAD | Method::GET => {
-            let Some(s) = state.lookup(&bucket, &key) else {
-                return error(
-                    StatusCode::NOT_FOUND,
-                    "NoSuchKey",
-                    "The specified key does not exist.",
-                );
-            };
-            let head = method == Method::HEAD;
-            if !head && state.uploaded(&bucket, &key) {
-                return error(
-                    StatusCode::NOT_FOUND,
-                    "NoSuchKey",
-                    "uploads are discarded: only size-N keys can be read",
-                );
-            }
-            let range = header(&req, "range");
-            let mut headers = vec![("etag", etag(s))];
-            // As S3: a checksum only on whole-object answers, when asked.
-            if range.is_none()
-                && header(&req, "x-amz-checksum-mode")
-                    .is_some_and(|m| m.eq_ignore_ascii_case("enabled"))
-            {
-                headers.push(("x-amz-checksum-crc32c", crc_b64(s.crc)));
-                headers.push(("x-amz-checksum-type", "FULL_OBJECT".to_owned()));
-            }
-            crate::http::pattern_response(if head { None } else { range }, s.size, &headers, head)
-        }
-        Method::PUT => {
-            if header(&req, "x-amz-copy-source").is_some() {
-                return error(
-                    StatusCode::NOT_IMPLEMENTED,
-                    "NotImplemented",
-                    "copy is not supported by shoal-benchserver",
-                );
-            }
-            if header(&req, "content-encoding").is_some_and(|e| e.contains("aws-chunked")) {
-                return error(
-                    StatusCode::NOT_IMPLEMENTED,
-                    "NotImplemented",
-                    "aws-chunked bodies are not supported by shoal-benchserver",
-                );
-            }
-            let want = header(&req, "x-amz-checksum-crc32c").map(str::to_owned);
-            let part = match (q.get("partNumber"), q.get("uploadId")) {
-                (Some(n), Some(id)) => Some((n.parse::<u32>().unwrap_or(0), id.clone())),
-                _ => None,
-            };
-            let s = match consume(req.into_body()).await {
-                Ok(s) => s,
-                Err(_) => {
-                    return error(
-                        StatusCode::BAD_REQUEST,
-                        "IncompleteBody",
-                        "body read failed",
-                    );
-                }
-            };
-            if want.is_some_and(|w| w != crc_b64(s.crc)) {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    "BadDigest",
-                    "The CRC32C you specified did not match the calculated checksum.",
-                );
-            }
-            match part {
-                Some((n, id)) => {
-                    if !state.mp_part(&id, n, s) {
-                        return error(
-                            StatusCode::NOT_FOUND,
-                            "NoSuchUpload",
-                            "The specified upload does not exist.",
-                        );
-                    }
-                }
-                None => state.put(&bucket, &key, s),
-            }
-            with_checksum(empty(StatusCode::OK), s)
-        }
-        Method::POST if q.contains_key("uploads") => {
-            let id = state.mp_create(&bucket, &key);
-            xml(
-                StatusCode::OK,
-                format!(
-                    "<InitiateMultipartUploadResult><Bucket>{}</Bucket><Key>{}</Key><UploadId>{id}</UploadId></InitiateMultipartUploadResult>",
-                    xml_escape(&bucket),
-                    xml_escape(&key)
-                ),
-            )
-        }
+        Method::HEAD => read_object(state, &req, &bucket, &key, true),
+        Method::GET => read_object(state, &req, &bucket, &key, false),
+        Method::PUT => put_object(state, req, &bucket, &key, &q).await,
+        Method::POST if q.contains_key("uploads") => create_multipart(state, &bucket, &key),
         Method::POST if q.contains_key("uploadId") => {
-            let _ = small_body(req.into_body()).await;
-            let Some((b, k, s)) = state.mp_complete(&q["uploadId"]) else {
-                return error(
-                    StatusCode::NOT_FOUND,
-                    "NoSuchUpload",
-                    "The specified upload does not exist.",
-                );
-            };
-            xml(
-                StatusCode::OK,
-                format!(
-                    "<CompleteMultipartUploadResult><Bucket>{}</Bucket><Key>{}</Key><ETag>{}</ETag>\
-                     <ChecksumCRC32C>{}</ChecksumCRC32C><ChecksumType>FULL_OBJECT</ChecksumType></CompleteMultipartUploadResult>",
-                    xml_escape(&b),
-                    xml_escape(&k),
-                    xml_escape(&etag(s)),
-                    crc_b64(s.crc)
-                ),
-            )
+            complete_multipart(state, req, &q["uploadId"]).await
         }
-        Method::DELETE => {
-            if let Some(id) = q.get("uploadId") {
-                if !state.mp_abort(id) {
-                    return error(
-                        StatusCode::NOT_FOUND,
-                        "NoSuchUpload",
-                        "The specified upload does not exist.",
-                    );
-                }
-            } else {
-                state.delete(&bucket, &key);
-            }
-            empty(StatusCode::NO_CONTENT)
-        }
-        _ => error(
-            StatusCode::NOT_IMPLEMENTED,
-            "NotImplemented",
-            "not supported by shoal-benchserver",
+        Method::DELETE => delete(state, &bucket, &key, q.get("uploadId")),
+        _ => not_supported(),
+    }
+}
+
+/// Bucket and key of a path-style URL, decoded (the key is empty for a
+/// bucket call).
+fn bucket_and_key(req: &Request<Incoming>) -> (String, String) {
+    let path = req.uri().path().trim_start_matches('/');
+    match path.split_once('/') {
+        Some((b, k)) => (decode(b), decode(k)),
+        None => (decode(path), String::new()),
+    }
+}
+
+/// A listing: of a `list-N` bucket's keys, else of nothing.
+fn list_bucket(state: &State, bucket: &str, q: &HashMap<String, String>) -> Resp {
+    let keys = state.lists.get(bucket).unwrap_or_default();
+    match crate::list::s3(&keys, bucket, q) {
+        Some(body) => full(StatusCode::OK, "application/xml", body),
+        None => error(
+            StatusCode::BAD_REQUEST,
+            "InvalidArgument",
+            "The continuation token provided is incorrect",
         ),
     }
+}
+
+/// `HEAD` or `GET` of an object: its generated bytes, whole or ranged.
+/// Uploaded objects have no bytes to give back.
+fn read_object(
+    state: &State,
+    req: &Request<Incoming>,
+    bucket: &str,
+    key: &str,
+    head: bool,
+) -> Resp {
+    let Some(s) = state.lookup(bucket, key) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "NoSuchKey",
+            "The specified key does not exist.",
+        );
+    };
+    if !head && state.uploaded(bucket, key) {
+        return error(
+            StatusCode::NOT_FOUND,
+            "NoSuchKey",
+            "uploads are discarded: only size-N keys can be read",
+        );
+    }
+    let range = header(req, "range");
+    let mut headers = vec![("etag", etag(s))];
+    // As S3: a checksum only on whole-object answers, when asked.
+    if range.is_none()
+        && header(req, "x-amz-checksum-mode").is_some_and(|m| m.eq_ignore_ascii_case("enabled"))
+    {
+        headers.push(("x-amz-checksum-crc32c", crc_b64(s.crc)));
+        headers.push(("x-amz-checksum-type", "FULL_OBJECT".to_owned()));
+    }
+    crate::http::pattern_response(if head { None } else { range }, s.size, &headers, head)
+}
+
+/// The `PUT` forms this server refuses: server-side copy and aws-chunked
+/// bodies.
+fn refused_put(req: &Request<Incoming>) -> Option<Resp> {
+    if header(req, "x-amz-copy-source").is_some() {
+        return Some(error(
+            StatusCode::NOT_IMPLEMENTED,
+            "NotImplemented",
+            "copy is not supported by shoal-benchserver",
+        ));
+    }
+    if header(req, "content-encoding").is_some_and(|e| e.contains("aws-chunked")) {
+        return Some(error(
+            StatusCode::NOT_IMPLEMENTED,
+            "NotImplemented",
+            "aws-chunked bodies are not supported by shoal-benchserver",
+        ));
+    }
+    None
+}
+
+/// `PUT` of an object or of a multipart part: the body is read through
+/// (size and CRC32C kept, bytes dropped) and checked against the declared
+/// CRC32C.
+async fn put_object(
+    state: &State,
+    req: Request<Incoming>,
+    bucket: &str,
+    key: &str,
+    q: &HashMap<String, String>,
+) -> Resp {
+    if let Some(refused) = refused_put(&req) {
+        return refused;
+    }
+    let want = header(&req, "x-amz-checksum-crc32c").map(str::to_owned);
+    let part = match (q.get("partNumber"), q.get("uploadId")) {
+        (Some(n), Some(id)) => Some((n.parse::<u32>().unwrap_or(0), id.clone())),
+        _ => None,
+    };
+    let s = match consume(req.into_body()).await {
+        Ok(s) => s,
+        Err(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "IncompleteBody",
+                "body read failed",
+            );
+        }
+    };
+    if want.is_some_and(|w| w != crc_b64(s.crc)) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "BadDigest",
+            "The CRC32C you specified did not match the calculated checksum.",
+        );
+    }
+    match part {
+        Some((n, id)) => {
+            if !state.mp_part(&id, n, s) {
+                return no_such_upload();
+            }
+        }
+        None => state.put(bucket, key, s),
+    }
+    with_checksum(empty(StatusCode::OK), s)
+}
+
+/// `POST ?uploads`: a new multipart upload's id.
+fn create_multipart(state: &State, bucket: &str, key: &str) -> Resp {
+    let id = state.mp_create(bucket, key);
+    xml(
+        StatusCode::OK,
+        format!(
+            "<InitiateMultipartUploadResult><Bucket>{}</Bucket><Key>{}</Key><UploadId>{id}</UploadId></InitiateMultipartUploadResult>",
+            xml_escape(bucket),
+            xml_escape(key)
+        ),
+    )
+}
+
+/// `POST ?uploadId=`: the upload's parts, in order, become the object (the
+/// request's part list is read and not checked).
+async fn complete_multipart(state: &State, req: Request<Incoming>, id: &str) -> Resp {
+    let _ = small_body(req.into_body()).await;
+    let Some((b, k, s)) = state.mp_complete(id) else {
+        return no_such_upload();
+    };
+    xml(
+        StatusCode::OK,
+        format!(
+            "<CompleteMultipartUploadResult><Bucket>{}</Bucket><Key>{}</Key><ETag>{}</ETag>\
+             <ChecksumCRC32C>{}</ChecksumCRC32C><ChecksumType>FULL_OBJECT</ChecksumType></CompleteMultipartUploadResult>",
+            xml_escape(&b),
+            xml_escape(&k),
+            xml_escape(&etag(s)),
+            crc_b64(s.crc)
+        ),
+    )
+}
+
+/// `DELETE`: of a multipart upload (abort) when `upload_id` is given, else
+/// of the object.
+fn delete(state: &State, bucket: &str, key: &str, upload_id: Option<&String>) -> Resp {
+    if let Some(id) = upload_id {
+        if !state.mp_abort(id) {
+            return no_such_upload();
+        }
+    } else {
+        state.delete(bucket, key);
+    }
+    empty(StatusCode::NO_CONTENT)
 }

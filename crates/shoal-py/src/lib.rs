@@ -16,9 +16,10 @@
 //! - [`session`]: configuration (environment + keyword overrides) → stores.
 //! - [`objects`]: `ObjectInfo`, what a listing or stat returns.
 //! - [`errors`]: shoal's error kinds → the `shoal.errors` hierarchy.
-//! - [`list`], [`list_stream`], [`transfer`], [`read`], [`presign`]: the
-//!   operations.
+//! - [`list`], [`list_stream`], [`transfer`], [`cat`], [`read`],
+//!   [`presign`]: the operations.
 
+mod cat;
 mod errors;
 mod list;
 mod list_stream;
@@ -50,6 +51,7 @@ fn _shoal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(pyo3::wrap_pyfunction!(ranges::cut_range, m)?)?;
     list::register(m)?;
     transfer::register(m)?;
+    cat::register(m)?;
     presign::register(m)?;
     read::register(m)?;
     Ok(())

@@ -51,6 +51,156 @@ impl Session {
     }
 }
 
+/// The keywords of `Session(...)`, as Python gave them.
+struct Keywords<'a> {
+    endpoint_url: Option<String>,
+    gcs_endpoint_url: Option<String>,
+    s3_endpoint_url: Option<String>,
+    no_sign_request: bool,
+    region: Option<String>,
+    profile: Option<String>,
+    key: Option<String>,
+    secret: Option<String>,
+    s3_addressing: &'a str,
+    workers: Option<usize>,
+    attempts: Option<u32>,
+    proxy: Option<String>,
+    ca_bundle: Option<std::path::PathBuf>,
+    billing_project: Option<String>,
+    request_payer: bool,
+}
+
+impl Keywords<'_> {
+    /// The keywords that were given, as a dict: what the session pickles
+    /// as and shows in its repr.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let kwargs = PyDict::new(py);
+        for (k, v) in [
+            ("endpoint_url", &self.endpoint_url),
+            ("gcs_endpoint_url", &self.gcs_endpoint_url),
+            ("s3_endpoint_url", &self.s3_endpoint_url),
+            ("region", &self.region),
+            ("profile", &self.profile),
+            ("key", &self.key),
+            ("secret", &self.secret),
+            ("proxy", &self.proxy),
+            ("billing_project", &self.billing_project),
+        ] {
+            if let Some(v) = v {
+                kwargs.set_item(k, v)?;
+            }
+        }
+        kwargs.set_item("no_sign_request", self.no_sign_request)?;
+        kwargs.set_item("s3_addressing", self.s3_addressing)?;
+        if let Some(w) = self.workers {
+            kwargs.set_item("workers", w)?;
+        }
+        if let Some(a) = self.attempts {
+            kwargs.set_item("attempts", a)?;
+        }
+        if let Some(c) = &self.ca_bundle {
+            kwargs.set_item("ca_bundle", c)?;
+        }
+        if self.request_payer {
+            kwargs.set_item("request_payer", true)?;
+        }
+        Ok(kwargs)
+    }
+
+    /// Refuses keywords no store could use (the first wrong one, in this
+    /// order); answers the S3 addressing asked for.
+    fn check(&self) -> PyResult<Addressing> {
+        check_billing_project(self.billing_project.as_deref())?;
+        let addressing = parse_addressing(self.s3_addressing)?;
+        if self.key.is_some() != self.secret.is_some() {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "key and secret go together: give both or neither",
+            ));
+        }
+        Ok(addressing)
+    }
+
+    /// The keywords as overrides of the environment's configuration.
+    fn into_overrides(self, addressing: Addressing) -> Overrides {
+        Overrides {
+            endpoint_url: self.endpoint_url,
+            gcs_endpoint_url: self.gcs_endpoint_url,
+            s3_endpoint_url: self.s3_endpoint_url,
+            no_sign_request: self.no_sign_request,
+            region: self.region,
+            profile: self.profile,
+            addressing,
+            s3_access_key: self.key,
+            s3_secret_key: self.secret,
+            proxy: self.proxy.map(|p| shoal_config::Sourced::new("proxy=", p)),
+            no_proxy: false,
+            ca_bundle: self
+                .ca_bundle
+                .map(|c| shoal_config::Sourced::new("ca_bundle=", c)),
+            // Requester pays: GCS bills `billing_project` (else
+            // CLOUDSDK_BILLING_QUOTA_PROJECT), S3 sends the payer header.
+            billing_project: self.billing_project,
+            request_payer: self.request_payer,
+        }
+    }
+}
+
+/// `billing_project=` is sent in every request's query (`userProject`), so
+/// it must be a printable word.
+fn check_billing_project(p: Option<&str>) -> PyResult<()> {
+    if let Some(p) = p
+        && (p.is_empty() || !p.chars().all(|c| c.is_ascii_graphic()))
+    {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "billing_project={p:?} is not a project id (printable, no spaces)"
+        )));
+    }
+    Ok(())
+}
+
+/// `s3_addressing=`: one of three words.
+fn parse_addressing(s3_addressing: &str) -> PyResult<Addressing> {
+    match s3_addressing {
+        "auto" => Ok(Addressing::Auto),
+        "path" => Ok(Addressing::Path),
+        "virtual" => Ok(Addressing::VirtualHost),
+        other => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "s3_addressing must be 'auto', 'path' or 'virtual', not {other:?}"
+        ))),
+    }
+}
+
+impl Session {
+    /// A session with `workers` requests in flight per call by default and
+    /// `attempts` per request, over `overrides`; the stores' connection
+    /// pools sized for both the big-transfer and the small-request workers.
+    fn build(
+        workers: Option<usize>,
+        attempts: Option<u32>,
+        overrides: Overrides,
+        kwargs: Bound<'_, PyDict>,
+    ) -> Self {
+        let explicit_workers = workers.map(|w| w.max(1));
+        let workers = workers
+            .unwrap_or_else(|| TransferOptions::default().workers)
+            .max(1);
+        let mut retry = RetryPolicy::default();
+        if let Some(a) = attempts {
+            retry.max_attempts = a.max(1);
+        }
+        Session {
+            stores: Arc::new(Stores::new(
+                overrides,
+                workers + explicit_workers.unwrap_or(shoal_transfer::DEFAULT_SMALL_WORKERS),
+                retry,
+            )),
+            workers,
+            explicit_workers,
+            kwargs: kwargs.unbind(),
+        }
+    }
+}
+
 #[pymethods]
 impl Session {
     #[new]
@@ -79,95 +229,31 @@ impl Session {
         billing_project: Option<String>,
         request_payer: bool,
     ) -> PyResult<Self> {
-        let kwargs = PyDict::new(py);
-        for (k, v) in [
-            ("endpoint_url", &endpoint_url),
-            ("gcs_endpoint_url", &gcs_endpoint_url),
-            ("s3_endpoint_url", &s3_endpoint_url),
-            ("region", &region),
-            ("profile", &profile),
-            ("key", &key),
-            ("secret", &secret),
-            ("proxy", &proxy),
-            ("billing_project", &billing_project),
-        ] {
-            if let Some(v) = v {
-                kwargs.set_item(k, v)?;
-            }
-        }
-        kwargs.set_item("no_sign_request", no_sign_request)?;
-        kwargs.set_item("s3_addressing", s3_addressing)?;
-        if let Some(w) = workers {
-            kwargs.set_item("workers", w)?;
-        }
-        if let Some(a) = attempts {
-            kwargs.set_item("attempts", a)?;
-        }
-        if let Some(c) = &ca_bundle {
-            kwargs.set_item("ca_bundle", c)?;
-        }
-        if request_payer {
-            kwargs.set_item("request_payer", true)?;
-        }
-        if let Some(p) = &billing_project
-            && (p.is_empty() || !p.chars().all(|c| c.is_ascii_graphic()))
-        {
-            // It is sent in every request's query (`userProject`).
-            return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "billing_project={p:?} is not a project id (printable, no spaces)"
-            )));
-        }
-        let addressing = match s3_addressing {
-            "auto" => Addressing::Auto,
-            "path" => Addressing::Path,
-            "virtual" => Addressing::VirtualHost,
-            other => {
-                return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                    "s3_addressing must be 'auto', 'path' or 'virtual', not {other:?}"
-                )));
-            }
-        };
-        if key.is_some() != secret.is_some() {
-            return Err(pyo3::exceptions::PyValueError::new_err(
-                "key and secret go together: give both or neither",
-            ));
-        }
-        let overrides = Overrides {
+        let kw = Keywords {
             endpoint_url,
             gcs_endpoint_url,
             s3_endpoint_url,
             no_sign_request,
             region,
             profile,
-            addressing,
-            s3_access_key: key,
-            s3_secret_key: secret,
-            proxy: proxy.map(|p| shoal_config::Sourced::new("proxy=", p)),
-            no_proxy: false,
-            ca_bundle: ca_bundle.map(|c| shoal_config::Sourced::new("ca_bundle=", c)),
-            // Requester pays: GCS bills `billing_project` (else
-            // CLOUDSDK_BILLING_QUOTA_PROJECT), S3 sends the payer header.
+            key,
+            secret,
+            s3_addressing,
+            workers,
+            attempts,
+            proxy,
+            ca_bundle,
             billing_project,
             request_payer,
         };
-        let explicit_workers = workers.map(|w| w.max(1));
-        let workers = workers
-            .unwrap_or_else(|| TransferOptions::default().workers)
-            .max(1);
-        let mut retry = RetryPolicy::default();
-        if let Some(a) = attempts {
-            retry.max_attempts = a.max(1);
-        }
-        Ok(Session {
-            stores: Arc::new(Stores::new(
-                overrides,
-                workers + explicit_workers.unwrap_or(shoal_transfer::DEFAULT_SMALL_WORKERS),
-                retry,
-            )),
-            workers,
-            explicit_workers,
-            kwargs: kwargs.unbind(),
-        })
+        let kwargs = kw.to_dict(py)?;
+        let addressing = kw.check()?;
+        Ok(Session::build(
+            kw.workers,
+            kw.attempts,
+            kw.into_overrides(addressing),
+            kwargs,
+        ))
     }
 
     /// Requests in flight per call unless the call says otherwise.

@@ -1,5 +1,6 @@
 //! Moving bytes: one big object (sliced download, multipart upload), many
-//! files under one budget, and objects to and from Python `bytes`.
+//! files under one budget, and Python `bytes` to an object (the other way
+//! is [`crate::cat`]).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -10,11 +11,8 @@ use bytes::Bytes;
 use futures::StreamExt;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::PyBytes;
-use shoal_core::resume::resuming_stream;
-use shoal_core::{ByteRange, Error, ErrorKind, Location, ObjectVersion, Op, PutOptions, Scheme};
+use shoal_core::{Error, ErrorKind, Location, Op, PutOptions, Scheme};
 use shoal_transfer::batch::{Action, execute};
-use shoal_transfer::plan::plan_slices;
 use shoal_transfer::upload::upload_file_with;
 
 use crate::errors::{IntoPyResult, exception, to_py};
@@ -453,226 +451,6 @@ blocking_and_async! {
     fn put / put_async(url: String, data: PyBackedBytes, content_type: Option<String>, if_not_exists: bool, content_encoding: Option<String>, cache_control: Option<String>, content_disposition: Option<String>, metadata: Option<BTreeMap<String, String>>, storage_class: Option<String>) -> u64 = put_impl;
 }
 
-/// Resolves Python-style `[start, end)` (None = edge, negative = from the
-/// end) against `size`.
-fn resolve(start: Option<i64>, end: Option<i64>, size: u64) -> (u64, u64) {
-    let at = |v: i64| {
-        if v < 0 {
-            size.saturating_sub(v.unsigned_abs())
-        } else {
-            (v as u64).min(size)
-        }
-    };
-    let s = start.map_or(0, at);
-    let e = end.map_or(size, at);
-    (s, e.max(s))
-}
-
-/// `[start, end)` when both are known without the object's size (set, not
-/// counted from the end) and hold at least one byte.
-fn known_range(start: Option<i64>, end: Option<i64>) -> Option<(u64, u64)> {
-    match (start, end) {
-        (Some(a), Some(b)) if a >= 0 && b > a => Some((a as u64, b as u64)),
-        _ => None,
-    }
-}
-
-/// The object's metadata by HEAD, refused if it is no longer `pinned`.
-async fn head_pinned(
-    store: &Arc<dyn shoal_core::Store>,
-    loc: &Location,
-    url: &str,
-    pinned: Option<&ObjectVersion>,
-) -> PyResult<shoal_core::ObjectMeta> {
-    let meta = store
-        .head(&loc.bucket, &loc.key)
-        .await
-        .map_err(|e| to_py(e.with_url(url).with_op(Op::Download)))?;
-    if let Some(want) = pinned
-        && meta.version.as_ref() != Some(want)
-    {
-        let now = meta
-            .version
-            .map_or("no version".to_owned(), |v| v.to_string());
-        return Err(to_py(
-            Error::new(
-                ErrorKind::Changed,
-                Op::Download,
-                url,
-                format!("the object was replaced since it was opened ({want}, now {now})"),
-            )
-            .with_hint("open it again to read the new version"),
-        ));
-    }
-    Ok(meta)
-}
-
-/// Reads `range` of the object into `buf` (its length), resuming after
-/// broken connections, pinned to `version`; `first` is an already-open
-/// body for exactly that range.
-#[allow(clippy::too_many_arguments)]
-async fn fill_slice(
-    store: Arc<dyn shoal_core::Store>,
-    loc: &Location,
-    url: &str,
-    range: ByteRange,
-    version: Option<ObjectVersion>,
-    first: Option<shoal_core::BoxByteStream>,
-    policy: shoal_core::retry::RetryPolicy,
-    buf: &mut [u8],
-) -> shoal_core::Result<()> {
-    let mut body = resuming_stream(
-        store,
-        &loc.bucket,
-        &loc.key,
-        url,
-        range,
-        version,
-        first,
-        policy,
-    );
-    let mut at = 0usize;
-    while let Some(chunk) = body.next().await {
-        let chunk = chunk?;
-        let n = chunk.len().min(buf.len() - at);
-        buf[at..at + n].copy_from_slice(&chunk[..n]);
-        at += chunk.len();
-    }
-    if at != buf.len() {
-        return Err(Error::new(
-            ErrorKind::Integrity,
-            Op::Download,
-            "",
-            format!("expected {} bytes, received {at}", buf.len()),
-        ));
-    }
-    Ok(())
-}
-
-fn cat_impl(
-    s: &Session,
-    url: String,
-    start: Option<i64>,
-    end: Option<i64>,
-    version: Option<String>,
-) -> impl Future<Output = PyResult<Py<PyBytes>>> + use<> {
-    let stores = s.stores.clone();
-    let opts = s.transfer_options(None, None);
-    let policy = s.retry();
-    async move {
-        let loc = object(Op::Download, &url).py()?;
-        let pinned = version.map(|v| parse_version(&loc, &url, &v)).transpose()?;
-        let store = stores.store(&loc).py()?;
-        // Slices as for a download to a file, each filling its own part of
-        // the buffer; one object's bytes are read once, in parallel.
-        let plan = |from: u64, to: u64| -> Vec<(u64, u64)> {
-            plan_slices(to - from, opts.workers, opts.min_slice, None)
-                .into_iter()
-                .map(|(s0, s1)| (from + s0, from + s1))
-                .collect()
-        };
-        // A range known without the size (fsspec's block reads, `cat_file`
-        // with start and end) is asked for at once: the first slice's
-        // answer gives the size and version a HEAD would have, so a small
-        // read is one request, not two. A start past the end (416) goes
-        // the HEAD way, which answers it with no bytes.
-        let mut first = None;
-        if let Some((a, b)) = known_range(start, end) {
-            let (s0, s1) = plan(a, b)[0];
-            match store
-                .get(
-                    &loc.bucket,
-                    &loc.key,
-                    ByteRange::new(s0, s1),
-                    pinned.as_ref(),
-                )
-                .await
-            {
-                Ok(r) => first = Some((s0, r)),
-                Err(e) if e.status() == Some(416) => {}
-                Err(e) => return Err(to_py(e.with_url(&url).with_op(Op::Download))),
-            }
-        }
-        let meta = match &first {
-            Some((_, r)) => r.meta.clone(),
-            None => head_pinned(&store, &loc, &url, pinned.as_ref()).await?,
-        };
-        let (a, b) = resolve(start, end, meta.size);
-        let slices = match &first {
-            // The first slice as asked for (cut at the object's end), then
-            // the rest of the range.
-            Some((s0, r)) => {
-                let s1 = r.range.end.unwrap_or(meta.size).min(b);
-                let mut v = vec![(*s0, s1)];
-                if s1 < b {
-                    v.extend(plan(s1, b));
-                }
-                v
-            }
-            None => plan(a, b),
-        };
-        let mut first_body = first.map(|(_, r)| r.body);
-        let mut buf = vec![0u8; (b - a) as usize];
-        let mut rest: &mut [u8] = &mut buf;
-        let mut parts = Vec::with_capacity(slices.len());
-        for &(s0, s1) in &slices {
-            let (mine, tail) = std::mem::take(&mut rest).split_at_mut((s1 - s0) as usize);
-            rest = tail;
-            parts.push(fill_slice(
-                store.clone(),
-                &loc,
-                &url,
-                ByteRange::new(s0, s1),
-                meta.version.clone(),
-                first_body.take(),
-                policy,
-                mine,
-            ));
-        }
-        for r in futures::future::join_all(parts).await {
-            r.map_err(|e| to_py(e.with_url(&url)))?;
-        }
-        if (a, b) == (0, meta.size)
-            && let Some(want) = meta.crc32c
-        {
-            let got = crc32c::crc32c(&buf);
-            if got != want {
-                return Err(to_py(Error::new(
-                    ErrorKind::Integrity,
-                    Op::Download,
-                    url,
-                    format!("CRC32C mismatch: store {want:08x}, received {got:08x}"),
-                )));
-            }
-        }
-        Ok(Python::attach(|py| PyBytes::new(py, &buf).unbind()))
-    }
-}
-
-/// An `ObjectInfo.version` string back as the store's token.
-fn parse_version(loc: &Location, url: &str, v: &str) -> PyResult<ObjectVersion> {
-    match loc.scheme {
-        Scheme::Gs => v.parse().map(ObjectVersion::Generation).map_err(|_| {
-            to_py(Error::invalid(
-                Op::Download,
-                url,
-                format!("version {v:?} is not a GCS generation (a number)"),
-            ))
-        }),
-        _ => Ok(ObjectVersion::ETag(v.to_owned())),
-    }
-}
-
-blocking_and_async! {
-    /// The object's bytes `[start, end)` (None = edge, negative = from the
-    /// end), read with parallel ranged GETs; whole objects are CRC32C-checked.
-    /// With `version` (an `ObjectInfo.version`: GCS generation, S3 ETag),
-    /// only that version is read: a ChangedError if the object was
-    /// replaced since.
-    #[pyo3(signature = (session, url, start=None, end=None, version=None))]
-    fn cat / cat_async(url: String, start: Option<i64>, end: Option<i64>, version: Option<String>) -> Py<PyBytes> = cat_impl;
-}
-
 /// Where the key-relative name `rel` of `src_url` lands under the folder
 /// `dst` (shoal's one key → path mapping: unsafe names for local paths are
 /// an InvalidInputError, folder markers an UnsupportedError).
@@ -699,8 +477,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(copy_many_async, m)?,
         wrap_pyfunction!(put, m)?,
         wrap_pyfunction!(put_async, m)?,
-        wrap_pyfunction!(cat, m)?,
-        wrap_pyfunction!(cat_async, m)?,
     ] {
         m.add_function(f)?;
     }
