@@ -16,7 +16,8 @@ use hyper::{Method, Request, StatusCode};
 use crate::http::{
     Resp, consume, consume_after, crc_b64, decode, empty, full, header, query, small_body,
 };
-use crate::state::{State, Stored, fold};
+use crate::state::State;
+use crate::stored::{Stored, fold};
 
 fn json(status: StatusCode, v: serde_json::Value) -> Resp {
     full(status, "application/json; charset=UTF-8", v.to_string())

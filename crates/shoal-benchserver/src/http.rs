@@ -1,9 +1,8 @@
-//! Routing and the HTTP pieces both protocols share: ranges, queries,
-//! bodies, and the pattern response.
+//! The HTTP pieces both protocols share: ranges, queries, bodies, and
+//! the pattern response.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::Arc;
 
 use base64::Engine;
 use bytes::Bytes;
@@ -12,23 +11,10 @@ use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
 
 use crate::pattern::PatternBody;
-use crate::state::{State, Stored};
+use crate::stored::Stored;
 
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 pub type Resp = Response<Body>;
-
-pub async fn route(state: Arc<State>, req: Request<Incoming>) -> Result<Resp, Infallible> {
-    let path = req.uri().path();
-    let resp = if path.starts_with("/storage/v1/")
-        || path.starts_with("/upload/storage/v1/")
-        || path.starts_with("/download/storage/v1/")
-    {
-        crate::gcs::handle(&state, req).await
-    } else {
-        crate::s3::handle(&state, req).await
-    };
-    Ok(resp)
-}
 
 pub fn full(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Resp {
     Response::builder()

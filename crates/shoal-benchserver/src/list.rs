@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use base64::Engine;
 
 use crate::http::{crc_b64, xml_escape};
-use crate::state::Stored;
+use crate::stored::Stored;
 
 /// The largest `list-N` served (~1.3 GB of keys).
 const MAX_KEYS: usize = 10_000_000;

@@ -24,14 +24,21 @@ mod list;
 mod pattern;
 mod s3;
 mod state;
+mod stored;
 
+use std::convert::Infallible;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use hyper::Request;
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+
+use crate::http::Resp;
+use crate::state::State;
 
 fn usage() -> ! {
     eprintln!(
@@ -144,7 +151,7 @@ fn serve(port: u16, threads: usize) {
             let _ = stream.set_nodelay(true);
             let state = state.clone();
             tokio::spawn(async move {
-                let svc = service_fn(move |req| http::route(state.clone(), req));
+                let svc = service_fn(move |req| route(state.clone(), req));
                 let _ = http1::Builder::new()
                     .keep_alive(true)
                     .serve_connection(TokioIo::new(stream), svc)
@@ -152,4 +159,19 @@ fn serve(port: u16, threads: usize) {
             });
         }
     });
+}
+
+/// Sends a request to the protocol its path names: GCS's JSON API paths,
+/// else S3.
+async fn route(state: Arc<State>, req: Request<Incoming>) -> Result<Resp, Infallible> {
+    let path = req.uri().path();
+    let resp = if path.starts_with("/storage/v1/")
+        || path.starts_with("/upload/storage/v1/")
+        || path.starts_with("/download/storage/v1/")
+    {
+        crate::gcs::handle(&state, req).await
+    } else {
+        crate::s3::handle(&state, req).await
+    };
+    Ok(resp)
 }

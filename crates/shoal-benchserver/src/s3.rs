@@ -12,7 +12,8 @@ use hyper::{Method, Request, StatusCode};
 use crate::http::{
     Resp, consume, crc_b64, decode, empty, full, header, query, small_body, xml_escape,
 };
-use crate::state::{State, Stored};
+use crate::state::State;
+use crate::stored::Stored;
 
 fn xml(status: StatusCode, body: String) -> Resp {
     full(

@@ -5,12 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Size and CRC32C of an object.
-#[derive(Clone, Copy, Debug)]
-pub struct Stored {
-    pub size: u64,
-    pub crc: u32,
-}
+use crate::stored::{Stored, fold};
 
 /// An S3 multipart upload in progress: bucket, key, part number → part.
 type Multipart = (String, String, BTreeMap<u32, Stored>);
@@ -125,12 +120,4 @@ impl State {
             self.put(&b, &n, s);
         }
     }
-}
-
-/// Objects one after another, as one.
-pub fn fold(parts: impl Iterator<Item = Stored>) -> Stored {
-    parts.fold(Stored { size: 0, crc: 0 }, |acc, p| Stored {
-        size: acc.size + p.size,
-        crc: crc32c::crc32c_combine(acc.crc, p.crc, p.size as usize),
-    })
 }

@@ -388,6 +388,24 @@ pub fn one_line(s: &str, max: usize) -> String {
     out
 }
 
+/// The innermost useful message of an error chain ("Connection refused (os
+/// error 111)"), without the URL reqwest prepends.
+pub fn chain_message(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut msgs = Vec::new();
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        let m = e.to_string();
+        // reqwest's own top level message repeats the URL; skip it when a
+        // more specific cause exists.
+        if !m.starts_with("error sending request") && !m.starts_with("error decoding response") {
+            msgs.push(m);
+        }
+        cur = e.source();
+    }
+    let m = msgs.last().cloned().unwrap_or_else(|| err.to_string());
+    one_line(&m, 200)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

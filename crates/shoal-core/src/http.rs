@@ -14,7 +14,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::error::{Error, ErrorKind, Op, one_line};
+use crate::error::{Error, ErrorKind, Op, chain_message, one_line};
 use crate::network::{ProxyConfig, Sourced, parse_ca_file, read_ca_file};
 
 /// Settings for the shared HTTP client.
@@ -400,24 +400,6 @@ fn chain_has_timeout(err: &(dyn std::error::Error + 'static)) -> bool {
         cur = e.source();
     }
     false
-}
-
-/// The innermost useful message of an error chain ("Connection refused (os
-/// error 111)"), without the URL reqwest prepends.
-pub fn chain_message(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut msgs = Vec::new();
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(e) = cur {
-        let m = e.to_string();
-        // reqwest's own top level message repeats the URL; skip it when a
-        // more specific cause exists.
-        if !m.starts_with("error sending request") && !m.starts_with("error decoding response") {
-            msgs.push(m);
-        }
-        cur = e.source();
-    }
-    let m = msgs.last().cloned().unwrap_or_else(|| err.to_string());
-    one_line(&m, 200)
 }
 
 #[cfg(test)]

@@ -129,7 +129,7 @@ impl ProxyConfig {
         for (setting, make) in kinds {
             let Some(s) = setting else { continue };
             check_proxy_url(s)?;
-            let p = make(&s.value).map_err(|e| bad_proxy(s, &crate::http::chain_message(&e)))?;
+            let p = make(&s.value).map_err(|e| bad_proxy(s, &crate::error::chain_message(&e)))?;
             out.push(p.no_proxy(no.clone()));
         }
         Ok(out)
@@ -231,7 +231,7 @@ pub fn parse_ca_file(
             file,
             format!(
                 "bad certificate in CA file: {}",
-                crate::http::chain_message(&e)
+                crate::error::chain_message(&e)
             ),
         )
     })?;

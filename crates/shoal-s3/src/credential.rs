@@ -257,7 +257,7 @@ mod chain {
                 ErrorKind::Unauthenticated,
                 format!(
                     "no AWS credentials found: {}",
-                    shoal_core::http::chain_message(&e)
+                    shoal_core::error::chain_message(&e)
                 ),
             )),
         }
