@@ -61,6 +61,8 @@ fi
 # The crate graph in ARCHITECTURE.md is the manifests' own (drawn by
 # scripts/crate_graph.py), so the document cannot drift from the code.
 python3 scripts/crate_graph.py --check || failed_part "ARCHITECTURE.md crate graph (run scripts/crate_graph.py --write)"
+# Modules import one way inside each crate (scripts/module_cycles.py).
+python3 scripts/module_cycles.py || failed_part "import cycle between modules (scripts/module_cycles.py)"
 
 # The Python package (python/): pinned tools in a venv cached under
 # $SHOAL_CACHE (rebuilt when python/requirements-test.txt changes), the
