@@ -187,7 +187,7 @@ async fn download_planned(
         version: meta.version.clone(),
         policy: *policy,
         opts: opts.clone(),
-        file: work.file.clone(),
+        file: Arc::new(crate::slice_write::SliceFile::new(work.file.clone())),
         partial: work.partial.clone(),
     };
     let resumed = work.partial.as_ref().map_or(0, |p| p.reused(&slices).1);
@@ -367,7 +367,7 @@ struct SliceJob {
     version: Option<shoal_core::ObjectVersion>,
     policy: RetryPolicy,
     opts: TransferOptions,
-    file: Arc<File>,
+    file: Arc<crate::slice_write::SliceFile>,
     partial: Option<Arc<Partial>>,
 }
 
@@ -437,7 +437,7 @@ async fn fetch_slice(
         body,
         job.policy,
     );
-    let (file, dest, url, opts) = (job.file, &job.dest, &job.url, &job.opts);
+    let (file, dest, url, opts) = (&job.file, &job.dest, &job.url, &job.opts);
     let sums =
         crate::slice_write::write_slice(stream, file, start, end, dest, url, opts, sums).await?;
     if let Some(p) = &job.partial {

@@ -8,7 +8,14 @@
 //! more than the receive did. Handed to the blocking pool, the same write
 //! ran on another core that had to fetch every byte from memory again, and
 //! woke a thread and the task per write; bigger batches likewise let the
-//! first chunks fall out of the cache before they were written. Every
+//! first chunks fall out of the cache before they were written.
+//!
+//! The slices of one download take turns at their file ([`SliceFile`]):
+//! the kernel lets one write into a file at a time anyway, and a thread
+//! that finds the file busy spins until it is free, burning the CPU the
+//! write it waits for would need. A slice whose batch is due while
+//! another slice writes keeps receiving instead, and writes the larger
+//! batch at its next turn, waiting for one only at [`MAX_BATCH`]. Every
 //! [`WRITEBACK`] bytes the slice asks the kernel to start writing its pages
 //! to the disk (on the blocking pool: that call may wait for the device's
 //! queue), so a durable download's final `fdatasync` finds little left to
@@ -27,10 +34,14 @@ use crate::TransferOptions;
 /// Bytes gathered before one `pwritev`: about one receive's worth, so the
 /// batch is still in the cache when it is written (see the module doc);
 /// smaller receives (slow links, TLS records) are gathered so syscalls stay
-/// few. A batch's single-stream downloads hold at most this plus one chunk
-/// each, within the [`crate::WRITE_BUFFER_UNITS`] the batch's budget counts
-/// for them.
+/// few.
 const WRITE_BATCH: usize = 256 << 10;
+
+/// Bytes a slice gathers at most while other slices hold the file's turn;
+/// at this it waits for its turn. A batch's single-stream downloads hold at
+/// most this plus one chunk each, the [`crate::WRITE_BUFFER_UNITS`] their
+/// budget counts.
+const MAX_BATCH: usize = 512 << 10;
 
 /// Chunks in one `pwritev` at most (Linux's IOV_MAX is 1024).
 const MAX_IOV: usize = 512;
@@ -39,12 +50,28 @@ const MAX_IOV: usize = 512;
 /// writeback, see [`write_slice`]).
 const WRITEBACK: u64 = 8 << 20;
 
+/// The working file of one download, and the turn its slices take at it
+/// (see the module doc).
+pub(crate) struct SliceFile {
+    file: Arc<File>,
+    turn: tokio::sync::Mutex<()>,
+}
+
+impl SliceFile {
+    pub(crate) fn new(file: Arc<File>) -> Self {
+        SliceFile {
+            file,
+            turn: tokio::sync::Mutex::new(()),
+        }
+    }
+}
+
 /// Streams one slice to its place in the file, as the module doc says.
 /// Returns `sums` fed with the slice's bytes.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn write_slice(
     mut stream: shoal_core::BoxByteStream,
-    file: Arc<File>,
+    file: &SliceFile,
     start: u64,
     end: u64,
     dest: &str,
@@ -67,18 +94,35 @@ pub(crate) async fn write_slice(
         opts.add_progress(chunk.len() as u64);
         batched += chunk.len();
         batch.push(chunk);
-        if batched >= WRITE_BATCH || batch.len() >= MAX_IOV {
-            let len = batched as u64;
-            let flush = (pos + len - dirty >= WRITEBACK).then_some(dirty);
-            pos = pwrite(&file, std::mem::take(&mut batch), pos, flush, dest).await?;
-            if flush.is_some() {
-                dirty = pos;
+        if batched < WRITE_BATCH && batch.len() < MAX_IOV {
+            continue;
+        }
+        let turn = if batched >= MAX_BATCH || batch.len() >= MAX_IOV {
+            file.turn.lock().await
+        } else {
+            match file.turn.try_lock() {
+                Ok(turn) => turn,
+                // Another slice is writing: receive more meanwhile.
+                Err(_) => continue,
             }
-            batched = 0;
+        };
+        let len = batched as u64;
+        pwritev_all(&file.file, &batch, pos).map_err(|e| Error::io(Op::Write, dest, e))?;
+        drop(turn);
+        batch.clear();
+        batched = 0;
+        pos += len;
+        if pos - dirty >= WRITEBACK {
+            start_writeback(&file.file, dirty, pos, dest).await?;
+            dirty = pos;
         }
     }
     if !batch.is_empty() {
-        pos = pwrite(&file, batch, pos, None, dest).await?;
+        let len: u64 = batch.iter().map(|c| c.len() as u64).sum();
+        let turn = file.turn.lock().await;
+        pwritev_all(&file.file, &batch, pos).map_err(|e| Error::io(Op::Write, dest, e))?;
+        drop(turn);
+        pos += len;
     }
     if pos != end {
         return Err(Error::new(
@@ -95,26 +139,13 @@ pub(crate) async fn write_slice(
     Ok(sums)
 }
 
-/// Writes `chunks` one after another at `pos`, in place on this thread
-/// (the module doc says why); with `writeback_from`, then starts writing
-/// `writeback_from..` (up to the end of these chunks) back to the disk.
-async fn pwrite(
-    file: &Arc<File>,
-    chunks: Vec<Bytes>,
-    pos: u64,
-    writeback_from: Option<u64>,
-    dest: &str,
-) -> Result<u64> {
-    let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
-    pwritev_all(file, &chunks, pos).map_err(|e| Error::io(Op::Write, dest, e))?;
-    drop(chunks);
-    if let Some(from) = writeback_from {
-        let file = file.clone();
-        tokio::task::spawn_blocking(move || start_writeback(&file, from, pos + len))
-            .await
-            .map_err(|e| Error::new(ErrorKind::Io, Op::Write, dest, e.to_string()))?;
-    }
-    Ok(pos + len)
+/// Starts writing `from..to` back to the disk ([`writeback`]), on the
+/// blocking pool: the call may wait for the device's queue.
+async fn start_writeback(file: &Arc<File>, from: u64, to: u64, dest: &str) -> Result<()> {
+    let file = file.clone();
+    tokio::task::spawn_blocking(move || writeback(&file, from, to))
+        .await
+        .map_err(|e| Error::new(ErrorKind::Io, Op::Write, dest, e.to_string()))
 }
 
 /// Early writeback: asks the kernel to start writing `from..to` to the
@@ -126,7 +157,7 @@ async fn pwrite(
 /// little left: a durable download takes about max(network, disk) rather
 /// than their sum. Advisory: a file system that cannot (tmpfs, some FUSE)
 /// just says no, and the final `fdatasync` still reports real errors.
-fn start_writeback(file: &File, from: u64, to: u64) {
+fn writeback(file: &File, from: u64, to: u64) {
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd;
@@ -230,5 +261,45 @@ mod tests {
         if got.len() > 10 + want.len() {
             assert!(got[10 + want.len()..].iter().all(|&b| b == 0xAA));
         }
+    }
+
+    /// While another slice holds the file's turn, a slice whose batch is
+    /// due keeps receiving, writes nothing, and waits only at MAX_BATCH;
+    /// given the turn, it writes every byte in place, CRC32C included.
+    #[tokio::test]
+    async fn a_slice_keeps_receiving_while_another_holds_the_turn() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        const CHUNK: usize = 100_000;
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let file = SliceFile::new(Arc::new(File::create(&path).unwrap()));
+        let handed = Arc::new(AtomicUsize::new(0));
+        let counter = handed.clone();
+        let chunks: Vec<Result<Bytes>> = data
+            .chunks(CHUNK)
+            .map(|c| Ok(Bytes::copy_from_slice(c)))
+            .collect();
+        let stream = futures::stream::iter(chunks)
+            .inspect(move |_| {
+                counter.fetch_add(1, Ordering::Relaxed);
+            })
+            .boxed();
+        let opts = TransferOptions::default();
+        let end = data.len() as u64;
+        let held = file.turn.lock().await;
+        let write = write_slice(stream, &file, 0, end, "f", "mem://b/k", &opts, Running::new(None));
+        tokio::pin!(write);
+        assert!(futures::poll!(&mut write).is_pending());
+        assert_eq!(
+            handed.load(Ordering::Relaxed),
+            MAX_BATCH.div_ceil(CHUNK),
+            "received up to MAX_BATCH, not WRITE_BATCH, before waiting"
+        );
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0, "nothing written");
+        drop(held);
+        let sums = write.await.unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), data);
+        assert_eq!(sums.crc32c, crc32c::crc32c(&data));
     }
 }
