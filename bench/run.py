@@ -105,8 +105,11 @@ def earlier_runs(ap: argparse.ArgumentParser, args, only: list[str], out: Path) 
     # machine without them (they are not committed) its sections replace the
     # same sections of the committed report. Checked before measuring.
     # (A spliced run's own raw file holds only its scenarios: "-partial".)
+    # bench/tls.py writes its raw runs beside these ("-tls", "-tls-smoke"):
+    # another report's, never one to merge into.
     prev = sorted(p for p in RAW.glob("*.json")
-                  if p.name.endswith("-smoke.json") == args.smoke and not p.name.endswith("-partial.json"))
+                  if p.name.endswith("-smoke.json") == args.smoke and not p.name.endswith("-partial.json")
+                  and "-tls" not in p.name)
     splice = bool(only) and not prev
     if splice and not (out / "REPORT.md").exists():
         ap.error(f"--only needs an earlier {'smoke' if args.smoke else 'full'} run's results in {RAW}, "
