@@ -6,7 +6,8 @@ The CA and the server certificate are made with openssl in the run dir
 certificate for IP:127.0.0.1 and DNS:localhost signed by the CA); MinIO
 reads `certs/public.crt` and `certs/private.key` from `--certs-dir`. Each
 client is told the CA the way its users would (tools.py: `AWS_CA_BUNDLE`
-for shoal, s5cmd and boto3, `--ca-cert` for rclone).
+for shoal, s5cmd and boto3, `--ca-cert` for rclone, `SSL_CERT_FILE` for
+obstore).
 
 Connections are counted at a TCP layer the harness controls, not by
 sampling `ss`: `ConnCounter` accepts each client connection, opens one to

@@ -10,6 +10,12 @@ usage: obstore_peer.py OP s3 ENDPOINT BUCKET ARGS...
 import os
 import sys
 
+# An https endpoint with a private CA: obstore has no AWS_CA_BUNDLE of its
+# own; its TLS trusts the platform's roots, which a user points at the CA
+# with SSL_CERT_FILE. Set before obstore is imported.
+if os.environ.get("AWS_CA_BUNDLE"):
+    os.environ["SSL_CERT_FILE"] = os.environ["AWS_CA_BUNDLE"]
+
 import obstore as obs
 from obstore.store import S3Store
 
