@@ -8,10 +8,10 @@ Each run makes a CA and a server certificate with openssl in its run dir and
 starts a MinIO of its own serving HTTPS with them (port SHOAL_BENCH_PORT_BASE
 + 12), plus toxiproxy for the latency. Every client is told the CA the way
 its users would: `AWS_CA_BUNDLE` (shoal, s5cmd, boto3 classic; the CRT
-client gets it as `verify=`), rclone `--ca-cert`, obstore `SSL_CERT_FILE`. The small-object
-downloads go through a counting TCP forwarder (harness/tls.py) in front of
-toxiproxy: connections opened and TLS handshakes (full / resumed) per 1,000
-objects come from there.
+client gets it as `verify=`), rclone `--ca-cert`, obstore `SSL_CERT_FILE`.
+The small-object downloads go through a counting TCP forwarder
+(harness/tls.py) in front of toxiproxy: connections opened and TLS
+handshakes (full / resumed) per 1,000 objects come from there.
 
 Writes its tables as TLS.md to --out (default bench/results/raw/tls, or
 raw/smoke-tls; not committed: bench/results/TLS.md holds a run's tables with
