@@ -908,6 +908,9 @@ pub(crate) struct SyncArgs {
     /// With --delete: a source that lists nothing empties the destination (refused otherwise: a typo in a prefix must not wipe a folder).
     #[arg(long, requires = "delete")]
     pub(crate) delete_when_source_empty: bool,
+    /// With --delete: delete extras even when a copy of the same run failed (by default nothing is deleted after a failure, as rsync and rclone do).
+    #[arg(long, requires = "delete")]
+    pub(crate) ignore_errors: bool,
     /// Print what would be done, do nothing.
     #[arg(long, short = 'n')]
     pub(crate) dry_run: bool,

@@ -1,12 +1,15 @@
-//! Random plans: small random trees copied (`cp -r`) and synced (`sync`,
-//! `sync --delete`) between local folders, fake-gcs-server and MinIO, each
-//! plan run, run again, and interrupted once (SIGINT at a random moment,
-//! then run to completion). After every run the source is unchanged;
-//! after an interruption every destination file is whole (old or new,
-//! never a mix); after a completed run the destination equals the source
-//! byte for byte, with nothing of shoal's own left beside it. Plans that
-//! must be refused (source and destination overlapping, `--delete` from
-//! an empty source) are refused with nothing written or deleted.
+//! Random plans: small random trees copied (`cp -r`), moved (`mv -r`) and
+//! synced (`sync`, `sync --delete`) between local folders,
+//! fake-gcs-server and MinIO, each plan run, run again, and interrupted
+//! once (SIGINT at a random moment, then run to completion). After every
+//! copy or sync the source is unchanged; after an interrupted move every
+//! source file is whole in one place or the other, never lost; after an
+//! interruption every destination file is whole (old or new, never a
+//! mix); after a completed run the destination equals the source byte
+//! for byte, with nothing of shoal's own left beside it. Plans that must
+//! be refused (source and destination overlapping, `--delete` from an
+//! empty source, a glob of the source moved into itself or a folder of
+//! it) are refused with nothing written or deleted.
 //!
 //! Trees are built to be awkward: nested names, prefixes of one another
 //! (`a`, `a-b`, `a/b`, `ab`: `-` sorts before `/`), unicode, spaces, empty
@@ -241,14 +244,33 @@ enum Verb {
     CpR,
     Sync,
     SyncDelete,
+    /// `mv -r SRC DST`: what `cp -r` makes, and the source emptied.
+    MvR,
+    /// A glob of the source moved into the source itself or one of its
+    /// folders (`mv 'SRC/*' SRC/`, `mv 'SRC/**' SRC/a/`): refused.
+    MvGlobInto,
 }
+
+const VERBS: [Verb; 5] = [
+    Verb::CpR,
+    Verb::Sync,
+    Verb::SyncDelete,
+    Verb::MvR,
+    Verb::MvGlobInto,
+];
 
 fn command(env: &Env, verb: Verb, src: &Side, dst: &Side) -> Command {
     let (s, d) = (env.url(src), env.url(dst));
+    let (glob, into) = (format!("{s}/*"), format!("{s}/a/"));
+    let (deep, own) = (format!("{s}/**"), format!("{s}/"));
     let args: Vec<&str> = match verb {
         Verb::CpR => vec!["cp", "-r", &s, &d],
         Verb::Sync => vec!["sync", &s, &d],
         Verb::SyncDelete => vec!["sync", "--delete", &s, &d],
+        Verb::MvR => vec!["mv", "-r", &s, &d],
+        // Which of the two: by the destination's name, so the plan picks.
+        Verb::MvGlobInto if d.ends_with("dst") => vec!["mv", &glob, &own],
+        Verb::MvGlobInto => vec!["mv", "-r", &deep, &into],
     };
     let mut c = shoal();
     c.env(
@@ -270,7 +292,7 @@ fn command(env: &Env, verb: Verb, src: &Side, dst: &Side) -> Command {
 fn expected(verb: Verb, src: &Tree, before: &Tree) -> Tree {
     match verb {
         // `cp -r SRC DST` copies the folder itself: DST/src/...
-        Verb::CpR => {
+        Verb::CpR | Verb::MvR => {
             let mut t = before.clone();
             t.extend(src.iter().map(|(k, v)| (format!("src/{k}"), v.clone())));
             t
@@ -281,6 +303,28 @@ fn expected(verb: Verb, src: &Tree, before: &Tree) -> Tree {
             t
         }
         Verb::SyncDelete => src.clone(),
+        Verb::MvGlobInto => before.clone(),
+    }
+}
+
+/// After an interrupted move: every source file is somewhere, whole (at
+/// its source, or at its destination), and what is left at the source
+/// is the source's own.
+fn assert_nothing_lost(label: &str, src: &Tree, left: &Tree, moved: &Tree) {
+    for (k, v) in src {
+        let here = left.get(k) == Some(v);
+        let there = moved.get(&format!("src/{k}")) == Some(v);
+        assert!(
+            here || there,
+            "{label}: {k:?} is in neither place after the interruption"
+        );
+    }
+    for (k, v) in left {
+        assert_eq!(
+            src.get(k),
+            Some(v),
+            "{label}: {k:?} at the source is not the source's"
+        );
     }
 }
 
@@ -299,7 +343,11 @@ fn assert_whole(label: &str, got: &Tree, want: &Tree, before: &Tree) {
 
 fn run_plan(env: &Env, rng: &mut StdRng, n: usize) -> String {
     let kinds = (rng.random_range(0..3), rng.random_range(0..3));
-    let verb = [Verb::CpR, Verb::Sync, Verb::SyncDelete][rng.random_range(0..3)];
+    let mut verb = VERBS[rng.random_range(0..VERBS.len())];
+    // Globs are cloud URLs; a local source is expanded by the shell.
+    if verb == Verb::MvGlobInto && kinds.0 == 0 {
+        verb = Verb::MvR;
+    }
     let base = format!("p{n}-{}", rng.random::<u32>());
     let src = env.side(kinds.0, &format!("{base}/src"));
     let lookalikes = kinds.0 != 0;
@@ -325,7 +373,11 @@ fn run_plan(env: &Env, rng: &mut StdRng, n: usize) -> String {
     // GCS bucket can): keep such destinations free of those pairs, which
     // no run could resolve.
     if kinds.1 != 1 {
-        let root = if verb == Verb::CpR { "src/" } else { "" };
+        let root = if matches!(verb, Verb::CpR | Verb::MvR) {
+            "src/"
+        } else {
+            ""
+        };
         before.retain(|b, _| {
             !tree.keys().any(|k| {
                 let k = format!("{root}{k}");
@@ -333,7 +385,7 @@ fn run_plan(env: &Env, rng: &mut StdRng, n: usize) -> String {
             })
         });
     }
-    if !overlap && verb != Verb::CpR {
+    if !overlap && !matches!(verb, Verb::CpR | Verb::MvR) {
         for (k, v) in tree.iter().take(rng.random_range(0..2)) {
             let clash = before
                 .keys()
@@ -353,12 +405,13 @@ fn run_plan(env: &Env, rng: &mut StdRng, n: usize) -> String {
     );
     let src_before = env.read(&src);
 
-    // Refused: overlapping plans, and `--delete` from an empty source.
-    // Other plans from an empty source may succeed doing nothing or fail
-    // ("matched no objects"); either way nothing changes.
-    if overlap || tree.is_empty() {
+    // Refused: overlapping plans, `--delete` from an empty source, and a
+    // glob moved into what it reads. Other plans from an empty source may
+    // succeed doing nothing or fail ("matched no objects"); either way
+    // nothing changes.
+    if overlap || tree.is_empty() || verb == Verb::MvGlobInto {
         let r = run(command(env, verb, &src, &dst));
-        if overlap || verb == Verb::SyncDelete {
+        if overlap || verb == Verb::SyncDelete || verb == Verb::MvGlobInto {
             assert_ne!(r.code, 0, "{label}: must be refused: {}", r.stderr);
         }
         if r.code != 0 {
@@ -384,21 +437,46 @@ fn run_plan(env: &Env, rng: &mut StdRng, n: usize) -> String {
         libc::kill(child.id() as i32, libc::SIGINT);
     }
     let _ = child.wait();
-    assert_eq!(
-        env.read(&src),
-        src_before,
-        "{label}: source changed (interrupted)"
-    );
     let mid = env.read(&dst);
-    assert_whole(&label, &mid, &want, &before);
-
-    // Then to completion, twice.
-    for round in ["first", "second"] {
-        let r = run(command(env, verb, &src, &dst));
-        assert_eq!(r.code, 0, "{label} ({round}): {}", r.stderr);
+    if verb == Verb::MvR {
+        assert_nothing_lost(&label, &src_before, &env.read(&src), &mid);
+    } else {
         assert_eq!(
             env.read(&src),
             src_before,
+            "{label}: source changed (interrupted)"
+        );
+    }
+    assert_whole(&label, &mid, &want, &before);
+
+    // Then to completion, twice (a move once: its source is gone).
+    let rounds: &[&str] = if verb == Verb::MvR {
+        &["first"]
+    } else {
+        &["first", "second"]
+    };
+    for round in rounds {
+        // An interruption after the move ended left nothing to move (and
+        // a move of nothing is an error): the destination is checked as is.
+        let r = if verb == Verb::MvR && env.read(&src).is_empty() {
+            Run {
+                code: 0,
+                stdout: String::new(),
+                stdout_bytes: Vec::new(),
+                stderr: String::new(),
+            }
+        } else {
+            run(command(env, verb, &src, &dst))
+        };
+        assert_eq!(r.code, 0, "{label} ({round}): {}", r.stderr);
+        let src_after = if verb == Verb::MvR {
+            Tree::new()
+        } else {
+            src_before.clone()
+        };
+        assert_eq!(
+            env.read(&src),
+            src_after,
             "{label} ({round}): source changed"
         );
         let got = env.read(&dst);

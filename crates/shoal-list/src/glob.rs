@@ -51,6 +51,9 @@ pub struct KeyGlob {
     matcher: Regex,
     /// Anything below a level `P` matches (`P/**`).
     below: Regex,
+    /// The anchored patterns of `matcher` and `below`, for
+    /// [`KeyGlob::may_match_under`].
+    patterns: [String; 2],
     crosses_levels: bool,
     match_glob: Option<String>,
 }
@@ -72,7 +75,8 @@ impl KeyGlob {
         } else {
             format!("^{body}/.*$")
         };
-        let below = compile(&below).map_err(bad)?;
+        let patterns = [format!("^{body}$"), below];
+        let below = compile(&patterns[1]).map_err(bad)?;
         let match_glob = if key.contains(['{', '}', '\\']) {
             None
         } else {
@@ -83,6 +87,7 @@ impl KeyGlob {
             literal_prefix,
             matcher,
             below,
+            patterns,
             crosses_levels,
             match_glob,
         }))
@@ -116,6 +121,25 @@ impl KeyGlob {
         self.matcher.is_match(p) || self.matcher.is_match(prefix)
     }
 
+    /// Whether some key that starts with `prefix` could match (with
+    /// `recursive`, or lie below a matching level): what a copy of this
+    /// glob into the folder `prefix` of the same bucket must know, since
+    /// such a copy would write over what it is still reading. Exact, not
+    /// a guess from the literal prefix: `data/*.csv` can match nothing
+    /// under `data/archive/`, `data/**` can. Each byte of `prefix` is fed
+    /// to a lazy DFA of the glob; the answer is no only when it dies. A
+    /// DFA that gives up answers yes, the safe side.
+    pub fn may_match_under(&self, prefix: &str, recursive: bool) -> bool {
+        let patterns = if recursive {
+            &self.patterns[..]
+        } else {
+            &self.patterns[..1]
+        };
+        patterns
+            .iter()
+            .any(|p| viable(p, prefix.as_bytes()).unwrap_or(true))
+    }
+
     /// Whether a match can contain a `/` after the literal prefix's last
     /// level: `**` anywhere, or a wildcard before the last `/`.
     pub fn crosses_levels(&self) -> bool {
@@ -140,6 +164,26 @@ impl KeyGlob {
             .as_ref()
             .map(|g| format!("{}**", g.trim_end_matches('*')))
     }
+}
+
+/// Whether the anchored `pattern` can still match after reading `prefix`.
+fn viable(pattern: &str, prefix: &[u8]) -> std::result::Result<bool, String> {
+    use regex_automata::hybrid::dfa::DFA;
+    use regex_automata::{Anchored, Input};
+    let dfa = DFA::new(pattern).map_err(|e| e.to_string())?;
+    let mut cache = dfa.create_cache();
+    let input = Input::new(prefix).anchored(Anchored::Yes);
+    let mut sid = (dfa.start_state_forward(&mut cache, &input)).map_err(|e| e.to_string())?;
+    for &b in prefix {
+        sid = (dfa.next_state(&mut cache, sid, b)).map_err(|e| e.to_string())?;
+        if sid.is_dead() {
+            return Ok(false);
+        }
+        if sid.is_quit() {
+            return Ok(true);
+        }
+    }
+    Ok(true)
 }
 
 pub(crate) fn compile(re: &str) -> std::result::Result<Regex, String> {
@@ -318,6 +362,40 @@ mod tests {
 
     fn g(p: &str) -> KeyGlob {
         KeyGlob::parse("gs://b/x", p).unwrap().expect("a glob")
+    }
+
+    /// Whether a copy of a glob into a folder of the same bucket could
+    /// write over a key the glob reads: (glob, folder, recursive, may).
+    #[test]
+    fn may_match_under_a_folder() {
+        for (glob, folder, recursive, may) in [
+            ("p/*", "p/", false, true),
+            ("p/*", "", false, true),
+            ("*", "", false, true),
+            ("p/**", "p/sub/", false, true),
+            ("p/**", "p/sub/deeper/", false, true),
+            ("q/**", "q/", true, true),
+            ("data/*.csv", "data/archive/", false, false),
+            ("data/*.csv", "data/archive/", true, false),
+            ("data/*", "data/archive/", false, false),
+            // `-r`: everything below a matching level is read too.
+            ("data/*", "data/archive/", true, true),
+            ("data/*.csv", "other/", false, false),
+            ("p*", "pq/", false, false),
+            ("p*", "pq/", true, true),
+            ("p*/x", "pq/", false, true),
+            ("a/**/b", "a/x/y/", false, true),
+            ("a/?/b", "a/é/", false, true),
+            ("a/?/b", "a/éé/", false, false),
+            ("[xy]/*", "z/", true, false),
+            ("[xy]/*", "y/", false, true),
+        ] {
+            assert_eq!(
+                g(glob).may_match_under(folder, recursive),
+                may,
+                "{glob} under {folder:?} (recursive {recursive})"
+            );
+        }
     }
 
     /// The table: pattern, key, matches?

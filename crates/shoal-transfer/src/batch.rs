@@ -162,7 +162,32 @@ pub async fn run(
     policy: RetryPolicy,
     counters: Arc<BatchCounters>,
 ) -> BatchReport {
-    run_with(actions, store_for, opts, policy, counters, false).await
+    run_with(actions, store_for, opts, policy, counters, Mode::default()).await
+}
+
+/// How a batch treats its actions beyond running them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Mode {
+    /// Each copy is a move ([`execute_move`]).
+    pub moving: bool,
+    /// Deletes wait until every action before them has ended, and run
+    /// only if none failed (`sync --delete`): a copy that failed may be
+    /// the only other home of what a delete would remove (a renamed file
+    /// whose new name did not arrive). rsync and rclone hold deletes back
+    /// after an error the same way. Their count is reported as a failure.
+    pub hold_deletes: bool,
+}
+
+/// Executes `actions` as [`Mode`] says.
+pub async fn run_plan(
+    actions: BoxStream<'static, Result<Action>>,
+    store_for: StoreFor,
+    opts: TransferOptions,
+    policy: RetryPolicy,
+    counters: Arc<BatchCounters>,
+    mode: Mode,
+) -> BatchReport {
+    run_with(actions, store_for, opts, policy, counters, mode).await
 }
 
 /// Executes `actions` as moves (`mv -r`): each copy deletes its source
@@ -176,7 +201,11 @@ pub async fn run_moves(
     policy: RetryPolicy,
     counters: Arc<BatchCounters>,
 ) -> BatchReport {
-    run_with(actions, store_for, opts, policy, counters, true).await
+    let mode = Mode {
+        moving: true,
+        ..Mode::default()
+    };
+    run_with(actions, store_for, opts, policy, counters, mode).await
 }
 
 async fn run_with(
@@ -185,10 +214,94 @@ async fn run_with(
     mut opts: TransferOptions,
     policy: RetryPolicy,
     counters: Arc<BatchCounters>,
-    moving: bool,
+    mode: Mode,
 ) -> BatchReport {
     let slots = share_budgets(&mut opts);
     let opts = Arc::new(opts);
+    let mut actions = actions.peekable();
+    let mut report = BatchReport::default();
+    // Phase one: everything before the first delete (all of it unless
+    // deletes are held).
+    let before_deletes = futures::stream::poll_fn(|cx| {
+        let mut next = std::pin::Pin::new(&mut actions);
+        match std::task::ready!(next.as_mut().poll_peek(cx)) {
+            Some(Ok(Action::Delete { .. })) if mode.hold_deletes => std::task::Poll::Ready(None),
+            Some(_) => futures::Stream::poll_next(next, cx),
+            None => std::task::Poll::Ready(None),
+        }
+    })
+    .boxed();
+    let phase = (&store_for, &opts, policy, &counters, slots, mode.moving);
+    run_phase(before_deletes, phase, &mut report).await;
+    if !mode.hold_deletes {
+        return report;
+    }
+    if report.failed > 0 || report.skipped_unasked > 0 {
+        let mut held = 0u64;
+        while let Some(a) = actions.next().await {
+            match a {
+                Ok(Action::Delete { .. }) => held += 1,
+                Ok(other) => report.add(
+                    Err(Error::invalid(
+                        Op::Copy,
+                        other.to_string(),
+                        "planned after the deletes; not run",
+                    )),
+                    false,
+                ),
+                Err(e) => report.add(Err(e), false),
+            }
+        }
+        if held > 0 {
+            let why = if report.failed > 0 {
+                format!("{} failed in this run", plural(report.failed, "transfer"))
+            } else {
+                format!(
+                    "{} not copied in this run",
+                    plural(report.skipped_unasked, "item")
+                )
+            };
+            report.add(
+                Err(Error::invalid(
+                    Op::Delete,
+                    "sync --delete",
+                    format!(
+                        "{} not deleted: {why}, and a failed copy may be the only other home of what a delete would remove (--ignore-errors deletes anyway)",
+                        plural(held, "extra")
+                    ),
+                )),
+                false,
+            );
+        }
+        return report;
+    }
+    let phase = (&store_for, &opts, policy, &counters, slots, mode.moving);
+    run_phase(actions.boxed(), phase, &mut report).await;
+    report
+}
+
+/// `n thing`, `n things`.
+fn plural(n: u64, thing: &str) -> String {
+    format!("{n} {thing}{}", if n == 1 { "" } else { "s" })
+}
+
+/// What every phase of a batch shares: stores, options, retry policy,
+/// counters, request slots, and whether copies are moves.
+type Phase<'a> = (
+    &'a StoreFor,
+    &'a Arc<TransferOptions>,
+    RetryPolicy,
+    &'a Arc<BatchCounters>,
+    usize,
+    bool,
+);
+
+/// Runs `actions` to their end, `slots * 2` at a time, into `report`.
+async fn run_phase(
+    actions: BoxStream<'_, Result<Action>>,
+    (store_for, opts, policy, counters, slots, moving): Phase<'_>,
+    report: &mut BatchReport,
+) {
     let mut results = actions
         .map(|a| {
             let (store_for, opts, counters) = (store_for.clone(), opts.clone(), counters.clone());
@@ -202,7 +315,6 @@ async fn run_with(
             }
         })
         .buffer_unordered(slots * 2);
-    let mut report = BatchReport::default();
     let on_outcome = counters.on_outcome.clone();
     while let Some(r) = results.next().await {
         if let Some(f) = &on_outcome {
@@ -210,7 +322,6 @@ async fn run_with(
         }
         report.add(r, moving);
     }
-    report
 }
 
 /// One action executed (as a move's copy when `moving`), a `--no-clobber`
@@ -319,46 +430,53 @@ pub async fn execute(
             Ok(0)
         }
         Action::Copy { src, meta, dst } => {
-            // --no-clobber into a local folder: a file already there is
-            // not downloaded for nothing. Only a shortcut: the rename that
-            // ends the copy is what refuses to replace (one made after
-            // this look is kept too).
-            if opts.no_clobber && dst.is_local() && Path::new(&dst.key).symlink_metadata().is_ok() {
-                return Err(Error::new(
-                    ErrorKind::Precondition,
-                    Op::Copy,
-                    &dst.key,
-                    "exists; not replaced (--no-clobber)",
-                ));
-            }
+            refuse_local_clobber(dst, opts)?;
             let r = copy_one(src, meta.as_ref(), dst, store_for, opts, policy).await?;
             Ok(r.bytes)
         }
     }
 }
 
+/// `--no-clobber` into a local folder: a file already there is not
+/// downloaded for nothing. Only a shortcut: the rename that ends the copy
+/// is what refuses to replace (one made after this look is kept too).
+fn refuse_local_clobber(dst: &Location, opts: &TransferOptions) -> Result<()> {
+    if opts.no_clobber && dst.is_local() && Path::new(&dst.key).symlink_metadata().is_ok() {
+        return Err(Error::new(
+            ErrorKind::Precondition,
+            Op::Copy,
+            &dst.key,
+            "exists; not replaced (--no-clobber)",
+        ));
+    }
+    Ok(())
+}
+
 /// Executes a copy as a move: the copy (verified like every copy), then,
-/// only once it succeeded, the source's deletion. A failed copy leaves the
-/// source where it was; a failed deletion is an error saying the object
-/// is now in both places. Deletes run as [`execute`] runs them.
+/// only once it succeeded, the source's deletion ([`delete_moved`]: only
+/// the version that was copied). A failed copy leaves the source where it
+/// was; a failed deletion is an error saying the object is now in both
+/// places.
 pub async fn execute_move(
     action: &Action,
     store_for: &StoreFor,
     opts: &TransferOptions,
     policy: &RetryPolicy,
 ) -> Result<u64> {
-    let Action::Copy { src, dst, .. } = action else {
+    let Action::Copy { src, meta, dst } = action else {
         return execute(action, store_for, opts, policy).await;
     };
-    let bytes = execute(action, store_for, opts, policy).await?;
-    let gone = execute(
-        &Action::Delete { dst: src.clone() },
-        store_for,
-        opts,
-        policy,
-    )
-    .await;
+    let stamp = LocalStamp::of(src)?;
+    refuse_local_clobber(dst, opts)?;
+    let report = copy_one(src, meta.as_ref(), dst, store_for, opts, policy).await?;
+    let gone = {
+        let _slot = opts.for_transfer(Some(0)).permit().await;
+        delete_moved(src, report.source_version.as_ref(), stamp, store_for).await
+    };
     if let Err(e) = gone {
+        if e.kind() == ErrorKind::Changed {
+            return Err(e);
+        }
         return Err(Error::new(
             e.kind(),
             Op::Delete,
@@ -370,7 +488,122 @@ pub async fn execute_move(
         )
         .with_hint("the object is now in both places; delete the source with shoal rm"));
     }
-    Ok(bytes)
+    Ok(report.bytes)
+}
+
+/// What a local source was when a move started reading it: a move deletes
+/// it only if it is still that file, unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalStamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+}
+
+impl LocalStamp {
+    /// The stamp of a local `src` (None for an object).
+    pub fn of(src: &Location) -> Result<Option<LocalStamp>> {
+        use std::os::unix::fs::MetadataExt;
+        if !src.is_local() {
+            return Ok(None);
+        }
+        let m =
+            std::fs::symlink_metadata(&src.key).map_err(|e| Error::io(Op::Read, &src.key, e))?;
+        Ok(Some(LocalStamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+        }))
+    }
+}
+
+/// A move's last step, once its copy is in place and verified: deletes the
+/// source only if it is still what was copied. An object is deleted at
+/// the version the copy read (`copied`): read back first, since some
+/// servers ignore a delete's precondition, then deleted with it (GCS
+/// `ifGenerationMatch`, S3 `If-Match`), so a version written meanwhile is
+/// kept, never deleted uncopied. A local file is deleted only while it is
+/// the same file (device, inode) with the size and time it had when the
+/// copy began. A source already gone is done. Refusals are
+/// [`ErrorKind::Changed`], naming both versions.
+pub async fn delete_moved(
+    src: &Location,
+    copied: Option<&shoal_core::ObjectVersion>,
+    stamp: Option<LocalStamp>,
+    store_for: &StoreFor,
+) -> Result<()> {
+    let kept = |now: String| {
+        Error::new(
+            ErrorKind::Changed,
+            Op::Delete,
+            src.to_string(),
+            format!("changed since it was copied ({now}); the source was kept"),
+        )
+        .with_hint("the destination holds the version that was copied; move the source again to move the new one")
+    };
+    if src.is_local() {
+        let now = LocalStamp::of(src);
+        return match now {
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+            Ok(now) if now != stamp => {
+                Err(kept("it is another file now, or was written to".into()))
+            }
+            Ok(_) => match std::fs::remove_file(&src.key) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    Err(Error::io(Op::Delete, &src.key, e))
+                }
+                _ => Ok(()),
+            },
+        };
+    }
+    let store = store_for(src)?;
+    let Some(version) = copied else {
+        return match store.delete(&src.bucket, &src.key).await {
+            Err(e) if e.kind() != ErrorKind::NotFound => Err(e.with_url(src.to_string())),
+            _ => Ok(()),
+        };
+    };
+    match delete_at(&store, src, version).await {
+        Err(e) if e.kind() == ErrorKind::Precondition => Err(kept(e.message().to_string())),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
+}
+
+/// Deletes the object at `loc` only if it is at `version`: read back first
+/// (a server may ignore the precondition), then deleted with it. Another
+/// version is [`ErrorKind::Precondition`] naming both; a store without
+/// conditional deletes gets a plain delete after the read-back.
+pub async fn delete_at(
+    store: &Arc<dyn shoal_core::Store>,
+    loc: &Location,
+    version: &shoal_core::ObjectVersion,
+) -> Result<()> {
+    let now = store.head(&loc.bucket, &loc.key).await;
+    match now {
+        Ok(m) if m.version.as_ref() == Some(version) => {}
+        Ok(m) => {
+            return Err(Error::new(
+                ErrorKind::Precondition,
+                Op::Delete,
+                loc.to_string(),
+                format!(
+                    "the object is at {}, not {version}; it was not deleted",
+                    m.version
+                        .map_or("an unknown version".into(), |v| v.to_string())
+                ),
+            ));
+        }
+        Err(e) => return Err(e.with_url(loc.to_string())),
+    }
+    match store.delete_if(&loc.bucket, &loc.key, version).await {
+        Err(e) if e.kind() == ErrorKind::Unsupported => store.delete(&loc.bucket, &loc.key).await,
+        r => r,
+    }
+    .map_err(|e| e.with_url(loc.to_string()))
 }
 
 /// A move's `--no-clobber` refusal: the source is kept, which is not what

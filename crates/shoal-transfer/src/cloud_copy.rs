@@ -65,6 +65,7 @@ pub async fn copy_object(
     // The source's type, encoding and metadata, unless asked otherwise.
     let put_opts = opts.put.keeping(&meta);
     let mut report = upload_stream(dst_store, body, dst, &put_opts, opts).await?;
+    report.source_version = meta.version.clone();
     if report.bytes != meta.size {
         return Err(Error::new(
             ErrorKind::Integrity,
@@ -148,6 +149,7 @@ async fn server_copy(
         pieces: 1,
         verified,
         crc32c: copied.crc32c.or(meta.crc32c).unwrap_or(0),
+        source_version: meta.version.clone(),
     }))
 }
 

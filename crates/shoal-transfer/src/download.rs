@@ -227,6 +227,7 @@ async fn download_planned(
         pieces: fetched,
         verified,
         crc32c: crc,
+        source_version: meta.version.clone(),
     })
 }
 
@@ -537,5 +538,6 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
         pieces: 1,
         verified,
         crc32c: crc,
+        source_version: meta.version.clone(),
     })
 }

@@ -7,6 +7,14 @@
 //! by comparing the two trees as folders: local paths after resolving `.`,
 //! `..` and symbolic links (of the part that exists), bucket prefixes
 //! level by level (`p` and `pq` do not overlap, `p` and `p/q` do).
+//!
+//! A glob source is a set of keys rather than a folder: `cp 'gs://b/p/*'
+//! gs://b/p/` would copy every object onto itself (and `mv` then delete
+//! it), and `cp 'gs://b/p/**' gs://b/p/sub/` writes `p/sub/a` from `p/a`
+//! before it reads the old `p/sub/a`. Those are refused by asking the
+//! glob itself whether it can match a key in the destination folder
+//! ([`shoal_list::KeyGlob::may_match_under`]), so `cp 'gs://b/data/*.csv'
+//! gs://b/data/archive/`, which cannot, still runs.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -79,6 +87,41 @@ pub fn refuse_overlap(verb: &str, src: &Location, dst: &Location) -> Result<()> 
     ))
 }
 
+/// Refuses a copy or move of the glob `src` into the folder `dst` when the
+/// glob (with `recursive`, or what lies below a matching level) can match
+/// a key inside that folder: the plan would write or delete what it is
+/// still reading. Sources without a wildcard go to [`refuse_overlap`].
+pub fn refuse_glob_overlap(
+    verb: &str,
+    src: &Location,
+    dst: &Location,
+    recursive: bool,
+) -> Result<()> {
+    if src.is_local() || src.scheme != dst.scheme || src.bucket != dst.bucket {
+        return Ok(());
+    }
+    let Some(glob) = shoal_list::KeyGlob::parse(&src.to_string(), &src.key)? else {
+        return Ok(());
+    };
+    let under = folder(dst);
+    if !glob.may_match_under(&under, recursive) {
+        return Ok(());
+    }
+    let place = format!("{}{}/{under}", dst.scheme.prefix(), dst.bucket);
+    Err(Error::invalid(
+        Op::Copy,
+        format!("{verb} {src} {dst}"),
+        format!(
+            "the glob can match objects in {place}, where it writes: it would write over (or {}) what it is still reading; nothing was done (choose a destination the glob cannot match)",
+            if verb.starts_with("mv") {
+                "delete"
+            } else {
+                "copy again"
+            }
+        ),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +152,38 @@ mod tests {
             ("/tmp/shoal-guard-src", "/tmp/shoal-guard-src2"),
         ] {
             assert!(refuse_overlap("sync", &l(a), &l(b)).is_ok(), "{a} {b}");
+        }
+    }
+
+    #[test]
+    fn globs_into_what_they_read() {
+        for (verb, a, b, recursive) in [
+            ("mv", "gs://b/p/*", "gs://b/p/", false),
+            ("mv", "gs://b/p/*", "gs://b/p", false),
+            ("mv -r", "s3://b/q/**", "s3://b/q/", true),
+            ("mv", "gs://b/*", "gs://b/", false),
+            ("mv", "gs://b/*", "gs://b", false),
+            ("cp", "gs://b/p/**", "gs://b/p/sub/", false),
+            ("cp -r", "gs://b/d*", "gs://b/d1/", true),
+        ] {
+            let e = refuse_glob_overlap(verb, &l(a), &l(b), recursive).unwrap_err();
+            assert!(
+                e.to_string().contains("can match objects in"),
+                "{a} {b}: {e}"
+            );
+        }
+        for (a, b, recursive) in [
+            ("gs://b/data/*.csv", "gs://b/data/archive/", false),
+            ("gs://b/p/*", "gs://b/q/", true),
+            ("gs://b/p/*", "gs://c/p/", true),
+            ("gs://b/p/*", "s3://b/p/", true),
+            ("gs://b/p/*", "/tmp/p/", true),
+            ("gs://b/p/x", "gs://b/p/", true),
+        ] {
+            assert!(
+                refuse_glob_overlap("mv", &l(a), &l(b), recursive).is_ok(),
+                "{a} {b}"
+            );
         }
     }
 

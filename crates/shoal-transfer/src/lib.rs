@@ -350,6 +350,9 @@ pub struct Report {
     /// Bytes an earlier, interrupted run had already fetched (not moved
     /// again).
     pub resumed: u64,
+    /// The version of the source that was read, where the store has
+    /// versions: what a move deletes, and nothing newer.
+    pub source_version: Option<shoal_core::ObjectVersion>,
 }
 
 impl Report {
@@ -362,6 +365,7 @@ impl Report {
             verified: Verified::SizeOnly,
             crc32c: 0,
             resumed: 0,
+            source_version: None,
         }
     }
 }

@@ -153,6 +153,7 @@ impl Multipart {
             pieces: parts.len(),
             verified: check_sent(meta.crc32c, crc, &self.url)?,
             crc32c: crc,
+            source_version: None,
         })
     }
 

@@ -129,6 +129,7 @@ pub(crate) async fn put_one(
         pieces: 1,
         verified: check_sent(meta.crc32c, crc, &url)?,
         crc32c: crc,
+        source_version: None,
     })
 }
 
@@ -194,5 +195,6 @@ pub(crate) async fn put_stream(
         pieces: 1,
         verified,
         crc32c: crc,
+        source_version: None,
     })
 }

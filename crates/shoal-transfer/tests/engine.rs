@@ -712,3 +712,163 @@ async fn deleting_what_is_already_gone_succeeds() {
     ];
     run_batch(s, actions, TransferOptions::default()).await;
 }
+
+/// Runs `actions` in `mode` on `s`, returning the report.
+async fn run_mode(
+    s: Arc<MemoryStore>,
+    actions: Vec<shoal_transfer::batch::Action>,
+    mode: shoal_transfer::batch::Mode,
+) -> shoal_transfer::batch::BatchReport {
+    use shoal_transfer::batch::{self, BatchCounters};
+    let store_for: batch::StoreFor = Arc::new(move |_: &Location| Ok(s.clone() as Arc<dyn Store>));
+    batch::run_plan(
+        futures::StreamExt::boxed(futures::stream::iter(actions.into_iter().map(Ok))),
+        store_for,
+        TransferOptions::default(),
+        RetryPolicy::default(),
+        Arc::new(BatchCounters::default()),
+        mode,
+    )
+    .await
+}
+
+/// `sync --delete` holds its deletes back after a failed copy of the same
+/// run (the copy may be the only other home of what the delete removes);
+/// `--ignore-errors` deletes anyway; a run without failures deletes.
+#[tokio::test]
+async fn deletes_are_held_back_after_a_failed_copy() {
+    use shoal_transfer::batch::{Action, Mode};
+    let l = |s: &str| Location::parse(s).unwrap();
+    let plan = |missing: bool| {
+        vec![
+            Action::Copy {
+                src: l(if missing {
+                    "gs://b/missing"
+                } else {
+                    "gs://b/src"
+                }),
+                meta: None,
+                dst: l("gs://b/dst/renamed"),
+            },
+            Action::Delete {
+                dst: l("gs://b/dst/old-name"),
+            },
+        ]
+    };
+    let store = || async {
+        let s = mem_with("src", b"hello").await;
+        s.put(
+            "b",
+            "dst/old-name",
+            Bytes::from_static(b"hello"),
+            &PutOptions::default(),
+        )
+        .await
+        .unwrap();
+        s
+    };
+    let held = Mode {
+        moving: false,
+        hold_deletes: true,
+    };
+    // A copy fails: nothing deleted, and the report says why.
+    let s = store().await;
+    let r = run_mode(s.clone(), plan(true), held).await;
+    assert_eq!((r.deleted, r.failed), (0, 2), "{:?}", r.failures);
+    assert!(
+        r.failures[1].contains("1 extra not deleted: 1 transfer failed"),
+        "{:?}",
+        r.failures
+    );
+    assert!(s.head("b", "dst/old-name").await.is_ok());
+    // --ignore-errors: the delete runs.
+    let s = store().await;
+    let r = run_mode(s.clone(), plan(true), Mode::default()).await;
+    assert_eq!((r.deleted, r.failed), (1, 1), "{:?}", r.failures);
+    assert!(s.head("b", "dst/old-name").await.is_err());
+    // No failure: copied, then deleted.
+    let s = store().await;
+    let r = run_mode(s.clone(), plan(false), held).await;
+    assert_eq!(
+        (r.copied, r.deleted, r.failed),
+        (1, 1, 0),
+        "{:?}",
+        r.failures
+    );
+    assert!(s.head("b", "dst/old-name").await.is_err());
+}
+
+/// A move deletes its source only at the version it copied: a version
+/// written meanwhile is kept (and said), one already gone is done.
+#[tokio::test]
+async fn a_move_deletes_only_the_version_it_copied() {
+    use shoal_transfer::batch::{Action, Mode, delete_moved};
+    let s = mem_with("a", b"first").await;
+    let copied = s.head("b", "a").await.unwrap().version.unwrap();
+    s.put(
+        "b",
+        "a",
+        Bytes::from_static(b"second"),
+        &PutOptions::default(),
+    )
+    .await
+    .unwrap();
+    let store = s.clone();
+    let store_for: shoal_core::StoreFor =
+        Arc::new(move |_: &Location| Ok(store.clone() as Arc<dyn Store>));
+    let src = Location::parse("gs://b/a").unwrap();
+    let e = delete_moved(&src, Some(&copied), None, &store_for)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Changed, "{e}");
+    assert!(e.to_string().contains("the source was kept"), "{e}");
+    assert!(s.head("b", "a").await.is_ok());
+    // At the version copied: deleted; then already gone: done.
+    let now = s.head("b", "a").await.unwrap().version.unwrap();
+    delete_moved(&src, Some(&now), None, &store_for)
+        .await
+        .unwrap();
+    assert!(s.head("b", "a").await.is_err());
+    delete_moved(&src, Some(&now), None, &store_for)
+        .await
+        .unwrap();
+
+    // A whole move through the batch: copied, then the source is gone.
+    let s = mem_with("m", b"move me").await;
+    let moved = Mode {
+        moving: true,
+        hold_deletes: false,
+    };
+    let plan = vec![Action::Copy {
+        src: Location::parse("gs://b/m").unwrap(),
+        meta: None,
+        dst: Location::parse("gs://b/n").unwrap(),
+    }];
+    let r = run_mode(s.clone(), plan, moved).await;
+    assert_eq!((r.copied, r.failed), (1, 0), "{:?}", r.failures);
+    assert!(s.head("b", "m").await.is_err());
+    assert!(s.head("b", "n").await.is_ok());
+}
+
+/// A local source that changed after its copy began is kept.
+#[tokio::test]
+async fn a_move_keeps_a_local_file_written_meanwhile() {
+    use shoal_transfer::batch::{LocalStamp, delete_moved};
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("f");
+    std::fs::write(&p, b"one").unwrap();
+    let src = Location::parse(p.to_str().unwrap()).unwrap();
+    let stamp = LocalStamp::of(&src).unwrap();
+    std::fs::write(&p, b"one and more").unwrap();
+    let s = Arc::new(MemoryStore::new());
+    let store_for: shoal_core::StoreFor =
+        Arc::new(move |_: &Location| Ok(s.clone() as Arc<dyn Store>));
+    let e = delete_moved(&src, None, stamp, &store_for)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Changed, "{e}");
+    assert!(p.exists());
+    let stamp = LocalStamp::of(&src).unwrap();
+    delete_moved(&src, None, stamp, &store_for).await.unwrap();
+    assert!(!p.exists());
+}

@@ -24,7 +24,7 @@ pub(crate) async fn run_and_report(
     mut opts: shoal_transfer::TransferOptions,
     verb: &str,
     what: &str,
-    moving: bool,
+    mode: shoal_transfer::batch::Mode,
 ) -> CmdResult {
     let counters = Arc::new(BatchCounters {
         on_outcome: ctx
@@ -60,11 +60,8 @@ pub(crate) async fn run_and_report(
         (bar, task)
     });
     let actions = name_skips(ctx, actions);
-    let report = if moving {
-        shoal_transfer::batch::run_moves(actions, store_for, opts, ctx.retry, counters).await
-    } else {
-        shoal_transfer::batch::run(actions, store_for, opts, ctx.retry, counters).await
-    };
+    let report =
+        shoal_transfer::batch::run_plan(actions, store_for, opts, ctx.retry, counters, mode).await;
     if let Some((bar, task)) = ticker {
         task.abort();
         bar.finish_and_clear();

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use shoal_core::local_path::key_to_relative_path;
 use shoal_core::{Error, ErrorKind, Location, Op};
+use shoal_transfer::batch::{LocalStamp, delete_moved};
 use shoal_transfer::download::check_destination;
 use shoal_transfer::{GcsUpload, Report, TransferOptions};
 
@@ -185,10 +186,11 @@ async fn object_to(
     opts: &mut TransferOptions,
     moving: bool,
 ) -> Result<Done, Failure> {
+    let stamp = if moving { LocalStamp::of(s)? } else { None };
     match copy_one(ctx, s, d, opts).await {
         Ok((report, dst_name, elapsed)) => {
             if moving {
-                delete_source(ctx, s, &dst_name).await?;
+                delete_source(ctx, s, &report, stamp, &dst_name).await?;
             }
             Ok(Some((report, s.to_string(), dst_name, elapsed)))
         }
@@ -303,15 +305,21 @@ fn refuse_self_move(src: &Location, dst: &Location) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `mv`'s last step, once the copy is in place and verified.
-async fn delete_source(ctx: &Context, src: &Location, dst_name: &str) -> Result<(), Failure> {
-    let gone = if src.is_local() {
-        std::fs::remove_file(&src.key).map_err(|e| Error::io(Op::Delete, &src.key, e))
-    } else {
-        let store = ctx.store(src)?;
-        store.delete(&src.bucket, &src.key).await
-    };
+/// `mv`'s last step, once the copy is in place and verified: the engine's
+/// [`shoal_transfer::batch::delete_moved`], so only what was copied goes.
+async fn delete_source(
+    ctx: &Context,
+    src: &Location,
+    copied: &Report,
+    stamp: Option<LocalStamp>,
+    dst_name: &str,
+) -> Result<(), Failure> {
+    let store_for = ctx.store_for(&[src])?;
+    let gone = delete_moved(src, copied.source_version.as_ref(), stamp, &store_for).await;
     gone.map_err(|e| {
+        if e.kind() == ErrorKind::Changed {
+            return Failure::Failed(format!("mv {src}: copied to {dst_name}, but {}", e.message()));
+        }
         Failure::Failed(format!(
             "mv {src}: copied to {dst_name}, but the source could not be deleted: {} (the object is now in both places; delete the source with shoal rm)",
             e.message()
@@ -364,7 +372,11 @@ async fn copy_many(ctx: &Context, a: &CpArgs, opts: TransferOptions, moving: boo
     }
     let done = if moving { "Moved" } else { "Copied" };
     let what = src.to_string();
-    crate::cmd::batch::run_and_report(ctx, actions, store_for, opts, done, &what, moving).await
+    let mode = shoal_transfer::batch::Mode {
+        moving,
+        ..Default::default()
+    };
+    crate::cmd::batch::run_and_report(ctx, actions, store_for, opts, done, &what, mode).await
 }
 
 /// A tree copied into a bucket that does not exist (or whose name the
@@ -448,7 +460,10 @@ fn check_many(a: &CpArgs, src: &Location, dst: &Location, verb: &str) -> Result<
             dst.key
         )));
     }
-    if a.recursive && !shoal_list::has_wildcard(&src.key) {
+    if !src.is_local() && shoal_list::has_wildcard(&src.key) {
+        shoal_transfer::guard::refuse_glob_overlap(verb, src, dst, a.recursive)
+            .map_err(|e| Failure::Usage(e.to_string()))?;
+    } else if a.recursive {
         // The tree lands at DST/<its last level>: that is what must not
         // overlap it.
         let lands = match tree_name(a, src) {

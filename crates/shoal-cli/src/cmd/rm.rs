@@ -182,26 +182,7 @@ async fn delete_matching(ctx: &Context, a: &RmArgs, locs: Vec<Location>) -> CmdR
         return Ok(());
     }
     let store = ctx.store(loc)?;
-    let now = store.head(&loc.bucket, &loc.key).await;
-    let checked = match now {
-        Ok(m) if m.version.as_ref() == Some(&version) => Ok(()),
-        Ok(m) => Err(Error::new(
-            ErrorKind::Precondition,
-            Op::Delete,
-            loc.to_string(),
-            format!(
-                "the object is at {}, not {version}; it was not deleted",
-                m.version
-                    .map_or("an unknown version".into(), |v| v.to_string())
-            ),
-        )),
-        Err(e) => Err(e),
-    };
-    let done = match checked {
-        Ok(()) => store.delete_if(&loc.bucket, &loc.key, &version).await,
-        Err(e) => Err(e),
-    };
-    match done {
+    match shoal_transfer::batch::delete_at(&store, loc, &version).await {
         Ok(()) => {
             removed(ctx, &loc.to_string(), false);
             Ok(())

@@ -46,7 +46,8 @@ pub(crate) async fn run(ctx: &Context, a: RunArgs) -> CmdResult {
     let stream = actions(file, a.file.clone());
     let mut opts = ctx.transfer.clone();
     opts.no_clobber = a.no_clobber;
-    crate::cmd::batch::run_and_report(ctx, stream, store_for, opts, "Ran", "", false).await
+    crate::cmd::batch::run_and_report(ctx, stream, store_for, opts, "Ran", "", Default::default())
+        .await
 }
 
 /// The plan as a file that can be read twice: the named one, or standard

@@ -66,7 +66,12 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
         return crate::cmd::batch::dry_run(ctx, plan, "sync").await;
     }
     transfer.no_clobber = a.no_clobber;
-    crate::cmd::batch::run_and_report(ctx, plan, store_for, transfer, "Synced", "", false).await
+    // Deletes wait for every copy, and go only if none failed.
+    let mode = shoal_transfer::batch::Mode {
+        moving: false,
+        hold_deletes: !a.ignore_errors,
+    };
+    crate::cmd::batch::run_and_report(ctx, plan, store_for, transfer, "Synced", "", mode).await
 }
 
 /// What `sync` refuses before it starts: globs, a source that is not a
