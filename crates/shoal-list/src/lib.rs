@@ -226,3 +226,26 @@ pub fn no_match(op: Op, loc: &Location) -> Error {
         "matched no objects",
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_urls_are_not_objects() {
+        for url in ["gs://b", "gs://b/", "s3://b/", "s3://b//"] {
+            let loc = Location::parse(url).unwrap();
+            assert!(names_bucket(&loc), "{url}");
+            let e = object(Op::Delete, &loc).unwrap_err();
+            assert!(
+                e.to_string().contains("names a bucket, not an object"),
+                "{e}"
+            );
+        }
+        for url in ["gs://b/k", "s3://b/dir/", "s3://b///", "/", "."] {
+            let loc = Location::parse(url).unwrap();
+            assert!(!names_bucket(&loc), "{url}");
+            assert!(object(Op::Delete, &loc).is_ok(), "{url}");
+        }
+    }
+}

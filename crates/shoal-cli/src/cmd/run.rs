@@ -99,6 +99,9 @@ fn lines(
 
 /// What one line asks for.
 #[derive(Debug)]
+// One dominates a plan, so boxing its action would only add an
+// allocation per line.
+#[allow(clippy::large_enum_variant)]
 enum Step {
     /// One copy or delete, as the line names it.
     One(Action),
