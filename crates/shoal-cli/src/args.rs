@@ -948,7 +948,7 @@ pub(crate) struct SyncArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
-    /// File of commands, one per line (`cp SRC DST`, `rm URL`; `#` comments); `-` reads stdin.
+    /// File of commands, one per line (`cp SRC DST`, `rm URL`, globs expanded as cp and rm expand them; `#` comments); `-` reads stdin. The lines run at once, so they must be independent: a plan where a line reads what another writes or deletes, or two lines write one place, is refused before anything runs.
     pub(crate) file: String,
     /// Never replace a destination that exists, on every `cp` line (atomically, as cp --no-clobber); those are counted as skipped. No short letter.
     #[arg(long)]

@@ -1157,7 +1157,25 @@ fn table() -> Vec<Case> {
             2,
             &[
                 "two-writers.txt:3",
-                "already written by line 1",
+                "out is written here and by line 1",
+                "nothing was run",
+            ],
+        ),
+        case(
+            "run file deleting a bucket",
+            &["run", "{DIR}/../rm-bucket.txt"],
+            2,
+            &[
+                "rm-bucket.txt:2: s3://bucket/ names a bucket, not an object",
+                "nothing was run",
+            ],
+        ),
+        case(
+            "run file deleting what another line reads",
+            &["run", "{DIR}/../read-deleted.txt"],
+            2,
+            &[
+                "read-deleted.txt:2: gs://b/p/x is read here and deleted by line 1 (as part of gs://b/p/*)",
                 "nothing was run",
             ],
         ),
@@ -1424,6 +1442,16 @@ fn bad_input_table() {
                 "cp gs://b/x {0}/out\n# a comment\ncp gs://b/y {0}/out\n",
                 dir.display()
             ),
+        )
+        .unwrap();
+        std::fs::write(
+            root.path().join("rm-bucket.txt"),
+            "rm gs://b/x\nrm s3://bucket/\n",
+        )
+        .unwrap();
+        std::fs::write(
+            root.path().join("read-deleted.txt"),
+            format!("rm 'gs://b/p/*'\ncp gs://b/p/x {}/x\n", dir.display()),
         )
         .unwrap();
         std::fs::write(

@@ -627,3 +627,165 @@ fn dot_and_dotdot_roots() {
     c.current_dir(&top);
     assert_eq!(run(c).code, 0);
 }
+
+/// Every object below `url`, as `ls -r` shows it (names, sizes, times):
+/// equal before and after means nothing was written or deleted.
+fn listing(base: fn() -> Option<Command>, url: &str) -> String {
+    let r = run(with_args(base().unwrap(), &["ls", "-r", "-l", url]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    r.stdout
+}
+
+/// Runs `plan` (a run file's text) and returns what happened.
+fn run_plan(base: fn() -> Option<Command>, dir: &Path, plan: &str) -> Run {
+    let p = dir.join("plan");
+    std::fs::write(&p, plan).unwrap();
+    run(with_args(base().unwrap(), &["run", p.to_str().unwrap()]))
+}
+
+/// Issue 36: plans that, run at once, deleted a bucket, saved its listing
+/// as a file, lost objects or gave a result that depended on which line
+/// ran first. Each is refused before anything runs: exit 2, one line
+/// naming the line(s) and the URL, every object still there.
+#[test]
+fn run_files_that_would_lose_or_garble_data_are_refused() {
+    let Some(bucket) = make_bucket(s3, "s3") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    let mut upload = String::new();
+    for key in ["a", "b", "tmp/x", "tmp/y", "keep"] {
+        let f = src.join(key.replace('/', "_"));
+        std::fs::write(&f, key).unwrap();
+        upload.push_str(&format!("cp '{}' s3://{bucket}/{key}\n", f.display()));
+    }
+    let r = run_plan(s3, dir.path(), &upload);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let before = listing(s3, &format!("s3://{bucket}/"));
+    assert_eq!(
+        before.lines().filter(|l| l.contains("s3://")).count(),
+        5,
+        "{before}"
+    );
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let o = out.display();
+    let b = &bucket;
+    for (plan, needles) in [
+        (
+            format!("rm s3://{b}/keep\nrm s3://{b}/\n"),
+            vec![
+                ":2:",
+                &format!("s3://{b}/ names a bucket, not an object; nothing was run"),
+            ],
+        ),
+        (
+            format!("cp s3://{b}/ {o}/listing.xml\n"),
+            vec![":1:", "names a bucket, not an object"],
+        ),
+        (
+            format!("cp s3://{b}/a s3://{b}/moved\nrm s3://{b}/a\n"),
+            vec![
+                &format!(":2: s3://{b}/a is deleted here and read by line 1"),
+                "nothing was run",
+            ],
+        ),
+        (
+            format!("cp s3://{b}/a s3://{b}/b2\ncp s3://{b}/b2 s3://{b}/c\n"),
+            vec![&format!(
+                ":2: s3://{b}/b2 is read here and written by line 1"
+            )],
+        ),
+        (
+            format!("cp s3://{b}/a {o}/f\ncp s3://{b}/b {o}/./f\n"),
+            vec![&format!(":2: {o}/f is written here and by line 1")],
+        ),
+        (
+            format!("rm 's3://{b}/tmp/*'\ncp s3://{b}/tmp/x {o}/x\n"),
+            vec![":2:", "is read here and deleted by line 1", "tmp/*"],
+        ),
+    ] {
+        let needles: Vec<&str> = needles.iter().map(|n| n.as_ref()).collect();
+        let r = run_plan(s3, dir.path(), &plan);
+        r.assert_one_line_error(2, &needles);
+        assert_eq!(listing(s3, &format!("s3://{bucket}/")), before, "{plan}");
+        assert!(files_in(&out).is_empty(), "{plan}: {:?}", files_in(&out));
+    }
+}
+
+/// `rm GLOB` and `cp GLOB DST` in a run file do what `shoal rm` and
+/// `shoal cp` do with them: each match, counted; a glob matching nothing
+/// is that line's failure.
+#[test]
+fn run_file_globs_expand_like_rm_and_cp() {
+    let Some(bucket) = make_bucket(s3, "s3") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut upload = String::new();
+    for key in [
+        "tmp/x",
+        "tmp/y",
+        "tmp/z/deep",
+        "tmpfile",
+        "keep/a.gz",
+        "keep/b.gz",
+        "keep/c.txt",
+    ] {
+        let f = dir.path().join(key.replace('/', "_"));
+        std::fs::write(&f, key).unwrap();
+        upload.push_str(&format!("cp '{}' s3://{bucket}/{key}\n", f.display()));
+    }
+    let r = run_plan(s3, dir.path(), &upload);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let out = dir.path().join("out");
+    let plan = format!(
+        "rm 's3://{bucket}/tmp/*'\ncp 's3://{bucket}/keep/*.gz' {}/\n",
+        out.display()
+    );
+    let r = run_plan(s3, dir.path(), &plan);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("Ran: 2 files") && r.stderr.contains(", 2 deleted"),
+        "{}",
+        r.stderr
+    );
+    let left = listing(s3, &format!("s3://{bucket}/"));
+    let mut names: Vec<&str> = left
+        .lines()
+        .filter(|l| l.contains("s3://"))
+        .map(|l| l.rsplit(&format!("s3://{bucket}/")).next().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "keep/a.gz",
+            "keep/b.gz",
+            "keep/c.txt",
+            "tmp/z/deep",
+            "tmpfile"
+        ],
+        "{left}"
+    );
+    assert_eq!(std::fs::read(out.join("a.gz")).unwrap(), b"keep/a.gz");
+    assert_eq!(std::fs::read(out.join("b.gz")).unwrap(), b"keep/b.gz");
+    assert_eq!(files_in(&out).len(), 2, "{:?}", files_in(&out));
+
+    let r = run_plan(
+        s3,
+        dir.path(),
+        &format!("rm 's3://{bucket}/tmp/*'\nrm s3://{bucket}/tmpfile\n"),
+    );
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains(&format!("s3://{bucket}/tmp/*: no objects match (run"))
+            && r.stderr.contains(":1)")
+            && r.stderr.contains("1 deleted, 1 FAILED"),
+        "{}",
+        r.stderr
+    );
+}

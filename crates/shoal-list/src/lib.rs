@@ -62,6 +62,34 @@ pub fn check(loc: &Location) -> Result<()> {
     KeyGlob::parse(&loc.to_string(), &loc.key).map(|_| ())
 }
 
+/// Whether `loc` names only a bucket: an empty key (`gs://b`, `s3://b/`)
+/// or a key that is only `/` (`s3://b//`, which path-style requests and
+/// some servers read as the bucket). A call meant for one object must not
+/// act on it: a PUT to it is an object with an empty name on GCS, a
+/// DELETE of it deletes the bucket on S3, a GET of it answers the
+/// bucket's listing. The one rule for the CLI's verbs, run files and
+/// Python.
+pub fn names_bucket(loc: &Location) -> bool {
+    !loc.is_local() && (loc.key.is_empty() || loc.key == "/")
+}
+
+/// Refuses a `loc` that [names only a bucket](names_bucket) where one
+/// object is meant; `op` is what was asked.
+pub fn object(op: Op, loc: &Location) -> Result<()> {
+    if names_bucket(loc) {
+        return Err(Error::invalid(
+            op,
+            loc.to_string(),
+            format!(
+                "names a bucket, not an object (write {}{}/KEY)",
+                loc.scheme.prefix(),
+                loc.bucket
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Every object `loc` names: a literal URL is that object (a HEAD), or
 /// with `recursive` the object and everything below `key/` (or below the
 /// prefix, for `dir/` and bucket URLs); a glob is every matching object,
@@ -81,7 +109,7 @@ pub fn expand(
     };
     let Some(plan) = plan else {
         let (bucket, key) = (loc.bucket.clone(), loc.key.clone());
-        if key.is_empty() {
+        if names_bucket(loc) {
             let e = Error::invalid(
                 Op::List,
                 url,
@@ -197,4 +225,27 @@ pub fn no_match(op: Op, loc: &Location) -> Error {
         loc.to_string(),
         "matched no objects",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_urls_are_not_objects() {
+        for url in ["gs://b", "gs://b/", "s3://b/", "s3://b//"] {
+            let loc = Location::parse(url).unwrap();
+            assert!(names_bucket(&loc), "{url}");
+            let e = object(Op::Delete, &loc).unwrap_err();
+            assert!(
+                e.to_string().contains("names a bucket, not an object"),
+                "{e}"
+            );
+        }
+        for url in ["gs://b/k", "s3://b/dir/", "s3://b///", "/", "."] {
+            let loc = Location::parse(url).unwrap();
+            assert!(!names_bucket(&loc), "{url}");
+            assert!(object(Op::Delete, &loc).is_ok(), "{url}");
+        }
+    }
 }

@@ -35,8 +35,7 @@ pub(crate) fn cloud(url: &str) -> PyResult<Location> {
 
 /// A cloud URL that names an object: `gs://b` and `s3://b/` name a bucket,
 /// and a call meant for an object must not act on the bucket itself
-/// (a PUT to it makes an object with an empty name on GCS, a DELETE of it
-/// deletes the bucket on S3, a GET of it answers the bucket's listing).
+/// (`shoal_list::object`, the CLI's rule too).
 pub(crate) fn object(op: Op, url: &str) -> shoal_core::Result<Location> {
     let loc = Location::parse(url)?;
     if loc.is_local() {
@@ -46,17 +45,7 @@ pub(crate) fn object(op: Op, url: &str) -> shoal_core::Result<Location> {
             "is a local path; this call takes gs:// or s3:// URLs",
         ));
     }
-    if loc.key.is_empty() {
-        return Err(Error::invalid(
-            op,
-            url,
-            format!(
-                "names a bucket, not an object (write {}{}/KEY)",
-                loc.scheme.prefix(),
-                loc.bucket
-            ),
-        ));
-    }
+    shoal_list::object(op, &loc)?;
     Ok(loc)
 }
 

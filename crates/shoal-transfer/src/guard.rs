@@ -39,8 +39,8 @@ fn folder(loc: &Location) -> String {
 
 /// `path` made absolute, with `.`, `..` and symbolic links resolved one
 /// level at a time (as `realpath` does), the part that does not exist yet
-/// taken as written.
-fn resolve(path: &Path) -> PathBuf {
+/// taken as written. Also what `shoal run` compares local paths by.
+pub fn resolve(path: &Path) -> PathBuf {
     let abs = if path.is_absolute() {
         path.to_path_buf()
     } else {

@@ -24,10 +24,11 @@ pub(crate) fn parse(url: &str) -> Result<Location, Failure> {
     Location::parse(url).map_err(|e| Failure::Usage(e.to_string()))
 }
 
-/// Requires a cloud URL with a key (for verbs that act on one object).
+/// Requires a URL that is not only a bucket (for verbs that act on one
+/// object): `shoal_list::names_bucket`, the one rule.
 pub(crate) fn require_object(url: &str, verb: &str) -> Result<Location, Failure> {
     let loc = parse(url)?;
-    if !loc.is_local() && loc.key.is_empty() {
+    if shoal_list::names_bucket(&loc) {
         return Err(Failure::Usage(format!(
             "{verb} {url}: needs an object, not a bucket (write {}{}/KEY)",
             loc.scheme.prefix(),

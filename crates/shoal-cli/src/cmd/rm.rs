@@ -37,7 +37,7 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
         let (deleted, f) = if loc.is_local() {
             remove_local(ctx, &loc.key, a.dry_run)
         } else if !a.recursive && !shoal_list::has_wildcard(&loc.key) {
-            if loc.key.is_empty() {
+            if shoal_list::names_bucket(&loc) {
                 return Err(Failure::Usage(format!(
                     "rm {loc}: needs an object; use -r to delete everything in the bucket"
                 )));

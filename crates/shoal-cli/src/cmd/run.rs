@@ -3,33 +3,50 @@
 //! Each line is `cp SRC DST` or `rm URL` (shell quoting via shlex; blank
 //! lines and `#` comments ignored). All lines run concurrently through the
 //! batch engine, so a file of 100,000 small copies keeps `--workers`
-//! requests in flight.
+//! requests in flight. A glob (`rm gs://b/tmp/*`, `cp gs://b/x/*.gz out/`)
+//! is expanded as the CLI's `rm` and `cp` expand it, streamed, each match
+//! a delete or a copy; a glob matching nothing is that line's failure.
 //!
 //! A plan is checked whole before anything runs, so a typo cannot
-//! half-apply it: a malformed line, a copy into a local folder whose source
-//! name is no safe file name (docs/keys.md), or two lines writing one
-//! destination is reported with its line number and nothing runs. The file
-//! is therefore read twice, once to check and once to run, line by line:
-//! a plan of a hundred million lines costs no more memory than one of ten.
-//! Standard input is kept in a temporary file for the second reading, and
-//! the destinations are checked for repeats by an external sort
-//! ([`Repeats`]): sorted runs of [`RUN_LEN`] in temporary files, merged.
+//! half-apply it, and its lines are independent, so running them at once
+//! gives the one result the plan means. Refused with its line number, and
+//! nothing run: a malformed line, a URL naming only a bucket where an
+//! object is meant (`shoal_list::names_bucket`: `rm s3://b/` would delete
+//! the bucket), a copy into a local folder whose source name is no safe
+//! file name (docs/keys.md), and two lines touching one place unless both
+//! only read it ([`conflicts`]): a line reading what another writes or
+//! deletes (`cp a b` + `rm a`, the chain `cp a b` + `cp b c`), or a place
+//! written twice or written and deleted. Places are compared normalised:
+//! local paths absolute with `.`, `..` and the links of their existing
+//! part resolved (`shoal_transfer::guard::resolve`: `/o/f` is `/o/./f`),
+//! cloud keys byte for byte; a glob stands for every key starting with its
+//! literal prefix (conservative: `rm gs://b/p/*.tmp` holds `gs://b/p/x`).
+//!
+//! The file is therefore read twice, once to check and once to run, line
+//! by line: a plan of a hundred million lines costs no more memory than
+//! one of ten. Standard input is kept in a temporary file for the second
+//! reading, and the places are checked by an external sort
+//! ([`conflicts::Conflicts`]): sorted runs of [`RUN_LEN`] in temporary
+//! files, merged.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-use std::io::{BufRead, BufReader, BufWriter, Seek, Write};
+mod conflicts;
+
+use std::io::{BufRead, BufReader, Seek};
+use std::path::{Path, PathBuf};
 
 use futures::StreamExt;
-use shoal_core::{Error, Location, Op, Scheme};
+use futures::stream::BoxStream;
+use shoal_core::{Error, ErrorKind, Location, Op, Projection, Scheme, StoreFor};
 use shoal_transfer::batch::Action;
-use shoal_transfer::tree::destination;
+use shoal_transfer::tree::{Walk, copy_actions, copy_root, destination, enumerate};
 
+use self::conflicts::{Conflicts, How, Touch};
 use crate::args::RunArgs;
 use crate::config::Context;
 use crate::{CmdResult, Failure};
 
-/// Destinations sorted in memory before they go to a temporary file:
-/// 100,000 are ~10 MB.
+/// Places (two per copy) sorted in memory before they go to a temporary
+/// file: 100,000 are ~20 MB.
 const RUN_LEN: usize = 100_000;
 
 pub(crate) async fn run(ctx: &Context, a: RunArgs) -> CmdResult {
@@ -43,7 +60,7 @@ pub(crate) async fn run(ctx: &Context, a: RunArgs) -> CmdResult {
     .map_err(|e| Failure::Failed(format!("run {}: {e}", a.file)))??;
     let locs: Vec<&Location> = schemes.iter().collect();
     let store_for = ctx.store_for(&locs)?;
-    let stream = actions(file, a.file.clone());
+    let stream = actions(file, a.file.clone(), store_for.clone());
     let mut opts = ctx.transfer.clone();
     opts.no_clobber = a.no_clobber;
     crate::cmd::batch::run_and_report(ctx, stream, store_for, opts, "Ran", "", Default::default())
@@ -81,12 +98,42 @@ fn lines(
         }))
 }
 
-/// One line as the action it asks for.
-fn parse_line(line: &str, n: u64, file: &str) -> Result<Action, Failure> {
+/// What one line asks for.
+#[derive(Debug)]
+// One dominates a plan, so boxing its action would only add an
+// allocation per line.
+#[allow(clippy::large_enum_variant)]
+enum Step {
+    /// One copy or delete, as the line names it.
+    One(Action),
+    /// `rm GLOB`: every object the glob names, deleted.
+    DeleteGlob(Location),
+    /// `cp GLOB DST`: every object the glob names, copied under the folder
+    /// DST as `shoal cp GLOB DST` places it.
+    CopyGlob { src: Location, dst: Location },
+}
+
+/// One line as the step it asks for.
+fn parse_line(line: &str, n: u64, file: &str) -> Result<Step, Failure> {
     let line = line.trim();
     let bad = |why: &str| Failure::Usage(format!("run {file}:{n}: {why}: {line}"));
     let words = shlex::split(line).ok_or_else(|| bad("unbalanced quotes"))?;
-    let parse = |s: &str| Location::parse(s).map_err(|e| bad(&e.to_string()));
+    let parse = |s: &str| {
+        let loc = Location::parse(s).map_err(|e| bad(&e.to_string()))?;
+        if shoal_list::names_bucket(&loc) {
+            return Err(Failure::Usage(format!(
+                "run {file}:{n}: {loc} names a bucket, not an object; nothing was run"
+            )));
+        }
+        Ok(loc)
+    };
+    let glob = |loc: &Location| -> Result<bool, Failure> {
+        if loc.is_local() || !shoal_list::has_wildcard(&loc.key) {
+            return Ok(false);
+        }
+        shoal_list::check(loc).map_err(|e| bad(&e.to_string()))?;
+        Ok(true)
+    };
     match words
         .iter()
         .map(String::as_str)
@@ -95,51 +142,188 @@ fn parse_line(line: &str, n: u64, file: &str) -> Result<Action, Failure> {
     {
         ["cp", src, dst] => {
             let src = parse(src)?;
-            let mut dst = parse(dst)?;
-            if dst.is_prefix_like() || (dst.is_local() && std::path::Path::new(&dst.key).is_dir()) {
+            // A bucket is a fine destination folder: the source's name
+            // joins it.
+            let mut dst = Location::parse(dst).map_err(|e| bad(&e.to_string()))?;
+            if glob(&src)? {
+                if dst.is_local() && Path::new(&dst.key).is_file() {
+                    return Err(bad(
+                        "a glob is copied into a folder, and the destination is a file",
+                    ));
+                }
+                return Ok(Step::CopyGlob { src, dst });
+            }
+            if dst.is_prefix_like() || (dst.is_local() && Path::new(&dst.key).is_dir()) {
                 // The source's name joins the folder by the one key → path
                 // rule, so `cp gs://b/x/.. out/` cannot land (or leave a
                 // temporary file) outside `out/`.
                 dst = destination(&dst, src.basename(), &src.to_string())
                     .map_err(|e| bad(&e.to_string()))?;
             }
-            Ok(Action::Copy {
+            Ok(Step::One(Action::Copy {
                 src,
                 meta: None,
                 dst,
-            })
+            }))
         }
-        ["rm", url] => Ok(Action::Delete { dst: parse(url)? }),
+        ["rm", url] => {
+            let url = parse(url)?;
+            if glob(&url)? {
+                return Ok(Step::DeleteGlob(url));
+            }
+            Ok(Step::One(Action::Delete { dst: url }))
+        }
         _ => Err(bad("expected `cp SRC DST` or `rm URL`")),
     }
 }
 
-/// Checks every line, and that no two write (or delete) one destination:
-/// two lines writing one place would race (the file would be one of them,
-/// but which one is luck), and a plan that deletes what another line
-/// writes is no better. Returns one location per scheme the plan uses.
+/// The places a plan compares, normalised (see the module docs). Local
+/// paths are resolved against the file system; the last folder resolved
+/// is remembered, since plans name many files of one folder.
+struct Places {
+    cwd: PathBuf,
+    folder: Option<(PathBuf, PathBuf)>,
+}
+
+impl Places {
+    fn new() -> Self {
+        Places {
+            cwd: std::env::current_dir().unwrap_or_default(),
+            folder: None,
+        }
+    }
+
+    /// `loc` as the key it is compared by: the URL, or for a local path
+    /// what `guard::resolve` makes of it.
+    fn of(&mut self, loc: &Location) -> String {
+        if !loc.is_local() {
+            return loc.to_string();
+        }
+        let abs = self.cwd.join(&loc.key);
+        let resolved = match (abs.parent(), abs.file_name()) {
+            (Some(parent), Some(name)) => {
+                let folder = match &self.folder {
+                    Some((given, real)) if given == parent => real.clone(),
+                    _ => {
+                        let real = shoal_transfer::guard::resolve(parent);
+                        self.folder = Some((parent.to_path_buf(), real.clone()));
+                        real
+                    }
+                };
+                let out = folder.join(name);
+                std::fs::canonicalize(&out).unwrap_or(out)
+            }
+            _ => shoal_transfer::guard::resolve(&abs),
+        };
+        resolved.display().to_string()
+    }
+
+    /// Everything in the folder `dst` whose name starts with `start`: a
+    /// glob copy's destinations.
+    fn below(&mut self, dst: &Location, start: &str) -> String {
+        let mut folder = if dst.is_local() {
+            self.of(dst)
+        } else {
+            return format!(
+                "{}{}",
+                destination(dst, "", "")
+                    .map(|d| d.to_string())
+                    .unwrap_or_default(),
+                start
+            );
+        };
+        if !folder.ends_with('/') {
+            folder.push('/');
+        }
+        folder + start
+    }
+}
+
+/// What `step` (on line `n`) reads, writes and deletes.
+fn touches(step: &Step, n: u64, places: &mut Places) -> Vec<Touch> {
+    let point = |key: String, how| Touch {
+        shown: key.clone(),
+        key,
+        point: true,
+        line: n,
+        how,
+    };
+    let range = |key: String, how, shown: String| Touch {
+        key,
+        point: false,
+        line: n,
+        how,
+        shown,
+    };
+    let literal = |loc: &Location| {
+        shoal_list::KeyGlob::parse(&loc.to_string(), &loc.key)
+            .ok()
+            .flatten()
+            .map_or_else(|| loc.key.clone(), |g| g.literal_prefix().to_owned())
+    };
+    match step {
+        Step::One(Action::Copy { src, dst, .. }) => vec![
+            point(places.of(src), How::Read),
+            point(places.of(dst), How::Write),
+        ],
+        Step::One(Action::Delete { dst }) => vec![point(places.of(dst), How::Delete)],
+        Step::DeleteGlob(loc) => vec![range(
+            loc.with_key(literal(loc)).to_string(),
+            How::Delete,
+            loc.to_string(),
+        )],
+        Step::CopyGlob { src, dst } => {
+            let lit = literal(src);
+            // Each match lands at DST/<its key below the glob's literal
+            // folder>, so every name starts with what the literal prefix
+            // holds past that folder.
+            let start = lit
+                .get(copy_root(src).map_or(0, |r| r.len())..)
+                .unwrap_or("");
+            let shown = match destination(dst, &format!("{start}*"), "") {
+                Ok(d) => d.to_string(),
+                Err(_) => format!("{}/{start}*", dst.key.trim_end_matches('/')),
+            };
+            vec![
+                range(
+                    src.with_key(lit.clone()).to_string(),
+                    How::Read,
+                    src.to_string(),
+                ),
+                range(places.below(dst, start), How::Write, shown),
+            ]
+        }
+    }
+}
+
+/// Checks every line, and that no two touch one place unless both only
+/// read it (see the module docs). Returns one location per scheme the
+/// plan uses.
 fn check(file: &std::fs::File, name: &str, run_len: usize) -> Result<Vec<Location>, Failure> {
     let mut schemes: Vec<Location> = Vec::new();
-    let mut repeats = Repeats::new(run_len);
+    let mut conflicts = Conflicts::new(run_len);
+    let mut places = Places::new();
     let spill = |e| Failure::from(Error::io(Op::Write, "a temporary file of run's plan", e));
     for l in lines(file, name)? {
         let (n, line) = l?;
-        let action = parse_line(&line, n, name)?;
-        let (dst, src) = match &action {
-            Action::Copy { src, dst, .. } => (dst, Some(src)),
-            Action::Delete { dst } => (dst, None),
+        let step = parse_line(&line, n, name)?;
+        let locs = match &step {
+            Step::One(Action::Copy { src, dst, .. }) | Step::CopyGlob { src, dst } => {
+                [Some(src), Some(dst)]
+            }
+            Step::One(Action::Delete { dst }) | Step::DeleteGlob(dst) => [Some(dst), None],
         };
-        for l in [Some(dst), src].into_iter().flatten() {
+        for l in locs.into_iter().flatten() {
             if !schemes.iter().any(|s| s.scheme == l.scheme) {
                 schemes.push(l.clone());
             }
         }
-        repeats.push(dst.to_string(), n).map_err(spill)?;
+        for t in touches(&step, n, &mut places) {
+            conflicts.push(t).map_err(spill)?;
+        }
     }
-    if let Some((dst, first, again)) = repeats.find().map_err(spill)? {
-        return Err(Failure::Usage(format!(
-            "run {name}:{again}: {dst} is already written by line {first}; a plan writes each destination once (nothing was run)"
-        )));
+    if let Some(c) = conflicts.find().map_err(spill)? {
+        return Err(Failure::Usage(c.message(name)));
     }
     if schemes.is_empty() {
         // Nothing to run: no store is needed, but the batch wants one.
@@ -152,13 +336,15 @@ fn check(file: &std::fs::File, name: &str, run_len: usize) -> Result<Vec<Locatio
     Ok(schemes)
 }
 
-/// The checked plan's lines as actions, read on a blocking thread into a
-/// bounded channel.
+/// The checked plan's lines as actions: read on a blocking thread into a
+/// bounded channel, globs expanded as they are listed.
 fn actions(
     file: std::fs::File,
     name: String,
-) -> futures::stream::BoxStream<'static, shoal_core::Result<Action>> {
+    store_for: StoreFor,
+) -> BoxStream<'static, shoal_core::Result<Action>> {
     let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+    let file_name = name.clone();
     tokio::task::spawn_blocking(move || {
         let as_error = |f: Failure| match f {
             Failure::Usage(m) | Failure::Failed(m) => Error::invalid(Op::Read, &name, m),
@@ -173,164 +359,258 @@ fn actions(
         };
         for l in lines {
             let item = l
-                .and_then(|(n, line)| parse_line(&line, n, &name))
+                .and_then(|(n, line)| Ok((n, parse_line(&line, n, &name)?)))
                 .map_err(as_error);
             if tx.blocking_send(item).is_err() {
                 return;
             }
         }
     });
-    futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+        .flat_map(move |step| match step {
+            Err(e) => futures::stream::iter([Err(e)]).boxed(),
+            Ok((_, Step::One(a))) => futures::stream::iter([Ok(a)]).boxed(),
+            Ok((n, Step::DeleteGlob(loc))) => deletes(loc, &store_for, &file_name, n),
+            Ok((n, Step::CopyGlob { src, dst })) => copies(src, dst, &store_for, &file_name, n),
+        })
+        .boxed()
 }
 
-/// Finds a destination named twice among any number of them, in memory
-/// bounded by `run_len`: sorted runs go to temporary files, then a merge
-/// of the runs meets equal names side by side.
-struct Repeats {
-    run_len: usize,
-    run: Vec<(String, u64)>,
-    files: Vec<std::fs::File>,
+/// `rm GLOB` on line `n`: a delete of each object the glob names, as
+/// `shoal rm GLOB` lists them.
+fn deletes(
+    loc: Location,
+    store_for: &StoreFor,
+    file: &str,
+    n: u64,
+) -> BoxStream<'static, shoal_core::Result<Action>> {
+    let store = match store_for(&loc) {
+        Ok(s) => s,
+        Err(e) => return futures::stream::iter([Err(e)]).boxed(),
+    };
+    let none = Error::new(
+        ErrorKind::NotFound,
+        Op::Delete,
+        loc.to_string(),
+        format!("no objects match (run {file}:{n})"),
+    );
+    let base = loc.clone();
+    let listed = shoal_list::expand(store, &loc, &shoal_list::ListOptions::default())
+        .map(move |m| {
+            Ok(Action::Delete {
+                dst: base.with_key(m?.key),
+            })
+        })
+        .boxed();
+    or_none(listed, none)
 }
 
-impl Repeats {
-    fn new(run_len: usize) -> Self {
-        Repeats {
-            run_len: run_len.max(1),
-            run: Vec::new(),
-            files: Vec::new(),
-        }
-    }
+/// `cp GLOB DST` on line `n`: a copy of each object the glob names to
+/// where `shoal cp GLOB DST` puts it.
+fn copies(
+    src: Location,
+    dst: Location,
+    store_for: &StoreFor,
+    file: &str,
+    n: u64,
+) -> BoxStream<'static, shoal_core::Result<Action>> {
+    let ready = store_for(&src).and_then(|s| Ok((s, copy_root(&src)?)));
+    let (store, root) = match ready {
+        Ok(r) => r,
+        Err(e) => return futures::stream::iter([Err(e)]).boxed(),
+    };
+    let none = Error::new(
+        ErrorKind::NotFound,
+        Op::Copy,
+        src.to_string(),
+        format!("matched no objects (run {file}:{n})"),
+    );
+    let entries = enumerate(
+        &src,
+        Some(store),
+        &root,
+        Projection::Full,
+        shoal_list::parallel::DEFAULT_WORKERS,
+        false,
+        false,
+        Walk::default(),
+    );
+    or_none(copy_actions(entries, dst), none)
+}
 
-    fn push(&mut self, dst: String, line: u64) -> std::io::Result<()> {
-        self.run.push((dst, line));
-        if self.run.len() >= self.run_len {
-            self.spill()?;
+/// `s`, or `none` as its one item when it has none.
+fn or_none(
+    s: BoxStream<'static, shoal_core::Result<Action>>,
+    none: Error,
+) -> BoxStream<'static, shoal_core::Result<Action>> {
+    futures::stream::unfold((Some(s), Some(none)), |(s, none)| async move {
+        let mut s = s?;
+        match s.next().await {
+            Some(item) => Some((item, (Some(s), None))),
+            None => none.map(|e| (Err(e), (None, None))),
         }
-        Ok(())
-    }
-
-    fn spill(&mut self) -> std::io::Result<()> {
-        self.run.sort_unstable();
-        let mut w = BufWriter::new(tempfile::tempfile()?);
-        for (dst, line) in self.run.drain(..) {
-            serde_json::to_writer(&mut w, &(dst, line))?;
-            w.write_all(b"\n")?;
-        }
-        let mut f = w.into_inner().map_err(|e| e.into_error())?;
-        f.rewind()?;
-        self.files.push(f);
-        Ok(())
-    }
-
-    /// The first destination (in sort order) named twice, with the lines
-    /// of its first two namings.
-    fn find(mut self) -> std::io::Result<Option<(String, u64, u64)>> {
-        if self.files.is_empty() {
-            self.run.sort_unstable();
-            return Ok(self
-                .run
-                .windows(2)
-                .find(|w| w[0].0 == w[1].0)
-                .map(|w| (w[0].0.clone(), w[0].1, w[1].1)));
-        }
-        if !self.run.is_empty() {
-            self.spill()?;
-        }
-        type Run = std::io::Lines<BufReader<std::fs::File>>;
-        let next = |r: &mut Run| -> std::io::Result<Option<(String, u64)>> {
-            match r.next() {
-                None => Ok(None),
-                Some(l) => serde_json::from_str(&l?)
-                    .map(Some)
-                    .map_err(std::io::Error::other),
-            }
-        };
-        let mut runs: Vec<Run> = self
-            .files
-            .into_iter()
-            .map(|f| BufReader::new(f).lines())
-            .collect();
-        let mut heap = BinaryHeap::new();
-        for (i, r) in runs.iter_mut().enumerate() {
-            if let Some((dst, line)) = next(r)? {
-                heap.push(Reverse((dst, line, i)));
-            }
-        }
-        let mut last: Option<(String, u64)> = None;
-        while let Some(Reverse((dst, line, i))) = heap.pop() {
-            if let Some((prev, first)) = &last
-                && *prev == dst
-            {
-                return Ok(Some((dst, *first, line)));
-            }
-            if let Some((d, l)) = next(&mut runs[i])? {
-                heap.push(Reverse((d, l, i)));
-            }
-            last = Some((dst, line));
-        }
-        Ok(None)
-    }
+    })
+    .boxed()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn find(names: &[&str], run_len: usize) -> Option<(String, u64, u64)> {
-        let mut r = Repeats::new(run_len);
-        for (i, n) in names.iter().enumerate() {
-            r.push(n.to_string(), i as u64 + 1).unwrap();
+    /// `check` of a plan written to a file, with a tiny run length so
+    /// the places spill into many temporary files.
+    fn checked(text: &str) -> Result<Vec<Location>, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("plan");
+        std::fs::write(&p, text).unwrap();
+        let f = std::fs::File::open(&p).unwrap();
+        let small = check(&f, "plan", 3);
+        let whole = check(&f, "plan", RUN_LEN);
+        match (small, whole) {
+            (Ok(a), Ok(_)) => Ok(a),
+            (Err(Failure::Usage(a)), Err(Failure::Usage(b))) => {
+                assert_eq!(a, b, "one answer whatever the run length");
+                Err(a)
+            }
+            (a, b) => panic!("{:?} / {:?}", a.err(), b.err()),
         }
-        r.find().unwrap()
-    }
-
-    /// The same answer whether the names fit one run or are merged from
-    /// many temporary files.
-    #[test]
-    fn repeats_are_found_in_memory_and_across_runs() {
-        let mut names: Vec<String> = (0..1000)
-            .map(|i| format!("gs://b/k{:04}", (i * 7919) % 1000))
-            .collect();
-        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        for run_len in [1, 3, 64, 10_000] {
-            assert_eq!(find(&refs, run_len), None, "run_len {run_len}");
-        }
-        names.push("gs://b/k0500".into());
-        let at = names.iter().position(|n| n == "gs://b/k0500").unwrap() as u64 + 1;
-        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        for run_len in [1, 3, 64, 10_000] {
-            assert_eq!(
-                find(&refs, run_len),
-                Some(("gs://b/k0500".into(), at, 1001)),
-                "run_len {run_len}"
-            );
-        }
-        assert_eq!(find(&[], 2), None);
-        assert_eq!(find(&["a", "a"], 1), Some(("a".into(), 1, 2)));
     }
 
     #[test]
     fn plans_are_checked_whole_with_line_numbers() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("plan");
         let mut text = String::from("# a comment\n\n");
         for i in 0..50 {
             text.push_str(&format!("cp gs://b/src{i} gs://b/dst{i}\n"));
         }
         text.push_str("rm s3://c/x\n");
-        std::fs::write(&p, &text).unwrap();
-        let f = std::fs::File::open(&p).unwrap();
-        let schemes = check(&f, "plan", 7).unwrap();
+        let schemes = checked(&text).unwrap();
         let mut s: Vec<_> = schemes.iter().map(|l| l.scheme).collect();
         s.sort_by_key(|s| format!("{s:?}"));
         assert_eq!(s, [Scheme::Gs, Scheme::S3]);
 
         text.push_str("cp gs://b/other gs://b/dst7\n");
-        std::fs::write(&p, &text).unwrap();
-        let f = std::fs::File::open(&p).unwrap();
-        let Err(Failure::Usage(err)) = check(&f, "plan", 7) else {
-            panic!("a repeat is refused");
+        let err = checked(&text).unwrap_err();
+        assert!(
+            err.contains("plan:54: gs://b/dst7 is written here and by line 10"),
+            "{err}"
+        );
+    }
+
+    /// The plans of issue 36: each was run, and lost or garbled data.
+    #[test]
+    fn plans_touching_one_place_twice_are_refused() {
+        for (plan, needle) in [
+            (
+                "cp gs://b/a gs://b/z\nrm gs://b/a\n",
+                "plan:2: gs://b/a is deleted here and read by line 1; a plan never deletes or writes what it reads (nothing was run)",
+            ),
+            (
+                "cp gs://b/a gs://b/b\ncp gs://b/b gs://b/c\n",
+                "plan:2: gs://b/b is read here and written by line 1",
+            ),
+            (
+                "cp gs://b/b gs://b/c\ncp gs://b/a gs://b/b\n",
+                "plan:2: gs://b/b is written here and read by line 1",
+            ),
+            (
+                "cp gs://b/a gs://b/a\n",
+                "plan:1: gs://b/a is read and written by this line",
+            ),
+            (
+                "rm gs://b/p/*\ncp gs://b/p/x /tmp/x\n",
+                "plan:2: gs://b/p/x is read here and deleted by line 1 (as part of gs://b/p/*)",
+            ),
+            (
+                "cp gs://b/p/x* gs://c/out/\nrm gs://c/out/x1\n",
+                "plan:2: gs://c/out/x1 is deleted here and written by line 1 (as part of gs://c/out/x*)",
+            ),
+            (
+                "cp gs://b/p/* gs://b/p/q/\n",
+                "plan:1: gs://b/p/q/* is read and written by this line",
+            ),
+            (
+                "rm s3://b/tmp/*\nrm s3://b/t*\n",
+                "plan:2: s3://b/tmp/* is deleted here (as part of s3://b/t*) and by line 1",
+            ),
+        ] {
+            let err = checked(plan).unwrap_err();
+            assert!(err.contains(needle), "{plan}: {err}");
+        }
+        // Reads of one place, deletes and writes of others: independent.
+        checked(
+            "cp gs://b/a gs://b/x\ncp gs://b/a gs://b/y\nrm gs://b/t/*\ncp gs://b/p/* gs://b/q/\n",
+        )
+        .unwrap();
+        // A glob's range starts at its literal prefix: `gs://b/p/y*` does
+        // not hold `gs://b/p/x`.
+        checked("rm gs://b/p/y*\ncp gs://b/p/x gs://b/z\n").unwrap();
+    }
+
+    /// `/o/f`, `/o/./f`, `/o/sub/../f`, a relative path and a link to the
+    /// folder all name one file.
+    #[test]
+    fn local_aliases_are_one_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let o = dir.path().join("o");
+        std::fs::create_dir_all(o.join("sub")).unwrap();
+        std::os::unix::fs::symlink(&o, dir.path().join("link")).unwrap();
+        let d = dir.path().display();
+        for alias in [
+            format!("{d}/o/./f"),
+            format!("{d}/o/sub/../f"),
+            format!("{d}/link/f"),
+            format!("{d}/o//f"),
+        ] {
+            let err =
+                checked(&format!("cp gs://b/x {d}/o/f\ncp gs://b/y '{alias}'\n")).unwrap_err();
+            assert!(
+                err.contains("plan:2:") && err.contains("by line 1"),
+                "{alias}: {err}"
+            );
+            let err = checked(&format!("cp '{alias}' gs://b/x\nrm {d}/o/f\n")).unwrap_err();
+            assert!(
+                err.contains("is deleted here and read by line 1"),
+                "{alias}: {err}"
+            );
+        }
+        // Copied into the folder: lands at o/f too.
+        let err = checked(&format!("cp gs://b/x/f {d}/o/\nrm {d}/o/f\n")).unwrap_err();
+        assert!(err.contains("deleted here and written by line 1"), "{err}");
+        checked(&format!("cp gs://b/x {d}/o/f\ncp gs://b/y {d}/o/g\n")).unwrap();
+    }
+
+    #[test]
+    fn bucket_urls_are_never_objects() {
+        for (plan, url) in [
+            ("rm s3://bucket/\n", "s3://bucket/"),
+            ("rm s3://bucket\n", "s3://bucket/"),
+            ("rm gs://bucket//\n", "gs://bucket//"),
+            ("cp s3://bucket/ /tmp/x\n", "s3://bucket/"),
+        ] {
+            let err = checked(&format!("cp gs://b/a gs://b/b\n{plan}")).unwrap_err();
+            assert_eq!(
+                err,
+                format!("run plan:2: {url} names a bucket, not an object; nothing was run")
+            );
+        }
+        // A bucket is a destination folder: the source's name joins it.
+        checked("cp gs://b/a s3://c/\n").unwrap();
+    }
+
+    #[test]
+    fn glob_lines_are_steps_of_many() {
+        let step = parse_line("rm 's3://b/tmp/*'", 1, "plan").unwrap();
+        assert!(matches!(step, Step::DeleteGlob(l) if l.key == "tmp/*"));
+        let step = parse_line("cp gs://b/x/*.gz out/", 1, "plan").unwrap();
+        assert!(matches!(step, Step::CopyGlob { .. }));
+        let step = parse_line("cp /tmp/a*b gs://c/", 1, "plan").unwrap();
+        assert!(
+            matches!(step, Step::One(_)),
+            "local paths are taken as written"
+        );
+        let Err(Failure::Usage(e)) = parse_line("rm gs://b/x[", 3, "plan") else {
+            panic!("a bad glob is refused");
         };
-        assert!(err.contains("plan:54") && err.contains("line 10"), "{err}");
+        assert!(e.starts_with("run plan:3:"), "{e}");
     }
 }
