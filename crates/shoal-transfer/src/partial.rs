@@ -429,7 +429,10 @@ mod tests {
         drop((p, file));
         for path in [&data, &state_path(&dest)] {
             let name = path.file_name().unwrap().to_str().unwrap();
-            assert!(name.len() <= 255 && workfile::is_working_file(name), "{name}");
+            assert!(
+                name.len() <= 255 && workfile::is_working_file(name),
+                "{name}"
+            );
             assert!(path.exists());
         }
         assert!(pending(&dest));
