@@ -448,3 +448,79 @@ fn ctrl_c_aborts_an_upload_s3() {
 fn ctrl_c_aborts_an_upload_gcs_compose() {
     interrupted_upload("gs");
 }
+
+/// `mv` of a file onto another name of the same file (a hard link here)
+/// is refused before anything is written or deleted: the copy would
+/// replace the destination and deleting the source would then lose the
+/// file. `mv -r` of a folder whose files are already in the destination
+/// as hard links refuses each such file and deletes no source.
+#[test]
+fn mv_onto_another_name_of_the_same_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a");
+    let b = dir.path().join("b");
+    std::fs::write(&a, b"precious").unwrap();
+    std::fs::hard_link(&a, &b).unwrap();
+    run(with_args(
+        shoal(),
+        &["mv", a.to_str().unwrap(), b.to_str().unwrap()],
+    ))
+    .assert_one_line_error(2, &["same object"]);
+    assert_eq!(std::fs::read(&a).unwrap(), b"precious");
+    assert_eq!(std::fs::read(&b).unwrap(), b"precious");
+
+    let src = dir.path().join("tree");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::write(src.join("f"), b"kept").unwrap();
+    std::fs::write(src.join("g"), b"moved").unwrap();
+    let dst = dir.path().join("dst");
+    std::fs::create_dir_all(dst.join("tree")).unwrap();
+    std::fs::hard_link(src.join("f"), dst.join("tree/f")).unwrap();
+    let r = run(with_args(
+        shoal(),
+        &["mv", "-r", src.to_str().unwrap(), dst.to_str().unwrap()],
+    ));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("is the same file as") && r.stderr.contains("/tree/f"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(std::fs::read(src.join("f")).unwrap(), b"kept");
+    assert_eq!(std::fs::read(dst.join("tree/f")).unwrap(), b"kept");
+    assert_eq!(std::fs::read(dst.join("tree/g")).unwrap(), b"moved");
+    assert!(!src.join("g").exists(), "the other file moved");
+}
+
+/// The same through a bind mount (one folder under two names), where the
+/// file has one name per mount: only where mounting is permitted.
+#[test]
+fn mv_through_a_bind_mount_onto_itself_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (m1, m2) = (dir.path().join("m1"), dir.path().join("m2"));
+    std::fs::create_dir(&m1).unwrap();
+    std::fs::create_dir(&m2).unwrap();
+    std::fs::write(m1.join("f"), b"precious").unwrap();
+    let mounted = Command::new("mount")
+        .args(["--bind", m1.to_str().unwrap(), m2.to_str().unwrap()])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        return eprintln!("skipped: mount --bind is not permitted here");
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(m2.clone());
+    let (from, to) = (m1.join("f"), m2.join("f"));
+    run(with_args(
+        shoal(),
+        &["mv", from.to_str().unwrap(), to.to_str().unwrap()],
+    ))
+    .assert_one_line_error(2, &["same object"]);
+    assert_eq!(std::fs::read(&from).unwrap(), b"precious");
+}

@@ -788,4 +788,131 @@ fn run_file_globs_expand_like_rm_and_cp() {
         "{}",
         r.stderr
     );
+
+/// A link to a folder elsewhere, already inside a local destination, is
+/// never followed by a write: `sync`, `cp -r` (down, and local to local)
+/// refuse each file below it, naming the link, copy the rest and exit 1;
+/// the folder the user named may itself be a link.
+#[test]
+fn links_inside_a_destination_are_never_followed() {
+    let Some(bucket) = make_bucket(gcs, "gs") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("f");
+    std::fs::write(&f, b"payload").unwrap();
+    for key in ["p/ok", "p/sub/file", "p/sub/deeper/file2"] {
+        let r = run(with_args(
+            gcs().unwrap(),
+            &["cp", f.to_str().unwrap(), &format!("gs://{bucket}/{key}")],
+        ));
+        assert_eq!(r.code, 0, "{key}: {}", r.stderr);
+    }
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    // sync into a folder the user named through a link of their own.
+    let real = dir.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, real.join("sub")).unwrap();
+    let named = dir.path().join("named");
+    std::os::unix::fs::symlink(&real, &named).unwrap();
+    let sync = run(with_args(
+        gcs().unwrap(),
+        &["sync", &format!("gs://{bucket}/p"), named.to_str().unwrap()],
+    ));
+    // cp -r: DST/p/sub is the link.
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(out.join("p")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, out.join("p/sub")).unwrap();
+    let cp = run(with_args(
+        gcs().unwrap(),
+        &[
+            "cp",
+            "-r",
+            &format!("gs://{bucket}/p"),
+            out.to_str().unwrap(),
+        ],
+    ));
+    // cp -r of a local folder into a destination holding a link.
+    let src = dir.path().join("tree");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    std::fs::write(src.join("ok"), b"ok").unwrap();
+    std::fs::write(src.join("sub/file"), b"local").unwrap();
+    let local = dir.path().join("local");
+    std::fs::create_dir_all(local.join("tree")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, local.join("tree/sub")).unwrap();
+    let cp_local = run(with_args(
+        shoal(),
+        &["cp", "-r", src.to_str().unwrap(), local.to_str().unwrap()],
+    ));
+    for (what, r, link) in [
+        ("sync", &sync, named.join("sub")),
+        ("cp -r", &cp, out.join("p/sub")),
+        ("cp -r local", &cp_local, local.join("tree/sub")),
+    ] {
+        assert_eq!(r.code, 1, "{what}: {}", r.stderr);
+        let said = format!(
+            "{}: is a symbolic link; not followed for a write",
+            link.display()
+        );
+        assert!(r.stderr.contains(&said), "{what}: {said}: {}", r.stderr);
+    }
+    assert!(
+        files_in(&elsewhere).is_empty(),
+        "nothing written through a link"
+    );
+    assert_eq!(std::fs::read(real.join("ok")).unwrap(), b"payload");
+    assert_eq!(std::fs::read(out.join("p/ok")).unwrap(), b"payload");
+    assert_eq!(std::fs::read(local.join("tree/ok")).unwrap(), b"ok");
+    assert_eq!(files_in(&real), ["ok", "sub"]);
+}
+
+/// A key whose name is 250 bytes downloads (its working names are cut to
+/// fit), by `cp` and by `cp -r`; a destination name the user gives of
+/// more than 255 bytes is one clear line, not an OS error mid-run.
+#[test]
+fn a_250_byte_name_downloads() {
+    let Some(bucket) = make_bucket(gcs, "gs") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("f");
+    let body = pattern(100_000, 7);
+    std::fs::write(&f, &body).unwrap();
+    let name = "n".repeat(250);
+    let url = format!("gs://{bucket}/long/{name}");
+    let r = run(with_args(
+        gcs().unwrap(),
+        &["cp", f.to_str().unwrap(), &url],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let one = dir.path().join("one");
+    std::fs::create_dir(&one).unwrap();
+    // Several slices: the resumable data file and journal are made too.
+    let r = run(with_args(
+        gcs().unwrap(),
+        &["cp", "--slices", "4", &url, &format!("{}/", one.display())],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(std::fs::read(one.join(&name)).unwrap(), body);
+    assert_eq!(files_in(&one), [name.as_str()], "no working file left");
+    let tree = dir.path().join("tree");
+    let r = run(with_args(
+        gcs().unwrap(),
+        &[
+            "cp",
+            "-r",
+            &format!("gs://{bucket}/long"),
+            tree.to_str().unwrap(),
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(std::fs::read(tree.join("long").join(&name)).unwrap(), body);
+    let too_long = one.join("x".repeat(300));
+    let r = run(with_args(
+        gcs().unwrap(),
+        &["cp", &url, too_long.to_str().unwrap()],
+    ));
+    r.assert_one_line_error(2, &["a file name of 300 bytes; file systems allow 255"]);
+    assert_eq!(files_in(&one), [name.as_str()], "nothing written");
 }

@@ -41,6 +41,12 @@ pub struct Location {
     pub bucket: String,
     /// Object key or prefix, verbatim (for local paths, the path).
     pub key: String,
+    /// For a local path placed under a folder by a key
+    /// (`tree::destination`): how many bytes of `key` name that folder,
+    /// the one the user chose. What follows came from a key, and a write
+    /// there never follows a link ([`crate::local_path::make_folders`]).
+    /// None when the user named the whole path.
+    pub local_root: Option<usize>,
 }
 
 impl Location {
@@ -61,6 +67,7 @@ impl Location {
                 scheme: Scheme::File,
                 bucket: String::new(),
                 key: input.to_owned(),
+                local_root: None,
             });
         };
         let scheme = match scheme.to_ascii_lowercase().as_str() {
@@ -80,6 +87,7 @@ impl Location {
                     scheme: Scheme::File,
                     bucket: String::new(),
                     key: path.to_owned(),
+                    local_root: None,
                 });
             }
             other => {
@@ -97,6 +105,7 @@ impl Location {
             scheme,
             bucket: bucket.to_owned(),
             key: key.to_owned(),
+            local_root: None,
         })
     }
 
@@ -106,6 +115,7 @@ impl Location {
             scheme: self.scheme,
             bucket: self.bucket.clone(),
             key: key.into(),
+            local_root: None,
         }
     }
 

@@ -15,6 +15,14 @@
 //! A local walk (an upload of a folder) passes over working files, and
 //! only those: [`is_working_file`] matches the exact shape, so a user's
 //! file that merely contains `.shoal-tmp-` is copied like any other.
+//!
+//! A file name holds at most 255 bytes, and the working names add up to
+//! 48 to the destination's: a name of more than [`NAME_ROOM`] bytes is
+//! cut, in working names only, at a character boundary and ended with
+//! `~` and 16 hex digits of a hash of the whole name ([`short_name`]).
+//! The hash is fixed (FNV-1a), so a rerun finds the resume journal of the
+//! same destination again, and two long names that share their first
+//! 190 bytes still get working names of their own.
 
 use std::fs::File;
 use std::hash::{BuildHasher, Hasher};
@@ -43,12 +51,36 @@ pub fn random_token() -> String {
     out
 }
 
-/// `.NAME.<what>-<32 hex>` beside `dest`.
-fn working_name(dest: &Path, what: &str) -> PathBuf {
+/// The most bytes of a destination's name its working names keep whole:
+/// `.NAME.shoal-partial-<32 hex>`, the longest of them, then fits in 255.
+pub const NAME_ROOM: usize = 255 - ".".len() - ".shoal-partial-".len() - 32;
+
+/// The NAME part of `dest`'s working names: its file name, or for a name
+/// longer than [`NAME_ROOM`] bytes its start cut at a character boundary,
+/// `~` and 16 hex digits of a fixed hash of the whole name (the same in
+/// every run, so a rerun finds the resume journal again).
+pub fn short_name(dest: &Path) -> String {
     let name = dest
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    if name.len() <= NAME_ROOM {
+        return name;
+    }
+    // FNV-1a, 64 bits: fixed, unlike std's hashers.
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    let mut cut = NAME_ROOM - "~".len() - 16;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}~{hash:016x}", &name[..cut])
+}
+
+/// `.NAME.<what>-<32 hex>` beside `dest` (NAME as [`short_name`] gives it).
+fn working_name(dest: &Path, what: &str) -> PathBuf {
+    let name = short_name(dest);
     dest.with_file_name(format!(".{name}.{what}-{}", random_token()))
 }
 
@@ -318,6 +350,43 @@ mod tests {
         assert_eq!(std::fs::read(&dest).unwrap(), b"ours");
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(left.len(), 2, "no working file is left behind");
+    }
+
+    /// A destination name of 250 bytes (or 255, or of multi-byte
+    /// characters) gets working names that fit, stay recognised and unique
+    /// per name, and whose NAME part is the same in every run.
+    #[test]
+    fn long_names_get_working_names_that_fit() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in [
+            "x".repeat(250),
+            "x".repeat(255),
+            "é".repeat(127),
+            format!("{}{}", "a".repeat(206), "ü".repeat(3)),
+        ] {
+            let dest = dir.path().join(&name);
+            for what in ["shoal-tmp", "shoal-partial"] {
+                let (p, f) = create_beside(&dest, what).unwrap();
+                let w = p.file_name().unwrap().to_str().unwrap().to_owned();
+                assert!(w.len() <= 255, "{} bytes", w.len());
+                assert!(is_working_file(&w), "{w}");
+                assert!(w.starts_with(&format!(".{}.{what}-", short_name(&dest))));
+                std::io::Write::write_all(&mut &f, b"whole").unwrap();
+                persist(&p, &f, &dest).unwrap();
+                assert_eq!(std::fs::read(&dest).unwrap(), b"whole");
+            }
+            let short = short_name(&dest);
+            assert!(short.len() <= NAME_ROOM);
+            assert!(name.starts_with(short.split('~').next().unwrap()));
+            assert!(is_working_file(&format!(".{short}.shoal-partial.json")));
+        }
+        // The same name, the same NAME part; another long name, another.
+        let a = short_name(Path::new(&"y".repeat(250)));
+        assert_eq!(a, short_name(Path::new(&"y".repeat(250))));
+        assert_ne!(a, short_name(Path::new(&"y".repeat(251))));
+        assert_eq!(short_name(Path::new("big.bin")), "big.bin");
+        let at_limit = "z".repeat(NAME_ROOM);
+        assert_eq!(short_name(Path::new(&at_limit)), at_limit);
     }
 
     #[test]

@@ -55,6 +55,7 @@ async fn expand_set(
         scheme,
         bucket: bucket.into(),
         key: key.into(),
+        local_root: None,
     };
     let opts = ListOptions {
         recursive,

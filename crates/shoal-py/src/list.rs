@@ -286,6 +286,7 @@ fn list_buckets_impl(
             scheme,
             bucket: String::new(),
             key: String::new(),
+            local_root: None,
         };
         let store = stores.store(&loc).py()?;
         let buckets = store.list_buckets().await.py()?;

@@ -59,6 +59,7 @@ fn local(path: &std::path::Path) -> Location {
         scheme: Scheme::File,
         bucket: String::new(),
         key: path.to_string_lossy().into_owned(),
+        local_root: None,
     }
 }
 

@@ -411,6 +411,8 @@ pub async fn execute(
         // interrupted run had sent, may have deleted it since the listing.
         Action::Delete { dst } => {
             if dst.is_local() {
+                // Never through a link below the destination the user named.
+                shoal_core::local_path::check_folders(&dst.key, dst.local_root)?;
                 match tokio::fs::remove_file(&dst.key).await {
                     Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                         return Err(Error::io(Op::Delete, &dst.key, e));

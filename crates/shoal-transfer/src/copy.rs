@@ -5,7 +5,12 @@
 //!
 //! Destinations are named already (the callers' naming rules differ):
 //! this only moves the bytes, every local write through a working file
-//! renamed into place ([`shoal_core::workfile`]).
+//! renamed into place ([`shoal_core::workfile`]), its folders made by
+//! [`shoal_core::local_path::make_folders`], which never follows a link
+//! below the folder the user named. A local copy onto the very file it
+//! reads (a hard link, a bind mount: another name, one device and inode)
+//! is refused: replacing it and then deleting the source (`mv`) would
+//! lose the file.
 
 use std::path::Path;
 
@@ -44,6 +49,7 @@ pub async fn copy_one(
             copy_object(store_for(src)?, src, store_for(dst)?, dst, &opts, policy).await
         }
         (true, true) => {
+            shoal_core::local_path::make_folders(&dst.key, dst.local_root)?;
             let bytes = copy_local(&src.key, &dst.key, opts.no_clobber).await?;
             Ok(Report::size_only(bytes))
         }
@@ -60,12 +66,10 @@ async fn download(
 ) -> Result<Report> {
     let store = store_for(src)?;
     let path = Path::new(&dst.key);
-    // In place, not on the blocking pool: when the folder exists (every
-    // file of a folder but the first) this is one stat, cheaper than the
-    // hand-off.
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| Error::io(Op::Write, &dst.key, e))?;
-    }
+    // In place, not on the blocking pool: when the folders exist (every
+    // file of a folder but the first) this is a stat or a few, cheaper
+    // than the hand-off.
+    shoal_core::local_path::make_folders(&dst.key, dst.local_root)?;
     match meta {
         Some(meta) => {
             // One stream (no slices) holds at most one write batch.
@@ -85,8 +89,26 @@ pub async fn copy_local(from: &str, to: &str, no_clobber: bool) -> Result<u64> {
     let (from, to) = (from.to_owned(), to.to_owned());
     let shown = to.clone();
     tokio::task::spawn_blocking(move || {
+        refuse_same_file(&from, &to)?;
         shoal_core::workfile::copy_file_with(Path::new(&from), Path::new(&to), no_clobber)
     })
     .await
     .map_err(|e| Error::new(ErrorKind::Io, Op::Copy, shown, e.to_string()))?
+}
+
+/// `to` is the very file `from` is (same device and inode, whatever the
+/// names say: a hard link, a bind mount): refused, naming both.
+pub fn refuse_same_file(from: &str, to: &str) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if let (Ok(a), Ok(b)) = (std::fs::metadata(from), std::fs::symlink_metadata(to))
+        && (a.dev(), a.ino()) == (b.dev(), b.ino())
+    {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            Op::Copy,
+            to,
+            format!("is the same file as {from} (same device and inode); not copied"),
+        ));
+    }
+    Ok(())
 }

@@ -31,7 +31,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -113,10 +113,8 @@ pub(crate) fn pending(dest: &Path) -> bool {
 
 /// The state file's name beside `dest`.
 pub fn state_path(dest: &Path) -> PathBuf {
-    let name = dest
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    // A long name is cut as the data file's is, the same in every run.
+    let name = workfile::short_name(dest);
     dest.with_file_name(format!(".{name}.shoal-partial.json"))
 }
 
@@ -145,12 +143,18 @@ struct Stale {
 
 fn stale(dest: &Path) -> Option<Stale> {
     let state = state_path(dest);
-    let journal = File::open(&state).ok()?;
+    // Neither the journal nor the data file is opened through a link: a
+    // key named like them could point anywhere.
+    let journal = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&state)
+        .ok()?;
     // Small: a header and a line per slice.
     let mut lines = BufReader::new(&journal).lines();
     let header: Header = serde_json::from_str(&lines.next()?.ok()?).ok()?;
     let lines: Vec<String> = lines.map_while(|l| l.ok()).collect();
-    let name = dest.file_name()?.to_string_lossy().into_owned();
+    let name = workfile::short_name(dest);
     let ours = header.data.starts_with(&format!(".{name}.shoal-partial-"))
         && workfile::is_working_file(&header.data)
         && !header.data.contains('/');
@@ -161,6 +165,7 @@ fn stale(dest: &Path) -> Option<Stale> {
     let data = OpenOptions::new()
         .read(true)
         .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&data_path)
         .ok()?;
     let md = data.metadata().ok()?;
@@ -208,6 +213,7 @@ impl Partial {
         {
             let journal = OpenOptions::new()
                 .append(true)
+                .custom_flags(libc::O_NOFOLLOW)
                 .open(&state_path)
                 .map_err(io)?;
             let old = earlier.expect("matched above");
@@ -406,6 +412,35 @@ mod tests {
         let (p, _) = Partial::open(&dest, "gs://b/obj", 10, None, &plan(), true).unwrap();
         assert_eq!(p.done, vec![Some(crc32c::crc32c(b"abcd")), None, None]);
         assert_eq!(p.reused(&plan()), (1, 4));
+    }
+
+    /// A destination named by 250 bytes: its data file and journal have
+    /// names that fit, and a rerun finds and resumes them.
+    #[test]
+    fn a_long_name_is_resumed_by_a_rerun() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("n".repeat(250));
+        let url = format!("gs://b/{}", "n".repeat(250));
+        let (p, file) = Partial::open(&dest, &url, 10, None, &plan(), true).unwrap();
+        assert!(p.keeps_state());
+        file.write_all_at(b"abcd", 0).unwrap();
+        p.record(0, crc32c::crc32c(b"abcd"));
+        let data = p.data_path.clone();
+        drop((p, file));
+        for path in [&data, &state_path(&dest)] {
+            let name = path.file_name().unwrap().to_str().unwrap();
+            assert!(
+                name.len() <= 255 && workfile::is_working_file(name),
+                "{name}"
+            );
+            assert!(path.exists());
+        }
+        assert!(pending(&dest));
+        let (p, _) = Partial::open(&dest, &url, 10, None, &plan(), true).unwrap();
+        assert_eq!(p.data_path, data);
+        assert_eq!(p.reused(&plan()), (1, 4));
+        p.finish();
+        assert!(!pending(&dest));
     }
 
     #[test]

@@ -223,6 +223,24 @@ fn newer(src: &ObjectMeta, dst: &ObjectMeta) -> bool {
     }
 }
 
+/// The extra `key` of the destination `root` as the location to delete:
+/// a local one (a path the walk found below the root) remembers where the
+/// root ends, so the delete never follows a link below it
+/// ([`shoal_core::local_path::check_folders`]).
+fn local_below(root: &Location, key: String) -> Location {
+    let mut l = root.with_key(key);
+    if root.is_local() {
+        let base = crate::tree::normal_local(root.key.trim_end_matches('/'))
+            .display()
+            .to_string();
+        let base = base.trim_end_matches('/');
+        if l.key.strip_prefix(base).is_some_and(|r| r.starts_with('/')) {
+            l.local_root = Some(base.len());
+        }
+    }
+    l
+}
+
 /// `--update`'s rule: is the destination known to be newer?
 fn dst_newer(src: &ObjectMeta, dst: &ObjectMeta) -> bool {
     matches!((src.updated_ns, dst.updated_ns), (Some(a), Some(b)) if b > a)
@@ -492,7 +510,7 @@ impl Merge {
     fn next_delete(&mut self) -> Option<Step> {
         let d = self.deleting.as_mut()?;
         match d.next()? {
-            Ok(key) => Some(Step::Delete(self.dst_root.with_key(key))),
+            Ok(key) => Some(Step::Delete(local_below(&self.dst_root, key))),
             Err(e) => {
                 self.deleting = None;
                 Some(Step::Problem(e))
@@ -522,6 +540,39 @@ mod tests {
 
     fn listing(entries: Vec<Result<Entry>>) -> BoxStream<'static, Result<Entry>> {
         futures::stream::iter(entries).boxed()
+    }
+
+    /// A delete of a local extra never goes through a link below the
+    /// destination the user named (one swapped in after the walk): it is
+    /// refused, naming the link, and the file it points to stays.
+    #[tokio::test]
+    async fn local_deletes_never_follow_a_link_below_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let (dst, elsewhere) = (dir.path().join("dst"), dir.path().join("elsewhere"));
+        std::fs::create_dir_all(dst.join("real")).unwrap();
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join("victim"), b"theirs").unwrap();
+        std::fs::write(dst.join("real/extra"), b"x").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dst.join("sub")).unwrap();
+        let root = Location::parse(dst.to_str().unwrap()).unwrap();
+        let opts = crate::TransferOptions::default();
+        let policy = shoal_core::retry::RetryPolicy::default();
+        let delete = |rel: &str| crate::batch::Action::Delete {
+            dst: local_below(&root, format!("{}/{rel}", dst.display())),
+        };
+        let e = crate::batch::execute(&delete("sub/victim"), &no_store(), &opts, &policy)
+            .await
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("/dst/sub: is a symbolic link; not followed for a write"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read(elsewhere.join("victim")).unwrap(), b"theirs");
+        crate::batch::execute(&delete("real/extra"), &no_store(), &opts, &policy)
+            .await
+            .unwrap();
+        assert!(!dst.join("real/extra").exists());
     }
 
     fn no_store() -> StoreFor {

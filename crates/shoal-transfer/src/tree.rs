@@ -244,6 +244,7 @@ fn local_entry(path: &Path, rel: String, md: &std::fs::Metadata) -> Entry {
             scheme: shoal_core::Scheme::File,
             bucket: String::new(),
             key: key.clone(),
+            local_root: None,
         },
         rel,
         meta: ObjectMeta {
@@ -277,6 +278,8 @@ pub fn copy_actions(
 
 /// Where `rel` goes under `dst` (a folder: local path or cloud prefix).
 /// Local destinations refuse unsafe names; folder markers are refused too.
+/// A local one remembers where `dst` ends ([`Location::local_root`]), so
+/// its writes never follow a link below it.
 pub fn destination(dst: &Location, rel: &str, src_url: &str) -> Result<Location> {
     if dst.is_local() {
         let rel_path = key_to_relative_path(rel).map_err(|why| {
@@ -288,8 +291,11 @@ pub fn destination(dst: &Location, rel: &str, src_url: &str) -> Result<Location>
             Error::new(kind, Op::Download, src_url, format!("not copied: {why}"))
         })?;
         let path = Path::new(&dst.key).join(rel_path);
+        // What follows the user's folder came from a key: no write there
+        // follows a link (`local_path::make_folders`).
         return Ok(Location {
             key: path.display().to_string(),
+            local_root: Some(dst.key.len()),
             ..dst.clone()
         });
     }

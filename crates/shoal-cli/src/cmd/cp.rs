@@ -275,8 +275,11 @@ fn say_done(
 pub(super) const NOT_REPLACED: &str = "not replaced (--no-clobber)";
 
 /// `mv SRC DST` naming one object twice: the copy would be the source,
-/// and deleting the source would delete it.
+/// and deleting the source would delete it. Local files are compared by
+/// device and inode, so another name for the file (a hard link, a bind
+/// mount) is caught too.
 fn refuse_self_move(src: &Location, dst: &Location) -> Result<(), Failure> {
+    use std::os::unix::fs::MetadataExt;
     let same = match (src.is_local(), dst.is_local()) {
         (false, false) => {
             let d = cloud_dest(dst, src.basename());
@@ -290,10 +293,18 @@ fn refuse_self_move(src: &Location, dst: &Location) -> Result<(), Failure> {
             } else {
                 PathBuf::from(&dst.key)
             };
-            match (from.canonicalize(), to.canonicalize()) {
-                (Ok(a), Ok(b)) => a == b,
+            // One file under two names (a hard link, a bind mount) has
+            // one device and inode: replacing the destination and then
+            // deleting the source would lose it.
+            let same_inode = match (std::fs::metadata(from), std::fs::symlink_metadata(&to)) {
+                (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
                 _ => false,
-            }
+            };
+            same_inode
+                || match (from.canonicalize(), to.canonicalize()) {
+                    (Ok(a), Ok(b)) => a == b,
+                    _ => false,
+                }
         }
         _ => false,
     };

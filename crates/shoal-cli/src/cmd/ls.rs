@@ -228,6 +228,7 @@ async fn ls_buckets(ctx: &Context, a: &LsArgs, schemes: &[Scheme]) -> CmdResult 
             scheme,
             bucket: String::new(),
             key: String::new(),
+            local_root: None,
         };
         let listed = match ctx.store(&loc) {
             Ok(store) => store.list_buckets().await,

@@ -331,6 +331,7 @@ fn check(file: &std::fs::File, name: &str, run_len: usize) -> Result<Vec<Locatio
             scheme: Scheme::File,
             bucket: String::new(),
             key: String::new(),
+            local_root: None,
         });
     }
     Ok(schemes)
