@@ -8,8 +8,9 @@
 //! composite one, MD5; computed for local files), else size and time;
 //! `--size-only` compares sizes alone; `--update` keeps any destination
 //! newer than its source whatever the comparison says. `--include` /
-//! `--exclude` filter both listings by the same relative names, so an
-//! excluded destination file is neither compared nor deleted.
+//! `--exclude` filter both listings by the same relative names
+//! (docs/filters.md), so an excluded destination file, or anything below
+//! an excluded folder (`logs/`), is neither compared nor deleted.
 
 use std::sync::Arc;
 
