@@ -277,6 +277,23 @@ fn sync_delete_and_rm_r_keep_nested_excluded_names() {
         };
         let dst = format!("{scheme}://{bucket}/www/");
         fill(&mut |n| put(base, dir.path(), &format!("{dst}{n}"), b"old"));
+        // A dry run says what each rule keeps from deletion.
+        let kept_lines = |stderr: &str, tail: &str| {
+            for line in [
+                "kept by --exclude '*.keep': 2",
+                "kept by --exclude 'logs/': 2",
+                "kept by --exclude '/top.bin': 1",
+            ] {
+                assert!(stderr.contains(&format!("{line} {tail}")), "{stderr}");
+            }
+        };
+        let mut args = vec!["sync", "--delete", "-n"];
+        args.extend_from_slice(&rules);
+        args.push(p(&src));
+        args.push(&dst);
+        let r = ok(base, &args);
+        assert!(r.stderr.contains("1 to copy, 3 to delete"), "{}", r.stderr);
+        kept_lines(&r.stderr, "in the destination");
         let mut args = vec!["sync", "--delete"];
         args.extend_from_slice(&rules);
         args.push(p(&src));
@@ -284,6 +301,12 @@ fn sync_delete_and_rm_r_keep_nested_excluded_names() {
         ok(base, &args);
         assert_eq!(keys(base, &dst), want, "sync --delete on {scheme}");
         // rm -r: the same rules keep the same names.
+        let mut args = vec!["rm", "-r", "-n"];
+        args.extend_from_slice(&rules);
+        args.push(&dst);
+        let r = ok(base, &args);
+        assert_eq!(r.stdout.matches("would remove").count(), 1, "{}", r.stdout);
+        kept_lines(&r.stderr, &format!("below {dst}, not deleted"));
         let mut args = vec!["rm", "-r"];
         args.extend_from_slice(&rules);
         args.push(&dst);
