@@ -554,10 +554,10 @@ impl MatchFlags {
 /// is given, a name no rule matches is left out, otherwise it is kept.
 #[derive(Debug, Args, Default)]
 pub(crate) struct FilterFlags {
-    /// Act on names matching GLOB (repeatable; rules are tried in the order given, first match wins; with any --include, names no rule matches are left out). Names are relative to the command's root; `*`, `?`, `[..]` within a level, `**` across levels.
+    /// Act on names matching GLOB (repeatable; rules are tried in the order given, first match wins; with any --include, names no rule matches are left out). Names are relative to the command's root: no `/` matches the last level at any depth (`*.csv`), a trailing `/` a folder and all below it (`logs/`), a leading or middle `/` anchors at the root (`/x.txt`, `a/*.txt`); `*`, `?`, `[..]` within a level, `**` across levels (docs/filters.md).
     #[arg(long, value_name = "GLOB")]
     pub(crate) include: Vec<String>,
-    /// Leave alone names matching GLOB (repeatable; see --include for the order). `sync --delete` never deletes an excluded destination file.
+    /// Leave alone names matching GLOB (repeatable; see --include for the order). `sync --delete` and `rm -r` never delete an excluded name, nor anything below an excluded folder.
     #[arg(long, value_name = "GLOB")]
     pub(crate) exclude: Vec<String>,
     /// Both kinds of rule in command-line order (filled from clap's

@@ -16,6 +16,11 @@ type Base = fn() -> Option<std::process::Command>;
 
 const SERVERS: [(Base, &str); 2] = [(gcs as Base, "gs"), (s3 as Base, "s3")];
 
+/// `shoal` for local paths only.
+fn local() -> Option<std::process::Command> {
+    Some(shoal())
+}
+
 fn p(path: &Path) -> &str {
     path.to_str().unwrap()
 }
@@ -113,8 +118,9 @@ fn cp_r_filters_both_ways() {
                 "src/é.txt",
             ]
         );
-        // Cloud → local: includes alone leave the rest out; `*` stays in
-        // its level (`*.txt` is not `a/b.txt`), `a-b` is not `a/*`.
+        // Cloud → local: includes alone leave the rest out; a pattern
+        // without `/` names the last level at any depth (`*.txt` is
+        // `a/b.txt` too), one with a `/` is anchored (`d/**`).
         let out = dir.path().join("out");
         ok(
             base,
@@ -134,12 +140,14 @@ fn cp_r_filters_both_ways() {
             [
                 "src/[x].txt",
                 "src/a.txt",
+                "src/a/b.txt",
                 "src/d/x.txt",
                 "src/with space.txt",
                 "src/é.txt",
             ]
         );
-        // A glob source: names below its literal folder; first match wins.
+        // A glob source: names below its literal folder; first match wins
+        // (`a/b.txt` is excluded before `a*` could include it).
         let out2 = dir.path().join("out2");
         ok(
             base,
@@ -168,7 +176,7 @@ fn cp_r_filters_both_ways() {
                 p(&out3),
             ],
         );
-        assert_eq!(r.stdout.lines().count(), 4, "{}", r.stdout);
+        assert_eq!(r.stdout.lines().count(), 6, "{}", r.stdout);
         assert!(
             r.stdout.lines().all(|l| l.starts_with("would copy ")),
             "{}",
@@ -221,6 +229,93 @@ fn sync_filters_keep_excluded_destination_files() {
     }
 }
 
+/// The shapes users write protect nested names from `sync --delete` and
+/// `rm -r`: `*.keep` at any depth, `logs/` every folder of that name and
+/// all below it, `/top.bin` only at the top. Local and cloud
+/// destinations alike.
+#[test]
+fn sync_delete_and_rm_r_keep_nested_excluded_names() {
+    const KEPT: [&str; 5] = ["a/b/x.keep", "a/logs/deep/y", "logs/z", "top.bin", "x.keep"];
+    const GONE: [&str; 3] = ["a/b/old.txt", "a/logs.txt", "sub/top.bin"];
+    let rules = [
+        "--exclude",
+        "*.keep",
+        "--exclude",
+        "logs/",
+        "--exclude",
+        "/top.bin",
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(src.join("new.txt"), b"new").unwrap();
+    let fill = |put_one: &mut dyn FnMut(&str)| {
+        for n in KEPT.iter().chain(&GONE) {
+            put_one(n);
+        }
+    };
+    // Local destination.
+    let dst = dir.path().join("dst");
+    fill(&mut |n| {
+        let f = dst.join(n);
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(f, b"old").unwrap();
+    });
+    let base: Base = local;
+    let mut args = vec!["sync", "--delete"];
+    args.extend_from_slice(&rules);
+    args.push(p(&src));
+    args.push(p(&dst));
+    let r = ok(base, &args);
+    let mut want: Vec<String> = KEPT.iter().map(|s| s.to_string()).collect();
+    want.push("new.txt".into());
+    want.sort();
+    assert_eq!(rel_files(&dst), want, "{}", r.stderr);
+    for (base, scheme) in SERVERS {
+        let Some(bucket) = make_bucket(base, scheme) else {
+            return;
+        };
+        let dst = format!("{scheme}://{bucket}/www/");
+        fill(&mut |n| put(base, dir.path(), &format!("{dst}{n}"), b"old"));
+        // A dry run says what each rule keeps from deletion.
+        let kept_lines = |stderr: &str, tail: &str| {
+            for line in [
+                "kept by --exclude '*.keep': 2",
+                "kept by --exclude 'logs/': 2",
+                "kept by --exclude '/top.bin': 1",
+            ] {
+                assert!(stderr.contains(&format!("{line} {tail}")), "{stderr}");
+            }
+        };
+        let mut args = vec!["sync", "--delete", "-n"];
+        args.extend_from_slice(&rules);
+        args.push(p(&src));
+        args.push(&dst);
+        let r = ok(base, &args);
+        assert!(r.stderr.contains("1 to copy, 3 to delete"), "{}", r.stderr);
+        kept_lines(&r.stderr, "in the destination");
+        let mut args = vec!["sync", "--delete"];
+        args.extend_from_slice(&rules);
+        args.push(p(&src));
+        args.push(&dst);
+        ok(base, &args);
+        assert_eq!(keys(base, &dst), want, "sync --delete on {scheme}");
+        // rm -r: the same rules keep the same names.
+        let mut args = vec!["rm", "-r", "-n"];
+        args.extend_from_slice(&rules);
+        args.push(&dst);
+        let r = ok(base, &args);
+        assert_eq!(r.stdout.matches("would remove").count(), 1, "{}", r.stdout);
+        kept_lines(&r.stderr, &format!("below {dst}, not deleted"));
+        let mut args = vec!["rm", "-r"];
+        args.extend_from_slice(&rules);
+        args.push(&dst);
+        ok(base, &args);
+        let kept: Vec<String> = KEPT.iter().map(|s| s.to_string()).collect();
+        assert_eq!(keys(base, &dst), kept, "rm -r on {scheme}");
+    }
+}
+
 #[test]
 fn rm_ls_and_du_filters() {
     for (base, scheme) in SERVERS {
@@ -256,7 +351,13 @@ fn rm_ls_and_du_filters() {
             ls(&["--include", "**.txt", "--exclude", "d/**"]),
             ["a.txt", "d/c.txt"]
         );
-        assert_eq!(ls(&["--exclude", "*.log"]), ["a.txt", "d/c.txt", "d/e.log"]);
+        // No `/`: at any depth; a leading `/`: the top level only.
+        assert_eq!(ls(&["--exclude", "*.log"]), ["a.txt", "d/c.txt"]);
+        assert_eq!(
+            ls(&["--exclude", "/*.log"]),
+            ["a.txt", "d/c.txt", "d/e.log"]
+        );
+        assert_eq!(ls(&["--exclude", "d/"]), ["a.txt", "b.log"]);
         // du: totals of what the rules admit.
         let r = ok(base, &["du", "-s", "--json", "--include", "**.log", &pre]);
         let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();

@@ -181,6 +181,18 @@ pub fn filter_entries(
     lead: &str,
     local_root: Option<&str>,
 ) -> BoxStream<'static, Result<Entry>> {
+    filter_entries_counted(entries, filter, lead, local_root, None)
+}
+
+/// [`filter_entries`], counting in `tally` each entry a rule leaves out
+/// (for a dry run's "kept by" lines: one counter per rule, nothing held).
+pub fn filter_entries_counted(
+    entries: BoxStream<'static, Result<Entry>>,
+    filter: Option<Arc<Filter>>,
+    lead: &str,
+    local_root: Option<&str>,
+    tally: Option<Arc<shoal_list::filter::Tally>>,
+) -> BoxStream<'static, Result<Entry>> {
     let Some(filter) = filter else {
         return entries;
     };
@@ -199,7 +211,13 @@ pub fn filter_entries(
                 filter.admits(name)
             };
             let keep = match item {
-                Ok(e) => name(&e.rel),
+                Ok(e) => match &tally {
+                    Some(t) => {
+                        let rel = e.rel.strip_prefix(lead.as_str()).unwrap_or(&e.rel);
+                        filter.admits_counted(rel, t)
+                    }
+                    None => name(&e.rel),
+                },
                 Err(e) if is_skip(e) => match &local_root {
                     Some(root) => e.url().strip_prefix(root.as_str()).is_none_or(name),
                     None => true,

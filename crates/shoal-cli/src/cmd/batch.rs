@@ -166,6 +166,22 @@ pub(crate) async fn dry_run(
     }
 }
 
+/// After a dry run of a deletion (`sync --delete -n`, `rm -r -n`), what
+/// each filter rule kept from it: `kept by --exclude 'logs/': 4 ...` on
+/// stderr, or with `--json` one object per rule on stdout.
+pub(crate) fn say_kept(ctx: &Context, verb: &str, tally: &shoal_list::filter::Tally, what: &str) {
+    for (rule, n) in tally.kept() {
+        if ctx.json {
+            println!(
+                "{}",
+                serde_json::json!({"kept": {"verb": verb, "rule": rule, "count": n, "dry_run": true}})
+            );
+        } else if !ctx.quiet {
+            eprintln!("kept by {rule}: {n} {what}");
+        }
+    }
+}
+
 fn what_matched_nothing(r: &BatchReport) -> bool {
     r.copied == 0 && r.deleted == 0 && r.failed == 0 && r.skipped == 0
 }

@@ -93,14 +93,24 @@ async fn delete_listed(
     filter: &Option<Arc<shoal_list::Filter>>,
 ) -> Result<(u64, usize), Failure> {
     let targets = targets(ctx, loc, a.recursive)?;
+    // A dry run counts what the rules keep from deletion.
+    let tally = filter
+        .as_ref()
+        .filter(|_| a.dry_run)
+        .map(|f| Arc::new(f.tally()));
     let targets = match filter {
         None => targets,
         Some(f) => {
             let (f, root) = (f.clone(), shoal_list::filter::listing_root(&loc.key));
+            let tally = tally.clone();
             targets
                 .filter(move |t| {
                     let keep = t.as_ref().map_or(true, |l| {
-                        f.admits(shoal_list::filter::name_below(&root, &l.key))
+                        let name = shoal_list::filter::name_below(&root, &l.key);
+                        match &tally {
+                            Some(t) => f.admits_counted(name, t),
+                            None => f.admits(name),
+                        }
                     });
                     futures::future::ready(keep)
                 })
@@ -108,6 +118,9 @@ async fn delete_listed(
         }
     };
     let (deleted, failed) = delete_all(ctx, a.dry_run, targets).await;
+    if let Some(t) = &tally {
+        crate::cmd::batch::say_kept(ctx, "rm", t, &format!("below {loc}, not deleted"));
+    }
     if deleted > 0 || failed > 0 {
         return Ok((deleted, failed));
     }

@@ -8,8 +8,9 @@
 //! composite one, MD5; computed for local files), else size and time;
 //! `--size-only` compares sizes alone; `--update` keeps any destination
 //! newer than its source whatever the comparison says. `--include` /
-//! `--exclude` filter both listings by the same relative names, so an
-//! excluded destination file is neither compared nor deleted.
+//! `--exclude` filter both listings by the same relative names
+//! (docs/filters.md), so an excluded destination file, or anything below
+//! an excluded folder (`logs/`), is neither compared nor deleted.
 
 use std::sync::Arc;
 
@@ -17,7 +18,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use shoal_core::{Location, Projection, StoreFor};
 use shoal_transfer::sync::{Compare, SyncOptions, sync_plan};
-use shoal_transfer::tree::{Entry, Walk, enumerate, filter_entries, sync_root};
+use shoal_transfer::tree::{Entry, Walk, enumerate, filter_entries_counted, sync_root};
 
 use crate::args::SyncArgs;
 use crate::config::Context;
@@ -32,6 +33,12 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     transfer.put =
         (a.metadata.put(&dst)).map_err(|m| Failure::Usage(format!("sync {dst}: {m}")))?;
     let store_for = ctx.store_for(&[&src, &dst])?;
+    // A dry run of --delete counts what the rules keep out of the
+    // destination's listing (so out of the deletions).
+    let tally = match &filter {
+        Some(f) if a.dry_run && a.delete => Some(Arc::new(f.tally())),
+        _ => None,
+    };
     let sides = Sides {
         store_for: &store_for,
         filter: &filter,
@@ -51,10 +58,10 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     let dst_entries = if dst.is_local() && !std::path::Path::new(&dst.key).exists() {
         futures::stream::empty().boxed()
     } else {
-        sides.side(&dst, &a.dest_listing, dst_walk)?
+        sides.side(&dst, &a.dest_listing, dst_walk, tally.clone())?
     };
     let plan = sync_plan(
-        sides.side(&src, &a.source_listing, a.links.walk())?,
+        sides.side(&src, &a.source_listing, a.links.walk(), None)?,
         dst_entries,
         dst.clone(),
         sync_options(&a),
@@ -63,7 +70,16 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
         None,
     );
     if a.dry_run {
-        return crate::cmd::batch::dry_run(ctx, plan, "sync").await;
+        let done = crate::cmd::batch::dry_run(ctx, plan, "sync").await;
+        if let Some(t) = &tally {
+            crate::cmd::batch::say_kept(
+                ctx,
+                "sync",
+                t,
+                "in the destination, not compared or deleted",
+            );
+        }
+        return done;
     }
     transfer.no_clobber = a.no_clobber;
     // Deletes wait for every copy, and go only if none failed.
@@ -144,6 +160,7 @@ impl Sides<'_> {
         l: &Location,
         listing: &Option<String>,
         walk: Walk,
+        tally: Option<Arc<shoal_list::filter::Tally>>,
     ) -> Result<BoxStream<'static, shoal_core::Result<Entry>>, Failure> {
         let root = if l.is_local() {
             format!("{}/", l.key.trim_end_matches('/'))
@@ -154,7 +171,9 @@ impl Sides<'_> {
         let filter = self.filter.clone();
         if let Some(file) = listing {
             let entries = crate::listing_file::read(file, l, &root)?;
-            return Ok(filter_entries(entries, filter, "", local_root));
+            return Ok(filter_entries_counted(
+                entries, filter, "", local_root, tally,
+            ));
         }
         let store = if l.is_local() {
             None
@@ -175,6 +194,8 @@ impl Sides<'_> {
             true,
             walk,
         );
-        Ok(filter_entries(entries, filter, "", local_root))
+        Ok(filter_entries_counted(
+            entries, filter, "", local_root, tally,
+        ))
     }
 }
