@@ -326,7 +326,14 @@ mod tests {
     /// shown, whether or not the value parses.
     #[test]
     fn proxy_passwords_are_hidden_whatever_they_hold() {
-        for pw in ["hun#ter2", "hun?ter2", "hun/ter2", "hun@ter2", "hun:ter2", "a/b?c#d@e:f"] {
+        for pw in [
+            "hun#ter2",
+            "hun?ter2",
+            "hun/ter2",
+            "hun@ter2",
+            "hun:ter2",
+            "a/b?c#d@e:f",
+        ] {
             for raw in [
                 format!("http://user:{pw}@proxy:3128"),
                 format!("https://user:{pw}@proxy"),

@@ -35,6 +35,7 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     let sides = Sides {
         store_for: &store_for,
         filter: &filter,
+        quiet: ctx.quiet,
         projection: if a.checksum {
             Projection::Full
         } else {
@@ -51,10 +52,10 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     let dst_entries = if dst.is_local() && !std::path::Path::new(&dst.key).exists() {
         futures::stream::empty().boxed()
     } else {
-        sides.side(&dst, &a.dest_listing, dst_walk)?
+        sides.side(&dst, &a.dest_listing, dst_walk, false)?
     };
     let plan = sync_plan(
-        sides.side(&src, &a.source_listing, a.links.walk())?,
+        sides.side(&src, &a.source_listing, a.links.walk(), a.delete)?,
         dst_entries,
         dst.clone(),
         sync_options(&a),
@@ -129,6 +130,7 @@ struct Sides<'a> {
     store_for: &'a StoreFor,
     filter: &'a Option<Arc<shoal_list::Filter>>,
     projection: Projection,
+    quiet: bool,
 }
 
 impl Sides<'_> {
@@ -139,6 +141,7 @@ impl Sides<'_> {
         l: &Location,
         listing: &Option<String>,
         walk: Walk,
+        deleting: bool,
     ) -> Result<BoxStream<'static, shoal_core::Result<Entry>>, Failure> {
         let root = if l.is_local() {
             format!("{}/", l.key.trim_end_matches('/'))
@@ -148,7 +151,13 @@ impl Sides<'_> {
         let local_root = l.is_local().then_some(root.as_str());
         let filter = self.filter.clone();
         if let Some(file) = listing {
-            let entries = crate::listing_file::read(file, l, &root)?;
+            let used = crate::listing_file::Use {
+                side: l,
+                root: &root,
+                deleting,
+                quiet: self.quiet,
+            };
+            let entries = crate::listing_file::read(file, &used)?;
             return Ok(filter_entries(entries, filter, "", local_root));
         }
         let store = if l.is_local() {
