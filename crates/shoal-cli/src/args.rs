@@ -192,7 +192,7 @@ pub(crate) struct LsArgs {
     /// List everything below the prefix, not just one level.
     #[arg(short = 'r', long)]
     pub(crate) recursive: bool,
-    /// One JSON object per line.
+    /// One JSON object per line, then, if the listing ended without an error, a closing record `{"listing_end": {"count": N, "complete": true, "url": ..., "recursive": .., "sorted": .., "filtered": .., "started_at": .., "made_at": .., "shoal": ..}}`: a kept listing without it was cut short (sync --source-listing refuses it).
     #[arg(long)]
     pub(crate) json: bool,
     /// Parallel list requests for large recursive listings (1 = one at a
@@ -929,10 +929,10 @@ pub(crate) struct SyncArgs {
     /// Names are keys relative to SRC and DST; an excluded destination file is never deleted.
     #[command(flatten)]
     pub(crate) filters: FilterFlags,
-    /// Read the source bucket's listing from FILE (written by `shoal ls -r --json --sorted SRC > FILE`) instead of listing it.
+    /// Read the source bucket's listing from FILE (written by `shoal ls -r --json --sorted SRC > FILE`) instead of listing it. Trusted only whole: it must end with ls's closing record for SRC (a listing cut short is refused, nothing deleted).
     #[arg(long, value_name = "FILE")]
     pub(crate) source_listing: Option<String>,
-    /// Read the destination bucket's listing from FILE (`shoal ls -r --json --sorted DST > FILE`) instead of listing it: for a destination only this sync writes.
+    /// Read the destination bucket's listing from FILE (`shoal ls -r --json --sorted DST > FILE`) instead of listing it: for a destination only this sync writes. Trusted only whole, as --source-listing.
     #[arg(long, value_name = "FILE")]
     pub(crate) dest_listing: Option<String>,
     #[command(flatten)]

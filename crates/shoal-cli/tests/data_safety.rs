@@ -313,7 +313,7 @@ fn control_keys(base: fn() -> Option<std::process::Command>, scheme: &str) {
         base().unwrap(),
         &["ls", "-r", "--json", &format!("{scheme}://{bucket}/c/")],
     ));
-    let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    let v: serde_json::Value = serde_json::from_str(r.stdout.lines().next().unwrap()).unwrap();
     assert_eq!(v["name"], key);
     let r = run(with_args(
         base().unwrap(),

@@ -555,7 +555,8 @@ fn sync_reads_listings_kept_in_files() {
     assert_eq!(dry(&["--source-listing", la]), live);
     assert_eq!(dry(&["--dest-listing", lb]), live);
     assert_eq!(dry(&["--source-listing", la, "--dest-listing", lb]), live);
-    // The listing of b given as a's: refused at its first line.
+    // The listing of b given as a's: its closing record names b, refused
+    // before anything runs.
     let r = run(with_args(
         s3().unwrap(),
         &[
@@ -567,13 +568,195 @@ fn sync_reads_listings_kept_in_files() {
             &format!("s3://{bucket}/b"),
         ],
     ));
+    r.assert_one_line_error(2, &["b.jsonl", &format!("not of s3://{bucket}/a")]);
+    // Its object lines alone (a file that says nothing of its place) are
+    // still refused at the first line naming another place.
+    let lines = std::fs::read_to_string(lb).unwrap();
+    let (objects, end) = lines.trim_end().rsplit_once('\n').unwrap();
+    let a_end = end.replace(&format!("s3://{bucket}/b/"), &format!("s3://{bucket}/a/"));
+    let forged = dir.path().join("forged.jsonl");
+    std::fs::write(&forged, format!("{objects}\n{a_end}\n")).unwrap();
+    let r = run(with_args(
+        s3().unwrap(),
+        &[
+            "sync",
+            "--delete",
+            "--source-listing",
+            forged.to_str().unwrap(),
+            &format!("s3://{bucket}/a"),
+            &format!("s3://{bucket}/b"),
+        ],
+    ));
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(
-        r.stderr.contains("b.jsonl:1") && r.stderr.contains("another place"),
+        r.stderr.contains("forged.jsonl:1") && r.stderr.contains("another place"),
         "{}",
         r.stderr
     );
     assert!(r.stderr.contains("not deleted"), "{}", r.stderr);
+}
+
+/// `shoal sync` with FILE as a listing, its stdin `stdin` (for
+/// `--source-listing /dev/stdin`, a pipe judged only at its end).
+fn sync_with_listing(flag: &str, file: &str, stdin: Option<&[u8]>, a: &str, b: &str) -> Run {
+    use std::io::Write;
+    let mut c = with_args(s3().unwrap(), &["sync", "--delete", flag, file, a, b]);
+    let Some(data) = stdin else {
+        return run(c);
+    };
+    c.stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    // Small enough for the pipe's buffer: written whole, then closed.
+    child.stdin.take().unwrap().write_all(data).unwrap();
+    let out = child.wait_with_output().unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stdout_bytes: out.stdout.clone(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A listing cut short (an `ls` killed, a full disk) lacks the closing
+/// record: `sync --delete` trusting it would delete every destination
+/// object past the cut although the source holds it. Cut at a line
+/// boundary or mid-line, in a file (refused before the run, exit 2) or
+/// through a pipe (found at its end, exit 1): nothing is deleted. Two
+/// closing records, or lines after one, are refused too; a whole listing
+/// is used and says so.
+#[test]
+fn a_listing_cut_short_deletes_nothing() {
+    let Some(bucket) = make_bucket(s3, "s3") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    make_tree(&src);
+    let (a, b) = (format!("s3://{bucket}/a"), format!("s3://{bucket}/b"));
+    let ok = |args: &[&str]| {
+        let r = run(with_args(s3().unwrap(), args));
+        assert_eq!(r.code, 0, "{args:?}: {}", r.stderr);
+        r
+    };
+    ok(&["sync", src.to_str().unwrap(), &a]);
+    ok(&["sync", src.to_str().unwrap(), &b]);
+    let keys_of_b = || ok(&["ls", "-r", &b]).stdout;
+    let before = keys_of_b();
+    assert_eq!(before.lines().count(), 5, "{before}");
+    let listing = ok(&["ls", "-r", "--json", "--sorted", &format!("{a}/")]).stdout;
+    let lines: Vec<&str> = listing.lines().collect();
+    assert_eq!(
+        lines.len(),
+        6,
+        "five objects and the closing record: {listing}"
+    );
+    assert!(lines[5].starts_with(r#"{"listing_end":"#), "{listing}");
+    let head = |n: usize| {
+        lines[..n]
+            .iter()
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
+    };
+    let cut_at_line = head(2);
+    let cut_mid_line = format!("{}{}", head(2), &lines[2][..lines[2].len() / 2]);
+    let twice = format!("{listing}{}\n", lines[5]);
+    let after_end = format!("{listing}{}\n", lines[0]);
+    let file = dir.path().join("a.jsonl");
+    let f = file.to_str().unwrap();
+    for (what, text, code, needle) in [
+        (
+            "cut at a line",
+            &cut_at_line,
+            2,
+            "no closing record (cut short?)",
+        ),
+        (
+            "cut mid-line",
+            &cut_mid_line,
+            2,
+            "no closing record (cut short?)",
+        ),
+        (
+            "a line after the end",
+            &after_end,
+            2,
+            "no closing record (cut short?)",
+        ),
+        (
+            "two closing records",
+            &twice,
+            1,
+            "after the listing's closing record",
+        ),
+    ] {
+        std::fs::write(&file, text).unwrap();
+        let r = sync_with_listing("--source-listing", f, None, &a, &b);
+        assert_eq!(r.code, code, "{what}: {}", r.stderr);
+        assert!(r.stderr.contains(needle), "{what}: {}", r.stderr);
+        assert!(r.stderr.contains("a.jsonl"), "{what}: {}", r.stderr);
+        assert_eq!(keys_of_b(), before, "{what}: nothing deleted");
+        // As the destination's listing: refused the same way.
+        let r = sync_with_listing("--dest-listing", f, None, &a, &b);
+        assert_eq!(r.code, code, "{what}, dest: {}", r.stderr);
+        assert_eq!(keys_of_b(), before, "{what}, dest: nothing deleted");
+    }
+    // Through a pipe the cut is found only at the end: the listing fails,
+    // and the extras it seemed to show are not deleted.
+    for (what, text) in [
+        ("piped, cut at a line", &cut_at_line),
+        ("piped, cut mid-line", &cut_mid_line),
+    ] {
+        let r = sync_with_listing(
+            "--source-listing",
+            "/dev/stdin",
+            Some(text.as_bytes()),
+            &a,
+            &b,
+        );
+        assert_eq!(r.code, 1, "{what}: {}", r.stderr);
+        assert!(
+            r.stderr
+                .contains("/dev/stdin: the listing has no closing record (cut short?")
+                && r.stderr.contains("nothing deleted"),
+            "{what}: {}",
+            r.stderr
+        );
+        assert!(!r.stderr.contains("trusting"), "{what}: {}", r.stderr);
+        assert_eq!(keys_of_b(), before, "{what}: nothing deleted");
+    }
+    // The whole listing, in a file or a pipe: trusted, and said so.
+    std::fs::write(&file, &listing).unwrap();
+    let r = sync_with_listing("--source-listing", f, None, &a, &b);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let trusted = format!("sync: trusting listing {f} of {a}/ made at ");
+    assert!(
+        r.stderr.contains(&trusted) && r.stderr.contains("(5 objects)"),
+        "{}",
+        r.stderr
+    );
+    let r = sync_with_listing(
+        "--source-listing",
+        "/dev/stdin",
+        Some(listing.as_bytes()),
+        &a,
+        &b,
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("sync: trusting listing /dev/stdin"),
+        "{}",
+        r.stderr
+    );
+    // Not with --quiet.
+    let r = run(with_args(
+        s3().unwrap(),
+        &["--quiet", "sync", "--delete", "--source-listing", f, &a, &b],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains("trusting"), "{}", r.stderr);
+    assert_eq!(keys_of_b(), before);
 }
 
 /// Roots given as `.`, `..`, `./a/../b` or absolute paths: `.` and `..`

@@ -208,3 +208,48 @@ fn passwords_in_endpoint_urls_never_printed() {
         }
     }
 }
+
+/// A proxy password holding `#`, `?`, `/`, `@` or `:` (which end or split
+/// a URL's authority for a parser), or a proxy given without a scheme, is
+/// never printed back: not in the refusal of an unusable proxy URL, not in
+/// the error of a proxy that cannot be reached, not in any log line;
+/// whether it came from a variable or from --proxy.
+#[test]
+fn proxy_passwords_never_printed_whatever_they_hold() {
+    const PW: &str = "ProxyPassword-DoNotPrint-6c0e";
+    let proxies = [
+        format!("http://user:a#{PW}@127.0.0.1:9"),
+        format!("http://user:a?{PW}@127.0.0.1:9"),
+        format!("http://user:a/{PW}@127.0.0.1:9"),
+        format!("http://user:a@{PW}@127.0.0.1:9"),
+        format!("http://user:a:{PW}@127.0.0.1:9"),
+        format!("user:{PW}@127.0.0.1:9"),
+        format!("user:a#{PW}@127.0.0.1:9"),
+        format!("user:a/{PW}@"),
+    ];
+    for (what, flags, log) in verbosities() {
+        for proxy in &proxies {
+            for by_flag in [false, true] {
+                let mut c = shoal();
+                c.env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+                    .env("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
+                    .env("AWS_SECRET_ACCESS_KEY", "x")
+                    .env("AWS_REGION", "us-east-1")
+                    .args(&flags);
+                if by_flag {
+                    c.args(["--proxy", proxy]);
+                } else {
+                    c.env("ALL_PROXY", proxy);
+                }
+                c.args(["--attempts", "1", "ls", "s3://bucket/"]);
+                if let Some(l) = log {
+                    c.env("SHOAL_LOG", l);
+                }
+                let r = run(c);
+                let how = if by_flag { "--proxy" } else { "ALL_PROXY" };
+                assert_ne!(r.code, 0, "{what} {how} {proxy}: {}", r.stderr);
+                assert_clean(&format!("{what} {how} {proxy}"), &r, &[PW]);
+            }
+        }
+    }
+}

@@ -313,10 +313,11 @@ fn ls_of_a_local_folder_lists_what_cp_reads() {
     let urls: Vec<String> = r
         .stdout
         .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            v["url"].as_str().unwrap().to_owned()
-        })
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter_map(|v| v["url"].as_str().map(str::to_owned))
         .collect();
     assert_eq!(urls, [format!("{top}a.txt"), format!("{top}sub/")]);
+    // Then the closing record of a listing that ended without an error.
+    let last: serde_json::Value = serde_json::from_str(r.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["listing_end"]["count"], 2, "{last}");
 }

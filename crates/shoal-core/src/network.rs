@@ -24,7 +24,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::error::{Error, Op, redact};
+use crate::error::{Error, Op};
 
 /// A setting and the variable, flag or keyword it came from (`"HTTPS_PROXY"`,
 /// `"--ca-bundle"`), so an error about it can say where to fix it.
@@ -164,18 +164,67 @@ fn check_proxy_url(s: &Sourced<String>) -> Result<(), Error> {
 }
 
 fn bad_proxy(s: &Sourced<String>, why: &str) -> Error {
+    // `why` comes from a parser: should it quote the value, the
+    // credential goes too.
+    let mut why = why.replace(&s.value, &redact_proxy(&s.value));
+    if let Some(secret) = userinfo(&s.value).filter(|u| !u.is_empty()) {
+        why = why.replace(secret, "***");
+    }
     Error::invalid(
         Op::Parse,
-        redact(&s.value),
+        redact_proxy(&s.value),
         format!("not a usable proxy URL (from {}): {why}", s.from),
     )
-    .with_hint("give it as http://[user:password@]host:port")
+    .with_hint(
+        "give it as http://[user:password@]host:port, with '@', ':', '/', '?' and '#' in the user or password written as %40, %3A, %2F, %3F and %23",
+    )
+}
+
+/// The part of a proxy setting that may hold a credential: everything
+/// between `scheme://` (or the start, when it has no scheme) and the last
+/// `@`. Taken from the raw text, not a parse: a password holding `/`, `?`
+/// or `#` makes a URL parser see a path, query or fragment there, and an
+/// unparseable value still has to be shown without its password. A `@` in
+/// a path hides a little too much, never too little.
+fn userinfo(s: &str) -> Option<&str> {
+    let start = scheme_end(s);
+    s[start..].rfind('@').map(|a| &s[start..start + a])
+}
+
+/// Where a URL's `scheme://` ends (0 without one). A `://` after anything
+/// that cannot be a scheme (`user:pa://ss@host`) is part of the userinfo.
+fn scheme_end(s: &str) -> usize {
+    match s.find("://") {
+        Some(i)
+            if i > 0
+                && s[..i].starts_with(|c: char| c.is_ascii_alphabetic())
+                && s[..i]
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')) =>
+        {
+            i + 3
+        }
+        _ => 0,
+    }
+}
+
+/// A proxy setting as it may be shown: its userinfo (user and password)
+/// replaced by `***`, whatever characters the password holds and whether
+/// or not the value parses as a URL (see [`userinfo`]).
+pub fn redact_proxy(s: &str) -> String {
+    match userinfo(s) {
+        Some(u) => {
+            let start = scheme_end(s);
+            format!("{}***{}", &s[..start], &s[start + u.len()..])
+        }
+        None => s.to_owned(),
+    }
 }
 
 impl fmt::Debug for ProxyConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Proxy URLs may carry a password.
-        let show = |p: &Option<Sourced<String>>| p.as_ref().map(|s| redact(&s.value));
+        let show = |p: &Option<Sourced<String>>| p.as_ref().map(|s| redact_proxy(&s.value));
         f.debug_struct("ProxyConfig")
             .field("http", &show(&self.http))
             .field("https", &show(&self.https))
@@ -188,7 +237,7 @@ impl fmt::Debug for ProxyConfig {
 impl fmt::Debug for Sourced<String> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Such a setting may be a proxy URL with a password.
-        write!(f, "{}={}", self.from, redact(&self.value))
+        write!(f, "{}={}", self.from, redact_proxy(&self.value))
     }
 }
 
@@ -270,6 +319,48 @@ mod tests {
         assert!(star.is_empty() && star.proxies().unwrap().is_empty());
         let d = format!("{:?}", cfg("http://u:hunter2@p:1"));
         assert!(!d.contains("hunter2"), "{d}");
+    }
+
+    /// Passwords holding the characters that end a URL's authority (`/`,
+    /// `?`, `#`), `@` and `:`, or proxies given without a scheme, are never
+    /// shown, whether or not the value parses.
+    #[test]
+    fn proxy_passwords_are_hidden_whatever_they_hold() {
+        for pw in [
+            "hun#ter2",
+            "hun?ter2",
+            "hun/ter2",
+            "hun@ter2",
+            "hun:ter2",
+            "a/b?c#d@e:f",
+        ] {
+            for raw in [
+                format!("http://user:{pw}@proxy:3128"),
+                format!("https://user:{pw}@proxy"),
+                format!("user:{pw}@proxy:3128"),
+                format!("user:{pw}@"),
+                format!("socks5://user:{pw}@proxy"),
+                format!("http://user:{pw}@proxy:99999"),
+                format!("user:{pw}@proxy:3128/path?q#f"),
+            ] {
+                let shown = redact_proxy(&raw);
+                assert!(!shown.contains("ter2"), "{raw} -> {shown}");
+                assert!(shown.contains("***"), "{raw} -> {shown}");
+                let d = format!("{:?}", cfg(&raw));
+                assert!(!d.contains("ter2"), "{d}");
+                if let Err(e) = cfg(&raw).proxies() {
+                    let s = e.to_string();
+                    assert!(!s.contains("ter2"), "{raw}: {s}");
+                    assert!(s.contains("--proxy"), "{s}");
+                }
+            }
+        }
+        // Nothing else is hidden.
+        assert_eq!(redact_proxy("http://proxy:3128"), "http://proxy:3128");
+        assert_eq!(redact_proxy("proxy:3128"), "proxy:3128");
+        assert_eq!(redact_proxy("user:pw@proxy:3128"), "***@proxy:3128");
+        assert_eq!(redact_proxy("user:p://w@proxy"), "***@proxy");
+        assert_eq!(redact_proxy("http://u:p@proxy:1"), "http://***@proxy:1");
     }
 
     #[test]

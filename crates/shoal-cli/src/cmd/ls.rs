@@ -10,6 +10,11 @@
 //! `ls gs://b/dir` behaves like gsutil: it shows the object `dir` if it
 //! exists and the contents of `dir/` if that prefix exists; neither is an
 //! error ("matched no objects"), as is any listing of a missing bucket.
+//!
+//! `--json` ends with a closing record (see [`closing_record`]) only when
+//! the listing ended without an error and exits 0: a listing kept in a file
+//! (for `sync --source-listing`) that lacks it was cut short, and sync
+//! refuses it rather than delete what lies past the cut.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -30,6 +35,8 @@ struct Printer<'a> {
     args: &'a LsArgs,
     objects: u64,
     bytes: u64,
+    /// Lines written (objects and prefixes), for the closing record.
+    records: u64,
     /// `--include`/`--exclude` (only with -r) and the root names are
     /// relative to.
     filter: Option<(Arc<shoal_list::Filter>, String)>,
@@ -44,6 +51,7 @@ impl Printer<'_> {
         }
         let url = loc.with_key(m.key.clone()).to_string();
         self.objects += 1;
+        self.records += 1;
         self.bytes += m.size;
         if self.args.json {
             writeln!(self.out, "{}", meta_json(&url, m))
@@ -62,6 +70,7 @@ impl Printer<'_> {
 
     fn prefix(&mut self, loc: &Location, p: &str) -> std::io::Result<()> {
         let url = loc.with_key(p.to_owned()).to_string();
+        self.records += 1;
         if self.args.json {
             writeln!(
                 self.out,
@@ -110,8 +119,10 @@ pub(crate) async fn run(ctx: &Context, a: LsArgs) -> CmdResult {
         args: &a,
         objects: 0,
         bytes: 0,
+        records: 0,
         filter: filter.map(|f| (f, shoal_list::filter::listing_root(&loc.key))),
     };
+    let started = now();
     let found_any = list(&store, &loc, &a, &mut p).await?;
     if a.long && !a.json && found_any {
         writeln!(
@@ -123,11 +134,49 @@ pub(crate) async fn run(ctx: &Context, a: LsArgs) -> CmdResult {
         )
         .map_err(write_failure)?;
     }
-    p.out.flush().map_err(write_failure)?;
     if !found_any {
+        p.out.flush().map_err(write_failure)?;
         return Err(Failure::Failed(format!("list {}: matched no objects", loc)));
     }
+    if a.json {
+        let end = closing_record(&loc.to_string(), p.records, &a, started);
+        writeln!(p.out, "{end}").map_err(write_failure)?;
+    }
+    p.out.flush().map_err(write_failure)?;
     Ok(())
+}
+
+/// The line that ends `ls --json`: one object with the single key
+/// `listing_end` (an object or prefix line always has `url`), written only
+/// after the listing ended without an error. It says what the listing is
+/// of and how it was made, so `sync --source-listing`/`--dest-listing`
+/// can tell a whole listing of the right place from a cut or a wrong one:
+/// `count` (the lines before it), `complete` (always true: a listing that
+/// failed writes none), `url`, `recursive`, `sorted` (`--sorted` asked),
+/// `filtered` (`--include`/`--exclude` left names out), `started_at` and
+/// `made_at` (UTC; objects written after the start may be missing), and
+/// the `shoal` version.
+pub(crate) fn closing_record(
+    url: &str,
+    count: u64,
+    a: &LsArgs,
+    started: String,
+) -> serde_json::Value {
+    serde_json::json!({"listing_end": {
+        "count": count,
+        "complete": true,
+        "url": url,
+        "recursive": a.recursive,
+        "sorted": a.sorted,
+        "filtered": a.filters.any(),
+        "started_at": started,
+        "made_at": now(),
+        "shoal": env!("CARGO_PKG_VERSION"),
+    }})
+}
+
+fn now() -> String {
+    rfc3339(Some(time::OffsetDateTime::now_utc().unix_timestamp_nanos()))
 }
 
 /// What `ls` asks of each object: as little as what it prints.
@@ -223,6 +272,7 @@ async fn ls_buckets(ctx: &Context, a: &LsArgs, schemes: &[Scheme]) -> CmdResult 
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut failures = Vec::new();
+    let (started, mut count) = (now(), 0);
     for &scheme in schemes {
         let loc = Location {
             scheme,
@@ -243,6 +293,7 @@ async fn ls_buckets(ctx: &Context, a: &LsArgs, schemes: &[Scheme]) -> CmdResult 
             }
         };
         for b in buckets {
+            count += 1;
             let url = format!("{}{}", scheme.prefix(), b.name);
             let r = if a.json {
                 writeln!(
@@ -262,6 +313,10 @@ async fn ls_buckets(ctx: &Context, a: &LsArgs, schemes: &[Scheme]) -> CmdResult 
             };
             r.map_err(write_failure)?;
         }
+    }
+    if failures.is_empty() && a.json {
+        let url = a.url.as_deref().unwrap_or("");
+        writeln!(out, "{}", closing_record(url, count, a, started)).map_err(write_failure)?;
     }
     out.flush().map_err(write_failure)?;
     if failures.is_empty() {
@@ -352,6 +407,7 @@ fn ls_local(loc: &Location, a: &LsArgs, filter: Option<Arc<shoal_list::Filter>>)
     let mut out = std::io::BufWriter::new(stdout.lock());
     let depth = if a.recursive { Depth::All } else { Depth::One };
     let (mut failed, mut written) = (false, Ok(()));
+    let (started, mut count) = (now(), 0);
     shoal_core::walk::walk(top, top, Symlinks::Report, depth, &mut |found| {
         let f = match found {
             Ok(f) => f,
@@ -371,10 +427,15 @@ fn ls_local(loc: &Location, a: &LsArgs, filter: Option<Arc<shoal_list::Filter>>)
         {
             return true;
         }
+        count += 1;
         written = writeln!(out, "{}", local_line(&f, a));
         written.is_ok()
     });
     written.map_err(write_failure)?;
+    if !failed && a.json {
+        let end = closing_record(&loc.key, count, a, started);
+        writeln!(out, "{end}").map_err(write_failure)?;
+    }
     out.flush().map_err(write_failure)?;
     if failed {
         return Err(Failure::Reported);

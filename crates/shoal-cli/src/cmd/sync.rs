@@ -42,6 +42,7 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     let sides = Sides {
         store_for: &store_for,
         filter: &filter,
+        quiet: ctx.quiet,
         projection: if a.checksum {
             Projection::Full
         } else {
@@ -58,10 +59,10 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     let dst_entries = if dst.is_local() && !std::path::Path::new(&dst.key).exists() {
         futures::stream::empty().boxed()
     } else {
-        sides.side(&dst, &a.dest_listing, dst_walk, tally.clone())?
+        sides.side(&dst, &a.dest_listing, dst_walk, tally.clone(), false)?
     };
     let plan = sync_plan(
-        sides.side(&src, &a.source_listing, a.links.walk(), None)?,
+        sides.side(&src, &a.source_listing, a.links.walk(), None, a.delete)?,
         dst_entries,
         dst.clone(),
         sync_options(&a),
@@ -150,6 +151,7 @@ struct Sides<'a> {
     store_for: &'a StoreFor,
     filter: &'a Option<Arc<shoal_list::Filter>>,
     projection: Projection,
+    quiet: bool,
 }
 
 impl Sides<'_> {
@@ -161,6 +163,7 @@ impl Sides<'_> {
         listing: &Option<String>,
         walk: Walk,
         tally: Option<Arc<shoal_list::filter::Tally>>,
+        deleting: bool,
     ) -> Result<BoxStream<'static, shoal_core::Result<Entry>>, Failure> {
         let root = if l.is_local() {
             format!("{}/", l.key.trim_end_matches('/'))
@@ -170,7 +173,13 @@ impl Sides<'_> {
         let local_root = l.is_local().then_some(root.as_str());
         let filter = self.filter.clone();
         if let Some(file) = listing {
-            let entries = crate::listing_file::read(file, l, &root)?;
+            let used = crate::listing_file::Use {
+                side: l,
+                root: &root,
+                deleting,
+                quiet: self.quiet,
+            };
+            let entries = crate::listing_file::read(file, &used)?;
             return Ok(filter_entries_counted(
                 entries, filter, "", local_root, tally,
             ));
