@@ -288,7 +288,16 @@ mod tests {
         let opts = TransferOptions::default();
         let end = data.len() as u64;
         let held = file.turn.lock().await;
-        let write = write_slice(stream, &file, 0, end, "f", "mem://b/k", &opts, Running::new(None));
+        let write = write_slice(
+            stream,
+            &file,
+            0,
+            end,
+            "f",
+            "mem://b/k",
+            &opts,
+            Running::new(None),
+        );
         tokio::pin!(write);
         assert!(futures::poll!(&mut write).is_pending());
         assert_eq!(
@@ -296,7 +305,11 @@ mod tests {
             MAX_BATCH.div_ceil(CHUNK),
             "received up to MAX_BATCH, not WRITE_BATCH, before waiting"
         );
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0, "nothing written");
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            0,
+            "nothing written"
+        );
         drop(held);
         let sums = write.await.unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), data);
