@@ -23,8 +23,10 @@ configuration keywords; every worker process builds its own stores.
 - :func:`read_bag`: the lines (or whole bytes) of every object, as a bag.
 - :func:`du`: sizes and counts.
 - :func:`sync`: a bucket prefix made to hold what another holds, range by
-  range on the workers (``--delete`` only after every range's listings
-  ended).
+  range on the workers, each range by ``shoal sync``'s own engine (its
+  comparison rules and guards; Python only places the ranges and
+  gathers); extras deleted only once every range ended and nothing
+  failed.
 """
 
 from __future__ import annotations
@@ -111,14 +113,14 @@ def _distributed_client(client: Any) -> Any:
         return None
 
 
-def _list_task(session: _shoal.Session, url: str, start: str, end: str | None, max_keys: int, detail: str):
-    """One range's share (runs on a worker): its records, and a summary
-    for the client (count, first and last key, where to go on)."""
+def _list_task(session: _shoal.Session, url: str, start: str, end: str | None, max_keys: int, detail: str, keep: bool = True):
+    """One range's share (runs on a worker): its records (none unless
+    ``keep``), and a summary for the client (count, first and last key,
+    where to go on)."""
     objs, nxt = _shoal.list_range(session, url, start, end, max_keys, detail)
-    recs = _records(objs)
-    first = recs[0]["key"] if recs else None
-    last = recs[-1]["key"] if recs else None
-    return recs, (len(recs), first, last, nxt)
+    first = objs[0].key if objs else None
+    last = objs[-1].key if objs else None
+    return (_records(objs) if keep else []), (len(objs), first, last, nxt)
 
 
 @dataclass
@@ -149,11 +151,12 @@ def list_partitions(url: str, *, client: Any = None, keys_per_task: int = 100_00
     return [data for _, _, data in _list_ranges(url, c, keys_per_task, max_tasks, detail, stats, s)]
 
 
-def _list_ranges(url: str, c: Any, keys_per_task: int, max_tasks: int | None, detail: str, stats: ListingStats | None, s: _shoal.Session) -> list[tuple[str, str | None, Any]]:
+def _list_ranges(url: str, c: Any, keys_per_task: int, max_tasks: int | None, detail: str, stats: ListingStats | None, s: _shoal.Session, keep: bool = True) -> list[tuple[str, str | None, Any]]:
     """:func:`list_partitions`' work: ``(start, stop, future)`` for each
     listed range, in key order; the ranges tile the prefix (``stop`` None:
     to its end), so another listing cut at the same keys (a sync's
-    destination) meets each key in exactly one of them."""
+    destination) meets each key in exactly one of them. Without ``keep``
+    the futures hold empty lists: only the ranges are wanted."""
     from distributed import as_completed
 
     prefix = _key(url)
@@ -165,7 +168,7 @@ def _list_ranges(url: str, c: Any, keys_per_task: int, max_tasks: int | None, de
     done = as_completed()
 
     def submit(start: str, end: str | None) -> None:
-        t = c.submit(_list_task, s, url, start, end, keys_per_task, detail, pure=False)
+        t = c.submit(_list_task, s, url, start, end, keys_per_task, detail, keep, pure=False)
         summary = c.submit(operator.itemgetter(1), t, pure=False)
         running[summary] = (start, end, c.submit(operator.itemgetter(0), t, pure=False))
         done.add(summary)
@@ -464,133 +467,96 @@ class SyncResult:
     copied: int = 0
     bytes: int = 0
     deleted: int = 0
-    #: ``(source or destination, destination or "", message)`` for every
-    #: object that failed, and for deletions refused.
-    failures: list[tuple[str, str, str]] = field(default_factory=list)
+    #: Names only the destination holds (deleted with ``delete``, unless
+    #: held back: see :func:`sync`).
+    extras: int = 0
+    #: Copies not made as expected or asked (``no_clobber``).
+    skipped: int = 0
+    #: One line for every copy, listing page or deletion that failed, and
+    #: for deletions held back or refused, each naming its URL.
+    failures: list[str] = field(default_factory=list)
     #: Ranges the source listing was split into (one sync task each).
     tasks: int = 0
 
 
-#: Copies handed to the engine at once by one sync task.
-_SYNC_BATCH = 1000
+def _sync_range(session: _shoal.Session, src: str, dst: str, start: str, stop: str | None, delete: bool, compare: dict[str, bool], max_workers: int | None, chunk_size: int | None) -> tuple[dict[str, Any], list[str]]:
+    """One source range synced by the engine (runs on a worker): its
+    summary for the client, and the extras' URLs (only with ``delete``),
+    which stay on the worker until the second phase deletes them."""
+    r = _shoal.sync_range(session, src, dst, start, stop, delete=delete, workers=max_workers, chunk_size=chunk_size, **compare)
+    return r, r.pop("extra_urls")
 
 
-def _newer(a: Any, b: Any) -> bool:
-    return a is None or b is None or a > b
-
-
-def _sync_range(src_recs: list[dict[str, Any]], src_prefix: str, dst: str, start: str, stop: str | None, session: _shoal.Session, delete: bool, max_workers: int | None, chunk_size: int | None) -> tuple[tuple[int, int, list[tuple[str, str, str]], int], list[str]]:
-    """One source range synced (runs on a worker): the destination's same
-    range is listed page by page and merged with the source's records (both
-    in key order); what differs (size, or a newer source) is copied in
-    batches; what only the destination holds is returned, to be deleted
-    only once every range's listings ended (see :func:`sync`)."""
-    dst_prefix = _key(dst)
-    lo = dst_prefix + start[len(src_prefix):]
-    hi = None if stop is None else dst_prefix + stop[len(src_prefix):]
-
-    def dest():
-        at = lo
-        while True:
-            objs, nxt = _shoal.list_range(session, dst, at, hi, 10_000, "size")
-            for o in objs:
-                yield o.key[len(dst_prefix):], o
-            if nxt is None:
-                return
-            at = nxt
-
-    copied = nbytes = 0
-    failures: list[tuple[str, str, str]] = []
-    extras: list[str] = []
-    pairs: list[tuple[str, str]] = []
-
-    def flush() -> None:
-        nonlocal copied, nbytes
-        if pairs:
-            c, b, f = _copy_part(pairs, session, max_workers, chunk_size)
-            copied, nbytes = copied + c, nbytes + b
-            failures.extend(f)
-            pairs.clear()
-
-    theirs = dest()
-    d = next(theirs, None)
-    for r in src_recs:
-        rel = r["key"][len(src_prefix):]
-        while d is not None and d[0] < rel:
-            extras.append(d[1].url)
-            d = next(theirs, None)
-        same = d is not None and d[0] == rel and d[1].size == r["size"] and not _newer(r["updated"], d[1].updated)
-        if d is not None and d[0] == rel:
-            d = next(theirs, None)
-        if not same:
-            pairs.append((r["url"], _shoal.destination(dst, rel, r["url"])))
-            if len(pairs) >= _SYNC_BATCH:
-                flush()
-    while d is not None:
-        extras.append(d[1].url)
-        d = next(theirs, None)
-    flush()
-    return (copied, nbytes, failures, len(extras)), (extras if delete else [])
-
-
-def _delete_listed(urls: list[str], session: _shoal.Session, max_workers: int | None) -> tuple[int, list[tuple[str, str, str]]]:
+def _delete_listed(urls: list[str], session: _shoal.Session, max_workers: int | None) -> tuple[int, list[str]]:
     if not urls:
         return 0, []
     results = _shoal.delete_many(session, urls, max_workers)
-    failures = [(u, "", str(r)) for u, r in zip(urls, results) if isinstance(r, BaseException)]
+    failures = [str(r) for r in results if isinstance(r, BaseException)]
     return len(urls) - len(failures), failures
 
 
-def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_delete: int | None = None, delete_when_source_empty: bool = False, keys_per_task: int = 100_000, max_workers: int | None = None, chunk_size: int | None = None, session: _shoal.Session | None = None, **options: Any) -> SyncResult:
+def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_delete: int | None = None, delete_when_source_empty: bool = False, ignore_errors: bool = False, checksum: bool = False, size_only: bool = False, update: bool = False, no_clobber: bool = False, keys_per_task: int = 100_000, max_workers: int | None = None, chunk_size: int | None = None, session: _shoal.Session | None = None, **options: Any) -> SyncResult:
     """Makes the bucket prefix ``dst`` hold what ``src`` holds, on a
-    distributed cluster, as ``shoal sync`` does on one machine: an object
-    is copied when the destination lacks it, its size differs, or the
-    source is newer. The source is listed by the workers
-    (:func:`list_partitions`); each listed range is synced by one task
-    that lists the destination's same range and merges the two in key
-    order, so no process holds either listing whole.
+    distributed cluster, as ``shoal sync`` does on one machine and by the
+    same engine: an object is copied when the destination lacks it, its
+    size differs, or the source is newer; ``checksum``, ``size_only``,
+    ``update`` and ``no_clobber`` change that as the CLI's flags do. The
+    workers first find ranges of the source's keys (a listing split
+    across them, :func:`list_partitions`, that keeps no keys); then each
+    range is one task that lists that range of both sides page by page
+    and merges them in key order (``shoal_transfer::sync::sync_range``),
+    so no process holds either listing whole.
 
-    With ``delete``, what only the destination holds is deleted, and only
-    after every range of both listings ended without an error (a failed
-    task raises, and nothing is deleted); never when the source lists
-    nothing (unless ``delete_when_source_empty``), nor when more than
-    ``max_delete`` would go (reported in ``failures``, nothing deleted).
-    Both URLs are bucket prefixes (``gs://``, ``s3://``), not globs."""
-    for u in (src, dst):
-        if "://" not in u or u.startswith("file://") or _api._has_wildcard(u):
-            raise ValueError(f"sync {u}: takes gs:// or s3:// bucket prefixes, not local paths or globs")
+    With ``delete``, what only the destination holds is deleted in a
+    second phase, after every range's task ended, and only if none of
+    them raised and no copy or listing page in any range failed (as rsync
+    and rclone hold deletes back after an error; ``ignore_errors=True``
+    deletes anyway, and a failed task still raises before anything is
+    deleted). Never when the source lists nothing (unless
+    ``delete_when_source_empty``), nor when more than ``max_delete`` would
+    go: a line in ``failures`` says why, and nothing is deleted. Both
+    URLs are bucket prefixes (``gs://``, ``s3://``), not globs, neither
+    inside the other."""
+    _shoal.check_sync(src, dst)
+    if checksum and size_only:
+        raise ValueError("sync: checksum and size_only exclude each other")
     c = _distributed_client(client)
     if c is None:
         raise ValueError("shoal.dask.sync needs a dask.distributed Client (or use shoal sync)")
     src, dst = _as_dir(src), _as_dir(dst)
-    a, b = (u if u.endswith("/") else u + "/" for u in (src, dst))
-    if a.startswith(b) or b.startswith(a):
-        raise ValueError(f"sync {src} {dst}: the source and destination overlap (one holds the other); nothing was done")
     s = resolve(session, options)
     st = ListingStats()
-    ranges = _list_ranges(src, c, keys_per_task, None, "size", st, s)
+    ranges = _list_ranges(src, c, keys_per_task, None, "name", st, s, keep=False)
     if delete and st.objects == 0 and not delete_when_source_empty:
         raise ValueError(
             f"sync --delete {src}: the source lists nothing, so this would delete everything in {dst}; nothing was done"
             " (check the source URL, or pass delete_when_source_empty=True if that is what you want)"
         )
-    prefix = _key(src)
+    compare = {"checksum": checksum, "size_only": size_only, "update": update, "no_clobber": no_clobber}
     summaries, extras = [], []
-    for start, stop, data in ranges:
-        t = c.submit(_sync_range, data, prefix, dst, start, stop, s, delete, max_workers, chunk_size, pure=False)
+    for start, stop, _ in ranges:
+        t = c.submit(_sync_range, s, src, dst, start, stop, delete, compare, max_workers, chunk_size, pure=False)
         summaries.append(c.submit(operator.itemgetter(0), t, pure=False))
         extras.append(c.submit(operator.itemgetter(1), t, pure=False))
     res = SyncResult(tasks=len(ranges))
-    n_extras = 0
-    # A failed range raises here, before anything is deleted.
-    for copied, nbytes, failures, n in c.gather(summaries):
-        res.copied += copied
-        res.bytes += nbytes
-        res.failures.extend(failures)
-        n_extras += n
-    if delete and n_extras:
-        if max_delete is not None and n_extras > max_delete:
-            res.failures.append((dst, "", f"sync --delete: {n_extras} extras not deleted: more than max_delete={max_delete}; nothing was deleted"))
+    failed = 0
+    # A failed task raises here, before anything is deleted.
+    for r in c.gather(summaries):
+        res.copied += r["copied"]
+        res.bytes += r["bytes"]
+        res.skipped += r["skipped"]
+        res.extras += r["extras"]
+        res.failures.extend(r["failures"])
+        failed += r["failed"]
+    n = res.extras
+    if delete and n:
+        held = None
+        if failed and not ignore_errors:
+            held = f"{failed} copies or listing pages failed (named above; ignore_errors=True deletes anyway)"
+        elif max_delete is not None and n > max_delete:
+            held = f"more than max_delete={max_delete}; nothing was deleted"
+        if held is not None:
+            res.failures.append(f"sync --delete {dst}: {n} extra{'' if n == 1 else 's'} not deleted: {held}")
         else:
             for deleted, failures in c.gather([c.submit(_delete_listed, e, s, max_workers, pure=False) for e in extras]):
                 res.deleted += deleted

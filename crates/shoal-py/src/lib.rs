@@ -17,7 +17,8 @@
 //! - [`objects`]: `ObjectInfo`, what a listing or stat returns.
 //! - [`errors`]: shoal's error kinds → the `shoal.errors` hierarchy.
 //! - [`list`], [`list_stream`], [`transfer`], [`cat`], [`read`],
-//!   [`presign`]: the operations.
+//!   [`presign`]: the operations; [`ranges`] and [`sync`]: a listing and
+//!   a sync split into key ranges for Dask.
 
 mod cat;
 mod errors;
@@ -29,6 +30,7 @@ mod ranges;
 mod read;
 mod runtime;
 mod session;
+mod sync;
 mod transfer;
 
 use pyo3::prelude::*;
@@ -49,6 +51,8 @@ fn _shoal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(pyo3::wrap_pyfunction!(list_stream::iter_objects, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(ranges::list_range, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(ranges::cut_range, m)?)?;
+    m.add_function(pyo3::wrap_pyfunction!(sync::sync_range, m)?)?;
+    m.add_function(pyo3::wrap_pyfunction!(sync::check_sync, m)?)?;
     list::register(m)?;
     transfer::register(m)?;
     cat::register(m)?;

@@ -27,17 +27,25 @@
 //! asked for (a typo in a prefix must not empty a destination). Each
 //! side's order is checked as it arrives; a name out of order ends the
 //! plan.
+//!
+//! [`sync_range`] is the same plan over one key range of the source and
+//! the destination's matching range, for a sync split across processes
+//! (`shoal.dask.sync`): the names map one to one between the two prefixes
+//! and keep their order, so the ranges that tile the source tile the
+//! destination too, and every name is decided by exactly one range.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::stream::{BoxStream, StreamExt};
-use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, StoreFor};
+use shoal_core::{
+    Error, ErrorKind, ListRequest, Location, ObjectMeta, Op, Projection, Result, Store, StoreFor,
+};
 
 use crate::batch::Action;
 use crate::rate::Rates;
 use crate::same::same_bytes;
-use crate::tree::{Entry, destination};
+use crate::tree::{Entry, destination, sync_root};
 
 /// How `sync` decides that a file differs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +152,138 @@ pub fn sync_plan(
         stats.done(entries);
         futures::future::ready(decided)
     })
+    .boxed()
+}
+
+/// One key range of a sync's source: the keys `k` with `start <= k` and,
+/// when there is an `end`, `k < end` (whole keys, starting with the
+/// source's prefix, as a ranged listing splits them).
+#[derive(Debug, Clone, Default)]
+pub struct KeyRange {
+    /// First key of the range (inclusive); the prefix itself for the first.
+    pub start: String,
+    /// Where the range ends (exclusive); None: the prefix's end.
+    pub end: Option<String>,
+}
+
+/// [`sync_plan`] for one [`KeyRange`] of `src` (a bucket prefix, taken as
+/// a folder as `shoal sync` takes it): the source range and the
+/// destination's same range (the same names below `dst`) are listed page
+/// by page, in key order, and merged. Extras come as deletes at the end,
+/// as the plan makes them; a caller splitting a sync holds them until
+/// every range has ended (see the module docs). A range whose bounds do
+/// not lie below `src` is refused.
+pub fn sync_range(
+    src: &Location,
+    dst: &Location,
+    range: &KeyRange,
+    opts: SyncOptions,
+    store_for: StoreFor,
+    rates: Rates,
+) -> Result<BoxStream<'static, Result<Action>>> {
+    let (src_root, dst_root) = (sync_root(src), sync_root(dst));
+    // A bound's name below the source; the prefix itself (or less) is the
+    // range's very start.
+    let rel = |k: &str| -> Result<String> {
+        if k <= src_root.as_str() {
+            return Ok(String::new());
+        }
+        k.strip_prefix(src_root.as_str())
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                Error::invalid(
+                    Op::List,
+                    src.to_string(),
+                    format!(
+                        "sync range bound {k:?} does not lie below the source's prefix {src_root:?}"
+                    ),
+                )
+            })
+    };
+    let start = rel(&range.start)?;
+    let end = range.end.as_deref().map(rel).transpose()?;
+    let projection = if opts.compare == Compare::Checksum {
+        Projection::Full
+    } else {
+        Projection::NameSizeTime
+    };
+    let side = |l: &Location, root: &str| -> Result<BoxStream<'static, Result<Entry>>> {
+        let at = |r: &str| format!("{root}{r}");
+        Ok(range_entries(
+            store_for(l)?,
+            &l.with_key(root.to_owned()),
+            (!start.is_empty()).then(|| at(&start)),
+            end.as_deref().map(at),
+            projection,
+        ))
+    };
+    Ok(sync_plan(
+        side(src, &src_root)?,
+        side(dst, &dst_root)?,
+        dst.with_key(dst_root.clone()),
+        opts,
+        store_for,
+        rates,
+        None,
+    ))
+}
+
+/// Everything below `prefix` (a bucket prefix) whose key lies in
+/// `[start, end)`, in key order, one page at a time, as entries named
+/// relative to the prefix. Sequential: a split sync's parallelism is its
+/// ranges. A page that fails ends the listing with that error.
+pub fn range_entries(
+    store: Arc<dyn Store>,
+    prefix: &Location,
+    start: Option<String>,
+    end: Option<String>,
+    projection: Projection,
+) -> BoxStream<'static, Result<Entry>> {
+    let req = ListRequest {
+        prefix: prefix.key.clone(),
+        start_offset: start,
+        end_offset: end.clone(),
+        projection,
+        ..Default::default()
+    };
+    let base = prefix.clone();
+    futures::stream::unfold(Some(req), move |req| {
+        let (store, base, end) = (store.clone(), base.clone(), end.clone());
+        async move {
+            let mut req = req?;
+            let page = match store.list_page(&base.bucket, &req).await {
+                Ok(p) => p,
+                Err(e) => return Some((vec![Err(e.with_url(base.to_string()))], None)),
+            };
+            let mut out = Vec::with_capacity(page.objects.len());
+            let mut past_end = false;
+            for meta in page.objects {
+                // Stores without an end offset (S3) stop on the client.
+                if end.as_deref().is_some_and(|e| meta.key.as_str() >= e) {
+                    past_end = true;
+                    break;
+                }
+                let rel = meta
+                    .key
+                    .strip_prefix(base.key.as_str())
+                    .unwrap_or(&meta.key);
+                out.push(Ok(Entry {
+                    src: base.with_key(meta.key.clone()),
+                    rel: rel.to_owned(),
+                    meta,
+                }));
+            }
+            let next = match page.next_page_token {
+                Some(t) if !past_end => {
+                    req.page_token = Some(t);
+                    Some(req)
+                }
+                _ => None,
+            };
+            Some((out, next))
+        }
+    })
+    .flat_map(futures::stream::iter)
     .boxed()
 }
 
@@ -928,6 +1068,75 @@ mod tests {
         );
         assert_eq!(stats.held.load(Ordering::Relaxed), 0);
         let _ = Scheme::Gs;
+    }
+
+    /// A range of the source meets the destination's same range only:
+    /// names outside it are neither copied nor called extra, and a bound
+    /// outside the source's prefix is refused.
+    #[tokio::test]
+    async fn a_range_decides_only_its_own_names() {
+        use bytes::Bytes;
+        use shoal_core::PutOptions;
+        use shoal_core::memory::MemoryStore;
+        let mem = Arc::new(MemoryStore::new());
+        mem.create_bucket("b").await.unwrap();
+        let put = |k: &'static str, v: &'static [u8]| {
+            let mem = mem.clone();
+            async move {
+                mem.put("b", k, Bytes::from_static(v), &PutOptions::default())
+                    .await
+                    .unwrap()
+            }
+        };
+        for k in ["src/a", "src/b", "src/c", "src/d", "src/e"] {
+            put(k, b"one").await;
+        }
+        // Written after the source: newer, so equal sizes are the same.
+        put("dst/b", b"one").await;
+        put("dst/bb", b"extra").await;
+        put("dst/c", b"other size").await;
+        put("dst/e2", b"extra elsewhere").await;
+        let store: Arc<dyn Store> = mem.clone();
+        let store_for: StoreFor = Arc::new(move |_: &Location| Ok(store.clone()));
+        let src = Location::parse("s3://b/src").unwrap();
+        let dst = Location::parse("s3://b/dst/").unwrap();
+        let run = |start: &str, end: Option<&str>| {
+            let range = KeyRange {
+                start: start.into(),
+                end: end.map(Into::into),
+            };
+            let plan = sync_range(
+                &src,
+                &dst,
+                &range,
+                opts(true),
+                store_for.clone(),
+                Rates::default(),
+            );
+            async move {
+                let mut got: Vec<String> = plan?
+                    .map(|a| match a {
+                        Ok(Action::Copy { dst, .. }) => format!("copy {}", dst.key),
+                        Ok(Action::Delete { dst }) => format!("delete {}", dst.key),
+                        Err(e) => format!("error {e}"),
+                    })
+                    .collect()
+                    .await;
+                got.sort();
+                Ok::<_, Error>(got)
+            }
+        };
+        assert_eq!(
+            run("src/b", Some("src/d")).await.unwrap(),
+            ["copy dst/c", "delete dst/bb"]
+        );
+        assert_eq!(run("src/", Some("src/b")).await.unwrap(), ["copy dst/a"]);
+        assert_eq!(
+            run("src/d", None).await.unwrap(),
+            ["copy dst/d", "copy dst/e", "delete dst/e2"]
+        );
+        let e = run("t/x", None).await.unwrap_err();
+        assert!(e.to_string().contains("does not lie below"), "{e}");
     }
 
     /// Extras past the memory limit go through the temporary file and
