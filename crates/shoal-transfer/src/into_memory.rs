@@ -301,7 +301,16 @@ mod tests {
         end: Option<i64>,
     ) -> Result<Read> {
         let store: Arc<dyn Store> = mem.clone();
-        read_into_memory(store, loc, start, end, None, &opts(), RetryPolicy::default()).await
+        read_into_memory(
+            store,
+            loc,
+            start,
+            end,
+            None,
+            &opts(),
+            RetryPolicy::default(),
+        )
+        .await
     }
 
     /// Flips one byte of the third slice, leaving the object's checksums.
@@ -348,7 +357,10 @@ mod tests {
             assert_eq!((r.bytes == body(), r.verified), (true, verified));
             damage(&mem);
             let e = read(&mem, &loc, None, None).await.unwrap_err();
-            assert!(e.to_string().contains(&format!("{} mismatch", kind.name())), "{e}");
+            assert!(
+                e.to_string().contains(&format!("{} mismatch", kind.name())),
+                "{e}"
+            );
         }
     }
 
@@ -410,7 +422,9 @@ mod tests {
             assert_eq!(read(&mem, &loc, start, end).await.unwrap().bytes, want);
         }
         // Empty objects read as empty, whole or from offset 0.
-        mem.put("b", "e", Bytes::new(), &Default::default()).await.unwrap();
+        mem.put("b", "e", Bytes::new(), &Default::default())
+            .await
+            .unwrap();
         let loc = Location::parse("gs://b/e").unwrap();
         for (start, end) in [(None, None), (Some(0), Some(10))] {
             assert!(read(&mem, &loc, start, end).await.unwrap().bytes.is_empty());

@@ -49,6 +49,9 @@ impl Shared {
             return Ok(()); // a slice failed and said so
         }
         let got = Received::combine(got.iter().flatten());
-        (self.expected().check_md5(&got, md5, Op::Read, &self.url, "")).map(drop)
+        (self
+            .expected()
+            .check_md5(&got, md5, Op::Read, &self.url, ""))
+        .map(drop)
     }
 }

@@ -391,7 +391,11 @@ async fn md5_only_objects_are_checked_in_order_and_a_damaged_one_named() {
     for mode in [Decompress::Off, Decompress::Detect] {
         let got = read_all(&set, opts(mode, true, 4 << 20)).await;
         for ((_, out), (key, stored, decoded)) in got.into_iter().zip(&set.objects) {
-            let want = if mode == Decompress::Off { stored } else { decoded };
+            let want = if mode == Decompress::Off {
+                stored
+            } else {
+                decoded
+            };
             assert!(out.as_ref().unwrap() == want, "{key} differs");
         }
     }
@@ -405,10 +409,16 @@ async fn md5_only_objects_are_checked_in_order_and_a_damaged_one_named() {
     for mode in [Decompress::Off, Decompress::Detect] {
         let got = read_all(&set, opts(mode, true, 4 << 20)).await;
         let e = got[0].1.as_ref().unwrap_err();
-        assert!(e.contains("gs://b/a.txt") && e.contains("MD5 mismatch"), "{e}");
+        assert!(
+            e.contains("gs://b/a.txt") && e.contains("MD5 mismatch"),
+            "{e}"
+        );
         if mode == Decompress::Off {
             let e = got[4].1.as_ref().unwrap_err();
-            assert!(e.contains("gs://b/e.zst") && e.contains("MD5 mismatch"), "{e}");
+            assert!(
+                e.contains("gs://b/e.zst") && e.contains("MD5 mismatch"),
+                "{e}"
+            );
         }
         assert!(got[1].1.is_ok(), "the others still read");
     }
