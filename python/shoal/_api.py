@@ -188,7 +188,12 @@ async def stat_async(url: str, *, session: _shoal.Session | None = None, **optio
 
 
 def cat(url: str, start: int | None = None, end: int | None = None, *, session: _shoal.Session | None = None, **options: Any) -> bytes:
-    """The object's bytes ``[start, end)``, fetched with parallel ranged reads."""
+    """The object's bytes ``[start, end)``, fetched with parallel ranged
+    reads. A whole object is checked against the store's checksum (CRC32C,
+    CRC32, CRC64NVME, a composite one part by part, else MD5) and a
+    mismatch raises :class:`shoal.errors.IntegrityError`; a range of an
+    object cannot be (no stored checksum covers it) and is checked by its
+    length."""
     return _shoal.cat(resolve(session, options), url, start, end)
 
 
@@ -437,8 +442,9 @@ def read(
     in key order; local paths are files), through the engine ``shoal cat``
     uses: objects fetched ahead on many connections within ``read_ahead``
     bytes (default 256 MiB), big objects as parallel ranges, each object
-    checked against the store's checksum (CRC32C, CRC32, CRC64NVME or a
-    composite one). Memory stays within that budget however much is read.
+    checked against the store's checksum (CRC32C, CRC32, CRC64NVME, a
+    composite one, else MD5). Memory stays within that budget however
+    much is read.
 
     Decompression is ``shoal cat``'s: objects stored with
     ``Content-Encoding: gzip`` are always decoded (that is their content);

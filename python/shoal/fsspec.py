@@ -43,6 +43,12 @@ so an object is always the old one or the whole new one:
 A file opened for reading reads the version it first saw (GCS generation,
 S3 ETag): if the object is replaced while the file is open, the next read
 raises ``ChangedError`` instead of returning a mix of both versions.
+
+``cat``/``cat_file`` of a whole object, and a file whose first read takes
+the whole object, are checked against the store's checksum (CRC32C,
+CRC32, CRC64NVME, composite, else MD5: ``IntegrityError`` on a mismatch).
+A byte range is not (no stored checksum covers part of an object): block
+reads of a bigger file are only pinned to its version and their length.
 """
 
 from __future__ import annotations

@@ -105,6 +105,20 @@ impl MemoryStore {
         self.inner.lock().unwrap().in_flight -= 1;
     }
 
+    /// Changes a stored object's bytes or metadata in place, as a disk or
+    /// a server that damaged it would (or a store that kept other
+    /// checksums): what is read back then disagrees with what it says.
+    /// Panics if the object does not exist (tests only).
+    pub fn tamper(&self, bucket: &str, key: &str, f: impl FnOnce(&mut Vec<u8>, &mut ObjectMeta)) {
+        let mut inner = self.inner.lock().unwrap();
+        let (data, meta) = (inner.buckets.get_mut(bucket))
+            .and_then(|b| b.get_mut(key))
+            .expect("tamper: no such object");
+        let mut bytes = data.to_vec();
+        f(&mut bytes, meta);
+        *data = Bytes::from(bytes);
+    }
+
     /// Body streams break (with a retryable error) after `n` bytes.
     pub fn cut_streams_after(&self, n: Option<usize>) {
         self.inner.lock().unwrap().cut_streams_after = n;

@@ -3,8 +3,9 @@
 //!
 //! The work is [`shoal_transfer::read::Reader`]'s: objects requested ahead
 //! with up to 128 requests in flight (`workers=` sets it) within a `read_ahead` byte budget, big objects
-//! as parallel ranges, decoding on blocking threads, CRC32C checked per
-//! object, in listing order unless `ordered` is off. Decompression follows
+//! as parallel ranges, decoding on blocking threads, each object checked
+//! against the store's checksum as `shoal cat` checks it (CRC32C, CRC32 /
+//! CRC64NVME, composite part by part, MD5, else the length), in listing order unless `ordered` is off. Decompression follows
 //! `cat`: `Content-Encoding: gzip` always (the object's content is the
 //! decoded bytes), zstd/gzip by magic bytes then extension when asked
 //! (`cat -d`), nothing at all when told not to (`cat --no-decompress`).
@@ -25,7 +26,7 @@
 //!   memory stays within `read_ahead` plus [`CHANNEL`] batches, however big
 //!   the dataset.
 //!
-//! Like a Python file, the first error (a missing object, a CRC32C
+//! Like a Python file, the first error (a missing object, a checksum
 //! mismatch, a corrupt frame naming the object and compressed offset)
 //! is raised and ends the iteration; `cat` reports it and goes on instead.
 //! Lines are cut in Python (python/shoal/_api.py) from the object

@@ -31,6 +31,7 @@ pub mod copy;
 pub mod decode;
 pub mod download;
 pub mod guard;
+pub mod into_memory;
 pub mod metadata;
 mod multipart;
 pub mod partial;

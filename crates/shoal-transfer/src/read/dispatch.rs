@@ -71,6 +71,7 @@ pub(super) async fn dispatch(
             Body::Direct {
                 slices: rxs,
                 checked: false,
+                md5: Md5InOrder::default(),
             }
         } else {
             match decoded_body(rxs, &shared, &opts, &pool, &decode_jobs) {
@@ -133,6 +134,8 @@ fn decoded_body(
         pos: 0,
         consumed: 0,
         error: None,
+        md5: Md5InOrder::default(),
+        shared: shared.clone(),
     };
     let job_shared = shared.clone();
     let shared = shared.clone();

@@ -42,7 +42,10 @@
 //! the fetched bytes, combined over slices, are checked against the
 //! store's checksum at the end of each object (bytes already written
 //! cannot be taken back, so a mismatch is an error after the fact, naming
-//! the object). Where the listing had no checksum (S3's never has), the
+//! the object). An object whose only checksum is an MD5 is hashed in
+//! order as its bytes are handed on (by its decoder thread, or by
+//! [`Object::next`] for bytes read as stored): MD5 cannot be combined
+//! from slices, and the order is there anyway. Where the listing had no checksum (S3's never has), the
 //! first slice asks for the whole object, whose headers carry it (and, for
 //! a composite one, asks where the parts end), and the object's other
 //! slices wait for that before hashing: which CRC to compute and where to
@@ -74,7 +77,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::decode::{self, Codec, Decompress, MAGIC_LEN, MAX_FEED};
-use crate::verify::{Expected, Received};
+use crate::verify::{Expected, Md5InOrder, Received};
 
 mod chunk;
 mod dispatch;
@@ -261,6 +264,7 @@ enum Body {
     Direct {
         slices: VecDeque<UnboundedReceiver<Piece>>,
         checked: bool,
+        md5: Md5InOrder,
     },
     /// Blocks from the object's decoding thread.
     Decoded(UnboundedReceiver<Result<Chunk>>),
@@ -279,15 +283,23 @@ impl Object {
         }
         match &mut self.body {
             Body::Decoded(rx) => rx.recv().await,
-            Body::Direct { slices, checked } => loop {
+            Body::Direct {
+                slices,
+                checked,
+                md5,
+            } => loop {
                 let Some(rx) = slices.front_mut() else {
                     if std::mem::replace(checked, true) {
                         return None;
                     }
-                    return self.shared.check_crc().err().map(Err);
+                    let md5 = std::mem::take(md5).finish(&self.shared.expected());
+                    return self.shared.check_crc(md5).err().map(Err);
                 };
                 match rx.recv().await {
-                    Some(Ok((data, hold))) => return Some(Ok(Chunk::held(data, hold))),
+                    Some(Ok((data, hold))) => {
+                        md5.update(|| self.shared.expected(), &data);
+                        return Some(Ok(Chunk::held(data, hold)));
+                    }
                     Some(Err(e)) => {
                         slices.clear();
                         *checked = true;

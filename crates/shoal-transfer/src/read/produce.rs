@@ -27,7 +27,7 @@ pub(super) fn produce(
                 return Ok(());
             }
         }
-        return shared.check_crc();
+        return shared.check_crc(input.md5_digest());
     }
     let cap_sem = Arc::new(Semaphore::new(cap));
     let mut dec = DecodeState {
@@ -84,7 +84,7 @@ pub(super) fn produce(
     if shared.cancelled.load(Ordering::Relaxed) {
         return Ok(());
     }
-    shared.check_crc()
+    shared.check_crc(input.md5_digest())
 }
 
 /// The decoder's input, with what is needed to word its errors.
@@ -127,9 +127,17 @@ pub(super) struct SliceReader {
     pub(super) pos: usize,
     pub(super) consumed: u64,
     pub(super) error: Option<Error>,
+    /// Every compressed piece passes here once, in order.
+    pub(super) md5: Md5InOrder,
+    pub(super) shared: Arc<Shared>,
 }
 
 impl SliceReader {
+    /// The MD5 of the pieces received, if the object expects one.
+    pub(super) fn md5_digest(&mut self) -> Option<[u8; 16]> {
+        std::mem::take(&mut self.md5).finish(&self.shared.expected())
+    }
+
     /// The next chunk from the channels.
     pub(super) fn recv_piece(
         &mut self,
@@ -140,7 +148,11 @@ impl SliceReader {
             };
             match rx.blocking_recv() {
                 Some(Ok(p)) if p.0.is_empty() => {}
-                Some(Ok(p)) => return Ok(Some(p)),
+                Some(Ok(p)) => {
+                    let shared = &self.shared;
+                    self.md5.update(|| shared.expected(), &p.0);
+                    return Ok(Some(p));
+                }
                 Some(Err(e)) => {
                     self.slices.clear();
                     let msg = e.to_string();

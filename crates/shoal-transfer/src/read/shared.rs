@@ -40,14 +40,18 @@ impl Shared {
         }
     }
 
-    /// Compares the fetched bytes, combined over slices, with what the
-    /// store keeps ([`Expected::check`]).
-    pub(super) fn check_crc(&self) -> Result<()> {
+    /// Compares the fetched bytes, combined over slices (and `md5`, their
+    /// MD5 in order when the object expects one), with what the store
+    /// keeps ([`Expected::check_md5`]).
+    pub(super) fn check_crc(&self, md5: Option<[u8; 16]>) -> Result<()> {
         let got = self.got.lock().unwrap();
         if got.iter().any(Option::is_none) {
             return Ok(()); // a slice failed and said so
         }
         let got = Received::combine(got.iter().flatten());
-        (self.expected().check(&got, Op::Read, &self.url, "")).map(drop)
+        (self
+            .expected()
+            .check_md5(&got, md5, Op::Read, &self.url, ""))
+        .map(drop)
     }
 }

@@ -14,9 +14,12 @@
 //! and one check gives one error wording for every mismatch.
 //!
 //! MD5 cannot be combined from slices, so it is the last resort and is
-//! checked by reading the finished file back ([`Expected::check_file`]);
-//! a streamed check (`cat`, a copy) cannot take back what it passed on
-//! and reports such an object as checked by length.
+//! checked by reading the finished file back ([`Expected::check_file`])
+//! or hashing the finished buffer ([`Expected::check_buffer`]); a
+//! reader (`cat`, Python's `read`) hashes it in order as it passes the
+//! bytes on ([`Md5InOrder`]), which cannot take them back but reports the
+//! mismatch naming the object; a copy reports such an object as checked
+//! by length.
 //!
 //! Two CRC crates, one job each. Bytes as they stream by are hashed by
 //! crc-fast's folding kernels (`checksum::crc32c_append`, and
@@ -214,6 +217,86 @@ impl Expected {
             _ => {}
         }
         self.check(&got, op, url, tail)
+    }
+}
+
+impl Expected {
+    /// Checks a whole object held in memory (`buf`): `got` is what its
+    /// slices computed as they arrived, and an MD5, which slices cannot
+    /// combine, is computed over the buffer (on the blocking pool: it is
+    /// the one pass over the bytes not made as they arrived). Gives the
+    /// buffer back.
+    pub(crate) async fn check_buffer(
+        &self,
+        got: &Received,
+        buf: Vec<u8>,
+        op: Op,
+        url: &str,
+    ) -> Result<(Verified, Vec<u8>)> {
+        if !matches!(self, Expected::Md5(_)) {
+            return Ok((self.check(got, op, url, "")?, buf));
+        }
+        let (mine, buf) = tokio::task::spawn_blocking(move || {
+            use md5::Digest;
+            let mine: [u8; 16] = md5::Md5::digest(&buf).into();
+            (mine, buf)
+        })
+        .await
+        .map_err(|e| Error::new(ErrorKind::Io, op, url, e.to_string()))?;
+        Ok((self.check_md5(got, Some(mine), op, url, "")?, buf))
+    }
+
+    /// [`Expected::check`], and an MD5 against `md5` when the caller could
+    /// compute one (bytes hashed in order as they were passed on).
+    pub(crate) fn check_md5(
+        &self,
+        got: &Received,
+        md5: Option<[u8; 16]>,
+        op: Op,
+        url: &str,
+        tail: &str,
+    ) -> Result<Verified> {
+        match (self, md5) {
+            (Expected::Md5(want), Some(mine)) if *want != mine => {
+                let (want, mine) = (hex(want), hex(&mine));
+                let msg =
+                    format!("MD5 mismatch: the store says {want}, the bytes received give {mine}");
+                Err(mismatch(op, url, msg, tail))
+            }
+            (Expected::Md5(_), Some(_)) => Ok(Verified::Md5),
+            _ => self.check(got, op, url, tail),
+        }
+    }
+}
+
+/// An MD5 computed over bytes passed on in order, when the object's
+/// strongest checksum is one (decided at its first bytes, when the
+/// checksum to expect is known).
+#[derive(Default)]
+pub(crate) struct Md5InOrder {
+    hasher: Option<Option<md5::Md5>>,
+}
+
+impl Md5InOrder {
+    /// Adds `data`, the next bytes of an object that expects `expected`.
+    pub(crate) fn update(&mut self, expected: impl FnOnce() -> Expected, data: &[u8]) {
+        use md5::Digest;
+        let h = self
+            .hasher
+            .get_or_insert_with(|| matches!(expected(), Expected::Md5(_)).then(md5::Md5::new));
+        if let Some(h) = h {
+            h.update(data);
+        }
+    }
+
+    /// The digest, if one was computed (or the object was empty and
+    /// expects an MD5).
+    pub(crate) fn finish(self, expected: &Expected) -> Option<[u8; 16]> {
+        use md5::Digest;
+        match self.hasher {
+            Some(h) => h.map(|h| h.finalize().into()),
+            None => matches!(expected, Expected::Md5(_)).then(|| md5::Md5::new().finalize().into()),
+        }
     }
 }
 
