@@ -971,6 +971,7 @@ fn run_file_globs_expand_like_rm_and_cp() {
         "{}",
         r.stderr
     );
+}
 
 /// A link to a folder elsewhere, already inside a local destination, is
 /// never followed by a write: `sync`, `cp -r` (down, and local to local)

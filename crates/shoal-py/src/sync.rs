@@ -119,9 +119,10 @@ pub(crate) fn sync_range<'py>(
     let keep = held.clone();
     // The plan's deletes are held back (see the module docs); copies and
     // problems go on to the batch.
-    // TODO(Mode::hold_deletes): once batch::run_plan lands, run the plan
-    // with Mode { moving: false, hold_deletes: true } instead of taking the
-    // deletes out of the stream here.
+    // Not `batch::Mode::hold_deletes`: that barrier is one process's, and
+    // here every range's copies on every worker must end before any
+    // delete, so the deletes leave the task and `shoal.dask.sync` runs
+    // them once all tasks reported no failure.
     let copies = plan
         .filter_map(move |a| {
             let out = match a {
