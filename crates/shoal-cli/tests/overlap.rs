@@ -207,7 +207,7 @@ fn globs_into_what_they_read(base: fn() -> Option<std::process::Command>, scheme
     for to in ["p", "q"] {
         let r = run(with_args(
             base().unwrap(),
-            &["cp", "-r", src.to_str().unwrap(), &b(to)],
+            &["sync", src.to_str().unwrap(), &b(to)],
         ));
         assert_eq!(r.code, 0, "{}", r.stderr);
     }
