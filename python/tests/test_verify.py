@@ -1,10 +1,11 @@
 """Whole-object reads from Python are checked against whichever checksum
 the store keeps, as ``shoal cp`` checks a download: objects boto3 leaves
 on MinIO with only an MD5 (its ETag), a CRC32 or a composite
-CRC32C, read by ``shoal.read``, ``shoal.cat`` and fsspec; and a byte
+CRC32 (CRC32C needs botocore[crt] too), read by ``shoal.read``, ``shoal.cat`` and fsspec; and a byte
 flipped on the way (by a proxy written here) is an IntegrityError.
-CRC64NVME is left to the Rust tests (other_checksums.rs): boto3 writes it
-only with botocore[crt]."""
+CRC64NVME and CRC32C composites are left to the Rust tests
+(other_checksums.rs, composite_checksums.rs): boto3 writes those only
+with botocore[crt]."""
 
 from __future__ import annotations
 
@@ -61,16 +62,16 @@ def test_md5_crc32_and_composite_objects_read_whole(s3_bucket):
     s3.put_object(Bucket=bucket, Key="crc32.bin", Body=body, ChecksumAlgorithm="CRC32")
     assert shoal.stat(f"{s3_bucket}/crc32.bin").crc32 is not None
     big = os.urandom(11 << 20)
-    up = s3.create_multipart_upload(Bucket=bucket, Key="multi.bin", ChecksumAlgorithm="CRC32C")
+    up = s3.create_multipart_upload(Bucket=bucket, Key="multi.bin", ChecksumAlgorithm="CRC32")
     parts = []
     for n, at in enumerate(range(0, len(big), 5 << 20), 1):
         chunk = big[at : at + (5 << 20)]
-        r = s3.upload_part(Bucket=bucket, Key="multi.bin", UploadId=up["UploadId"], PartNumber=n, Body=chunk, ChecksumAlgorithm="CRC32C")
-        parts.append({"PartNumber": n, "ETag": r["ETag"], "ChecksumCRC32C": r["ChecksumCRC32C"]})
+        r = s3.upload_part(Bucket=bucket, Key="multi.bin", UploadId=up["UploadId"], PartNumber=n, Body=chunk, ChecksumAlgorithm="CRC32")
+        parts.append({"PartNumber": n, "ETag": r["ETag"], "ChecksumCRC32": r["ChecksumCRC32"]})
     s3.complete_multipart_upload(Bucket=bucket, Key="multi.bin", UploadId=up["UploadId"], MultipartUpload={"Parts": parts})
     multi = shoal.stat(f"{s3_bucket}/multi.bin")
     assert multi.composite is not None and multi.composite.endswith("-3"), multi.composite
-    assert multi.composite_algorithm == "CRC32C"
+    assert multi.composite_algorithm == "CRC32"
     for key, want in [("md5.bin", body), ("crc32.bin", body), ("multi.bin", big)]:
         for i, got in enumerate(_reads(f"{s3_bucket}/{key}")):
             assert got == want, (key, i)
