@@ -413,21 +413,11 @@ pub async fn execute(
             if dst.is_local() {
                 // Never through a link below the destination the user named.
                 shoal_core::local_path::check_folders(&dst.key, dst.local_root)?;
-                match tokio::fs::remove_file(&dst.key).await {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        return Err(Error::io(Op::Delete, &dst.key, e));
-                    }
-                    _ => {}
-                }
+                remove_local(&dst.key)?;
             } else {
                 let store = store_for(dst)?;
                 let _slot = opts.for_transfer(Some(0)).permit().await;
-                match store.delete(&dst.bucket, &dst.key).await {
-                    Err(e) if e.kind() != ErrorKind::NotFound => {
-                        return Err(e.with_url(dst.to_string()));
-                    }
-                    _ => {}
-                }
+                delete_object(&store, dst).await?;
             }
             Ok(0)
         }
@@ -553,25 +543,33 @@ pub async fn delete_moved(
             Ok(now) if now != stamp => {
                 Err(kept("it is another file now, or was written to".into()))
             }
-            Ok(_) => match std::fs::remove_file(&src.key) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    Err(Error::io(Op::Delete, &src.key, e))
-                }
-                _ => Ok(()),
-            },
+            Ok(_) => remove_local(&src.key),
         };
     }
     let store = store_for(src)?;
     let Some(version) = copied else {
-        return match store.delete(&src.bucket, &src.key).await {
-            Err(e) if e.kind() != ErrorKind::NotFound => Err(e.with_url(src.to_string())),
-            _ => Ok(()),
-        };
+        return delete_object(&store, src).await;
     };
     match delete_at(&store, src, version).await {
         Err(e) if e.kind() == ErrorKind::Precondition => Err(kept(e.message().to_string())),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
         r => r,
+    }
+}
+
+/// Removes a local file; one already gone is done (see [`execute`]).
+fn remove_local(path: &str) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(Op::Delete, path, e)),
+        _ => Ok(()),
+    }
+}
+
+/// Deletes an object; one already gone is done (see [`execute`]).
+async fn delete_object(store: &Arc<dyn shoal_core::Store>, loc: &Location) -> Result<()> {
+    match store.delete(&loc.bucket, &loc.key).await {
+        Err(e) if e.kind() != ErrorKind::NotFound => Err(e.with_url(loc.to_string())),
+        _ => Ok(()),
     }
 }
 
