@@ -59,7 +59,11 @@ import tempfile
 from typing import Any
 
 import fsspec
+import fsspec.asyn
 from fsspec.asyn import AsyncFileSystem
+from fsspec.implementations.local import make_path_posix, trailing_sep
+from fsspec.utils import other_paths
+from glob import has_magic
 from fsspec.spec import AbstractBufferedFile
 
 from . import _shoal
@@ -307,11 +311,15 @@ class ShoalFileSystem(AsyncFileSystem):
     async def _get_file(self, rpath: str, lpath: str, callback: Any = None, **kwargs: Any) -> None:
         if os.path.isdir(lpath):
             return
-        # fsspec's recursive `get` makes local paths by joining the remote
-        # names under the target folder as strings, so a key with a `..`
-        # segment would land outside it, and `a//b` or `a/./b` would land on
-        # the file of `a/b`. Such keys are refused here, where every
-        # download passes (shoal's rule for keys as paths: docs/keys.md).
+        self._refuse_key(rpath, lpath)
+        await _shoal.download_async(self.session, self._url(rpath), os.fspath(lpath), None, None, None)
+
+    def _refuse_key(self, rpath: str, lpath: str) -> None:
+        """fsspec's recursive `get` makes local paths by joining the remote
+        names under the target folder as strings, so a key with a `..`
+        segment would land outside it, and `a//b` or `a/./b` would land on
+        the file of `a/b`. Such keys are refused before any download
+        (shoal's rule for keys as paths: docs/keys.md)."""
         segments = self._strip_protocol(rpath).split("/")
         why = None
         if ".." in segments:
@@ -322,7 +330,100 @@ class ShoalFileSystem(AsyncFileSystem):
             url = self._url(rpath)
             errors = _shoal_errors()
             raise errors.new(errors.InvalidInputError, f"download {url}: not copied: {why} (see docs/keys.md)", url)
-        await _shoal.download_async(self.session, self._url(rpath), os.fspath(lpath), None, None, None)
+
+    async def _pairs(self, path1: Any, path2: Any, recursive: bool, maxdepth: int | None) -> list[tuple[str, str]]:
+        """The ``(source, destination)`` paths fsspec's ``copy`` makes of
+        its arguments (its own rules: a glob, a folder, a trailing ``/``)."""
+        if isinstance(path1, list) and isinstance(path2, list):
+            return list(zip(path1, path2))
+        source_is_str = isinstance(path1, str)
+        paths1 = await self._expand_path(path1, maxdepth=maxdepth, recursive=recursive)
+        if source_is_str and (not recursive or maxdepth is not None):
+            paths1 = [p for p in paths1 if not (trailing_sep(p) or await self._isdir(p))]
+        if not paths1:
+            return []
+        source_is_file = len(paths1) == 1
+        dest_is_dir = isinstance(path2, str) and (trailing_sep(path2) or await self._isdir(path2))
+        exists = source_is_str and ((has_magic(path1) and source_is_file) or (not has_magic(path1) and dest_is_dir and not trailing_sep(path1)))
+        paths2 = other_paths(paths1, path2, exists=exists, flatten=not source_is_str)
+        return [(a, b) for a, b in zip(paths1, paths2) if not (trailing_sep(a) or await self._isdir(a))]
+
+    async def _copy(self, path1: Any, path2: Any, recursive: bool = False, on_error: str | None = None, maxdepth: int | None = None, batch_size: int | None = None, **kwargs: Any) -> None:
+        """fsspec's ``copy``, run as one plan: every pair goes to the
+        engine at once, which refuses a plan where one pair writes what
+        another reads (copying a folder into its own subfolder, say)
+        before anything is copied."""
+        if on_error is None:
+            on_error = "ignore" if recursive else "raise"
+        pairs = await self._pairs(path1, path2, recursive, maxdepth)
+        if not pairs:
+            return
+        results = await _shoal.copy_many_async(self.session, [(self._url(a), self._url(b)) for a, b in pairs], None, None)
+        for r in results:
+            if isinstance(r, BaseException) and not (on_error == "ignore" and isinstance(r, FileNotFoundError)):
+                raise r
+
+    async def _mv(self, path1: Any, path2: Any, recursive: bool = False, maxdepth: int | None = None, **kwargs: Any) -> None:
+        """Moves as ``shoal mv`` does, not as fsspec's copy-then-``rm``:
+        each source is deleted only once its copy is verified, and only at
+        the version that was copied; a plan where one pair writes or reads
+        what another moves away is refused before anything runs."""
+        if path1 == path2:
+            return
+        pairs = await self._pairs(path1, path2, recursive, maxdepth)
+        if not pairs:
+            raise FileNotFoundError(path1)
+        results = await _shoal.move_many_async(self.session, [(self._url(a), self._url(b)) for a, b in pairs], None, None)
+        self.invalidate_cache()
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+
+    def mv(self, path1: Any, path2: Any, recursive: bool = False, maxdepth: int | None = None, **kwargs: Any) -> None:
+        return fsspec.asyn.sync(self.loop, self._mv, path1, path2, recursive=recursive, maxdepth=maxdepth, **kwargs)
+
+    move = mv
+
+    async def _get(self, rpath: Any, lpath: Any, recursive: bool = False, callback: Any = None, maxdepth: int | None = None, **kwargs: Any) -> None:
+        """fsspec's ``get`` as one plan: the pairs fsspec's rules make, each
+        key checked as a local name (:meth:`_get_file`), the local folders
+        made by the engine from the destination down without following a
+        link inside it (fsspec's own ``get`` makes them with
+        ``os.makedirs``, which follows one out of the destination)."""
+        if isinstance(lpath, list) and isinstance(rpath, list):
+            pairs, root = list(zip(rpath, lpath)), None
+        else:
+            source_is_str = isinstance(rpath, str)
+            not_trailing = source_is_str and not trailing_sep(rpath)
+            rpath = self._strip_protocol(rpath)
+            rpaths = await self._expand_path(rpath, recursive=recursive, maxdepth=maxdepth)
+            if source_is_str and (not recursive or maxdepth is not None):
+                rpaths = [p for p in rpaths if not (trailing_sep(p) or await self._isdir(p))]
+            if not rpaths:
+                return
+            lpath = make_path_posix(lpath)
+            dest_is_dir = isinstance(lpath, str) and (trailing_sep(lpath) or os.path.isdir(lpath))
+            exists = source_is_str and ((has_magic(rpath) and len(rpaths) == 1) or (not has_magic(rpath) and dest_is_dir and not_trailing))
+            lpaths = other_paths(rpaths, lpath, exists=exists, flatten=not source_is_str)
+            pairs = [(r, l) for r, l in zip(rpaths, lpaths) if not await self._isdir(r)]
+            base = lpath.rstrip("/")
+            root = base if all(l.startswith(base + "/") for _, l in pairs) else None
+        for r, l in pairs:
+            self._refuse_key(r, l)
+        if root is None:
+            # Each file's own folder is its destination: made as fsspec does.
+            for _, l in pairs:
+                os.makedirs(os.path.dirname(os.path.abspath(l)), exist_ok=True)
+        elif not os.path.isdir(root):
+            os.makedirs(root, exist_ok=True)
+        if callback is not None:
+            callback.set_size(len(pairs))
+        results = await _shoal.copy_many_async(self.session, [(self._url(r), os.fspath(l)) for r, l in pairs], None, None, local_root=root)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+            if callback is not None:
+                callback.relative_update(1)
 
     async def _cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         (r,) = await _shoal.copy_many_async(self.session, [(self._url(path1), self._url(path2))], None, None)

@@ -279,3 +279,64 @@ def test_get_refuses_keys_that_alias_and_dask_of_nothing_raises(gs_bucket, tmp_p
         sd.copy(f"{gs_bucket}/nothing/", str(tmp_path / "c"))
     with pytest.raises(FileNotFoundError, match="nothing"):
         sd.read_bag(f"{gs_bucket}/nothing/")
+
+
+# fsspec's own `mv` is copy-then-rm: moving a folder into its own
+# subfolder copies p/a onto p/sub/a, then removes all of p, the copies
+# included. shoal's runs as one plan through the engine.
+
+
+def test_fsspec_mv_into_its_own_subfolder_is_refused_and_moves_keep_newer_versions(bucket):
+    fs = fsspec.filesystem("shoal")
+    for k in ("p/a", "p/b", "p/sub/a"):
+        shoal.put(f"{bucket}/{k}", k.encode())
+    before = keys(bucket)
+    with pytest.raises(ValueError, match="pair .* by pair"):
+        fs.mv(path_of(f"{bucket}/p"), path_of(f"{bucket}/p/sub"), recursive=True)
+    assert keys(bucket) == before
+    assert shoal.cat(f"{bucket}/p/sub/a") == b"p/sub/a"
+    with pytest.raises(ValueError, match="by pair"):
+        fs.copy(path_of(f"{bucket}/p"), path_of(f"{bucket}/p/sub"), recursive=True)
+    assert keys(bucket) == before
+
+    # A plain folder move: every source gone only once its copy is there.
+    fs.mv(path_of(f"{bucket}/p/sub"), path_of(f"{bucket}/q"), recursive=True)
+    assert shoal.cat(f"{bucket}/q/a") == b"p/sub/a"
+    assert "p/sub/a" not in keys(bucket)
+    fs.mv(path_of(f"{bucket}/p/a"), path_of(f"{bucket}/r"))
+    assert shoal.cat(f"{bucket}/r") == b"p/a" and "p/a" not in keys(bucket)
+    # Moving onto itself is nothing; a missing source is FileNotFoundError.
+    fs.mv(path_of(f"{bucket}/r"), path_of(f"{bucket}/r"))
+    assert shoal.cat(f"{bucket}/r") == b"p/a"
+    with pytest.raises(FileNotFoundError):
+        fs.mv(path_of(f"{bucket}/missing"), path_of(f"{bucket}/elsewhere"))
+
+
+def test_copy_many_pairs_are_one_plan(bucket):
+    shoal.put(f"{bucket}/a", b"a")
+    shoal.put(f"{bucket}/b", b"b")
+    # b is read by pair 2 and written by pair 1: refused, nothing copied.
+    with pytest.raises(ValueError, match="pair 2: .*b is read here and written by pair 1"):
+        shoal._shoal.copy_many(shoal._session.resolve(None, {}), [(f"{bucket}/a", f"{bucket}/b"), (f"{bucket}/b", f"{bucket}/c")])
+    assert keys(bucket) == ["a", "b"]
+    with pytest.raises(ValueError, match="written here and by pair 1"):
+        shoal._shoal.move_many(shoal._session.resolve(None, {}), [(f"{bucket}/a", f"{bucket}/c"), (f"{bucket}/b", f"{bucket}/c")])
+    assert keys(bucket) == ["a", "b"]
+
+
+def test_fsspec_get_never_follows_a_link_out_of_the_destination(bucket, tmp_path):
+    fs = fsspec.filesystem("shoal")
+    shoal.put(f"{bucket}/d/top", b"top")
+    shoal.put(f"{bucket}/d/sub/x", b"x")
+    dst = tmp_path / "dst"
+    outside = tmp_path / "outside"
+    dst.mkdir()
+    outside.mkdir()
+    (dst / "sub").symlink_to(outside)
+    with pytest.raises(Exception, match="link"):
+        fs.get(path_of(f"{bucket}/d/"), str(dst) + "/", recursive=True)
+    assert list(outside.iterdir()) == []
+    # Without the link, the same get lands inside.
+    (dst / "sub").unlink()
+    fs.get(path_of(f"{bucket}/d/"), str(dst) + "/", recursive=True)
+    assert (dst / "sub" / "x").read_bytes() == b"x" and (dst / "top").read_bytes() == b"top"

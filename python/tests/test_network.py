@@ -4,71 +4,27 @@ what it relays (the CLI's tests cover CONNECT and TLS)."""
 
 from __future__ import annotations
 
-import socket
-import threading
-
 import pytest
 
 import shoal
 from shoal import _shoal
 from shoal.errors import InvalidInputError
 
+from .proxies import PROXY_VARS, RelayProxy
 
-class CountingProxy:
-    """Forwards absolute-form HTTP requests as they are, counting the
-    connections it relays and the ``Proxy-Authorization`` it is sent."""
+
+class CountingProxy(RelayProxy):
+    """Counts the connections it relays and the ``Proxy-Authorization``
+    it is sent."""
 
     def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.relayed = 0
         self.auths: list[str | None] = []
-        self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._relay, args=(c,), daemon=True).start()
-
-    def _relay(self, c: socket.socket) -> None:
-        head = b""
-        while b"\r\n\r\n" not in head:
-            b = c.recv(1)
-            if not b:
-                return
-            head += b
-        lines = head.decode("latin-1").split("\r\n")
-        target = lines[0].split()[1]
-        auth = next((l.split(":", 1)[1].strip() for l in lines if l.lower().startswith("proxy-authorization:")), None)
-        host, port = target.removeprefix("http://").split("/", 1)[0].rsplit(":", 1)
-        u = socket.create_connection((host, int(port)))
-        with self.lock:
-            self.relayed += 1
-            self.auths.append(auth)
-        u.sendall(head)
-
-        def pipe(a: socket.socket, b: socket.socket) -> None:
-            try:
-                while data := a.recv(65536):
-                    b.sendall(data)
-            except OSError:
-                pass
-            try:
-                b.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
-
-        threading.Thread(target=pipe, args=(u, c), daemon=True).start()
-        pipe(c, u)
-
-    def close(self) -> None:
-        self.sock.close()
+    def seen(self, lines: list[str]) -> None:
+        self.relayed += 1
+        self.auths.append(next((l.split(":", 1)[1].strip() for l in lines if l.lower().startswith("proxy-authorization:")), None))
 
 
 @pytest.fixture
@@ -81,7 +37,7 @@ def proxy():
 @pytest.fixture
 def direct_env(monkeypatch):
     """No proxy variable from the caller's environment."""
-    for v in ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"]:
+    for v in PROXY_VARS:
         monkeypatch.delenv(v, raising=False)
     return monkeypatch
 

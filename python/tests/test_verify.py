@@ -2,7 +2,7 @@
 the store keeps, as ``shoal cp`` checks a download: objects boto3 leaves
 on MinIO with only an MD5 (its ETag), a CRC32 or a composite
 CRC32 (CRC32C needs botocore[crt] too), read by ``shoal.read``, ``shoal.cat`` and fsspec; and a byte
-flipped on the way (by a proxy written here) is an IntegrityError.
+flipped on the way (by tests/proxies.py) is an IntegrityError.
 CRC64NVME and CRC32C composites are left to the Rust tests
 (other_checksums.rs, composite_checksums.rs): boto3 writes those only
 with botocore[crt]."""
@@ -10,8 +10,6 @@ with botocore[crt]."""
 from __future__ import annotations
 
 import os
-import socket
-import threading
 
 import fsspec
 import pytest
@@ -19,6 +17,8 @@ import pytest
 import shoal
 from shoal import _shoal
 from shoal.errors import IntegrityError
+
+from .proxies import PROXY_VARS, RelayProxy
 
 
 def _boto3_s3(calculation: str = "when_supported"):
@@ -77,77 +77,32 @@ def test_md5_crc32_and_composite_objects_read_whole(s3_bucket):
             assert got == want, (key, i)
 
 
-class FlippingProxy:
-    """Forwards absolute-form HTTP requests, flipping one byte of the
-    first response body on each connection (the ``at``-th)."""
+class FlippingProxy(RelayProxy):
+    """Flips one byte of the first response body on each connection (the
+    ``at``-th)."""
 
     def __init__(self, at: int = 10) -> None:
         self.at = at
         self.flipped = 0
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._relay, args=(c,), daemon=True).start()
-
-    def _relay(self, c: socket.socket) -> None:
-        head = b""
-        while b"\r\n\r\n" not in head:
-            b = c.recv(1)
-            if not b:
-                return
-            head += b
-        target = head.decode("latin-1").split("\r\n")[0].split()[1]
-        host, port = target.removeprefix("http://").split("/", 1)[0].rsplit(":", 1)
-        u = socket.create_connection((host, int(port)))
-        u.sendall(head)
-
-        def back() -> None:
-            seen, done = b"", False
-            try:
-                while data := u.recv(65536):
-                    if not done:
-                        seen += data
-                        end = seen.find(b"\r\n\r\n")
-                        if end >= 0 and len(seen) > end + 4 + self.at:
-                            i = len(data) - (len(seen) - (end + 4 + self.at))
-                            data = data[:i] + bytes([data[i] ^ 1]) + data[i + 1 :]
-                            done = True
-                            self.flipped += 1
-                    c.sendall(data)
-            except OSError:
-                pass
-            try:
-                c.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
-
-        threading.Thread(target=back, daemon=True).start()
-        try:
-            while data := c.recv(65536):
-                u.sendall(data)
-        except OSError:
-            pass
-        try:
-            u.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
-
-    def close(self) -> None:
-        self.sock.close()
+    def back(self, data: bytes, state: dict) -> bytes:
+        if state.get("done"):
+            return data
+        seen = state["seen"] = state.get("seen", b"") + data
+        end = seen.find(b"\r\n\r\n")
+        if end >= 0 and len(seen) > end + 4 + self.at:
+            i = len(data) - (len(seen) - (end + 4 + self.at))
+            data = data[:i] + bytes([data[i] ^ 1]) + data[i + 1 :]
+            state["done"] = True
+            with self.lock:
+                self.flipped += 1
+        return data
 
 
 @pytest.fixture
 def flipping(monkeypatch):
-    for v in ["HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"]:
+    for v in PROXY_VARS:
         monkeypatch.delenv(v, raising=False)
     p = FlippingProxy()
     yield p

@@ -9,7 +9,14 @@
 //! for byte, with nothing of shoal's own left beside it. Plans that must
 //! be refused (source and destination overlapping, `--delete` from an
 //! empty source, a glob of the source moved into itself or a folder of
-//! it) are refused with nothing written or deleted.
+//! it) are refused with nothing written or deleted. So are a `run` file
+//! whose lines clash (one deletes or writes what another reads, or two
+//! write one place, `./` spelled) and `sync --delete --source-listing`
+//! of a listing cut short (at a line or mid-line). `sync --delete
+//! --exclude` keeps what the rule leaves out (a name, a folder or a
+//! wildcard at any depth, as this test reads docs/filters.md). One local
+//! destination in four holds a link to a folder outside it: nothing is
+//! ever written there.
 //!
 //! Trees are built to be awkward: nested names, prefixes of one another
 //! (`a`, `a-b`, `a/b`, `ab`: `-` sorts before `/`), unicode, spaces, empty
@@ -187,7 +194,13 @@ fn walk(root: &Path, dir: &Path, t: &mut Tree) {
     for e in std::fs::read_dir(dir).unwrap() {
         let e = e.unwrap();
         let p = e.path();
-        if e.file_type().unwrap().is_dir() {
+        let kind = e.file_type().unwrap();
+        if kind.is_symlink() {
+            // A link a plan put in the destination: what it points at is
+            // checked apart (never written through).
+            continue;
+        }
+        if kind.is_dir() {
             walk(root, &p, t);
         } else {
             let rel = p.strip_prefix(root).unwrap().to_str().unwrap().to_string();
@@ -249,21 +262,227 @@ enum Verb {
     /// A glob of the source moved into the source itself or one of its
     /// folders (`mv 'SRC/*' SRC/`, `mv 'SRC/**' SRC/a/`): refused.
     MvGlobInto,
+    /// `sync --delete --exclude PAT`: the source's files PAT leaves in,
+    /// and the destination's files PAT matches kept as they were.
+    SyncDeleteExclude(Exclude),
+    /// `sync --delete --source-listing F`, F the source's `ls -r --json`,
+    /// cut short one time in three (then refused: nothing changes).
+    SyncDeleteListing {
+        cut: Cut,
+    },
+    /// A `run` file of `cp` lines, one per source file; one plan in three
+    /// adds a line that clashes with another (then refused).
+    RunFile {
+        clash: Clash,
+    },
 }
 
-const VERBS: [Verb; 5] = [
+/// The `--exclude` pattern of a [`Verb::SyncDeleteExclude`] plan, by
+/// shape (docs/filters.md): a file name at any depth (`x`), a folder name
+/// at any depth (`x/`), or a last level by wildcard (`*.txt`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Exclude {
+    Name(&'static str),
+    Folder(&'static str),
+    Suffix(&'static str),
+}
+
+impl Exclude {
+    fn pattern(self) -> String {
+        match self {
+            Exclude::Name(s) => s.to_string(),
+            Exclude::Folder(s) => format!("{s}/"),
+            Exclude::Suffix(s) => format!("*{s}"),
+        }
+    }
+
+    /// Whether the rule leaves out `key`: this test's own reading of
+    /// docs/filters.md, not the binary's.
+    fn matches(self, key: &str) -> bool {
+        let segs: Vec<&str> = key.split('/').collect();
+        let (last, folders) = segs.split_last().unwrap();
+        match self {
+            Exclude::Name(s) => *last == s,
+            Exclude::Folder(s) => folders.contains(&s),
+            Exclude::Suffix(s) => last.ends_with(s),
+        }
+    }
+}
+
+/// How a listing file is cut.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Cut {
+    Whole,
+    AtLine,
+    MidLine,
+}
+
+/// What a `run` file adds to its `cp` lines.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Clash {
+    None,
+    /// `rm` of a file another line reads.
+    DeleteRead,
+    /// `cp` of a file another line writes (a chain).
+    Chain,
+    /// A second line writing one destination, spelled with `./`.
+    Alias,
+}
+
+const VERBS: [Verb; 8] = [
     Verb::CpR,
     Verb::Sync,
     Verb::SyncDelete,
     Verb::MvR,
     Verb::MvGlobInto,
+    Verb::SyncDeleteExclude(Exclude::Name("a")),
+    Verb::SyncDeleteListing { cut: Cut::Whole },
+    Verb::RunFile { clash: Clash::None },
 ];
+
+/// `verb` with its random details drawn.
+fn draw(verb: Verb, rng: &mut StdRng) -> Verb {
+    match verb {
+        Verb::SyncDeleteExclude(_) => {
+            let seg = SEGMENTS[rng.random_range(0..SEGMENTS.len())];
+            Verb::SyncDeleteExclude(match rng.random_range(0..3) {
+                0 => Exclude::Name(seg),
+                1 => Exclude::Folder(seg),
+                _ => Exclude::Suffix([".txt", "b", ".shoal-partial"][rng.random_range(0..3)]),
+            })
+        }
+        Verb::SyncDeleteListing { .. } => Verb::SyncDeleteListing {
+            cut: [Cut::Whole, Cut::Whole, Cut::AtLine, Cut::MidLine][rng.random_range(0..4)],
+        },
+        Verb::RunFile { .. } => Verb::RunFile {
+            clash: match rng.random_range(0..6) {
+                0 => Clash::DeleteRead,
+                1 => Clash::Chain,
+                2 => Clash::Alias,
+                _ => Clash::None,
+            },
+        },
+        v => v,
+    }
+}
+
+/// Whether a plan of `verb` must be refused before it runs.
+fn refused(verb: Verb) -> bool {
+    matches!(
+        verb,
+        Verb::MvGlobInto
+            | Verb::SyncDeleteListing {
+                cut: Cut::AtLine | Cut::MidLine
+            }
+            | Verb::RunFile {
+                clash: Clash::DeleteRead | Clash::Chain | Clash::Alias
+            }
+    )
+}
+
+/// Whether `verb` deletes at the destination (so an empty source is
+/// refused).
+fn deletes(verb: Verb) -> bool {
+    matches!(
+        verb,
+        Verb::SyncDelete | Verb::SyncDeleteExclude(_) | Verb::SyncDeleteListing { .. }
+    )
+}
+
+/// A plan's files beside its trees: the listing or run file it reads.
+fn plan_file(env: &Env, src: &Side) -> PathBuf {
+    let name = env.url(src).replace(['/', ':'], "_");
+    env.local.path().join(format!("{name}.plan"))
+}
+
+/// Writes what `verb` reads besides its trees (a listing file made by the
+/// binary's `ls`, cut as the plan says; a run file).
+fn write_plan_file(env: &Env, verb: Verb, src: &Side, dst: &Side, tree: &Tree) {
+    let path = plan_file(env, src);
+    let (s, d) = (env.url(src), env.url(dst));
+    match verb {
+        Verb::SyncDeleteListing { cut } => {
+            let mut ls = with_servers(shoal());
+            ls.args(["ls", "-r", "--sorted", "--json", &format!("{s}/")]);
+            let r = run(ls);
+            assert_eq!(r.code, 0, "ls of {s}: {}", r.stderr);
+            let mut text = r.stdout.clone();
+            let lines: Vec<&str> = text.lines().collect();
+            match cut {
+                Cut::Whole => {}
+                // Without the closing record at least.
+                Cut::AtLine => {
+                    let keep = lines.len().saturating_sub(1) / 2;
+                    text = lines[..keep].iter().map(|l| format!("{l}\n")).collect();
+                }
+                Cut::MidLine => {
+                    let keep = lines.len().saturating_sub(1) / 2;
+                    let mut t: String = lines[..keep].iter().map(|l| format!("{l}\n")).collect();
+                    let l = lines[keep];
+                    t.push_str(&l[..l.len() / 2]);
+                    text = t;
+                }
+            }
+            std::fs::write(&path, text).unwrap();
+        }
+        Verb::RunFile { clash } => {
+            let q = |s: String| shlex::try_quote(&s).unwrap().into_owned();
+            let mut lines: Vec<String> = tree
+                .keys()
+                .map(|k| format!("cp {} {}", q(format!("{s}/{k}")), q(format!("{d}/{k}"))))
+                .collect();
+            let first = tree.keys().next().unwrap();
+            match clash {
+                Clash::None => {}
+                Clash::DeleteRead => lines.push(format!("rm {}", q(format!("{s}/{first}")))),
+                Clash::Chain => lines.push(format!(
+                    "cp {} {}",
+                    q(format!("{d}/{first}")),
+                    q(format!("{d}/zz-chained"))
+                )),
+                Clash::Alias => {
+                    // `./` spells the same local file; in a bucket it is
+                    // another key, so there the clash is the same URL twice.
+                    let (head, tail) = match first.rsplit_once('/') {
+                        Some((h, t)) => (format!("{d}/{h}"), t.to_string()),
+                        None => (d.clone(), first.clone()),
+                    };
+                    let to = if matches!(dst, Side::Local(_)) {
+                        format!("{head}/./{tail}")
+                    } else {
+                        format!("{d}/{first}")
+                    };
+                    lines.push(format!("cp {} {}", q(format!("{s}/{first}")), q(to)));
+                }
+            }
+            // The clashing line anywhere in the plan.
+            let at = lines.len() - 1;
+            if clash != Clash::None {
+                let l = lines.remove(at);
+                let to = (first.len() + tree.len()) % (lines.len() + 1);
+                lines.insert(to, l);
+            }
+            std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        }
+        _ => {}
+    }
+}
 
 fn command(env: &Env, verb: Verb, src: &Side, dst: &Side) -> Command {
     let (s, d) = (env.url(src), env.url(dst));
     let (glob, into) = (format!("{s}/*"), format!("{s}/a/"));
     let (deep, own) = (format!("{s}/**"), format!("{s}/"));
+    let file = plan_file(env, src).display().to_string();
+    let pattern = match verb {
+        Verb::SyncDeleteExclude(e) => e.pattern(),
+        _ => String::new(),
+    };
     let args: Vec<&str> = match verb {
+        Verb::SyncDeleteExclude(_) => vec!["sync", "--delete", "--exclude", &pattern, &s, &d],
+        Verb::SyncDeleteListing { .. } => {
+            vec!["sync", "--delete", "--source-listing", &file, &s, &d]
+        }
+        Verb::RunFile { .. } => vec!["run", &file],
         Verb::CpR => vec!["cp", "-r", &s, &d],
         Verb::Sync => vec!["sync", &s, &d],
         Verb::SyncDelete => vec!["sync", "--delete", &s, &d],
@@ -272,7 +491,13 @@ fn command(env: &Env, verb: Verb, src: &Side, dst: &Side) -> Command {
         Verb::MvGlobInto if d.ends_with("dst") => vec!["mv", &glob, &own],
         Verb::MvGlobInto => vec!["mv", "-r", &deep, &into],
     };
-    let mut c = shoal();
+    let mut c = with_servers(shoal());
+    c.args(args);
+    c
+}
+
+/// `c` pointed at the test servers.
+fn with_servers(mut c: Command) -> Command {
     c.env(
         "STORAGE_EMULATOR_HOST",
         shoal_testkit_server("SHOAL_TEST_GCS").unwrap(),
@@ -283,8 +508,7 @@ fn command(env: &Env, verb: Verb, src: &Side, dst: &Side) -> Command {
     )
     .env("AWS_ACCESS_KEY_ID", "minioadmin")
     .env("AWS_SECRET_ACCESS_KEY", SECRET)
-    .env("AWS_REGION", "us-east-1")
-    .args(args);
+    .env("AWS_REGION", "us-east-1");
     c
 }
 
@@ -297,12 +521,25 @@ fn expected(verb: Verb, src: &Tree, before: &Tree) -> Tree {
             t.extend(src.iter().map(|(k, v)| (format!("src/{k}"), v.clone())));
             t
         }
-        Verb::Sync => {
+        Verb::Sync | Verb::RunFile { .. } => {
             let mut t = before.clone();
             t.extend(src.clone());
             t
         }
-        Verb::SyncDelete => src.clone(),
+        Verb::SyncDelete | Verb::SyncDeleteListing { .. } => src.clone(),
+        Verb::SyncDeleteExclude(e) => {
+            let mut t: Tree = before
+                .iter()
+                .filter(|(k, _)| e.matches(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            t.extend(
+                src.iter()
+                    .filter(|(k, _)| !e.matches(k))
+                    .map(|(k, v)| (k.clone(), v.clone())),
+            );
+            t
+        }
         Verb::MvGlobInto => before.clone(),
     }
 }
@@ -343,10 +580,14 @@ fn assert_whole(label: &str, got: &Tree, want: &Tree, before: &Tree) {
 
 fn run_plan(env: &Env, rng: &mut StdRng, n: usize) -> String {
     let kinds = (rng.random_range(0..3), rng.random_range(0..3));
-    let mut verb = VERBS[rng.random_range(0..VERBS.len())];
+    let mut verb = draw(VERBS[rng.random_range(0..VERBS.len())], rng);
     // Globs are cloud URLs; a local source is expanded by the shell.
     if verb == Verb::MvGlobInto && kinds.0 == 0 {
         verb = Verb::MvR;
+    }
+    // A listing file stands for a bucket's listing (a folder is walked).
+    if matches!(verb, Verb::SyncDeleteListing { .. }) && kinds.0 == 0 {
+        verb = Verb::SyncDelete;
     }
     let base = format!("p{n}-{}", rng.random::<u32>());
     let src = env.side(kinds.0, &format!("{base}/src"));
@@ -396,31 +637,76 @@ fn run_plan(env: &Env, rng: &mut StdRng, n: usize) -> String {
         }
     }
     env.write(&dst, &before);
+    // One local destination in four holds a link to a folder outside it,
+    // named like a folder of the source: nothing may be written through it.
+    let outside = env.local.path().join(format!("{base}-outside"));
+    let linked = kinds.1 == 0 && !overlap && rng.random_bool(0.25);
+    if let (true, Side::Local(d)) = (linked, &dst) {
+        let root = if matches!(verb, Verb::CpR | Verb::MvR) {
+            "src/"
+        } else {
+            ""
+        };
+        let seg = SEGMENTS[rng.random_range(0..SEGMENTS.len())];
+        let at = d.join(format!("{root}{seg}"));
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("keep"), b"outside").unwrap();
+        if !at.exists() && at.symlink_metadata().is_err() {
+            std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+            std::os::unix::fs::symlink(&outside, &at).unwrap();
+        }
+    }
+    if !tree.is_empty() {
+        write_plan_file(env, verb, &src, &dst, &tree);
+    }
     let label = format!(
-        "plan {n} {verb:?} {} -> {} ({} files, {} before)",
+        "plan {n} {verb:?} {} -> {} ({} files, {} before{})",
         env.url(&src),
         env.url(&dst),
         tree.len(),
-        before.len()
+        before.len(),
+        if linked { ", a link inside" } else { "" }
     );
     let src_before = env.read(&src);
+    let outside_unchanged = |when: &str| {
+        if linked {
+            let mut t = Tree::new();
+            walk(&outside, &outside, &mut t);
+            let want: Tree = [("keep".to_string(), b"outside".to_vec())].into();
+            assert_eq!(t, want, "{label}: written through the link ({when})");
+        }
+    };
 
     // Refused: overlapping plans, `--delete` from an empty source, and a
     // glob moved into what it reads. Other plans from an empty source may
     // succeed doing nothing or fail ("matched no objects"); either way
     // nothing changes.
-    if overlap || tree.is_empty() || verb == Verb::MvGlobInto {
+    if tree.is_empty() && matches!(verb, Verb::SyncDeleteListing { .. } | Verb::RunFile { .. }) {
+        // No listing or run file was made: nothing to run.
+        return label;
+    }
+    // A source whose every file the rule leaves out lists nothing for
+    // `sync --delete`: refused like an empty one.
+    let filtered_empty = match verb {
+        Verb::SyncDeleteExclude(e) => tree.keys().all(|k| e.matches(k)),
+        _ => false,
+    };
+    if overlap || tree.is_empty() || filtered_empty || refused(verb) {
         let r = run(command(env, verb, &src, &dst));
-        if overlap || verb == Verb::SyncDelete || verb == Verb::MvGlobInto {
+        if overlap || deletes(verb) || refused(verb) {
             assert_ne!(r.code, 0, "{label}: must be refused: {}", r.stderr);
         }
         if r.code != 0 {
             r.assert_one_line_error(r.code, &[]);
         }
+        if refused(verb) && !overlap {
+            assert_eq!(r.code, 2, "{label}: refused before it runs: {}", r.stderr);
+        }
         assert_eq!(env.read(&src), src_before, "{label}: source changed");
         if !overlap {
             assert_eq!(env.read(&dst), before, "{label}: destination changed");
         }
+        outside_unchanged("refused");
         return label;
     }
 
@@ -448,6 +734,33 @@ fn run_plan(env: &Env, rng: &mut StdRng, n: usize) -> String {
         );
     }
     assert_whole(&label, &mid, &want, &before);
+    outside_unchanged("interrupted");
+    if linked {
+        // To completion: whatever lies below the link fails (or the
+        // link is replaced); nothing lands outside, the source stays.
+        for round in ["first", "second"] {
+            let r = run(command(env, verb, &src, &dst));
+            assert!(
+                r.code == 0 || r.code == 1,
+                "{label} ({round}): {}",
+                r.stderr
+            );
+            assert!(
+                !r.stderr.contains("panicked"),
+                "{label} ({round}): {}",
+                r.stderr
+            );
+            outside_unchanged(round);
+            if verb != Verb::MvR {
+                assert_eq!(
+                    env.read(&src),
+                    src_before,
+                    "{label} ({round}): source changed"
+                );
+            }
+        }
+        return label;
+    }
 
     // Then to completion, twice (a move once: its source is gone).
     let rounds: &[&str] = if verb == Verb::MvR {

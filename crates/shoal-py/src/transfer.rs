@@ -12,7 +12,7 @@ use futures::StreamExt;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use shoal_core::{Error, ErrorKind, Location, Op, PutOptions, Scheme};
-use shoal_transfer::batch::{Action, execute};
+use shoal_transfer::batch::{Action, execute, execute_move};
 use shoal_transfer::upload::upload_file_with;
 
 use crate::errors::{IntoPyResult, exception, to_py};
@@ -305,6 +305,50 @@ fn copy_many_impl(
     content_type: Option<String>,
     if_not_exists: bool,
     deadline: Option<f64>,
+    local_root: Option<PathBuf>,
+) -> impl Future<Output = PyResult<PerItem>> + use<> {
+    pairs_impl(
+        s,
+        pairs,
+        workers,
+        chunk_size,
+        content_type,
+        if_not_exists,
+        deadline,
+        local_root,
+        false,
+    )
+}
+
+fn move_many_impl(
+    s: &Session,
+    pairs: Vec<(String, String)>,
+    workers: Option<usize>,
+    chunk_size: Option<u64>,
+    deadline: Option<f64>,
+    local_root: Option<PathBuf>,
+) -> impl Future<Output = PyResult<PerItem>> + use<> {
+    pairs_impl(
+        s, pairs, workers, chunk_size, None, false, deadline, local_root, true,
+    )
+}
+
+/// `copy_many` and `move_many`: the pairs are checked as one plan first
+/// (`conflicts::check_pairs`: no pair reads, writes or deletes what
+/// another writes or deletes), then each runs as the CLI's batch runs it.
+/// Local destinations under `local_root` get their folders made and
+/// checked without following a link inside it, as `cp -r` does.
+#[allow(clippy::too_many_arguments)] // the Python signatures
+fn pairs_impl(
+    s: &Session,
+    pairs: Vec<(String, String)>,
+    workers: Option<usize>,
+    chunk_size: Option<u64>,
+    content_type: Option<String>,
+    if_not_exists: bool,
+    deadline: Option<f64>,
+    local_root: Option<PathBuf>,
+    moving: bool,
 ) -> impl Future<Output = PyResult<PerItem>> + use<> {
     let stores = s.stores.clone();
     let mut opts = s.transfer_options(workers, chunk_size);
@@ -320,7 +364,16 @@ fn copy_many_impl(
     within(deadline, async move {
         // Parse everything first: the stores for the schemes present are
         // built once (a credential problem fails the call, not each item).
-        let parsed = parse_pairs(&pairs);
+        let mut parsed = parse_pairs(&pairs);
+        if let Some(root) = &local_root {
+            under_root(&mut parsed, root).py()?;
+        }
+        let checked: Vec<(Location, Location)> = parsed
+            .iter()
+            .filter_map(|p| p.as_ref().ok().cloned())
+            .collect();
+        shoal_transfer::conflicts::check_pairs(&checked, moving).py()?;
+        drop(checked);
         let locs: Vec<&Location> = parsed
             .iter()
             .filter_map(|p| p.as_ref().ok())
@@ -342,6 +395,9 @@ fn copy_many_impl(
                             meta: None,
                             dst,
                         };
+                        if moving {
+                            return execute_move(&action, &store_for, &opts, &policy).await;
+                        }
                         return execute(&action, &store_for, &opts, &policy).await;
                     }
                     // What batch::execute does for an upload, storing `put`.
@@ -373,6 +429,33 @@ fn copy_many_impl(
     })
 }
 
+/// Marks the local destinations below `root` so their folders are made
+/// and checked from `root` down without following a link
+/// (`Location::local_root`); a local destination outside it is refused.
+fn under_root(
+    parsed: &mut [shoal_core::Result<(Location, Location)>],
+    root: &std::path::Path,
+) -> shoal_core::Result<()> {
+    let root = root.to_string_lossy().trim_end_matches('/').to_owned();
+    for (_, dst) in parsed.iter_mut().flatten() {
+        if !dst.is_local() {
+            continue;
+        }
+        let inside = dst.key.len() > root.len()
+            && dst.key.starts_with(&root)
+            && dst.key.as_bytes()[root.len()] == b'/';
+        if !inside {
+            return Err(Error::invalid(
+                Op::Copy,
+                dst.key.clone(),
+                format!("not below the destination folder {root}; nothing was copied"),
+            ));
+        }
+        dst.local_root = Some(root.len());
+    }
+    Ok(())
+}
+
 /// Each `(source, destination)` pair as locations: a remote source must
 /// name one object; a destination folder or bucket gets the source's name.
 fn parse_pairs(pairs: &[(String, String)]) -> Vec<shoal_core::Result<(Location, Location)>> {
@@ -400,8 +483,24 @@ blocking_and_async! {
     /// an existing object a PreconditionError (checked by the server as
     /// the object is written). Past `deadline` seconds, everything still
     /// running is cancelled and `TimeoutError` raised.
-    #[pyo3(signature = (session, pairs, workers=None, chunk_size=None, content_type=None, if_not_exists=false, deadline=None))]
-    fn copy_many / copy_many_async(pairs: Vec<(String, String)>, workers: Option<usize>, chunk_size: Option<u64>, content_type: Option<String>, if_not_exists: bool, deadline: Option<f64>) -> PerItem = copy_many_impl;
+    /// The pairs are one plan: if one pair reads, writes or deletes what
+    /// another writes, `ValueError` naming both is raised and nothing is
+    /// copied. Local destinations below `local_root` get their folders
+    /// made without following a link inside it.
+    #[pyo3(signature = (session, pairs, workers=None, chunk_size=None, content_type=None, if_not_exists=false, deadline=None, local_root=None))]
+    fn copy_many / copy_many_async(pairs: Vec<(String, String)>, workers: Option<usize>, chunk_size: Option<u64>, content_type: Option<String>, if_not_exists: bool, deadline: Option<f64>, local_root: Option<PathBuf>) -> PerItem = copy_many_impl;
+}
+
+blocking_and_async! {
+    /// Moves `(source, destination)` pairs as `copy_many` copies them,
+    /// each source deleted only once its copy is in place and verified,
+    /// and only at the version that was copied (a version written
+    /// meanwhile is kept: `ChangedError` for that pair). One plan: a pair
+    /// that reads or writes what another moves away raises `ValueError`
+    /// and nothing is moved. One entry per pair: bytes moved, or the
+    /// exception (never raised).
+    #[pyo3(signature = (session, pairs, workers=None, chunk_size=None, deadline=None, local_root=None))]
+    fn move_many / move_many_async(pairs: Vec<(String, String)>, workers: Option<usize>, chunk_size: Option<u64>, deadline: Option<f64>, local_root: Option<PathBuf>) -> PerItem = move_many_impl;
 }
 
 #[allow(clippy::too_many_arguments)] // the Python signature
@@ -476,6 +575,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(upload_async, m)?,
         wrap_pyfunction!(copy_many, m)?,
         wrap_pyfunction!(copy_many_async, m)?,
+        wrap_pyfunction!(move_many, m)?,
+        wrap_pyfunction!(move_many_async, m)?,
         wrap_pyfunction!(put, m)?,
         wrap_pyfunction!(put_async, m)?,
     ] {

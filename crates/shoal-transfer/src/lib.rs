@@ -27,6 +27,7 @@
 pub mod batch;
 pub mod cleanup;
 pub mod cloud_copy;
+pub mod conflicts;
 pub mod copy;
 pub mod decode;
 pub mod download;

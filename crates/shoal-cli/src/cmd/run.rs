@@ -26,13 +26,11 @@
 //! by line: a plan of a hundred million lines costs no more memory than
 //! one of ten. Standard input is kept in a temporary file for the second
 //! reading, and the places are checked by an external sort
-//! ([`conflicts::Conflicts`]): sorted runs of [`RUN_LEN`] in temporary
+//! ([`shoal_transfer::conflicts::Conflicts`]): sorted runs of [`RUN_LEN`] in temporary
 //! files, merged.
 
-mod conflicts;
-
 use std::io::{BufRead, BufReader, Seek};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -40,14 +38,12 @@ use shoal_core::{Error, ErrorKind, Location, Op, Projection, Scheme, StoreFor};
 use shoal_transfer::batch::Action;
 use shoal_transfer::tree::{Walk, copy_actions, copy_root, destination, enumerate};
 
-use self::conflicts::{Conflicts, How, Touch};
 use crate::args::RunArgs;
 use crate::config::Context;
 use crate::{CmdResult, Failure};
+use shoal_transfer::conflicts::{Conflicts, How, Places, Touch};
 
-/// Places (two per copy) sorted in memory before they go to a temporary
-/// file: 100,000 are ~20 MB.
-const RUN_LEN: usize = 100_000;
+use shoal_transfer::conflicts::RUN_LEN;
 
 pub(crate) async fn run(ctx: &Context, a: RunArgs) -> CmdResult {
     let name = a.file.clone();
@@ -174,68 +170,6 @@ fn parse_line(line: &str, n: u64, file: &str) -> Result<Step, Failure> {
             Ok(Step::One(Action::Delete { dst: url }))
         }
         _ => Err(bad("expected `cp SRC DST` or `rm URL`")),
-    }
-}
-
-/// The places a plan compares, normalised (see the module docs). Local
-/// paths are resolved against the file system; the last folder resolved
-/// is remembered, since plans name many files of one folder.
-struct Places {
-    cwd: PathBuf,
-    folder: Option<(PathBuf, PathBuf)>,
-}
-
-impl Places {
-    fn new() -> Self {
-        Places {
-            cwd: std::env::current_dir().unwrap_or_default(),
-            folder: None,
-        }
-    }
-
-    /// `loc` as the key it is compared by: the URL, or for a local path
-    /// what `guard::resolve` makes of it.
-    fn of(&mut self, loc: &Location) -> String {
-        if !loc.is_local() {
-            return loc.to_string();
-        }
-        let abs = self.cwd.join(&loc.key);
-        let resolved = match (abs.parent(), abs.file_name()) {
-            (Some(parent), Some(name)) => {
-                let folder = match &self.folder {
-                    Some((given, real)) if given == parent => real.clone(),
-                    _ => {
-                        let real = shoal_transfer::guard::resolve(parent);
-                        self.folder = Some((parent.to_path_buf(), real.clone()));
-                        real
-                    }
-                };
-                let out = folder.join(name);
-                std::fs::canonicalize(&out).unwrap_or(out)
-            }
-            _ => shoal_transfer::guard::resolve(&abs),
-        };
-        resolved.display().to_string()
-    }
-
-    /// Everything in the folder `dst` whose name starts with `start`: a
-    /// glob copy's destinations.
-    fn below(&mut self, dst: &Location, start: &str) -> String {
-        let mut folder = if dst.is_local() {
-            self.of(dst)
-        } else {
-            return format!(
-                "{}{}",
-                destination(dst, "", "")
-                    .map(|d| d.to_string())
-                    .unwrap_or_default(),
-                start
-            );
-        };
-        if !folder.ends_with('/') {
-            folder.push('/');
-        }
-        folder + start
     }
 }
 

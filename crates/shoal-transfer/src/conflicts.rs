@@ -1,5 +1,8 @@
-//! Two lines of a plan that touch one place, found among any number of
-//! lines in memory bounded by a run length.
+//! Two steps of a plan that touch one place, found among any number of
+//! steps in memory bounded by a run length: the check every plan given as
+//! a list passes before anything runs (a `run` file's lines, Python's
+//! lists of pairs to copy or move), so none reads what another writes or
+//! deletes, and none writes or deletes a place twice.
 //!
 //! Each line says what it reads, writes and deletes ([`Touch`]): a place
 //! (one object or file) or a key range (every key starting with a prefix:
@@ -23,13 +26,19 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::{BufRead, BufReader, BufWriter, Seek, Write};
 
+use std::path::PathBuf;
+
+use shoal_core::Location;
 use shoal_core::error::escape_controls;
 
 /// What a line does to a place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum How {
+pub enum How {
+    /// The step reads the place.
     Read,
+    /// The step writes it.
     Write,
+    /// The step deletes it (a move deletes its source).
     Delete,
 }
 
@@ -59,24 +68,27 @@ impl How {
 /// One place (or key range) a line reads, writes or deletes. Fields are
 /// in sort order: by key, a range before the places inside it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) struct Touch {
+pub struct Touch {
     /// The place, normalised (`gs://b/key` byte for byte, or a resolved
     /// absolute local path); for a range, the prefix of every key in it.
-    pub(super) key: String,
+    pub key: String,
     /// One place (true), or every place whose key starts with `key`.
-    pub(super) point: bool,
+    pub point: bool,
     /// The plan's line.
-    pub(super) line: u64,
-    pub(super) how: How,
+    pub line: u64,
+    /// What the step does to it.
+    pub how: How,
     /// What messages name: the place, or the glob the range stands for.
-    pub(super) shown: String,
+    pub shown: String,
 }
 
 /// Two touches that clash; `here` is on the later line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Conflict {
-    pub(super) here: Touch,
-    pub(super) other: Touch,
+pub struct Conflict {
+    /// The touch on the later step.
+    pub here: Touch,
+    /// The touch it clashes with.
+    pub other: Touch,
 }
 
 impl Conflict {
@@ -88,8 +100,16 @@ impl Conflict {
         }
     }
 
-    /// The refusal, one line naming both lines and the place.
-    pub(super) fn message(&self, file: &str) -> String {
+    /// The refusal of a `run` file, one line naming both lines and the
+    /// place.
+    pub fn message(&self, file: &str) -> String {
+        self.message_as(&format!("run {file}:"), "line")
+    }
+
+    /// The refusal, one line: `{at}{step}: … by {unit} {other step} …`
+    /// (`at` "run F:" and unit "line" for a run file; "copy_many pair "
+    /// and "pair" for a list of pairs).
+    pub fn message_as(&self, at: &str, unit: &str) -> String {
         let (h, o) = (&self.here, &self.other);
         // A place rather than a range when there is one; of two ranges,
         // the narrower (the one inside the other).
@@ -120,7 +140,7 @@ impl Conflict {
             )
         } else if h.how == o.how {
             format!(
-                "{shown} is {} here{} and by line {}{}",
+                "{shown} is {} here{} and by {unit} {}{}",
                 h.how.word(),
                 via(h),
                 o.line,
@@ -128,7 +148,7 @@ impl Conflict {
             )
         } else {
             format!(
-                "{shown} is {} here{} and {} by line {}{}",
+                "{shown} is {} here{} and {} by {unit} {}{}",
                 h.how.word(),
                 via(h),
                 o.how.word(),
@@ -136,20 +156,21 @@ impl Conflict {
                 via(o)
             )
         };
-        format!("run {file}:{}: {what}; {why} (nothing was run)", h.line)
+        format!("{at}{}: {what}; {why} (nothing was run)", h.line)
     }
 }
 
 /// The touches of a plan, sorted in runs of at most `run_len` kept in
 /// temporary files, then merged and scanned for a [`Conflict`].
-pub(super) struct Conflicts {
+pub struct Conflicts {
     run_len: usize,
     run: Vec<Touch>,
     files: Vec<std::fs::File>,
 }
 
 impl Conflicts {
-    pub(super) fn new(run_len: usize) -> Self {
+    /// Touches kept in memory `run_len` at a time.
+    pub fn new(run_len: usize) -> Self {
         Conflicts {
             run_len: run_len.max(1),
             run: Vec::new(),
@@ -157,7 +178,8 @@ impl Conflicts {
         }
     }
 
-    pub(super) fn push(&mut self, t: Touch) -> std::io::Result<()> {
+    /// Adds a step's touch (spilling a sorted run when one is full).
+    pub fn push(&mut self, t: Touch) -> std::io::Result<()> {
         self.run.push(t);
         if self.run.len() >= self.run_len {
             self.spill()?;
@@ -179,7 +201,7 @@ impl Conflicts {
     }
 
     /// The first conflict in sort order, if any.
-    pub(super) fn find(mut self) -> std::io::Result<Option<Conflict>> {
+    pub fn find(mut self) -> std::io::Result<Option<Conflict>> {
         let mut scan = Scan::default();
         if self.files.is_empty() {
             self.run.sort_unstable();
@@ -225,6 +247,120 @@ impl Conflicts {
         Ok(None)
     }
 }
+
+/// The places a plan compares, normalised (see the module docs). Local
+/// paths are resolved against the file system; the last folder resolved
+/// is remembered, since plans name many files of one folder.
+pub struct Places {
+    cwd: PathBuf,
+    folder: Option<(PathBuf, PathBuf)>,
+}
+
+impl Default for Places {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Places {
+    /// Places relative to the current folder.
+    pub fn new() -> Self {
+        Places {
+            cwd: std::env::current_dir().unwrap_or_default(),
+            folder: None,
+        }
+    }
+
+    /// `loc` as the key it is compared by: the URL, or for a local path
+    /// what `guard::resolve` makes of it.
+    pub fn of(&mut self, loc: &Location) -> String {
+        if !loc.is_local() {
+            return loc.to_string();
+        }
+        let abs = self.cwd.join(&loc.key);
+        let resolved = match (abs.parent(), abs.file_name()) {
+            (Some(parent), Some(name)) => {
+                let folder = match &self.folder {
+                    Some((given, real)) if given == parent => real.clone(),
+                    _ => {
+                        let real = crate::guard::resolve(parent);
+                        self.folder = Some((parent.to_path_buf(), real.clone()));
+                        real
+                    }
+                };
+                let out = folder.join(name);
+                std::fs::canonicalize(&out).unwrap_or(out)
+            }
+            _ => crate::guard::resolve(&abs),
+        };
+        resolved.display().to_string()
+    }
+
+    /// Everything in the folder `dst` whose name starts with `start`: a
+    /// glob copy's destinations.
+    pub fn below(&mut self, dst: &Location, start: &str) -> String {
+        let mut folder = if dst.is_local() {
+            self.of(dst)
+        } else {
+            return format!(
+                "{}{}",
+                crate::tree::destination(dst, "", "")
+                    .map(|d| d.to_string())
+                    .unwrap_or_default(),
+                start
+            );
+        };
+        if !folder.ends_with('/') {
+            folder.push('/');
+        }
+        folder + start
+    }
+}
+
+/// Refuses a list of `(source, destination)` pairs in which one pair
+/// reads, writes or deletes what another writes or deletes (or writes a
+/// place twice), before any runs: what Python's `copy_many` /
+/// `move_many` and fsspec's `cp`/`mv`/`get` pass. A move deletes its
+/// source, so no other pair may read or write it. The error names both
+/// pairs (numbered from 1).
+pub fn check_pairs(pairs: &[(Location, Location)], moving: bool) -> shoal_core::Result<()> {
+    let mut conflicts = Conflicts::new(RUN_LEN);
+    let mut places = Places::new();
+    let spill = |e: std::io::Error| {
+        shoal_core::Error::io(
+            shoal_core::Op::Write,
+            "a temporary file of a plan's check",
+            e,
+        )
+    };
+    for (i, (src, dst)) in pairs.iter().enumerate() {
+        let line = i as u64 + 1;
+        let point = |key: String, how| Touch {
+            shown: key.clone(),
+            key,
+            point: true,
+            line,
+            how,
+        };
+        let read = if moving { How::Delete } else { How::Read };
+        conflicts.push(point(places.of(src), read)).map_err(spill)?;
+        conflicts
+            .push(point(places.of(dst), How::Write))
+            .map_err(spill)?;
+    }
+    match conflicts.find().map_err(spill)? {
+        Some(c) => Err(shoal_core::Error::invalid(
+            shoal_core::Op::Copy,
+            c.here.shown.clone(),
+            c.message_as("pair ", "pair"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Touches sorted in memory before they go to a temporary file: 100,000
+/// are ~20 MB.
+pub const RUN_LEN: usize = 100_000;
 
 /// What a later touch of one key (or range) can clash with: the first
 /// read and the first write or delete seen of it.
