@@ -282,30 +282,32 @@ def test_get_refuses_keys_that_alias_and_dask_of_nothing_raises(gs_bucket, tmp_p
 
 
 # fsspec's own `mv` is copy-then-rm: moving a folder into its own
-# subfolder copies p/a onto p/sub/a, then removes all of p, the copies
-# included. shoal's runs as one plan through the engine.
+# subfolder copies p/a to p/sub/p/a, then `rm -r p` removes the copies
+# too. shoal's runs as one plan through the engine, which deletes only
+# each pair's source once its copy is in place.
 
 
-def test_fsspec_mv_into_its_own_subfolder_is_refused_and_moves_keep_newer_versions(bucket):
+def test_fsspec_mv_into_its_own_subfolder_loses_nothing_and_clashing_pairs_are_refused(bucket):
     fs = fsspec.filesystem("shoal")
     for k in ("p/a", "p/b", "p/sub/a"):
         shoal.put(f"{bucket}/{k}", k.encode())
+    fs.mv(path_of(f"{bucket}/p"), path_of(f"{bucket}/p/sub"), recursive=True)
+    assert keys(bucket) == ["p/sub/p/a", "p/sub/p/b", "p/sub/p/sub/a"]
+    assert shoal.cat(f"{bucket}/p/sub/p/sub/a") == b"p/sub/a"
+
+    # Pairs where one writes what another moves away: refused whole.
     before = keys(bucket)
-    with pytest.raises(ValueError, match="pair .* by pair"):
-        fs.mv(path_of(f"{bucket}/p"), path_of(f"{bucket}/p/sub"), recursive=True)
-    assert keys(bucket) == before
-    assert shoal.cat(f"{bucket}/p/sub/a") == b"p/sub/a"
-    with pytest.raises(ValueError, match="by pair"):
-        fs.copy(path_of(f"{bucket}/p"), path_of(f"{bucket}/p/sub"), recursive=True)
+    src = [path_of(f"{bucket}/p/sub/p/a"), path_of(f"{bucket}/p/sub/p/b")]
+    with pytest.raises(ValueError, match="pair 2: .* by pair 1"):
+        fs.mv(src, [path_of(f"{bucket}/p/sub/p/b"), path_of(f"{bucket}/c")])
+    with pytest.raises(ValueError, match="by pair 1"):
+        fs.copy(src, [path_of(f"{bucket}/p/sub/p/b"), path_of(f"{bucket}/c")])
     assert keys(bucket) == before
 
-    # A plain folder move: every source gone only once its copy is there.
-    fs.mv(path_of(f"{bucket}/p/sub"), path_of(f"{bucket}/q"), recursive=True)
-    assert shoal.cat(f"{bucket}/q/a") == b"p/sub/a"
-    assert "p/sub/a" not in keys(bucket)
-    fs.mv(path_of(f"{bucket}/p/a"), path_of(f"{bucket}/r"))
-    assert shoal.cat(f"{bucket}/r") == b"p/a" and "p/a" not in keys(bucket)
-    # Moving onto itself is nothing; a missing source is FileNotFoundError.
+    # A plain move of one file; onto itself is nothing; a missing source
+    # is FileNotFoundError.
+    fs.mv(path_of(f"{bucket}/p/sub/p/a"), path_of(f"{bucket}/r"))
+    assert shoal.cat(f"{bucket}/r") == b"p/a" and "p/sub/p/a" not in keys(bucket)
     fs.mv(path_of(f"{bucket}/r"), path_of(f"{bucket}/r"))
     assert shoal.cat(f"{bucket}/r") == b"p/a"
     with pytest.raises(FileNotFoundError):
