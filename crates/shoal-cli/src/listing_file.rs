@@ -40,9 +40,6 @@ pub(crate) struct Use<'a> {
     pub(crate) side: &'a Location,
     /// Names are relative to this (`sync_root(side)`).
     pub(crate) root: &'a str,
-    /// A source listing of `sync --delete`: its flaws are said to have
-    /// stopped the deletes.
-    pub(crate) deleting: bool,
     /// `--quiet`: no line saying the listing was trusted.
     pub(crate) quiet: bool,
 }
@@ -79,9 +76,8 @@ pub(crate) fn read(
     };
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Entry>>(1024);
     let (path, side, root) = (path.to_owned(), u.side.clone(), u.root.to_owned());
-    let (deleting, quiet) = (u.deleting, u.quiet);
+    let quiet = u.quiet;
     tokio::task::spawn_blocking(move || {
-        let stopped = if deleting { "; nothing deleted" } else { "" };
         let mut lines = std::io::BufReader::new(file).lines().enumerate().peekable();
         let (mut count, mut ended) = (0u64, false);
         while let Some((n, line)) = lines.next() {
@@ -92,7 +88,7 @@ pub(crate) fn read(
                 Ok(_) if ended => Err(Error::invalid(
                     Op::Read,
                     &at,
-                    format!("a line after the listing's closing record: refused{stopped}"),
+                    format!("a line after the listing's closing record: refused"),
                 )),
                 Ok(l) => match closing_of(&l) {
                     Some(c) => {
@@ -102,7 +98,7 @@ pub(crate) fn read(
                                 Op::Read,
                                 &at,
                                 format!(
-                                    "the closing record counts {} lines but {count} came before it (cut or edited?){stopped}",
+                                    "the closing record counts {} lines but {count} came before it (cut or edited?)",
                                     c.count
                                 ),
                             )),
@@ -112,9 +108,7 @@ pub(crate) fn read(
                                 }
                                 continue;
                             }
-                            Err(why) => {
-                                Err(Error::invalid(Op::Read, &at, format!("{why}{stopped}")))
-                            }
+                            Err(why) => Err(Error::invalid(Op::Read, &at, why)),
                         }
                     }
                     None => {
@@ -127,7 +121,7 @@ pub(crate) fn read(
                                 Op::Read,
                                 &path,
                                 format!(
-                                    "the listing has no closing record (cut short? its last line is incomplete){stopped}"
+                                    "the listing has no closing record (cut short? its last line is incomplete)"
                                 ),
                             )),
                             Err(why) => Err(Error::invalid(Op::Read, &at, why)),
@@ -144,7 +138,7 @@ pub(crate) fn read(
             let _ = tx.blocking_send(Err(Error::invalid(
                 Op::Read,
                 &path,
-                format!("the listing has no closing record (cut short?){stopped}"),
+                format!("the listing has no closing record (cut short?)"),
             )));
         }
     });

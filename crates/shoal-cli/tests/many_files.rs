@@ -726,6 +726,13 @@ fn a_listing_cut_short_deletes_nothing() {
             r.stderr
         );
         assert!(!r.stderr.contains("trusting"), "{what}: {}", r.stderr);
+        // One line says what was wrong and what it stopped.
+        let said = r
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("shoal: "))
+            .count();
+        assert_eq!(said, 1, "{what}: {}", r.stderr);
         assert_eq!(keys_of_b(), before, "{what}: nothing deleted");
     }
     // The whole listing, in a file or a pipe: trusted, and said so.

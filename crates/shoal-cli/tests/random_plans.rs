@@ -599,9 +599,8 @@ fn run_plan(env: &Env, rng: &mut StdRng, n: usize) -> String {
     // source inside the destination) on the same side: refused.
     // (A run file's lines name files one by one: copying src/k to
     // src/inner/k overlaps nothing.)
-    let overlap = kinds.0 == kinds.1
-        && rng.random_bool(0.1)
-        && !matches!(verb, Verb::RunFile { .. });
+    let overlap =
+        kinds.0 == kinds.1 && rng.random_bool(0.1) && !matches!(verb, Verb::RunFile { .. });
     let dst = if overlap {
         env.side(kinds.1, &format!("{base}/src/inner"))
     } else {
@@ -644,7 +643,13 @@ fn run_plan(env: &Env, rng: &mut StdRng, n: usize) -> String {
     // One local destination in four holds a link to a folder outside it,
     // named like a folder of the source: nothing may be written through it.
     let outside = env.local.path().join(format!("{base}-outside"));
-    let linked = kinds.1 == 0 && !overlap && rng.random_bool(0.25);
+    // (Not for a run file: its lines name each destination file
+    // themselves, and a link on a path the user wrote is followed, as
+    // `cp` follows one.)
+    let linked = kinds.1 == 0
+        && !overlap
+        && rng.random_bool(0.25)
+        && !matches!(verb, Verb::RunFile { .. });
     if let (true, Side::Local(d)) = (linked, &dst) {
         let root = if matches!(verb, Verb::CpR | Verb::MvR) {
             "src/"

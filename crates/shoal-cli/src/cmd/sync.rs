@@ -59,10 +59,10 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     let dst_entries = if dst.is_local() && !std::path::Path::new(&dst.key).exists() {
         futures::stream::empty().boxed()
     } else {
-        sides.side(&dst, &a.dest_listing, dst_walk, tally.clone(), false)?
+        sides.side(&dst, &a.dest_listing, dst_walk, tally.clone())?
     };
     let plan = sync_plan(
-        sides.side(&src, &a.source_listing, a.links.walk(), None, a.delete)?,
+        sides.side(&src, &a.source_listing, a.links.walk(), None)?,
         dst_entries,
         dst.clone(),
         sync_options(&a),
@@ -163,7 +163,6 @@ impl Sides<'_> {
         listing: &Option<String>,
         walk: Walk,
         tally: Option<Arc<shoal_list::filter::Tally>>,
-        deleting: bool,
     ) -> Result<BoxStream<'static, shoal_core::Result<Entry>>, Failure> {
         let root = if l.is_local() {
             format!("{}/", l.key.trim_end_matches('/'))
@@ -176,7 +175,6 @@ impl Sides<'_> {
             let used = crate::listing_file::Use {
                 side: l,
                 root: &root,
-                deleting,
                 quiet: self.quiet,
             };
             let entries = crate::listing_file::read(file, &used)?;
