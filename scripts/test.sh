@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: unit tests, the conformance suite on all four backends,
-# the CLI's end-to-end and bad-input tests, the Python package's tests and
+# the CLI's end-to-end and bad-input tests, the Python package's tests, the
+# release files built and used as a user would (SHOAL_TEST_DIST=1) and
 # the benchmark harness at smoke size,
 # against local servers this script starts on its own ports and stops again
 # (only the ones it started).
@@ -91,6 +92,23 @@ if [ "${SHOAL_SKIP_PYTHON:-0}" != 1 ]; then
   else
     failed_part "python: maturin develop failed"
   fi
+fi
+
+# What users install (scripts/dist.sh: the static CLI tarball, the wheel,
+# the sdist), built in release in $SHOAL_CACHE/dist-target (kept between
+# runs: a rerun rebuilds only what changed) into this run's folder, then
+# used as a user would by scripts/dist_check.sh on our servers: the binary
+# under env -i, the wheel in a fresh venv without Rust on PATH. Opt-in
+# (SHOAL_TEST_DIST=1) until its cost on CI is measured: a cold run is two
+# release builds (the musl CLI, the glibc 2.28 wheel).
+if [ "${SHOAL_TEST_DIST:-0}" = 1 ]; then
+  dist_start=$SECONDS
+  if scripts/dist.sh --out "$SHOAL_RUN_DIR/dist"; then
+    scripts/dist_check.sh "$SHOAL_RUN_DIR/dist" || failed_part "dist: scripts/dist_check.sh"
+  else
+    failed_part "dist: scripts/dist.sh"
+  fi
+  echo "test.sh: dist.sh + dist_check.sh took $((SECONDS - dist_start)) s"
 fi
 
 # The benchmark harness at smoke size (tiny sizes, one run, shoal + s5cmd +

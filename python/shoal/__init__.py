@@ -51,7 +51,7 @@ from ._api import (
     upload_async,
 )
 from ._session import session
-from ._shoal import ObjectInfo, Report, Session, __version__
+from ._shoal import ObjectInfo, Report, Session, __commit__, __version__
 from .errors import *  # noqa: F403
 from .errors import ShoalError
 
@@ -62,6 +62,7 @@ __all__ = [
     "Report",
     "Session",
     "ShoalError",
+    "__commit__",
     "__version__",
     "cat",
     "cat_async",

@@ -7,6 +7,7 @@ from os import PathLike
 from typing import Any, Awaitable, AsyncIterator, Iterator
 
 __version__: str
+__commit__: str  # the commit built from, or "unknown" (a build from an sdist)
 
 class Session:
     def __init__(

@@ -3,9 +3,17 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// `shoal --version`: the version and the commit built from (build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("SHOAL_BUILT_FROM"),
+    ")"
+);
+
 /// shoal: move, list and read data in cloud object storage, fast.
 #[derive(Debug, Parser)]
-#[command(name = "shoal", version, about, long_about = None, propagate_version = true)]
+#[command(name = "shoal", version = VERSION, about, long_about = None, propagate_version = true)]
 pub(crate) struct Cli {
     #[command(flatten)]
     pub(crate) global: Global,

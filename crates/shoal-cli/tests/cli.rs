@@ -246,6 +246,28 @@ fn completions_and_man_page_are_generated_from_the_flags() {
     run(with_args(shoal(), &["completions", "tcsh"])).assert_one_line_error(2, &["tcsh"]);
 }
 
+/// `shoal --version` names the commit the binary was built from (build.rs),
+/// so a bug report says which code ran; here that is the checkout's HEAD.
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let r = run(with_args(shoal(), &["--version"]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let want = format!("shoal {} (commit ", env!("CARGO_PKG_VERSION"));
+    assert!(r.stdout.starts_with(&want), "{}", r.stdout);
+    let head = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output();
+    if let Ok(h) = head
+        && h.status.success()
+    {
+        if std::env::var_os("SHOAL_BUILD_COMMIT").is_none() {
+            let head = String::from_utf8_lossy(&h.stdout).trim().to_owned();
+            assert_eq!(r.stdout, format!("{want}{head})\n"));
+        }
+    }
+}
+
 /// `--json` on the verbs that change things: one object per line on
 /// stdout, each action as it finishes, then a summary object; nothing
 /// else on stdout.

@@ -43,7 +43,10 @@ fn _shoal(m: &Bound<'_, PyModule>) -> PyResult<()> {
         shoal_transfer::runtime_threads().map_err(pyo3::exceptions::PyValueError::new_err)?;
     rt.worker_threads(threads).enable_all();
     pyo3_async_runtimes::tokio::init(rt);
+    // The CLI's version; the commit as build.rs found it ("unknown" for a
+    // build from an sdist).
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("__commit__", env!("SHOAL_COMMIT"))?;
     m.add_class::<session::Session>()?;
     m.add_class::<objects::ObjectInfo>()?;
     m.add_class::<read::ReadStream>()?;
