@@ -67,7 +67,7 @@ def _fs(store: str, client: str):
     if client == "shoal-arrow":
         import shoal.arrow
 
-        return shoal.arrow.filesystem(), f"{store}://{BUCKET}/ds", None
+        return shoal.arrow.filesystem(store), f"{store}://{BUCKET}/ds", None
     if client == "s3fs":
         import s3fs
 

@@ -68,14 +68,20 @@ FOOTER = 64 << 10
 KEEP = 30.0
 
 
-def filesystem(*, session: _shoal.Session | None = None, **options: Any) -> pafs.PyFileSystem:
+def filesystem(store: str | None = None, *, session: _shoal.Session | None = None, **options: Any) -> pafs.PyFileSystem:
     """A ``pyarrow.fs.FileSystem`` reading ``gs://`` and ``s3://`` URLs with
-    shoal. Keywords: shoal's configuration (``endpoint_url``, ``key``,
-    ``secret``, ``workers``… see :func:`shoal.session`), or ``session=``."""
-    return pafs.PyFileSystem(ShoalHandler(resolve(session, options)))
+    shoal. With ``store`` (``"gs"`` or ``"s3"``), paths may also be
+    ``bucket/key`` as pyarrow's own S3/GCS filesystems take them (Dask
+    strips the scheme before it asks the filesystem), and paths come back
+    in that form. Keywords: shoal's configuration (``endpoint_url``,
+    ``key``, ``secret``, ``workers``… see :func:`shoal.session`), or
+    ``session=``."""
+    if store not in (None, "gs", "s3"):
+        raise ValueError(f"store must be 'gs', 's3' or None, not {store!r}")
+    return pafs.PyFileSystem(ShoalHandler(resolve(session, options), store))
 
 
-def _url(path: str) -> str:
+def _url(path: str, store: str | None = None) -> str:
     path = str(path)
     if path.startswith(("gs://", "s3://")):
         return path.rstrip("/")
@@ -83,24 +89,29 @@ def _url(path: str) -> str:
         return "gs://" + path[6:].rstrip("/")
     if path.startswith("s3a://"):
         return "s3://" + path[6:].rstrip("/")
-    raise ValueError(f"{path!r}: shoal's arrow filesystem takes gs://bucket/key or s3://bucket/key URLs")
+    if store is not None and "://" not in path:
+        return f"{store}://{path.strip('/')}"
+    raise ValueError(f"{path!r}: shoal's arrow filesystem takes gs://bucket/key or s3://bucket/key URLs (or bucket/key with shoal.arrow.filesystem('gs'/'s3'))")
 
 
 class ShoalHandler(pafs.FileSystemHandler):
     """Answers ``PyFileSystem``'s calls with shoal (see the module)."""
 
-    def __init__(self, session: _shoal.Session) -> None:
+    def __init__(self, session: _shoal.Session, store: str | None = None) -> None:
         self.session = session
+        self.store = store
         self._lock = threading.Lock()
         # URL -> (size, version, when): what the last listing or stat
         # said, for opens within KEEP seconds.
         self._known: dict[str, tuple[int, str | None, float]] = {}
 
     def __reduce__(self) -> Any:
-        return (ShoalHandler, (self.session,))
+        return (ShoalHandler, (self.session, self.store))
 
     def __eq__(self, other: Any) -> bool:
-        return isinstance(other, ShoalHandler) and other.session is self.session
+        # Same configuration (a session pickles as its keywords: Dask
+        # compares a filesystem with its unpickled copy).
+        return isinstance(other, ShoalHandler) and other.store == self.store and (other.session is self.session or other.session.__reduce__() == self.session.__reduce__())
 
     def __ne__(self, other: Any) -> bool:
         return not self == other
@@ -109,7 +120,14 @@ class ShoalHandler(pafs.FileSystemHandler):
         return "shoal"
 
     def normalize_path(self, path: str) -> str:
-        return _url(path)
+        return self._out(self._u(path))
+
+    def _u(self, path: str) -> str:
+        return _url(path, self.store)
+
+    def _out(self, url: str) -> str:
+        """A URL as this filesystem's paths spell it."""
+        return url.partition("://")[2] if self.store is not None else url
 
     # -- metadata --------------------------------------------------------
 
@@ -120,10 +138,10 @@ class ShoalHandler(pafs.FileSystemHandler):
     def _file(self, o: _shoal.ObjectInfo) -> pafs.FileInfo:
         self._keep(o.url, o.size, o.version)
         mtime = o.updated
-        return pafs.FileInfo(o.url, pafs.FileType.File, size=o.size, mtime=mtime if mtime is not None else None)
+        return pafs.FileInfo(self._out(o.url), pafs.FileType.File, size=o.size, mtime=mtime)
 
     def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
-        return [self._info(_url(p)) for p in paths]
+        return [self._info(self._u(p)) for p in paths]
 
     def _info(self, url: str) -> pafs.FileInfo:
         rest = url.partition("://")[2]
@@ -131,18 +149,18 @@ class ShoalHandler(pafs.FileSystemHandler):
             try:
                 _shoal.list_prefix(self.session, url + "/", True, "name", 1)
             except FileNotFoundError:
-                return pafs.FileInfo(url, pafs.FileType.NotFound)
-            return pafs.FileInfo(url, pafs.FileType.Directory)
+                return pafs.FileInfo(self._out(url), pafs.FileType.NotFound)
+            return pafs.FileInfo(self._out(url), pafs.FileType.Directory)
         try:
             return self._file(_shoal.stat(self.session, url))
         except FileNotFoundError:
             pass
         objs, prefixes = _shoal.list_prefix(self.session, url + "/", True, "name", 1)
         kind = pafs.FileType.Directory if objs or prefixes else pafs.FileType.NotFound
-        return pafs.FileInfo(url, kind)
+        return pafs.FileInfo(self._out(url), kind)
 
     def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
-        base = _url(selector.base_dir)
+        base = self._u(selector.base_dir)
         try:
             objs, prefixes = _shoal.list_prefix(self.session, base + "/", not selector.recursive, "full")
         except FileNotFoundError:
@@ -157,11 +175,11 @@ class ShoalHandler(pafs.FileSystemHandler):
             if selector.recursive:
                 parent = o.url.rsplit("/", 1)[0]
                 while len(parent) > len(base) and parent not in out:
-                    out[parent] = pafs.FileInfo(parent, pafs.FileType.Directory)
+                    out[parent] = pafs.FileInfo(self._out(parent), pafs.FileType.Directory)
                     parent = parent.rsplit("/", 1)[0]
         for p in prefixes:
             p = p.rstrip("/")
-            out.setdefault(p, pafs.FileInfo(p, pafs.FileType.Directory))
+            out.setdefault(p, pafs.FileInfo(self._out(p), pafs.FileType.Directory))
         if not out and not selector.allow_not_found and self._info(base).type == pafs.FileType.NotFound:
             raise FileNotFoundError(f"{base}: no such object or prefix")
         return [out[k] for k in sorted(out)]
@@ -169,7 +187,7 @@ class ShoalHandler(pafs.FileSystemHandler):
     # -- reading ---------------------------------------------------------
 
     def _opened(self, path: str) -> "ShoalInputFile":
-        url = _url(path)
+        url = self._u(path)
         with self._lock:
             known = self._known.get(url)
         if known is None or time.monotonic() - known[2] > KEEP:
@@ -190,19 +208,19 @@ class ShoalHandler(pafs.FileSystemHandler):
     # -- writing ---------------------------------------------------------
 
     def open_output_stream(self, path: str, metadata: Any) -> pa.NativeFile:
-        return pa.PythonFile(_Upload(self.session, _url(path)), mode="w")
+        return pa.PythonFile(_Upload(self.session, self._u(path)), mode="w")
 
     def open_append_stream(self, path: str, metadata: Any) -> pa.NativeFile:
-        raise NotImplementedError(f"append {_url(path)}: object stores cannot append to an object (write a new one)")
+        raise NotImplementedError(f"append {self._u(path)}: object stores cannot append to an object (write a new one)")
 
     def create_dir(self, path: str, recursive: bool) -> None:
         pass  # no directories in object stores; a bucket must exist
 
     def delete_dir(self, path: str) -> None:
-        raise NotImplementedError(f"delete_dir {_url(path)}: not supported here; use shoal.rm or the CLI's rm -r")
+        raise NotImplementedError(f"delete_dir {self._u(path)}: not supported here; use shoal.rm or the CLI's rm -r")
 
     def delete_dir_contents(self, path: str, missing_dir_ok: bool = False) -> None:
-        raise NotImplementedError(f"delete_dir_contents {_url(path)}: not supported here; use shoal.rm or the CLI's rm -r")
+        raise NotImplementedError(f"delete_dir_contents {self._u(path)}: not supported here; use shoal.rm or the CLI's rm -r")
 
     def delete_root_dir_contents(self) -> None:
         raise NotImplementedError("deleting every bucket's contents is not supported")
@@ -210,15 +228,15 @@ class ShoalHandler(pafs.FileSystemHandler):
     def delete_file(self, path: str) -> None:
         from ._api import rm
 
-        rm(_url(path), session=self.session)
+        rm(self._u(path), session=self.session)
 
     def move(self, src: str, dest: str) -> None:
-        raise NotImplementedError(f"move {_url(src)}: not supported here; use the CLI's mv")
+        raise NotImplementedError(f"move {self._u(src)}: not supported here; use the CLI's mv")
 
     def copy_file(self, src: str, dest: str) -> None:
         from ._api import copy
 
-        copy(_url(src), _url(dest), session=self.session)
+        copy(self._u(src), self._u(dest), session=self.session)
 
 
 class ShoalInputFile(io.RawIOBase):

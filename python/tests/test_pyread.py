@@ -69,6 +69,11 @@ def test_arrow_filesystem_reads_a_dataset_as_users_write_it(dataset, monkeypatch
     assert len(df) == 120_000 and list(df.columns) == ["id", "x", "s"]
     # One file: one HEAD (its size and version), none for the open after.
     assert heads.n == 1
+    # With a store, paths may be bucket/key (as Dask hands them over).
+    scheme, _, name = bucket.partition("://")
+    one = shoal.arrow.filesystem(scheme)
+    assert pq.read_table(f"{name}/ds", filesystem=one, columns=["id"]).num_rows == 360_000
+    assert one.get_file_info(f"{bucket}/ds/part-0.parquet").path == f"{name}/ds/part-0.parquet"
 
 
 def test_arrow_input_file_reads_ranges_pinned_to_the_version_opened(bucket):
