@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 
 import fsspec
+import fsspec.parquet
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
