@@ -8,6 +8,8 @@
   functions, same names and parameters, taking URLs.
 - :mod:`shoal.fsspec`: an fsspec ``AsyncFileSystem`` (``shoal://gs/b/k``;
   ``shoal.fsspec.register(override=True)`` serves ``gs://`` and ``s3://``).
+- :mod:`shoal.arrow`: ``shoal.arrow.filesystem()``, a ``pyarrow.fs``
+  filesystem on shoal's engine for ``pq.read_table``/``pandas.read_parquet``.
 - :mod:`shoal.dask`: listings as Dask partitions; copies, reads and ``du``
   as Dask tasks.
 
@@ -98,3 +100,13 @@ __all__ = [
     "upload",
     "upload_async",
 ] + errors.__all__
+
+
+def __getattr__(name: str):
+    # shoal.arrow without an import of its own (it needs pyarrow, so it is
+    # loaded on first use only).
+    if name == "arrow":
+        import importlib
+
+        return importlib.import_module(".arrow", __name__)
+    raise AttributeError(f"module 'shoal' has no attribute {name!r}")

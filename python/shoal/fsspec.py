@@ -42,7 +42,20 @@ so an object is always the old one or the whole new one:
 
 A file opened for reading reads the version it first saw (GCS generation,
 S3 ETag): if the object is replaced while the file is open, the next read
-raises ``ChangedError`` instead of returning a mix of both versions.
+raises ``ChangedError`` instead of returning a mix of both versions. The
+size and version an ``ls``/``find``/``info`` gave are kept for 30 s for
+the ``open`` of that file, so opening after a listing costs no HEAD
+(pyarrow's fsspec bridge asks ``info`` then ``open``: one HEAD, not two);
+otherwise the open costs one. A file changed between the listing and the
+open is therefore ``ChangedError`` at its first read (never a mix of
+versions): open it again.
+
+Reads of an open file use :class:`ReadAheadCache` (``cache_type="shoal"``,
+the default here): the footer first, then column chunks fetched exactly,
+and a read-ahead only for sequential reads. ``cat_ranges`` reads all its
+ranges at once in Rust (near ranges of one object joined), which is what
+Dask's parquet reader and ``fsspec.parquet`` call. Figures:
+docs/python-reads.md.
 
 ``cat``/``cat_file`` of a whole object, and a file whose first read takes
 the whole object, are checked against the store's checksum (CRC32C,
@@ -56,11 +69,13 @@ from __future__ import annotations
 import io
 import os
 import tempfile
+import time
 from typing import Any
 
 import fsspec
 import fsspec.asyn
 from fsspec.asyn import AsyncFileSystem
+from fsspec.caching import BaseCache, register_cache
 from fsspec.implementations.local import make_path_posix, trailing_sep
 from fsspec.utils import other_paths
 from glob import has_magic
@@ -91,6 +106,27 @@ class ShoalFileSystem(AsyncFileSystem):
     def __init__(self, *args: Any, session: _shoal.Session | None = None, asynchronous: bool = False, loop: Any = None, batch_size: int | None = None, **options: Any):
         super().__init__(*args, asynchronous=asynchronous, loop=loop, batch_size=batch_size, session=session, **options)
         self.session = resolve(session, options)
+        # path -> (info of a file, when): what the last listing or stat
+        # gave, for opens within _KEEP seconds (see `_open`).
+        self._known: dict[str, tuple[dict[str, Any], float]] = {}
+
+    def _keep(self, info: dict[str, Any]) -> dict[str, Any]:
+        self._known[info["name"]] = (info, time.monotonic())
+        return info
+
+    def _kept(self, path: str) -> dict[str, Any] | None:
+        """What a listing or stat said of ``path`` in the last _KEEP s."""
+        known = self._known.get(path)
+        if known is not None and time.monotonic() - known[1] <= _KEEP:
+            return known[0]
+        return None
+
+    def _forget(self, path: str) -> None:
+        # The path, and its parents (a folder may have lost its last file).
+        path = self._strip_protocol(path)
+        while path:
+            self._known.pop(path, None)
+            path = path.rpartition("/")[0]
 
     # -- paths -----------------------------------------------------------
 
@@ -176,18 +212,21 @@ class ShoalFileSystem(AsyncFileSystem):
         path = self._strip_protocol(path)
         if self._is_root(path):
             return self._dir_info(path)
+        kept = self._kept(path)
+        if kept is not None:
+            return kept
         url = self._url(path)
         if self._is_bucket(path):
             # Raises NotFoundError when the bucket does not exist.
             await _shoal.list_prefix_async(self.session, url + "/", True, "name", 1)
             return self._dir_info(path)
         try:
-            return self._file_info(await _shoal.stat_async(self.session, url))
+            return self._keep(self._file_info(await _shoal.stat_async(self.session, url)))
         except FileNotFoundError:
             pass
         objs, prefixes = await _shoal.list_prefix_async(self.session, url + "/", True, "name", 1)
         if objs or prefixes:
-            return self._dir_info(path)
+            return self._keep(self._dir_info(path))
         raise FileNotFoundError(path)
 
     async def _ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
@@ -197,7 +236,7 @@ class ShoalFileSystem(AsyncFileSystem):
             return out if detail else [i["name"] for i in out]
         url = self._url(path)
         objs, prefixes = await _shoal.list_prefix_async(self.session, url + "/", True, "full")
-        out = [self._file_info(o) for o in objs if not o.key.endswith("/")]
+        out = [self._keep(self._file_info(o)) for o in objs if not o.key.endswith("/")]
         out += [self._dir_info(self._path(p)) for p in prefixes]
         if not out:
             if self._is_bucket(path):
@@ -235,7 +274,7 @@ class ShoalFileSystem(AsyncFileSystem):
         for o in objs:
             if o.key.endswith("/"):
                 continue
-            info = self._file_info(o)
+            info = self._keep(self._file_info(o))
             out[info["name"]] = info
             if withdirs:
                 parent = self._parent(info["name"])
@@ -285,12 +324,38 @@ class ShoalFileSystem(AsyncFileSystem):
     # -- bytes -----------------------------------------------------------
 
     async def _cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
+        # One GET: its answer gives the size, version and checksum a HEAD
+        # would have (shoal_transfer::into_memory).
         return await _shoal.cat_async(self.session, self._url(path), start, end)
+
+    async def _cat_ranges(self, paths: list[str], starts: Any, ends: Any, max_gap: int | None = None, batch_size: int | None = None, on_error: str = "return", **kwargs: Any) -> list[Any]:
+        """Many ranges read at once by the engine (Dask's and
+        ``fsspec.parquet``'s column-chunk reads): all in flight together
+        with the GIL released, ranges of one object at most ``max_gap``
+        bytes apart (default 8 KiB, Arrow's hole limit) joined into one
+        request. A list in order: bytes, or (``on_error="return"``) the
+        exception a range raised."""
+        if not isinstance(paths, list):
+            raise TypeError("paths must be a list")
+        n = len(paths)
+        starts = [starts] * n if not isinstance(starts, list) else starts
+        ends = [ends] * n if not isinstance(ends, list) else ends
+        if len(starts) != n or len(ends) != n:
+            raise ValueError(f"cat_ranges: {n} paths, {len(starts)} starts and {len(ends)} ends: give one of each per path")
+        urls = [self._url(p) for p in paths]
+        hole = _HOLE if max_gap is None else max_gap
+        out = await _shoal.cat_ranges_async(self.session, urls, starts, ends, None, hole)
+        if on_error == "raise":
+            for r in out:
+                if isinstance(r, BaseException):
+                    raise r
+        return out
 
     async def _pipe_file(self, path: str, value: bytes, mode: str = "overwrite", **kwargs: Any) -> None:
         """Writes ``value`` as the object; keywords: what it stores beside
         its bytes (see the module)."""
         write = write_keywords("pipe_file", kwargs)
+        self._forget(path)
         try:
             await _shoal.put_async(self.session, self._url(path), bytes(value), if_not_exists=mode == "create", **write)
         except _shoal_errors().PreconditionError as e:
@@ -303,6 +368,7 @@ class ShoalFileSystem(AsyncFileSystem):
         write = write_keywords("put_file", kwargs)
         if os.path.isdir(lpath):
             return  # no directories in object stores
+        self._forget(rpath)
         try:
             await _shoal.upload_async(self.session, os.fspath(lpath), self._url(rpath), None, None, if_not_exists=mode == "create", **write)
         except _shoal_errors().PreconditionError as e:
@@ -359,6 +425,8 @@ class ShoalFileSystem(AsyncFileSystem):
         if not pairs:
             return
         results = await _shoal.copy_many_async(self.session, [(self._url(a), self._url(b)) for a, b in pairs], None, None)
+        for _, b in pairs:
+            self._forget(b)
         for r in results:
             if isinstance(r, BaseException) and not (on_error == "ignore" and isinstance(r, FileNotFoundError)):
                 raise r
@@ -426,11 +494,13 @@ class ShoalFileSystem(AsyncFileSystem):
                 callback.relative_update(1)
 
     async def _cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
+        self._forget(path2)
         (r,) = await _shoal.copy_many_async(self.session, [(self._url(path1), self._url(path2))], None, None)
         if isinstance(r, BaseException):
             raise r
 
     async def _rm_file(self, path: str, **kwargs: Any) -> None:
+        self._forget(path)
         (r,) = await _shoal.delete_many_async(self.session, [self._url(path)], None)
         if r is not None:
             raise r
@@ -444,6 +514,8 @@ class ShoalFileSystem(AsyncFileSystem):
                     files.append(p)
             except FileNotFoundError:
                 pass
+        for p in files:
+            self._forget(p)
         results = await _shoal.delete_many_async(self.session, [self._url(p) for p in files], None)
         for r in results:
             if r is not None and not isinstance(r, FileNotFoundError):
@@ -476,7 +548,11 @@ class ShoalFileSystem(AsyncFileSystem):
         return presign(self._url(path), expiration, method, session=self.session)
 
     def invalidate_cache(self, path: str | None = None) -> None:
-        pass  # nothing is cached
+        # Only what the next open takes (see _open) is kept.
+        if path is None:
+            self._known.clear()
+        else:
+            self._forget(path)
 
     def open(self, path: Any, mode: str = "rb", block_size: int | None = None, cache_options: Any = None, compression: str | None = None, **kwargs: Any) -> Any:
         # fsspec wraps text mode in a plain io.TextIOWrapper, whose exit
@@ -514,7 +590,104 @@ class ShoalFileSystem(AsyncFileSystem):
         if mode != "rb":
             kwargs = write_keywords("open", kwargs)
             _shoal.check_write(self._url(path), **kwargs)
+            self._forget(path)
+        else:
+            # The size and version a listing or stat gave in the last
+            # _KEEP seconds serve this open, so it costs no HEAD (an object
+            # replaced since fails its first read with ChangedError, which
+            # drops them). Without them, one HEAD (size and version,
+            # pinned from then on).
+            known = self._kept(self._strip_protocol(path))
+            kwargs.setdefault("cache_type", ReadAheadCache.name)
+            if known is not None and known["type"] == "file":
+                kwargs["details"] = known
         return ShoalFile(self, path, mode, block_size=block_size or "default", autocommit=autocommit, cache_options=cache_options, **kwargs)
+
+
+#: Seconds a listing's or stat's size and version serve opens: long enough
+#: for a dataset's discovery and read (pyarrow opens the first file twice),
+#: short enough that a long-lived filesystem does not keep old listings.
+_KEEP = 30.0
+#: Ranges of one object at most this far apart are read as one request by
+#: `cat_ranges` (Arrow's own hole limit for coalescing column chunks).
+_HOLE = 8 << 10
+#: A file this small is read whole on its first read: one request,
+#: verified against the store's checksum.
+_WHOLE = 1 << 20
+#: The tail read first (Arrow's parquet footer read is 64 KiB).
+_FOOTER = 64 << 10
+#: First read-ahead of a run of sequential reads; it doubles up to the
+#: file's block size.
+_AHEAD = 1 << 20
+
+
+class ReadAheadCache(BaseCache):
+    """The read cache of a :class:`ShoalFile`, shaped for columnar formats
+    and sequential reads alike.
+
+    fsspec's default (``readahead``) turns every read into at least a
+    block (5 MiB): reading one column of a parquet file, each small column
+    chunk became a 5 MiB request (175 MiB fetched for 14 MiB needed).
+    Here:
+
+    - the first read near the end (a parquet/ORC footer) fetches the
+      tail, from the read's start or :data:`_FOOTER` before the end,
+      kept for the metadata reads after; a file of at most :data:`_WHOLE`
+      bytes is read whole instead (verified: see the module);
+    - a read that does not follow the previous one (a column chunk) is
+      fetched exactly;
+    - a read that follows the previous one (a CSV read in pieces, a file
+      copied) starts a read-ahead of 1 MiB that doubles up to the block
+      size, so sequential reading stays a few large requests.
+    """
+
+    name = "shoal"
+
+    def __init__(self, blocksize: int, fetcher: Any, size: int, **kwargs: Any) -> None:
+        super().__init__(blocksize, fetcher, size)
+        self._tail: tuple[int, bytes] | None = None
+        self._buf: tuple[int, bytes] = (0, b"")
+        self._end = 0
+        self._ahead = 0
+        self._first = True
+
+    def _fetch(self, start: int | None, stop: int | None) -> bytes:
+        start = 0 if start is None else start
+        stop = self.size if stop is None else min(stop, self.size)
+        if start >= stop:
+            return b""
+        for held in (self._tail, self._buf):
+            if held is not None and held[0] <= start and stop <= held[0] + len(held[1]):
+                self.hit_count += 1
+                self._end = stop
+                return held[1][start - held[0] : stop - held[0]]
+        self.miss_count += 1
+        if self._first:
+            self._first = False
+            if self.size <= _WHOLE or stop > self.size - _FOOTER:
+                at = 0 if self.size <= _WHOLE else min(start, self.size - _FOOTER)
+                data = self.fetcher(at, self.size)
+                self._tail = (at, data)
+                self.total_requested_bytes += len(data)
+                return data[start - at : stop - at]
+        b0, b = self._buf
+        head = b""
+        if b0 <= start < b0 + len(b):
+            head = b[start - b0 :]  # the part already held
+        if start == self._end or head:
+            self._ahead = min(max(2 * self._ahead, _AHEAD), max(self.blocksize, _AHEAD))
+            at = start + len(head)
+            data = head + self.fetcher(at, min(self.size, max(stop, start + self._ahead)))
+        else:
+            self._ahead = 0
+            data = self.fetcher(start, stop)
+        self.total_requested_bytes += len(data) - len(head)
+        self._buf = (start, data)
+        self._end = stop
+        return data[: stop - start]
+
+
+register_cache(ReadAheadCache, clobber=True)
 
 
 def _aliased(lpath: str) -> bool:
@@ -541,6 +714,12 @@ class ShoalFile(AbstractBufferedFile):
     # the compressed stream lacks its end, so nothing is committed.
     _wrapped: bool = False
 
+    def __init__(self, fs: Any, path: str, mode: str = "rb", details: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if details is not None:
+            self._details = details
+            kwargs["size"] = details["size"]
+        super().__init__(fs, path, mode, **kwargs)
+
     def __del__(self) -> None:
         if self._wrapped and not self.closed:
             self._abandon()
@@ -549,7 +728,11 @@ class ShoalFile(AbstractBufferedFile):
 
     def _fetch_range(self, start: int, end: int) -> bytes:
         # Pinned to the version `details` saw when the file was opened.
-        return _shoal.cat(self.fs.session, self.fs._url(self.path), start, end, self.details.get("version"))
+        try:
+            return _shoal.cat(self.fs.session, self.fs._url(self.path), start, end, self.details.get("version"))
+        except _shoal_errors().ChangedError:
+            self.fs._forget(self.path)  # the next open asks the store again
+            raise
 
     def _initiate_upload(self) -> None:
         self._held = io.BytesIO()

@@ -17,7 +17,7 @@ use std::future::Future;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use shoal_core::{Error, Location, ObjectVersion, Op, Scheme};
-use shoal_transfer::into_memory::read_into_memory;
+use shoal_transfer::into_memory::{RangeRead, read_into_memory, read_ranges};
 
 use crate::errors::{IntoPyResult, to_py};
 use crate::list::object;
@@ -43,6 +43,59 @@ fn cat_impl(
             .await
             .map_err(|e| to_py(e.with_url(&url)))?;
         Ok(Python::attach(|py| PyBytes::new(py, &read.bytes).unbind()))
+    }
+}
+
+/// `cat_ranges`: many ranges read at once by the engine
+/// ([`read_ranges`]: concurrent, near ranges of one object joined), each
+/// answered by its bytes or its exception, in the order asked.
+fn cat_ranges_impl(
+    s: &Session,
+    urls: Vec<String>,
+    starts: Vec<Option<i64>>,
+    ends: Vec<Option<i64>>,
+    versions: Option<Vec<Option<String>>>,
+    hole: u64,
+) -> impl Future<Output = PyResult<Vec<Py<PyAny>>>> + use<> {
+    let stores = s.stores.clone();
+    let opts = s.transfer_options(None, None);
+    let policy = s.retry();
+    async move {
+        let n = urls.len();
+        if starts.len() != n || ends.len() != n || versions.as_ref().is_some_and(|v| v.len() != n) {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "cat_ranges: {n} paths but {} starts and {} ends: give one of each per path",
+                starts.len(),
+                ends.len()
+            )));
+        }
+        let mut versions = versions.unwrap_or_else(|| vec![None; n]).into_iter();
+        let mut reads = Vec::with_capacity(n);
+        for ((url, start), end) in urls.iter().zip(starts).zip(ends) {
+            let loc = object(Op::Download, url).py()?;
+            let pinned = match versions.next().flatten() {
+                Some(v) => Some(parse_version(&loc, url, &v)?),
+                None => None,
+            };
+            let store = stores.store(&loc).py()?;
+            reads.push(RangeRead {
+                store,
+                loc,
+                start,
+                end,
+                pinned,
+            });
+        }
+        let got = read_ranges(reads, hole, &opts, policy).await;
+        Ok(Python::attach(|py| {
+            got.into_iter()
+                .zip(&urls)
+                .map(|(r, url)| match r {
+                    Ok(b) => PyBytes::new(py, &b).into_any().unbind(),
+                    Err(e) => to_py(e.with_url(url)).into_value(py).into_any(),
+                })
+                .collect()
+        }))
     }
 }
 
@@ -72,8 +125,20 @@ blocking_and_async! {
     fn cat / cat_async(url: String, start: Option<i64>, end: Option<i64>, version: Option<String>) -> Py<PyBytes> = cat_impl;
 }
 
+blocking_and_async! {
+    /// The bytes of many ranges `[start, end)` (the rules of `cat`), read
+    /// at once, near ranges of one object joined when at most `hole` bytes
+    /// apart; `versions` pins each to an `ObjectInfo.version`. A list in
+    /// the order asked: each item the bytes, or the exception that range
+    /// raised.
+    #[pyo3(signature = (session, urls, starts, ends, versions=None, hole=0))]
+    fn cat_ranges / cat_ranges_async(urls: Vec<String>, starts: Vec<Option<i64>>, ends: Vec<Option<i64>>, versions: Option<Vec<Option<String>>>, hole: u64) -> Vec<Py<PyAny>> = cat_ranges_impl;
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(pyo3::wrap_pyfunction!(cat, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(cat_async, m)?)?;
+    m.add_function(pyo3::wrap_pyfunction!(cat_ranges, m)?)?;
+    m.add_function(pyo3::wrap_pyfunction!(cat_ranges_async, m)?)?;
     Ok(())
 }

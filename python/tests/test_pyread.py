@@ -1,0 +1,168 @@
+"""Reading datasets from Python (issue #41): shoal.arrow's pyarrow
+filesystem, and the fsspec file's reads (no HEAD after a listing, a
+read-ahead that fetches column chunks exactly, cat_ranges at once)."""
+
+from __future__ import annotations
+
+import io
+
+import fsspec
+import fsspec.parquet
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import shoal
+import shoal.arrow
+import shoal.fsspec
+from shoal import _shoal
+
+
+def parquet_bytes(rows: int = 120_000, groups: int = 4) -> bytes:
+    t = pa.table({"id": pa.array(range(rows), pa.int64()), "x": pa.array([i * 0.5 for i in range(rows)]), "s": pa.array([f"v{i % 97}" for i in range(rows)])})
+    buf = io.BytesIO()
+    pq.write_table(t, buf, row_group_size=rows // groups, compression="none")
+    return buf.getvalue()
+
+
+@pytest.fixture
+def dataset(bucket):
+    data = parquet_bytes()
+    for i in range(3):
+        shoal.put(f"{bucket}/ds/part-{i}.parquet", data)
+    return bucket, data
+
+
+class StatCounter:
+    """Counts the stats (HEADs) shoal's Python layer asks the engine for."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.urls: list[str] = []
+        for name in ("stat", "stat_async"):
+            real = getattr(_shoal, name)
+
+            def spy(session, url, _real=real):
+                self.urls.append(url)
+                return _real(session, url)
+
+            monkeypatch.setattr(_shoal, name, spy)
+
+    @property
+    def n(self) -> int:
+        """HEADs of files (a directory's probe, a HEAD answered 404 before
+        its listing, is not counted)."""
+        return sum(1 for u in self.urls if u.endswith((".parquet", ".bin")))
+
+
+def test_arrow_filesystem_reads_a_dataset_as_users_write_it(dataset, monkeypatch):
+    bucket, data = dataset
+    fs = shoal.arrow.filesystem()
+    heads = StatCounter(monkeypatch)
+    t = pq.read_table(f"{bucket}/ds/", filesystem=fs, columns=["x"])
+    assert t.num_rows == 360_000 and t.column_names == ["x"]
+    assert pa.compute.sum(t["x"]).as_py() == 3 * sum(i * 0.5 for i in range(120_000))
+    # The listing gave every file's size and version: no HEAD per file.
+    assert heads.n == 0
+    f = pq.read_table(f"{bucket}/ds/", filesystem=fs, filters=[("id", "<", 100)])
+    assert f.num_rows == 300
+    df = pd.read_parquet(f"{bucket}/ds/part-1.parquet", filesystem=fs)
+    assert len(df) == 120_000 and list(df.columns) == ["id", "x", "s"]
+    # One file: one HEAD (its size and version), none for the open after.
+    assert heads.n == 1
+    # With a store, paths may be bucket/key (as Dask hands them over).
+    scheme, _, name = bucket.partition("://")
+    one = shoal.arrow.filesystem(scheme)
+    assert pq.read_table(f"{name}/ds", filesystem=one, columns=["id"]).num_rows == 360_000
+    assert one.get_file_info(f"{bucket}/ds/part-0.parquet").path == f"{name}/ds/part-0.parquet"
+
+
+def test_arrow_input_file_reads_ranges_pinned_to_the_version_opened(bucket):
+    fs = shoal.arrow.filesystem()
+    body = bytes(range(256)) * 12_000  # 3 MB: footer first, then exact ranges
+    shoal.put(f"{bucket}/r.bin", body)
+    with fs.open_input_file(f"{bucket}/r.bin") as f:
+        assert f.size() == len(body)
+        assert f.read_at(10, len(body) - 10) == body[-10:]
+        assert f.read_at(100, 5) == body[5:105]
+        shoal.put(f"{bucket}/r.bin", b"new")
+        with pytest.raises(shoal.ChangedError):
+            f.read_at(100, 1_000_000)
+
+
+def test_arrow_bad_input_raises_python_errors_naming_the_url(bucket):
+    fs = shoal.arrow.filesystem()
+    with pytest.raises(FileNotFoundError, match="nope.parquet"):
+        pq.read_table(f"{bucket}/nope.parquet", filesystem=fs)
+    shoal.put(f"{bucket}/cut.parquet", parquet_bytes()[:-100])
+    with pytest.raises(pa.ArrowInvalid, match="cut.parquet"):
+        pq.read_table(f"{bucket}/cut.parquet", filesystem=fs)
+
+
+def test_fsspec_open_after_a_listing_costs_no_head_and_reads_chunks_exactly(dataset, monkeypatch):
+    bucket, data = dataset
+    fs = fsspec.filesystem("shoal")
+    root = fs._strip_protocol(f"{bucket}/ds")
+    heads = StatCounter(monkeypatch)
+    t = pq.read_table(root, filesystem=fs, columns=["x"])
+    assert t.num_rows == 360_000
+    assert heads.n == 0
+    # A file read for one column fetched its footer and that column's
+    # chunks, not fsspec's 5 MiB blocks.
+    fs.ls(root)
+    with fs.open(f"{root}/part-0.parquet") as f:
+        pf = pq.ParquetFile(f)
+        pf.read(columns=["id"])
+        md = pf.metadata
+        need = sum(md.row_group(g).column(0).total_compressed_size for g in range(md.num_row_groups))
+        assert f.cache.total_requested_bytes < need + 64 * 1024 + 4096 < len(data)
+    assert heads.n == 0
+    # Without a listing or stat first: one HEAD, for size and version.
+    fs.invalidate_cache()
+    with fs.open(f"{root}/part-0.parquet") as f:
+        assert f.read(4) == b"PAR1"
+    assert heads.n == 1
+
+
+def test_fsspec_sequential_reads_grow_a_read_ahead(bucket):
+    fs = fsspec.filesystem("shoal")
+    body = bytes(range(256)) * 16_384  # 4 MiB
+    fs.pipe(f"{bucket}/seq.bin", body)
+    with fs.open(f"{bucket}/seq.bin", block_size=2 << 20) as f:
+        got = b"".join(iter(lambda: f.read(64 * 1024), b""))
+        assert got == body
+        # 1 MiB then 2 MiB then the rest: three requests, not 64.
+        assert f.cache.miss_count <= 4
+
+
+def test_fsspec_cat_ranges_at_once_in_order_with_errors_in_place(bucket):
+    fs = fsspec.filesystem("shoal")
+    body = bytes(range(256)) * 4096
+    fs.pipe(f"{bucket}/a.bin", body)
+    paths = [f"{bucket}/a.bin", f"{bucket}/missing.bin", f"{bucket}/a.bin", f"{bucket}/a.bin"]
+    got = fs.cat_ranges(paths, [1000, 0, 10, 5000], [2000, 10, 20, 5010])
+    assert got[0] == body[1000:2000] and got[2] == body[10:20] and got[3] == body[5000:5010]
+    assert isinstance(got[1], FileNotFoundError) and "missing.bin" in str(got[1])
+    with pytest.raises(FileNotFoundError):
+        fs.cat_ranges(paths, [1000, 0, 10, 5000], [2000, 10, 20, 5010], on_error="raise")
+    # fsspec.parquet's reader (Dask's) goes through cat_ranges.
+    fs.pipe(f"{bucket}/t.parquet", parquet_bytes())
+    with fsspec.parquet.open_parquet_file(f"{bucket}/t.parquet", fs=fs, columns=["x"]) as f:
+        assert pq.read_table(f, columns=["x"]).num_rows == 120_000
+
+
+def test_fsspec_open_reads_the_version_listed(bucket):
+    fs = fsspec.filesystem("shoal")
+    fs.pipe(f"{bucket}/v.bin", b"one" * 100_000)
+    fs.ls(bucket)
+    # Replaced through the same filesystem: the kept listing is dropped.
+    fs.pipe(f"{bucket}/v.bin", b"two" * 100_000)
+    with fs.open(f"{bucket}/v.bin") as f:
+        assert f.read(3) == b"two"
+    fs.ls(bucket)
+    shoal.put(f"{bucket}/v.bin", b"three" * 100_000)  # behind its back
+    with fs.open(f"{bucket}/v.bin") as f, pytest.raises(shoal.ChangedError):
+        f.read(3)
+    # The old listing is dropped then: opened again, the new version.
+    with fs.open(f"{bucket}/v.bin") as f:
+        assert f.read(5) == b"three"
