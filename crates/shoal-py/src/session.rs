@@ -283,7 +283,10 @@ impl Session {
         }
         if let Some(p) = kw.get_item("proxy")? {
             // A proxy URL may carry a password.
-            kw.set_item("proxy", shoal_core::network::redact_proxy(&p.extract::<String>()?))?;
+            kw.set_item(
+                "proxy",
+                shoal_core::network::redact_proxy(&p.extract::<String>()?),
+            )?;
         }
         Ok(format!("Session({})", kw.repr()?))
     }

@@ -29,6 +29,7 @@ pub mod cleanup;
 pub mod cloud_copy;
 pub mod copy;
 pub mod decode;
+pub mod delete;
 pub mod download;
 pub mod guard;
 pub mod into_memory;
