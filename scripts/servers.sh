@@ -25,11 +25,13 @@ FAKE_GCS_VERSION=v1.56.1
 MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
 TOXIPROXY_VERSION=v2.5.0
 GCP_EMU_VERSION=2026.7.19
+MOTO_VERSION=5.2.5
 
 GCS_PORT=${SHOAL_GCS_PORT:-4443}
 S3_PORT=${SHOAL_S3_PORT:-9000}
 TOXI_PORT=${SHOAL_TOXI_PORT:-8474}
 GCSEMU_PORT=${SHOAL_GCSEMU_PORT:-9023}
+MOTO_PORT=${SHOAL_MOTO_PORT:-5000}
 
 log() { echo "servers: $*" >&2; }
 
@@ -58,6 +60,19 @@ install_gcsemu() {
     log "installing gcp-storage-emulator $GCP_EMU_VERSION"
     python3 -m venv "$CACHE/venv-gcsemu"
     "$CACHE/venv-gcsemu/bin/pip" install -q "gcp-storage-emulator==$GCP_EMU_VERSION"
+  fi
+}
+
+# moto's S3 server: the second S3 implementation the conformance suite and
+# the CLI's S3 tests run against (docs/s3-servers.md). crc32c beside it, or
+# it computes CRC32 and calls it CRC32C.
+install_moto() {
+  local v=$CACHE/venv-moto
+  if [ ! -x "$v/bin/moto_server" ] || [ "$(cat "$v/.version" 2>/dev/null)" != "$MOTO_VERSION" ]; then
+    log "installing moto[server] $MOTO_VERSION"
+    python3 -m venv "$v"
+    "$v/bin/pip" install -q "moto[server]==$MOTO_VERSION" crc32c
+    echo "$MOTO_VERSION" > "$v/.version"
   fi
 }
 
@@ -140,6 +155,12 @@ start_gcsemu() {
   wait_http "http://127.0.0.1:$GCSEMU_PORT/" 30 || true
 }
 
+start_moto() {
+  install_moto
+  start_one moto "$CACHE/venv-moto/bin/moto_server" -H 127.0.0.1 -p "$MOTO_PORT"
+  wait_ours moto "http://127.0.0.1:$MOTO_PORT/moto-api/" 60
+}
+
 stop_all() {
   for pidf in "$RUN"/*.pid; do
     [ -f "$pidf" ] || continue
@@ -164,12 +185,13 @@ export SHOAL_TEST_TOXIPROXY=http://127.0.0.1:$TOXI_PORT
 export SHOAL_TEST_S3_KEY=minioadmin
 export SHOAL_TEST_S3_SECRET=minioadmin
 EOT
+  if [ -f "$RUN/moto.pid" ]; then echo "export SHOAL_TEST_MOTO=http://127.0.0.1:$MOTO_PORT"; fi
 }
 
 cmd=${1:-}; shift || true
 case "$cmd" in
   install)
-    install_gcs; install_toxiproxy; install_s3
+    install_gcs; install_toxiproxy; install_s3; install_moto
     ;;
   start)
     [ $# -gt 0 ] || set -- gcs s3 toxiproxy
@@ -177,5 +199,5 @@ case "$cmd" in
     ;;
   stop) stop_all ;;
   env) print_env ;;
-  *) echo "usage: $0 install|start [gcs s3 toxiproxy gcsemu]|stop|env" >&2; exit 2 ;;
+  *) echo "usage: $0 install|start [gcs s3 toxiproxy gcsemu moto]|stop|env" >&2; exit 2 ;;
 esac

@@ -24,11 +24,12 @@ p=$(free_block 6)
 export SHOAL_GCS_PORT=${SHOAL_GCS_PORT:-$p}
 export SHOAL_S3_PORT=${SHOAL_S3_PORT:-$((p + 2))}
 export SHOAL_TOXI_PORT=${SHOAL_TOXI_PORT:-$((p + 4))}
+export SHOAL_MOTO_PORT=${SHOAL_MOTO_PORT:-$((p + 5))}
 
 cleanup() { scripts/servers.sh stop || true; rm -rf "$SHOAL_RUN_DIR"; }
 trap cleanup EXIT
 
-scripts/servers.sh start gcs s3 toxiproxy
+scripts/servers.sh start gcs s3 toxiproxy moto
 eval "$(scripts/servers.sh env)"
 
 # A missing server is a failure, not a skip.

@@ -139,6 +139,10 @@ pub struct CopyRequest<'a> {
     pub part_size: u64,
     /// Parts copied at once.
     pub workers: usize,
+    /// Where a store that copies in several requests (S3 UploadPartCopy:
+    /// start, each part, complete) adds how many it sent, so the summary
+    /// counts the requests made; left alone, one request is assumed.
+    pub requests: Option<&'a std::sync::atomic::AtomicUsize>,
 }
 
 impl PutOptions {
@@ -495,6 +499,29 @@ pub trait Store: Send + Sync + Debug {
             format!("{bucket}/{key}"),
             "this store has no object versions to match",
         ))
+    }
+
+    /// How many keys one [`Store::delete_many`] call sends in one request
+    /// (S3 DeleteObjects: 1,000). 1: the store has no batch delete, and
+    /// callers send single deletes at their own concurrency.
+    fn delete_batch(&self) -> usize {
+        1
+    }
+
+    /// Deletes `keys` of `bucket` without preconditions: one result per
+    /// key, in order, a key already gone counted as deleted. The outer
+    /// error means the request as a whole was refused (a store without
+    /// the batch call), and the caller falls back to single deletes. The
+    /// default sends them one after another.
+    async fn delete_many(&self, bucket: &str, keys: &[String]) -> Result<Vec<Result<()>>> {
+        let mut out = Vec::with_capacity(keys.len());
+        for key in keys {
+            out.push(match self.delete(bucket, key).await {
+                Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+                r => r,
+            });
+        }
+        Ok(out)
     }
 }
 

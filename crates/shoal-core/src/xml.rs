@@ -137,6 +137,12 @@ pub fn error_code_kind(code: &str) -> crate::ErrorKind {
 /// With `crc32c`, each part carries its `ChecksumCRC32C` (S3 checks them
 /// against what it stored); GCS's XML API takes number and ETag only.
 pub fn complete_multipart_body(parts: &[&crate::PartInfo], crc32c: bool) -> String {
+    complete_multipart_body_as(parts, crc32c.then_some("CRC32C"))
+}
+
+/// The same, each part's CRC (`PartInfo::crc32c`, whatever its kind)
+/// written as `Checksum<KIND>` (`CRC32C`, `CRC32`) when a kind is given.
+pub fn complete_multipart_body_as(parts: &[&crate::PartInfo], kind: Option<&str>) -> String {
     use std::fmt::Write;
     let mut s = String::with_capacity(100 + parts.len() * 150);
     s.push_str("<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">");
@@ -148,10 +154,10 @@ pub fn complete_multipart_body(parts: &[&crate::PartInfo], crc32c: bool) -> Stri
             p.part_number,
             quick_xml::escape::escape(p.etag.as_str()),
         );
-        if crc32c {
+        if let Some(kind) = kind {
             let _ = write!(
                 s,
-                "<ChecksumCRC32C>{}</ChecksumCRC32C>",
+                "<Checksum{kind}>{}</Checksum{kind}>",
                 crate::checksum::crc32c_to_base64(p.crc32c)
             );
         }

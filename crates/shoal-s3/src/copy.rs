@@ -14,12 +14,18 @@
 //! ignores it on CopyObject).
 //!
 //! The answer describes the destination from a HEAD after the copy (its
-//! checksums, which the caller compares with the source's).
+//! checksums, which the caller compares with the source's). Both shapes
+//! ask for the source's checksum kind (`x-amz-checksum-algorithm`): a
+//! multipart copy declares it on CreateMultipartUpload, reads each part's
+//! CRC from CopyPartResult and completes with them and their combination
+//! (FULL_OBJECT), so a copy in parts is checked like a single one rather
+//! than by its size. The requests sent are added to
+//! `CopyRequest::requests` for the summary.
 
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use reqwest::Method;
-use shoal_core::checksum::PartKind;
+use shoal_core::checksum::{PartKind, crc32c_from_base64};
 use shoal_core::xml::{error_code_kind, read_simple};
 use shoal_core::{
     CopyRequest, Error, ErrorKind, MultipartUpload, ObjectMeta, ObjectVersion, Op, PartInfo,
@@ -30,14 +36,21 @@ use crate::client::{Client, Request, rebuild};
 use crate::endpoint::{check_bucket, encode_key};
 use crate::object::{precondition, protocol, refused_because, with_object_headers};
 
-/// The whole-object checksum a CopyObject destination is asked to keep:
+/// The whole-object checksum a copy's destination is asked to keep:
 /// CRC32C, unless the source's only checksum is a composite CRC32.
-fn copy_checksum_algorithm(src: &ObjectMeta) -> Option<&'static str> {
+fn copy_checksum_kind(src: &ObjectMeta) -> Option<PartKind> {
     match (src.crc32c, src.composite) {
-        (Some(_), _) => Some("CRC32C"),
-        (None, Some(c)) if c.kind == PartKind::Crc32 => Some("CRC32"),
-        (None, Some(_)) => Some("CRC32C"),
+        (Some(_), _) => Some(PartKind::Crc32c),
+        (None, Some(c)) if c.kind == PartKind::Crc32 => Some(PartKind::Crc32),
+        (None, Some(_)) => Some(PartKind::Crc32c),
         (None, None) => None,
+    }
+}
+
+/// Adds `n` requests to the caller's count.
+fn count(c: &CopyRequest<'_>, n: usize) {
+    if let Some(requests) = c.requests {
+        requests.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -63,13 +76,29 @@ impl Client {
         let condition = precondition(req.opts, Op::Copy, &dst_url)?;
         if condition.is_some() && req.src.size == 0 {
             let opts = self.copy_opts(req);
+            count(req, 1);
             self.put(req.dst_bucket, req.dst_key, Bytes::new(), &opts)
                 .await?;
             return self.head(req.dst_bucket, req.dst_key).await;
         }
         let in_parts = condition.is_some();
         let done = if in_parts || req.src.size > part || req.src.size > MAX_COPY_OBJECT {
-            (self.copy_parts(req, etag, part.min(MAX_COPY_OBJECT), condition.as_ref())).await
+            let part = part.min(MAX_COPY_OBJECT);
+            let kind = copy_checksum_kind(req.src);
+            match (self.copy_parts(req, etag, part, condition.as_ref(), kind)).await {
+                // MinIO (2026-02) refuses part copies into an upload that
+                // declared a checksum ("checksum missing"): copied again
+                // without one, the destination then checked by size.
+                Err(e)
+                    if kind.is_some()
+                        && e.status() == Some(400)
+                        && e.message().contains("checksum") =>
+                {
+                    tracing::debug!("part copy with checksums refused, copying without: {e}");
+                    (self.copy_parts(req, etag, part, condition.as_ref(), None)).await
+                }
+                r => r,
+            }
         } else {
             self.copy_object(req, etag).await
         };
@@ -117,14 +146,15 @@ impl Client {
         // The destination keeps a whole-object CRC of its own, as an
         // upload would: CRC32C, or the algorithm of a composite source's
         // parts, so the copy can be checked against the source's parts.
-        if let Some(algorithm) = copy_checksum_algorithm(c.src) {
-            req = req.header("x-amz-checksum-algorithm", algorithm);
+        if let Some(kind) = copy_checksum_kind(c.src) {
+            req = req.header("x-amz-checksum-algorithm", kind.name());
         }
         if c.opts.if_not_exists {
             req = req.header("if-none-match", "*");
         }
         let req = req.body(Bytes::new());
         let target = req.target.clone();
+        count(c, 1);
         // A copy may answer 200 and then an <Error> (the status is sent
         // early while the server copies).
         self.send_parse(&req, |_, body| {
@@ -140,6 +170,7 @@ impl Client {
         etag: Option<&str>,
         part: u64,
         condition: Option<&(&'static str, String)>,
+        kind: Option<PartKind>,
     ) -> Result<()> {
         let size = c.src.size;
         let count = size.div_ceil(part).max(1);
@@ -152,26 +183,53 @@ impl Client {
             .with_hint("raise --part-size"));
         }
         let opts = self.copy_opts(c);
+        // The parts are asked for the source's checksum kind: the server
+        // answers each part's CRC, the completion carries them and their
+        // combination as the whole object's, and the destination then has
+        // a whole-object CRC the caller compares with the source's, as for
+        // a single CopyObject.
+        self::count(c, 1);
         let upload = self
-            .multipart_start_with(c.dst_bucket, c.dst_key, &opts, false)
+            .multipart_start_with(c.dst_bucket, c.dst_key, &opts, kind)
             .await?;
-        let copied: Result<Vec<PartInfo>> = futures::stream::iter(1..=count)
+        let copied: Result<Vec<(PartInfo, Option<u32>)>> = futures::stream::iter(1..=count)
             .map(|n| {
                 let start = (n - 1) * part;
                 let end = (start + part).min(size);
-                self.copy_part(c, etag, &upload, n as u32, start, end)
+                self::count(c, 1);
+                self.copy_part(c, etag, &upload, kind, n as u32, start, end)
             })
             .buffer_unordered(c.workers.max(1))
             .try_collect()
             .await;
         let done = match copied {
-            Ok(parts) => {
-                self.multipart_complete(&upload, &parts, None, condition, false)
+            Ok(copied) => {
+                // Every part's CRC, or (a server that answered none) the
+                // parts alone, the destination then checked by size.
+                let crcs: Option<Vec<u32>> = copied.iter().map(|(_, crc)| *crc).collect();
+                let kind = kind.filter(|_| crcs.is_some());
+                let mut parts: Vec<PartInfo> = copied.into_iter().map(|(p, _)| p).collect();
+                for (p, crc) in parts.iter_mut().zip(crcs.unwrap_or_default()) {
+                    p.crc32c = crc;
+                }
+                parts.sort_by_key(|p| p.part_number);
+                let whole = kind.map(|k| {
+                    let combined = parts.iter().fold(None, |acc, p| {
+                        Some(match acc {
+                            None => p.crc32c,
+                            Some(a) => k.combine(a, p.crc32c, p.size),
+                        })
+                    });
+                    (k, combined.unwrap_or_else(|| k.checksum(&[])))
+                });
+                self::count(c, 1);
+                self.multipart_complete_as(&upload, &parts, whole, condition, kind)
                     .await
             }
             Err(e) => Err(e),
         };
         if let Err(e) = done {
+            self::count(c, 1);
             if let Err(a) = self.multipart_abort(&upload).await {
                 tracing::debug!("abort after a failed copy: {a}");
             }
@@ -180,16 +238,19 @@ impl Client {
         Ok(())
     }
 
-    /// UploadPartCopy of source bytes `[start, end)` as part `n`.
+    /// UploadPartCopy of source bytes `[start, end)` as part `n`, and the
+    /// part's CRC of `kind` when the server answered it.
+    #[allow(clippy::too_many_arguments)]
     async fn copy_part(
         &self,
         c: &CopyRequest<'_>,
         etag: Option<&str>,
         upload: &MultipartUpload,
+        kind: Option<PartKind>,
         n: u32,
         start: u64,
         end: u64,
-    ) -> Result<PartInfo> {
+    ) -> Result<(PartInfo, Option<u32>)> {
         let mut req = Request::new(Method::PUT, Op::Copy, &upload.bucket, Some(&upload.key))
             .query("partNumber", n.to_string())
             .query("uploadId", upload.upload_id.as_str())
@@ -200,18 +261,22 @@ impl Client {
         req = Self::copy_source(req, c, etag);
         let req = req.body(Bytes::new());
         let target = req.target.clone();
-        let etag = self
+        let (etag, crc) = self
             .send_parse(&req, |_, body| {
-                result_or_error(body, "CopyPartResult", &target)
+                result_with_crc(body, "CopyPartResult", kind, &target)
             })
-            .await?
+            .await?;
+        let etag = etag
             .ok_or_else(|| protocol(Op::Copy, &target, format!("expected an ETag for part {n}")))?;
-        Ok(PartInfo {
-            part_number: n,
-            etag,
-            crc32c: 0,
-            size: end - start,
-        })
+        Ok((
+            PartInfo {
+                part_number: n,
+                etag,
+                crc32c: 0,
+                size: end - start,
+            },
+            crc,
+        ))
     }
 
     /// A refused copy in words a user can act on. 412 is either pin: the
@@ -256,14 +321,30 @@ impl Client {
 /// The ETag of a `root` result document, or the error an `<Error>` body
 /// (even under 200) describes.
 fn result_or_error(body: &[u8], root: &str, target: &str) -> Result<Option<String>> {
-    let doc = read_simple(body, &["ETag", "Code", "Message"])
+    result_with_crc(body, root, None, target).map(|(etag, _)| etag)
+}
+
+/// [`result_or_error`], and the `Checksum<KIND>` the result carries (a
+/// part copied into an upload that declared that algorithm).
+fn result_with_crc(
+    body: &[u8],
+    root: &str,
+    kind: Option<PartKind>,
+    target: &str,
+) -> Result<(Option<String>, Option<u32>)> {
+    let crc_field = match kind {
+        Some(PartKind::Crc32) => "ChecksumCRC32",
+        _ => "ChecksumCRC32C",
+    };
+    let doc = read_simple(body, &["ETag", "Code", "Message", crc_field])
         .map_err(|m| protocol(Op::Copy, target, format!("expected {root}: {m}")))?;
-    let [etag, code, message]: [Option<String>; 3] = doc
+    let [etag, code, message, crc]: [Option<String>; 4] = doc
         .values
         .try_into()
         .map_err(|_| protocol(Op::Copy, target, "internal: field count"))?;
     if doc.root == root {
-        return Ok(etag.filter(|e| !e.is_empty()));
+        let crc = kind.and(crc.as_deref().and_then(crc32c_from_base64));
+        return Ok((etag.filter(|e| !e.is_empty()), crc));
     }
     if doc.root == "Error" {
         let code = code.unwrap_or_default();

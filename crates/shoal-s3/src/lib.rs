@@ -26,6 +26,7 @@ mod client;
 mod config;
 mod copy;
 mod credential;
+mod delete;
 mod endpoint;
 mod list;
 mod multipart;
@@ -227,6 +228,14 @@ impl Store for S3Store {
 
     async fn delete(&self, bucket: &str, key: &str) -> Result<()> {
         self.client.delete(bucket, key).await
+    }
+
+    fn delete_batch(&self) -> usize {
+        delete::BATCH
+    }
+
+    async fn delete_many(&self, bucket: &str, keys: &[String]) -> Result<Vec<Result<()>>> {
+        self.client.delete_many(bucket, keys).await
     }
 
     async fn delete_if(&self, bucket: &str, key: &str, version: &ObjectVersion) -> Result<()> {

@@ -16,7 +16,7 @@
 
 use bytes::Bytes;
 use reqwest::Method;
-use shoal_core::checksum::{crc32c_from_base64, crc32c_to_base64};
+use shoal_core::checksum::{PartKind, crc32c_from_base64, crc32c_to_base64};
 use shoal_core::{
     Assemble, Error, ErrorKind, MultipartUpload, ObjectMeta, ObjectVersion, Op, PartInfo,
     PutOptions, Result,
@@ -25,7 +25,7 @@ use shoal_core::{
 use crate::client::{Client, Request};
 use crate::endpoint::check_bucket;
 use crate::object::{full_object_crc, integrity, protocol, with_object_headers};
-use shoal_core::xml::{complete_multipart_body, error_code_kind, read_simple};
+use shoal_core::xml::{complete_multipart_body_as, error_code_kind, read_simple};
 
 impl Client {
     pub(crate) async fn multipart_start(
@@ -34,28 +34,30 @@ impl Client {
         key: &str,
         opts: &PutOptions,
     ) -> Result<MultipartUpload> {
-        self.multipart_start_with(bucket, key, opts, true).await
+        self.multipart_start_with(bucket, key, opts, Some(PartKind::Crc32c))
+            .await
     }
 
-    /// Starts an upload; without `checksums` no algorithm is declared (a
-    /// copy made of UploadPartCopy parts, whose CRC32Cs the client never
-    /// sees).
+    /// Starts an upload whose parts carry `checksums` (CRC32C for
+    /// uploads; a copy made of UploadPartCopy parts asks for the source's
+    /// kind, and the server answers each part's CRC). None declares no
+    /// algorithm.
     pub(crate) async fn multipart_start_with(
         &self,
         bucket: &str,
         key: &str,
         opts: &PutOptions,
-        checksums: bool,
+        checksums: Option<PartKind>,
     ) -> Result<MultipartUpload> {
         check_bucket(Op::Multipart, bucket)?;
         let mut req =
             Request::new(Method::POST, Op::Multipart, bucket, Some(key)).query("uploads", "");
-        if checksums {
-            req = req.header("x-amz-checksum-algorithm", "CRC32C");
+        if let Some(kind) = checksums {
+            req = req.header("x-amz-checksum-algorithm", kind.name());
         }
         // Composite is S3's default type; it is then completed without a
         // whole-object CRC32C.
-        if checksums && opts.assemble != Assemble::Composite {
+        if checksums.is_some() && opts.assemble != Assemble::Composite {
             req = req.header("x-amz-checksum-type", "FULL_OBJECT");
         }
         let req = with_object_headers(req, opts).body(Bytes::new());
@@ -162,6 +164,27 @@ impl Client {
         condition: Option<&(&'static str, String)>,
         part_crcs: bool,
     ) -> Result<ObjectMeta> {
+        let kind = part_crcs.then_some(PartKind::Crc32c);
+        let whole = crc32c.map(|c| (PartKind::Crc32c, c));
+        self.multipart_complete_as(upload, parts, whole, condition, kind)
+            .await
+    }
+
+    /// CompleteMultipartUpload with each part's CRC in `part_crcs`'s kind
+    /// (held in `PartInfo::crc32c` whatever the kind) and the whole
+    /// object's CRC of that kind the server must find.
+    pub(crate) async fn multipart_complete_as(
+        &self,
+        upload: &MultipartUpload,
+        parts: &[PartInfo],
+        whole: Option<(PartKind, u32)>,
+        condition: Option<&(&'static str, String)>,
+        part_crcs: Option<PartKind>,
+    ) -> Result<ObjectMeta> {
+        // Only a CRC32C is read back from the answer.
+        let crc32c = whole
+            .filter(|(k, _)| *k == PartKind::Crc32c)
+            .map(|(_, c)| c);
         check_bucket(Op::Multipart, &upload.bucket)?;
         let target = format!("s3://{}/{}", upload.bucket, upload.key);
         let sorted = PartInfo::in_order(parts, &target)?;
@@ -173,15 +196,21 @@ impl Client {
         )
         .query("uploadId", upload.upload_id.as_str())
         .header("content-type", "application/xml");
-        if let Some(c) = crc32c {
+        if let Some((kind, c)) = whole {
             req = req
-                .header("x-amz-checksum-crc32c", crc32c_to_base64(c))
+                .header(
+                    format!("x-amz-checksum-{}", kind.name().to_ascii_lowercase()),
+                    crc32c_to_base64(c),
+                )
                 .header("x-amz-checksum-type", "FULL_OBJECT");
         }
         if let Some((name, value)) = condition {
             req = req.header(*name, value.as_str());
         }
-        let req = req.body(Bytes::from(complete_multipart_body(&sorted, part_crcs)));
+        let req = req.body(Bytes::from(complete_multipart_body_as(
+            &sorted,
+            part_crcs.map(PartKind::name),
+        )));
         let size: u64 = sorted.iter().map(|p| p.size).sum();
         let (etag, server_crc) = match self
             .send_parse(&req, |_, body| parse_complete(body, &target))
@@ -214,7 +243,9 @@ impl Client {
         Ok(ObjectMeta {
             key: upload.key.clone(),
             size,
-            crc32c: crc32c.or(server_crc),
+            // Only a CRC32C the answer confirms is claimed (a store that
+            // kept none, or does not say, leaves the upload checked by size).
+            crc32c: server_crc,
             version: etag.map(ObjectVersion::ETag),
             ..Default::default()
         })

@@ -145,16 +145,22 @@ impl Client {
         // none): the server then verifies the body and stores the checksum,
         // so later downloads can be verified too. Computing it is far
         // cheaper than sending the bytes.
+        // `x-amz-sdk-checksum-algorithm` names it, as the AWS SDKs do:
+        // moto keeps the checksum only when it is named so.
         let crc = match opts.other_crc {
             Some(c) => {
-                req = req.header(checksum_header(c.kind()), c.to_base64());
+                req = req
+                    .header(checksum_header(c.kind()), c.to_base64())
+                    .header("x-amz-sdk-checksum-algorithm", c.kind().name());
                 None
             }
             None => {
                 let crc = opts
                     .crc32c
                     .unwrap_or_else(|| shoal_core::checksum::crc32c_append(0, &data));
-                req = req.header("x-amz-checksum-crc32c", crc32c_to_base64(crc));
+                req = req
+                    .header("x-amz-checksum-crc32c", crc32c_to_base64(crc))
+                    .header("x-amz-sdk-checksum-algorithm", "CRC32C");
                 Some(crc)
             }
         };
@@ -175,9 +181,21 @@ impl Client {
             }
         })?;
         let mut meta = meta_from_headers(key, size, resp.headers());
-        // What the server verified before it answered.
-        meta.crc32c = crc;
-        meta.other_crc = opts.other_crc;
+        // Only what the answer confirms the store kept is claimed: AWS and
+        // MinIO echo the checksum sent, a store that did not keep it (moto
+        // without the SDK's header) says nothing, and the upload is then
+        // known by its size (and the MD5 the server checked, if one was
+        // sent). A different value is the store's own checksum of other
+        // bytes, or of these under another algorithm: sending again would
+        // not change it.
+        let target = &req.target;
+        if let Some(sent) = crc {
+            meta.crc32c = confirmed(Op::Upload, target, "CRC32C", sent, meta.crc32c)?;
+        }
+        if let Some(sent) = opts.other_crc {
+            let kept = meta.other_crc.filter(|c| c.kind() == sent.kind());
+            meta.other_crc = confirmed(Op::Upload, target, sent.kind().name(), sent, kept)?;
+        }
         meta.md5 = opts.md5.or(meta.md5);
         meta.content_encoding = opts.content_encoding.clone();
         meta.content_type = opts.content_type.clone();
@@ -257,6 +275,32 @@ pub(crate) fn with_object_headers<'a>(mut req: Request<'a>, opts: &PutOptions) -
     req
 }
 
+/// The checksum the store says it kept for bytes we sent (`sent`): the
+/// same value, or None when the answer did not say (nothing is claimed),
+/// or an integrity error that no retry would change.
+pub(crate) fn confirmed<T: PartialEq + std::fmt::Debug>(
+    op: Op,
+    target: &str,
+    name: &str,
+    sent: T,
+    kept: Option<T>,
+) -> Result<Option<T>> {
+    match kept {
+        None => Ok(None),
+        Some(k) if k == sent => Ok(Some(k)),
+        Some(k) => Err(Error::new(
+            ErrorKind::Integrity,
+            op,
+            target,
+            format!("the store kept {name} {k:x?} for bytes whose {name} is {sent:x?}"),
+        )
+        .with_hint(
+            "the store computes this checksum otherwise, and sending the bytes again gives \
+             the same; check the server's checksum support before trusting its checksums",
+        )),
+    }
+}
+
 /// A precondition failure on a pinned read means the object was replaced.
 fn changed(e: Error, target: &str, etag: Option<&str>) -> Error {
     match (e.kind(), etag) {
@@ -324,26 +368,54 @@ pub(crate) fn full_object_crc(value: Option<&str>, checksum_type: Option<&str>) 
 }
 
 /// A whole-object CRC32 or CRC64NVME from the headers (composite values
-/// dropped, as for CRC32C).
-fn other_crc(h: &HeaderMap) -> Option<OtherCrc> {
-    let checksum_type = header_str(h, "x-amz-checksum-type");
+/// dropped, as for CRC32C). `checksum_type` may say COMPOSITE for an
+/// untyped multipart object ([`untyped_multipart`]): CRC64NVME is never
+/// composite.
+fn other_crc(h: &HeaderMap, checksum_type: Option<&str>) -> Option<OtherCrc> {
     [CrcKind::Crc64Nvme, CrcKind::Crc32]
         .into_iter()
         .find_map(|kind| {
-            let v = whole_object(header_str(h, checksum_header(kind)), checksum_type)?;
+            let value = header_str(h, checksum_header(kind));
+            let v = match kind {
+                CrcKind::Crc64Nvme => whole_object(value, header_str(h, "x-amz-checksum-type"))?,
+                CrcKind::Crc32 => whole_object(value, checksum_type)?,
+            };
             OtherCrc::from_base64(kind, v)
         })
 }
 
 /// A composite checksum (`xxxx-N`) from the headers: S3 composes CRC32C
-/// and CRC32 only.
-fn composite(h: &HeaderMap) -> Option<Composite> {
+/// and CRC32 only. `untyped_parts`: see [`untyped_multipart`].
+fn composite(h: &HeaderMap, untyped_parts: Option<u32>) -> Option<Composite> {
     [
         (PartKind::Crc32c, "x-amz-checksum-crc32c"),
         (PartKind::Crc32, "x-amz-checksum-crc32"),
     ]
     .into_iter()
-    .find_map(|(kind, name)| Composite::from_header(kind, header_str(h, name)?))
+    .find_map(|(kind, name)| {
+        let v = header_str(h, name)?;
+        Composite::from_header(kind, v).or_else(|| {
+            let n = untyped_parts?;
+            Composite::from_header(kind, &format!("{v}-{n}"))
+        })
+    })
+}
+
+/// The part count of a multipart object (ETag `…-N`) whose CRC32C or CRC32
+/// comes with no `x-amz-checksum-type` and no `-N`: what such a value is
+/// cannot be told. AWS and MinIO say FULL_OBJECT or COMPOSITE on every
+/// multipart object; moto (5.2) sends the composite value bare, so taking
+/// it for the object's CRC failed every download of a boto3 multipart
+/// upload there, for good. It is taken for what it most likely is, a
+/// composite of N parts, checked part by part where the parts can be
+/// learned, else the object is checked by its length (docs/s3-servers.md).
+fn untyped_multipart(h: &HeaderMap) -> Option<u32> {
+    if header_str(h, "x-amz-checksum-type").is_some() {
+        return None;
+    }
+    let etag = header_str(h, "etag")?.trim_matches('"');
+    let (_, n) = etag.rsplit_once('-')?;
+    n.parse().ok().filter(|&n| n > 1)
 }
 
 /// The header that carries a CRC32 or CRC64NVME.
@@ -366,17 +438,19 @@ pub(crate) fn meta_from_headers(key: &str, size: u64, h: &HeaderMap) -> ObjectMe
         .as_deref()
         .filter(|_| sse_ok)
         .and_then(|e| md5_from_hex(e.trim_matches('"')));
+    let untyped = untyped_multipart(h);
+    let checksum_type = match untyped {
+        Some(_) => Some("COMPOSITE"),
+        None => header_str(h, "x-amz-checksum-type"),
+    };
     ObjectMeta {
         key: key.to_owned(),
         size,
         updated_ns: header_str(h, "last-modified").and_then(parse_http_date),
-        crc32c: full_object_crc(
-            header_str(h, "x-amz-checksum-crc32c"),
-            header_str(h, "x-amz-checksum-type"),
-        ),
+        crc32c: full_object_crc(header_str(h, "x-amz-checksum-crc32c"), checksum_type),
         md5,
-        other_crc: other_crc(h),
-        composite: composite(h),
+        other_crc: other_crc(h, checksum_type),
+        composite: composite(h, untyped),
         version: etag.map(ObjectVersion::ETag),
         storage_class: Some(
             header_str(h, "x-amz-storage-class")
@@ -563,6 +637,66 @@ mod tests {
         );
         h.remove("x-amz-server-side-encryption");
         assert_eq!(meta_from_headers("k", 3, &h).md5, None);
+    }
+
+    /// Item 10 of issue 37: an upload claims a checksum only when the
+    /// answer echoes the one sent; an answer without one claims nothing;
+    /// another value is an integrity error that does not say "retry".
+    #[test]
+    fn put_claims_only_what_the_store_confirms() {
+        let t = "s3://b/k";
+        assert_eq!(
+            confirmed(Op::Upload, t, "CRC32C", 7u32, Some(7)).unwrap(),
+            Some(7)
+        );
+        assert_eq!(
+            confirmed(Op::Upload, t, "CRC32C", 7u32, None).unwrap(),
+            None
+        );
+        let e = confirmed(Op::Upload, t, "CRC32C", 7u32, Some(8)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Integrity);
+        let said = e.to_string();
+        assert!(said.contains("CRC32C 8"), "{said}");
+        assert!(
+            !said.contains("retry") && !said.contains("try again"),
+            "{said}"
+        );
+    }
+
+    /// moto's HEAD of a 3-part object boto3 uploaded: the composite CRC32
+    /// without its `-3` and no checksum type. Taken for the object's CRC32
+    /// it failed every download (the bytes' CRC32 is UZo3aw==).
+    #[test]
+    fn moto_untyped_multipart_checksum_is_composite() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "etag",
+            "\"38c23955630cf23c49fd5ef58b34e548-3\"".parse().unwrap(),
+        );
+        h.insert("x-amz-checksum-crc32", "TNyrRQ==".parse().unwrap());
+        let m = meta_from_headers("k", 12 << 20, &h);
+        assert_eq!((m.crc32c, m.other_crc), (None, None));
+        let c = m.composite.unwrap();
+        assert_eq!(
+            (c.kind, c.value, c.parts),
+            (PartKind::Crc32, 0x4cdc_ab45, 3)
+        );
+        // A type said, or a single-part ETag: taken as said.
+        h.insert("x-amz-checksum-type", "FULL_OBJECT".parse().unwrap());
+        let m = meta_from_headers("k", 12 << 20, &h);
+        assert_eq!(
+            (m.other_crc, m.composite),
+            (Some(OtherCrc::Crc32(0x4cdc_ab45)), None)
+        );
+        h.remove("x-amz-checksum-type");
+        h.insert(
+            "etag",
+            "\"38c23955630cf23c49fd5ef58b34e548\"".parse().unwrap(),
+        );
+        assert_eq!(
+            meta_from_headers("k", 5, &h).other_crc,
+            Some(OtherCrc::Crc32(0x4cdc_ab45))
+        );
     }
 
     /// What MinIO answered for objects boto3 uploaded: a CRC32 with an MD5

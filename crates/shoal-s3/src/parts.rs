@@ -12,7 +12,9 @@
 //! on AWS it takes its own permission (`s3:GetObjectAttributes`), which a
 //! policy granting only `s3:GetObject` lacks (403): all of these mean
 //! "cannot say", and the caller checks what it can without the parts
-//! rather than fail a download the user may make.
+//! rather than fail a download the user may make. So does an answer that
+//! is not GetObjectAttributes' (moto's, another document with no part
+//! list): it says nothing about the parts.
 
 use quick_xml::events::Event;
 use quick_xml::reader::Reader;
@@ -63,19 +65,18 @@ impl Client {
                 .header("x-amz-max-parts", PAGE.to_string())
                 .header("x-amz-part-number-marker", marker.to_string());
             let target = req.target.clone();
+            // An answer that does not read as GetObjectAttributes' (moto's
+            // has another root element and no part list) says nothing
+            // about the parts: "cannot say", as a refusal is.
             let page = match self
-                .send_parse(&req, |_, body| {
-                    parse_parts_page(body).map_err(|m| {
-                        protocol(
-                            Op::Stat,
-                            &target,
-                            format!("expected GetObjectAttributes' answer: {m}"),
-                        )
-                    })
-                })
+                .send_parse(&req, |_, body| Ok(parse_parts_page(body)))
                 .await
             {
-                Ok(p) => p,
+                Ok(Ok(p)) => p,
+                Ok(Err(m)) => {
+                    tracing::debug!(%target, answer = %m, "unreadable GetObjectAttributes answer");
+                    return Ok(None);
+                }
                 Err(e) if unsupported(&e) => {
                     tracing::debug!(%target, error = %e, "no GetObjectAttributes here");
                     return Ok(None);
@@ -275,6 +276,16 @@ mod tests {
             "AccessDenied",
         );
         assert!(unsupported(&denied));
+    }
+
+    /// moto's answer (5.2): another root element, no part list. It cannot
+    /// be read as GetObjectAttributes', which `parts` takes for "cannot
+    /// say" (an error here once aborted every such download).
+    #[test]
+    fn moto_answer_is_not_read() {
+        let moto = br#"<?xml version="1.0" encoding="utf-8"?>
+<GetObjectAttributesOutput xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><ETag>38c23955630cf23c49fd5ef58b34e548-3</ETag></GetObjectAttributesOutput>"#;
+        assert!(parse_parts_page(moto).is_err());
     }
 
     /// AWS's spelling, a single-part object (no ObjectParts), and bad input.

@@ -28,6 +28,8 @@ pub struct Quirks {
     pub idempotent_delete: bool,
     /// Parts of a multipart upload must be at least this big (but the last).
     pub min_part_size: usize,
+    /// A wrong checksum sent with a PUT is stored, not refused: moto.
+    pub unchecked_checksums: bool,
 }
 
 /// A store and a fresh bucket to test in.
@@ -88,6 +90,23 @@ pub fn s3_store() -> Option<Arc<dyn Store>> {
         secret_key: Some(
             std::env::var("SHOAL_TEST_S3_SECRET").unwrap_or_else(|_| "minioadmin".into()),
         ),
+        session_token: None,
+        ..shoal_s3::S3Config::from_env()
+    };
+    Some(Arc::new(shoal_s3::S3Store::new(cfg).expect("s3 store")))
+}
+
+/// moto's S3 server (`SHOAL_TEST_MOTO`), the second S3 implementation
+/// (docs/s3-servers.md); it takes any credentials.
+pub fn moto_store() -> Option<Arc<dyn Store>> {
+    let ep = server("SHOAL_TEST_MOTO")?;
+    let cfg = shoal_s3::S3Config {
+        endpoint: Some(ep),
+        region: "us-east-1".into(),
+        addressing: shoal_s3::Addressing::Path,
+        anonymous: false,
+        access_key: Some("testing".into()),
+        secret_key: Some("testing".into()),
         session_token: None,
         ..shoal_s3::S3Config::from_env()
     };

@@ -1,11 +1,12 @@
 //! Every conformance case against every backend: in-memory, local files,
-//! fake-gcs-server (`SHOAL_TEST_GCS`) and MinIO (`SHOAL_TEST_S3`).
+//! fake-gcs-server (`SHOAL_TEST_GCS`), MinIO (`SHOAL_TEST_S3`) and moto's
+//! S3 server (`SHOAL_TEST_MOTO`).
 
 use std::sync::Arc;
 
 use shoal_core::local::LocalStore;
 use shoal_core::memory::MemoryStore;
-use shoal_testkit::{Quirks, Target, conformance, gcs_store, s3_store, target};
+use shoal_testkit::{Quirks, Target, conformance, gcs_store, moto_store, s3_store, target};
 
 async fn memory() -> Option<Target> {
     Some(target(Arc::new(MemoryStore::new()), Quirks::default(), None).await)
@@ -40,6 +41,19 @@ async fn s3() -> Option<Target> {
     Some(target(s3_store()?, quirks, None).await)
 }
 
+async fn moto() -> Option<Target> {
+    // What AWS does, where MinIO differs: `a//b` and `.` segments are
+    // keys like any other. moto keeps a checksum only when the SDK's
+    // header names it (shoal sends it), and checks none.
+    let quirks = Quirks {
+        min_part_size: 5 << 20,
+        idempotent_delete: true,
+        unchecked_checksums: true,
+        ..Quirks::default()
+    };
+    Some(target(moto_store()?, quirks, None).await)
+}
+
 macro_rules! suite {
     ($backend:ident: $($case:ident),* $(,)?) => {
         mod $backend {
@@ -60,6 +74,7 @@ macro_rules! all_backends {
         suite!(local: $($case),*);
         suite!(gcs: $($case),*);
         suite!(s3: $($case),*);
+        suite!(moto: $($case),*);
     };
 }
 

@@ -275,9 +275,82 @@ async fn run_with(
         }
         return report;
     }
+    // The held deletes (what `sync` plans last): batched where the store
+    // can (`delete.rs`).
+    let cloud_delete = matches!(
+        std::pin::Pin::new(&mut actions).peek().await,
+        Some(Ok(Action::Delete { dst })) if !dst.is_local()
+    );
+    if cloud_delete && !mode.moving {
+        run_deletes(actions.boxed(), &store_for, slots, &counters, &mut report).await;
+        return report;
+    }
     let phase = (&store_for, &opts, policy, &counters, slots, mode.moving);
     run_phase(actions.boxed(), phase, &mut report).await;
     report
+}
+
+/// Runs a batch's remaining actions, all deletes of objects, through
+/// [`crate::delete::delete_all`]: batched where the store can, a key
+/// already gone counted as deleted. Anything else planned after them is
+/// not run.
+async fn run_deletes(
+    actions: BoxStream<'_, Result<Action>>,
+    store_for: &StoreFor,
+    slots: usize,
+    counters: &Arc<BatchCounters>,
+    report: &mut BatchReport,
+) {
+    let mut others = Vec::new();
+    let (tx, rx) = futures::channel::mpsc::channel::<Result<Location>>(1024);
+    let said = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let on_fallback: crate::delete::OnFallback = Arc::new(move |e| {
+        if !said.swap(true, Ordering::Relaxed) {
+            tracing::warn!("batch delete refused ({e}); deleting one by one");
+        }
+    });
+    let mut outcomes =
+        crate::delete::delete_all(rx.boxed(), store_for.clone(), slots, true, on_fallback);
+    let feed = async move {
+        let mut tx = tx;
+        let mut actions = actions;
+        while let Some(a) = actions.next().await {
+            let item = match a {
+                Ok(Action::Delete { dst }) if !dst.is_local() => Ok(dst),
+                Ok(other) => {
+                    others.push(other);
+                    continue;
+                }
+                Err(e) => Err(e),
+            };
+            if futures::SinkExt::send(&mut tx, item).await.is_err() {
+                break;
+            }
+        }
+        others
+    };
+    let on_outcome = counters.on_outcome.clone();
+    let drain = async {
+        while let Some(r) = outcomes.next().await {
+            let r: Outcome = r.map(|dst| (Action::Delete { dst }, 0));
+            counters.count(&r);
+            if let Some(f) = &on_outcome {
+                (f.0)(&r);
+            }
+            report.add(r, false);
+        }
+    };
+    let (others, ()) = futures::join!(feed, drain);
+    for other in others {
+        report.add(
+            Err(Error::invalid(
+                Op::Copy,
+                other.to_string(),
+                "planned after the deletes; not run",
+            )),
+            false,
+        );
+    }
 }
 
 /// `n thing`, `n things`.

@@ -108,6 +108,7 @@ async fn server_copy(
         if_not_exists: opts.put.if_not_exists || opts.no_clobber,
         ..opts.put.keeping(meta)
     };
+    let requests = std::sync::atomic::AtomicUsize::new(0);
     let req = CopyRequest {
         src_bucket: &src.bucket,
         src_key: &src.key,
@@ -118,6 +119,7 @@ async fn server_copy(
         replace_metadata: opts.put.overrides_metadata(),
         part_size: opts.part_size,
         workers: opts.workers,
+        requests: Some(&requests),
     };
     let copied = {
         let _slot = opts.permit().await;
@@ -146,7 +148,7 @@ async fn server_copy(
     Ok(Some(Report {
         resumed: 0,
         bytes: meta.size,
-        pieces: 1,
+        pieces: requests.into_inner().max(1),
         verified,
         crc32c: copied.crc32c.or(meta.crc32c).unwrap_or(0),
         source_version: meta.version.clone(),

@@ -30,6 +30,7 @@ pub mod cloud_copy;
 pub mod conflicts;
 pub mod copy;
 pub mod decode;
+pub mod delete;
 pub mod download;
 pub mod guard;
 pub mod into_memory;

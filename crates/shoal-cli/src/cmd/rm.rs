@@ -50,7 +50,15 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
         failed += f;
         deleted_total += deleted;
     }
-    let (deleted, f) = delete_all(ctx, a.dry_run, futures::stream::iter(singles).boxed()).await;
+    let named: Vec<Location> = singles.iter().flatten().cloned().collect();
+    let named: Vec<&Location> = named.iter().collect();
+    let (deleted, f) = delete_all(
+        ctx,
+        a.dry_run,
+        futures::stream::iter(singles).boxed(),
+        &named,
+    )
+    .await;
     failed += f;
     deleted_total += deleted;
     if ctx.json {
@@ -117,7 +125,7 @@ async fn delete_listed(
                 .boxed()
         }
     };
-    let (deleted, failed) = delete_all(ctx, a.dry_run, targets).await;
+    let (deleted, failed) = delete_all(ctx, a.dry_run, targets, &[loc]).await;
     if let Some(t) = &tally {
         crate::cmd::batch::say_kept(ctx, "rm", t, &format!("below {loc}, not deleted"));
     }
@@ -143,7 +151,7 @@ pub(crate) async fn delete_below(
     dry_run: bool,
 ) -> Result<(u64, usize), Failure> {
     let targets = targets(ctx, loc, true)?;
-    Ok(delete_all(ctx, dry_run, targets).await)
+    Ok(delete_all(ctx, dry_run, targets, &[loc]).await)
 }
 
 /// The objects a glob (with `recursive`, and everything below each level
@@ -208,27 +216,34 @@ async fn delete_matching(ctx: &Context, a: &RmArgs, locs: Vec<Location>) -> CmdR
     }
 }
 
-/// Deletes (or with `--dry-run` names) each target, `small_workers` at a
-/// time; returns (deleted, failed). A listing error is a failure and ends
-/// that URL's deletions.
+/// Deletes (or with `--dry-run` names) each target of the stores serving
+/// `urls`; returns (deleted, failed). Deletes go out batched where the
+/// store has a batch call (S3 DeleteObjects, 1,000 keys a request:
+/// `shoal_transfer::delete`), else one by one, `small_workers` requests
+/// at a time. A listing error is a failure and ends that URL's deletions.
 async fn delete_all(
     ctx: &Context,
     dry_run: bool,
     targets: BoxStream<'static, shoal_core::Result<Location>>,
+    urls: &[&Location],
 ) -> (u64, usize) {
-    let results = targets
-        .map(|t| async move {
-            let loc = t?;
-            if dry_run {
-                return Ok::<_, Error>(loc);
+    let results = if dry_run {
+        targets
+    } else {
+        match ctx.store_for(urls) {
+            Ok(store_for) => {
+                let said = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let on_fallback: shoal_transfer::delete::OnFallback = Arc::new(move |e| {
+                    if !said.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                        eprintln!("shoal: batch delete refused ({e}); deleting one by one");
+                    }
+                });
+                let slots = ctx.transfer.small_workers.max(1);
+                shoal_transfer::delete::delete_all(targets, store_for, slots, false, on_fallback)
             }
-            let store = ctx.store(&loc)?;
-            (store.delete(&loc.bucket, &loc.key))
-                .await
-                .map_err(|e| e.with_url(loc.to_string()))?;
-            Ok(loc)
-        })
-        .buffer_unordered(ctx.transfer.small_workers.max(1));
+            Err(e) => futures::stream::iter([Err(e)]).boxed(),
+        }
+    };
     let mut results = std::pin::pin!(results);
     let (mut deleted, mut failed) = (0, 0);
     while let Some(r) = results.next().await {
