@@ -86,9 +86,12 @@
 //! [`HELD_PAGES`] + workers pages, most of a 100-page task). Instead the
 //! budget is spent like a theft whose thief is the caller: the topmost
 //! busy range is cut at its position, the part above it left for the
-//! caller's next piece ([`KeyBudget::rest`]), no range is cut again, and
-//! the ranges below finish, so what was listed is exactly the keys below
-//! the cut. The only pages wasted are those of ranges above the cut that
+//! caller's next piece ([`KeyBudget::rest`]), and the ranges below
+//! finish, so what was listed is exactly the keys below the cut. Idle
+//! workers still cut those ranges (they all lie below the cut, and the
+//! cut range has nothing left to cut): without that, the last few pages
+//! of a piece were listed one round trip after another by one or two
+//! workers, which cost a 100,000-key piece more than its listing. The only pages wasted are those of ranges above the cut that
 //! had already finished (their keys are not handed on: a piece must be
 //! one contiguous range) and the topmost range's request in flight.
 //!
@@ -227,7 +230,7 @@ struct State {
     spawned: bool,
     /// Keys received so far (for the budget).
     received: usize,
-    /// The budget is spent: no more cuts, idle workers finish.
+    /// The budget is spent: the topmost range was cut for the caller.
     draining: bool,
 }
 
@@ -528,7 +531,7 @@ enum Steal {
 /// Takes the upper half of the widest busy range.
 fn steal(shared: &Shared, id: usize) -> Steal {
     let mut st = shared.state.lock().unwrap();
-    if st.stop || st.draining || st.ranges.iter().all(Option::is_none) {
+    if st.stop || st.ranges.iter().all(Option::is_none) {
         return Steal::Finished;
     }
     let prefix = &shared.base.prefix;

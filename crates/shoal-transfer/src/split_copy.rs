@@ -342,7 +342,7 @@ mod tests {
         assert_eq!(plan_parts(64 * mib, 1, 0, 10_000).len(), 8);
         assert_eq!(plan_parts(64 * mib, 8 * mib, 0, 4).len(), 4);
         let tasks = group_parts(&parts, 40 * mib);
-        assert_eq!(tasks.iter().map(Vec::len).collect::<Vec<_>>(), [2, 2, 2, 1]);
+        assert_eq!(tasks.iter().map(Vec::len).collect::<Vec<_>>(), [2, 2, 3]);
         assert_eq!(group_parts(&parts, 1).len(), 7);
     }
 
