@@ -127,14 +127,14 @@ def _list_task(session: _shoal.Session, url: str, start: str, end: str | None, m
     where to go on, and with ``bytes_per_task`` where to cut it into
     pieces by bytes). The range is listed by shoal's parallel lister with
     up to ``connections`` requests at once."""
-    objs, nxt = _shoal.list_range(session, url, start, end, max_keys, detail, connections)
-    first = objs[0].key if objs else None
-    last = objs[-1].key if objs else None
-    cuts, big = _byte_cuts(objs, bytes_per_task, keys_per_piece) if bytes_per_task else ([], [])
-    return (_records(objs) if keep else []), (len(objs), first, last, nxt, cuts, big)
+    recs, nxt = _shoal.list_range(session, url, start, end, max_keys, detail, connections, True)
+    first = recs[0]["key"] if recs else None
+    last = recs[-1]["key"] if recs else None
+    cuts, big = _byte_cuts(recs, bytes_per_task, keys_per_piece) if bytes_per_task else ([], [])
+    return (recs if keep else []), (len(recs), first, last, nxt, cuts, big)
 
 
-def _byte_cuts(objs: Sequence[_shoal.ObjectInfo], bytes_per_task: int, keys_per_piece: int | None) -> tuple[list[str], list[tuple[str, int]]]:
+def _byte_cuts(recs: Sequence[dict[str, Any]], bytes_per_task: int, keys_per_piece: int | None) -> tuple[list[str], list[tuple[str, int]]]:
     """Keys where a listed range is cut so that each piece holds at most
     ``bytes_per_task`` bytes and ``keys_per_piece`` keys (a piece is one
     copy or sync task), and the objects bigger than ``bytes_per_task``
@@ -142,15 +142,15 @@ def _byte_cuts(objs: Sequence[_shoal.ObjectInfo], bytes_per_task: int, keys_per_
     cuts: list[str] = []
     big: list[tuple[str, int]] = []
     used = n = 0
-    for o in objs:
-        size = o.size
+    for r in recs:
+        size = r["size"]
         if n and (used + size > bytes_per_task or (keys_per_piece and n >= keys_per_piece)):
-            cuts.append(o.key)
+            cuts.append(r["key"])
             used = n = 0
         used += size
         n += 1
         if size > bytes_per_task:
-            big.append((o.url, size))
+            big.append((r["url"], size))
     return cuts, big
 
 

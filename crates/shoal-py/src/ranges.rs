@@ -16,8 +16,10 @@
 use std::collections::BTreeSet;
 
 use futures::StreamExt;
+use pyo3::intern;
 use pyo3::prelude::*;
-use shoal_core::ListRequest;
+use pyo3::types::{PyDict, PyList};
+use shoal_core::{ListRequest, ObjectMeta};
 use shoal_list::parallel::{DEFAULT_WORKERS, KeyBudget, ParallelOptions, list_objects};
 
 use crate::errors::{IntoPyResult, to_py};
@@ -33,8 +35,12 @@ use crate::session::Session;
 /// requests at once (the CLI's adaptive splitter, on this range), stopped
 /// by a [`KeyBudget`]: everything below the returned key was listed,
 /// nothing at or past it, so the next piece starts exactly there.
+///
+/// With `records`, each object comes as the dict a Dask partition holds
+/// (`url`, `key`, `size`, `updated`), made here: building it in Python
+/// from an `ObjectInfo` cost more CPU than listing the key.
 #[pyfunction]
-#[pyo3(signature = (session, url, start, end=None, max_keys=100_000, detail="size".to_owned(), connections=None))]
+#[pyo3(signature = (session, url, start, end=None, max_keys=100_000, detail="size".to_owned(), connections=None, records=false))]
 #[allow(clippy::too_many_arguments)] // the Python signature
 pub(crate) fn list_range(
     py: Python<'_>,
@@ -45,7 +51,8 @@ pub(crate) fn list_range(
     max_keys: usize,
     detail: String,
     connections: Option<usize>,
-) -> PyResult<(Vec<ObjectInfo>, Option<String>)> {
+    records: bool,
+) -> PyResult<(Py<PyAny>, Option<String>)> {
     let loc = cloud(&url)?;
     let store = session.stores.store(&loc).py()?;
     let req = ListRequest {
@@ -62,15 +69,38 @@ pub(crate) fn list_range(
         stats: None,
         budget: Some(budget.clone()),
     };
-    block_on(py, async move {
-        let mut out: Vec<ObjectInfo> = Vec::new();
-        let mut pages = std::pin::pin!(list_objects(store, loc.bucket.clone(), req, opts));
+    let bucket = loc.bucket.clone();
+    let pages: Vec<Vec<ObjectMeta>> = block_on(py, async move {
+        let mut out = Vec::new();
+        let mut pages = std::pin::pin!(list_objects(store, bucket, req, opts));
         while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| to_py(e.with_url(&url)))?;
-            out.extend(page.into_iter().map(|m| ObjectInfo::new(&loc, m)));
+            out.push(page.map_err(|e| to_py(e.with_url(&url)))?);
         }
-        Ok((out, budget.rest()))
-    })
+        Ok(out)
+    })?;
+    let metas = pages.into_iter().flatten();
+    let listed: Py<PyAny> = if records {
+        let (k_url, k_key, k_size, k_updated) = (
+            intern!(py, "url"),
+            intern!(py, "key"),
+            intern!(py, "size"),
+            intern!(py, "updated"),
+        );
+        let list = PyList::empty(py);
+        for m in metas {
+            let d = PyDict::new(py);
+            d.set_item(k_url, loc.with_key(m.key.clone()).to_string())?;
+            d.set_item(k_size, m.size)?;
+            d.set_item(k_updated, m.updated_ns.map(|ns| ns as f64 / 1e9))?;
+            d.set_item(k_key, m.key)?;
+            list.append(d)?;
+        }
+        list.into_any().unbind()
+    } else {
+        let objs: Vec<ObjectInfo> = metas.map(|m| ObjectInfo::new(&loc, m)).collect();
+        objs.into_pyobject(py)?.into_any().unbind()
+    };
+    Ok((listed, budget.rest()))
 }
 
 /// Where to cut `[lo, hi)` (keys under `prefix`) in two, given the
