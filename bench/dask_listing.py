@@ -1,15 +1,19 @@
 """Listing split across Dask workers (shoal.dask.list_partitions): keys/s
-by number of worker processes, and the client's peak RSS, against an S3
-endpoint (e.g. shoal-benchserver's ``list-N`` buckets behind toxiproxy
-for latency).
+by number of worker processes, and per worker, beside ``shoal ls -r`` of the
+same bucket in the same run, against an S3 endpoint (e.g.
+shoal-benchserver's ``list-N`` buckets behind toxiproxy for latency).
 
     python bench/dask_listing.py --endpoint http://127.0.0.1:PORT \\
-        --bucket list-10000000 --workers 1 2 4 [--keys-per-task 100000]
+        --bucket list-10000000 --workers 1 2 4 [--keys-per-task 100000] \\
+        [--connections 16] [--cli target/release/shoal] [--runs 1]
 
-Each worker process has one thread; the records stay on the workers (the
-client gathers only each partition's length). Prints one line per worker
-count; the client's RSS is this process's peak, which includes the
-listing's bookkeeping and nothing per key.
+Each worker process has one thread; each listing task runs shoal's
+parallel lister on its range with ``--connections`` requests at once. The
+records stay on the workers (the client gathers only each partition's
+length). With ``--cli``, one ``shoal ls -r`` (output to /dev/null) runs
+before each Dask measurement, so the two share the machine's state;
+medians over ``--runs``. The client's RSS is this process's peak, which
+includes the listing's bookkeeping and nothing per key.
 """
 
 from __future__ import annotations
@@ -17,7 +21,20 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import statistics
+import subprocess
 import time
+
+
+def cli_run(cli: str, url: str) -> tuple[float, float, float]:
+    """Seconds, CPU seconds and peak RSS (MiB) of one ``shoal ls -r``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    subprocess.run([cli, "ls", "-r", url], stdout=subprocess.DEVNULL, check=True)
+    secs = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return secs, cpu, after.ru_maxrss / 1024
 
 
 def main() -> None:
@@ -26,6 +43,9 @@ def main() -> None:
     ap.add_argument("--bucket", default="list-1000000")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--keys-per-task", type=int, default=100_000)
+    ap.add_argument("--connections", type=int, default=None)
+    ap.add_argument("--cli", default=None, help="a shoal binary to list the same bucket with, for comparison")
+    ap.add_argument("--runs", type=int, default=1)
     a = ap.parse_args()
     os.environ.update(AWS_ENDPOINT_URL=a.endpoint, AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="y",
                       AWS_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")
@@ -33,19 +53,36 @@ def main() -> None:
 
     import shoal.dask as sd
 
+    url = f"s3://{a.bucket}/"
+    cli_rates: list[float] = []
     for n in a.workers:
         with distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                       dashboard_address=None) as cluster, distributed.Client(cluster) as c:
             c.run(lambda: None)  # workers up before the clock starts
-            stats = sd.ListingStats()
-            t = time.perf_counter()
-            parts = sd.list_partitions(f"s3://{a.bucket}/", client=c, keys_per_task=a.keys_per_task, stats=stats)
-            total = sum(c.gather([c.submit(len, p) for p in parts]))
-            secs = time.perf_counter() - t
+            rates, cli_here = [], []
+            for _ in range(a.runs):
+                if a.cli:
+                    secs, cpu, rss = cli_run(a.cli, url)
+                    cli_here.append((secs, cpu, rss))
+                stats = sd.ListingStats()
+                t = time.perf_counter()
+                parts = sd.list_partitions(url, client=c, keys_per_task=a.keys_per_task, stats=stats,
+                                           list_connections=a.connections)
+                total = sum(c.gather([c.submit(len, p) for p in parts]))
+                secs = time.perf_counter() - t
+                rates.append(total / secs)
+                del parts
+            rate = statistics.median(rates)
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            print(f"workers={n}: {total} keys in {secs:.1f} s = {total / secs:,.0f} keys/s; "
-                  f"{stats.tasks} tasks, {stats.splits} splits; client peak RSS {rss:.0f} MiB", flush=True)
-            del parts
+            line = (f"workers={n}: {total} keys, {rate:,.0f} keys/s ({rate / n:,.0f} per worker); "
+                    f"{stats.tasks} tasks, {stats.splits} splits; client peak RSS {rss:.0f} MiB")
+            if cli_here:
+                cs = statistics.median(x[0] for x in cli_here)
+                cli_rate = total / cs
+                cli_rates.append(cli_rate)
+                line += (f" | shoal ls -r: {cli_rate:,.0f} keys/s, CPU {statistics.median(x[1] for x in cli_here):.1f} s, "
+                         f"peak RSS {max(x[2] for x in cli_here):.0f} MiB; one worker = {rate / n / cli_rate:.2f}x the CLI")
+            print(line, flush=True)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,15 @@ splits it across connections: each task lists a key range up to
 left of a busy range where the keys seen say it is dense (the same cut,
 ``shoal_list::split::cut``) and hands both halves to new tasks. The keys
 stay on the workers as partitions in key order; the client holds a few
-strings per task, however big the bucket. Otherwise (no distributed
+strings per task, however big the bucket. Each task lists its range as
+``shoal ls -r`` does, with the adaptive parallel lister
+(``list_connections`` requests at once, default 16), stopped after about
+``keys_per_task`` keys at a key below which it listed everything, so one
+worker lists at about the CLI's rate and the ranges tile the prefix.
+Copies and syncs are cut by bytes too (``bytes_per_task``, default 1 GiB):
+an object bigger than that is copied by several tasks as one multipart
+upload (``shoal_transfer::split_copy`` decides and checks; Python only
+places the tasks). Otherwise (no distributed
 client, or ``npartitions`` asked for), the listing is made once on the
 client (parallel, one request per thousand keys) and cut into partitions
 balanced by bytes. Each partition is one Dask task that copies, reads or
@@ -113,14 +121,37 @@ def _distributed_client(client: Any) -> Any:
         return None
 
 
-def _list_task(session: _shoal.Session, url: str, start: str, end: str | None, max_keys: int, detail: str, keep: bool = True):
+def _list_task(session: _shoal.Session, url: str, start: str, end: str | None, max_keys: int, detail: str, keep: bool = True, connections: int | None = None, bytes_per_task: int | None = None, keys_per_piece: int | None = None):
     """One range's share (runs on a worker): its records (none unless
     ``keep``), and a summary for the client (count, first and last key,
-    where to go on)."""
-    objs, nxt = _shoal.list_range(session, url, start, end, max_keys, detail)
-    first = objs[0].key if objs else None
-    last = objs[-1].key if objs else None
-    return (_records(objs) if keep else []), (len(objs), first, last, nxt)
+    where to go on, and with ``bytes_per_task`` where to cut it into
+    pieces by bytes). The range is listed by shoal's parallel lister with
+    up to ``connections`` requests at once."""
+    recs, nxt = _shoal.list_range(session, url, start, end, max_keys, detail, connections, True)
+    first = recs[0]["key"] if recs else None
+    last = recs[-1]["key"] if recs else None
+    cuts, big = _byte_cuts(recs, bytes_per_task, keys_per_piece) if bytes_per_task else ([], [])
+    return (recs if keep else []), (len(recs), first, last, nxt, cuts, big)
+
+
+def _byte_cuts(recs: Sequence[dict[str, Any]], bytes_per_task: int, keys_per_piece: int | None) -> tuple[list[str], list[tuple[str, int]]]:
+    """Keys where a listed range is cut so that each piece holds at most
+    ``bytes_per_task`` bytes and ``keys_per_piece`` keys (a piece is one
+    copy or sync task), and the objects bigger than ``bytes_per_task``
+    (``(url, size)``), each alone in its piece, to be split by byte range."""
+    cuts: list[str] = []
+    big: list[tuple[str, int]] = []
+    used = n = 0
+    for r in recs:
+        size = r["size"]
+        if n and (used + size > bytes_per_task or (keys_per_piece and n >= keys_per_piece)):
+            cuts.append(r["key"])
+            used = n = 0
+        used += size
+        n += 1
+        if size > bytes_per_task:
+            big.append((r["url"], size))
+    return cuts, big
 
 
 @dataclass
@@ -132,7 +163,7 @@ class ListingStats:
     objects: int = 0
 
 
-def list_partitions(url: str, *, client: Any = None, keys_per_task: int = 100_000, max_tasks: int | None = None, detail: str = "size", stats: ListingStats | None = None, session: _shoal.Session | None = None, **options: Any) -> list[Any]:
+def list_partitions(url: str, *, client: Any = None, keys_per_task: int = 100_000, max_tasks: int | None = None, detail: str = "size", stats: ListingStats | None = None, list_connections: int | None = None, session: _shoal.Session | None = None, **options: Any) -> list[Any]:
     """Every object whose key starts with ``url``'s key (a prefix, taken
     literally: ``gs://b/logs/`` or ``gs://b/logs/2026-``), listed by tasks
     on ``client``'s cluster (or the distributed client in use), as futures
@@ -140,18 +171,46 @@ def list_partitions(url: str, *, client: Any = None, keys_per_task: int = 100_00
     order. No process holds the whole listing: each task lists a range up
     to ``keys_per_task`` keys and keeps them; a range with more left is cut
     in two for other tasks while fewer than ``max_tasks`` (default: twice
-    the cluster's threads) are running. A failed task raises with the URL
-    when its future is gathered."""
+    the cluster's threads) are running. Inside a task the range is listed
+    as ``shoal ls -r`` lists, by the adaptive parallel lister, with up to
+    ``list_connections`` requests in flight (default 16, the CLI's; a
+    worker running k tasks at once uses k times that). A failed task
+    raises with the URL when its future is gathered."""
     if _api._has_wildcard(url):
         raise ValueError(f"{url}: list_partitions takes a prefix; use ls_bag for globs")
     c = _distributed_client(client)
     if c is None:
         raise ValueError("list_partitions needs a dask.distributed Client (or use ls_bag)")
     s = resolve(session, options)
-    return [data for _, _, data in _list_ranges(url, c, keys_per_task, max_tasks, detail, stats, s)]
+    return [r.data for r in _list_ranges(url, c, keys_per_task, max_tasks, detail, stats, s, connections=list_connections)]
 
 
-def _list_ranges(url: str, c: Any, keys_per_task: int, max_tasks: int | None, detail: str, stats: ListingStats | None, s: _shoal.Session, keep: bool = True) -> list[tuple[str, str | None, Any]]:
+@dataclass
+class _Range:
+    """One listed range: ``[start, stop)`` (stop None: the prefix's end),
+    its records' future, and, when cut by bytes, the keys where its pieces
+    start and its objects too big for one task."""
+
+    start: str
+    stop: str | None
+    data: Any
+    cuts: list[str] = field(default_factory=list)
+    big: list[tuple[str, int]] = field(default_factory=list)
+
+    def pieces(self) -> list[tuple[str, str | None]]:
+        bounds = [self.start, *self.cuts, self.stop]
+        return list(zip(bounds, bounds[1:]))
+
+
+def _token() -> str:
+    """A task key's tail: Dask's dashboard and ``distributed.progress``
+    group tasks by the words before it (``shoal-copy``, ``shoal-list``)."""
+    import uuid
+
+    return "0" + uuid.uuid4().hex[:15]
+
+
+def _list_ranges(url: str, c: Any, keys_per_task: int, max_tasks: int | None, detail: str, stats: ListingStats | None, s: _shoal.Session, keep: bool = True, connections: int | None = None, bytes_per_task: int | None = None, keys_per_piece: int | None = None) -> list[_Range]:
     """:func:`list_partitions`' work: ``(start, stop, future)`` for each
     listed range, in key order; the ranges tile the prefix (``stop`` None:
     to its end), so another listing cut at the same keys (a sync's
@@ -164,22 +223,24 @@ def _list_ranges(url: str, c: Any, keys_per_task: int, max_tasks: int | None, de
     st = stats if stats is not None else ListingStats()
     alphabet: set[str] = set()
     running: dict[Any, tuple[str, str | None, Any]] = {}
-    parts: list[tuple[str, str | None, Any]] = []
+    parts: list[_Range] = []
     done = as_completed()
+    tok = _token()
 
     def submit(start: str, end: str | None) -> None:
-        t = c.submit(_list_task, s, url, start, end, keys_per_task, detail, keep, pure=False)
-        summary = c.submit(operator.itemgetter(1), t, pure=False)
-        running[summary] = (start, end, c.submit(operator.itemgetter(0), t, pure=False))
+        i = st.tasks
+        t = c.submit(_list_task, s, url, start, end, keys_per_task, detail, keep, connections, bytes_per_task, keys_per_piece, key=f"shoal-list-{i}-{tok}")
+        summary = c.submit(operator.itemgetter(1), t, key=f"shoal-list-summary-{i}-{tok}")
+        running[summary] = (start, end, c.submit(operator.itemgetter(0), t, key=f"shoal-listed-{i}-{tok}"))
         done.add(summary)
         st.tasks += 1
 
     submit(prefix, None)
     for summary in done:
         start, end, data = running.pop(summary)
-        n, first, last, nxt = summary.result()
+        n, first, last, nxt, cuts, big = summary.result()
         summary.release()
-        parts.append((start, nxt if nxt is not None else end, data))
+        parts.append(_Range(start, nxt if nxt is not None else end, data, cuts, big))
         st.objects += n
         for k in (first, last):
             if k is not None:
@@ -195,11 +256,11 @@ def _list_ranges(url: str, c: Any, keys_per_task: int, max_tasks: int | None, de
             submit(mid, end)
         else:
             submit(nxt, end)
-    parts.sort(key=lambda p: p[0])
+    parts.sort(key=lambda p: p.start)
     return parts
 
 
-def _on_cluster(url: str, npartitions: int | None, client: Any, keys_per_task: int, s: _shoal.Session, stats: ListingStats | None = None) -> tuple[Any, list[tuple[str, str | None, Any]]]:
+def _on_cluster(url: str, npartitions: int | None, client: Any, keys_per_task: int, s: _shoal.Session, stats: ListingStats | None = None, bytes_per_task: int | None = None, list_connections: int | None = None) -> tuple[Any, list[_Range]]:
     """The cluster and its listed ranges when ``url`` is a prefix to list
     there; ``(None, [])`` when the client lists instead: a glob, an
     explicit ``npartitions``, no distributed client, a URL naming one
@@ -215,7 +276,7 @@ def _on_cluster(url: str, npartitions: int | None, client: Any, keys_per_task: i
         except FileNotFoundError:
             pass
     st = stats if stats is not None else ListingStats()
-    ranges = _list_ranges(_as_dir(url), c, keys_per_task, None, "size", st, s)
+    ranges = _list_ranges(_as_dir(url), c, keys_per_task, None, "size", st, s, connections=list_connections, bytes_per_task=bytes_per_task, keys_per_piece=keys_per_task)
     if st.objects == 0:
         return None, []
     return c, ranges
@@ -284,6 +345,8 @@ class CopyResult:
     failures: list[tuple[str, str, str]] = field(default_factory=list)
     #: Tasks the plan was split into.
     tasks: int = 0
+    #: Objects copied by several tasks (one multipart upload each).
+    split_objects: int = 0
 
 
 def _copy_part(pairs: list[tuple[str, str]], session: _shoal.Session, max_workers: int | None, chunk_size: int | None) -> tuple[int, int, list[tuple[str, str, str]]]:
@@ -329,11 +392,16 @@ def plan_copy(src: str, dst: str, *, session: _shoal.Session | None = None, **op
     return plan, refused
 
 
-def _copy_listed(recs: list[dict[str, Any]], base: str, dst: str, session: _shoal.Session, max_workers: int | None, chunk_size: int | None) -> tuple[int, int, list[tuple[str, str, str]]]:
-    """One listed partition copied (runs on a worker): destinations are
-    placed here, by the same rules as :func:`plan_copy`."""
+def _copy_listed(recs: list[dict[str, Any]], base: str, dst: str, session: _shoal.Session, max_workers: int | None, chunk_size: int | None, lo: str | None = None, hi: str | None = None, skip_above: int | None = None) -> tuple[int, int, list[tuple[str, str, str]]]:
+    """One listed partition (or its piece ``[lo, hi)``) copied (runs on a
+    worker): destinations are placed here, by the same rules as
+    :func:`plan_copy`. Objects bigger than ``skip_above`` are left to a
+    split copy (:func:`_split_copies`)."""
     pairs, refused = [], []
     for r in recs:
+        k = r["key"]
+        if (lo is not None and k < lo) or (hi is not None and k >= hi) or (skip_above is not None and r["size"] > skip_above):
+            continue
         try:
             pairs.append((r["url"], _shoal.destination(dst, r["url"][len(base) :], r["url"])))
         except (_errors.InvalidInputError, _errors.UnsupportedError) as e:
@@ -342,28 +410,180 @@ def _copy_listed(recs: list[dict[str, Any]], base: str, dst: str, session: _shoa
     return copied, nbytes, refused + failures
 
 
-def copy(src: str, dst: str, *, client: Any = None, npartitions: int | None = None, max_workers: int | None = None, chunk_size: int | None = None, keys_per_task: int = 100_000, session: _shoal.Session | None = None, **options: Any) -> CopyResult:
+@dataclass
+class TaskReport:
+    """What one finished task of :func:`copy` or :func:`sync` did, handed
+    to ``on_task`` as it ends."""
+
+    #: The task's Dask key (``shoal-copy-…``, ``shoal-copy-part-…``,
+    #: ``shoal-sync-…``): the name the dashboard shows.
+    name: str
+    copied: int
+    bytes: int
+    failed: int
+    tasks_done: int
+    tasks: int
+
+
+def _run_tasks(c: Any, futs: list[Any], progress: bool, on_task: Any, counts: Any) -> list[Any]:
+    """The results of ``futs`` (in order), showing ``distributed.progress``
+    when asked and calling ``on_task`` as each ends. A failed task raises
+    (after the others were cancelled)."""
+    from distributed import as_completed
+
+    if progress:
+        from distributed import progress as _progress
+
+        _progress(futs)
+    if on_task is None:
+        return c.gather(futs)
+    index = {f.key: i for i, f in enumerate(futs)}
+    out: list[Any] = [None] * len(futs)
+    try:
+        for n, f in enumerate(as_completed(futs), 1):
+            out[index[f.key]] = res = f.result()
+            copied, nbytes, failed = counts(res)
+            on_task(TaskReport(str(f.key), copied, nbytes, failed, n, len(futs)))
+    except BaseException:
+        c.cancel(futs)
+        raise
+    return out
+
+
+def _split_copies(c: Any, big: list[tuple[str, str]], s: _shoal.Session, bytes_per_task: int, part_size: int | None, max_workers: int | None, progress: bool, on_task: Any, res: "CopyResult") -> list[tuple[str, str]]:
+    """Copies each ``(source, destination)`` bigger than one task's bytes
+    as one multipart upload whose parts are written by several tasks
+    (``shoal_transfer::split_copy``: the engine plans the parts, checks
+    each, and completes only with every part in and the source's CRC32C
+    matched). Uploads are begun and finished here, on the client (a GCS
+    compose then keeps the source's metadata); every way out before an
+    upload completed (a failed or lost part task, an exception or an
+    interrupt here) aborts it, deleting its parts. Returns the pairs the
+    engine chose to copy whole (no CRC32C to check parts against)."""
+    whole: list[tuple[str, str]] = []
+    started: list[tuple[str, str, Any, list[Any]]] = []
+    kw = {} if part_size is None else {"part_size": part_size}
+    try:
+        for src, dst in big:
+            wire, _why = _shoal.split_copy_begin(s, src, dst, bytes_per_task, **kw)
+            if wire is None:
+                whole.append((src, dst))
+                continue
+            started.append((src, dst, wire, []))
+            tok = _token()
+            started[-1][3].extend(c.submit(_shoal.split_copy_parts, s, wire, dst, i, max_workers or 4, key=f"shoal-copy-part-{i}-{tok}") for i in range(len(wire[7])))
+        futs = [f for *_, fs in started for f in fs]
+        if progress and futs:
+            from distributed import progress as _progress
+
+            _progress(futs)
+        done = 0
+        while started:
+            src, dst, wire, fs = started[0]
+            try:
+                outs = []
+                for f in fs:
+                    outs.append(f.result())
+                    done += 1
+                    if on_task is not None:
+                        on_task(TaskReport(str(f.key), 0, sum(p[3] for p in outs[-1]), 0, done, len(futs)))
+                nbytes = _shoal.split_copy_finish(s, wire, dst, [p for ps in outs for p in ps])
+                res.copied += 1
+                res.bytes += nbytes
+                res.split_objects += 1
+            except Exception as e:  # noqa: BLE001 - every failure is this object's
+                c.cancel(fs)
+                _shoal.split_copy_abort(s, wire, dst)
+                res.failures.append((src, dst, f"copy {src} -> {dst} split across {len(fs)} tasks: {e}; the upload was aborted and its parts deleted"))
+            res.tasks += len(fs)
+            started.pop(0)
+    finally:
+        # An interrupt or an unexpected error: nothing half written stays.
+        for _, dst, wire, fs in started:
+            c.cancel(fs)
+            _shoal.split_copy_abort(s, wire, dst)
+    return whole
+
+
+def _pieces(plan: list[tuple[str, str, int]], bytes_per_task: int, keys_per_task: int) -> list[list[tuple[str, str, int]]]:
+    """A planned copy cut, in its order, into pieces of at most
+    ``bytes_per_task`` bytes and ``keys_per_task`` objects."""
+    out: list[list[tuple[str, str, int]]] = []
+    used = 0
+    for p in plan:
+        if not out or used + p[2] > bytes_per_task or len(out[-1]) >= keys_per_task:
+            out.append([])
+            used = 0
+        out[-1].append(p)
+        used += p[2]
+    return out
+
+
+def copy(src: str, dst: str, *, client: Any = None, npartitions: int | None = None, max_workers: int | None = None, chunk_size: int | None = None, keys_per_task: int = 100_000, bytes_per_task: int = 1 << 30, part_size: int | None = None, list_connections: int | None = None, progress: bool = False, on_task: Any = None, session: _shoal.Session | None = None, **options: Any) -> CopyResult:
     """Copies everything below ``src`` to ``dst`` as Dask tasks (on
     ``client``'s cluster, or the current Dask scheduler). On a distributed
     cluster a prefix is listed by the workers (:func:`list_partitions`) and
     each listed partition is copied where it was listed: the client holds
-    no listing, only each task's counts and failures."""
+    no listing, only each task's counts and failures.
+
+    Each copy task holds at most ``bytes_per_task`` bytes (default 1 GiB)
+    and ``keys_per_task`` objects. On a distributed cluster an object
+    bigger than ``bytes_per_task`` is copied by several tasks: one
+    multipart upload on the destination, its parts (``part_size``, default
+    64 MiB) read by ranged GETs and written by different tasks, completed
+    only when every part is in and their CRC32Cs combine into the
+    source's; on any failure the upload is aborted and its parts deleted
+    (objects without a stored CRC32C are copied whole). Tasks are named
+    ``shoal-copy-…`` / ``shoal-copy-part-…`` in the dashboard; with
+    ``progress=True`` a ``distributed.progress`` bar follows them, and
+    ``on_task`` is called with a :class:`TaskReport` as each one ends."""
     s = resolve(session, options)
-    c, ranges = _on_cluster(src, npartitions, client, keys_per_task, s)
+    c, ranges = _on_cluster(src, npartitions, client, keys_per_task, s, bytes_per_task=bytes_per_task, list_connections=list_connections)
     if c is not None:
         base = _base(_as_dir(src))
-        futs = [c.submit(_copy_listed, data, base, dst, s, max_workers, chunk_size, pure=False) for _, _, data in ranges]
+        tok = _token()
+        futs = []
+        big = []
+        for r in ranges:
+            for lo, hi in r.pieces():
+                futs.append(c.submit(_copy_listed, r.data, base, dst, s, max_workers, chunk_size, lo, hi, bytes_per_task, key=f"shoal-copy-{len(futs)}-{tok}"))
+            big.extend(r.big)
         res = CopyResult(tasks=len(futs))
-        for copied, nbytes, failures in c.gather(futs):
+        for copied, nbytes, failures in _run_tasks(c, futs, progress, on_task, lambda o: (o[0], o[1], len(o[2]))):
+            res.copied += copied
+            res.bytes += nbytes
+            res.failures.extend(failures)
+        pairs = []
+        for u, _ in big:
+            try:
+                pairs.append((u, _shoal.destination(dst, u[len(base) :], u)))
+            except (_errors.InvalidInputError, _errors.UnsupportedError) as e:
+                res.failures.append((u, dst, str(e)))
+        whole = _split_copies(c, pairs, s, bytes_per_task, part_size, max_workers, progress, on_task, res)
+        if whole:
+            f = c.submit(_copy_part, whole, s, max_workers, chunk_size, key=f"shoal-copy-whole-{tok}")
+            copied, nbytes, failures = f.result()
+            res.tasks += 1
             res.copied += copied
             res.bytes += nbytes
             res.failures.extend(failures)
         return res
     plan, refused = plan_copy(src, dst, session=s)
-    parts = split_by_bytes(plan, npartitions or _default_partitions(client), size=lambda p: p[2])
-    tasks = [dask.delayed(_copy_part)([(a, b) for a, b, _ in p], s, max_workers, chunk_size) for p in parts]
+    res = CopyResult(failures=list(refused))
+    dc = _distributed_client(client)
+    if dc is not None and npartitions is None and any(p[2] > bytes_per_task for p in plan):
+        big = [(a, b) for a, b, n in plan if n > bytes_per_task]
+        plan = [p for p in plan if p[2] <= bytes_per_task]
+        whole = _split_copies(dc, big, s, bytes_per_task, part_size, max_workers, progress, on_task, res)
+        plan.extend((a, b, bytes_per_task) for a, b in whole)
+    if npartitions is not None:
+        parts = split_by_bytes(plan, npartitions, size=lambda p: p[2])
+    else:
+        parts = _pieces(plan, bytes_per_task, keys_per_task)
+    tok = _token()
+    tasks = [dask.delayed(_copy_part)([(a, b) for a, b, _ in p], s, max_workers, chunk_size, dask_key_name=f"shoal-copy-{i}-{tok}") for i, p in enumerate(parts)]
     outs = client.gather(client.compute(tasks)) if client is not None else dask.compute(*tasks)
-    res = CopyResult(tasks=len(tasks), failures=list(refused))
+    res.tasks += len(tasks)
     for copied, nbytes, failures in outs:
         res.copied += copied
         res.bytes += nbytes
@@ -396,7 +616,7 @@ def read_bag(url: str, *, lines: bool = True, npartitions: int | None = None, ke
     if c is not None:
         # Each partition read where it was listed; the futures live in the
         # bag's graph (see ls_bag).
-        return db.from_delayed([dask.delayed(_read_listed)(data, s, lines) for _, _, data in ranges])
+        return db.from_delayed([dask.delayed(_read_listed)(r.data, s, lines) for r in ranges])
     recs = _some(url, _listing(url, s))
     parts = split_by_bytes(recs, npartitions or _default_partitions(None))
     return db.from_delayed([dask.delayed(_read_part)([r["url"] for r in p], s, lines) for p in parts])
@@ -436,7 +656,7 @@ def du(url: str, *, group_by: str | None = None, client: Any = None, npartitions
     if group_by is None:
         c, ranges = _on_cluster(url, npartitions, client, 100_000, s)
         if c is not None:
-            sizes = c.gather([c.submit(_size_listed, data, pure=False) for _, _, data in ranges])
+            sizes = c.gather([c.submit(_size_listed, r.data, pure=False) for r in ranges])
             return _api.DiskUsage(sum(b for b, _ in sizes), sum(n for _, n in sizes), {})
     url = _as_dir(url)
     objs, prefixes = _shoal.list_prefix(s, url, True, "size")
@@ -495,7 +715,7 @@ def _delete_listed(urls: list[str], session: _shoal.Session, max_workers: int | 
     return len(urls) - len(failures), failures
 
 
-def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_delete: int | None = None, delete_when_source_empty: bool = False, ignore_errors: bool = False, checksum: bool = False, size_only: bool = False, update: bool = False, no_clobber: bool = False, keys_per_task: int = 100_000, max_workers: int | None = None, chunk_size: int | None = None, session: _shoal.Session | None = None, **options: Any) -> SyncResult:
+def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_delete: int | None = None, delete_when_source_empty: bool = False, ignore_errors: bool = False, checksum: bool = False, size_only: bool = False, update: bool = False, no_clobber: bool = False, keys_per_task: int = 100_000, bytes_per_task: int = 1 << 30, max_workers: int | None = None, chunk_size: int | None = None, list_connections: int | None = None, progress: bool = False, on_task: Any = None, session: _shoal.Session | None = None, **options: Any) -> SyncResult:
     """Makes the bucket prefix ``dst`` hold what ``src`` holds, on a
     distributed cluster, as ``shoal sync`` does on one machine and by the
     same engine: an object is copied when the destination lacks it, its
@@ -505,7 +725,12 @@ def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_de
     across them, :func:`list_partitions`, that keeps no keys); then each
     range is one task that lists that range of both sides page by page
     and merges them in key order (``shoal_transfer::sync::sync_range``),
-    so no process holds either listing whole.
+    so no process holds either listing whole. A range is cut further so
+    that its source holds at most ``bytes_per_task`` bytes (default 1
+    GiB) and ``keys_per_task`` keys (an object bigger than that is one
+    range of its own, copied whole by the engine: splitting one object
+    across tasks is :func:`copy`'s). Tasks are named ``shoal-sync-…`` in
+    the dashboard; ``progress`` and ``on_task`` as in :func:`copy`.
 
     With ``delete``, what only the destination holds is deleted in a
     second phase, after every range's task ended, and only if none of
@@ -526,7 +751,7 @@ def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_de
     src, dst = _as_dir(src), _as_dir(dst)
     s = resolve(session, options)
     st = ListingStats()
-    ranges = _list_ranges(src, c, keys_per_task, None, "name", st, s, keep=False)
+    ranges = _list_ranges(src, c, keys_per_task, None, "size", st, s, keep=False, connections=list_connections, bytes_per_task=bytes_per_task, keys_per_piece=keys_per_task)
     if delete and st.objects == 0 and not delete_when_source_empty:
         raise ValueError(
             f"sync --delete {src}: the source lists nothing, so this would delete everything in {dst}; nothing was done"
@@ -534,14 +759,17 @@ def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_de
         )
     compare = {"checksum": checksum, "size_only": size_only, "update": update, "no_clobber": no_clobber}
     summaries, extras = [], []
-    for start, stop, _ in ranges:
-        t = c.submit(_sync_range, s, src, dst, start, stop, delete, compare, max_workers, chunk_size, pure=False)
-        summaries.append(c.submit(operator.itemgetter(0), t, pure=False))
-        extras.append(c.submit(operator.itemgetter(1), t, pure=False))
-    res = SyncResult(tasks=len(ranges))
+    tok = _token()
+    for rg in ranges:
+        for start, stop in rg.pieces():
+            i = len(summaries)
+            t = c.submit(_sync_range, s, src, dst, start, stop, delete, compare, max_workers, chunk_size, key=f"shoal-sync-{i}-{tok}")
+            summaries.append(c.submit(operator.itemgetter(0), t, key=f"shoal-sync-summary-{i}-{tok}"))
+            extras.append(c.submit(operator.itemgetter(1), t, key=f"shoal-sync-extras-{i}-{tok}"))
+    res = SyncResult(tasks=len(summaries))
     failed = 0
     # A failed task raises here, before anything is deleted.
-    for r in c.gather(summaries):
+    for r in _run_tasks(c, summaries, progress, on_task, lambda r: (r["copied"], r["bytes"], r["failed"])):
         res.copied += r["copied"]
         res.bytes += r["bytes"]
         res.skipped += r["skipped"]
@@ -558,7 +786,7 @@ def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_de
         if held is not None:
             res.failures.append(f"sync --delete {dst}: {n} extra{'' if n == 1 else 's'} not deleted: {held}")
         else:
-            for deleted, failures in c.gather([c.submit(_delete_listed, e, s, max_workers, pure=False) for e in extras]):
+            for deleted, failures in c.gather([c.submit(_delete_listed, e, s, max_workers, key=f"shoal-sync-delete-{i}-{tok}") for i, e in enumerate(extras)]):
                 res.deleted += deleted
                 res.failures.extend(failures)
     return res

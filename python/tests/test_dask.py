@@ -188,3 +188,119 @@ def test_sync_runs_the_engine_and_holds_deletes_after_a_failure(client, gs_bucke
     assert (r.deleted, len(r.failures)) == (1, 1), r
     with pytest.raises(FileNotFoundError):
         shoal.cat(f"{dst}extra")
+
+
+# Keys that sort next to each other byte-wise but not by eye: `a-b` (0x2D)
+# sorts below `a/b` (0x2F), a key sorts before its extensions, Unicode
+# after ASCII.
+# MinIO keeps objects as files, so on S3 no key is also another's folder
+# (`a` beside `a/b`): those pairs are listed on GCS only.
+AWKWARD = ["a b", "a+b", "a-b", "a.b", "a/b", "a/c/d", "a0", "a%2Fb", "z~", "é", "日本/語", "𝄞"]
+AWKWARD_GCS = ["a", "a/c/", "日本", "é/x"]
+
+
+def test_listing_tasks_tile_the_prefix_with_awkward_keys(client, bucket):
+    """Each listing task runs the parallel lister on its range and stops
+    at a key below which it listed everything: the partitions are every
+    key once, in order, whatever the piece size and the connections."""
+    import concurrent.futures as cf
+
+    awkward = AWKWARD + (AWKWARD_GCS if bucket.startswith("gs://") else [])
+    keys = [f"p/{k}" for k in awkward] + [f"p/hot/{i:04}" for i in range(2400)] + ["p-", "q/a"]
+    with cf.ThreadPoolExecutor(16) as ex:
+        list(ex.map(lambda k: shoal.put(f"{bucket}/{k}", b"x"), keys))
+    want = sorted(k for k in keys if k.startswith("p/"))
+    for keys_per_task, conns in [(1, 1), (700, 4), (1500, 16), (100_000, 2)]:
+        stats = sd.ListingStats()
+        parts = sd.list_partitions(f"{bucket}/p/", client=client, keys_per_task=keys_per_task, list_connections=conns, stats=stats)
+        got = [r["key"] for p in client.gather(parts) for r in p]
+        assert got == want, (keys_per_task, conns, stats, [len(x) for x in client.gather(parts)])
+    # A range whose bounds are existing keys: the start is listed, the end
+    # is not, and the key to go on from lies right after the last listed.
+    s = shoal.Session()
+    objs, nxt = shoal._shoal.list_range(s, f"{bucket}/p/", "p/a-b", "p/a/c/d", 100, "size", 3)
+    assert [o.key for o in objs] == [k for k in want if "p/a-b" <= k < "p/a/c/d"] and nxt is None
+    assert [o.key for o in objs][:3] == ["p/a-b", "p/a.b", "p/a/b"]
+    objs, nxt = shoal._shoal.list_range(s, f"{bucket}/p/", "p/", None, 2, "size", 3)
+    # (fake-gcs-server answers with one page of everything: then it is done.)
+    assert len(objs) >= 2 and (nxt is None or objs[-1].key < nxt)
+    objs2, _ = shoal._shoal.list_range(s, f"{bucket}/p/", nxt, None, 100_000, "size", 3) if nxt else ([], None)
+    assert [o.key for o in objs + objs2] == want
+
+
+def _uploads_left(bucket: str) -> list[str]:
+    """Multipart uploads (S3) or composite parts (GCS) still on a bucket."""
+    if bucket.startswith("s3://"):
+        from .test_api import _boto3_s3
+
+        r = _boto3_s3().list_multipart_uploads(Bucket=bucket[5:])
+        return [u["Key"] for u in r.get("Uploads", [])]
+    return [o.key for o in shoal.ls(f"{bucket}/.shoal-tmp/", recursive=True).objects]
+
+
+@pytest.mark.parametrize("dst_scheme", ["s3", "gs"])
+def test_copy_splits_tasks_by_bytes_and_one_object_across_tasks(client, s3_bucket, dst_scheme):
+    import os
+
+    from .conftest import new_bucket, _need, GCS, S3
+
+    _need(GCS if dst_scheme == "gs" else S3, dst_scheme)
+    dst_bucket = new_bucket(dst_scheme)
+    mib = 1 << 20
+    big = os.urandom(40 * mib + 12345)
+    shoal.put(f"{s3_bucket}/src/big.bin", big)
+    small = {f"src/s{i}": os.urandom(3 * mib) for i in range(6)}
+    for k, v in small.items():
+        shoal.put(f"{s3_bucket}/{k}", v)
+    reports = []
+    res = sd.copy(f"{s3_bucket}/src/", f"{dst_bucket}/out/", client=client, bytes_per_task=16 * mib, part_size=8 * mib, on_task=reports.append)
+    assert res.failures == [] and res.copied == 7 and res.split_objects == 1
+    assert res.bytes == len(big) + sum(len(v) for v in small.values())
+    assert shoal.cat(f"{dst_bucket}/out/big.bin") == big
+    assert shoal.cat(f"{dst_bucket}/out/s5") == small["src/s5"]
+    names = {r.name.rsplit("-", 2)[0] for r in reports}
+    assert names == {"shoal-copy", "shoal-copy-part"}, names
+    # 18 MiB of small objects in tasks of at most 16 MiB, the big one in
+    # 3 part tasks of at most 16 MiB (five 8 MiB parts and a tail).
+    assert sum(r.name.startswith("shoal-copy-part") for r in reports) == 3
+    assert sum(r.bytes for r in reports) == res.bytes
+    assert _uploads_left(dst_bucket) == []
+
+
+def test_a_failed_part_aborts_the_split_copy(client, s3_bucket, gs_bucket, monkeypatch):
+    """The source replaced after the upload began: the part tasks' reads,
+    pinned to the version begun with, fail; the upload is aborted, its
+    parts deleted, nothing is written, and the failure names the URL."""
+    import os
+
+    mib = 1 << 20
+    for dst_bucket in (s3_bucket, gs_bucket):
+        src = f"{s3_bucket}/big-{dst_bucket[:2]}.bin"
+        shoal.put(src, os.urandom(24 * mib))
+        real = shoal._shoal.split_copy_begin
+
+        def begin_then_replace(*a, **k):
+            out = real(*a, **k)
+            shoal.put(src, os.urandom(24 * mib))
+            return out
+
+        monkeypatch.setattr(sd._shoal, "split_copy_begin", begin_then_replace)
+        res = sd.copy(src, f"{dst_bucket}/x.bin", client=client, bytes_per_task=8 * mib, part_size=8 * mib)
+        monkeypatch.undo()
+        assert res.copied == 0 and len(res.failures) == 1, res
+        assert src in res.failures[0][2] and "aborted" in res.failures[0][2]
+        with pytest.raises(FileNotFoundError):
+            shoal.stat(f"{dst_bucket}/x.bin")
+        assert _uploads_left(dst_bucket) == []
+
+
+def test_unreachable_store_and_empty_source_raise_naming_the_url(client, s3_bucket):
+    shoal.put(f"{s3_bucket}/src/a", b"a")
+    # A store the cluster cannot reach: one exception naming the URL.
+    with pytest.raises(Exception, match="s3://nowhere") as e:
+        sd.copy("s3://nowhere/src/", f"{s3_bucket}/dst/", client=client, s3_endpoint_url="http://127.0.0.1:9", attempts=1)
+    assert "\n" not in str(e.value).strip()
+    # A source that lists nothing: NotFoundError naming it, nothing written.
+    with pytest.raises(FileNotFoundError, match="nothing/"):
+        sd.copy(f"{s3_bucket}/nothing/", f"{s3_bucket}/dst/", client=client)
+    assert shoal.ls(f"{s3_bucket}/dst/", recursive=True).objects == []

@@ -71,6 +71,7 @@ async fn main() {
             workers,
             sorted: false,
             stats: Some(stats.clone()),
+            budget: None,
         };
         let mut s = Box::pin(list_objects(store.clone(), bucket.clone(), req, opts));
         let mut n = 0usize;

@@ -138,6 +138,7 @@ fn objects_of(
             workers: opts.workers.max(1),
             sorted: opts.sorted,
             stats: None,
+            budget: None,
         };
         parallel::list_objects(store, bucket, plan.request.clone(), popts).boxed()
     } else {

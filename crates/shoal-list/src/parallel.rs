@@ -78,6 +78,23 @@
 //! on a paused clock), 8 workers take 160 round trips sorted against 136
 //! unsorted and 1,000 with one worker; with the budget only, 581.
 //!
+//! A listing can be told to stop after about a number of keys
+//! ([`KeyBudget`], sorted mode), for a caller that hands out a big range
+//! in pieces (a Dask task lists its share and says where to go on,
+//! python/shoal/dask.py). Stopping the stream after the budget would
+//! throw away every page listed ahead of the consumer (up to
+//! [`HELD_PAGES`] + workers pages, most of a 100-page task). Instead the
+//! budget is spent like a theft whose thief is the caller: the topmost
+//! busy range is cut at its position, the part above it left for the
+//! caller's next piece ([`KeyBudget::rest`]), and the ranges below
+//! finish, so what was listed is exactly the keys below the cut. Idle
+//! workers still cut those ranges (they all lie below the cut, and the
+//! cut range has nothing left to cut): without that, the last few pages
+//! of a piece were listed one round trip after another by one or two
+//! workers, which cost a 100,000-key piece more than its listing. The only pages wasted are those of ranges above the cut that
+//! had already finished (their keys are not handed on: a piece must be
+//! one contiguous range) and the topmost range's request in flight.
+//!
 //! Correctness does not depend on the server honouring `endOffset` (S3 has
 //! none): every page is cut at the worker's current end on the client, and
 //! a worker stops at the first key at or past it.
@@ -121,6 +138,8 @@ pub struct ParallelOptions {
     pub sorted: bool,
     /// Counters, for tests and benchmarks.
     pub stats: Option<Arc<ListStats>>,
+    /// Stop after about this many keys (sorted mode only; module doc).
+    pub budget: Option<Arc<KeyBudget>>,
 }
 
 impl Default for ParallelOptions {
@@ -129,7 +148,36 @@ impl Default for ParallelOptions {
             workers: DEFAULT_WORKERS,
             sorted: false,
             stats: None,
+            budget: None,
         }
+    }
+}
+
+/// A sorted listing that stops after about `max_keys` keys and says where
+/// to go on (module doc). The listing hands on every key of its range
+/// below [`KeyBudget::rest`] and none at or past it; it may hand on more
+/// than `max_keys` (the ranges below the cut finish: a few pages per
+/// worker) or fewer (keys above the cut are not handed on).
+#[derive(Debug)]
+pub struct KeyBudget {
+    max_keys: usize,
+    rest: Mutex<Option<String>>,
+}
+
+impl KeyBudget {
+    /// A budget of `max_keys` keys (at least 1).
+    pub fn new(max_keys: usize) -> Arc<Self> {
+        Arc::new(KeyBudget {
+            max_keys: max_keys.max(1),
+            rest: Mutex::new(None),
+        })
+    }
+
+    /// Once the stream has ended: the key the listing stopped short of
+    /// (everything of the range below it was handed on, nothing at or past
+    /// it), or None when the whole range was listed.
+    pub fn rest(&self) -> Option<String> {
+        self.rest.lock().unwrap().clone()
     }
 }
 
@@ -180,6 +228,10 @@ struct State {
     pending: BTreeMap<String, usize>,
     stop: bool,
     spawned: bool,
+    /// Keys received so far (for the budget).
+    received: usize,
+    /// The budget is spent: the topmost range was cut for the caller.
+    draining: bool,
 }
 
 struct Shared {
@@ -193,6 +245,7 @@ struct Shared {
     advance: Notify,
     stats: Arc<ListStats>,
     sorted: bool,
+    budget: Option<Arc<KeyBudget>>,
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
@@ -246,6 +299,7 @@ pub fn list_objects(
         advance: Notify::new(),
         stats: opts.stats.unwrap_or_default(),
         sorted: opts.sorted,
+        budget: opts.budget.filter(|_| opts.sorted),
         tasks: Mutex::new(Vec::new()),
     });
     // The consumer never holds a sender: the channel closes when the last
@@ -302,8 +356,17 @@ impl Consumer {
             spawn(&self.guard.0, 0, tx);
         }
         loop {
-            if let Some(p) = self.reorder.ready.pop() {
+            if let Some(mut p) = self.reorder.ready.pop() {
                 self.reorder.hand_on(&self.guard.0, 1);
+                if let Some(b) = &self.guard.0.budget {
+                    // Pages above the cut belong to the caller's next piece.
+                    if let Some(cut) = b.rest.lock().unwrap().as_deref() {
+                        p.truncate(p.partition_point(|o| o.key.as_str() < cut));
+                    }
+                    if p.is_empty() {
+                        continue;
+                    }
+                }
                 return Some((Ok(p), self));
             }
             if self.reorder.failed {
@@ -674,7 +737,19 @@ fn record_page(
     if last {
         st.ranges[id] = None;
     }
-    let spawn_more = !last && !st.spawned && shared.workers > 1;
+    st.received += objects.len();
+    let drained = match &shared.budget {
+        Some(b) if !st.draining && st.received >= b.max_keys => {
+            drain(&mut st, b);
+            true
+        }
+        _ => false,
+    };
+    if drained {
+        // Idle workers waiting for something to cut finish now.
+        shared.wake.notify_waiters();
+    }
+    let spawn_more = !last && !st.spawned && !st.draining && shared.workers > 1;
     if spawn_more {
         st.spawned = true;
     }
@@ -683,6 +758,32 @@ fn record_page(
         last,
         spawn_more,
     })
+}
+
+/// The budget is spent: the topmost busy range is cut at its position (or
+/// its start, before its first page), the part above left to the caller
+/// (module doc). Every range above it has finished; those below finish.
+fn drain(st: &mut State, budget: &KeyBudget) {
+    st.draining = true;
+    let top = st
+        .ranges
+        .iter_mut()
+        .flatten()
+        .max_by(|a, b| a.start.cmp(&b.start));
+    let Some(top) = top else {
+        return; // every range finished: the whole range was listed
+    };
+    let cut = match &top.pos {
+        // Nothing sorts between `k` and `k\0`.
+        Some(p) => format!("{p}\0"),
+        None => top.start.clone(),
+    };
+    if top.end.as_deref().is_some_and(|e| e <= cut.as_str()) {
+        return; // its last page is in: nothing above it is left
+    }
+    top.end = Some(cut.clone());
+    top.splittable = false;
+    *budget.rest.lock().unwrap() = Some(cut);
 }
 
 /// Adds the characters of a page's first and last keys (below the prefix)
@@ -758,6 +859,7 @@ mod tests {
             workers,
             sorted,
             stats: Some(stats.clone()),
+            budget: None,
         };
         let mut s = Box::pin(list_objects(store, "b".into(), req, opts));
         let mut out = Vec::new();
@@ -1025,6 +1127,7 @@ mod tests {
             workers,
             sorted: true,
             stats: Some(stats.clone()),
+            budget: None,
         };
         let mut s = Box::pin(list_objects(store, "b".into(), req, opts));
         let mut out: Vec<String> = Vec::new();
@@ -1209,6 +1312,7 @@ mod tests {
                 workers: 8,
                 sorted,
                 stats: None,
+                budget: None,
             };
             let mut s = Box::pin(list_objects(store, "b".into(), req("", 20), opts));
             let mut got: Vec<String> = Vec::new();
@@ -1315,5 +1419,174 @@ mod tests {
         let whole = range_request(&r, "p/", None);
         assert_eq!(whole.start_offset.as_deref(), Some("a"));
         assert_eq!(whole.end_offset, None);
+    }
+
+    /// Lists `[start, end)` under `prefix` in pieces of about `max_keys`
+    /// keys (each piece a sorted listing with a [`KeyBudget`], the next
+    /// starting where the last stopped), as a Dask task would.
+    async fn in_pieces(
+        store: Arc<dyn Store>,
+        prefix: &str,
+        start: Option<&str>,
+        end: Option<&str>,
+        max_keys: usize,
+        stats: &Arc<ListStats>,
+    ) -> (Vec<String>, usize) {
+        let mut out: Vec<String> = Vec::new();
+        let mut from = start.map(str::to_owned);
+        let mut pieces = 0;
+        loop {
+            pieces += 1;
+            let budget = KeyBudget::new(max_keys);
+            let r = ListRequest {
+                prefix: prefix.into(),
+                start_offset: from.clone(),
+                end_offset: end.map(str::to_owned),
+                max_results: Some(50),
+                ..Default::default()
+            };
+            let opts = ParallelOptions {
+                workers: 8,
+                sorted: true,
+                stats: Some(stats.clone()),
+                budget: Some(budget.clone()),
+            };
+            let mut s = Box::pin(list_objects(store.clone(), "b".into(), r, opts));
+            let mut piece: Vec<String> = Vec::new();
+            while let Some(p) = s.next().await {
+                piece.extend(p.unwrap().into_iter().map(|o| o.key));
+            }
+            drop(s);
+            let rest = budget.rest();
+            for k in &piece {
+                assert!(
+                    from.as_deref().is_none_or(|f| k.as_str() >= f),
+                    "{k} below the piece"
+                );
+                assert!(
+                    rest.as_deref().is_none_or(|c| k.as_str() < c),
+                    "{k} past the cut"
+                );
+            }
+            assert!(piece.windows(2).all(|w| w[0] < w[1]), "in order");
+            out.extend(piece);
+            match rest {
+                Some(c) => {
+                    assert!(from.as_deref().is_none_or(|f| c.as_str() > f), "progress");
+                    from = Some(c);
+                }
+                None => return (out, pieces),
+            }
+        }
+    }
+
+    /// Keys that sort next to each other byte-wise but not by eye: `a-b`
+    /// (0x2D) below `a/b` (0x2F), `a` below both, Unicode, keys that
+    /// extend one another.
+    fn awkward_keys() -> Vec<String> {
+        let mut keys = bench_keys(20_000);
+        for k in [
+            "a",
+            "a-b",
+            "a/b",
+            "a/b/",
+            "a/b/c",
+            "a.b",
+            "a0",
+            "é",
+            "é/x",
+            "日本",
+            "日本/語",
+            "𝄞",
+            "a b",
+            "a+b",
+            "a%2Fb",
+            "z~",
+            "\u{7f}",
+            "\u{80}",
+        ] {
+            keys.push(k.to_owned());
+            keys.push(format!("p/{k}"));
+        }
+        keys
+    }
+
+    /// A range listed in budgeted pieces is every key of the range exactly
+    /// once, in order, whatever the budget (pieces cut mid-page, on a
+    /// page's last key, or after the whole range), and wastes few requests:
+    /// the ranges below a cut finish instead of being thrown away.
+    #[tokio::test(start_paused = true)]
+    async fn budgeted_pieces_tile_the_range_exactly() {
+        let keys = awkward_keys();
+        let mem: Arc<dyn Store> = store_with(&keys).await;
+        let store: Arc<dyn Store> = Arc::new(Slow(mem.clone(), 3));
+        let mut want = keys.clone();
+        want.sort();
+        for max_keys in [1, 37, 50, 1_000, 7_001, 100_000] {
+            let stats = Arc::new(ListStats::default());
+            let (got, pieces) = in_pieces(store.clone(), "", None, None, max_keys, &stats).await;
+            assert!(
+                got == want,
+                "budget {max_keys}: {} keys of {}",
+                got.len(),
+                want.len()
+            );
+            if max_keys >= 1_000 {
+                // One request per 50 keys, plus what the cuts cost.
+                let pages = want.len() as u64 / 50;
+                let requests = stats.requests.load(Ordering::Relaxed);
+                assert!(
+                    requests <= pages + pages / 5 + 20 * pieces as u64,
+                    "budget {max_keys}: {requests} requests for {pages} pages in {pieces} pieces"
+                );
+            }
+        }
+    }
+
+    /// Pieces inside a bounded range, its ends exactly at existing keys
+    /// (a client's cut may land on one): the lower bound is listed, the
+    /// upper one is not, under a prefix and across it.
+    #[tokio::test(start_paused = true)]
+    async fn budgeted_pieces_honour_bounds_at_keys() {
+        let keys = awkward_keys();
+        let store: Arc<dyn Store> = Arc::new(Slow(store_with(&keys).await, 2));
+        let mut sorted = keys.clone();
+        sorted.sort();
+        for (prefix, lo, hi) in [
+            ("", "a-b", "a/b/c"),
+            ("p/", "p/a-b", "p/é/x"),
+            (
+                "warehouse/",
+                "warehouse/events/clickstream/v2/region=europe-west4/dt=2024-06-01/hour=13/part-00003000",
+                "warehouse/events/clickstream/v2/region=europe-west4/dt=2024-06-01/hour=13/part-00009000",
+            ),
+        ] {
+            let hi_key = sorted.iter().find(|k| k.as_str() >= hi).unwrap().clone();
+            let lo_key = sorted.iter().find(|k| k.as_str() >= lo).unwrap().clone();
+            let want: Vec<String> = sorted
+                .iter()
+                .filter(|k| k.starts_with(prefix) && **k >= lo_key && **k < hi_key)
+                .cloned()
+                .collect();
+            for max_keys in [3, 100, 1_000_000] {
+                let stats = Arc::new(ListStats::default());
+                let (got, _) = in_pieces(
+                    store.clone(),
+                    prefix,
+                    Some(&lo_key),
+                    Some(&hi_key),
+                    max_keys,
+                    &stats,
+                )
+                .await;
+                assert!(
+                    got == want,
+                    "{prefix} [{lo_key}, {hi_key}) budget {max_keys}: {} of {}",
+                    got.len(),
+                    want.len()
+                );
+                assert_eq!(got.first(), Some(&lo_key), "the lower bound is listed");
+            }
+        }
     }
 }

@@ -87,6 +87,7 @@ async fn check_backend(store: Arc<dyn Store>, scheme: Scheme) {
         workers: 8,
         sorted: false,
         stats: Some(stats.clone()),
+        budget: None,
     };
     let mut s = Box::pin(list_objects(store.clone(), bucket.clone(), req, opts));
     let mut got = Vec::new();

@@ -18,7 +18,8 @@
 //! - [`errors`]: shoal's error kinds → the `shoal.errors` hierarchy.
 //! - [`list`], [`list_stream`], [`transfer`], [`cat`], [`read`],
 //!   [`presign`]: the operations; [`ranges`] and [`sync`]: a listing and
-//!   a sync split into key ranges for Dask.
+//!   a sync split into key ranges for Dask; [`split`]: one object copied
+//!   by several Dask tasks.
 
 mod cat;
 mod errors;
@@ -30,6 +31,7 @@ mod ranges;
 mod read;
 mod runtime;
 mod session;
+mod split;
 mod sync;
 mod transfer;
 
@@ -56,6 +58,10 @@ fn _shoal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(pyo3::wrap_pyfunction!(ranges::cut_range, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(sync::sync_range, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(sync::check_sync, m)?)?;
+    m.add_function(pyo3::wrap_pyfunction!(split::split_copy_begin, m)?)?;
+    m.add_function(pyo3::wrap_pyfunction!(split::split_copy_parts, m)?)?;
+    m.add_function(pyo3::wrap_pyfunction!(split::split_copy_finish, m)?)?;
+    m.add_function(pyo3::wrap_pyfunction!(split::split_copy_abort, m)?)?;
     list::register(m)?;
     transfer::register(m)?;
     cat::register(m)?;

@@ -7,12 +7,20 @@
 //! the keys seen say it is dense ([`shoal_list::split::cut`], the cut the
 //! parallel lister uses) and hands the halves to other tasks
 //! (python/shoal/dask.py). The keys stay on the workers; the client sees
-//! a few strings per task.
+//! a few strings per task. Inside a task the range is listed by the same
+//! parallel lister as `shoal ls -r` (its connections bounded per task), so
+//! one worker lists as fast as one shoal process; a
+//! [`shoal_list::parallel::KeyBudget`] stops it at a key below which
+//! everything was listed, so pieces tile the prefix exactly.
 
 use std::collections::BTreeSet;
 
+use futures::StreamExt;
+use pyo3::intern;
 use pyo3::prelude::*;
-use shoal_core::ListRequest;
+use pyo3::types::{PyDict, PyList};
+use shoal_core::{ListRequest, ObjectMeta};
+use shoal_list::parallel::{DEFAULT_WORKERS, KeyBudget, ParallelOptions, list_objects};
 
 use crate::errors::{IntoPyResult, to_py};
 use crate::list::{cloud, projection};
@@ -21,11 +29,19 @@ use crate::runtime::block_on;
 use crate::session::Session;
 
 /// The objects of `url`'s bucket whose keys start with `url`'s key and lie
-/// in `[start, end)` (`end` None: to the end), in key order, page by page
-/// until at least `max_keys`; and the key to go on from (None: the range
-/// is done).
+/// in `[start, end)` (`end` None: to the end), in key order, until about
+/// `max_keys`; and the key to go on from (None: the range is done).
+/// Listed by shoal-list's parallel lister with up to `connections`
+/// requests at once (the CLI's adaptive splitter, on this range), stopped
+/// by a [`KeyBudget`]: everything below the returned key was listed,
+/// nothing at or past it, so the next piece starts exactly there.
+///
+/// With `records`, each object comes as the dict a Dask partition holds
+/// (`url`, `key`, `size`, `updated`), made here: building it in Python
+/// from an `ObjectInfo` cost more CPU than listing the key.
 #[pyfunction]
-#[pyo3(signature = (session, url, start, end=None, max_keys=100_000, detail="size".to_owned()))]
+#[pyo3(signature = (session, url, start, end=None, max_keys=100_000, detail="size".to_owned(), connections=None, records=false))]
+#[allow(clippy::too_many_arguments)] // the Python signature
 pub(crate) fn list_range(
     py: Python<'_>,
     session: PyRef<'_, Session>,
@@ -34,44 +50,57 @@ pub(crate) fn list_range(
     end: Option<String>,
     max_keys: usize,
     detail: String,
-) -> PyResult<(Vec<ObjectInfo>, Option<String>)> {
+    connections: Option<usize>,
+    records: bool,
+) -> PyResult<(Py<PyAny>, Option<String>)> {
     let loc = cloud(&url)?;
     let store = session.stores.store(&loc).py()?;
-    let mut req = ListRequest {
+    let req = ListRequest {
         prefix: loc.key.clone(),
         start_offset: (start.as_str() > loc.key.as_str()).then(|| start.clone()),
         end_offset: end.clone(),
         projection: projection(&detail)?,
         ..Default::default()
     };
-    block_on(py, async move {
-        let mut out: Vec<ObjectInfo> = Vec::new();
-        let mut last = None;
-        loop {
-            let page = store
-                .list_page(&loc.bucket, &req)
-                .await
-                .map_err(|e| to_py(e.with_url(&url)))?;
-            let mut past_end = false;
-            for m in page.objects {
-                if end.as_deref().is_some_and(|e| m.key.as_str() >= e) {
-                    past_end = true;
-                    break;
-                }
-                last = Some(m.key.clone());
-                out.push(ObjectInfo::new(&loc, m));
-            }
-            let Some(token) = page.next_page_token.filter(|_| !past_end) else {
-                return Ok((out, None));
-            };
-            if out.len() >= max_keys {
-                // The next key sorts right after the last one (nothing
-                // lies between "k" and "k\0").
-                return Ok((out, last.map(|k| format!("{k}\0"))));
-            }
-            req.page_token = Some(token);
+    let budget = KeyBudget::new(max_keys);
+    let opts = ParallelOptions {
+        workers: connections.unwrap_or(DEFAULT_WORKERS).max(1),
+        sorted: true,
+        stats: None,
+        budget: Some(budget.clone()),
+    };
+    let bucket = loc.bucket.clone();
+    let pages: Vec<Vec<ObjectMeta>> = block_on(py, async move {
+        let mut out = Vec::new();
+        let mut pages = std::pin::pin!(list_objects(store, bucket, req, opts));
+        while let Some(page) = pages.next().await {
+            out.push(page.map_err(|e| to_py(e.with_url(&url)))?);
         }
-    })
+        Ok(out)
+    })?;
+    let metas = pages.into_iter().flatten();
+    let listed: Py<PyAny> = if records {
+        let (k_url, k_key, k_size, k_updated) = (
+            intern!(py, "url"),
+            intern!(py, "key"),
+            intern!(py, "size"),
+            intern!(py, "updated"),
+        );
+        let list = PyList::empty(py);
+        for m in metas {
+            let d = PyDict::new(py);
+            d.set_item(k_url, loc.with_key(m.key.clone()).to_string())?;
+            d.set_item(k_size, m.size)?;
+            d.set_item(k_updated, m.updated_ns.map(|ns| ns as f64 / 1e9))?;
+            d.set_item(k_key, m.key)?;
+            list.append(d)?;
+        }
+        list.into_any().unbind()
+    } else {
+        let objs: Vec<ObjectInfo> = metas.map(|m| ObjectInfo::new(&loc, m)).collect();
+        objs.into_pyobject(py)?.into_any().unbind()
+    };
+    Ok((listed, budget.rest()))
 }
 
 /// Where to cut `[lo, hi)` (keys under `prefix`) in two, given the

@@ -43,6 +43,7 @@ pub mod read;
 mod same;
 mod slice_write;
 pub mod sources;
+pub mod split_copy;
 pub mod stream;
 pub mod sync;
 pub mod tree;
