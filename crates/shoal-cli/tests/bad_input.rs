@@ -1536,7 +1536,7 @@ fn sync_delete_from_an_unlistable_source_deletes_nothing() {
             &["sync", "--delete", &src, dir.path().to_str().unwrap()],
         ));
         assert_eq!(r.code, 1, "{}", r.stderr);
-        assert!(r.stderr.contains("not deleted"), "{}", r.stderr);
+        assert!(r.stderr.contains("nothing deleted"), "{}", r.stderr);
         assert_eq!(
             files_in(dir.path()),
             ["keep.txt"],

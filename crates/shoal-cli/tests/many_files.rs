@@ -593,7 +593,7 @@ fn sync_reads_listings_kept_in_files() {
         "{}",
         r.stderr
     );
-    assert!(r.stderr.contains("not deleted"), "{}", r.stderr);
+    assert!(r.stderr.contains("nothing deleted"), "{}", r.stderr);
 }
 
 /// `shoal sync` with FILE as a listing, its stdin `stdin` (for
