@@ -646,10 +646,8 @@ fn run_plan(env: &Env, rng: &mut StdRng, n: usize) -> String {
     // (Not for a run file: its lines name each destination file
     // themselves, and a link on a path the user wrote is followed, as
     // `cp` follows one.)
-    let linked = kinds.1 == 0
-        && !overlap
-        && rng.random_bool(0.25)
-        && !matches!(verb, Verb::RunFile { .. });
+    let linked =
+        kinds.1 == 0 && !overlap && rng.random_bool(0.25) && !matches!(verb, Verb::RunFile { .. });
     if let (true, Side::Local(d)) = (linked, &dst) {
         let root = if matches!(verb, Verb::CpR | Verb::MvR) {
             "src/"
