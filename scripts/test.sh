@@ -28,6 +28,14 @@ cleanup() { scripts/servers.sh stop || true; rm -rf "$SHOAL_RUN_DIR"; }
 trap cleanup EXIT
 
 scripts/servers.sh start gcs s3 toxiproxy
+# Google's storage-testbench, where ../shared has it (the retry
+# conformance tests skip without it): cached venv, ~6 min the first time.
+# Opt-in (SHOAL_TESTBENCH=1) until gcs_retry_conformance.rs has had a
+# green run here.
+export SHOAL_TESTBENCH_PORT=${SHOAL_TESTBENCH_PORT:-$((p + 5))}
+if [ "${SHOAL_TESTBENCH:-0}" = 1 ] && [ -d "${SHOAL_SHARED:-../shared}/tools/storage-testbench" ]; then
+  scripts/servers.sh start testbench || failed_testbench=1
+fi
 eval "$(scripts/servers.sh env)"
 
 # A missing server is a failure, not a skip.
@@ -45,6 +53,7 @@ if [ "${1:-}" = "--extended" ]; then EXTENDED=1; shift; fi
 failures=$SHOAL_RUN_DIR/failures
 : > "$failures"
 failed_part() { echo "$1" >> "$failures"; }
+[ -n "${failed_testbench:-}" ] && failed_part "storage-testbench did not start (scripts/servers.sh start testbench)"
 
 cargo_log=$SHOAL_RUN_DIR/cargo-test.log
 set +e
