@@ -3,7 +3,8 @@
 # and benchmarked against. Everything binds 127.0.0.1.
 #
 #   scripts/servers.sh install          build/install every server (cached)
-#   scripts/servers.sh start [NAME...]  start servers (default: gcs s3 toxiproxy)
+#   scripts/servers.sh start [NAME...]  start servers (default: gcs s3 toxiproxy;
+#                                       also gcsemu, testbench)
 #   scripts/servers.sh stop             stop the servers this script started
 #   scripts/servers.sh env              print the env vars tests read
 #
@@ -32,6 +33,13 @@ S3_PORT=${SHOAL_S3_PORT:-9000}
 TOXI_PORT=${SHOAL_TOXI_PORT:-8474}
 GCSEMU_PORT=${SHOAL_GCSEMU_PORT:-9023}
 MOTO_PORT=${SHOAL_MOTO_PORT:-5000}
+TESTBENCH_PORT=${SHOAL_TESTBENCH_PORT:-9024}
+
+# Files shared beside the project (Google's storage-testbench, the GCS
+# conformance files): ../shared from the checkout, or SHOAL_SHARED. A clone
+# without them cannot have the testbench; tests that need it skip.
+SHARED=${SHOAL_SHARED:-$(cd "$(dirname "$0")/.." && pwd)/../shared}
+TESTBENCH_SRC=$SHARED/tools/storage-testbench
 
 log() { echo "servers: $*" >&2; }
 
@@ -74,6 +82,27 @@ install_moto() {
     "$v/bin/pip" install -q "moto[server]==$MOTO_VERSION" crc32c
     echo "$MOTO_VERSION" > "$v/.version"
   fi
+}
+
+# Google's storage-testbench (the server Google's client libraries run
+# their retry-conformance tests against), in a venv cached under $CACHE and
+# rebuilt when the shared copy changes (its setup.py names the version).
+# The source folder is read-only: it is copied and installed from the copy.
+install_testbench() {
+  [ -d "$TESTBENCH_SRC" ] || { log "no $TESTBENCH_SRC: the testbench cannot be installed"; return 1; }
+  local venv=$CACHE/venv-testbench stamp
+  stamp=$(cat "$TESTBENCH_SRC/setup.py" "$TESTBENCH_SRC/requirements.txt" | sha256sum | cut -c1-16)
+  if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.stamp" 2>/dev/null)" = "$stamp" ]; then
+    return 0
+  fi
+  log "installing storage-testbench from $TESTBENCH_SRC into $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  local tmp; tmp=$(mktemp -d)
+  cp -r "$TESTBENCH_SRC" "$tmp/src" && chmod -R u+w "$tmp/src"
+  "$venv/bin/pip" install -q "$tmp/src" || { rm -rf "$tmp" "$venv"; return 1; }
+  rm -rf "$tmp"
+  echo "$stamp" > "$venv/.stamp"
 }
 
 wait_http() { # url seconds
@@ -161,6 +190,16 @@ start_moto() {
   wait_ours moto "http://127.0.0.1:$MOTO_PORT/moto-api/" 60
 }
 
+start_testbench() {
+  install_testbench
+  # Run from the shared source (testbench_run.py is not installed);
+  # gunicorn with 10 threads, as its README starts it.
+  # It runs `gunicorn` from PATH: the venv's.
+  (cd "$TESTBENCH_SRC" && PATH=$CACHE/venv-testbench/bin:$PATH start_one testbench "$CACHE/venv-testbench/bin/python" \
+    testbench_run.py 127.0.0.1 "$TESTBENCH_PORT" 10)
+  wait_ours testbench "http://127.0.0.1:$TESTBENCH_PORT/" 60
+}
+
 stop_all() {
   for pidf in "$RUN"/*.pid; do
     [ -f "$pidf" ] || continue
@@ -186,12 +225,19 @@ export SHOAL_TEST_S3_KEY=minioadmin
 export SHOAL_TEST_S3_SECRET=minioadmin
 EOT
   if [ -f "$RUN/moto.pid" ]; then echo "export SHOAL_TEST_MOTO=http://127.0.0.1:$MOTO_PORT"; fi
+  # Only when this script started it: tests skip without it.
+  if [ -f "$RUN/testbench.pid" ]; then
+    echo "export SHOAL_TEST_GCS_TESTBENCH=http://127.0.0.1:$TESTBENCH_PORT"
+  fi
+  echo "export SHOAL_SHARED=$SHARED"
 }
 
 cmd=${1:-}; shift || true
 case "$cmd" in
   install)
     install_gcs; install_toxiproxy; install_s3; install_moto
+    # Where ../shared has it; the tests that need it skip without it.
+    if [ -d "$TESTBENCH_SRC" ]; then install_testbench; fi
     ;;
   start)
     [ $# -gt 0 ] || set -- gcs s3 toxiproxy
@@ -199,5 +245,5 @@ case "$cmd" in
     ;;
   stop) stop_all ;;
   env) print_env ;;
-  *) echo "usage: $0 install|start [gcs s3 toxiproxy gcsemu moto]|stop|env" >&2; exit 2 ;;
+  *) echo "usage: $0 install|start [gcs s3 toxiproxy gcsemu moto testbench]|stop|env" >&2; exit 2 ;;
 esac

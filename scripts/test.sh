@@ -20,7 +20,7 @@ export SHOAL_RUN_DIR=${SHOAL_RUN_DIR:-$(mktemp -d /tmp/shoal-test.XXXXXX)}
 . scripts/lib.sh
 # Our servers: fake-gcs-server, MinIO (its console on the next port) and
 # toxiproxy; the bench smoke run below starts its own at a block of 60.
-p=$(free_block 6)
+p=$(free_block 7)
 export SHOAL_GCS_PORT=${SHOAL_GCS_PORT:-$p}
 export SHOAL_S3_PORT=${SHOAL_S3_PORT:-$((p + 2))}
 export SHOAL_TOXI_PORT=${SHOAL_TOXI_PORT:-$((p + 4))}
@@ -30,6 +30,13 @@ cleanup() { scripts/servers.sh stop || true; rm -rf "$SHOAL_RUN_DIR"; }
 trap cleanup EXIT
 
 scripts/servers.sh start gcs s3 toxiproxy moto
+# Google's storage-testbench, where ../shared has it (the retry
+# conformance tests skip with one line without it): cached venv, a few
+# minutes the first time. SHOAL_TESTBENCH=0 leaves it out.
+export SHOAL_TESTBENCH_PORT=${SHOAL_TESTBENCH_PORT:-$((p + 6))}
+if [ "${SHOAL_TESTBENCH:-1}" = 1 ] && [ -d "${SHOAL_SHARED:-../shared}/tools/storage-testbench" ]; then
+  scripts/servers.sh start testbench || failed_testbench=1
+fi
 eval "$(scripts/servers.sh env)"
 
 # A missing server is a failure, not a skip.
@@ -47,6 +54,7 @@ if [ "${1:-}" = "--extended" ]; then EXTENDED=1; shift; fi
 failures=$SHOAL_RUN_DIR/failures
 : > "$failures"
 failed_part() { echo "$1" >> "$failures"; }
+[ -n "${failed_testbench:-}" ] && failed_part "storage-testbench did not start (scripts/servers.sh start testbench)"
 
 cargo_log=$SHOAL_RUN_DIR/cargo-test.log
 set +e

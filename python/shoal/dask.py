@@ -536,7 +536,13 @@ def copy(src: str, dst: str, *, client: Any = None, npartitions: int | None = No
     (objects without a stored CRC32C are copied whole). Tasks are named
     ``shoal-copy-…`` / ``shoal-copy-part-…`` in the dashboard; with
     ``progress=True`` a ``distributed.progress`` bar follows them, and
-    ``on_task`` is called with a :class:`TaskReport` as each one ends."""
+    ``on_task`` is called with a :class:`TaskReport` as each one ends.
+
+    A copy that could write what it reads (``dst`` inside ``src``, or
+    ``src`` inside ``dst``, or a glob that can match keys below ``dst``)
+    is refused before anything is listed, as ``shoal cp -r`` refuses it
+    (``InvalidInputError``, a ``ValueError``)."""
+    _shoal.check_copy(src, dst)
     s = resolve(session, options)
     c, ranges = _on_cluster(src, npartitions, client, keys_per_task, s, bytes_per_task=bytes_per_task, list_connections=list_connections)
     if c is not None:

@@ -304,3 +304,72 @@ def test_unreachable_store_and_empty_source_raise_naming_the_url(client, s3_buck
     with pytest.raises(FileNotFoundError, match="nothing/"):
         sd.copy(f"{s3_bucket}/nothing/", f"{s3_bucket}/dst/", client=client)
     assert shoal.ls(f"{s3_bucket}/dst/", recursive=True).objects == []
+
+
+def _tree_model(prefix: str, rng) -> dict[str, bytes]:
+    """A small random tree of awkward names below ``prefix`` (a key
+    prefix ending in ``/``)."""
+    names = ["a", "b", "a-b", "a.b", "sub", "é", "z z"]
+    out = {}
+    for _ in range(rng.randint(1, 7)):
+        depth = rng.randint(1, 3)
+        key = prefix + "/".join(rng.choice(names) for _ in range(depth))
+        # A name is either an object or a folder, never both.
+        if any(k.startswith(key + "/") or key.startswith(k + "/") for k in out):
+            continue
+        out[key] = rng.randbytes(rng.randint(0, 3000))
+    return out
+
+
+def _bucket_state(bucket: str) -> dict[str, bytes]:
+    return {o.key: shoal.cat(o.url) for o in shoal.glob(f"{bucket}/**")}
+
+
+@pytest.mark.parametrize("seed", range(int(__import__("os").environ.get("SHOAL_DASK_PLANS", "12"))))
+def test_random_copy_plans_never_write_what_they_read(client, s3_bucket, gs_bucket, seed):
+    """Randomized plans for ``shoal.dask.copy`` (the Dask member of the
+    plan test, beside the CLI's random_plans.rs): a random tree, a source
+    given as a prefix or a ``**`` glob, a destination outside it, inside
+    it, the same place, or above it, in the same bucket or the other
+    store, small task budgets so the plan spreads over many tasks and
+    sometimes splits one object across tasks. The model: a destination
+    overlapping the source (as folders; for the glob, below its literal
+    folder) is refused with nothing changed; otherwise every source
+    object lands at the destination with its bytes and nothing outside
+    the destination changes."""
+    import os
+    import random
+
+    rng = random.Random(int(os.environ.get("SHOAL_PLAN_SEED", "38")) * 1000 + seed)
+    bucket = rng.choice([s3_bucket, gs_bucket])
+    src_key = "t/src/"
+    tree = _tree_model(src_key, rng)
+    big = rng.random() < 0.25 and bucket.startswith("s3")
+    if big:
+        tree[src_key + "big.bin"] = os.urandom(11 << 20)
+    for k, v in tree.items():
+        shoal.put(f"{bucket}/{k}", v)
+    shoal.put(f"{bucket}/t/other", b"outside")
+    glob = rng.random() < 0.5
+    src = f"{bucket}/{src_key}" + ("**" if glob else "")
+    where = rng.choice(["outside", "inside", "same", "above", "other-store"])
+    dst_bucket = {"other-store": gs_bucket if bucket == s3_bucket else s3_bucket}.get(where, bucket)
+    dst_key = {"outside": "t/out/", "inside": src_key + rng.choice(["sub/", "a/", "new/"]), "same": src_key, "above": "t/", "other-store": src_key}[where]
+    dst = f"{dst_bucket}/{dst_key}"
+    overlap = dst_bucket == bucket and (dst_key.startswith(src_key) or src_key.startswith(dst_key))
+    before = {b: _bucket_state(b) for b in {bucket, dst_bucket}}
+    plan = f"seed {seed}: copy {src} -> {dst} ({len(tree)} objects{', one split' if big else ''})"
+    if overlap:
+        with pytest.raises(ValueError, match="nothing was done"):
+            sd.copy(src, dst, client=client, bytes_per_task=8 << 20, keys_per_task=rng.randint(1, 3), part_size=5 << 20)
+        assert {b: _bucket_state(b) for b in before} == before, plan
+        return
+    res = sd.copy(src, dst, client=client, bytes_per_task=8 << 20, keys_per_task=rng.randint(1, 3), part_size=5 << 20)
+    assert res.failures == [] and res.copied == len(tree), (plan, res)
+    want = dict(before[dst_bucket])
+    for k, v in tree.items():
+        want[dst_key + k[len(src_key) :]] = v
+    after = _bucket_state(dst_bucket)
+    assert after == want, plan
+    if dst_bucket != bucket:
+        assert _bucket_state(bucket) == before[bucket], plan

@@ -124,6 +124,8 @@ pub struct Error {
     retry_after: Option<std::time::Duration>,
     /// No retry can help, whatever the kind says (see [`Error::permanent`]).
     permanent: bool,
+    /// The request never left this machine (see [`Error::unsent`]).
+    unsent: bool,
     #[source]
     source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
@@ -140,8 +142,29 @@ impl Error {
             status: None,
             retry_after: None,
             permanent: false,
+            unsent: false,
             source: None,
         }
+    }
+
+    /// Marks an error as one that happened before the request reached the
+    /// server (a refused connection, a failed handshake): the server cannot
+    /// have acted on it, so a write may be sent again as it was.
+    pub fn unsent(mut self) -> Self {
+        self.unsent = true;
+        self
+    }
+
+    /// Whether the server may have carried out the request although it
+    /// failed: a reset, a timeout or a 5xx after the request was sent (its
+    /// response lost, or the server failing after the work). A write or
+    /// delete that failed this way is not retried blindly
+    /// ([`crate::retry::safe`]). A 429 is a refusal before any work.
+    pub fn may_have_been_applied(&self) -> bool {
+        if self.unsent || !self.is_retryable() {
+            return false;
+        }
+        !matches!(self.status, Some(429))
     }
 
     /// Marks an error of a usually retryable kind as one no retry can fix:

@@ -313,6 +313,9 @@ pub fn error_from_reqwest(op: Op, url: &str, err: reqwest::Error) -> Error {
         _ => format!("connection failed: {}", chain_message(&err)),
     };
     let mut e = Error::new(kind, op, url, msg);
+    if err.is_connect() {
+        e = e.unsent();
+    }
     if let Some(h) = hint_for(kind, op, url) {
         e = e.with_hint(h);
     }

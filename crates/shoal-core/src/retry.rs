@@ -12,6 +12,12 @@
 //! A download stream that breaks halfway is the one thing a backend cannot
 //! retry, because only the reader knows how much it consumed: that is
 //! resumed from its last byte by [`crate::resume`], not restarted.
+//!
+//! Writes and deletes are the exception to "the same request again": when
+//! their outcome is unknown they are retried through [`safe`], which looks
+//! at the object before sending anything again.
+
+pub mod safe;
 
 use std::future::Future;
 use std::time::Duration;

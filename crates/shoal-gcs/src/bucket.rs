@@ -75,7 +75,20 @@ impl Client {
     pub(crate) async fn delete_bucket(&self, bucket: &str) -> Result<()> {
         let url = format!("gs://{bucket}");
         let http_url = self.bucket_url(bucket);
-        match (self.call(Op::DeleteBucket, &url, |c| c.delete(&http_url))).await {
+        let r = shoal_core::retry::safe::run_knowing(&self.retry, |earlier| {
+            let req = self.http.delete(&http_url);
+            let url = url.as_str();
+            async move {
+                match self.once_bytes(Op::DeleteBucket, url, req).await {
+                    // 404 after an attempt whose answer was lost: the
+                    // bucket that attempt removed.
+                    Err(e) if earlier && e.status() == Some(404) => Ok(bytes::Bytes::new()),
+                    r => r,
+                }
+            }
+        })
+        .await;
+        match r {
             Ok(_) => Ok(()),
             // 409: "The bucket you tried to delete is not empty."
             Err(e) if e.status() == Some(409) => Err(with_kind(e, ErrorKind::Precondition)

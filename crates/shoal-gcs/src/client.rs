@@ -19,7 +19,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 use shoal_core::http::{error_from_reqwest, error_from_response};
 use shoal_core::retry::RetryPolicy;
-use shoal_core::{Error, ErrorKind, Op, Result};
+use shoal_core::{Error, ErrorKind, ObjectMeta, Op, Result};
 
 use crate::config::GcsConfig;
 use crate::credential::Auth;
@@ -150,6 +150,30 @@ impl Client {
         self.retry
             .run(url, || self.attempt(op, url, make(&self.http)))
             .await
+    }
+
+    /// One attempt, its whole body read: what the safe retries of writes
+    /// and deletes ([`shoal_core::retry::safe`]) send each time.
+    pub(crate) async fn once_bytes(
+        &self,
+        op: Op,
+        url: &str,
+        req: reqwest::RequestBuilder,
+    ) -> Result<Bytes> {
+        let resp = self.attempt(op, url, req).await?;
+        resp.bytes()
+            .await
+            .map_err(|e| error_from_reqwest(op, url, e))
+    }
+
+    /// The object's metadata now, or None if there is none: the one read a
+    /// safe retry makes before sending a write again.
+    pub(crate) async fn probe(&self, bucket: &str, key: &str) -> Result<Option<ObjectMeta>> {
+        match self.head(bucket, key).await {
+            Ok(m) => Ok(Some(m)),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Like [`Client::call`], and reads the whole body inside the retry, so

@@ -21,9 +21,15 @@
 //!    is deleted and the upload fails with `Integrity`.
 //! 4. The temporaries (parts and intermediates) are deleted afterwards,
 //!    whether composing succeeded or not, so a failed upload leaves nothing
-//!    behind but what a crash would; `multipart_abort` lists the upload's
-//!    prefix and deletes whatever it finds, which also cleans up after a
-//!    crashed process.
+//!    behind but what a crash would; `multipart_abort` deletes by name
+//!    every part this process sent (the store records them as they go
+//!    out): a listing of the prefix, as before, missed parts the server
+//!    stored after it. Only an upload of another process (a crash) is
+//!    cleaned up by listing its prefix.
+//!
+//! Parts and intermediates carry `ifGenerationMatch=0`: only this upload
+//! makes those names, so a retry never replaces anything, and a lost
+//! answer is recognised as our own object (`shoal_core::retry::safe`).
 //!
 //! Composite objects have no MD5 on GCS (only CRC32C); that is GCS's
 //! design, not a shortcut here.
@@ -35,6 +41,7 @@ use futures::{StreamExt, TryStreamExt};
 use reqwest::header::CONTENT_TYPE;
 use serde_json::json;
 use shoal_core::checksum::crc32c_combine_all;
+use shoal_core::retry::safe::{self, Ours, Planned};
 use shoal_core::{
     Error, ErrorKind, ListRequest, MultipartUpload, ObjectMeta, Op, PartInfo, Projection,
     PutOptions, Result,
@@ -80,34 +87,47 @@ struct Piece {
 }
 
 impl Client {
-    /// One compose request: `sources` (in order) into `dest`.
+    /// One compose request: `sources` (in order) into `dest`, which will
+    /// hold `ours` (the sources' combined CRC32C and total size): what a
+    /// retry after a lost answer recognises as its own.
     pub(crate) async fn compose(
         &self,
         bucket: &str,
         sources: &[&str],
         dest: &str,
         opts: &PutOptions,
+        ours: Ours,
     ) -> Result<ObjectMeta> {
         let url = gs_url(bucket, dest);
         let mut destination = serde_json::Map::new();
         crate::object::descriptive_metadata(&mut destination, opts);
         let sources: Vec<_> = sources.iter().map(|s| json!({ "name": s })).collect();
-        let body = Bytes::from(
+        let body = &Bytes::from(
             json!({ "sourceObjects": sources, "destination": destination }).to_string(),
         );
-        let q = match crate::object::generation_match(opts) {
-            Some(g) => format!("?ifGenerationMatch={g}"),
-            None => String::new(),
-        };
-        let http_url = format!("{}/compose{q}", self.object_url(bucket, dest));
-        let resp = self
-            .call_bytes(Op::Compose, &url, |c| {
-                c.post(&http_url)
+        let url_ref = url.as_str();
+        safe::write(
+            &self.retry,
+            Planned::of_put(opts),
+            ours,
+            |pre| async move {
+                let q = match crate::object::generation_match(&pre.apply(&PutOptions::default())) {
+                    Some(g) => format!("?ifGenerationMatch={g}"),
+                    None => String::new(),
+                };
+                let http_url = format!("{}/compose{q}", self.object_url(bucket, dest));
+                let req = self
+                    .http
+                    .post(&http_url)
                     .header(CONTENT_TYPE, "application/json")
-                    .body(body.clone())
-            })
-            .await?;
-        parse_object(&resp, Op::Compose, &url)
+                    .body(body.clone());
+                let resp = self.once_bytes(Op::Compose, url_ref, req).await?;
+                parse_object(&resp, Op::Compose, url_ref)
+            },
+            || self.probe(bucket, dest),
+            |m| m,
+        )
+        .await
     }
 
     pub(crate) async fn multipart_put(
@@ -121,8 +141,12 @@ impl Client {
         PartInfo::check_number(part_number, crate::MAX_PARTS, &url)?;
         let name = part_name(&upload.upload_id, part_number);
         let size = data.len() as u64;
+        // Only this upload makes this name: it must not exist yet, so a
+        // retry can never replace anything, and a lost answer is
+        // recognised as our own part.
         let opts = PutOptions {
             crc32c: Some(crc32c),
+            if_not_exists: true,
             ..Default::default()
         };
         self.put_op(Op::Multipart, &upload.bucket, &name, data, &opts)
@@ -174,10 +198,15 @@ impl Client {
             round += 1;
         }
         let names: Vec<&str> = level.iter().map(|p| p.name.as_str()).collect();
-        let meta = self
-            .compose(&upload.bucket, &names, &upload.key, opts)
-            .await?;
         let expected = crc32c.unwrap_or(combined);
+        let ours = Ours {
+            size: level.iter().map(|p| p.size).sum(),
+            crc32c: Some(expected),
+            md5: None,
+        };
+        let meta = self
+            .compose(&upload.bucket, &names, &upload.key, opts, ours)
+            .await?;
         self.check_composed(&upload.bucket, &upload.key, meta, expected, url)
             .await
     }
@@ -194,7 +223,11 @@ impl Client {
         temps: &mut Vec<String>,
     ) -> Result<Vec<Piece>> {
         let bucket = upload.bucket.as_str();
-        let plain = PutOptions::default();
+        // Intermediates, like parts, are names only this upload makes.
+        let plain = PutOptions {
+            if_not_exists: true,
+            ..PutOptions::default()
+        };
         let groups: Vec<(usize, Vec<Piece>)> = level
             .chunks(MAX_COMPOSE_SOURCES)
             .map(|c| c.to_vec())
@@ -234,8 +267,13 @@ impl Client {
         let names: Vec<&str> = group.iter().map(|p| p.name.as_str()).collect();
         let crc = crc32c_combine_all(group.iter().map(|p| (p.crc, p.size)));
         let size = group.iter().map(|p| p.size).sum();
+        let ours = Ours {
+            size,
+            crc32c: Some(crc),
+            md5: None,
+        };
         let meta = self
-            .compose(bucket, &names, &name, plain)
+            .compose(bucket, &names, &name, plain, ours)
             .await
             .map_err(|e| e.with_url(url))?;
         check_stored_crc(Op::Compose, url, &meta, crc)?;
@@ -276,31 +314,24 @@ impl Client {
         ))
     }
 
-    pub(crate) async fn multipart_abort(&self, upload: &MultipartUpload) -> Result<()> {
+    /// Deletes an upload's temporaries: by name, the parts `sent` says
+    /// this process sent (each deleted whether or not it was stored, so
+    /// none stored late is missed); for an upload of another process
+    /// (`sent` is None: crashed, or started elsewhere), whatever a listing
+    /// of its prefix finds.
+    pub(crate) async fn multipart_abort(
+        &self,
+        upload: &MultipartUpload,
+        sent: Option<std::collections::BTreeSet<u32>>,
+    ) -> Result<()> {
         let url = gs_url(&upload.bucket, &upload.key);
-        let mut req = ListRequest {
-            prefix: upload_prefix(&upload.upload_id),
-            projection: Projection::NameOnly,
-            ..Default::default()
+        let names = match sent {
+            Some(parts) => parts
+                .into_iter()
+                .map(|n| part_name(&upload.upload_id, n))
+                .collect(),
+            None => self.list_temporaries(upload, &url).await?,
         };
-        let mut names = Vec::new();
-        loop {
-            let page = self
-                .list_page(&upload.bucket, &req)
-                .await
-                .map_err(|e| e.with_url(&url).with_op(Op::Multipart))?;
-            // Re-filter: the server's prefix handling is not ours to trust.
-            names.extend(
-                page.objects
-                    .into_iter()
-                    .map(|o| o.key)
-                    .filter(|k| k.starts_with(&req.prefix)),
-            );
-            match page.next_page_token {
-                Some(t) => req.page_token = Some(t),
-                None => break,
-            }
-        }
         let failed = self.delete_all(&upload.bucket, names).await;
         if failed > 0 {
             return Err(Error::new(
@@ -316,6 +347,32 @@ impl Client {
             )));
         }
         Ok(())
+    }
+
+    async fn list_temporaries(&self, upload: &MultipartUpload, url: &str) -> Result<Vec<String>> {
+        let mut req = ListRequest {
+            prefix: upload_prefix(&upload.upload_id),
+            projection: Projection::NameOnly,
+            ..Default::default()
+        };
+        let mut names = Vec::new();
+        loop {
+            let page = self
+                .list_page(&upload.bucket, &req)
+                .await
+                .map_err(|e| e.with_url(url).with_op(Op::Multipart))?;
+            // Re-filter: the server's prefix handling is not ours to trust.
+            names.extend(
+                page.objects
+                    .into_iter()
+                    .map(|o| o.key)
+                    .filter(|k| k.starts_with(&req.prefix)),
+            );
+            match page.next_page_token {
+                Some(t) => req.page_token = Some(t),
+                None => return Ok(names),
+            }
+        }
     }
 
     /// Deletes temporaries concurrently; "not found" counts as deleted.

@@ -36,6 +36,13 @@ pub struct GcsConfig {
     /// Google's own endpoints (`*.googleapis.com`), no elsewhere: no
     /// emulator has it.
     pub xml_multipart: Option<bool>,
+    /// Whether the server enforces `ifGenerationMatch` on a rewrite, so a
+    /// copy with a destination precondition (`--no-clobber`,
+    /// `--if-generation-match`, a move's) can stay server-side. `None`:
+    /// yes on Google's own endpoints, no elsewhere (fake-gcs-server ignores
+    /// it); `SHOAL_GCS_REWRITE_PRECONDITIONS=1` declares a server that
+    /// does (Google's storage-testbench).
+    pub rewrite_preconditions: Option<bool>,
 }
 
 impl GcsConfig {
@@ -66,19 +73,32 @@ impl GcsConfig {
         cfg.project =
             non_empty("GOOGLE_CLOUD_PROJECT").or_else(|| non_empty("CLOUDSDK_CORE_PROJECT"));
         cfg.user_project = non_empty("CLOUDSDK_BILLING_QUOTA_PROJECT");
+        cfg.rewrite_preconditions = non_empty("SHOAL_GCS_REWRITE_PRECONDITIONS")
+            .map(|v| matches!(v.trim(), "1" | "true" | "yes"));
         cfg
+    }
+
+    /// Whether a rewrite's destination precondition is enforced.
+    pub(crate) fn has_rewrite_preconditions(&self) -> bool {
+        self.rewrite_preconditions
+            .unwrap_or_else(|| self.is_google())
     }
 
     /// Whether multipart uploads go through the XML API by default.
     pub(crate) fn has_xml_multipart(&self) -> bool {
-        self.xml_multipart.unwrap_or_else(|| match &self.endpoint {
+        self.xml_multipart.unwrap_or_else(|| self.is_google())
+    }
+
+    /// Whether the endpoint is Google's own (`*.googleapis.com`, or none).
+    fn is_google(&self) -> bool {
+        match &self.endpoint {
             None => true,
             Some(e) => {
                 let host = e.split_once("://").map_or(e.as_str(), |(_, h)| h);
                 let host = host.split(['/', ':']).next().unwrap_or("");
                 host.to_ascii_lowercase().ends_with(".googleapis.com")
             }
-        })
+        }
     }
 
     /// The base URL without a trailing `/`.

@@ -28,6 +28,8 @@ use shoal_core::{
     CopyRequest, Error, ErrorKind, ObjectMeta, ObjectVersion, Op, PutOptions, Result,
 };
 
+use shoal_core::retry::safe::{self, Ours, Planned};
+
 use crate::client::{Client, Query, encode, gs_url, protocol, with_kind};
 use crate::list::parse_object;
 
@@ -93,6 +95,15 @@ fn next_step(resp: &[u8], url: &str) -> Result<std::result::Result<ObjectMeta, S
     }
 }
 
+fn rewrite_request(h: &reqwest::Client, http_url: &str, body: &Bytes) -> reqwest::RequestBuilder {
+    let r = h.post(http_url).body(body.clone());
+    if body.is_empty() {
+        r
+    } else {
+        r.header(CONTENT_TYPE, "application/json")
+    }
+}
+
 impl Client {
     pub(crate) async fn copy(&self, c: &CopyRequest<'_>) -> Result<ObjectMeta> {
         let src_url = gs_url(c.src_bucket, c.src_key);
@@ -112,22 +123,27 @@ impl Client {
         );
         let mut token: Option<String> = None;
         for _ in 0..MAX_CALLS {
-            let q = Query::new()
-                .add_opt("ifSourceGenerationMatch", generation.as_deref())
-                .add_opt("ifGenerationMatch", dst_generation.as_deref())
-                .add_opt("rewriteToken", token.as_deref());
-            let http_url = format!("{base}{}", q.as_str());
-            let resp = self
-                .call_bytes(Op::Copy, &url, |h| {
-                    let r = h.post(&http_url).body(body.clone());
-                    if body.is_empty() {
-                        r
-                    } else {
-                        r.header(CONTENT_TYPE, "application/json")
-                    }
-                })
-                .await;
-            let resp = match resp {
+            let resp = match &token {
+                // The first call may finish the copy: a lost answer is
+                // looked into before it is sent again (retry::safe).
+                None => {
+                    self.first_rewrite(c, &base, generation.as_deref(), &body, &url)
+                        .await
+                }
+                // Later calls continue the server's own copy, named by
+                // the token: sending one again repeats no write.
+                Some(t) => {
+                    let q = Query::new()
+                        .add_opt("ifSourceGenerationMatch", generation.as_deref())
+                        .add_opt("ifGenerationMatch", dst_generation.as_deref())
+                        .add("rewriteToken", t);
+                    let http_url = format!("{base}{}", q.as_str());
+                    self.call_bytes(Op::Copy, &url, |h| rewrite_request(h, &http_url, &body))
+                        .await
+                        .and_then(|r| next_step(&r, &url))
+                }
+            };
+            let step = match resp {
                 Ok(r) => r,
                 Err(e) => {
                     return Err(self
@@ -135,7 +151,7 @@ impl Client {
                         .await);
                 }
             };
-            match next_step(&resp, &url)? {
+            match step {
                 Ok(done) => return Ok(done),
                 Err(next) => token = Some(next),
             }
@@ -146,6 +162,41 @@ impl Client {
             url,
             format!("the server did not finish the rewrite in {MAX_CALLS} calls"),
         ))
+    }
+
+    /// The first rewrite call, retried safely: the destination holding the
+    /// source's size and checksum after a lost answer is the copy done.
+    async fn first_rewrite(
+        &self,
+        c: &CopyRequest<'_>,
+        base: &str,
+        generation: Option<&str>,
+        body: &Bytes,
+        url: &str,
+    ) -> Result<std::result::Result<ObjectMeta, String>> {
+        let ours = Ours {
+            size: c.src.size,
+            crc32c: c.src.crc32c,
+            md5: c.src.md5,
+        };
+        safe::write(
+            &self.retry,
+            Planned::of_put(c.opts),
+            ours,
+            |pre| async move {
+                let g = crate::object::generation_match(&pre.apply(&PutOptions::default()));
+                let q = Query::new()
+                    .add_opt("ifSourceGenerationMatch", generation)
+                    .add_opt("ifGenerationMatch", g.as_deref());
+                let http_url = format!("{base}{}", q.as_str());
+                let req = rewrite_request(&self.http, &http_url, body);
+                let resp = self.once_bytes(Op::Copy, url, req).await?;
+                next_step(&resp, url)
+            },
+            || self.probe(c.dst_bucket, c.dst_key),
+            Ok,
+        )
+        .await
     }
 
     /// A refused rewrite in words a user can act on: a 412 is the source's

@@ -38,7 +38,7 @@ mod resumable;
 mod signed_url;
 mod xml_multipart;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 
 use bytes::Bytes;
@@ -64,10 +64,16 @@ pub struct GcsStore {
     caps: Capabilities,
     project: Option<String>,
     anonymous: bool,
+    /// The server enforces a rewrite's `ifGenerationMatch` (config.rs).
+    rewrite_preconditions: bool,
     /// Options given to `multipart_start`, applied when composing (the
     /// trait's `multipart_complete` does not carry them). Uploads started
     /// by another process complete with default options.
     uploads: Mutex<HashMap<String, PutOptions>>,
+    /// The parts each composite upload of this process has sent (or is
+    /// sending): an abort deletes them by name. Listing the upload's prefix
+    /// instead missed parts the server stored after the listing.
+    sent_parts: Mutex<HashMap<String, BTreeSet<u32>>>,
 }
 
 impl std::fmt::Debug for GcsStore {
@@ -86,6 +92,7 @@ impl GcsStore {
     /// first request (and never when anonymous).
     pub fn new(cfg: GcsConfig) -> Result<Self> {
         let xml_multipart = cfg.has_xml_multipart();
+        let rewrite_preconditions = cfg.has_rewrite_preconditions();
         Ok(GcsStore {
             client: client::Client::new(&cfg)?,
             caps: Capabilities {
@@ -110,7 +117,9 @@ impl GcsStore {
             },
             project: cfg.project,
             anonymous: cfg.anonymous,
+            rewrite_preconditions,
             uploads: Mutex::new(HashMap::new()),
+            sent_parts: Mutex::new(HashMap::new()),
         })
     }
 
@@ -196,9 +205,10 @@ impl Store for GcsStore {
     }
 
     async fn copy(&self, req: &shoal_core::CopyRequest<'_>) -> Result<ObjectMeta> {
-        // Emulators ignore `ifGenerationMatch=0` on rewrite (see copy.rs):
-        // a copy that must not replace is streamed there instead.
-        if req.opts.conditional() && !self.caps.native_multipart {
+        // fake-gcs-server ignores `ifGenerationMatch` on rewrite (see
+        // copy.rs): where the server is not declared to enforce it, a copy
+        // that must not replace is streamed instead.
+        if req.opts.conditional() && !self.rewrite_preconditions {
             return Err(shoal_core::Error::new(
                 shoal_core::ErrorKind::Unsupported,
                 shoal_core::Op::Copy,
@@ -267,7 +277,10 @@ impl Store for GcsStore {
         body: BoxByteStream,
         opts: &PutOptions,
     ) -> Result<ObjectMeta> {
-        self.resumable_upload(bucket, key, body, opts).await
+        // The caller chose a session: one even for a few bytes.
+        self.client
+            .resumable_upload(bucket, key, body, opts, RESUMABLE_CHUNK_SIZE, true)
+            .await
     }
 
     async fn multipart_start(
@@ -315,6 +328,10 @@ impl Store for GcsStore {
         if xml_multipart::is_xml_upload(&upload.upload_id) {
             return self.client.xml_put(upload, part_number, data, crc32c).await;
         }
+        (self.sent_parts.lock().unwrap_or_else(|p| p.into_inner()))
+            .entry(upload.upload_id.clone())
+            .or_default()
+            .insert(part_number);
         self.client
             .multipart_put(upload, part_number, data, crc32c)
             .await
@@ -331,6 +348,7 @@ impl Store for GcsStore {
         }
         // Temporaries are deleted whatever happens, so the upload is over.
         let opts = self.upload_options(&upload.upload_id, true);
+        (self.sent_parts.lock().unwrap_or_else(|p| p.into_inner())).remove(&upload.upload_id);
         self.client
             .multipart_complete(upload, parts, crc32c, &opts)
             .await
@@ -341,6 +359,8 @@ impl Store for GcsStore {
             return self.client.xml_abort(upload).await;
         }
         self.upload_options(&upload.upload_id, true);
-        self.client.multipart_abort(upload).await
+        let sent =
+            (self.sent_parts.lock().unwrap_or_else(|p| p.into_inner())).remove(&upload.upload_id);
+        self.client.multipart_abort(upload, sent).await
     }
 }

@@ -25,6 +25,7 @@ use shoal_core::checksum::{crc32c_from_base64, crc32c_to_base64, md5_from_base64
 use shoal_core::http::{
     check_range_start, error_from_reqwest, parse_content_range, parse_http_date,
 };
+use shoal_core::retry::safe::{self, Ours, Planned};
 use shoal_core::{
     BoxByteStream, ByteRange, Error, ErrorKind, GetResponse, ObjectMeta, ObjectVersion, Op,
     PutOptions, Result,
@@ -180,21 +181,36 @@ impl Client {
             .unwrap_or_else(|| shoal_core::checksum::crc32c_append(0, &data));
         let meta = object_metadata(key, Some(crc), opts);
         check_write_version(opts, op, &url)?;
-        let g = generation_match(opts);
-        let q = Query::new()
-            .add("uploadType", "multipart")
-            .add_opt("ifGenerationMatch", g.as_deref());
-        let http_url = format!("{}{}", self.upload_url(bucket), q.as_str());
-        let body = MultipartBody::new(&meta, opts.content_type.as_deref(), data);
-        let resp = self
-            .call_bytes(op, &url, |c| {
-                c.post(&http_url)
+        let ours = Ours {
+            size: data.len() as u64,
+            crc32c: Some(crc),
+            md5: opts.md5,
+        };
+        let body = &MultipartBody::new(&meta, opts.content_type.as_deref(), data);
+        let url_ref = url.as_str();
+        let stored = safe::write(
+            &self.retry,
+            Planned::of_put(opts),
+            ours,
+            |pre| async move {
+                let g = generation_match(&pre.apply(&PutOptions::default()));
+                let q = Query::new()
+                    .add("uploadType", "multipart")
+                    .add_opt("ifGenerationMatch", g.as_deref());
+                let http_url = format!("{}{}", self.upload_url(bucket), q.as_str());
+                let req = self
+                    .http
+                    .post(&http_url)
                     .header(CONTENT_TYPE, body.content_type())
                     .header(CONTENT_LENGTH, body.len())
-                    .body(body.to_body())
-            })
-            .await?;
-        let stored = parse_object(&resp, op, &url)?;
+                    .body(body.to_body());
+                let resp = self.once_bytes(op, url_ref, req).await?;
+                parse_object(&resp, op, url_ref)
+            },
+            || self.probe(bucket, key),
+            |m| m,
+        )
+        .await?;
         check_stored_crc(op, &url, &stored, crc)?;
         Ok(stored)
     }
@@ -204,6 +220,8 @@ impl Client {
     }
 
     /// Deletes, optionally only if the live generation is still `generation`.
+    /// A lost answer is looked into before the delete is sent again
+    /// (`retry::safe`): gone means done.
     pub(crate) async fn delete_if(
         &self,
         bucket: &str,
@@ -211,12 +229,23 @@ impl Client {
         generation: Option<i64>,
     ) -> Result<()> {
         let url = gs_url(bucket, key);
-        let g = generation.map(|g| g.to_string());
-        let q = Query::new().add_opt("ifGenerationMatch", g.as_deref());
-        let http_url = format!("{}{}", self.object_url(bucket, key), q.as_str());
-        self.call_bytes(Op::Delete, &url, |c| c.delete(&http_url))
-            .await
-            .map(|_| ())
+        let planned = generation.map_or(Planned::Any, |g| {
+            Planned::Version(ObjectVersion::Generation(g))
+        });
+        let url_ref = url.as_str();
+        safe::delete(
+            &self.retry,
+            planned,
+            |pre| async move {
+                let g = generation_match(&pre.apply(&PutOptions::default()));
+                let q = Query::new().add_opt("ifGenerationMatch", g.as_deref());
+                let http_url = format!("{}{}", self.object_url(bucket, key), q.as_str());
+                let req = self.http.delete(&http_url);
+                self.once_bytes(Op::Delete, url_ref, req).await.map(|_| ())
+            },
+            || self.probe(bucket, key),
+        )
+        .await
     }
 
     pub(crate) async fn create_bucket(&self, bucket: &str, project: Option<&str>) -> Result<()> {
@@ -224,13 +253,23 @@ impl Client {
         let q = Query::new().add_opt("project", project);
         let http_url = format!("{}/storage/v1/b{}", self.base, q.as_str());
         let body = Bytes::from(json!({ "name": bucket }).to_string());
-        let r = self
-            .call_bytes(Op::CreateBucket, &url, |c| {
-                c.post(&http_url)
-                    .header(CONTENT_TYPE, "application/json")
-                    .body(body.clone())
-            })
-            .await;
+        let r = safe::run_knowing(&self.retry, |earlier| {
+            let req = self
+                .http
+                .post(&http_url)
+                .header(CONTENT_TYPE, "application/json")
+                .body(body.clone());
+            let url = url.as_str();
+            async move {
+                match self.once_bytes(Op::CreateBucket, url, req).await {
+                    // 409 after an attempt whose answer was lost: the
+                    // bucket that attempt made.
+                    Err(e) if earlier && e.status() == Some(409) => Ok(Bytes::new()),
+                    r => r,
+                }
+            }
+        })
+        .await;
         match r {
             Ok(_) => Ok(()),
             // 409: the name is taken (bucket names are global); the same

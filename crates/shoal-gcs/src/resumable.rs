@@ -16,7 +16,9 @@
 //! Incoming pieces are re-cut into chunks of [`RESUMABLE_CHUNK_SIZE`]; a chunk is
 //! only sent once more data is known to follow, so the last request is
 //! never empty and always carries the total. A stream that ends before the
-//! first chunk fills is sent as an ordinary single-request upload.
+//! first chunk fills is sent as an ordinary single-request upload, except
+//! through [`shoal_core::Store::put_stream`], whose callers chose a session
+//! (`--gcs-upload resumable` is honoured at every size, empty included).
 //!
 //! A failed chunk is retried by asking the session what it persisted
 //! (`Content-Range: bytes */*`) and resending from there; the chunk is
@@ -64,7 +66,7 @@ impl GcsStore {
         opts: &PutOptions,
     ) -> Result<ObjectMeta> {
         self.client
-            .resumable_upload(bucket, key, chunks, opts, RESUMABLE_CHUNK_SIZE)
+            .resumable_upload(bucket, key, chunks, opts, RESUMABLE_CHUNK_SIZE, false)
             .await
     }
 }
@@ -85,6 +87,7 @@ impl Client {
         chunks: impl Stream<Item = Result<Bytes>>,
         opts: &PutOptions,
         chunk_size: usize,
+        always_session: bool,
     ) -> Result<ObjectMeta> {
         let url = gs_url(bucket, key);
         let mut chunks = std::pin::pin!(chunks);
@@ -103,7 +106,7 @@ impl Client {
                 }
             }
             let last = next.is_none();
-            if last && session.is_none() {
+            if last && session.is_none() && !always_session {
                 // It all fit in one chunk: one ordinary request.
                 check_expected(opts, crc, &url)?;
                 let opts = PutOptions {

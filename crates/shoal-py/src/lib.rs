@@ -58,6 +58,7 @@ fn _shoal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(pyo3::wrap_pyfunction!(ranges::cut_range, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(sync::sync_range, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(sync::check_sync, m)?)?;
+    m.add_function(pyo3::wrap_pyfunction!(sync::check_copy, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(split::split_copy_begin, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(split::split_copy_parts, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(split::split_copy_finish, m)?)?;

@@ -51,6 +51,18 @@ pub(crate) fn check_sync(src: &str, dst: &str) -> PyResult<()> {
     prefixes(src, dst).map(drop)
 }
 
+/// Refuses copying what `src` names (a folder's contents, a prefix or a
+/// glob) into the folder `dst` when the copy could write what it reads
+/// (`shoal_transfer::guard::refuse_tree_overlap`, the check `cp -r`
+/// makes): one prefix inside the other, or a glob that can match keys
+/// below `dst` (InvalidInputError, a ValueError).
+#[pyfunction]
+pub(crate) fn check_copy(src: &str, dst: &str) -> PyResult<()> {
+    let a = Location::parse(src).py()?;
+    let b = Location::parse(dst).py()?;
+    shoal_transfer::guard::refuse_tree_overlap("copy", &a, &b, true).py()
+}
+
 /// The comparison the CLI's `--checksum` / `--size-only` flags choose.
 fn compare(checksum: bool, size_only: bool) -> PyResult<Compare> {
     match (checksum, size_only) {

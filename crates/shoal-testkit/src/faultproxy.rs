@@ -72,6 +72,12 @@ pub enum Fault {
     Throttle(u64),
     /// Close the connection with a TCP reset, without answering.
     Reset,
+    /// Forward, let the server finish, then reset the client's connection
+    /// without answering: the work done, its response lost.
+    LoseResponse,
+    /// Forward, let the server finish, then answer this status instead of
+    /// the server's (a 503 from a front end after the write happened).
+    StatusAfter(u16),
     /// On a reused keep-alive connection, close it without answering (a
     /// server's idle timeout firing just as the client reuses a pooled
     /// connection). A request on a fresh connection is not touched and
@@ -95,6 +101,8 @@ impl Fault {
             Fault::StallBody { .. } => "stall-body".into(),
             Fault::Throttle(_) => "throttle".into(),
             Fault::Reset => "reset".into(),
+            Fault::LoseResponse => "lost-response".into(),
+            Fault::StatusAfter(code) => format!("{code}-after"),
             Fault::DropReused => "stale-connection".into(),
         }
     }
@@ -203,6 +211,7 @@ pub struct Random {
 pub struct Script {
     rules: Vec<Rule>,
     random: Option<Random>,
+    headers: Vec<(String, String)>,
 }
 
 impl Script {
@@ -213,6 +222,12 @@ impl Script {
     /// Adds a rule.
     pub fn rule(mut self, r: Rule) -> Self {
         self.rules.push(r);
+        self
+    }
+    /// Adds a header to every forwarded request (the GCS testbench's
+    /// `x-retry-test-id`, which shoal itself never sends).
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_owned(), value.to_owned()));
         self
     }
     /// Adds a random mix.
@@ -237,6 +252,7 @@ pub struct Injected {
 
 struct State {
     upstream: String,
+    headers: Vec<(String, String)>,
     script: Mutex<(Script, Option<StdRng>)>,
     requests: AtomicUsize,
     injected: Mutex<Vec<Injected>>,
@@ -319,6 +335,7 @@ impl FaultProxy {
             .map(|r| StdRng::seed_from_u64(r.seed));
         let state = Arc::new(State {
             upstream,
+            headers: script.headers.clone(),
             script: Mutex::new((script, rng)),
             requests: AtomicUsize::new(0),
             injected: Mutex::new(Vec::new()),
@@ -509,7 +526,31 @@ async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> io::Result<Response<
         Some(Fault::DelayHeaders(d)) => tokio::time::sleep(*d).await,
         _ => {}
     }
+    let mut req = req;
+    for (name, value) in conn.state.headers.iter() {
+        req.headers_mut().insert(
+            hyper::header::HeaderName::from_bytes(name.as_bytes()).map_err(other)?,
+            hyper::header::HeaderValue::from_str(value).map_err(other)?,
+        );
+    }
     let resp = conn.forward(req).await?;
+    match &fault {
+        Some(Fault::LoseResponse) => {
+            let _ = resp.into_body().collect().await;
+            conn.reset.store(true, Ordering::SeqCst);
+            return Err(other("fault proxy: response lost"));
+        }
+        Some(Fault::StatusAfter(code)) => {
+            let _ = resp.into_body().collect().await;
+            let body = format!("fault proxy: injected {code} after the server answered");
+            return Ok(Response::builder()
+                .status(*code)
+                .header("content-type", "text/plain")
+                .body(Full::new(Bytes::from(body)).map_err(other).boxed_unsync())
+                .unwrap());
+        }
+        _ => {}
+    }
     let (parts, body) = resp.into_parts();
     let len = parts
         .headers

@@ -87,6 +87,25 @@ pub fn refuse_overlap(verb: &str, src: &Location, dst: &Location) -> Result<()> 
     ))
 }
 
+/// Refuses a copy or move of the tree or glob `src` whose objects land
+/// below the folder `lands`, when what it writes can be what it reads:
+/// a glob asks itself ([`refuse_glob_overlap`]), a folder or prefix is
+/// compared as a folder ([`refuse_overlap`]). The one check every front
+/// end makes before copying many objects (the CLI's `cp -r`/`mv -r`,
+/// Python's and Dask's `copy`).
+pub fn refuse_tree_overlap(
+    verb: &str,
+    src: &Location,
+    lands: &Location,
+    recursive: bool,
+) -> Result<()> {
+    if !src.is_local() && shoal_list::has_wildcard(&src.key) {
+        refuse_glob_overlap(verb, src, lands, recursive)
+    } else {
+        refuse_overlap(verb, src, lands)
+    }
+}
+
 /// Refuses a copy or move of the glob `src` into the folder `dst` when the
 /// glob (with `recursive`, or what lies below a matching level) can match
 /// a key inside that folder: the plan would write or delete what it is

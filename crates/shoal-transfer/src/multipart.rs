@@ -12,6 +12,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 use shoal_core::checksum::crc32c_combine_all;
@@ -35,6 +36,9 @@ pub(crate) struct Multipart {
     workers: Arc<Semaphore>,
     tasks: JoinSet<Result<PartInfo>>,
     parts: Vec<PartInfo>,
+    /// Set when the upload is to be aborted: parts not yet sent are not
+    /// sent, parts in flight end (see [`Multipart::finish`]).
+    stop: Arc<AtomicBool>,
 }
 
 impl Multipart {
@@ -64,6 +68,7 @@ impl Multipart {
             workers: Arc::new(Semaphore::new(opts.workers.max(1))),
             tasks: JoinSet::new(),
             parts: Vec::new(),
+            stop: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -96,11 +101,20 @@ impl Multipart {
         }
         let (store, upload, opts) = (self.store.clone(), self.upload.clone(), self.opts.clone());
         let url = self.url.clone();
+        let stop = self.stop.clone();
         self.tasks.spawn(async move {
             let _permit = permit;
             let _slot = opts.permit().await;
             opts.rates.bytes(len).await;
             let data = data.await?;
+            if stop.load(Ordering::SeqCst) {
+                return Err(Error::new(
+                    ErrorKind::Cancelled,
+                    Op::Upload,
+                    &url,
+                    "not sent: the upload is being aborted",
+                ));
+            }
             let crc = shoal_core::checksum::crc32c_append(0, &data);
             let info = (store.multipart_put(&upload, number, data.clone(), crc))
                 .await
@@ -126,7 +140,12 @@ impl Multipart {
             Err(e) => Err(e),
         };
         if let Err(e) = joined_all {
-            self.tasks.abort_all();
+            // Parts already sent are let finish before the abort: a part
+            // the server stores after the abort looked for it would be
+            // left behind (GCS composite parts are objects). Parts not yet
+            // sent see `stop` and are not sent.
+            self.stop.store(true, Ordering::SeqCst);
+            while self.tasks.join_next().await.is_some() {}
             self.abort().await;
             return Err(e);
         }

@@ -80,7 +80,8 @@ pub async fn upload_stream(
     let part = opts.part_size.max(caps.min_part_size).max(1) as usize;
     let mut carry = BytesMut::new();
     let first = fill(&mut body, &mut carry, part).await?;
-    if first.len() < part {
+    let forced = forced_gcs_upload(store.as_ref(), opts);
+    if first.len() < part && forced.is_none() {
         let _slot = opts.permit().await;
         return put_one(&store, dst, first, put_opts, opts).await;
     }
@@ -100,6 +101,15 @@ pub async fn upload_stream(
     let mut upload = Multipart::start(&store, dst, put_opts, opts).await?;
     let fed = feed(&mut upload, first, &mut body, &mut carry, part).await;
     upload.finish(fed, || Ok(())).await
+}
+
+/// The way `--gcs-upload` names, when it names one and the store is GCS
+/// (the one store with a choice: it composes): honoured at every size, so
+/// a small file asked to go resumable is a resumable session, and one
+/// asked to compose is a composite of one part.
+pub(crate) fn forced_gcs_upload(store: &dyn Store, opts: &TransferOptions) -> Option<GcsUpload> {
+    let gcs = store.capabilities().compose;
+    (gcs && opts.gcs_upload != GcsUpload::Auto).then_some(opts.gcs_upload)
 }
 
 /// Uploads `data` as one PUT carrying its CRC32C, which the store's must

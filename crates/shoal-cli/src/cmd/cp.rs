@@ -471,18 +471,16 @@ fn check_many(a: &CpArgs, src: &Location, dst: &Location, verb: &str) -> Result<
             dst.key
         )));
     }
-    if !src.is_local() && shoal_list::has_wildcard(&src.key) {
-        shoal_transfer::guard::refuse_glob_overlap(verb, src, dst, a.recursive)
-            .map_err(|e| Failure::Usage(e.to_string()))?;
-    } else if a.recursive {
-        // The tree lands at DST/<its last level>: that is what must not
+    let glob = !src.is_local() && shoal_list::has_wildcard(&src.key);
+    if glob || a.recursive {
+        // A tree lands at DST/<its last level>: that is what must not
         // overlap it.
         let lands = match tree_name(a, src) {
             Some(name) => shoal_transfer::tree::destination(dst, &name, &src.to_string())
                 .unwrap_or(dst.clone()),
             None => dst.clone(),
         };
-        shoal_transfer::guard::refuse_overlap(verb, src, &lands)
+        shoal_transfer::guard::refuse_tree_overlap(verb, src, &lands, a.recursive)
             .map_err(|e| Failure::Usage(e.to_string()))?;
     }
     Ok(())
