@@ -76,6 +76,8 @@ pub(crate) struct Client {
     pub(crate) retry: RetryPolicy,
     /// `userProject` added to every request (requester pays).
     pub(crate) user_project: Option<String>,
+    /// The server refused a batch request (`batch`): no more are offered.
+    pub(crate) batch_refused: std::sync::atomic::AtomicBool,
 }
 
 impl Client {
@@ -86,6 +88,7 @@ impl Client {
             auth: Auth::new(cfg.anonymous),
             retry: cfg.retry,
             user_project: cfg.user_project.clone(),
+            batch_refused: std::sync::atomic::AtomicBool::new(false),
         })
     }
 

@@ -16,6 +16,7 @@
 //! - `client`: URLs, name encoding, retries, error translation;
 //! - `list`: list requests and the (fuzzable) JSON parser;
 //! - `object`: metadata, download, upload, delete, bucket creation;
+//! - `batch`: many deletes in one JSON API batch request;
 //! - `compose`: multipart uploads as parallel composite uploads;
 //! - `xml_multipart`: multipart uploads over the XML API, where the server
 //!   has it (Google's does, emulators do not);
@@ -26,6 +27,7 @@
 //! trait.
 #![warn(missing_docs, unreachable_pub)]
 
+mod batch;
 mod bucket;
 mod client;
 mod compose;
@@ -221,6 +223,22 @@ impl Store for GcsStore {
 
     async fn delete(&self, bucket: &str, key: &str) -> Result<()> {
         self.client.delete(bucket, key).await
+    }
+
+    fn delete_batch(&self) -> usize {
+        if self
+            .client
+            .batch_refused
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            1
+        } else {
+            batch::BATCH
+        }
+    }
+
+    async fn delete_many(&self, bucket: &str, keys: &[String]) -> Result<Vec<Result<()>>> {
+        self.client.delete_many(bucket, keys).await
     }
 
     async fn delete_if(
