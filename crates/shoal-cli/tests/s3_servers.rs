@@ -8,7 +8,7 @@ mod common;
 use std::process::Command;
 
 use common::*;
-use shoal_testkit::faultproxy::{FaultProxy, Script};
+use shoal_testkit::faultproxy::{Fault, FaultProxy, Rule, Script, When};
 
 const MIB: usize = 1 << 20;
 
@@ -179,5 +179,61 @@ fn rm_r_is_batched() {
             r.stdout,
             r.stderr
         );
+    }
+}
+
+/// Issue 37's lost responses on S3, on both servers: a `--no-clobber` PUT
+/// (`If-None-Match: *`), an `rm --if-match` and an `mb` whose answers were
+/// lost (the connection reset after the server answered, or a 503 sent in
+/// its place) each exit 0 with the work done. A blind retry met 412 (our
+/// own object reported "exists; not replaced"), 404 (moto: our own delete)
+/// or 409 (BucketAlreadyOwnedByYou).
+#[test]
+fn writes_deletes_and_buckets_whose_answer_was_lost_succeed() {
+    for (name, base, ep) in servers() {
+        let via = |proxy: &FaultProxy| {
+            let mut c = base().unwrap();
+            c.env("AWS_ENDPOINT_URL", proxy.url());
+            c
+        };
+        let bucket = make_bucket(base, "s3").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let body = pattern(20_000, 5);
+        let src = dir.path().join("f");
+        std::fs::write(&src, &body).unwrap();
+        for (what, fault) in [
+            ("lost", Fault::LoseResponse),
+            ("503-after", Fault::StatusAfter(503)),
+        ] {
+            let url = format!("s3://{bucket}/{what}");
+            let rule = Rule::new(When::method("PUT").contains(what), fault.clone());
+            let proxy = FaultProxy::start(&ep, Script::new().rule(rule));
+            let r = ok(
+                via(&proxy),
+                &["cp", "--no-clobber", src.to_str().unwrap(), &url],
+            );
+            assert!(!proxy.injected().is_empty(), "{name} put {what}: no fault");
+            assert!(
+                !r.stderr.contains("not replaced"),
+                "{name} put {what}: {}",
+                r.stderr
+            );
+            assert_eq!(ok(base().unwrap(), &["cat", &url]).stdout_bytes, body);
+
+            let stat = ok(base().unwrap(), &["stat", "--json", &url]);
+            let v: serde_json::Value = serde_json::from_str(stat.stdout.trim()).unwrap();
+            let etag = v["etag"].as_str().unwrap().trim_matches('"').to_owned();
+            let rule = Rule::new(When::method("DELETE").contains(what), fault);
+            let proxy = FaultProxy::start(&ep, Script::new().rule(rule));
+            ok(via(&proxy), &["rm", "--if-match", &etag, &url]);
+            assert!(!proxy.injected().is_empty(), "{name} rm {what}: no fault");
+            let gone = run(with_args(base().unwrap(), &["stat", &url]));
+            assert_ne!(gone.code, 0, "{name} rm {what}: still there");
+        }
+        let new = unique("lost-mb");
+        let rule = Rule::new(When::method("PUT").contains(&new), Fault::LoseResponse);
+        let proxy = FaultProxy::start(&ep, Script::new().rule(rule));
+        ok(via(&proxy), &["mb", &format!("s3://{new}")]);
+        assert!(!proxy.injected().is_empty(), "{name} mb: no fault");
     }
 }

@@ -23,6 +23,8 @@ use shoal_core::{
     ByteRange, Error, ErrorKind, GetResponse, ObjectMeta, ObjectVersion, Op, PutOptions, Result,
 };
 
+use shoal_core::retry::safe::{self, Ours, Planned};
+
 use crate::client::{Client, Request, rebuild};
 use crate::endpoint::check_bucket;
 
@@ -167,20 +169,45 @@ impl Client {
         if let Some(m) = &opts.md5 {
             req = req.header("content-md5", md5_to_base64(m));
         }
-        let condition = precondition(opts, Op::Upload, &format!("s3://{bucket}/{key}"))?;
-        if let Some((name, value)) = &condition {
-            req = req.header(*name, value.as_str());
-        }
+        // Checked once, before anything is sent.
+        precondition(opts, Op::Upload, &format!("s3://{bucket}/{key}"))?;
         let req = req.body(data);
-        let resp = self.send(&req).await.map_err(|e| {
-            if e.kind() == ErrorKind::Precondition {
-                let msg = format!("{}; {}", e.message(), refused_because(opts));
-                rebuild(&e, Op::Upload, &req.target, msg, None)
-            } else {
-                integrity(e, &req.target)
-            }
-        })?;
-        let mut meta = meta_from_headers(key, size, resp.headers());
+        let ours = Ours {
+            size,
+            crc32c: crc,
+            md5: opts.md5,
+        };
+        // A lost answer is looked into before the PUT is sent again
+        // (`retry::safe`): our bytes there is done, the state planned
+        // against is retried with it as `If-None-Match` / `If-Match`.
+        let mut meta = safe::write(
+            &self.retry,
+            Planned::of_put(opts),
+            ours,
+            |pre| {
+                let sent = pre.apply(opts);
+                let mut attempt = req.clone();
+                let condition = precondition(&sent, Op::Upload, &req.target);
+                if let Ok(Some((name, value))) = &condition {
+                    attempt = attempt.header(*name, value.as_str());
+                }
+                async move {
+                    condition?;
+                    let resp = self.send_once(&attempt).await.map_err(|e| {
+                        if e.kind() == ErrorKind::Precondition {
+                            let msg = format!("{}; {}", e.message(), refused_because(&sent));
+                            rebuild(&e, Op::Upload, &attempt.target, msg, None)
+                        } else {
+                            integrity(e, &attempt.target)
+                        }
+                    })?;
+                    Ok(meta_from_headers(key, size, resp.headers()))
+                }
+            },
+            || self.probe(bucket, key),
+            |m| m,
+        )
+        .await?;
         // Only what the answer confirms the store kept is claimed: AWS and
         // MinIO echo the checksum sent, a store that did not keep it (moto
         // without the SDK's header) says nothing, and the upload is then
@@ -208,28 +235,61 @@ impl Client {
         Ok(meta)
     }
 
+    /// The object's metadata now, or None if there is none: the one read a
+    /// safe retry makes before sending a write or delete again.
+    pub(crate) async fn probe(&self, bucket: &str, key: &str) -> Result<Option<ObjectMeta>> {
+        match self.head(bucket, key).await {
+            Ok(m) => Ok(Some(m)),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     pub(crate) async fn delete(&self, bucket: &str, key: &str) -> Result<()> {
-        check_bucket(Op::Delete, bucket)?;
-        self.send(&Request::new(Method::DELETE, Op::Delete, bucket, Some(key)))
-            .await?;
-        Ok(())
+        self.delete_at(bucket, key, None).await
     }
 
     /// DeleteObject with `If-Match`: the object goes only if it is still
     /// at `etag`.
     pub(crate) async fn delete_if(&self, bucket: &str, key: &str, etag: &str) -> Result<()> {
+        self.delete_at(bucket, key, Some(etag)).await
+    }
+
+    /// DeleteObject, with `If-Match` when `etag` is given. A lost answer
+    /// is looked into before the delete is sent again (`retry::safe`):
+    /// gone is done, and a retry carries the ETag the probe found, so it
+    /// never deletes an object written meanwhile.
+    async fn delete_at(&self, bucket: &str, key: &str, etag: Option<&str>) -> Result<()> {
         check_bucket(Op::Delete, bucket)?;
-        let req = Request::new(Method::DELETE, Op::Delete, bucket, Some(key))
-            .header("if-match", quoted_etag(etag));
-        self.send(&req).await.map_err(|e| {
-            if e.kind() == ErrorKind::Precondition {
-                let msg = format!("{}; the object is not at etag {etag}", e.message());
-                rebuild(&e, Op::Delete, &req.target, msg, None)
-            } else {
-                e
-            }
-        })?;
-        Ok(())
+        let planned = etag.map_or(Planned::Any, |e| {
+            Planned::Version(ObjectVersion::ETag(e.to_owned()))
+        });
+        safe::delete(
+            &self.retry,
+            planned,
+            |pre| {
+                let mut req = Request::new(Method::DELETE, Op::Delete, bucket, Some(key));
+                let etag = match pre {
+                    Planned::Version(ObjectVersion::ETag(e)) => Some(e),
+                    _ => None,
+                };
+                if let Some(e) = &etag {
+                    req = req.header("if-match", quoted_etag(e));
+                }
+                async move {
+                    self.send_once(&req).await.map_err(|e| match &etag {
+                        Some(tag) if e.kind() == ErrorKind::Precondition => {
+                            let msg = format!("{}; the object is not at etag {tag}", e.message());
+                            rebuild(&e, Op::Delete, &req.target, msg, None)
+                        }
+                        _ => e,
+                    })?;
+                    Ok(())
+                }
+            },
+            || self.probe(bucket, key),
+        )
+        .await
     }
 
     pub(crate) async fn create_bucket(&self, bucket: &str) -> Result<()> {
@@ -248,9 +308,24 @@ impl Client {
         } else {
             req = req.body(Bytes::new());
         }
-        self.send(&req).await?;
-        Ok(())
+        safe::run_knowing(&self.retry, |earlier| {
+            let req = &req;
+            async move {
+                match self.send_once(req).await {
+                    // After an attempt whose answer was lost: the bucket
+                    // that attempt made.
+                    Err(e) if earlier && is_ours_already(&e) => Ok(()),
+                    r => r.map(drop),
+                }
+            }
+        })
+        .await
     }
+}
+
+/// S3's answer to creating a bucket this account already owns.
+fn is_ours_already(e: &Error) -> bool {
+    e.status() == Some(409) && e.message().contains("BucketAlreadyOwnedByYou")
 }
 
 /// What the object stores beside its bytes, for PUT and multipart start:
