@@ -57,6 +57,9 @@ pub(crate) fn read(
     path: &str,
     u: &Use,
 ) -> std::result::Result<BoxStream<'static, Result<Entry>>, Failure> {
+    if shoal_transfer::inventory::is_manifest(path) {
+        return read_inventory(path, u);
+    }
     let mut file =
         std::fs::File::open(path).map_err(|e| Failure::from(Error::io(Op::Read, path, e)))?;
     // A regular file is judged by its last line before anything runs.
@@ -140,6 +143,52 @@ pub(crate) fn read(
                 &path,
                 format!("the listing has no closing record (cut short?)"),
             )));
+        }
+    });
+    Ok(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed())
+}
+
+/// An inventory report (`shoal_transfer::inventory`) as the side's
+/// listing: the manifest is checked against its files before the run
+/// (a mismatch is refused, exit 2), the rows streamed in key order.
+fn read_inventory(
+    path: &str,
+    u: &Use,
+) -> std::result::Result<BoxStream<'static, Result<Entry>>, Failure> {
+    let report = shoal_transfer::inventory::open(std::path::Path::new(path))
+        .map_err(|e| Failure::Usage(format!("sync: {e} (nothing copied or deleted)")))?;
+    if report.scheme != u.side.scheme || report.bucket != u.side.bucket {
+        return Err(Failure::Usage(format!(
+            "sync: {path}: the report lists {}{}, not {}: refused, nothing copied or deleted",
+            report.scheme.prefix(),
+            report.bucket,
+            u.side
+        )));
+    }
+    if !u.quiet {
+        eprintln!(
+            "sync: trusting inventory report {path} of {}{} taken at {} ({} files); objects written since are not in it",
+            report.scheme.prefix(),
+            report.bucket,
+            report.made_at,
+            report.files.len()
+        );
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Entry>>(1024);
+    let (side, root) = (u.side.clone(), u.root.to_owned());
+    tokio::task::spawn_blocking(move || {
+        let entries = match shoal_transfer::inventory::entries(&report, &side, &root) {
+            Ok(e) => e,
+            Err(e) => {
+                let _ = tx.blocking_send(Err(e));
+                return;
+            }
+        };
+        for item in entries {
+            let stop = item.is_err();
+            if tx.blocking_send(item).is_err() || stop {
+                return;
+            }
         }
     });
     Ok(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed())

@@ -34,6 +34,7 @@ pub mod delete;
 pub mod download;
 pub mod guard;
 pub mod into_memory;
+pub mod inventory;
 pub mod metadata;
 mod multipart;
 pub mod partial;

@@ -1,0 +1,252 @@
+//! Inventory reports as listings (`shoal_transfer::inventory`): `sync
+//! --source-listing MANIFEST` plans from an S3 Inventory or GCS Storage
+//! Insights report written in the documented formats (CSV, S3's gzipped
+//! with URL-encoded keys and a manifest naming several files with their
+//! MD5s; GCS's with a header row and a record count), against MinIO and
+//! fake-gcs-server. A manifest that does not match its files is refused
+//! before anything is copied.
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use common::*;
+
+/// S3 Inventory's key encoding: an HTML form's (space is `+`).
+fn form_encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'*' | b'/' => {
+                out.push(b as char)
+            }
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+fn md5_hex(bytes: &[u8]) -> String {
+    // The conformance of the report is checked by shoal; the test writes
+    // the MD5 with the system's md5sum, as a report's maker would.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("x");
+    std::fs::write(&f, bytes).unwrap();
+    let out = std::process::Command::new("md5sum")
+        .arg(&f)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()[..32].to_owned()
+}
+
+/// Writes an S3 Inventory report of `rows` ((key, size)) of `bucket` in
+/// `files` data files (rows dealt round-robin, so no file is in key
+/// order): returns the manifest's path.
+fn s3_report(dir: &Path, bucket: &str, rows: &[(String, u64)], files: usize) -> PathBuf {
+    let data = dir.join(format!("inv/{bucket}/cfg/data"));
+    std::fs::create_dir_all(&data).unwrap();
+    let mut listed = Vec::new();
+    for f in 0..files {
+        let mut csv = String::new();
+        for (k, size) in rows.iter().rev().skip(f).step_by(files) {
+            csv.push_str(&format!(
+                "\"{bucket}\",\"{}\",\"{size}\",\"2026-11-19T10:00:00.000Z\",\"STANDARD\"\n",
+                form_encode(k)
+            ));
+        }
+        let p = data.join(format!("part-{f}.csv.gz"));
+        let mut w = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        w.write_all(csv.as_bytes()).unwrap();
+        let bytes = w.finish().unwrap();
+        std::fs::write(&p, &bytes).unwrap();
+        listed.push(serde_json::json!({
+            "key": format!("inv/{bucket}/cfg/data/part-{f}.csv.gz"),
+            "size": bytes.len(),
+            "MD5checksum": md5_hex(&bytes),
+        }));
+    }
+    let mdir = dir.join(format!("inv/{bucket}/cfg/2026-11-20T00-00Z"));
+    std::fs::create_dir_all(&mdir).unwrap();
+    let m = mdir.join("manifest.json");
+    let manifest = serde_json::json!({
+        "sourceBucket": bucket,
+        "destinationBucket": "arn:aws:s3:::inv",
+        "version": "2016-11-30",
+        "creationTimestamp": "1795000000000",
+        "fileFormat": "CSV",
+        "fileSchema": "Bucket, Key, Size, LastModifiedDate, StorageClass",
+        "files": listed,
+    });
+    std::fs::write(&m, manifest.to_string()).unwrap();
+    m
+}
+
+fn names(base: fn() -> Option<std::process::Command>, url: &str) -> Vec<String> {
+    let r = run(with_args(base().unwrap(), &["ls", "-r", url]));
+    let mut v: Vec<String> = r
+        .stdout
+        .lines()
+        .filter_map(|l| l.find("://").map(|i| l[i - 2..].to_owned()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn sync_plans_from_an_s3_inventory_report() {
+    let Some(bucket) = make_bucket(s3, "s3") else {
+        return;
+    };
+    let keys = ["a", "b c", "b+c", "d/é", "d/100%", "z"];
+    let dir = tempfile::tempdir().unwrap();
+    let mut rows = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        let body = pattern(100 + i, i as u64);
+        let f = dir.path().join(format!("f{i}"));
+        std::fs::write(&f, &body).unwrap();
+        let r = run(with_args(
+            s3().unwrap(),
+            &["cp", f.to_str().unwrap(), &format!("s3://{bucket}/p/{k}")],
+        ));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        rows.push((format!("p/{k}"), body.len() as u64));
+    }
+    // An object outside the synced prefix, listed in the report too.
+    rows.push(("q/other".into(), 1));
+    let m = s3_report(dir.path(), &bucket, &rows, 3);
+    let src = format!("s3://{bucket}/p/");
+    let dst = format!("s3://{bucket}/copy/");
+    let r = run(with_args(
+        s3().unwrap(),
+        &["sync", "--source-listing", m.to_str().unwrap(), &src, &dst],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("trusting inventory report"),
+        "{}",
+        r.stderr
+    );
+    let got = names(s3, &dst);
+    let want: Vec<String> = {
+        let mut w: Vec<String> = keys
+            .iter()
+            .map(|k| format!("s3://{bucket}/copy/{k}"))
+            .collect();
+        w.sort();
+        w
+    };
+    assert_eq!(got, want);
+
+    // One data file replaced by another day's (same rows but one): refused
+    // before anything runs, exit 2, nothing copied.
+    let dst2 = format!("s3://{bucket}/copy2/");
+    let data = m
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("data/part-1.csv.gz");
+    let mut w = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    w.write_all(
+        format!("\"{bucket}\",\"p/a\",\"100\",\"2026-11-19T10:00:00.000Z\",\"STANDARD\"\n")
+            .as_bytes(),
+    )
+    .unwrap();
+    std::fs::write(&data, w.finish().unwrap()).unwrap();
+    let r = run(with_args(
+        s3().unwrap(),
+        &["sync", "--source-listing", m.to_str().unwrap(), &src, &dst2],
+    ));
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("manifest"), "{}", r.stderr);
+    assert!(names(s3, &dst2).is_empty());
+
+    // A report of another bucket: refused.
+    let m2 = s3_report(&dir.path().join("other"), "not-this-bucket", &rows, 1);
+    let r = run(with_args(
+        s3().unwrap(),
+        &[
+            "sync",
+            "--source-listing",
+            m2.to_str().unwrap(),
+            &src,
+            &dst2,
+        ],
+    ));
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("not-this-bucket"), "{}", r.stderr);
+}
+
+#[test]
+fn sync_plans_from_a_gcs_inventory_report() {
+    let Some(bucket) = make_bucket(gcs, "gs") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let keys = ["x,y", "quote\"d", "n/é"];
+    let mut csv = String::from("bucket,name,size,updated,storageClass\n");
+    for (i, k) in keys.iter().enumerate().rev() {
+        let body = pattern(50 + i, i as u64);
+        let f = dir.path().join(format!("f{i}"));
+        std::fs::write(&f, &body).unwrap();
+        let r = run(with_args(
+            gcs().unwrap(),
+            &["cp", f.to_str().unwrap(), &format!("gs://{bucket}/d/{k}")],
+        ));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        csv.push_str(&format!(
+            "{bucket},\"d/{}\",{},2026-11-19T10:00:00Z,STANDARD\n",
+            k.replace('"', "\"\""),
+            body.len()
+        ));
+    }
+    std::fs::write(dir.path().join("cfg_0.csv"), &csv).unwrap();
+    let m = dir.path().join("cfg_manifest.json");
+    let manifest = serde_json::json!({
+        "report_config": {"csv_options": {"header_required": true}},
+        "records_processed": keys.len(),
+        "snapshot_time": "2026-11-20T00:00:00Z",
+        "shard_count": 1,
+        "report_shards_file_names": ["cfg_0.csv"],
+    });
+    std::fs::write(&m, manifest.to_string()).unwrap();
+    let out = dir.path().join("out");
+    let r = run(with_args(
+        gcs().unwrap(),
+        &[
+            "sync",
+            "--source-listing",
+            m.to_str().unwrap(),
+            &format!("gs://{bucket}/d/"),
+            out.to_str().unwrap(),
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(
+            std::fs::read(out.join(k)).unwrap(),
+            pattern(50 + i, i as u64),
+            "{k}"
+        );
+    }
+    // A record count the shards do not hold: refused.
+    let cut = manifest
+        .to_string()
+        .replace("\"records_processed\":3", "\"records_processed\":4");
+    assert_ne!(cut, manifest.to_string());
+    std::fs::write(&m, cut).unwrap();
+    let r = run(with_args(
+        gcs().unwrap(),
+        &[
+            "sync",
+            "--source-listing",
+            m.to_str().unwrap(),
+            &format!("gs://{bucket}/d/"),
+            dir.path().join("out2").to_str().unwrap(),
+        ],
+    ));
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("counts 4 records"), "{}", r.stderr);
+}

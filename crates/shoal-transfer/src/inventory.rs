@@ -1,0 +1,875 @@
+//! Inventory reports read as a bucket's listing.
+//!
+//! Listing a bucket of billions of keys takes days; the stores write the
+//! same facts for free once a day or week: S3 Inventory (a
+//! `manifest.json` naming CSV files, gzipped, keys URL-encoded) and GCS
+//! Storage Insights inventory reports (a manifest naming CSV shards with
+//! a header row). `sync --source-listing MANIFEST` / `--dest-listing
+//! MANIFEST` and Dask read such a report as that side's listing.
+//!
+//! A report is trusted only whole, as an `ls` listing file is: the
+//! manifest must match its files before anything runs — every file
+//! named is there with the size and MD5 the S3 manifest gives, the
+//! GCS manifest's shard count and record count match what the shards
+//! hold, the report is of the side's bucket, every row is readable, and
+//! no key is listed twice. A report cut short, or a file of another
+//! day's report put beside the manifest, would make objects look absent
+//! (and `sync --delete` delete them), so it is refused (exit 2) instead.
+//!
+//! The stores do not promise key order within or across files, and
+//! sync's merge needs it, so rows are sorted externally: runs of
+//! [`RUN_LEN`] rows sorted in memory and written to temporary files,
+//! then merged. Memory stays bounded by the run length whatever the
+//! report's size. Parquet and ORC reports are refused with a line saying
+//! which format to configure (CSV); reading them would bring a columnar
+//! reader into every build for one input.
+//!
+//! A report is a snapshot: objects written after it are not in it. Used
+//! as the source of `sync --delete`, an object added to the source and
+//! copied since would look like an extra; the CLI says the report's age.
+
+use std::collections::BinaryHeap;
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use shoal_core::checksum::{crc32c_from_base64, md5_from_base64, md5_from_hex};
+use shoal_core::{Error, Location, ObjectMeta, ObjectVersion, Op, Result, Scheme};
+
+use crate::tree::Entry;
+
+/// Rows sorted in memory at once; a report with more is sorted through
+/// temporary files of this many rows each.
+pub const RUN_LEN: usize = 200_000;
+
+/// Which store wrote the report, and how its rows name their columns.
+#[derive(Debug, Clone, PartialEq)]
+enum Layout {
+    /// S3 Inventory: no header; the manifest's `fileSchema` names the
+    /// columns, keys are URL-encoded.
+    S3 { columns: Vec<String> },
+    /// GCS Storage Insights: the first row of each shard names the columns.
+    Gcs,
+}
+
+/// A report whose manifest was read and checked against its files.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The store and bucket the report lists.
+    pub scheme: Scheme,
+    /// The bucket the report lists.
+    pub bucket: String,
+    /// When the store took the snapshot, as the manifest says it.
+    pub made_at: String,
+    /// The data files, in the manifest's order.
+    pub files: Vec<PathBuf>,
+    layout: Layout,
+    manifest: String,
+}
+
+/// Whether `path` looks like an inventory manifest (not an `ls` listing):
+/// its name ends in `manifest.json`.
+pub fn is_manifest(path: &str) -> bool {
+    path.ends_with("manifest.json")
+}
+
+fn bad(at: &str, why: impl AsRef<str>) -> Error {
+    Error::invalid(Op::Read, at, why)
+}
+
+fn io(at: &Path, e: std::io::Error) -> Error {
+    Error::io(Op::Read, at.display().to_string(), e)
+}
+
+/// Reads the manifest at `path` and checks it against its files (sizes
+/// and MD5s, shard and record counts); the rows are read again by
+/// [`entries`].
+pub fn open(path: &Path) -> Result<Report> {
+    let at = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| bad(&at, format!("not an inventory manifest (JSON): {e}")))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    if v.get("fileSchema").is_some() || v.get("sourceBucket").is_some() {
+        open_s3(&at, dir, &v)
+    } else if v.get("report_shards_file_names").is_some() {
+        open_gcs(&at, dir, &v)
+    } else {
+        Err(bad(
+            &at,
+            "neither an S3 Inventory manifest (sourceBucket, fileSchema, files) nor a GCS inventory report manifest (report_shards_file_names)",
+        ))
+    }
+}
+
+fn text<'a>(v: &'a serde_json::Value, k: &str, at: &str) -> Result<&'a str> {
+    v.get(k)
+        .and_then(|x| x.as_str())
+        .ok_or_else(|| bad(at, format!("the manifest has no \"{k}\"")))
+}
+
+fn refuse_format(at: &str, format: &str) -> Result<()> {
+    if format.eq_ignore_ascii_case("csv") {
+        return Ok(());
+    }
+    Err(bad(
+        at,
+        format!(
+            "the report is {format}; shoal reads CSV inventory reports (set the report's format to CSV)"
+        ),
+    ))
+}
+
+fn open_s3(at: &str, dir: &Path, v: &serde_json::Value) -> Result<Report> {
+    let bucket = text(v, "sourceBucket", at)?.to_owned();
+    refuse_format(at, text(v, "fileFormat", at)?)?;
+    let columns: Vec<String> = text(v, "fileSchema", at)?
+        .split(',')
+        .map(|c| c.trim().to_owned())
+        .collect();
+    for need in ["Key", "Size"] {
+        if !columns.iter().any(|c| c == need) {
+            return Err(bad(
+                at,
+                format!("the report's fileSchema has no {need} column"),
+            ));
+        }
+    }
+    let made_at = match v.get("creationTimestamp").and_then(|t| t.as_str()) {
+        Some(ms) => ms
+            .parse::<i128>()
+            .ok()
+            .and_then(|ms| time::OffsetDateTime::from_unix_timestamp_nanos(ms * 1_000_000).ok())
+            .and_then(|t| {
+                t.format(&time::format_description::well_known::Rfc3339)
+                    .ok()
+            })
+            .unwrap_or_else(|| ms.to_owned()),
+        None => "an unknown time".into(),
+    };
+    let listed = v
+        .get("files")
+        .and_then(|f| f.as_array())
+        .ok_or_else(|| bad(at, "the manifest has no \"files\""))?;
+    let mut files = Vec::with_capacity(listed.len());
+    for f in listed {
+        let key = text(f, "key", at)?;
+        let size = f.get("size").and_then(|s| s.as_u64());
+        let md5 = f
+            .get("MD5checksum")
+            .and_then(|s| s.as_str())
+            .and_then(md5_from_hex);
+        let path = find_file(dir, key).ok_or_else(|| {
+            bad(
+                at,
+                format!("{key}, which the manifest names, is not beside it (copy the report's folder whole)"),
+            )
+        })?;
+        check_file(at, &path, size, md5)?;
+        files.push(path);
+    }
+    Ok(Report {
+        scheme: Scheme::S3,
+        bucket,
+        made_at,
+        files,
+        layout: Layout::S3 { columns },
+        manifest: at.to_owned(),
+    })
+}
+
+fn open_gcs(at: &str, dir: &Path, v: &serde_json::Value) -> Result<Report> {
+    let names = v["report_shards_file_names"]
+        .as_array()
+        .ok_or_else(|| bad(at, "\"report_shards_file_names\" is not a list"))?;
+    if let Some(n) = v.get("shard_count").and_then(|n| n.as_u64())
+        && n != names.len() as u64
+    {
+        return Err(bad(
+            at,
+            format!("the manifest counts {n} shards but names {}", names.len()),
+        ));
+    }
+    let config = v.get("report_config");
+    let format = config
+        .and_then(|c| c.get("parquet_options"))
+        .map_or("CSV", |_| "Parquet");
+    refuse_format(at, format)?;
+    let bucket = config
+        .and_then(|c| c.pointer("/object_metadata_report_options/storage_filters/bucket"))
+        .and_then(|b| b.as_str())
+        .map(str::to_owned);
+    let mut files = Vec::with_capacity(names.len());
+    for n in names {
+        let name = n
+            .as_str()
+            .ok_or_else(|| bad(at, "a shard name is not text"))?;
+        let path = find_file(dir, name).ok_or_else(|| {
+            bad(
+                at,
+                format!("shard {name}, which the manifest names, is not beside it"),
+            )
+        })?;
+        files.push(path);
+    }
+    let made_at = v
+        .get("snapshot_time")
+        .and_then(|t| t.as_str())
+        .unwrap_or("an unknown time")
+        .to_owned();
+    let mut r = Report {
+        scheme: Scheme::Gs,
+        bucket: bucket.unwrap_or_default(),
+        made_at,
+        files,
+        layout: Layout::Gcs,
+        manifest: at.to_owned(),
+    };
+    // The record count, and the bucket when the manifest does not say it,
+    // come from the shards: read once here, before anything runs.
+    let mut rows = 0u64;
+    let mut seen_bucket = None;
+    for row in r.rows() {
+        let row = row?;
+        if seen_bucket.is_none() {
+            seen_bucket = row.bucket.clone();
+        }
+        rows += 1;
+    }
+    if r.bucket.is_empty() {
+        r.bucket = seen_bucket.unwrap_or_default();
+    }
+    if let Some(n) = v.get("records_processed").and_then(|n| n.as_u64())
+        && n != rows
+    {
+        return Err(bad(
+            at,
+            format!(
+                "the manifest counts {n} records but its shards hold {rows} (cut short, or another report's shard?)"
+            ),
+        ));
+    }
+    if r.bucket.is_empty() {
+        return Err(bad(at, "neither the manifest nor the rows name the bucket"));
+    }
+    Ok(r)
+}
+
+/// The file a manifest names by `key` (an object name in the report's
+/// bucket): looked for below the manifest's folder and its parents, by
+/// the key's trailing path components, longest first, so a report copied
+/// down whole (from any level of its prefix) is found.
+fn find_file(dir: &Path, key: &str) -> Option<PathBuf> {
+    let parts: Vec<&str> = key.split('/').filter(|p| !p.is_empty()).collect();
+    if parts.iter().any(|p| *p == ".." || *p == ".") {
+        return None;
+    }
+    let mut base = Some(dir);
+    for _ in 0..6 {
+        let b = base?;
+        for i in 0..parts.len() {
+            let p = b.join(parts[i..].join("/"));
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+        base = b.parent();
+    }
+    None
+}
+
+fn check_file(at: &str, path: &Path, size: Option<u64>, md5: Option<[u8; 16]>) -> Result<()> {
+    let mut f = std::fs::File::open(path).map_err(|e| io(path, e))?;
+    use md5::Digest;
+    let mut hash = md5::Md5::new();
+    let mut n = 0u64;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let k = f.read(&mut buf).map_err(|e| io(path, e))?;
+        if k == 0 {
+            break;
+        }
+        hash.update(&buf[..k]);
+        n += k as u64;
+    }
+    let shown = path.display();
+    if let Some(s) = size
+        && s != n
+    {
+        return Err(bad(
+            at,
+            format!(
+                "{shown} has {n} bytes but the manifest says {s}: refused (cut short, or another report's file?)"
+            ),
+        ));
+    }
+    if let Some(m) = md5
+        && m != <[u8; 16]>::from(hash.finalize())
+    {
+        return Err(bad(
+            at,
+            format!("{shown}'s MD5 is not the manifest's: refused (another report's file?)"),
+        ));
+    }
+    Ok(())
+}
+
+/// One object as a report lists it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Row {
+    /// The object's name (decoded).
+    pub key: String,
+    /// Bytes.
+    pub size: u64,
+    /// Last modified, in nanoseconds since the epoch.
+    pub updated_ns: Option<i128>,
+    /// S3 ETag (unquoted).
+    pub etag: Option<String>,
+    /// GCS generation.
+    pub generation: Option<i64>,
+    /// Base64 CRC32C (GCS).
+    pub crc32c: Option<String>,
+    /// MD5 as 32 hex digits.
+    pub md5: Option<String>,
+    /// Storage class.
+    pub storage_class: Option<String>,
+    #[serde(skip)]
+    bucket: Option<String>,
+}
+
+impl Report {
+    /// Every current object's row, in the files' order (not sorted).
+    pub fn rows(&self) -> impl Iterator<Item = Result<Row>> + '_ {
+        self.files.iter().flat_map(move |f| {
+            let it: Box<dyn Iterator<Item = Result<Row>>> = match self.file_rows(f) {
+                Ok(it) => it,
+                Err(e) => Box::new(std::iter::once(Err(e))),
+            };
+            it
+        })
+    }
+
+    fn file_rows(&self, path: &Path) -> Result<Box<dyn Iterator<Item = Result<Row>> + '_>> {
+        let f = std::fs::File::open(path).map_err(|e| io(path, e))?;
+        let name = path.display().to_string();
+        let input: Box<dyn Read> = if name.ends_with(".gz") {
+            Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(f)))
+        } else {
+            Box::new(BufReader::new(f))
+        };
+        let mut reader = csv::ReaderBuilder::new()
+            .has_headers(self.layout == Layout::Gcs)
+            .flexible(false)
+            .from_reader(input);
+        let columns: Vec<String> = match &self.layout {
+            Layout::S3 { columns } => columns.clone(),
+            Layout::Gcs => reader
+                .headers()
+                .map_err(|e| bad(&name, format!("the shard's header row: {e}")))?
+                .iter()
+                .map(str::to_owned)
+                .collect(),
+        };
+        let col = |n: &str| columns.iter().position(|c| c.eq_ignore_ascii_case(n));
+        let s3 = matches!(self.layout, Layout::S3 { .. });
+        let c = Cols {
+            bucket: col("Bucket"),
+            key: if s3 { col("Key") } else { col("name") }
+                .ok_or_else(|| bad(&name, "no object name column"))?,
+            size: col("Size").ok_or_else(|| bad(&name, "no size column"))?,
+            updated: if s3 {
+                col("LastModifiedDate")
+            } else {
+                col("updated")
+            },
+            etag: if s3 { col("ETag") } else { None },
+            generation: col("generation"),
+            crc32c: if s3 { None } else { col("crc32c") },
+            md5: if s3 { None } else { col("md5Hash") },
+            class: if s3 {
+                col("StorageClass")
+            } else {
+                col("storageClass")
+            },
+            latest: col("IsLatest"),
+            delete_marker: col("IsDeleteMarker"),
+        };
+        let records = reader.into_records().enumerate();
+        Ok(Box::new(records.filter_map(move |(i, rec)| {
+            // Line numbers count the header row of a GCS shard.
+            let at = format!("{name}:{}", i + 1 + usize::from(!s3));
+            let rec = match rec {
+                Ok(r) => r,
+                Err(e) => return Some(Err(bad(&at, format!("not a row of the report: {e}")))),
+            };
+            c.row(&rec, s3).map_err(|why| bad(&at, why)).transpose()
+        })))
+    }
+}
+
+/// Column positions of one file.
+struct Cols {
+    bucket: Option<usize>,
+    key: usize,
+    size: usize,
+    updated: Option<usize>,
+    etag: Option<usize>,
+    generation: Option<usize>,
+    crc32c: Option<usize>,
+    md5: Option<usize>,
+    class: Option<usize>,
+    latest: Option<usize>,
+    delete_marker: Option<usize>,
+}
+
+impl Cols {
+    /// The row of a current object; None for an older version or a delete
+    /// marker (versioned S3 reports list those too).
+    fn row(&self, rec: &csv::StringRecord, s3: bool) -> std::result::Result<Option<Row>, String> {
+        let get = |i: Option<usize>| i.and_then(|i| rec.get(i)).filter(|s| !s.is_empty());
+        if get(self.delete_marker) == Some("true") || get(self.latest) == Some("false") {
+            return Ok(None);
+        }
+        let raw = rec.get(self.key).ok_or("no object name")?;
+        let key = if s3 {
+            // URL-encoded as an HTML form does (a space is '+').
+            let plus = raw.replace('+', " ");
+            percent_encoding::percent_decode_str(&plus)
+                .decode_utf8()
+                .map_err(|_| format!("the key {raw:?} does not decode to UTF-8"))?
+                .into_owned()
+        } else {
+            raw.to_owned()
+        };
+        if key.is_empty() {
+            return Err("an empty object name".into());
+        }
+        let size = get(Some(self.size))
+            .ok_or("no size")?
+            .parse::<u64>()
+            .map_err(|_| "the size is not a number")?;
+        let updated_ns = match get(self.updated) {
+            Some(t) => Some(
+                time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
+                    .map_err(|e| format!("the time {t:?}: {e}"))?
+                    .unix_timestamp_nanos(),
+            ),
+            None => None,
+        };
+        let generation = get(self.generation)
+            .map(|g| {
+                g.parse::<i64>()
+                    .map_err(|_| "the generation is not a number")
+            })
+            .transpose()?;
+        let md5 = match get(self.md5) {
+            Some(b) => Some(
+                md5_from_base64(b)
+                    .map(hex)
+                    .ok_or("md5Hash is not a base64 MD5")?,
+            ),
+            None => None,
+        };
+        let crc32c = get(self.crc32c).map(str::to_owned);
+        if let Some(c) = &crc32c
+            && crc32c_from_base64(c).is_none()
+        {
+            return Err("crc32c is not a base64 CRC32C".into());
+        }
+        Ok(Some(Row {
+            key,
+            size,
+            updated_ns,
+            etag: get(self.etag).map(|e| e.trim_matches('"').to_owned()),
+            generation,
+            crc32c,
+            md5,
+            storage_class: get(self.class).map(str::to_owned),
+            bucket: get(self.bucket).map(str::to_owned),
+        }))
+    }
+}
+
+fn hex(b: [u8; 16]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+impl Row {
+    fn meta(&self) -> ObjectMeta {
+        let md5 = self
+            .md5
+            .as_deref()
+            .and_then(md5_from_hex)
+            // A single-part S3 object's ETag is its MD5.
+            .or_else(|| self.etag.as_deref().and_then(md5_from_hex));
+        ObjectMeta {
+            key: self.key.clone(),
+            size: self.size,
+            updated_ns: self.updated_ns,
+            crc32c: self.crc32c.as_deref().and_then(crc32c_from_base64),
+            md5,
+            version: match (self.generation, &self.etag) {
+                (Some(g), _) => Some(ObjectVersion::Generation(g)),
+                (None, Some(e)) => Some(ObjectVersion::ETag(e.clone())),
+                _ => None,
+            },
+            storage_class: self.storage_class.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+/// The report's objects under `side` (names relative to `root`), sorted by
+/// key, as sync's listings are. Rows are checked as they are read: a row
+/// of another bucket, an unreadable row or a key listed twice is an error
+/// naming the file and line. Memory: [`RUN_LEN`] rows.
+pub fn entries(
+    report: &Report,
+    side: &Location,
+    root: &str,
+) -> Result<impl Iterator<Item = Result<Entry>> + use<>> {
+    entries_with(report, side, root, RUN_LEN)
+}
+
+fn entries_with(
+    report: &Report,
+    side: &Location,
+    root: &str,
+    run_len: usize,
+) -> Result<impl Iterator<Item = Result<Entry>> + use<>> {
+    if side.scheme != report.scheme || side.bucket != report.bucket {
+        return Err(bad(
+            &report.manifest,
+            format!(
+                "the report lists {}{}, not {side}",
+                report.scheme.prefix(),
+                report.bucket
+            ),
+        ));
+    }
+    let mut runs: Vec<tempfile::NamedTempFile> = Vec::new();
+    let mut run: Vec<Row> = Vec::new();
+    for row in report.rows() {
+        let row = row?;
+        if let Some(b) = &row.bucket
+            && *b != report.bucket
+        {
+            return Err(bad(
+                &report.manifest,
+                format!("a row of bucket {b} in the report of {}", report.bucket),
+            ));
+        }
+        if !row.key.starts_with(root) {
+            continue;
+        }
+        run.push(row);
+        if run.len() >= run_len {
+            runs.push(spill(&mut run, &report.manifest)?);
+        }
+    }
+    run.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+    let mut sources: Vec<Box<dyn Iterator<Item = Result<Row>>>> = Vec::new();
+    for f in runs {
+        let at = report.manifest.clone();
+        let r = BufReader::new(f.reopen().map_err(|e| io(f.path(), e))?);
+        // The temporary file is removed when the reader ends with it.
+        sources.push(Box::new(r.lines().map(move |l| {
+            let _keep = &f;
+            let l = l.map_err(|e| Error::io(Op::Read, &at, e))?;
+            serde_json::from_str::<Row>(&l).map_err(|e| bad(&at, format!("a sorted run: {e}")))
+        })));
+    }
+    sources.push(Box::new(run.into_iter().map(Ok)));
+    let side = side.clone();
+    let root = root.to_owned();
+    let manifest = report.manifest.clone();
+    let mut last: Option<String> = None;
+    Ok(Merge::new(sources).map(move |row| {
+        let row = row?;
+        if last.as_deref() == Some(row.key.as_str()) {
+            return Err(bad(
+                &manifest,
+                format!("{} is listed twice: refused", row.key),
+            ));
+        }
+        last = Some(row.key.clone());
+        let src = Location {
+            key: row.key.clone(),
+            ..side.clone()
+        };
+        Ok(Entry {
+            rel: row.key[root.len()..].to_owned(),
+            meta: row.meta(),
+            src,
+        })
+    }))
+}
+
+fn spill(run: &mut Vec<Row>, at: &str) -> Result<tempfile::NamedTempFile> {
+    run.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+    let err = |e: std::io::Error| Error::io(Op::Write, at, e);
+    let f = tempfile::NamedTempFile::new().map_err(err)?;
+    let mut w = BufWriter::new(f.reopen().map_err(err)?);
+    for r in run.drain(..) {
+        serde_json::to_writer(&mut w, &r).map_err(|e| err(e.into()))?;
+        w.write_all(b"\n").map_err(err)?;
+    }
+    w.flush().map_err(err)?;
+    Ok(f)
+}
+
+/// A k-way merge of sorted row sources by key.
+struct Merge {
+    sources: Vec<Box<dyn Iterator<Item = Result<Row>>>>,
+    heap: BinaryHeap<std::cmp::Reverse<(String, usize)>>,
+    heads: Vec<Option<Row>>,
+    failed: Option<Error>,
+}
+
+impl Merge {
+    fn new(mut sources: Vec<Box<dyn Iterator<Item = Result<Row>>>>) -> Merge {
+        let mut heap = BinaryHeap::new();
+        let mut heads = Vec::with_capacity(sources.len());
+        let mut failed = None;
+        for (i, s) in sources.iter_mut().enumerate() {
+            match s.next() {
+                Some(Ok(r)) => {
+                    heap.push(std::cmp::Reverse((r.key.clone(), i)));
+                    heads.push(Some(r));
+                }
+                Some(Err(e)) => {
+                    failed.get_or_insert(e);
+                    heads.push(None);
+                }
+                None => heads.push(None),
+            }
+        }
+        Merge {
+            sources,
+            heap,
+            heads,
+            failed,
+        }
+    }
+}
+
+impl Iterator for Merge {
+    type Item = Result<Row>;
+    fn next(&mut self) -> Option<Result<Row>> {
+        if let Some(e) = self.failed.take() {
+            self.heap.clear();
+            return Some(Err(e));
+        }
+        let std::cmp::Reverse((_, i)) = self.heap.pop()?;
+        let row = self.heads[i].take().expect("a head for each heap entry");
+        match self.sources[i].next() {
+            Some(Ok(r)) => {
+                self.heap.push(std::cmp::Reverse((r.key.clone(), i)));
+                self.heads[i] = Some(r);
+            }
+            Some(Err(e)) => self.failed = Some(e),
+            None => {}
+        }
+        Some(Ok(row))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gz(path: &Path, text: &str) {
+        let f = std::fs::File::create(path).unwrap();
+        let mut w = flate2::write::GzEncoder::new(f, flate2::Compression::fast());
+        w.write_all(text.as_bytes()).unwrap();
+        w.finish().unwrap();
+    }
+
+    fn md5_hex(path: &Path) -> String {
+        hex(shoal_core::checksum::md5_digest(
+            &std::fs::read(path).unwrap(),
+        ))
+    }
+
+    /// An S3 report in the documented layout: the manifest in a dated
+    /// folder, its data files under `data/`, keys URL-encoded.
+    fn s3_report(dir: &Path, files: &[&str]) -> PathBuf {
+        let data = dir.join("inv/src-bucket/cfg/data");
+        std::fs::create_dir_all(&data).unwrap();
+        let mut listed = Vec::new();
+        for (i, body) in files.iter().enumerate() {
+            let p = data.join(format!("f{i}.csv.gz"));
+            gz(&p, body);
+            listed.push(serde_json::json!({
+                "key": format!("inv/src-bucket/cfg/data/f{i}.csv.gz"),
+                "size": std::fs::metadata(&p).unwrap().len(),
+                "MD5checksum": md5_hex(&p),
+            }));
+        }
+        let mdir = dir.join("inv/src-bucket/cfg/2026-11-20T00-00Z");
+        std::fs::create_dir_all(&mdir).unwrap();
+        let m = mdir.join("manifest.json");
+        std::fs::write(
+            &m,
+            serde_json::json!({
+                "sourceBucket": "src-bucket",
+                "destinationBucket": "arn:aws:s3:::inv",
+                "version": "2016-11-30",
+                "creationTimestamp": "1795000000000",
+                "fileFormat": "CSV",
+                "fileSchema": "Bucket, Key, Size, LastModifiedDate, ETag, StorageClass",
+                "files": listed,
+            })
+            .to_string(),
+        )
+        .unwrap();
+        m
+    }
+
+    fn keys(r: &Report, side: &str, root: &str, run_len: usize) -> Result<Vec<String>> {
+        let side = Location::parse(side).unwrap();
+        entries_with(r, &side, root, run_len)?
+            .map(|e| e.map(|e| e.rel))
+            .collect()
+    }
+
+    #[test]
+    fn s3_reports_are_read_whole_decoded_and_sorted() {
+        let d = tempfile::tempdir().unwrap();
+        let m = s3_report(
+            d.path(),
+            &[
+                "\"src-bucket\",\"p/b+c%2Bd\",\"3\",\"2026-11-19T10:00:00.000Z\",\"0cc175b9c0f1b6a831c399e269772661\",\"STANDARD\"\n\
+                 \"src-bucket\",\"p/%C3%A9\",\"1\",\"2026-11-19T10:00:00.000Z\",\"abc-2\",\"STANDARD\"\n",
+                "\"src-bucket\",\"p/a\",\"5\",\"2026-11-19T10:00:00.000Z\",\"x\",\"GLACIER\"\n\
+                 \"src-bucket\",\"q/outside\",\"5\",\"2026-11-19T10:00:00.000Z\",\"x\",\"STANDARD\"\n",
+            ],
+        );
+        let r = open(&m).unwrap();
+        assert_eq!(r.bucket, "src-bucket");
+        assert_eq!(r.made_at, "2026-11-18T11:06:40Z");
+        for run_len in [1, 2, 1000] {
+            assert_eq!(
+                keys(&r, "s3://src-bucket/p/", "p/", run_len).unwrap(),
+                ["a", "b c+d", "é"],
+                "runs of {run_len}"
+            );
+        }
+        let side = Location::parse("s3://src-bucket/p/").unwrap();
+        let e: Vec<Entry> = entries(&r, &side, "p/")
+            .unwrap()
+            .map(|e| e.unwrap())
+            .collect();
+        assert_eq!(e[1].src.key, "p/b c+d");
+        assert_eq!(e[1].meta.size, 3);
+        assert_eq!(
+            e[1].meta.md5,
+            md5_from_hex("0cc175b9c0f1b6a831c399e269772661")
+        );
+        assert_eq!(e[2].meta.md5, None, "a multipart ETag is no MD5");
+        assert_eq!(e[0].meta.storage_class.as_deref(), Some("GLACIER"));
+        // Another bucket's listing is refused.
+        let other = Location::parse("s3://other/p/").unwrap();
+        assert!(entries(&r, &other, "p/").is_err());
+    }
+
+    #[test]
+    fn a_manifest_that_does_not_match_its_files_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let m = s3_report(d.path(), &["\"src-bucket\",\"a\",\"1\",\"\",\"\",\"\"\n"]);
+        assert!(open(&m).is_ok());
+        // A data file replaced by another of the same size.
+        let f = d.path().join("inv/src-bucket/cfg/data/f0.csv.gz");
+        let mut bytes = std::fs::read(&f).unwrap();
+        let n = bytes.len();
+        bytes[n - 5] ^= 1;
+        std::fs::write(&f, &bytes).unwrap();
+        let e = open(&m).unwrap_err().to_string();
+        assert!(e.contains("MD5"), "{e}");
+        // Cut short.
+        std::fs::write(&f, &bytes[..n / 2]).unwrap();
+        let e = open(&m).unwrap_err().to_string();
+        assert!(e.contains("bytes but the manifest says"), "{e}");
+        // Missing.
+        std::fs::remove_file(&f).unwrap();
+        let e = open(&m).unwrap_err().to_string();
+        assert!(e.contains("is not beside it"), "{e}");
+        // Parquet.
+        let text = std::fs::read_to_string(&m)
+            .unwrap()
+            .replace("\"CSV\"", "\"Parquet\"");
+        std::fs::write(&m, text).unwrap();
+        let e = open(&m).unwrap_err().to_string();
+        assert!(e.contains("set the report's format to CSV"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_keys_and_bad_rows_are_errors_with_their_line() {
+        let d = tempfile::tempdir().unwrap();
+        let m = s3_report(
+            d.path(),
+            &[
+                "\"src-bucket\",\"a\",\"1\",\"\",\"\",\"\"\n",
+                "\"src-bucket\",\"a\",\"1\",\"\",\"\",\"\"\n",
+            ],
+        );
+        let r = open(&m).unwrap();
+        let e = keys(&r, "s3://src-bucket", "", 1).unwrap_err().to_string();
+        assert!(e.contains("listed twice"), "{e}");
+        let d = tempfile::tempdir().unwrap();
+        let m = s3_report(d.path(), &["\"src-bucket\",\"a\",\"one\",\"\",\"\",\"\"\n"]);
+        let r = open(&m).unwrap();
+        let e = keys(&r, "s3://src-bucket", "", 10).unwrap_err().to_string();
+        assert!(e.contains("f0.csv.gz:1") && e.contains("size"), "{e}");
+    }
+
+    fn gcs_report(dir: &Path, shards: &[&str], records: u64) -> PathBuf {
+        let mut names = Vec::new();
+        for (i, s) in shards.iter().enumerate() {
+            let name = format!("cfg_2026-11-20T00:00_{i}.csv");
+            std::fs::write(dir.join(&name), s).unwrap();
+            names.push(name);
+        }
+        let m = dir.join("cfg_2026-11-20T00:00_manifest.json");
+        std::fs::write(
+            &m,
+            serde_json::json!({
+                "report_config": {"csv_options": {"header_required": true}},
+                "records_processed": records,
+                "snapshot_time": "2026-11-20T00:00:00Z",
+                "shard_count": shards.len(),
+                "report_shards_file_names": names,
+            })
+            .to_string(),
+        )
+        .unwrap();
+        m
+    }
+
+    #[test]
+    fn gcs_reports_are_counted_and_read_by_their_header() {
+        let d = tempfile::tempdir().unwrap();
+        let shards = [
+            "bucket,name,size,updated,generation,crc32c,md5Hash\n\
+             gb,\"d/x,y\",3,2026-11-19T10:00:00Z,17,AAAAAA==,1B2M2Y8AsgTpgAmY7PhCfg==\n",
+            "bucket,name,size,updated,generation,crc32c,md5Hash\n\
+             gb,d/a,2,2026-11-19T10:00:00Z,18,,\n",
+        ];
+        let m = gcs_report(d.path(), &shards, 2);
+        let r = open(&m).unwrap();
+        assert_eq!((r.scheme, r.bucket.as_str()), (Scheme::Gs, "gb"));
+        assert_eq!(keys(&r, "gs://gb/d/", "d/", 1).unwrap(), ["a", "x,y"]);
+        let side = Location::parse("gs://gb/d/").unwrap();
+        let e: Vec<Entry> = entries(&r, &side, "d/")
+            .unwrap()
+            .map(|e| e.unwrap())
+            .collect();
+        assert_eq!(e[1].meta.version, Some(ObjectVersion::Generation(17)));
+        assert_eq!(e[1].meta.crc32c, Some(0));
+        // A record count that does not match (a shard cut or missing rows).
+        let d = tempfile::tempdir().unwrap();
+        let m = gcs_report(d.path(), &shards, 3);
+        let e = open(&m).unwrap_err().to_string();
+        assert!(e.contains("counts 3 records but its shards hold 2"), "{e}");
+    }
+}
