@@ -201,9 +201,14 @@ fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
             .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
     };
     let (from, to) = (c(from)?, c(to)?);
+    // The system call itself, not libc's wrapper: musl before 1.2.5 (the
+    // static build's) and glibc before 2.28 have no `renameat2`, while
+    // every kernel since 3.15 does (an older one answers ENOSYS, and the
+    // caller links instead).
     // SAFETY: both are NUL-terminated paths that outlive the call.
     let r = unsafe {
-        libc::renameat2(
+        libc::syscall(
+            libc::SYS_renameat2,
             libc::AT_FDCWD,
             from.as_ptr(),
             libc::AT_FDCWD,
