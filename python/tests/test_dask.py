@@ -373,3 +373,33 @@ def test_random_copy_plans_never_write_what_they_read(client, s3_bucket, gs_buck
     assert after == want, plan
     if dst_bucket != bucket:
         assert _bucket_state(bucket) == before[bucket], plan
+
+
+def test_inventory_report_as_partitions(client, tmp_path):
+    """An S3 Inventory report (manifest, two gzipped CSV files, URL-encoded
+    keys) as a bag: one partition per data file, every current object
+    once; a report whose file does not match its manifest raises."""
+    import gzip
+    import hashlib
+    import json
+
+    data = tmp_path / "inv/src/cfg/data"
+    data.mkdir(parents=True)
+    rows = [["b+c", 3], ["%C3%A9", 1], ["d/a", 5], ["old", 7]]
+    files = []
+    for i, part in enumerate([rows[:2], rows[2:]]):
+        text = "".join(f'"src","{k}","{n}","2026-11-19T10:00:00.000Z","{"false" if k == "old" else "true"}"\n' for k, n in part)
+        p = data / f"f{i}.csv.gz"
+        p.write_bytes(gzip.compress(text.encode()))
+        files.append({"key": f"inv/src/cfg/data/f{i}.csv.gz", "size": p.stat().st_size, "MD5checksum": hashlib.md5(p.read_bytes()).hexdigest()})
+    m = tmp_path / "inv/src/cfg/2026-11-20T00-00Z/manifest.json"
+    m.parent.mkdir(parents=True)
+    m.write_text(json.dumps({"sourceBucket": "src", "fileFormat": "CSV", "fileSchema": "Bucket, Key, Size, LastModifiedDate, IsLatest", "files": files, "creationTimestamp": "1795000000000"}))
+    bag = sd.inventory_bag(str(m))
+    assert bag.npartitions == 2
+    got = sorted((r["url"], r["size"]) for r in bag.compute())
+    assert got == [("s3://src/b c", 3), ("s3://src/d/a", 5), ("s3://src/é", 1)]
+    assert sorted(r["key"] for r in sd.inventory_bag(str(m), prefix="d/").compute()) == ["d/a"]
+    (data / "f1.csv.gz").write_bytes(gzip.compress(b'"src","x","1","",""\n'))
+    with pytest.raises(ValueError, match="manifest"):
+        sd.inventory_bag(str(m))

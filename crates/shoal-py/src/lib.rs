@@ -23,6 +23,7 @@
 
 mod cat;
 mod errors;
+mod inventory;
 mod list;
 mod list_stream;
 mod objects;
@@ -59,6 +60,8 @@ fn _shoal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(pyo3::wrap_pyfunction!(sync::sync_range, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(sync::check_sync, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(sync::check_copy, m)?)?;
+    m.add_function(pyo3::wrap_pyfunction!(inventory::inventory_open, m)?)?;
+    m.add_function(pyo3::wrap_pyfunction!(inventory::inventory_rows, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(split::split_copy_begin, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(split::split_copy_parts, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(split::split_copy_finish, m)?)?;
