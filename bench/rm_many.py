@@ -36,9 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness.env import RAW  # noqa: E402
+from harness.env import BIN, RAW, REPO, S3_KEY, S3_SECRET  # noqa: E402
 from harness.measure import run  # noqa: E402
-from harness.tools import BIN, REPO, S3_KEY, S3_SECRET  # noqa: E402
 
 
 def log(msg: str) -> None:

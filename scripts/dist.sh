@@ -121,7 +121,15 @@ EOF
 name=shoal-$version-x86_64-linux
 pkg=$stage/$name
 mkdir -p "$pkg/man" "$pkg/completions"
-cp "$bin" "$pkg/shoal"
+# Without the release profile's line tables (they are for profiling
+# here, and make the static binary ~110 MiB): strip when binutils are
+# there, else ship it as built.
+if command -v strip >/dev/null; then
+  strip -o "$pkg/shoal" "$bin" || die "strip $bin failed"
+else
+  echo "dist.sh: no strip (binutils): the binary keeps its line tables" >&2
+  cp "$bin" "$pkg/shoal"
+fi
 cp LICENSE README.md "$pkg/"
 "$pkg/shoal" man > "$pkg/man/shoal.1"
 "$pkg/shoal" completions bash > "$pkg/completions/shoal.bash"
