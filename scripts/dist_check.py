@@ -53,9 +53,9 @@ with tempfile.TemporaryDirectory() as tmp:
         assert f.read() == data, "the copy back differs from what was uploaded"
 print("dist_check: copy local -> s3 -> gs -> local: same bytes")
 
-names = sorted(o.url for o in shoal.ls(f"{s3}/", recursive=True))
+names = sorted(o.url for o in shoal.ls(f"{s3}/", recursive=True).objects)
 assert names == [f"{s3}/a/src.bin"], names
-names = sorted(o.url for o in shoal.ls(f"{gs}/", recursive=True))
+names = sorted(o.url for o in shoal.ls(f"{gs}/", recursive=True).objects)
 assert names == [f"{gs}/b/src.bin"], names
 print("dist_check: listing: one object in each bucket")
 

@@ -108,8 +108,8 @@ fi
 # runs: a rerun rebuilds only what changed) into this run's folder, then
 # used as a user would by scripts/dist_check.sh on our servers: the binary
 # under env -i, the wheel in a fresh venv without Rust on PATH. Opt-in
-# (SHOAL_TEST_DIST=1) until its cost on CI is measured: a cold run is two
-# release builds (the musl CLI, the glibc 2.28 wheel).
+# (SHOAL_TEST_DIST=1; .ci/run sets it): a cold run is two release builds
+# (the musl CLI, the glibc 2.28 wheel), a warm one relinks the project.
 if [ "${SHOAL_TEST_DIST:-0}" = 1 ]; then
   dist_start=$SECONDS
   if scripts/dist.sh --out "$SHOAL_RUN_DIR/dist"; then
