@@ -2,7 +2,7 @@
 """`rm -r` of many keys: shoal against s5cmd, requests and wall time.
 
     bench/rm_many.py                 # 100,000 keys, 3 interleaved runs per tool
-    bench/rm_many.py --keys 5000 --runs 1
+    bench/rm_many.py --keys 5000 --gcs-keys 2000 --runs 1
 
 Starts its own MinIO (with public metrics, so requests are counted by the
 server, per S3 API) and fake-gcs-server through scripts/servers.sh on
@@ -14,8 +14,8 @@ empty afterwards (a run that leaves a key is FAILED). Rows:
 - MinIO (S3): `shoal rm -r s3://b/p/` and `s5cmd rm 's3://b/p/*'`: wall s,
   client CPU s, peak RSS, and the requests MinIO counted during the run
   by API (ListObjectsV2, DeleteObjects, DeleteObject).
-- fake-gcs-server (GCS): `shoal rm -r gs://b/p/` (JSON API batches of
-  100); no peer here batches GCS deletes (s5cmd speaks S3 only), and the
+- fake-gcs-server (GCS): `shoal rm -r gs://b/p/` of --gcs-keys keys
+  (default 10,000; JSON API batches of 100); no peer here batches GCS deletes (s5cmd speaks S3 only), and the
   server keeps no counters, so its requests are the plan's: one listing
   page per 1,000 keys plus one batch per 100.
 
@@ -81,6 +81,9 @@ def settled_requests(endpoint: str) -> dict[str, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--keys", type=int, default=100_000)
+    ap.add_argument("--gcs-keys", type=int, default=10_000,
+                    help="keys for the fake-gcs-server row (its memory backend slows with the count: "
+                         "seeding 100,000 keys did not end in 10 minutes)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--shoal-bin", default=str(REPO / "target" / "release" / "shoal"))
     ap.add_argument("--out", default=str(RAW / "rm"))
@@ -99,12 +102,15 @@ def main() -> int:
     gcs = f"http://127.0.0.1:{base}"
     subprocess.run([str(REPO / "scripts" / "servers.sh"), "start", "s3", "gcs"], env=senv, check=True)
     try:
-        src = run_dir / "keys"
-        for i in range(a.keys):
-            d = src / f"{i // 1000:03d}"
-            if i % 1000 == 0:
-                d.mkdir(parents=True)
-            (d / f"k{i:06d}").touch()
+        srcs = {}
+        for scheme, n_keys in (("s3", a.keys), ("gs", a.gcs_keys)):
+            src = srcs[scheme] = run_dir / f"keys-{scheme}"
+            for i in range(n_keys):
+                d = src / f"{i // 1000:03d}"
+                if i % 1000 == 0:
+                    d.mkdir(parents=True)
+                (d / f"k{i:06d}").touch()
+        counts = {"s3": a.keys, "gs": a.gcs_keys}
         rows: dict[tuple[str, str], list] = {}
         for scheme, env, mb in (("s3", s3_env(s3), "s3://rm-bench"), ("gs", gcs_env(gcs), "gs://rm-bench")):
             r = run([shoal, "mb", mb], env=env)
@@ -117,11 +123,11 @@ def main() -> int:
                 env = s3_env(s3) if scheme == "s3" else gcs_env(gcs)
                 url = f"{scheme}://rm-bench/p/"
                 t0 = time.perf_counter()
-                up = run([shoal, "cp", "-r", f"{src}/", url], env=env, timeout=3600)
+                up = run([shoal, "cp", "-r", f"{srcs[scheme]}/", url], env=env, timeout=3600)
                 if up.rc != 0:
                     log(f"seeding {url}: {up.stderr.strip()}")
                     return 1
-                log(f"run {n + 1}: seeded {a.keys} keys at {url} in {time.perf_counter() - t0:.0f} s")
+                log(f"run {n + 1}: seeded {counts[scheme]} keys at {url} in {time.perf_counter() - t0:.0f} s")
                 before = settled_requests(s3) if scheme == "s3" else {}
                 argv = [shoal, "rm", "-r", url] if tool == "shoal" else [s5cmd, "--endpoint-url", s3, "rm", url + "*"]
                 p = run(argv, env=env, timeout=3600)
@@ -135,8 +141,8 @@ def main() -> int:
                 rows.setdefault((tool, scheme), []).append((p.wall, p.cpu, p.rss_mib, ok, reqs))
         out = Path(a.out)
         out.mkdir(parents=True, exist_ok=True)
-        lines = [f"# rm -r of {a.keys:,} keys ({a.runs} interleaved runs, medians)", "",
-                 "| server | tool | wall s | client CPU s | peak RSS MiB | requests (by API) | vs shoal |", "|---|---|---|---|---|---|---|"]
+        lines = [f"# rm -r ({a.runs} interleaved runs, medians)", "",
+                 "| server | keys | tool | wall s | client CPU s | peak RSS MiB | requests (by API) | vs shoal |", "|---|---|---|---|---|---|---|"]
         shoal_wall = {s: statistics.median(r[0] for r in rows[("shoal", s)]) for s in ("s3", "gs")}
         for (tool, scheme), rs in rows.items():
             wall = statistics.median(r[0] for r in rs)
@@ -145,9 +151,9 @@ def main() -> int:
             ok = all(r[3] for r in rs)
             reqs = rs[-1][4]
             req_text = ", ".join(f"{k} {v:.0f}" for k, v in sorted(reqs.items())) if scheme == "s3" else \
-                f"{-(-a.keys // 1000)} list pages + {-(-a.keys // 100)} batches (planned)"
+                f"{-(-a.gcs_keys // 1000)} list pages + {-(-a.gcs_keys // 100)} batches (planned)"
             server = "MinIO (S3)" if scheme == "s3" else "fake-gcs-server (GCS)"
-            lines.append(f"| {server} | {tool} | {wall:.2f} | {cpu:.2f} | {rss:.0f} | {req_text} | "
+            lines.append(f"| {server} | {counts[scheme]:,} | {tool} | {wall:.2f} | {cpu:.2f} | {rss:.0f} | {req_text} | "
                          f"{wall / shoal_wall[scheme]:.2f}x |" + ("" if ok else " FAILED |"))
         (out / "RM.md").write_text("\n".join(lines) + "\n")
         print("\n".join(lines))

@@ -11,7 +11,7 @@ use shoal_core::{Error, ErrorKind, Location, Op};
 
 use crate::args::RmArgs;
 use crate::config::Context;
-use crate::{CmdResult, Failure};
+use crate::failure::{CmdResult, Failure};
 
 pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
     let locs = a
@@ -156,8 +156,8 @@ pub(crate) async fn delete_below(
 
 /// The objects a glob (with `recursive`, and everything below each level
 /// it matches) or a prefix (`-r`: the object and what lies below `key/`,
-/// not `key-b`) names, as they are listed: by the parallel lister, so a
-/// big prefix is listed (and deleted) at its pace, not one page at a time.
+/// not `key-b`) names, as they are listed, a page at a time while the
+/// previous page's keys are being deleted.
 fn targets(
     ctx: &Context,
     loc: &Location,
@@ -165,10 +165,17 @@ fn targets(
 ) -> Result<BoxStream<'static, shoal_core::Result<Location>>, Failure> {
     let store = ctx.store(loc)?;
     shoal_list::check(loc)?;
-    // Listing connections, as `ls` has: a page costs the server little,
-    // and the deletions have their own budget.
+    // One listing stream, not the parallel lister: what it lists is being
+    // deleted under it. Each split of the key range is a fresh listing on
+    // the server (a new walk of the prefix on MinIO, where a continued
+    // listing resumes its walk), and those walks contend with the deletes
+    // for the server's disks: `rm -r` of 100,000 keys on MinIO took 8.6 s
+    // listed in one stream against 22 to 49 s with 2 to 16 listing
+    // connections (bench/results/RM.md). The deletes are the floor, and a
+    // single stream of 1,000-key pages keeps 1,000-key batches coming.
     let opts = shoal_list::ListOptions {
         recursive,
+        workers: 1,
         ..Default::default()
     };
     let base = loc.clone();
