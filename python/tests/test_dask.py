@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import pytest
 
 distributed = pytest.importorskip("distributed")
@@ -289,8 +292,9 @@ def test_a_failed_part_aborts_the_split_copy(client, s3_bucket, gs_bucket, monke
         monkeypatch.undo()
         assert res.copied == 0 and len(res.failures) == 1, res
         assert src in res.failures[0][2] and "aborted" in res.failures[0][2]
-        with pytest.raises(FileNotFoundError):
-            shoal.stat(f"{dst_bucket}/x.bin")
+        # The destination is a folder (the object would be x.bin/big-…):
+        # nothing below it.
+        assert [o for o in shoal.ls(f"{dst_bucket}/", recursive=True).objects if o.key.startswith("x.bin")] == []
         assert _uploads_left(dst_bucket) == []
 
 
@@ -403,3 +407,118 @@ def test_inventory_report_as_partitions(client, tmp_path):
     (data / "f1.csv.gz").write_bytes(gzip.compress(b'"src","x","1","",""\n'))
     with pytest.raises(ValueError, match="manifest"):
         sd.inventory_bag(str(m))
+
+
+def _toxiproxy(upstream: str, toxics: list[dict]) -> tuple[str, str, Any]:
+    """A toxiproxy proxy in front of ``upstream`` (an http URL) with
+    ``toxics``; returns (its name, its URL, a function that removes it)."""
+    import json
+    import urllib.request
+    import uuid
+
+    api = os.environ.get("SHOAL_TEST_TOXIPROXY")
+    if not api:
+        from .conftest import _need
+
+        _need(None, "toxiproxy")
+
+    def call(method: str, path: str, body: dict | None = None) -> dict:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(api + path, data=data, method=method, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req) as r:
+            out = r.read()
+        return json.loads(out) if out else {}
+
+    name = f"dask-{uuid.uuid4().hex[:8]}"
+    p = call("POST", "/proxies", {"name": name, "listen": "127.0.0.1:0", "upstream": upstream.split("://", 1)[1], "enabled": True})
+    for t in toxics:
+        call("POST", f"/proxies/{name}/toxics", t)
+    return name, f"http://{p['listen']}", lambda: call("DELETE", f"/proxies/{name}")
+
+
+def _running_tasks(dask_worker: Any) -> list[str]:
+    """The tasks whose threads still run on this worker, cancelled ones
+    included."""
+    return [str(ts.key) for ts in dask_worker.state.tasks.values() if ts.state in ("executing", "long-running", "cancelled")]
+
+
+@pytest.mark.parametrize("dst_scheme", ["s3", "gs"])
+@pytest.mark.parametrize("allowed_failures", [0, 3])
+def test_a_worker_lost_mid_copy_leaves_the_object_whole_or_absent(s3_bucket, dst_scheme, allowed_failures):
+    """A worker process killed (SIGKILL) while it copies a part of an
+    object split across tasks. With Dask's retries (allowed-failures 3)
+    the part runs again elsewhere and the object is complete and equal to
+    the source; with none (0) the task fails with KilledWorker, the copy
+    reports the failure naming the URL, the upload is aborted only after
+    every other part task has ended, and nothing is left: no destination,
+    no multipart upload, no composite part. The source reads go through a
+    bandwidth-limited proxy so the parts are still running when the kill
+    comes; which worker and part are hit does not matter to the outcome."""
+    import os
+    import signal
+    import threading
+    import time
+
+    import dask
+
+    from .conftest import GCS, S3, _need, new_bucket
+
+    _need(GCS if dst_scheme == "gs" else S3, dst_scheme)
+    mib = 1 << 20
+    data = os.urandom(24 * mib + 777)
+    shoal.put(f"{s3_bucket}/big.bin", data)
+    dst_bucket = new_bucket(dst_scheme)
+    # 4 MiB/s a connection, each way, on the S3 side (source, and the
+    # destination when it is S3).
+    slow = [{"type": "bandwidth", "stream": s, "attributes": {"rate": 4096}} for s in ("downstream", "upstream")]
+    name, url, drop = _toxiproxy(S3, slow)
+    session = shoal.Session(s3_endpoint_url=url)
+    with dask.config.set({"distributed.scheduler.allowed-failures": allowed_failures}):
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+        c = distributed.Client(cluster)
+    killed: list[str] = []
+    stop = threading.Event()
+    try:
+        pids = c.run(os.getpid)
+
+        def kill_one_part() -> None:
+            # The first worker seen running a part task is killed, once.
+            while not stop.is_set():
+                for addr, keys in c.processing().items():
+                    if any(str(k).startswith("shoal-copy-part") for k in keys) and addr in pids:
+                        os.kill(pids[addr], signal.SIGKILL)
+                        killed.append(addr)
+                        return
+                stop.wait(0.02)
+
+        t = threading.Thread(target=kill_one_part, daemon=True)
+        t.start()
+        res = sd.copy(f"{s3_bucket}/big.bin", f"{dst_bucket}/out/", client=c, bytes_per_task=8 * mib, part_size=8 * mib, session=session)
+        stop.set()
+        t.join()
+        assert killed, "no part task was seen running"
+        if allowed_failures:
+            assert res.failures == [] and res.copied == 1 and res.split_objects == 1, res
+            assert shoal.cat(f"{dst_bucket}/out/big.bin") == data
+        else:
+            assert res.copied == 0 and len(res.failures) == 1, res
+            msg = res.failures[0][2]
+            assert f"{s3_bucket}/big.bin" in msg and "aborted" in msg, msg
+        # A part task Dask cancelled keeps running on its worker until its
+        # thread returns: wait until no worker runs one, so a part written
+        # after the abort would be seen below.
+        for _ in range(600):
+            if not any(c.run(_running_tasks).values()):
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"part tasks still running: {c.run(_running_tasks)}")
+        if not allowed_failures:
+            # The destination is a folder: nothing at all was written there.
+            assert shoal.ls(f"{dst_bucket}/", recursive=True).objects == []
+        assert _uploads_left(dst_bucket) == []
+    finally:
+        stop.set()
+        c.close()
+        cluster.close()
+        drop()
