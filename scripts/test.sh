@@ -73,6 +73,18 @@ fi
 python3 scripts/crate_graph.py --check || failed_part "ARCHITECTURE.md crate graph (run scripts/crate_graph.py --write)"
 # Modules import one way inside each crate (scripts/module_cycles.py).
 python3 scripts/module_cycles.py || failed_part "import cycle between modules (scripts/module_cycles.py)"
+# No manifest names a dependency its crate does not use: cargo-machete,
+# pinned, built once into $SHOAL_CACHE/tools (about 4 minutes the first time).
+machete=$SHOAL_CACHE/tools/bin/cargo-machete
+machete_version=0.9.2
+if ! "$machete" --version 2>/dev/null | grep -q "$machete_version"; then
+  cargo install --quiet --locked --root "$SHOAL_CACHE/tools" "cargo-machete@$machete_version" \
+    || failed_part "installing cargo-machete $machete_version"
+fi
+if [ -x "$machete" ]; then
+  "$machete" >"$SHOAL_RUN_DIR/machete.log" 2>&1 \
+    || { cat "$SHOAL_RUN_DIR/machete.log"; failed_part "unused dependencies in a manifest (cargo-machete)"; }
+fi
 
 # The Python package (python/): pinned tools in a venv cached under
 # $SHOAL_CACHE (rebuilt when python/requirements-test.txt changes), the

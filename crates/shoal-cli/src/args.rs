@@ -584,7 +584,7 @@ impl FilterFlags {
     /// usage error naming the flag.
     pub(crate) fn filter(
         &self,
-    ) -> Result<Option<std::sync::Arc<shoal_list::Filter>>, crate::Failure> {
+    ) -> Result<Option<std::sync::Arc<shoal_list::Filter>>, crate::failure::Failure> {
         let rules = if self.rules.is_empty() {
             // Not reordered (a caller that built the flags itself).
             self.include
@@ -601,7 +601,7 @@ impl FilterFlags {
         };
         shoal_list::Filter::new(&rules)
             .map(|f| f.map(std::sync::Arc::new))
-            .map_err(crate::Failure::Usage)
+            .map_err(crate::failure::Failure::Usage)
     }
 
     /// Puts `--include` and `--exclude` back in the order they were typed
@@ -822,6 +822,82 @@ pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
+#[derive(Debug, Args)]
+pub(crate) struct SyncArgs {
+    /// Source folder, prefix or bucket.
+    pub(crate) src: String,
+    /// Destination folder, prefix or bucket.
+    pub(crate) dst: String,
+    /// Delete destination files the source does not have (after both listings ended without an error; none when the source lists nothing, see --delete-when-source-empty).
+    #[arg(long)]
+    pub(crate) delete: bool,
+    /// With --delete: delete nothing, and fail, when more than N would be deleted.
+    #[arg(long, value_name = "N", requires = "delete")]
+    pub(crate) max_delete: Option<u64>,
+    /// With --delete: a source that lists nothing empties the destination (refused otherwise: a typo in a prefix must not wipe a folder).
+    #[arg(long, requires = "delete")]
+    pub(crate) delete_when_source_empty: bool,
+    /// With --delete: delete extras even when a copy of the same run failed (by default nothing is deleted after a failure, as rsync and rclone do).
+    #[arg(long, requires = "delete")]
+    pub(crate) ignore_errors: bool,
+    /// Print what would be done, do nothing.
+    #[arg(long, short = 'n')]
+    pub(crate) dry_run: bool,
+    /// Compare checksums instead of size and modification time: the strongest both sides have (CRC32C, CRC32, CRC64NVME, composite, MD5; local files are read), else size and time. (Default: copy when the sizes differ, else when the source is newer.)
+    #[arg(long, short = 'c')]
+    pub(crate) checksum: bool,
+    /// Compare sizes only: copy when they differ, whatever the times.
+    #[arg(long, conflicts_with = "checksum")]
+    pub(crate) size_only: bool,
+    /// Never replace a destination file newer than its source, whatever the sizes (otherwise the comparison above decides).
+    #[arg(long, short = 'u')]
+    pub(crate) update: bool,
+    /// Never replace a destination that exists: only what it lacks is copied (atomically, as cp --no-clobber); the rest is counted as skipped. No short letter: `-n` is --dry-run.
+    #[arg(long)]
+    pub(crate) no_clobber: bool,
+    /// Names are keys relative to SRC and DST; an excluded destination file is never deleted.
+    #[command(flatten)]
+    pub(crate) filters: FilterFlags,
+    /// Read the source bucket's listing from FILE (written by `shoal ls -r --json --sorted SRC > FILE`) instead of listing it, or from an inventory report: FILE an S3 Inventory or GCS Storage Insights `…manifest.json` (CSV), its data files beside it (docs/inventory.md). Trusted only whole: it must end with ls's closing record for SRC, or match its manifest (a listing cut short is refused, nothing deleted).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) source_listing: Option<String>,
+    /// Read the destination bucket's listing from FILE (`shoal ls -r --json --sorted DST > FILE`) instead of listing it (or an inventory report's manifest.json, as --source-listing): for a destination only this sync writes. Trusted only whole, as --source-listing.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) dest_listing: Option<String>,
+    #[command(flatten)]
+    pub(crate) metadata: MetadataFlags,
+    #[command(flatten)]
+    pub(crate) links: LinkFlags,
+    #[command(flatten)]
+    pub(crate) limits: LimitFlags,
+    /// Print one JSON object per line on stdout: each action as it finishes, then a summary object.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// File of commands, one per line (`cp SRC DST`, `rm URL`, globs expanded as cp and rm expand them; `#` comments); `-` reads stdin. The lines run at once, so they must be independent: a plan where a line reads what another writes or deletes, or two lines write one place, is refused before anything runs.
+    pub(crate) file: String,
+    /// Never replace a destination that exists, on every `cp` line (atomically, as cp --no-clobber); those are counted as skipped. No short letter.
+    #[arg(long)]
+    pub(crate) no_clobber: bool,
+    #[command(flatten)]
+    pub(crate) limits: LimitFlags,
+    /// Print one JSON object per line on stdout: each action as it finishes, then a summary object.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `--gcs-upload` values (see `shoal_transfer::GcsUpload`).
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(crate) enum GcsUploadArg {
+    Auto,
+    Compose,
+    Xml,
+    Resumable,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -899,80 +975,4 @@ mod tests {
         use clap::CommandFactory;
         Cli::command().debug_assert();
     }
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct SyncArgs {
-    /// Source folder, prefix or bucket.
-    pub(crate) src: String,
-    /// Destination folder, prefix or bucket.
-    pub(crate) dst: String,
-    /// Delete destination files the source does not have (after both listings ended without an error; none when the source lists nothing, see --delete-when-source-empty).
-    #[arg(long)]
-    pub(crate) delete: bool,
-    /// With --delete: delete nothing, and fail, when more than N would be deleted.
-    #[arg(long, value_name = "N", requires = "delete")]
-    pub(crate) max_delete: Option<u64>,
-    /// With --delete: a source that lists nothing empties the destination (refused otherwise: a typo in a prefix must not wipe a folder).
-    #[arg(long, requires = "delete")]
-    pub(crate) delete_when_source_empty: bool,
-    /// With --delete: delete extras even when a copy of the same run failed (by default nothing is deleted after a failure, as rsync and rclone do).
-    #[arg(long, requires = "delete")]
-    pub(crate) ignore_errors: bool,
-    /// Print what would be done, do nothing.
-    #[arg(long, short = 'n')]
-    pub(crate) dry_run: bool,
-    /// Compare checksums instead of size and modification time: the strongest both sides have (CRC32C, CRC32, CRC64NVME, composite, MD5; local files are read), else size and time. (Default: copy when the sizes differ, else when the source is newer.)
-    #[arg(long, short = 'c')]
-    pub(crate) checksum: bool,
-    /// Compare sizes only: copy when they differ, whatever the times.
-    #[arg(long, conflicts_with = "checksum")]
-    pub(crate) size_only: bool,
-    /// Never replace a destination file newer than its source, whatever the sizes (otherwise the comparison above decides).
-    #[arg(long, short = 'u')]
-    pub(crate) update: bool,
-    /// Never replace a destination that exists: only what it lacks is copied (atomically, as cp --no-clobber); the rest is counted as skipped. No short letter: `-n` is --dry-run.
-    #[arg(long)]
-    pub(crate) no_clobber: bool,
-    /// Names are keys relative to SRC and DST; an excluded destination file is never deleted.
-    #[command(flatten)]
-    pub(crate) filters: FilterFlags,
-    /// Read the source bucket's listing from FILE (written by `shoal ls -r --json --sorted SRC > FILE`) instead of listing it, or from an inventory report: FILE an S3 Inventory or GCS Storage Insights `…manifest.json` (CSV), its data files beside it (docs/inventory.md). Trusted only whole: it must end with ls's closing record for SRC, or match its manifest (a listing cut short is refused, nothing deleted).
-    #[arg(long, value_name = "FILE")]
-    pub(crate) source_listing: Option<String>,
-    /// Read the destination bucket's listing from FILE (`shoal ls -r --json --sorted DST > FILE`) instead of listing it (or an inventory report's manifest.json, as --source-listing): for a destination only this sync writes. Trusted only whole, as --source-listing.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) dest_listing: Option<String>,
-    #[command(flatten)]
-    pub(crate) metadata: MetadataFlags,
-    #[command(flatten)]
-    pub(crate) links: LinkFlags,
-    #[command(flatten)]
-    pub(crate) limits: LimitFlags,
-    /// Print one JSON object per line on stdout: each action as it finishes, then a summary object.
-    #[arg(long)]
-    pub(crate) json: bool,
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct RunArgs {
-    /// File of commands, one per line (`cp SRC DST`, `rm URL`, globs expanded as cp and rm expand them; `#` comments); `-` reads stdin. The lines run at once, so they must be independent: a plan where a line reads what another writes or deletes, or two lines write one place, is refused before anything runs.
-    pub(crate) file: String,
-    /// Never replace a destination that exists, on every `cp` line (atomically, as cp --no-clobber); those are counted as skipped. No short letter.
-    #[arg(long)]
-    pub(crate) no_clobber: bool,
-    #[command(flatten)]
-    pub(crate) limits: LimitFlags,
-    /// Print one JSON object per line on stdout: each action as it finishes, then a summary object.
-    #[arg(long)]
-    pub(crate) json: bool,
-}
-
-/// `--gcs-upload` values (see `shoal_transfer::GcsUpload`).
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub(crate) enum GcsUploadArg {
-    Auto,
-    Compose,
-    Xml,
-    Resumable,
 }

@@ -32,7 +32,7 @@ use shoal_core::checksum::{CrcKind, OtherCrc};
 use shoal_core::{Error, Location, ObjectMeta, ObjectVersion, Op, Result};
 use shoal_transfer::tree::{Entry, sync_root};
 
-use crate::Failure;
+use crate::failure::Failure;
 
 /// How a listing file is used.
 pub(crate) struct Use<'a> {

@@ -29,6 +29,7 @@ macro_rules! println {
 mod args;
 mod cmd;
 mod config;
+mod failure;
 mod listing_file;
 mod output;
 mod progress;
@@ -37,29 +38,7 @@ use std::process::ExitCode;
 
 use crate::args::{Cli, Command};
 use crate::config::Context;
-
-/// A command's failure: how to exit and what to say.
-#[derive(Debug)]
-pub(crate) enum Failure {
-    /// Bad usage (exit 2).
-    Usage(String),
-    /// The operation failed (exit 1).
-    Failed(String),
-    /// Already reported (per-item failures); just exit 1.
-    Reported,
-}
-
-impl From<shoal_core::Error> for Failure {
-    fn from(e: shoal_core::Error) -> Self {
-        if e.kind() == shoal_core::ErrorKind::InvalidInput && e.status().is_none() {
-            Failure::Usage(e.to_string())
-        } else {
-            Failure::Failed(e.to_string())
-        }
-    }
-}
-
-pub(crate) type CmdResult = Result<(), Failure>;
+use crate::failure::{CmdResult, exit_code};
 
 fn main() -> ExitCode {
     install_panic_hook();
@@ -255,21 +234,6 @@ fn clean_up_after(runtime: tokio::runtime::Runtime, sig: u8) -> ExitCode {
 
 /// Exit codes: 0, 1 for a failure (said here unless already reported),
 /// 2 for bad usage.
-fn exit_code(result: CmdResult) -> ExitCode {
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Usage(m)) => {
-            eprintln!("shoal: {m}");
-            ExitCode::from(2)
-        }
-        Err(Failure::Failed(m)) => {
-            eprintln!("shoal: {m}");
-            ExitCode::FAILURE
-        }
-        Err(Failure::Reported) => ExitCode::FAILURE,
-    }
-}
-
 /// The exit code for the first Ctrl-C (130) or SIGTERM (143).
 async fn interrupted() -> u8 {
     use tokio::signal::unix::{SignalKind, signal};

@@ -12,9 +12,9 @@ use shoal_core::{ErrorKind, Result};
 use shoal_transfer::batch::{Action, BatchCounters, BatchReport, OnOutcome, StoreFor};
 
 use crate::config::Context;
+use crate::failure::{CmdResult, Failure};
 use crate::output::human_bytes;
 use crate::progress;
-use crate::{CmdResult, Failure};
 
 /// Runs `actions`, drawing progress on a terminal, and reports the outcome.
 pub(crate) async fn run_and_report(

@@ -12,9 +12,9 @@ use shoal_transfer::read::{ReadOptions, Reader};
 
 use crate::args::{BenchArgs, BenchCommand, BenchReadArgs};
 use crate::config::Context;
+use crate::failure::{CmdResult, Failure};
 use crate::output::human_bytes;
 use crate::progress;
-use crate::{CmdResult, Failure};
 
 pub(crate) async fn run(ctx: &Context, a: BenchArgs) -> CmdResult {
     match a.what {

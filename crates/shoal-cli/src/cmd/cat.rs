@@ -23,7 +23,7 @@ use shoal_transfer::sources::read_sources;
 
 use crate::args::{CatArgs, ReadFlags};
 use crate::config::Context;
-use crate::{CmdResult, Failure};
+use crate::failure::{CmdResult, Failure};
 
 pub(crate) async fn run(ctx: &Context, a: CatArgs) -> CmdResult {
     let sources = sources(ctx, &a.urls, true)?;

@@ -17,9 +17,10 @@ use shoal_transfer::{GcsUpload, Report, TransferOptions};
 
 use crate::args::{CpArgs, GcsUploadArg};
 use crate::config::Context;
+use crate::failure::{CmdResult, Failure};
 use crate::progress::{Progress, summary};
-use crate::{CmdResult, Failure};
 
+use super::outcome::{Done, NOT_REPLACED, refusal, say_skipped};
 use super::stdio;
 
 pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
@@ -172,10 +173,6 @@ fn check_single(
     Ok(())
 }
 
-/// What one copy did: its report, what it read and wrote, and how long it
-/// took; None when `--no-clobber` skipped it (said already).
-pub(super) type Done = Option<(Report, String, String, std::time::Duration)>;
-
 /// `cp SRC DST` and `mv SRC DST` of one object: the copy, then for a move
 /// the source's deletion.
 async fn object_to(
@@ -209,19 +206,6 @@ async fn object_to(
             Ok(None)
         }
         Err(e) => Err(e),
-    }
-}
-
-/// A skip as asked (`--no-clobber`): a JSON object with `reason`, or the
-/// `line` on stderr.
-pub(super) fn say_skipped(ctx: &Context, reason: String, line: String) {
-    if ctx.json {
-        println!(
-            "{}",
-            serde_json::json!({"action": "skip", "asked": true, "reason": reason})
-        );
-    } else if !ctx.quiet {
-        eprintln!("{line}");
     }
 }
 
@@ -269,10 +253,6 @@ fn say_done(
         report.verified
     );
 }
-
-/// What a `--no-clobber` refusal says (`shoal_core::workfile::persist_error`
-/// and the stores' precondition failures both become it in `copy_one`).
-pub(super) const NOT_REPLACED: &str = "not replaced (--no-clobber)";
 
 /// `mv SRC DST` naming one object twice: the copy would be the source,
 /// and deleting the source would delete it. Local files are compared by
@@ -497,15 +477,6 @@ fn tree_name(a: &CpArgs, src: &Location) -> Option<String> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     (!name.is_empty() && name != "." && name != "..").then_some(name)
-}
-
-/// An engine's error as the command's: a failed precondition (only
-/// `--no-clobber` sends one) says it was that refusal.
-pub(super) fn refusal(e: Error) -> Failure {
-    if e.kind() == ErrorKind::Precondition && !e.to_string().contains(NOT_REPLACED) {
-        return Failure::Failed(format!("{e} ({NOT_REPLACED})"));
-    }
-    e.into()
 }
 
 /// `cp SRC DST` of one object or file: the destination named as cp(1)

@@ -17,8 +17,8 @@ use shoal_list::{KeyGlob, ListOptions};
 use crate::args::DuArgs;
 use crate::cmd::ls::write_failure;
 use crate::config::Context;
+use crate::failure::{CmdResult, Failure};
 use crate::output::human_bytes;
-use crate::{CmdResult, Failure};
 
 pub(crate) async fn run(ctx: &Context, a: DuArgs) -> CmdResult {
     let locs = a

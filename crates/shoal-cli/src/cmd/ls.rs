@@ -26,8 +26,8 @@ use shoal_list::{Entry, ListOptions};
 
 use crate::args::LsArgs;
 use crate::config::Context;
+use crate::failure::{CmdResult, Failure};
 use crate::output::{human_bytes, meta_json, rfc3339};
-use crate::{CmdResult, Failure};
 use shoal_core::error::escape_controls;
 
 struct Printer<'a> {

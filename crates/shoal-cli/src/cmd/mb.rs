@@ -2,7 +2,7 @@
 
 use crate::args::MbArgs;
 use crate::config::Context;
-use crate::{CmdResult, Failure};
+use crate::failure::{CmdResult, Failure};
 
 pub(crate) async fn run(ctx: &Context, a: MbArgs) -> CmdResult {
     let loc = super::parse(&a.url)?;

@@ -7,6 +7,7 @@ pub(crate) mod cp;
 pub(crate) mod du;
 pub(crate) mod ls;
 pub(crate) mod mb;
+mod outcome;
 pub(crate) mod presign;
 pub(crate) mod rb;
 pub(crate) mod rm;
@@ -17,7 +18,7 @@ pub(crate) mod sync;
 
 use shoal_core::Location;
 
-use crate::Failure;
+use crate::failure::Failure;
 
 /// Parses a URL argument; a bad one is a usage error.
 pub(crate) fn parse(url: &str) -> Result<Location, Failure> {

@@ -7,7 +7,7 @@ use shoal_core::PresignMethod;
 
 use crate::args::{PresignArgs, PresignMethodArg};
 use crate::config::Context;
-use crate::{CmdResult, Failure};
+use crate::failure::{CmdResult, Failure};
 
 pub(crate) async fn run(ctx: &Context, a: PresignArgs) -> CmdResult {
     let loc = super::require_object(&a.url, "presign")?;

@@ -11,7 +11,7 @@ use shoal_core::{ErrorKind, ListRequest, Op, Projection};
 
 use crate::args::RbArgs;
 use crate::config::Context;
-use crate::{CmdResult, Failure};
+use crate::failure::{CmdResult, Failure};
 
 pub(crate) async fn run(ctx: &Context, a: RbArgs) -> CmdResult {
     let loc = super::parse(&a.url)?;

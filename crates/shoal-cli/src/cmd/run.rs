@@ -40,7 +40,7 @@ use shoal_transfer::tree::{Walk, copy_actions, copy_root, destination, enumerate
 
 use crate::args::RunArgs;
 use crate::config::Context;
-use crate::{CmdResult, Failure};
+use crate::failure::{CmdResult, Failure};
 use shoal_transfer::conflicts::{Conflicts, How, Places, Touch};
 
 use shoal_transfer::conflicts::RUN_LEN;

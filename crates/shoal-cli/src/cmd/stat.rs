@@ -4,9 +4,9 @@ use shoal_core::checksum::{crc32c_to_base64, hex};
 use shoal_core::error::escape_controls;
 use shoal_core::{Error, ObjectMeta, ObjectVersion, Op};
 
-use crate::CmdResult;
 use crate::args::StatArgs;
 use crate::config::Context;
+use crate::failure::CmdResult;
 use crate::output::{meta_json, rfc3339};
 
 pub(crate) async fn run(ctx: &Context, a: StatArgs) -> CmdResult {

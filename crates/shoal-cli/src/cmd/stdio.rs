@@ -12,10 +12,10 @@ use shoal_transfer::download::{check_destination, download_to_writer};
 use shoal_transfer::stream::{reader_stream, upload_stream};
 use shoal_transfer::{Report, TransferOptions};
 
-use super::cp::{Done, NOT_REPLACED, refusal, say_skipped};
-use crate::Failure;
+use super::outcome::{Done, NOT_REPLACED, refusal, say_skipped};
 use crate::args::CpArgs;
 use crate::config::Context;
+use crate::failure::Failure;
 use crate::progress::Progress;
 
 /// `cp - DST`.

@@ -22,7 +22,7 @@ use shoal_transfer::tree::{Entry, Walk, enumerate, filter_entries_counted, sync_
 
 use crate::args::SyncArgs;
 use crate::config::Context;
-use crate::{CmdResult, Failure};
+use crate::failure::{CmdResult, Failure};
 
 pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     let src = super::parse(&a.src)?;
