@@ -30,6 +30,23 @@ pub struct Quirks {
     pub min_part_size: usize,
     /// A wrong checksum sent with a PUT is stored, not refused: moto.
     pub unchecked_checksums: bool,
+    /// A delete carrying a version the object no longer has deletes it
+    /// anyway (the precondition is ignored): fake-gcs-server, MinIO, moto.
+    /// The engines read the version first for that reason.
+    pub ignores_delete_preconditions: bool,
+    /// No key to sign URLs with here (an anonymous GCS client).
+    pub no_presign_key: bool,
+    /// A presigned URL with a wrong signature is served anyway.
+    pub unchecked_signatures: bool,
+    /// A copy pinned to a source version (`x-amz-copy-source-if-match`)
+    /// copies whatever the source now is: moto.
+    pub ignores_copy_source_pin: bool,
+    /// A wrong checksum is refused with 412, not 400 (so it reads as a
+    /// failed precondition): the storage-testbench.
+    pub checksum_mismatch_is_412: bool,
+    /// Deleting a non-empty bucket is refused with 400, not 409: the
+    /// storage-testbench.
+    pub non_empty_bucket_is_400: bool,
 }
 
 /// A store and a fresh bucket to test in.
@@ -67,13 +84,20 @@ pub fn server(var: &str) -> Option<String> {
 
 /// A GCS store on the fake-gcs-server named by `SHOAL_TEST_GCS`.
 pub fn gcs_store() -> Option<Arc<dyn Store>> {
-    let ep = server("SHOAL_TEST_GCS")?;
+    Some(gcs_store_at(server("SHOAL_TEST_GCS")?))
+}
+
+/// An anonymous GCS store on the JSON API server at `endpoint`
+/// (fake-gcs-server, Google's storage-testbench).
+pub fn gcs_store_at(endpoint: String) -> Arc<dyn Store> {
     let cfg = shoal_gcs::GcsConfig {
-        endpoint: Some(ep),
+        endpoint: Some(endpoint),
         anonymous: true,
+        // The emulators take any project; bucket listing needs one.
+        project: Some("shoal-test".into()),
         ..shoal_gcs::GcsConfig::from_env()
     };
-    Some(Arc::new(shoal_gcs::GcsStore::new(cfg).expect("gcs store")))
+    Arc::new(shoal_gcs::GcsStore::new(cfg).expect("gcs store"))
 }
 
 /// An S3 store on the MinIO named by `SHOAL_TEST_S3`.
