@@ -237,3 +237,45 @@ fn writes_deletes_and_buckets_whose_answer_was_lost_succeed() {
         assert!(!proxy.injected().is_empty(), "{name} mb: no fault");
     }
 }
+
+/// A multipart upload whose CompleteMultipartUpload answer is lost (the
+/// server assembled the object, the connection was cut): the retry finds
+/// no upload (`NoSuchUpload`), and the object in place is accepted as ours
+/// because its size and full-object CRC32C are the ones combined from the
+/// parts. Exit 0, with `--no-clobber` too (`If-None-Match: *` on the
+/// complete), and the object is the file.
+#[test]
+fn a_multipart_complete_whose_answer_was_lost_succeeds() {
+    for (name, base, ep) in servers() {
+        let bucket = make_bucket(base, "s3").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let body = pattern(12 << 20, 9);
+        let src = dir.path().join("f");
+        std::fs::write(&src, &body).unwrap();
+        for (what, extra) in [("plain", None), ("noclobber", Some("--no-clobber"))] {
+            let url = format!("s3://{bucket}/mp-{what}");
+            let rule = Rule::new(
+                When::method("POST").contains(&format!("mp-{what}?uploadId=")),
+                Fault::LoseResponse,
+            );
+            let proxy = FaultProxy::start(&ep, Script::new().rule(rule));
+            let mut c = base().unwrap();
+            c.env("AWS_ENDPOINT_URL", proxy.url());
+            let mut args = vec!["cp", "--part-size", "5MiB"];
+            args.extend(extra);
+            args.extend([src.to_str().unwrap(), url.as_str()]);
+            let r = ok(c, &args);
+            assert_eq!(
+                proxy.injected().len(),
+                1,
+                "{name} {what}: the complete's answer was not lost: {}",
+                r.stderr
+            );
+            assert_eq!(
+                ok(base().unwrap(), &["cat", &url]).stdout_bytes,
+                body,
+                "{name} {what}"
+            );
+        }
+    }
+}

@@ -278,9 +278,26 @@ pub(crate) async fn s3_error(op: Op, target: &str, resp: reqwest::Response) -> E
         message.split(": ").nth(1).unwrap_or("").to_owned()
     });
     let hint = credential_hint(&code, err.status(), bucket_region.as_deref())
+        .or_else(|| code_hint(&code))
         .or_else(|| err.status().and_then(status_hint).map(str::to_owned))
         .or_else(|| hint_for(err.kind(), op, target));
     rebuild(&err, op, target, message, hint)
+}
+
+/// What an S3 error code says better than its status: a 404 for a
+/// missing upload is not a missing bucket.
+fn code_hint(code: &str) -> Option<String> {
+    match code {
+        "NoSuchUpload" => Some(
+            "the multipart upload was completed or aborted meanwhile (by this run's retry, \
+             another process, or a lifecycle rule); run the command again"
+                .into(),
+        ),
+        "NoSuchBucket" => {
+            Some("the bucket does not exist: check its name (shoal mb creates one)".into())
+        }
+        _ => None,
+    }
 }
 
 /// Builds a new error with the same kind, status and retry-after.
@@ -355,6 +372,17 @@ mod tests {
         for k in ["a//b", ".x", "x.", "...", "a/.b/", "", "/"] {
             assert!(check_key(Op::Upload, "s3://b/k", k).is_ok(), "{k}");
         }
+    }
+
+    #[test]
+    fn a_missing_upload_is_not_a_missing_bucket() {
+        let h = code_hint("NoSuchUpload").unwrap();
+        assert!(
+            h.contains("completed or aborted") && !h.contains("bucket"),
+            "{h}"
+        );
+        assert!(code_hint("NoSuchBucket").unwrap().contains("shoal mb"));
+        assert_eq!(code_hint("NoSuchKey"), None);
     }
 
     #[test]
