@@ -68,6 +68,10 @@ if [ "$cargo_rc" != 0 ]; then
   grep -q '^cargo: ' "$failures" || failed_part "cargo test (exit $cargo_rc, no test named: a build failure?)"
 fi
 
+# Lints as errors on every target (clippy comes with the pinned toolchain).
+cargo clippy --workspace --all-targets --locked --quiet -- -D warnings \
+  || failed_part "cargo clippy (lints are errors: cargo clippy --workspace --all-targets -- -D warnings)"
+
 # The crate graph in ARCHITECTURE.md is the manifests' own (drawn by
 # scripts/crate_graph.py), so the document cannot drift from the code.
 python3 scripts/crate_graph.py --check || failed_part "ARCHITECTURE.md crate graph (run scripts/crate_graph.py --write)"

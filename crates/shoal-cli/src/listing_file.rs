@@ -91,7 +91,7 @@ pub(crate) fn read(
                 Ok(_) if ended => Err(Error::invalid(
                     Op::Read,
                     &at,
-                    format!("a line after the listing's closing record: refused"),
+                    "a line after the listing's closing record: refused",
                 )),
                 Ok(l) => match closing_of(&l) {
                     Some(c) => {
@@ -123,9 +123,7 @@ pub(crate) fn read(
                             Err(_) if lines.peek().is_none() => Err(Error::invalid(
                                 Op::Read,
                                 &path,
-                                format!(
-                                    "the listing has no closing record (cut short? its last line is incomplete)"
-                                ),
+                                "the listing has no closing record (cut short? its last line is incomplete)",
                             )),
                             Err(why) => Err(Error::invalid(Op::Read, &at, why)),
                         }
@@ -141,7 +139,7 @@ pub(crate) fn read(
             let _ = tx.blocking_send(Err(Error::invalid(
                 Op::Read,
                 &path,
-                format!("the listing has no closing record (cut short?)"),
+                "the listing has no closing record (cut short?)",
             )));
         }
     });

@@ -24,7 +24,9 @@ fn moto() -> Option<Command> {
 }
 
 /// Both servers, by name, each with its endpoint.
-fn servers() -> Vec<(&'static str, fn() -> Option<Command>, String)> {
+type Server = (&'static str, fn() -> Option<Command>, String);
+
+fn servers() -> Vec<Server> {
     let mut out = Vec::new();
     if let Some(ep) = shoal_testkit_server("SHOAL_TEST_S3") {
         out.push(("minio", s3 as fn() -> Option<Command>, ep));

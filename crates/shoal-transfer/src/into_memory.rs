@@ -163,8 +163,10 @@ pub async fn read_ranges(
     opts: &TransferOptions,
     policy: RetryPolicy,
 ) -> Vec<Result<Vec<u8>>> {
-    // Groups of indexes read by one request each.
-    let mut groups: Vec<(usize, Option<(u64, u64)>, Vec<usize>)> = Vec::new();
+    // Groups of indexes read by one request each: the first read's index,
+    // the byte span asked for (None: the whole object), the members.
+    type Group = (usize, Option<(u64, u64)>, Vec<usize>);
+    let mut groups: Vec<Group> = Vec::new();
     let mut known: Vec<usize> = Vec::new();
     for (i, r) in reads.iter().enumerate() {
         match (r.start, r.end) {
@@ -521,7 +523,7 @@ mod tests {
         mem.tamper("b", "k", |_, m| (m.crc32c, m.md5) = (None, None));
         let r = read(&mem, &loc, None, None).await.unwrap();
         assert_eq!(r.verified, Verified::SizeOnly);
-        assert_eq!(md5_digest(&r.bytes) == md5_digest(&body()), false);
+        assert_ne!(md5_digest(&r.bytes), md5_digest(&body()));
     }
 
     /// Ranges near each other are joined into one read and cut apart,

@@ -86,8 +86,7 @@ pub fn plan_parts(size: u64, part_size: u64, min_part: u64, max_parts: u32) -> V
         .max(MIN_PART)
         .max(min_part)
         .max(size.div_ceil(max_parts))
-        .min(MAX_PART)
-        .max(1);
+        .clamp(1, MAX_PART);
     let mut out = Vec::new();
     let mut start = 0;
     while start < size {

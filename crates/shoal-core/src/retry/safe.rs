@@ -125,7 +125,7 @@ impl Ours {
 /// What to do after a write's outcome was unknown.
 #[derive(Debug)]
 enum Next {
-    Done(ObjectMeta),
+    Done(Box<ObjectMeta>),
     Retry(Planned),
     Conflict(String),
 }
@@ -134,7 +134,7 @@ fn decide(planned: &Planned, ours: &Ours, now: Option<ObjectMeta>) -> Next {
     if let Some(m) = &now {
         let is_planned = matches!(planned, Planned::Version(v) if m.version.as_ref() == Some(v));
         if !is_planned && ours.matches(m) {
-            return Next::Done(now.expect("checked"));
+            return Next::Done(Box::new(now.expect("checked")));
         }
     }
     match (planned, &now) {
@@ -228,7 +228,7 @@ where
                 Err(_) => return Err(e),
             };
             match decide(&planned, &ours, now) {
-                Next::Done(m) => return Ok(done(m)),
+                Next::Done(m) => return Ok(done(*m)),
                 Next::Retry(p) => pre = p,
                 Next::Conflict(why) => return Err(conflict(&e, why)),
             }
