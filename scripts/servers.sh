@@ -194,8 +194,10 @@ start_testbench() {
   install_testbench
   # Run from the shared source (testbench_run.py is not installed);
   # gunicorn with 10 threads, as its README starts it.
-  # It runs `gunicorn` from PATH: the venv's.
-  (cd "$TESTBENCH_SRC" && PATH=$CACHE/venv-testbench/bin:$PATH start_one testbench "$CACHE/venv-testbench/bin/python" \
+  # It runs `gunicorn` from PATH: the venv's, as a child that outlives a
+  # kill of testbench_run.py: started in a process group of its own
+  # (setsid), which stop_all ends whole.
+  (cd "$TESTBENCH_SRC" && PATH=$CACHE/venv-testbench/bin:$PATH start_one testbench setsid "$CACHE/venv-testbench/bin/python" \
     testbench_run.py 127.0.0.1 "$TESTBENCH_PORT" 10)
   wait_ours testbench "http://127.0.0.1:$TESTBENCH_PORT/" 60
 }
@@ -204,7 +206,9 @@ stop_all() {
   for pidf in "$RUN"/*.pid; do
     [ -f "$pidf" ] || continue
     local pid; pid=$(cat "$pidf")
-    kill "$pid" 2>/dev/null || true
+    # A server started in a group of its own (the testbench) is ended with
+    # its children; the others are single processes.
+    kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true
     rm -f "$pidf"
     # Wait (at most 10 s) so a tmpfs under it can be unmounted.
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
