@@ -469,16 +469,6 @@ def _run_tasks(c: Any, futs: list[Any], progress: bool, on_task: Any, counts: An
     return out
 
 
-def _settle(fs: list[Any]) -> None:
-    """Waits until every future in ``fs`` has ended, whatever its outcome
-    (finished, failed, its worker lost past Dask's retries)."""
-    from distributed import wait
-
-    pending = [f for f in fs if not f.done()]
-    if pending:
-        wait(pending)
-
-
 def _split_copies(c: Any, big: list[tuple[str, str]], s: _shoal.Session, bytes_per_task: int, part_size: int | None, max_workers: int | None, progress: bool, on_task: Any, res: "CopyResult") -> list[tuple[str, str]]:
     """Copies each ``(source, destination)`` bigger than one task's bytes
     as one multipart upload whose parts are written by several tasks
@@ -489,6 +479,8 @@ def _split_copies(c: Any, big: list[tuple[str, str]], s: _shoal.Session, bytes_p
     upload completed (a failed or lost part task, an exception or an
     interrupt here) aborts it, deleting its parts. Returns the pairs the
     engine chose to copy whole (no CRC32C to check parts against)."""
+    from distributed import wait as distributed_wait
+
     whole: list[tuple[str, str]] = []
     started: list[tuple[str, str, Any, list[Any]]] = []
     kw = {} if part_size is None else {"part_size": part_size}
@@ -525,7 +517,7 @@ def _split_copies(c: Any, big: list[tuple[str, str]], s: _shoal.Session, bytes_p
                 # while one still writes would leave its part behind (a
                 # GCS part object written after the abort deleted the
                 # others). Every part task ends first, then the abort.
-                _settle(fs)
+                distributed_wait(fs)
                 _shoal.split_copy_abort(s, wire, dst)
                 res.failures.append((src, dst, f"copy {src} -> {dst} split across {len(fs)} tasks: {e}; the upload was aborted and its parts deleted"))
             res.tasks += len(fs)

@@ -750,53 +750,16 @@ pub async fn streamed_put(t: &Target) {
     assert_eq!(get_all(t, "sp/x", ByteRange::from(0)).await, whole.as_ref());
 }
 
-/// A plain HTTP/1.1 GET of `url` (no client library, no credentials):
-/// the status and the body.
+/// A GET of `url` by an HTTP client with no credentials of its own: the
+/// status and the body.
 async fn plain_get(url: &str) -> (u16, Vec<u8>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let rest = url.strip_prefix("http://").expect("an http:// URL");
-    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let mut s = tokio::net::TcpStream::connect(host).await.expect("connect");
-    let req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).await.unwrap();
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a header block");
-    let head = String::from_utf8_lossy(&raw[..split]).to_string();
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("status");
-    let mut body = raw[split + 4..].to_vec();
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        body = unchunk(&body);
-    }
-    (status, body)
+    let r = reqwest::get(url).await.expect("GET");
+    let status = r.status().as_u16();
+    (status, r.bytes().await.expect("body").to_vec())
 }
 
-fn unchunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let line = b.windows(2).position(|w| w == b"\r\n").expect("chunk size");
-        let n = usize::from_str_radix(String::from_utf8_lossy(&b[..line]).trim(), 16).unwrap();
-        if n == 0 {
-            return out;
-        }
-        out.extend_from_slice(&b[line + 2..line + 2 + n]);
-        b = &b[line + 2 + n + 2..];
-    }
-}
-
-/// A presigned GET URL, fetched by a plain HTTP client without
-/// credentials, returns the object; the same URL with its signature
-/// altered is refused.
+/// A presigned GET URL, fetched by an HTTP client without credentials,
+/// returns the object; the same URL with its signature altered is refused.
 pub async fn presigned_get(t: &Target) {
     let body = data(5000, 29);
     put(t, "ps/a b+c", body.clone()).await;
