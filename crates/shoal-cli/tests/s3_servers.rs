@@ -281,3 +281,76 @@ fn a_multipart_complete_whose_answer_was_lost_succeeds() {
         }
     }
 }
+
+/// A server-side copy (one CopyObject) whose outcome is unknown is not
+/// sent again blindly, since another writer may have stored the
+/// destination meanwhile. Its answer lost after the copy was made: the
+/// destination is read, holds the source's bytes, and that is done (no
+/// second CopyObject). Answered 503 before the server copied, over an
+/// existing destination: the copy is made again carrying the state found
+/// as its precondition, which needs a copy made of parts (its completion
+/// with `If-Match`); no second CopyObject either. Both exit 0 with the
+/// source's bytes in place.
+#[test]
+fn a_copy_whose_outcome_is_unknown_is_not_sent_again_blindly() {
+    let observe = || Fault::DelayHeaders(std::time::Duration::ZERO);
+    for (name, base, ep) in servers() {
+        let bucket = make_bucket(base, "s3").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let body = pattern(MIB + 17, 21);
+        let f = dir.path().join("f");
+        std::fs::write(&f, &body).unwrap();
+        let old = dir.path().join("old");
+        std::fs::write(&old, b"another writer's object").unwrap();
+        let src = format!("s3://{bucket}/src");
+        ok(base().unwrap(), &["cp", f.to_str().unwrap(), &src]);
+        let lost = format!("s3://{bucket}/lost");
+        let busy = format!("s3://{bucket}/busy");
+        ok(base().unwrap(), &["cp", old.to_str().unwrap(), &busy]);
+        let cases = [
+            (
+                &lost,
+                "/lost",
+                Fault::LoseResponse,
+                vec![("lost-response", 1)],
+            ),
+            (
+                &busy,
+                "/busy",
+                Fault::Status {
+                    code: 503,
+                    retry_after: None,
+                },
+                vec![("503", 1), ("delay-headers", 1)],
+            ),
+        ];
+        for (dst, path, fault, expected) in cases {
+            let copy = When::method("PUT").contains(path).lacks("uploadId");
+            let script = Script::new()
+                .rule(Rule::new(copy.clone(), fault))
+                // Any CopyObject sent again, and the start of a copy
+                // made of parts, are counted.
+                .rule(Rule::new(copy, observe()).times(100))
+                .rule(Rule::new(
+                    When::method("POST").contains(&format!("{path}?uploads")),
+                    observe(),
+                ));
+            let proxy = FaultProxy::start(&ep, script);
+            let mut c = base().unwrap();
+            c.env("AWS_ENDPOINT_URL", proxy.url());
+            let r = ok(c, &["cp", &src, dst]);
+            let tally = proxy.tally();
+            let mut expected: Vec<(String, usize)> = expected
+                .into_iter()
+                .map(|(k, n)| (k.to_owned(), n))
+                .collect();
+            expected.sort();
+            assert_eq!(tally, expected, "{name} {dst}: {}", r.stderr);
+            assert_eq!(
+                ok(base().unwrap(), &["cat", dst]).stdout_bytes,
+                body,
+                "{name} {dst}"
+            );
+        }
+    }
+}

@@ -10,8 +10,15 @@
 //! (`REPLACE`, with every field sent, since S3 keeps none of the old);
 //! a multipart copy never inherits metadata, so the source's is sent on
 //! CreateMultipartUpload. `--no-clobber` is `If-None-Match: *` on the
-//! completion of a copy made of parts, as for uploads (see `copy`: MinIO
-//! ignores it on CopyObject).
+//! completion of a copy made of parts, as for uploads (see `copy_guarded`:
+//! MinIO ignores it on CopyObject).
+//!
+//! A CopyObject whose answer was lost is not sent again blindly: another
+//! writer may have stored the destination since. The destination is read
+//! first (`retry::safe`): the source's bytes there (size and checksum)
+//! mean done; otherwise the copy is made again as parts whose completion
+//! carries the state found (`If-Match` its ETag, or `If-None-Match: *`),
+//! so a write landing meanwhile is refused, not replaced.
 //!
 //! The answer describes the destination from a HEAD after the copy (its
 //! checksums, which the caller compares with the source's). Both shapes
@@ -26,13 +33,14 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use reqwest::Method;
 use shoal_core::checksum::{PartKind, crc32c_from_base64};
+use shoal_core::retry::safe::{self, Ours, Planned};
 use shoal_core::xml::{error_code_kind, read_simple};
 use shoal_core::{
     CopyRequest, Error, ErrorKind, MultipartUpload, ObjectMeta, ObjectVersion, Op, PartInfo,
     PutOptions, Result,
 };
 
-use crate::client::{Client, Request, rebuild};
+use crate::client::{Client, Request, read_body, rebuild};
 use crate::endpoint::{check_bucket, encode_key};
 use crate::object::{precondition, protocol, refused_because, with_object_headers};
 
@@ -65,48 +73,98 @@ impl Client {
             Some(ObjectVersion::ETag(e)) => Some(e.as_str()),
             _ => None,
         };
-        let part = req.part_size.max(5 << 20);
-        // `If-None-Match: *` on CopyObject is ignored by MinIO (it copies
-        // over an existing object; probed on the 2026-02 release), while
-        // on CompleteMultipartUpload every server here honours it: a copy
-        // that must not replace is made of parts, so the refusal stays
-        // atomic, on the server. An empty source has no byte range to
-        // copy: it is an empty PUT with the same precondition.
+        let part = req.part_size.clamp(5 << 20, MAX_COPY_OBJECT);
         let dst_url = format!("s3://{}/{}", req.dst_bucket, req.dst_key);
         let condition = precondition(req.opts, Op::Copy, &dst_url)?;
-        if condition.is_some() && req.src.size == 0 {
-            let opts = self.copy_opts(req);
-            count(req, 1);
-            self.put(req.dst_bucket, req.dst_key, Bytes::new(), &opts)
-                .await?;
-            return self.head(req.dst_bucket, req.dst_key).await;
-        }
-        let in_parts = condition.is_some();
-        let done = if in_parts || req.src.size > part || req.src.size > MAX_COPY_OBJECT {
-            let part = part.min(MAX_COPY_OBJECT);
-            let kind = copy_checksum_kind(req.src);
-            match (self.copy_parts(req, etag, part, condition.as_ref(), kind)).await {
-                // MinIO (2026-02) refuses part copies into an upload that
-                // declared a checksum ("checksum missing"): copied again
-                // without one, the destination then checked by size.
-                Err(e)
-                    if kind.is_some()
-                        && e.status() == Some(400)
-                        && e.message().contains("checksum") =>
-                {
-                    tracing::debug!("part copy with checksums refused, copying without: {e}");
-                    (self.copy_parts(req, etag, part, condition.as_ref(), None)).await
-                }
-                r => r,
-            }
+        // Whether an attempt carried a precondition on the destination: a
+        // 412 then may be the destination's, not the source's pin.
+        let guarded = std::sync::atomic::AtomicBool::new(condition.is_some());
+        let done = if condition.is_some() || req.src.size > part {
+            self.copy_guarded(req, etag, part, condition.as_ref()).await
         } else {
-            self.copy_object(req, etag).await
+            // One CopyObject, planned against whatever the destination
+            // holds. Its answer lost, it is not sent again blindly
+            // (`retry::safe`): the destination holding the source's bytes
+            // is done; otherwise the copy is made again carrying the state
+            // found as its precondition, which CopyObject cannot carry
+            // (MinIO ignores it there), so as parts.
+            let ours = Ours {
+                size: req.src.size,
+                crc32c: req.src.crc32c,
+                md5: req.src.md5,
+            };
+            safe::write(
+                &self.retry,
+                Planned::Any,
+                ours,
+                |pre| {
+                    let (guarded, dst_url) = (&guarded, &dst_url);
+                    async move {
+                        if pre == Planned::Any {
+                            return self.copy_object(req, etag).await;
+                        }
+                        let opts = pre.apply(req.opts);
+                        let again = CopyRequest {
+                            opts: &opts,
+                            ..req.clone()
+                        };
+                        let condition = precondition(&opts, Op::Copy, dst_url)?;
+                        guarded.store(true, std::sync::atomic::Ordering::Relaxed);
+                        self.copy_guarded(&again, etag, part, condition.as_ref())
+                            .await
+                    }
+                },
+                || self.probe(req.dst_bucket, req.dst_key),
+                drop,
+            )
+            .await
         };
         let src_url = format!("s3://{}/{}", req.src_bucket, req.src_key);
         if let Err(e) = done {
-            return Err(self.why_refused(e, req, etag, &src_url).await);
+            let guarded = guarded.load(std::sync::atomic::Ordering::Relaxed);
+            return Err(self.why_refused(e, req, etag, guarded, &src_url).await);
         }
         self.head(req.dst_bucket, req.dst_key).await
+    }
+
+    /// A copy made of parts: one too large for CopyObject, or one that must
+    /// not replace what the destination holds unless it is at the version
+    /// `condition` names. `If-None-Match: *` on CopyObject is ignored by
+    /// MinIO (it copies over an existing object; probed on the 2026-02
+    /// release), while on CompleteMultipartUpload every server here
+    /// honours it: a copy that must not replace is made of parts, so the
+    /// refusal stays atomic, on the server. An empty source has no byte
+    /// range to copy: it is an empty PUT with the same precondition.
+    async fn copy_guarded(
+        &self,
+        req: &CopyRequest<'_>,
+        etag: Option<&str>,
+        part: u64,
+        condition: Option<&(&'static str, String)>,
+    ) -> Result<()> {
+        if condition.is_some() && req.src.size == 0 {
+            let opts = self.copy_opts(req);
+            count(req, 1);
+            return self
+                .put(req.dst_bucket, req.dst_key, Bytes::new(), &opts)
+                .await
+                .map(drop);
+        }
+        let kind = copy_checksum_kind(req.src);
+        match self.copy_parts(req, etag, part, condition, kind).await {
+            // MinIO (2026-02) refuses part copies into an upload that
+            // declared a checksum ("checksum missing"): copied again
+            // without one, the destination then checked by size.
+            Err(e)
+                if kind.is_some()
+                    && e.status() == Some(400)
+                    && e.message().contains("checksum") =>
+            {
+                tracing::debug!("part copy with checksums refused, copying without: {e}");
+                self.copy_parts(req, etag, part, condition, None).await
+            }
+            r => r,
+        }
     }
 
     /// What a destination written anew (not by CopyObject) stores: it
@@ -155,13 +213,12 @@ impl Client {
         let req = req.body(Bytes::new());
         let target = req.target.clone();
         count(c, 1);
-        // A copy may answer 200 and then an <Error> (the status is sent
-        // early while the server copies).
-        self.send_parse(&req, |_, body| {
-            result_or_error(body, "CopyObjectResult", &target)
-        })
-        .await
-        .map(drop)
+        // One attempt (the caller retries, `retry::safe`). A copy may
+        // answer 200 and then an <Error> (the status is sent early while
+        // the server copies).
+        let resp = self.send_once(&req).await?;
+        let body = read_body(resp, Op::Copy, &target).await?;
+        result_or_error(&body, "CopyObjectResult", &target).map(drop)
     }
 
     async fn copy_parts(
@@ -287,12 +344,13 @@ impl Client {
         e: Error,
         c: &CopyRequest<'_>,
         etag: Option<&str>,
+        guarded: bool,
         src_url: &str,
     ) -> Error {
         if e.kind() != ErrorKind::Precondition {
             return e;
         }
-        let source_changed = match (etag, c.opts.conditional()) {
+        let source_changed = match (etag, guarded) {
             (None, _) => false,
             (Some(_), false) => true,
             (Some(pinned), true) => match self.head(c.src_bucket, c.src_key).await {
@@ -312,6 +370,11 @@ impl Client {
                 Some(s) => changed.with_status(s),
                 None => changed,
             };
+        }
+        if !c.opts.conditional() {
+            // The precondition of a retry after a lost answer: the refusal
+            // already names what the destination holds (`retry::safe`).
+            return e;
         }
         let msg = format!("{}; {}", e.message(), refused_because(c.opts));
         rebuild(&e, Op::Copy, e.url(), msg, None)
