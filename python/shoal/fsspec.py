@@ -328,6 +328,41 @@ class ShoalFileSystem(AsyncFileSystem):
         # would have (shoal_transfer::into_memory).
         return await _shoal.cat_async(self.session, self._url(path), start, end)
 
+    async def _cat(self, path: Any, recursive: bool = False, on_error: str = "raise", batch_size: int | None = None, **kwargs: Any) -> Any:
+        """``cat`` of one object or many (a list, a glob, ``recursive``):
+        the objects are read by the engine in one call, every GET in flight
+        at once (up to the session's small-object workers) with the GIL
+        released, each whole object verified as ``shoal cat`` verifies it.
+        fsspec's own ``_cat`` made one Python coroutine and one crossing
+        into the engine per object, in batches of ``batch_size``. Answers
+        as fsspec's does: the bytes of a single path, else a dict of path
+        to bytes (``on_error``: ``"raise"`` the first error, ``"omit"`` the
+        failed paths, ``"return"`` their exceptions). With ``recursive``,
+        the objects below a folder (fsspec's own ``_cat`` failed on the
+        folder itself)."""
+        paths = await self._expand_path(path, recursive=recursive)
+        if recursive:
+            # fsspec's expansion names the folders too; only objects have
+            # bytes (an object with a folder's name, stat'ed, stays).
+            folders: set[str] = set()
+            for q in paths:
+                q = q.rpartition("/")[0]
+                while q and q not in folders:
+                    folders.add(q)
+                    q = q.rpartition("/")[0]
+            paths = [p for p in paths if p not in folders or (self._kept(p) or {}).get("type") == "file"]
+        n = len(paths)
+        start, end = kwargs.get("start"), kwargs.get("end")
+        urls = [self._url(p) for p in paths]
+        out = await _shoal.cat_ranges_async(self.session, urls, [start] * n, [end] * n, None, 0) if n else []
+        if on_error == "raise":
+            for r in out:
+                if isinstance(r, BaseException):
+                    raise r
+        if n > 1 or isinstance(path, list) or paths[0] != self._strip_protocol(path):
+            return {k: v for k, v in zip(paths, out) if on_error != "omit" or not isinstance(v, BaseException)}
+        return out[0]
+
     async def _cat_ranges(self, paths: list[str], starts: Any, ends: Any, max_gap: int | None = None, batch_size: int | None = None, on_error: str = "return", **kwargs: Any) -> list[Any]:
         """Many ranges read at once by the engine (Dask's and
         ``fsspec.parquet``'s column-chunk reads): all in flight together

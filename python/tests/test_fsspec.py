@@ -3,6 +3,8 @@ after register(override=True); pandas and pyarrow reading through it."""
 
 from __future__ import annotations
 
+import os
+
 import fsspec
 import pandas as pd
 import pytest
@@ -45,6 +47,40 @@ def test_open_write_then_read(bucket):
         f.seek(9 << 20 - 4)
         assert f.read(4) == b"xxxx"
     assert fs.size(p) == 9 << 20
+
+
+def test_cat_of_many_objects_answers_as_fsspec_does(bucket, monkeypatch):
+    """``cat`` of a list, a glob or a folder reads the objects in one call
+    into the engine (not one ``cat_file`` each); the answer keeps fsspec's
+    shape and its ``on_error`` rules, with ``start``/``end`` applied to
+    each."""
+    fs = fsspec.filesystem("shoal")
+
+    def one_by_one(*a, **k):
+        raise AssertionError("cat read an object on its own")
+
+    monkeypatch.setattr(shoal.fsspec._shoal, "cat_async", one_by_one)
+    root = path_of(bucket)
+    body = {f"{root}/many/o{i:03d}": os.urandom(100 + i) for i in range(30)}
+    fs.pipe(body)
+    strip = fs._strip_protocol
+    want = {strip(k): v for k, v in body.items()}
+    assert fs.cat(sorted(body)) == want
+    assert fs.cat(f"{root}/many/o01*") == {k: v for k, v in want.items() if "/o01" in k}
+    assert fs.cat(f"{root}/many", recursive=True) == want
+    # One path in a list is still a dict; a single path is its bytes.
+    first = sorted(body)[0]
+    assert fs.cat([first]) == {strip(first): body[first]}
+    assert fs.cat(first) == body[first]
+    assert fs.cat(sorted(body)[:2], start=1, end=3) == {strip(k): body[k][1:3] for k in sorted(body)[:2]}
+    two = sorted(body)[:2]
+    missing = f"{root}/many/nope"
+    with pytest.raises(FileNotFoundError, match="nope"):
+        fs.cat([*two, missing])
+    assert fs.cat([*two, missing], on_error="omit") == {strip(k): body[k] for k in two}
+    got = fs.cat([*two, missing], on_error="return")
+    assert isinstance(got[strip(missing)], FileNotFoundError)
+    assert {k: v for k, v in got.items() if k != strip(missing)} == {strip(k): body[k] for k in two}
 
 
 def test_missing_paths_raise_file_not_found(bucket):

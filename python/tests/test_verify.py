@@ -17,6 +17,7 @@ import pytest
 import shoal
 from shoal import _shoal
 from shoal.errors import IntegrityError
+from shoal.fsspec import ShoalFileSystem
 
 from .proxies import PROXY_VARS, RelayProxy
 
@@ -122,6 +123,10 @@ def test_a_flipped_byte_of_an_md5_only_object_is_an_integrity_error(s3_bucket, f
     with pytest.raises(IntegrityError, match="MD5 mismatch"):
         shoal.cat(url, session=s)
     assert flipping.flipped == 1
+    # fsspec's cat of several objects is checked the same way.
+    fs = ShoalFileSystem(session=_shoal.Session(proxy=flipping.url), skip_instance_cache=True)
+    with pytest.raises(IntegrityError, match="MD5 mismatch"):
+        fs.cat([url, url])
     # A range of it cannot be checked against the whole object's MD5: it
     # is read by its length (the flipped byte passes).
     part = shoal.cat(url, 5, 50_000, session=_shoal.Session(proxy=flipping.url))
