@@ -51,12 +51,22 @@ CLIENTS = {
     "s3": ["shoal-fsspec", "shoal-arrow", "s3fs", "obstore-fsspec", "pyarrow-S3"],
     "gs": ["shoal-fsspec", "shoal-arrow", "gcsfs", "obstore-fsspec", "pyarrow-Gcs"],
 }
+#: The floor, run beside the clients when ``--local DIR`` is given: the
+#: same reads from a local copy of the data (page cache), pyarrow's local
+#: filesystem. No network and no server: what the interpreter, the imports
+#: and the decoding cost alone. Not a peer (left out of the ratios).
+FLOOR = "local-files"
 
 # ---------------------------------------------------------------- child
 
 
 def _fs(store: str, client: str):
     """(filesystem, dataset path, small-object prefix) for a client."""
+    if client == FLOOR:
+        import pyarrow.fs as pafs
+
+        d = os.environ["PYREAD_LOCAL"]
+        return pafs.LocalFileSystem(), f"{d}/ds", f"{d}/small"
     s3 = os.environ["SHOAL_TEST_S3"]
     gcs = os.environ["SHOAL_TEST_GCS"]
     key, secret = os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"]
@@ -127,7 +137,13 @@ def child(store: str, row: str, client: str) -> None:
             print(json.dumps({"skip": True}))
             return
         names = [f"{small}/o{i:05d}" for i in range(2000)]
-        got = fs.cat(names)
+        if client == FLOOR:
+            got = {}
+            for n in names:
+                with open(n, "rb") as f:
+                    got[n] = f.read()
+        else:
+            got = fs.cat(names)
         crc = 0
         for k in sorted(got):
             crc = zlib.crc32(got[k], crc)
@@ -186,13 +202,16 @@ def one(store: str, row: str, client: str) -> dict:
 
 
 def run(args) -> None:
+    if args.local:
+        os.environ["PYREAD_LOCAL"] = str(Path(args.local).resolve())
     stores = args.stores.split(",")
     rows = args.rows.split(",")
     results: dict = {}
+    args.load = [os.getloadavg()[0]]
     for i in range(args.runs):
         for store in stores:
             for row in rows:
-                clients = CLIENTS[store][:]
+                clients = CLIENTS[store][:] + ([FLOOR] if args.local else [])
                 # Interleaved, and the order turned each run.
                 k = i % len(clients)
                 for client in clients[k:] + clients[:k]:
@@ -201,6 +220,7 @@ def run(args) -> None:
                         continue
                     results.setdefault((store, row, client), []).append(r)
                     print(store, row, client, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()}, flush=True)
+    args.load.append(os.getloadavg()[0])
     write(results, stores, rows, args)
 
 
@@ -214,8 +234,9 @@ def write(results: dict, stores: list[str], rows: list[str], args) -> None:
         "# Reading datasets from Python: shoal vs pyarrow's filesystems, obstore, s3fs/gcsfs",
         "",
         f"`bench/py_read_bench.py run --runs {args.runs}`: {args.runs} interleaved runs, medians; each cell a fresh",
-        "process (interpreter start and imports included) on the same 2-core machine as MinIO / fake-gcs-server,",
-        "which other builds shared while this ran. Dataset: 16 parquet files, 296 MiB, 20 columns (id + 19",
+        "process (interpreter start and imports included) on the same 2-core machine as MinIO / fake-gcs-server",
+        f"(1-minute load average {args.load[0]:.1f} before the runs, {args.load[1]:.1f} after; the servers' own load",
+        "counts in it). Dataset: 16 parquet files, 296 MiB, 20 columns (id + 19",
         "float64), 4 row groups a file; 2,000 objects of 8 KiB. Cells: wall s / client CPU s. Requests and",
         "bytes per read, counted at MinIO by bench/py_read_probe.py: docs/python-reads.md. Dask row: the read's own time on a",
         "2-process LocalCluster (start-up excluded), CPU of the driver and its workers. A checksum of what",
@@ -223,8 +244,14 @@ def write(results: dict, stores: list[str], rows: list[str], args) -> None:
         "that differs.",
         "",
     ]
+    if args.local:
+        lines[-1:-1] = [
+            "",
+            f"`{FLOOR}`: the same reads of a local copy of the data (page cache) with pyarrow's local",
+            "filesystem, in the same rotation: the floor without network or server, left out of the ratios.",
+        ]
     for store in stores:
-        clients = CLIENTS[store]
+        clients = CLIENTS[store] + ([FLOOR] if args.local else [])
         lines += [f"## {'S3 (MinIO)' if store == 's3' else 'GCS (fake-gcs-server)'}", ""]
         lines.append("| read | " + " | ".join(clients) + " | shoal best ÷ best peer (wall / CPU) |")
         lines.append("|---|" + "---:|" * len(clients) + "---:|")
@@ -249,7 +276,7 @@ def write(results: dict, stores: list[str], rows: list[str], args) -> None:
             cells = [cell + (" ≠" if checks.get(c) not in (None, ref) else "") for c, cell in zip(clients, cells)]
             ratio = ""
             mine = [c for c in clients if c.startswith("shoal")]
-            peers = [c for c in clients if not c.startswith("shoal")]
+            peers = [c for c in clients if not c.startswith("shoal") and c != FLOOR]
             for k in ("wall", "cpu"):
                 m = [_med(results.get((store, row, c), []), k) for c in mine]
                 p = [_med(results.get((store, row, c), []), k) for c in peers]
@@ -262,7 +289,7 @@ def write(results: dict, stores: list[str], rows: list[str], args) -> None:
         lines.append("")
     out = HERE / "results" / "PY-READ.md"
     if args.append and out.exists():
-        lines = out.read_text().splitlines() + [""] + lines[11:]
+        lines = out.read_text().splitlines() + [""] + lines[next(i for i, line in enumerate(lines) if line.startswith("## ")) :]
     out.write_text("\n".join(lines) + "\n")
     (HERE / "results" / "py-read-raw.json").write_text(json.dumps({"|".join(k): v for k, v in results.items()}, indent=1))
     print(f"wrote {out}")
@@ -279,6 +306,7 @@ def main() -> None:
     r.add_argument("--stores", default="s3,gs")
     r.add_argument("--rows", default=",".join(ROWS))
     r.add_argument("--append", action="store_true")
+    r.add_argument("--local", default=None, help="the directory `setup` wrote: adds the local-files floor to each row")
     s = sub.add_parser("setup")
     s.add_argument("dir")
     args = ap.parse_args()
