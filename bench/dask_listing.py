@@ -27,14 +27,26 @@ import time
 
 
 def cli_run(cli: str, url: str) -> tuple[float, float, float]:
-    """Seconds, CPU seconds and peak RSS (MiB) of one ``shoal ls -r``."""
+    """Seconds, CPU seconds and peak RSS (MiB) of one ``shoal ls -r``. The
+    peak is GNU time's for that one process (``RUSAGE_CHILDREN`` would be
+    the largest of every child so far, the Dask workers holding their
+    partitions included)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    subprocess.run([cli, "ls", "-r", url], stdout=subprocess.DEVNULL, check=True)
+    p = subprocess.run(["/usr/bin/time", "-f", "%M", cli, "ls", "-r", url], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"shoal ls -r {url} failed: {p.stderr.strip()}")
     secs = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return secs, cpu, after.ru_maxrss / 1024
+    return secs, cpu, int(p.stderr.strip().splitlines()[-1]) / 1024
+
+
+def _cpu() -> float:
+    """This process's CPU seconds (run on each worker)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def main() -> None:
@@ -59,23 +71,28 @@ def main() -> None:
         with distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                       dashboard_address=None) as cluster, distributed.Client(cluster) as c:
             c.run(lambda: None)  # workers up before the clock starts
-            rates, cli_here = [], []
+            rates, cli_here, wcpu = [], [], []
             for _ in range(a.runs):
                 if a.cli:
                     secs, cpu, rss = cli_run(a.cli, url)
                     cli_here.append((secs, cpu, rss))
                 stats = sd.ListingStats()
+                cpu0 = sum(c.run(_cpu).values())
                 t = time.perf_counter()
                 parts = sd.list_partitions(url, client=c, keys_per_task=a.keys_per_task, stats=stats,
                                            list_connections=a.connections)
                 total = sum(c.gather([c.submit(len, p) for p in parts]))
                 secs = time.perf_counter() - t
                 rates.append(total / secs)
+                wcpu.append(sum(c.run(_cpu).values()) - cpu0)
                 del parts
             rate = statistics.median(rates)
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+            # The workers hold the partitions (a dict a key): their peak.
+            wrss = max(c.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss).values()) / 1024
             line = (f"workers={n}: {total} keys, {rate:,.0f} keys/s ({rate / n:,.0f} per worker); "
-                    f"{stats.tasks} tasks, {stats.splits} splits; client peak RSS {rss:.0f} MiB")
+                    f"{stats.tasks} tasks, {stats.splits} splits; workers' CPU {statistics.median(wcpu):.1f} s; client peak RSS {rss:.0f} MiB, "
+                    f"largest worker peak RSS {wrss:.0f} MiB")
             if cli_here:
                 cs = statistics.median(x[0] for x in cli_here)
                 cli_rate = total / cs
