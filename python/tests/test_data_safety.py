@@ -9,6 +9,7 @@ import ctypes
 import itertools
 import json
 import os
+import signal
 import socket
 import urllib.request
 
@@ -246,6 +247,17 @@ def test_bucket_urls_are_not_objects(bucket, tmp_path):
 
 
 def test_ctrl_c_stops_a_read_that_is_draining(bucket):
+    # Python's own Ctrl-C handler, whatever this process inherited: one
+    # started in the background by a shell without job control inherits
+    # SIGINT ignored, and PyErr_SetInterrupt then does nothing.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _ctrl_c_stops_a_draining_read(bucket)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _ctrl_c_stops_a_draining_read(bucket):
     data = os.urandom(32 << 20)
     shoal.put(f"{bucket}/big", data)
     interrupt = ctypes.pythonapi.PyErr_SetInterrupt
