@@ -351,10 +351,12 @@ class ShoalFileSystem(AsyncFileSystem):
                     folders.add(q)
                     q = q.rpartition("/")[0]
             paths = [p for p in paths if p not in folders or (self._kept(p) or {}).get("type") == "file"]
+        if not paths:  # only folders matched: nothing has bytes
+            raise FileNotFoundError(f"{path}: no object to read")
         n = len(paths)
         start, end = kwargs.get("start"), kwargs.get("end")
         urls = [self._url(p) for p in paths]
-        out = await _shoal.cat_ranges_async(self.session, urls, [start] * n, [end] * n, None, 0) if n else []
+        out = await _shoal.cat_ranges_async(self.session, urls, [start] * n, [end] * n, None, 0)
         if on_error == "raise":
             for r in out:
                 if isinstance(r, BaseException):
