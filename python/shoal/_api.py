@@ -291,20 +291,104 @@ def _expires(call: str, expires: Any) -> int:
     return expires
 
 
+_SHAPE_KEYWORDS = (
+    "headers",
+    "query_parameters",
+    "virtual_hosted_style",
+    "bucket_bound_hostname",
+    "scheme",
+    "api_access_endpoint",
+    "signed_at",
+    "content_type",
+    "content_md5",
+    "response_disposition",
+    "response_type",
+    "generation",
+    "version",
+)
+
+
+def _pairs(call: str, name: str, value: Any) -> list[tuple[str, str]]:
+    if value is None:
+        return []
+    items = value.items() if isinstance(value, Mapping) else value
+    try:
+        return [(str(k), str(v)) for k, v in items]
+    except (TypeError, ValueError):
+        raise TypeError(f"{call}(): {name} must be a dict of names to values or a list of (name, value) pairs") from None
+
+
+def _presign_shape(call: str, shape: dict[str, Any]) -> dict[str, Any]:
+    """The URL's shape as the engine takes it, from the keywords of
+    Google's ``Blob.generate_signed_url`` (what gcsfs's ``sign`` passes on),
+    so code written for them signs the same URL here."""
+    version = shape.pop("version", None)
+    if version not in (None, "v4", "V4"):
+        raise ValueError(f"{call}(): version={version!r}: only V4 signatures are made (v2 is deprecated by Google)")
+    headers = _pairs(call, "headers", shape.pop("headers", None))
+    query = _pairs(call, "query_parameters", shape.pop("query_parameters", None))
+    for kw, header in (("content_type", "Content-Type"), ("content_md5", "Content-MD5")):
+        if shape.get(kw) is not None:
+            headers.append((header, str(shape.pop(kw))))
+        shape.pop(kw, None)
+    for kw, param in (("response_disposition", "response-content-disposition"), ("response_type", "response-content-type"), ("generation", "generation")):
+        if shape.get(kw) is not None:
+            query.append((param, str(shape.pop(kw))))
+        shape.pop(kw, None)
+    host = shape.pop("bucket_bound_hostname", None)
+    scheme = shape.pop("scheme", None)
+    if host is not None and "://" not in host:
+        # Google's default for a bare bound host ("https works only
+        # behind a CDN").
+        host = f"{scheme or 'http'}://{host}"
+    signed_at = shape.pop("signed_at", None)
+    if isinstance(signed_at, datetime.datetime):
+        if signed_at.tzinfo is None:
+            raise ValueError(f"{call}(): signed_at={signed_at!r} has no time zone (give one, e.g. datetime.timezone.utc)")
+        signed_at = signed_at.timestamp()
+    elif signed_at is not None and (isinstance(signed_at, bool) or not isinstance(signed_at, (int, float))):
+        raise TypeError(f"{call}(): signed_at must be a datetime or Unix seconds, not {type(signed_at).__name__}")
+    return {
+        "headers": headers,
+        "query": query,
+        "virtual_hosted": bool(shape.pop("virtual_hosted_style", False)),
+        "bucket_bound_host": host,
+        "endpoint": shape.pop("api_access_endpoint", None),
+        "signed_at": None if signed_at is None else float(signed_at),
+    }
+
+
+def _split_shape(options: dict[str, Any]) -> dict[str, Any]:
+    return {k: options.pop(k) for k in _SHAPE_KEYWORDS if k in options}
+
+
 def presign(url: str, expires: int | datetime.timedelta = 3600, method: str = "GET", *, session: _shoal.Session | None = None, **options: Any) -> str:
     """A URL anyone can use without credentials until it expires (1 s to 7
     days; seconds or a ``timedelta``): ``method="GET"`` reads the object,
-    ``"PUT"`` writes it with one request. What ``shoal presign`` prints:
-    S3 signs with SigV4 in the query string; GCS makes a V4 signed URL,
-    which needs a service-account key (``GOOGLE_APPLICATION_CREDENTIALS``
-    naming its JSON file). Signing is local: nothing is sent, and the
-    object need not exist yet."""
-    return _shoal.presign(resolve(session, options), url, _expires("presign", expires), method)
+    ``"PUT"`` writes it with one request (``HEAD``, ``DELETE`` and, on
+    GCS, ``POST`` to start a resumable upload, too); a bucket URL signs a
+    listing. What ``shoal presign`` prints: S3 signs with SigV4 in the
+    query string; GCS makes a V4 signed URL, which needs a service-account
+    key (``GOOGLE_APPLICATION_CREDENTIALS`` naming its JSON file). Signing
+    is local: nothing is sent, and the object need not exist yet.
+
+    The keywords of Google's ``Blob.generate_signed_url`` shape the URL:
+    ``headers`` (the holder must send them as given; ``content_type``,
+    ``content_md5`` add theirs), ``query_parameters`` (also
+    ``response_disposition``, ``response_type``, ``generation``);
+    GCS only: ``virtual_hosted_style``, ``bucket_bound_hostname`` (with
+    ``scheme``, ``http`` by default as Google's), ``api_access_endpoint``
+    (the host the URL names, when requests go elsewhere). ``signed_at`` (a
+    datetime or Unix seconds) signs for another time than now: the URL is
+    valid from then for ``expires``."""
+    shape = _presign_shape("presign", _split_shape(options))
+    return _shoal.presign(resolve(session, options), url, _expires("presign", expires), method, shape)
 
 
 async def presign_async(url: str, expires: int | datetime.timedelta = 3600, method: str = "GET", *, session: _shoal.Session | None = None, **options: Any) -> str:
     """:func:`presign` for asyncio."""
-    return await _shoal.presign_async(resolve(session, options), url, _expires("presign_async", expires), method)
+    shape = _presign_shape("presign_async", _split_shape(options))
+    return await _shoal.presign_async(resolve(session, options), url, _expires("presign_async", expires), method, shape)
 
 
 def _raise_first(results: Sequence[Any]) -> None:

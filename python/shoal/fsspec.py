@@ -82,7 +82,7 @@ from glob import has_magic
 from fsspec.spec import AbstractBufferedFile
 
 from . import _shoal
-from ._api import presign, write_keywords
+from ._api import _SHAPE_KEYWORDS, presign, write_keywords
 from ._session import resolve
 
 #: Past this, a file opened for writing spills to a temporary file.
@@ -577,12 +577,17 @@ class ShoalFileSystem(AsyncFileSystem):
     def sign(self, path: str, expiration: int = 100, **kwargs: Any) -> str:
         """A presigned URL for the object (:func:`shoal.presign`): usable
         without credentials for ``expiration`` seconds (1 s to 7 days);
-        ``method="PUT"`` for a URL that writes it. GCS signs with a
-        service-account key (``GOOGLE_APPLICATION_CREDENTIALS``)."""
+        ``method="PUT"`` for a URL that writes it. The other keywords are
+        those of Google's ``Blob.generate_signed_url``, as gcsfs passes
+        them on (``headers``, ``query_parameters``, ``content_type``,
+        ``virtual_hosted_style``, ``bucket_bound_hostname``,
+        ``api_access_endpoint``...; see :func:`shoal.presign`). GCS signs
+        with a service-account key (``GOOGLE_APPLICATION_CREDENTIALS``)."""
         method = kwargs.pop("method", "GET")
+        shape = {k: kwargs.pop(k) for k in _SHAPE_KEYWORDS if k in kwargs}
         if kwargs:
-            raise TypeError(f"sign() got an unexpected keyword argument {next(iter(kwargs))!r} (it takes method)")
-        return presign(self._url(path), expiration, method, session=self.session)
+            raise TypeError(f"sign() got an unexpected keyword argument {next(iter(kwargs))!r}")
+        return presign(self._url(path), expiration, method, session=self.session, **shape)
 
     def invalidate_cache(self, path: str | None = None) -> None:
         # Only what the next open takes (see _open) is kept.

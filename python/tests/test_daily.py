@@ -163,14 +163,27 @@ def test_presign_refuses_bad_values_in_one_line(s3_bucket):
             shoal.presign(url, expires=expires)
         assert "expires" in one_line(e)
     with pytest.raises(ValueError) as e:
-        shoal.presign(url, method="DELETE")
-    assert "'GET' or 'PUT'" in one_line(e)
+        shoal.presign(url, method="PATCH")
+    assert "GET, PUT, HEAD, DELETE or POST" in one_line(e)
+    # The URL shapes only GCS has are refused on S3, not ignored.
+    for shape in ({"virtual_hosted_style": True}, {"bucket_bound_hostname": "cdn.example"}, {"api_access_endpoint": "https://elsewhere"}):
+        with pytest.raises(shoal.UnsupportedError) as e:
+            shoal.presign(url, **shape)
+        assert "GCS options" in one_line(e), shape
+    with pytest.raises(ValueError) as e:
+        shoal.presign(url, version="v2")
+    assert "only V4" in one_line(e)
     with pytest.raises(ValueError) as e:
         shoal.presign(f"{s3_bucket}/*.csv")
     assert "glob" in one_line(e)
-    with pytest.raises(ValueError) as e:
-        shoal.presign(s3_bucket)
-    assert "names a bucket" in one_line(e)
+    # A bucket's URL is a listing (GET), never anything else: on S3 a
+    # DELETE of it would delete the bucket.
+    listing = shoal.presign(s3_bucket)
+    assert fetch(listing)[0] == 200 and b"ListBucketResult" in fetch(listing)[1]
+    for method in ("DELETE", "PUT"):
+        with pytest.raises(ValueError) as e:
+            shoal.presign(s3_bucket, method=method)
+        assert "names a bucket" in one_line(e)
     fs = fs_for()
     with pytest.raises(ValueError):
         fs.sign(path_of(url), expiration=-5)

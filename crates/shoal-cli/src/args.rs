@@ -379,6 +379,12 @@ pub(crate) struct PresignArgs {
     /// What the URL allows.
     #[arg(long, value_enum, default_value_t = PresignMethodArg::Get)]
     pub(crate) method: PresignMethodArg,
+    /// A header the URL's user must send as given, signed into the URL: NAME=VALUE or 'NAME: VALUE' (e.g. `--header content-type=text/csv` for a PUT). Repeatable.
+    #[arg(long = "header", value_name = "NAME=VALUE", value_parser = parse_header)]
+    pub(crate) headers: Vec<(String, String)>,
+    /// A query parameter signed into the URL: NAME=VALUE (e.g. `response-content-disposition=attachment`). Repeatable.
+    #[arg(long = "query-param", value_name = "NAME=VALUE", value_parser = parse_query_param)]
+    pub(crate) query: Vec<(String, String)>,
     /// Print one JSON object on stdout: the URL, its method, the object and when it expires.
     #[arg(long)]
     pub(crate) json: bool,
@@ -392,6 +398,35 @@ pub(crate) enum PresignMethodArg {
     /// Write the object with one PUT.
     #[value(name = "PUT", alias = "put")]
     Put,
+    /// Read the object's metadata.
+    #[value(name = "HEAD", alias = "head")]
+    Head,
+    /// Delete the object.
+    #[value(name = "DELETE", alias = "delete")]
+    Delete,
+    /// POST (GCS: start a resumable upload, with `--header x-goog-resumable=start`).
+    #[value(name = "POST", alias = "post")]
+    Post,
+}
+
+/// `NAME=VALUE` or `NAME: VALUE`: a header name holds neither `=` nor
+/// `:`, so the first of them ends it.
+fn parse_header(s: &str) -> Result<(String, String), String> {
+    let Some(at) = s.find(['=', ':']) else {
+        return Err(format!("'{s}': a header is NAME=VALUE or 'NAME: VALUE'"));
+    };
+    let (name, value) = (s[..at].trim(), s[at + 1..].trim());
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!("'{s}': '{name}' is not a header name"));
+    }
+    Ok((name.to_owned(), value.to_owned()))
+}
+
+fn parse_query_param(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.is_empty() => Ok((name.to_owned(), value.to_owned())),
+        _ => Err(format!("'{s}': a query parameter is NAME=VALUE")),
+    }
 }
 
 /// `90`, `90s`, `15m`, `1h`, `7d`: whole seconds, within what both

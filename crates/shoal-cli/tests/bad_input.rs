@@ -219,9 +219,17 @@ fn presign_rb_and_bucket_listing_refuse_bad_input() {
     }
     run(with_args(
         shoal(),
-        &["presign", "--method", "DELETE", "s3://b/k"],
+        &["presign", "--method", "PATCH", "s3://b/k"],
     ))
     .assert_one_line_error(2, &["--method"]);
+    for (flag, bad) in [
+        ("--header", "no-separator"),
+        ("--header", "bad name=v"),
+        ("--query-param", "=v"),
+    ] {
+        run(with_args(shoal(), &["presign", flag, bad, "s3://b/k"]))
+            .assert_one_line_error(2, &[flag]);
+    }
     run(with_args(shoal(), &["presign", "gs://bucket"]))
         .assert_one_line_error(2, &["needs an object"]);
     run(with_args(shoal(), &["signurl", "./local"]))

@@ -109,6 +109,46 @@ fn presigned_s3_url_works_without_credentials_and_only_as_signed() {
     // A GET URL does not allow a PUT.
     let (code, _) = curl(&["-T", f.to_str().unwrap()], &signed);
     assert_eq!(code, 403);
+
+    // --header: the holder must send the header as signed; --query-param
+    // rides in the URL; --method HEAD and DELETE.
+    let typed = presign(
+        s3().unwrap(),
+        &["--method", "PUT", "--header", "Content-Type: text/csv"],
+        &up,
+    );
+    assert!(
+        typed.contains("X-Amz-SignedHeaders=content-type%3Bhost"),
+        "{typed}"
+    );
+    let (code, _) = curl(&["-T", f.to_str().unwrap()], &typed);
+    // MinIO answers AccessDenied with status 400 here.
+    assert!(
+        matches!(code, 400 | 403),
+        "without the signed header: {code}"
+    );
+    let (code, _) = curl(
+        &["-T", f.to_str().unwrap(), "-H", "content-type: text/csv"],
+        &typed,
+    );
+    assert_eq!(code, 200);
+    let typed_get = presign(
+        s3().unwrap(),
+        &["--query-param", "response-content-type=application/x-shoal"],
+        &up,
+    );
+    let (code, got) = curl(&["-D", "-"], &typed_get);
+    assert_eq!(code, 200);
+    let got = String::from_utf8_lossy(&got).to_ascii_lowercase();
+    assert!(got.contains("content-type: application/x-shoal"), "{got}");
+    let head = presign(s3().unwrap(), &["--method", "head"], &up);
+    let (code, _) = curl(&["-I"], &head);
+    assert_eq!(code, 200);
+    let del = presign(s3().unwrap(), &["--method", "DELETE"], &up);
+    let (code, _) = curl(&["-X", "DELETE"], &del);
+    assert_eq!(code, 204);
+    let r = run(with_args(s3().unwrap(), &["stat", &up]));
+    assert_ne!(r.code, 0, "deleted through the URL");
 }
 
 /// A service-account key made for this test (openssl), as a JSON key file.

@@ -33,7 +33,7 @@ pub use error::{Error, ErrorKind, Op, Result};
 pub use meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion, Projection};
 pub use store::{
     Assemble, BoxByteStream, BucketInfo, Capabilities, CopyRequest, GetResponse,
-    MAX_PRESIGN_EXPIRY, MultipartUpload, PartInfo, PresignMethod, PutOptions, Store, StoreFor,
-    StoredPart, check_presign_expiry,
+    MAX_PRESIGN_EXPIRY, MultipartUpload, PartInfo, Presign, PresignMethod, PresignStyle,
+    PutOptions, Store, StoreFor, StoredPart, check_presign_expiry,
 };
 pub use url::{Location, Scheme};

@@ -301,13 +301,21 @@ pub struct BucketInfo {
     pub created: Option<String>,
 }
 
-/// What a presigned URL lets its holder do.
+/// What a presigned URL lets its holder do: the HTTP method it is signed
+/// for (a URL signed for GET cannot be used to PUT).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PresignMethod {
     /// Read the object.
     Get,
     /// Write the object (one PUT of the whole body).
     Put,
+    /// Read the object's metadata.
+    Head,
+    /// Delete the object.
+    Delete,
+    /// A POST: on GCS, starting a resumable upload (with the signed header
+    /// `x-goog-resumable: start`).
+    Post,
 }
 
 impl PresignMethod {
@@ -316,7 +324,85 @@ impl PresignMethod {
         match self {
             PresignMethod::Get => "GET",
             PresignMethod::Put => "PUT",
+            PresignMethod::Head => "HEAD",
+            PresignMethod::Delete => "DELETE",
+            PresignMethod::Post => "POST",
         }
+    }
+
+    /// `name` in any case (`get`, `PUT`...); None for a method no signed
+    /// URL is made for.
+    pub fn parse(name: &str) -> Option<PresignMethod> {
+        Some(match name.to_ascii_uppercase().as_str() {
+            "GET" => PresignMethod::Get,
+            "PUT" => PresignMethod::Put,
+            "HEAD" => PresignMethod::Head,
+            "DELETE" => PresignMethod::Delete,
+            "POST" => PresignMethod::Post,
+            _ => return None,
+        })
+    }
+
+    /// The names [`PresignMethod::parse`] takes, for messages.
+    pub const NAMES: &'static str = "GET, PUT, HEAD, DELETE or POST";
+}
+
+/// How a presigned URL names its bucket.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum PresignStyle {
+    /// `https://host/bucket/key`, the store's own form.
+    #[default]
+    Path,
+    /// `https://bucket.host/key`.
+    VirtualHosted,
+    /// `https://cdn.example.com/key`: a host (a CNAME or a load balancer)
+    /// that stands for the bucket, given as `host` or `scheme://host`.
+    BucketBound(String),
+}
+
+/// One presigned URL to make. Beyond the method and the life, what the
+/// URL's holder must send (signed `headers`, e.g. a content type a PUT
+/// must carry), what the URL carries (`query`, e.g. `response-content-disposition`),
+/// and how it names the bucket. The signing time is now unless `time` is
+/// set: a URL signed for a later time is valid only from then (and, for
+/// tests and reproducible URLs, a fixed time gives the same URL).
+#[derive(Debug, Clone)]
+pub struct Presign {
+    /// The HTTP method the URL is for.
+    pub method: PresignMethod,
+    /// How long the URL lives (1 s to [`MAX_PRESIGN_EXPIRY`]).
+    pub expires: std::time::Duration,
+    /// Headers the request must carry, signed (names in any case).
+    pub headers: Vec<(String, String)>,
+    /// Query parameters signed into the URL.
+    pub query: Vec<(String, String)>,
+    /// How the URL names the bucket.
+    pub style: PresignStyle,
+    /// The `scheme://host` the URL names instead of the store's endpoint
+    /// (a client that reaches the store through a proxy or an emulator,
+    /// signing URLs for others to use on the real one).
+    pub endpoint: Option<String>,
+    /// The signing time; None signs now.
+    pub time: Option<std::time::SystemTime>,
+}
+
+impl Presign {
+    /// `method` for `expires`, path style, at the store's endpoint, now.
+    pub fn new(method: PresignMethod, expires: std::time::Duration) -> Presign {
+        Presign {
+            method,
+            expires,
+            headers: Vec::new(),
+            query: Vec::new(),
+            style: PresignStyle::Path,
+            endpoint: None,
+            time: None,
+        }
+    }
+
+    /// The signing time: [`Presign::time`] or now.
+    pub fn signed_at(&self) -> std::time::SystemTime {
+        self.time.unwrap_or_else(std::time::SystemTime::now)
     }
 }
 
@@ -468,18 +554,13 @@ pub trait Store: Send + Sync + Debug {
         ))
     }
 
-    /// A URL that lets anyone holding it `method` the object without
-    /// credentials until `expires` from now (at most
+    /// A URL that lets anyone holding it make the request `p` describes
+    /// on the object (`key` empty: on the bucket) without credentials,
+    /// until `p.expires` after it was signed (at most
     /// [`MAX_PRESIGN_EXPIRY`]). Signing is local: no request is sent, and
     /// the object need not exist. Stores that cannot answer `Unsupported`.
-    async fn presign(
-        &self,
-        method: PresignMethod,
-        bucket: &str,
-        key: &str,
-        expires: std::time::Duration,
-    ) -> Result<String> {
-        let _ = (method, expires);
+    async fn presign(&self, bucket: &str, key: &str, p: &Presign) -> Result<String> {
+        let _ = p;
         Err(Error::new(
             ErrorKind::Unsupported,
             Op::Presign,

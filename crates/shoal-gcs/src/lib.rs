@@ -46,8 +46,8 @@ use std::sync::Mutex;
 use bytes::Bytes;
 use shoal_core::{
     Assemble, BoxByteStream, BucketInfo, ByteRange, Capabilities, GetResponse, ListPage,
-    ListRequest, MultipartUpload, ObjectMeta, ObjectVersion, PartInfo, PresignMethod, PutOptions,
-    Result, Scheme, Store,
+    ListRequest, MultipartUpload, ObjectMeta, ObjectVersion, PartInfo, Presign, PutOptions, Result,
+    Scheme, Store,
 };
 
 pub use config::GcsConfig;
@@ -128,33 +128,6 @@ impl GcsStore {
     /// Whether requests go unsigned.
     pub fn is_anonymous(&self) -> bool {
         self.anonymous
-    }
-
-    /// [`Store::presign`] as signed at `time` rather than now: the URL
-    /// expires `expires` after `time`. Signs with the service-account key
-    /// of `GOOGLE_APPLICATION_CREDENTIALS`, also against an emulator
-    /// (whose requests are otherwise unsigned).
-    pub async fn presign_at(
-        &self,
-        method: PresignMethod,
-        bucket: &str,
-        key: &str,
-        expires: std::time::Duration,
-        time: std::time::SystemTime,
-    ) -> Result<String> {
-        let target = format!("gs://{bucket}/{key}");
-        let signer = credential::service_account_signer(&target)?;
-        signed_url::presign(
-            &signer,
-            &self.client.base,
-            method,
-            bucket,
-            key,
-            self.client.user_project.as_deref(),
-            expires,
-            time,
-        )
-        .await
     }
 
     fn upload_options(&self, upload_id: &str, remove: bool) -> PutOptions {
@@ -273,15 +246,21 @@ impl Store for GcsStore {
         self.client.list_buckets(project.as_deref()).await
     }
 
-    async fn presign(
-        &self,
-        method: PresignMethod,
-        bucket: &str,
-        key: &str,
-        expires: std::time::Duration,
-    ) -> Result<String> {
-        self.presign_at(method, bucket, key, expires, std::time::SystemTime::now())
-            .await
+    /// Signs with the service-account key of
+    /// `GOOGLE_APPLICATION_CREDENTIALS`, also against an emulator (whose
+    /// requests are otherwise unsigned).
+    async fn presign(&self, bucket: &str, key: &str, p: &Presign) -> Result<String> {
+        let target = format!("gs://{bucket}/{key}");
+        let signer = credential::service_account_signer(&target)?;
+        signed_url::presign(
+            &signer,
+            &self.client.base,
+            bucket,
+            key,
+            self.client.user_project.as_deref(),
+            p,
+        )
+        .await
     }
 
     fn supports_put_stream(&self) -> bool {

@@ -18,19 +18,20 @@
 //! then the query sorted; an `x-goog-content-sha256` header replaces
 //! `UNSIGNED-PAYLOAD`.
 //!
-//! [`unsigned_v4`] takes any method, headers, query and URL style, so the
+//! [`unsigned_v4`] takes any method, headers, query and URL style, and
+//! [`presign`] hands all of them through from a [`Presign`]: the
 //! conformance cases (POST, virtual-hosted and bucket-bound hosts, signed
-//! headers) run through the code shoal uses. What shoal hands out is the
-//! narrow case [`presign`] builds: path style (`BASE/BUCKET/KEY`) on the
-//! store's endpoint (`https://storage.googleapis.com` by default, an
-//! emulator's address under `STORAGE_EMULATOR_HOST`), with only `host`
-//! signed, so a plain `curl URL` is all a holder needs.
+//! headers) run through the code users call. By default a URL is path
+//! style (`BASE/BUCKET/KEY`) on the store's endpoint
+//! (`https://storage.googleapis.com`, or an emulator's address under
+//! `STORAGE_EMULATOR_HOST`) with only `host` signed, so a plain `curl URL`
+//! is all a holder needs.
 
 use std::time::{Duration, SystemTime};
 
 use google_cloud_auth::signer::Signer;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use shoal_core::{Error, ErrorKind, Op, PresignMethod, Result};
+use shoal_core::{Error, ErrorKind, Op, Presign, PresignStyle, Result};
 
 use crate::client::encode;
 
@@ -50,13 +51,6 @@ const ALGORITHM: &str = "GOOG4-RSA-SHA256";
 
 /// Where the URL names the bucket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "shoal hands out path style; the others are signed in the conformance tests"
-    )
-)]
 pub(crate) enum UrlStyle {
     /// `HOST/BUCKET/KEY`.
     Path,
@@ -253,17 +247,21 @@ impl Endpoint {
         let base = reqwest::Url::parse(endpoint).map_err(|e| {
             Error::invalid(Op::Presign, target, format!("bad endpoint {endpoint}: {e}"))
         })?;
-        let authority = match (base.host_str(), base.port()) {
-            (Some(h), Some(p)) => format!("{h}:{p}"),
-            (Some(h), None) => h.to_owned(),
-            (None, _) => {
-                return Err(Error::invalid(
-                    Op::Presign,
-                    target,
-                    format!("endpoint {endpoint} has no host"),
-                ));
-            }
-        };
+        if base.host_str().is_none() {
+            return Err(Error::invalid(
+                Op::Presign,
+                target,
+                format!("endpoint {endpoint} has no host"),
+            ));
+        }
+        // The authority as written: a default port given (`:443`) stays in
+        // the URL, as Google's clients keep it (the parser drops it).
+        let rest = endpoint.split_once("://").map_or(endpoint, |(_, r)| r);
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+        let authority = authority
+            .rsplit_once('@')
+            .map_or(authority, |(_, a)| a)
+            .to_owned();
         Ok(Endpoint {
             scheme: base.scheme().to_owned(),
             authority,
@@ -271,85 +269,118 @@ impl Endpoint {
         })
     }
 
-    /// What shoal hands out: `method` on `bucket/key`, path style, only
-    /// `host` signed, `query` added (`userProject`).
-    #[allow(clippy::too_many_arguments)]
-    fn path_style<'a>(
-        &'a self,
-        method: PresignMethod,
-        bucket: &'a str,
-        key: &'a str,
-        query: &'a [(&'a str, &'a str)],
-        expires: Duration,
-        time: SystemTime,
-    ) -> V4Input<'a> {
-        V4Input {
-            method: method.as_str(),
-            scheme: &self.scheme,
-            authority: &self.authority,
-            base_path: &self.path,
-            style: UrlStyle::Path,
-            bucket,
-            key: Some(key),
-            headers: &[],
-            query,
-            expires,
-            time,
+    /// The host a bucket-bound URL names: `host` or `scheme://host`; a
+    /// bare host takes `scheme`.
+    fn bucket_bound(host: &str, scheme: &str, target: &str) -> Result<Endpoint> {
+        if host.contains("://") {
+            Endpoint::parse(host, target)
+        } else {
+            Endpoint::parse(&format!("{scheme}://{host}"), target)
         }
     }
 }
 
-/// The query shoal adds: who pays, if set.
-fn user_project_query(user_project: Option<&str>) -> Vec<(&'static str, &str)> {
-    user_project
-        .map(|p| ("userProject", p))
-        .into_iter()
+fn borrowed(pairs: &[(String, String)]) -> Vec<(&str, &str)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect()
 }
 
-/// Shoal's URL for `method` on `bucket/key` at `endpoint`, unsigned:
-/// [`unsigned_v4`] path style, billed to `user_project` if set. What
-/// [`presign`] signs, for tests to look at.
+/// The parts of a [`Presign`]'s URL that [`V4Input`] borrows: where it
+/// points, how it names the bucket, and the query with `userProject` (who
+/// pays, if set) ahead of the caller's.
+struct Resolved {
+    ep: Endpoint,
+    style: UrlStyle,
+    query: Vec<(String, String)>,
+}
+
+impl Resolved {
+    fn new(
+        endpoint: &str,
+        bucket: &str,
+        key: &str,
+        user_project: Option<&str>,
+        p: &Presign,
+    ) -> Result<Resolved> {
+        let target = target(bucket, Some(key));
+        let ep = Endpoint::parse(p.endpoint.as_deref().unwrap_or(endpoint), &target)?;
+        let (ep, style) = match &p.style {
+            PresignStyle::Path => (ep, UrlStyle::Path),
+            PresignStyle::VirtualHosted => (ep, UrlStyle::VirtualHosted),
+            PresignStyle::BucketBound(host) => (
+                Endpoint::bucket_bound(host, &ep.scheme, &target)?,
+                UrlStyle::BucketBound,
+            ),
+        };
+        let query = user_project
+            .map(|u| ("userProject".to_owned(), u.to_owned()))
+            .into_iter()
+            .chain(p.query.iter().cloned())
+            .collect();
+        Ok(Resolved { ep, style, query })
+    }
+
+    /// `p` on `bucket/key` (an empty key: the bucket).
+    fn input<'a>(
+        &'a self,
+        bucket: &'a str,
+        key: &'a str,
+        headers: &'a [(&'a str, &'a str)],
+        query: &'a [(&'a str, &'a str)],
+        p: &Presign,
+    ) -> V4Input<'a> {
+        V4Input {
+            method: p.method.as_str(),
+            scheme: &self.ep.scheme,
+            authority: &self.ep.authority,
+            base_path: if self.style == UrlStyle::BucketBound {
+                ""
+            } else {
+                &self.ep.path
+            },
+            style: self.style,
+            bucket,
+            key: (!key.is_empty()).then_some(key),
+            headers,
+            query,
+            expires: p.expires,
+            time: p.signed_at(),
+        }
+    }
+}
+
+/// Shoal's URL for `p` on `bucket/key` at `endpoint`, unsigned, billed to
+/// `user_project` if set. What [`presign`] signs, for tests to look at.
 #[cfg(test)]
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn unsigned(
     endpoint: &str,
     client_email: &str,
-    method: PresignMethod,
     bucket: &str,
     key: &str,
     user_project: Option<&str>,
-    expires: Duration,
-    time: SystemTime,
+    p: &Presign,
 ) -> Result<Unsigned> {
-    let ep = Endpoint::parse(endpoint, &target(bucket, Some(key)))?;
-    let query = user_project_query(user_project);
-    unsigned_v4(
-        &ep.path_style(method, bucket, key, &query, expires, time),
-        client_email,
-    )
+    let r = Resolved::new(endpoint, bucket, key, user_project, p)?;
+    let (headers, query) = (borrowed(&p.headers), borrowed(&r.query));
+    unsigned_v4(&r.input(bucket, key, &headers, &query, p), client_email)
 }
 
-/// Shoal's signed URL for `method` on `bucket/key` at `endpoint`: what
-/// [`unsigned`] builds, signed by `signer`.
-#[allow(clippy::too_many_arguments)]
+/// The signed URL for `p` on `bucket/key` (an empty key: the bucket) at
+/// `endpoint`, billed to `user_project` if set: what [`unsigned`] builds,
+/// signed by `signer`.
 pub(crate) async fn presign(
     signer: &Signer,
     endpoint: &str,
-    method: PresignMethod,
     bucket: &str,
     key: &str,
     user_project: Option<&str>,
-    expires: Duration,
-    time: SystemTime,
+    p: &Presign,
 ) -> Result<String> {
-    let ep = Endpoint::parse(endpoint, &target(bucket, Some(key)))?;
-    let query = user_project_query(user_project);
-    presign_v4(
-        signer,
-        &ep.path_style(method, bucket, key, &query, expires, time),
-    )
-    .await
+    let r = Resolved::new(endpoint, bucket, key, user_project, p)?;
+    let (headers, query) = (borrowed(&p.headers), borrowed(&r.query));
+    presign_v4(signer, &r.input(bucket, key, &headers, &query, p)).await
 }
 
 /// The URL a user would write (for error messages).
@@ -400,7 +431,14 @@ mod tests {
     use aws_lc_rs::encoding::AsDer;
     use aws_lc_rs::signature::{KeyPair, RSA_PKCS1_2048_8192_SHA256, UnparsedPublicKey};
     use base64::Engine;
-    use shoal_core::MAX_PRESIGN_EXPIRY;
+    use shoal_core::{MAX_PRESIGN_EXPIRY, PresignMethod};
+
+    fn at(method: PresignMethod, expires: Duration, time: SystemTime) -> Presign {
+        Presign {
+            time: Some(time),
+            ..Presign::new(method, expires)
+        }
+    }
 
     /// A service-account key made for this test (never a real one), and
     /// the matching public key.
@@ -444,12 +482,10 @@ mod tests {
         let url = presign(
             &signer,
             "https://storage.googleapis.com",
-            PresignMethod::Get,
             "my-bucket",
             "dir/a b+c%.txt",
             None,
-            Duration::from_secs(3600),
-            t,
+            &at(PresignMethod::Get, Duration::from_secs(3600), t),
         )
         .await
         .unwrap();
@@ -488,12 +524,10 @@ mod tests {
         let u = unsigned(
             "https://storage.googleapis.com",
             "signer@test-project.iam.gserviceaccount.com",
-            PresignMethod::Get,
             "my-bucket",
             "dir/a b+c%.txt",
             None,
-            Duration::from_secs(3600),
-            t,
+            &at(PresignMethod::Get, Duration::from_secs(3600), t),
         )
         .unwrap();
         let lines: Vec<&str> = u.string_to_sign.lines().collect();
@@ -513,12 +547,10 @@ mod tests {
         let other = unsigned(
             "https://storage.googleapis.com",
             "signer@test-project.iam.gserviceaccount.com",
-            PresignMethod::Get,
             "my-bucket",
             "dir/other",
             None,
-            Duration::from_secs(3600),
-            t,
+            &at(PresignMethod::Get, Duration::from_secs(3600), t),
         )
         .unwrap();
         assert!(key.verify(other.string_to_sign.as_bytes(), &sig).is_err());
@@ -529,12 +561,14 @@ mod tests {
         let u = unsigned(
             "http://127.0.0.1:4443",
             "a@b",
-            PresignMethod::Put,
             "b",
             "k",
             Some("payer"),
-            Duration::from_secs(60),
-            SystemTime::UNIX_EPOCH,
+            &at(
+                PresignMethod::Put,
+                Duration::from_secs(60),
+                SystemTime::UNIX_EPOCH,
+            ),
         )
         .unwrap();
         assert_eq!(u.url_base, "http://127.0.0.1:4443/b/k");
@@ -550,12 +584,10 @@ mod tests {
             let e = unsigned(
                 "http://h",
                 "a@b",
-                PresignMethod::Get,
                 "b",
                 "k",
                 None,
-                bad,
-                SystemTime::UNIX_EPOCH,
+                &at(PresignMethod::Get, bad, SystemTime::UNIX_EPOCH),
             )
             .err()
             .unwrap();

@@ -41,8 +41,8 @@ use std::sync::Mutex;
 use bytes::Bytes;
 use shoal_core::{
     BucketInfo, ByteRange, Capabilities, Error, ErrorKind, GetResponse, ListPage, ListRequest,
-    MultipartUpload, ObjectMeta, ObjectVersion, Op, PartInfo, PresignMethod, PutOptions, Result,
-    Scheme, Store,
+    MultipartUpload, ObjectMeta, ObjectVersion, Op, PartInfo, Presign, PresignStyle, PutOptions,
+    Result, Scheme, Store,
 };
 
 pub use config::{Addressing, DEFAULT_REGION, S3Config};
@@ -120,47 +120,6 @@ impl S3Store {
     /// The region requests are signed for.
     pub fn region(&self) -> &str {
         &self.client.region
-    }
-
-    /// [`Store::presign`] as signed at `time` rather than now: the URL
-    /// expires `expires` after `time`. For reproducible URLs and for tests
-    /// of expiry that must not wait.
-    pub async fn presign_at(
-        &self,
-        method: PresignMethod,
-        bucket: &str,
-        key: &str,
-        expires: std::time::Duration,
-        time: std::time::SystemTime,
-    ) -> Result<String> {
-        let target = format!("s3://{bucket}/{key}");
-        endpoint::check_bucket(Op::Presign, bucket)?;
-        client::check_key(Op::Presign, &target, key)?;
-        shoal_core::check_presign_expiry(expires, &target)?;
-        let Some(creds) = self.client.creds.get(Op::Presign, &target).await? else {
-            return Err(Error::new(
-                ErrorKind::Unauthenticated,
-                Op::Presign,
-                target,
-                "presigning needs credentials, and requests are unsigned here",
-            )
-            .with_hint("drop --no-sign-request and give AWS credentials"));
-        };
-        let query: Vec<(&str, String)> = if self.client.request_payer {
-            vec![(client::REQUEST_PAYER.0, client::REQUEST_PAYER.1.to_owned())]
-        } else {
-            Vec::new()
-        };
-        let url = self.client.endpoint.url(bucket, Some(key), &query);
-        sign::presign_url(
-            &creds,
-            &self.client.region,
-            method.as_str(),
-            &url,
-            expires,
-            time,
-            &target,
-        )
     }
 }
 
@@ -262,15 +221,43 @@ impl Store for S3Store {
         self.client.list_buckets().await
     }
 
-    async fn presign(
-        &self,
-        method: PresignMethod,
-        bucket: &str,
-        key: &str,
-        expires: std::time::Duration,
-    ) -> Result<String> {
-        self.presign_at(method, bucket, key, expires, std::time::SystemTime::now())
-            .await
+    /// SigV4 in the query string, in the store's own addressing (path or
+    /// virtual-hosted, as requests are sent): the GCS-only URL shapes
+    /// (another endpoint, a bucket-bound host) are refused.
+    async fn presign(&self, bucket: &str, key: &str, p: &Presign) -> Result<String> {
+        let target = format!("s3://{bucket}/{key}");
+        endpoint::check_bucket(Op::Presign, bucket)?;
+        if !key.is_empty() {
+            client::check_key(Op::Presign, &target, key)?;
+        }
+        shoal_core::check_presign_expiry(p.expires, &target)?;
+        if p.style != PresignStyle::Path || p.endpoint.is_some() {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                Op::Presign,
+                target,
+                "an S3 URL is signed in the store's own addressing; another endpoint, \
+                 virtual-hosted style or a bucket-bound host are GCS options",
+            )
+            .with_hint("set the endpoint and addressing style of the S3 store itself"));
+        }
+        let Some(creds) = self.client.creds.get(Op::Presign, &target).await? else {
+            return Err(Error::new(
+                ErrorKind::Unauthenticated,
+                Op::Presign,
+                target,
+                "presigning needs credentials, and requests are unsigned here",
+            )
+            .with_hint("drop --no-sign-request and give AWS credentials"));
+        };
+        let mut query: Vec<(&str, String)> = if self.client.request_payer {
+            vec![(client::REQUEST_PAYER.0, client::REQUEST_PAYER.1.to_owned())]
+        } else {
+            Vec::new()
+        };
+        query.extend(p.query.iter().map(|(k, v)| (k.as_str(), v.clone())));
+        let url = (self.client.endpoint).url(bucket, (!key.is_empty()).then_some(key), &query);
+        sign::presign_url(&creds, &self.client.region, p, &url, &target)
     }
 
     async fn multipart_start(

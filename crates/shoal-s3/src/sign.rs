@@ -92,22 +92,20 @@ pub(crate) fn sign_request(
 /// with the SigV4 query parameters (`X-Amz-Algorithm`, `X-Amz-Credential`,
 /// `X-Amz-Date`, `X-Amz-Expires`, `X-Amz-SignedHeaders`,
 /// `X-Amz-Signature`, and `X-Amz-Security-Token` for temporary
-/// credentials) added. Only `host` is signed, and the body is
-/// `UNSIGNED-PAYLOAD`, so a plain `curl URL` (or `curl -T file URL` for a
-/// PUT) is all its holder needs.
-#[allow(clippy::too_many_arguments)]
+/// credentials) added, for `p`'s method, life and signing time. `host`
+/// and `p`'s headers are signed (the holder must send those headers as
+/// given), and the body is `UNSIGNED-PAYLOAD`, so without headers a plain
+/// `curl URL` (or `curl -T file URL` for a PUT) is all its holder needs.
 pub(crate) fn presign_url(
     creds: &Credentials,
     region: &str,
-    method: &str,
+    p: &shoal_core::Presign,
     url: &str,
-    expires: std::time::Duration,
-    time: SystemTime,
     target: &str,
 ) -> Result<String> {
     let mut settings = SigningSettings::default();
     settings.signature_location = SignatureLocation::QueryParams;
-    settings.expires_in = Some(expires);
+    settings.expires_in = Some(p.expires);
     settings.percent_encoding_mode = PercentEncodingMode::Single;
     settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
 
@@ -124,15 +122,15 @@ pub(crate) fn presign_url(
         .identity(&identity)
         .region(region)
         .name(SERVICE)
-        .time(time)
+        .time(p.signed_at())
         .settings(settings)
         .build()
         .map_err(|e| fail("signing parameters", &e))?
         .into();
     let req = SignableRequest::new(
-        method,
+        p.method.as_str(),
         url,
-        std::iter::empty(),
+        p.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
         SignableBody::UnsignedPayload,
     )
     .map_err(|e| fail("request", &e))?;
@@ -207,13 +205,18 @@ mod tests {
     fn presigns_in_the_query() {
         let creds = Credentials::new("AKIDEXAMPLE", "secret", Some("tok/en".into()), None, "test");
         let t = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+        let p = shoal_core::Presign {
+            time: Some(t),
+            ..shoal_core::Presign::new(
+                shoal_core::PresignMethod::Get,
+                std::time::Duration::from_secs(3600),
+            )
+        };
         let u = presign_url(
             &creds,
             "us-east-1",
-            "GET",
+            &p,
             "http://127.0.0.1:9000/b/a//b",
-            std::time::Duration::from_secs(3600),
-            t,
             "s3://b/a//b",
         )
         .unwrap();

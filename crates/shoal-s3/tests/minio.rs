@@ -541,20 +541,22 @@ async fn presigned_url_expires() {
     let http = reqwest::Client::new();
     let hour = std::time::Duration::from_secs(3600);
     let now = std::time::SystemTime::now();
+    let at = |method, time| shoal_core::Presign {
+        time: Some(time),
+        ..shoal_core::Presign::new(method, hour)
+    };
     let fresh = store
-        .presign_at(shoal_core::PresignMethod::Get, &bucket, "k", hour, now)
+        .presign(&bucket, "k", &at(shoal_core::PresignMethod::Get, now))
         .await
         .unwrap();
     let r = http.get(&fresh).send().await.unwrap();
     assert_eq!(r.status(), 200);
     assert_eq!(r.bytes().await.unwrap().as_ref(), b"v");
     let expired = store
-        .presign_at(
-            shoal_core::PresignMethod::Get,
+        .presign(
             &bucket,
             "k",
-            hour,
-            now - 2 * hour,
+            &at(shoal_core::PresignMethod::Get, now - 2 * hour),
         )
         .await
         .unwrap();
@@ -565,6 +567,28 @@ async fn presigned_url_expires() {
         body.contains("AccessDenied") || body.contains("expired"),
         "{body}"
     );
+    // A PUT URL with a signed header: served only with that header as
+    // signed.
+    let mut put = at(shoal_core::PresignMethod::Put, now);
+    put.headers = vec![("Content-Type".into(), "text/csv".into())];
+    let url = store.presign(&bucket, "k", &put).await.unwrap();
+    assert!(
+        url.contains("X-Amz-SignedHeaders=content-type%3Bhost"),
+        "{url}"
+    );
+    let r = http.put(&url).body("w").send().await.unwrap();
+    // MinIO answers AccessDenied ("headers ... not signed") with 400.
+    let status = r.status().as_u16();
+    assert!(
+        matches!(status, 400 | 403),
+        "without the signed header: {status}"
+    );
+    let r = (http.put(&url).header("content-type", "text/csv").body("w"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(store.head(&bucket, "k").await.unwrap().size, 1);
     store.delete(&bucket, "k").await.unwrap();
     store.delete_bucket(&bucket).await.unwrap();
     assert!(

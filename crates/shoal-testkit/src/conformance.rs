@@ -766,10 +766,12 @@ pub async fn presigned_get(t: &Target) {
     let url = match t
         .store
         .presign(
-            shoal_core::PresignMethod::Get,
             &t.bucket,
             "ps/a b+c",
-            std::time::Duration::from_secs(300),
+            &shoal_core::Presign::new(
+                shoal_core::PresignMethod::Get,
+                std::time::Duration::from_secs(300),
+            ),
         )
         .await
     {

@@ -3,7 +3,7 @@
 //! string; GCS: a V4 signed URL from a service-account key. Signing is
 //! local: nothing is sent, and the object need not exist yet.
 
-use shoal_core::PresignMethod;
+use shoal_core::{Presign, PresignMethod};
 
 use crate::args::{PresignArgs, PresignMethodArg};
 use crate::config::Context;
@@ -27,16 +27,21 @@ pub(crate) async fn run(ctx: &Context, a: PresignArgs) -> CmdResult {
     let method = match a.method {
         PresignMethodArg::Get => PresignMethod::Get,
         PresignMethodArg::Put => PresignMethod::Put,
+        PresignMethodArg::Head => PresignMethod::Head,
+        PresignMethodArg::Delete => PresignMethod::Delete,
+        PresignMethodArg::Post => PresignMethod::Post,
+    };
+    let p = Presign {
+        headers: a.headers,
+        query: a.query,
+        ..Presign::new(method, a.expires)
     };
     let store = ctx.store(&loc)?;
-    let url = (store.presign(method, &loc.bucket, &loc.key, a.expires))
+    let url = (store.presign(&loc.bucket, &loc.key, &p))
         .await
         .map_err(|e| e.with_url(loc.to_string()))?;
     if ctx.json {
-        let method = match method {
-            PresignMethod::Get => "GET",
-            PresignMethod::Put => "PUT",
-        };
+        let method = method.as_str();
         let expires = std::time::SystemTime::now() + a.expires;
         let expires_unix = expires
             .duration_since(std::time::UNIX_EPOCH)

@@ -13,7 +13,9 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
-use super::{UrlStyle, V4Input, hex, presign_v4, unsigned_v4};
+use shoal_core::{Presign, PresignMethod, PresignStyle};
+
+use super::{UrlStyle, V4Input, hex, presign, presign_v4, unsigned_v4};
 
 /// Cases whose file text contradicts itself, with what this test checks
 /// instead.
@@ -167,6 +169,33 @@ async fn googles_v4_signing_conformance_cases() {
         let want_url = str_of(case, "expectedUrl").unwrap();
         if url != want_url {
             failures.push(format!("{name}: URL\n  got  {url}\n  want {want_url}"));
+        }
+        // The same case as users ask for it (`Store::presign`, `shoal
+        // presign`, fsspec's `sign`): a `Presign` on the store's endpoint
+        // (here one the case overrides), the case's key or the bucket.
+        let endpoint = format!("{scheme}://{authority}");
+        let bound = input.style == UrlStyle::BucketBound;
+        let p = Presign {
+            method: PresignMethod::parse(input.method).unwrap(),
+            expires: input.expires,
+            headers: pairs(case, "headers"),
+            query: pairs(case, "queryParameters"),
+            style: match input.style {
+                UrlStyle::Path => PresignStyle::Path,
+                UrlStyle::VirtualHosted => PresignStyle::VirtualHosted,
+                UrlStyle::BucketBound => PresignStyle::BucketBound(endpoint.clone()),
+            },
+            endpoint: (!bound).then_some(endpoint),
+            time: Some(input.time),
+        };
+        let key = input.key.unwrap_or("");
+        let via = presign(&signer, "http://127.0.0.1:9", input.bucket, key, None, &p).await;
+        match via {
+            Ok(via) if via == want_url => {}
+            Ok(via) => failures.push(format!(
+                "{name}: through Presign\n  got  {via}\n  want {want_url}"
+            )),
+            Err(e) => failures.push(format!("{name}: through Presign: {e}")),
         }
     }
     assert!(
