@@ -16,7 +16,7 @@ use std::future::Future;
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use shoal_core::{Error, Location, ObjectVersion, Op, Scheme};
+use shoal_core::{Error, Location, ObjectVersion, Op};
 use shoal_transfer::into_memory::{RangeRead, read_into_memory, read_ranges};
 
 use crate::errors::{IntoPyResult, to_py};
@@ -99,18 +99,10 @@ fn cat_ranges_impl(
     }
 }
 
-/// An `ObjectInfo.version` string back as the store's token.
+/// An `ObjectInfo.version` string back as the store's token
+/// ([`shoal_core::Scheme::parse_version`]), an error naming `url`.
 fn parse_version(loc: &Location, url: &str, v: &str) -> PyResult<ObjectVersion> {
-    match loc.scheme {
-        Scheme::Gs => v.parse().map(ObjectVersion::Generation).map_err(|_| {
-            to_py(Error::invalid(
-                Op::Download,
-                url,
-                format!("version {v:?} is not a GCS generation (a number)"),
-            ))
-        }),
-        _ => Ok(ObjectVersion::ETag(v.to_owned())),
-    }
+    (loc.scheme.parse_version(v)).map_err(|m| to_py(Error::invalid(Op::Download, url, m)))
 }
 
 blocking_and_async! {
