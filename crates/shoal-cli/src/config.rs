@@ -8,7 +8,8 @@ use std::sync::Arc;
 use shoal_config::{Overrides, Stores};
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{Location, Result, Store};
-use shoal_transfer::TransferOptions;
+use shoal_transfer::rate::Rates;
+use shoal_transfer::{Run, TransferOptions};
 
 use crate::args::{Addressing, Global, LimitFlags};
 
@@ -21,19 +22,24 @@ pub(crate) struct Context {
     /// action and a summary object on stdout.
     pub(crate) json: bool,
     pub(crate) retry: RetryPolicy,
+    /// The user's transfer settings, before a command's own flags.
     pub(crate) transfer: TransferOptions,
+    /// `--rate-limit` and `--max-requests-per-sec`: the command's limits,
+    /// made once and shared by its transfers and its reads.
+    pub(crate) rates: Rates,
     stores: Stores,
 }
 
 impl Context {
     pub(crate) fn new(g: &Global, limits: Option<&LimitFlags>, json: bool) -> Self {
         let mut transfer = TransferOptions::default();
+        let mut rates = Rates::default();
         if let Some(w) = g.workers {
             transfer.workers = w;
             transfer.small_workers = w;
         }
         if let Some(l) = limits {
-            transfer.rates = shoal_transfer::rate::Rates::new(l.rate_limit, l.max_requests_per_sec);
+            rates = Rates::new(l.rate_limit, l.max_requests_per_sec);
             transfer.server_side = !l.no_server_side;
         }
         let retry = RetryPolicy {
@@ -78,6 +84,7 @@ impl Context {
                 None => Stores::new(overrides, in_flight, retry),
             },
             transfer,
+            rates,
         }
     }
 
@@ -89,5 +96,10 @@ impl Context {
     /// See [`Stores::store_for`].
     pub(crate) fn store_for(&self, locs: &[&Location]) -> Result<shoal_core::StoreFor> {
         self.stores.store_for(locs)
+    }
+
+    /// A run of `opts` within the command's rates.
+    pub(crate) fn run(&self, opts: TransferOptions) -> Run {
+        Run::new(opts).with_rates(self.rates.clone())
     }
 }

@@ -8,6 +8,7 @@
 use std::fmt;
 
 use crate::error::{Error, Op, Result};
+use crate::meta::ObjectVersion;
 
 /// Where an object lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -27,6 +28,20 @@ impl Scheme {
             Scheme::Gs => "gs://",
             Scheme::S3 => "s3://",
             Scheme::File => "",
+        }
+    }
+
+    /// The version a user names as text (a listing's `version`, Python's
+    /// `version=`), as this scheme's stores pin one: a GCS generation is a
+    /// number, anything else an ETag, taken as given (quotes included).
+    /// The error says why the text is no GCS generation.
+    pub fn parse_version(self, v: &str) -> std::result::Result<ObjectVersion, String> {
+        match self {
+            Scheme::Gs => v
+                .parse()
+                .map(ObjectVersion::Generation)
+                .map_err(|_| format!("version {v:?} is not a GCS generation (a number)")),
+            Scheme::S3 | Scheme::File => Ok(ObjectVersion::ETag(v.to_owned())),
         }
     }
 }
@@ -173,6 +188,23 @@ impl fmt::Display for Location {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn versions_parse_as_each_store_pins_them() {
+        assert_eq!(
+            Scheme::Gs.parse_version("17"),
+            Ok(ObjectVersion::Generation(17))
+        );
+        assert_eq!(
+            Scheme::Gs.parse_version("\"abc\"").unwrap_err(),
+            "version \"\\\"abc\\\"\" is not a GCS generation (a number)"
+        );
+        // An ETag is kept as given, quotes and all.
+        assert_eq!(
+            Scheme::S3.parse_version("\"abc\""),
+            Ok(ObjectVersion::ETag("\"abc\"".into()))
+        );
+    }
 
     #[test]
     fn keys_survive_verbatim() {

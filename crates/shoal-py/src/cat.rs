@@ -16,7 +16,8 @@ use std::future::Future;
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use shoal_core::{Error, Location, ObjectVersion, Op, Scheme};
+use shoal_core::{Error, Location, ObjectVersion, Op};
+use shoal_transfer::Run;
 use shoal_transfer::into_memory::{RangeRead, read_into_memory, read_ranges};
 
 use crate::errors::{IntoPyResult, to_py};
@@ -33,13 +34,13 @@ fn cat_impl(
     version: Option<String>,
 ) -> impl Future<Output = PyResult<Py<PyBytes>>> + use<> {
     let stores = s.stores.clone();
-    let opts = s.transfer_options(None, None);
+    let run = Run::new(s.transfer_options(None, None));
     let policy = s.retry();
     async move {
         let loc = object(Op::Download, &url).py()?;
         let pinned = version.map(|v| parse_version(&loc, &url, &v)).transpose()?;
         let store = stores.store(&loc).py()?;
-        let read = read_into_memory(store, &loc, start, end, pinned.as_ref(), &opts, policy)
+        let read = read_into_memory(store, &loc, start, end, pinned.as_ref(), &run, policy)
             .await
             .map_err(|e| to_py(e.with_url(&url)))?;
         Ok(Python::attach(|py| PyBytes::new(py, &read.bytes).unbind()))
@@ -58,7 +59,7 @@ fn cat_ranges_impl(
     hole: u64,
 ) -> impl Future<Output = PyResult<Vec<Py<PyAny>>>> + use<> {
     let stores = s.stores.clone();
-    let opts = s.transfer_options(None, None);
+    let run = Run::new(s.transfer_options(None, None));
     let policy = s.retry();
     async move {
         let n = urls.len();
@@ -86,7 +87,7 @@ fn cat_ranges_impl(
                 pinned,
             });
         }
-        let got = read_ranges(reads, hole, &opts, policy).await;
+        let got = read_ranges(reads, hole, &run, policy).await;
         Ok(Python::attach(|py| {
             got.into_iter()
                 .zip(&urls)
@@ -99,18 +100,10 @@ fn cat_ranges_impl(
     }
 }
 
-/// An `ObjectInfo.version` string back as the store's token.
+/// An `ObjectInfo.version` string back as the store's token
+/// ([`shoal_core::Scheme::parse_version`]), an error naming `url`.
 fn parse_version(loc: &Location, url: &str, v: &str) -> PyResult<ObjectVersion> {
-    match loc.scheme {
-        Scheme::Gs => v.parse().map(ObjectVersion::Generation).map_err(|_| {
-            to_py(Error::invalid(
-                Op::Download,
-                url,
-                format!("version {v:?} is not a GCS generation (a number)"),
-            ))
-        }),
-        _ => Ok(ObjectVersion::ETag(v.to_owned())),
-    }
+    (loc.scheme.parse_version(v)).map_err(|m| to_py(Error::invalid(Op::Download, url, m)))
 }
 
 blocking_and_async! {

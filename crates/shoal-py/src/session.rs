@@ -24,8 +24,9 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    /// Engine options for one call: `workers` requests in flight (the
-    /// session's default when None) and, if given, the slice/part size.
+    /// The transfer settings of one call: `workers` requests in flight
+    /// (the session's default when None) and, if given, the slice/part
+    /// size. The call makes its run's budgets (`shoal_transfer::Run`).
     pub(crate) fn transfer_options(
         &self,
         workers: Option<usize>,

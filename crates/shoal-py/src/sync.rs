@@ -19,6 +19,7 @@ use futures::StreamExt;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use shoal_core::{Error, Location, Op};
+use shoal_transfer::Run;
 use shoal_transfer::batch::{Action, BatchCounters};
 use shoal_transfer::sync::{Compare, KeyRange, SyncOptions, sync_range as plan_range};
 
@@ -115,6 +116,7 @@ pub(crate) fn sync_range<'py>(
     };
     let mut transfer = session.transfer_options(workers, chunk_size);
     transfer.no_clobber = no_clobber;
+    let run = Run::new(transfer);
     let policy = session.retry();
     let store_for = session.stores.store_for(&[&src, &dst]).py()?;
     let range = KeyRange { start, end: stop };
@@ -124,7 +126,7 @@ pub(crate) fn sync_range<'py>(
         &range,
         opts,
         store_for.clone(),
-        transfer.rates.clone(),
+        run.budgets.rates.clone(),
     )
     .py()?;
     let held = Arc::new(Mutex::new((0u64, Vec::<String>::new())));
@@ -155,7 +157,7 @@ pub(crate) fn sync_range<'py>(
         Ok(shoal_transfer::batch::run(
             copies,
             store_for,
-            transfer,
+            run,
             policy,
             Arc::new(BatchCounters::default()),
         )

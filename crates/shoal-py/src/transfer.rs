@@ -12,6 +12,7 @@ use futures::StreamExt;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use shoal_core::{Error, ErrorKind, Location, Op, PutOptions, Scheme};
+use shoal_transfer::Run;
 use shoal_transfer::batch::{Action, execute, execute_move};
 use shoal_transfer::upload::upload_file_with;
 
@@ -210,13 +211,14 @@ fn download_impl(
     let stores = s.stores.clone();
     let mut opts = s.transfer_options(workers, chunk_size);
     opts.slices = slices;
+    let run = Run::new(opts);
     let policy = s.retry();
     within(deadline, async move {
         let loc = object(Op::Download, &url).py()?;
         let dst = single_destination(Op::Download, &loc, local(&filename)).py()?;
         let filename = PathBuf::from(dst.key);
         let store = stores.store(&loc).py()?;
-        let r = shoal_transfer::download::download_to_file(store, &loc, &filename, &opts, &policy)
+        let r = shoal_transfer::download::download_to_file(store, &loc, &filename, &run, &policy)
             .await
             .py()?;
         Ok(r.into())
@@ -250,7 +252,7 @@ fn upload_impl(
     storage_class: Option<String>,
 ) -> impl Future<Output = PyResult<Report>> + use<> {
     let stores = s.stores.clone();
-    let opts = s.transfer_options(workers, chunk_size);
+    let run = Run::new(s.transfer_options(workers, chunk_size));
     let stored = Stored {
         content_type,
         content_encoding,
@@ -272,7 +274,7 @@ fn upload_impl(
         let loc = single_destination(Op::Upload, &src, loc).py()?;
         let put = stored.put_options(Op::Upload, &loc, if_not_exists).py()?;
         let store = stores.store(&loc).py()?;
-        let r = upload_file_with(store, &filename, &loc, &put, &opts)
+        let r = upload_file_with(store, &filename, &loc, &put, &run)
             .await
             .py()?;
         Ok(r.into())
@@ -351,9 +353,8 @@ fn pairs_impl(
     moving: bool,
 ) -> impl Future<Output = PyResult<PerItem>> + use<> {
     let stores = s.stores.clone();
-    let mut opts = s.transfer_options(workers, chunk_size);
-    let slots = shoal_transfer::batch::share_budgets(&mut opts);
-    let opts = Arc::new(opts);
+    let mut run = Run::new(s.transfer_options(workers, chunk_size));
+    let slots = shoal_transfer::batch::share_budgets(&mut run);
     let policy = s.retry();
     let put = Arc::new(PutOptions {
         content_type,
@@ -386,7 +387,7 @@ fn pairs_impl(
         // `small_workers`.
         let results: Vec<shoal_core::Result<u64>> = futures::stream::iter(parsed)
             .map(|p| {
-                let (store_for, opts, put) = (store_for.clone(), opts.clone(), put.clone());
+                let (store_for, run, put) = (store_for.clone(), run.clone(), put.clone());
                 async move {
                     let (src, dst) = p?;
                     if plain {
@@ -396,9 +397,9 @@ fn pairs_impl(
                             dst,
                         };
                         if moving {
-                            return execute_move(&action, &store_for, &opts, &policy).await;
+                            return execute_move(&action, &store_for, &run, &policy).await;
                         }
-                        return execute(&action, &store_for, &opts, &policy).await;
+                        return execute(&action, &store_for, &run, &policy).await;
                     }
                     // What batch::execute does for an upload, storing `put`.
                     if !src.is_local() || dst.is_local() {
@@ -410,7 +411,7 @@ fn pairs_impl(
                         ));
                     }
                     let path = std::path::Path::new(&src.key);
-                    let r = upload_file_with(store_for(&dst)?, path, &dst, &put, &opts).await?;
+                    let r = upload_file_with(store_for(&dst)?, path, &dst, &put, &run).await?;
                     Ok(r.bytes)
                 }
             })
@@ -517,7 +518,7 @@ fn put_impl(
     storage_class: Option<String>,
 ) -> impl Future<Output = PyResult<u64>> + use<> {
     let stores = s.stores.clone();
-    let opts = s.transfer_options(None, None);
+    let run = Run::new(s.transfer_options(None, None));
     let stored = Stored {
         content_type,
         content_encoding,
@@ -532,7 +533,7 @@ fn put_impl(
         let store = stores.store(&loc).py()?;
         let len = data.len() as u64;
         let body = futures::stream::once(async move { Ok(Bytes::from_owner(data)) }).boxed();
-        shoal_transfer::stream::upload_stream(store, body, &loc, &put, &opts)
+        shoal_transfer::stream::upload_stream(store, body, &loc, &put, &run)
             .await
             .py()?;
         Ok(len)

@@ -39,7 +39,7 @@ use shoal_core::walk::is_skip;
 use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result};
 
 use crate::copy::copy_one;
-use crate::{SmallBudget, TransferOptions};
+use crate::{Run, SmallBudget};
 
 pub use shoal_core::StoreFor;
 
@@ -136,33 +136,37 @@ pub struct BatchReport {
 /// How many failure lines a [`BatchReport`] keeps.
 pub const LISTED_FAILURES: usize = 10_000;
 
-/// Gives `opts` the budgets a batch shares (see the module docs), where the
+/// Gives `run` the budgets a batch shares (see the module docs), where the
 /// caller has not set them, and returns how many actions to keep in
-/// progress: one per request slot, big and small.
-pub fn share_budgets(opts: &mut TransferOptions) -> usize {
-    if opts.limiter.is_none() {
-        opts.limiter = Some(Arc::new(tokio::sync::Semaphore::new(opts.workers.max(1))));
-    }
-    if opts.stream_copies.is_none() {
-        opts.stream_copies = Some(Arc::new(tokio::sync::Semaphore::new(
-            2 * opts.workers.max(1),
+/// progress: one per request slot, big and small. The batch functions
+/// below call it; a caller running its own loop of [`execute`] calls it
+/// once before.
+pub fn share_budgets(run: &mut Run) -> usize {
+    if run.budgets.limiter.is_none() {
+        run.budgets.limiter = Some(Arc::new(tokio::sync::Semaphore::new(
+            run.opts.workers.max(1),
         )));
     }
-    if opts.small.is_none() {
-        opts.small = Some(SmallBudget::new(opts.small_workers));
+    if run.budgets.stream_copies.is_none() {
+        run.budgets.stream_copies = Some(Arc::new(tokio::sync::Semaphore::new(
+            2 * run.opts.workers.max(1),
+        )));
     }
-    opts.workers.max(1) + opts.small_workers.max(1)
+    if run.budgets.small.is_none() {
+        run.budgets.small = Some(SmallBudget::new(run.opts.small_workers));
+    }
+    run.opts.workers.max(1) + run.opts.small_workers.max(1)
 }
 
 /// Executes `actions` (see the module docs for the concurrency rules).
 pub async fn run(
     actions: BoxStream<'static, Result<Action>>,
     store_for: StoreFor,
-    opts: TransferOptions,
+    run: Run,
     policy: RetryPolicy,
     counters: Arc<BatchCounters>,
 ) -> BatchReport {
-    run_with(actions, store_for, opts, policy, counters, Mode::default()).await
+    run_with(actions, store_for, run, policy, counters, Mode::default()).await
 }
 
 /// How a batch treats its actions beyond running them.
@@ -182,12 +186,12 @@ pub struct Mode {
 pub async fn run_plan(
     actions: BoxStream<'static, Result<Action>>,
     store_for: StoreFor,
-    opts: TransferOptions,
+    run: Run,
     policy: RetryPolicy,
     counters: Arc<BatchCounters>,
     mode: Mode,
 ) -> BatchReport {
-    run_with(actions, store_for, opts, policy, counters, mode).await
+    run_with(actions, store_for, run, policy, counters, mode).await
 }
 
 /// Executes `actions` as moves (`mv -r`): each copy deletes its source
@@ -197,7 +201,7 @@ pub async fn run_plan(
 pub async fn run_moves(
     actions: BoxStream<'static, Result<Action>>,
     store_for: StoreFor,
-    opts: TransferOptions,
+    run: Run,
     policy: RetryPolicy,
     counters: Arc<BatchCounters>,
 ) -> BatchReport {
@@ -205,19 +209,18 @@ pub async fn run_moves(
         moving: true,
         ..Mode::default()
     };
-    run_with(actions, store_for, opts, policy, counters, mode).await
+    run_with(actions, store_for, run, policy, counters, mode).await
 }
 
 async fn run_with(
     actions: BoxStream<'static, Result<Action>>,
     store_for: StoreFor,
-    mut opts: TransferOptions,
+    mut run: Run,
     policy: RetryPolicy,
     counters: Arc<BatchCounters>,
     mode: Mode,
 ) -> BatchReport {
-    let slots = share_budgets(&mut opts);
-    let opts = Arc::new(opts);
+    let slots = share_budgets(&mut run);
     let mut actions = actions.peekable();
     let mut report = BatchReport::default();
     // Phase one: everything before the first delete (all of it unless
@@ -231,7 +234,7 @@ async fn run_with(
         }
     })
     .boxed();
-    let phase = (&store_for, &opts, policy, &counters, slots, mode.moving);
+    let phase = (&store_for, &run, policy, &counters, slots, mode.moving);
     run_phase(before_deletes, phase, &mut report).await;
     if !mode.hold_deletes {
         return report;
@@ -285,7 +288,7 @@ async fn run_with(
         run_deletes(actions.boxed(), &store_for, slots, &counters, &mut report).await;
         return report;
     }
-    let phase = (&store_for, &opts, policy, &counters, slots, mode.moving);
+    let phase = (&store_for, &run, policy, &counters, slots, mode.moving);
     run_phase(actions.boxed(), phase, &mut report).await;
     report
 }
@@ -362,7 +365,7 @@ fn plural(n: u64, thing: &str) -> String {
 /// counters, request slots, and whether copies are moves.
 type Phase<'a> = (
     &'a StoreFor,
-    &'a Arc<TransferOptions>,
+    &'a Run,
     RetryPolicy,
     &'a Arc<BatchCounters>,
     usize,
@@ -372,15 +375,15 @@ type Phase<'a> = (
 /// Runs `actions` to their end, `slots * 2` at a time, into `report`.
 async fn run_phase(
     actions: BoxStream<'_, Result<Action>>,
-    (store_for, opts, policy, counters, slots, moving): Phase<'_>,
+    (store_for, run, policy, counters, slots, moving): Phase<'_>,
     report: &mut BatchReport,
 ) {
     let mut results = actions
         .map(|a| {
-            let (store_for, opts, counters) = (store_for.clone(), opts.clone(), counters.clone());
+            let (store_for, run, counters) = (store_for.clone(), run.clone(), counters.clone());
             async move {
                 let outcome = match a {
-                    Ok(action) => outcome_of(action, &store_for, &opts, &policy, moving).await,
+                    Ok(action) => outcome_of(action, &store_for, &run, &policy, moving).await,
                     Err(e) => Err(e),
                 };
                 counters.count(&outcome);
@@ -402,20 +405,20 @@ async fn run_phase(
 async fn outcome_of(
     action: Action,
     store_for: &StoreFor,
-    opts: &TransferOptions,
+    run: &Run,
     policy: &RetryPolicy,
     moving: bool,
 ) -> Outcome {
     let done = if moving {
-        execute_move(&action, store_for, opts, policy).await
+        execute_move(&action, store_for, run, policy).await
     } else {
-        execute(&action, store_for, opts, policy).await
+        execute(&action, store_for, run, policy).await
     };
     match done {
         Ok(b) => Ok((action, b)),
         Err(e) => Err(match &action {
-            Action::Copy { dst, .. } if moving => move_refused(e, opts, dst),
-            Action::Copy { dst, .. } => clobber_refused(e, opts, dst),
+            Action::Copy { dst, .. } if moving => move_refused(e, run, dst),
+            Action::Copy { dst, .. } => clobber_refused(e, run, dst),
             Action::Delete { .. } => e,
         }),
     }
@@ -469,13 +472,13 @@ impl BatchReport {
 }
 
 /// Executes one action of a batch (what [`run`] does for each), for
-/// callers that keep their own per-item results. `opts.limiter` and
-/// `opts.small` are the budgets shared with the other actions in
+/// callers that keep their own per-item results. `run.budgets.limiter` and
+/// `run.budgets.small` are the budgets shared with the other actions in
 /// flight (see the module docs); returns bytes copied.
 pub async fn execute(
     action: &Action,
     store_for: &StoreFor,
-    opts: &TransferOptions,
+    run: &Run,
     policy: &RetryPolicy,
 ) -> Result<u64> {
     match action {
@@ -489,14 +492,14 @@ pub async fn execute(
                 remove_local(&dst.key)?;
             } else {
                 let store = store_for(dst)?;
-                let _slot = opts.for_transfer(Some(0)).permit().await;
+                let _slot = run.for_transfer(Some(0)).budgets.permit().await;
                 delete_object(&store, dst).await?;
             }
             Ok(0)
         }
         Action::Copy { src, meta, dst } => {
-            refuse_local_clobber(dst, opts)?;
-            let r = copy_one(src, meta.as_ref(), dst, store_for, opts, policy).await?;
+            refuse_local_clobber(dst, run)?;
+            let r = copy_one(src, meta.as_ref(), dst, store_for, run, policy).await?;
             Ok(r.bytes)
         }
     }
@@ -505,8 +508,8 @@ pub async fn execute(
 /// `--no-clobber` into a local folder: a file already there is not
 /// downloaded for nothing. Only a shortcut: the rename that ends the copy
 /// is what refuses to replace (one made after this look is kept too).
-fn refuse_local_clobber(dst: &Location, opts: &TransferOptions) -> Result<()> {
-    if opts.no_clobber && dst.is_local() && Path::new(&dst.key).symlink_metadata().is_ok() {
+fn refuse_local_clobber(dst: &Location, run: &Run) -> Result<()> {
+    if run.opts.no_clobber && dst.is_local() && Path::new(&dst.key).symlink_metadata().is_ok() {
         return Err(Error::new(
             ErrorKind::Precondition,
             Op::Copy,
@@ -525,17 +528,17 @@ fn refuse_local_clobber(dst: &Location, opts: &TransferOptions) -> Result<()> {
 pub async fn execute_move(
     action: &Action,
     store_for: &StoreFor,
-    opts: &TransferOptions,
+    run: &Run,
     policy: &RetryPolicy,
 ) -> Result<u64> {
     let Action::Copy { src, meta, dst } = action else {
-        return execute(action, store_for, opts, policy).await;
+        return execute(action, store_for, run, policy).await;
     };
     let stamp = LocalStamp::of(src)?;
-    refuse_local_clobber(dst, opts)?;
-    let report = copy_one(src, meta.as_ref(), dst, store_for, opts, policy).await?;
+    refuse_local_clobber(dst, run)?;
+    let report = copy_one(src, meta.as_ref(), dst, store_for, run, policy).await?;
     let gone = {
-        let _slot = opts.for_transfer(Some(0)).permit().await;
+        let _slot = run.for_transfer(Some(0)).budgets.permit().await;
         delete_moved(src, report.source_version.as_ref(), stamp, store_for).await
     };
     if let Err(e) = gone {
@@ -681,8 +684,8 @@ pub async fn delete_at(
 
 /// A move's `--no-clobber` refusal: the source is kept, which is not what
 /// a move was asked for, so it counts as a skip nobody asked for.
-fn move_refused(e: Error, opts: &TransferOptions, dst: &Location) -> Error {
-    if opts.no_clobber && e.kind() == ErrorKind::Precondition {
+fn move_refused(e: Error, run: &Run, dst: &Location) -> Error {
+    if run.opts.no_clobber && e.kind() == ErrorKind::Precondition {
         return Error::new(
             ErrorKind::SkippedUnasked,
             Op::Copy,
@@ -695,8 +698,8 @@ fn move_refused(e: Error, opts: &TransferOptions, dst: &Location) -> Error {
 
 /// `--no-clobber`'s refusal (the store's precondition, or a local rename
 /// that would replace) as a skip: the destination was there, as asked.
-fn clobber_refused(e: Error, opts: &TransferOptions, dst: &Location) -> Error {
-    if opts.no_clobber && e.kind() == ErrorKind::Precondition {
+fn clobber_refused(e: Error, run: &Run, dst: &Location) -> Error {
+    if run.opts.no_clobber && e.kind() == ErrorKind::Precondition {
         return Error::new(
             ErrorKind::Skipped,
             Op::Copy,

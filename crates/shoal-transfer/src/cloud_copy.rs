@@ -26,7 +26,7 @@ use shoal_core::{
 
 use crate::stream::upload_stream;
 use crate::verify::{self, Expected, PartCheck, Received, Verified};
-use crate::{Report, TransferOptions};
+use crate::{Report, Run};
 
 /// Copies an object between two stores (or within one), streaming.
 pub async fn copy_object(
@@ -34,17 +34,17 @@ pub async fn copy_object(
     src: &Location,
     dst_store: Arc<dyn Store>,
     dst: &Location,
-    opts: &TransferOptions,
+    run: &Run,
     policy: &RetryPolicy,
 ) -> Result<Report> {
     let src_url = src.to_string();
-    opts.rates.request().await;
+    run.budgets.rates.request().await;
     let meta = (src_store.head(&src.bucket, &src.key))
         .await
         .map_err(|e| e.with_url(&src_url).with_op(Op::Copy))?;
-    if opts.server_side
+    if run.opts.server_side
         && same_store(&src_store, &dst_store)
-        && let Some(report) = server_copy(&src_store, src, &meta, dst, opts).await?
+        && let Some(report) = server_copy(&src_store, src, &meta, dst, run).await?
     {
         return Ok(report);
     }
@@ -60,11 +60,11 @@ pub async fn copy_object(
     );
     // A short or damaged read must fail the body itself, so the upload is
     // abandoned before the destination object is finalised.
-    let expected = Expected::learn(&src_store, src, &meta, Op::Copy, &opts.rates).await?;
+    let expected = Expected::learn(&src_store, src, &meta, Op::Copy, &run.budgets.rates).await?;
     let body = exactly(body, meta.size, expected.clone(), &src_url);
     // The source's type, encoding and metadata, unless asked otherwise.
-    let put_opts = opts.put.keeping(&meta);
-    let mut report = upload_stream(dst_store, body, dst, &put_opts, opts).await?;
+    let put_opts = run.opts.put.keeping(&meta);
+    let mut report = upload_stream(dst_store, body, dst, &put_opts, run).await?;
     report.source_version = meta.version.clone();
     if report.bytes != meta.size {
         return Err(Error::new(
@@ -102,11 +102,11 @@ async fn server_copy(
     src: &Location,
     meta: &ObjectMeta,
     dst: &Location,
-    opts: &TransferOptions,
+    run: &Run,
 ) -> Result<Option<Report>> {
     let put_opts = PutOptions {
-        if_not_exists: opts.put.if_not_exists || opts.no_clobber,
-        ..opts.put.keeping(meta)
+        if_not_exists: run.opts.put.if_not_exists || run.opts.no_clobber,
+        ..run.opts.put.keeping(meta)
     };
     let requests = std::sync::atomic::AtomicUsize::new(0);
     let req = CopyRequest {
@@ -116,13 +116,13 @@ async fn server_copy(
         dst_bucket: &dst.bucket,
         dst_key: &dst.key,
         opts: &put_opts,
-        replace_metadata: opts.put.overrides_metadata(),
-        part_size: opts.part_size,
-        workers: opts.workers,
+        replace_metadata: run.opts.put.overrides_metadata(),
+        part_size: run.opts.part_size,
+        workers: run.opts.workers,
         requests: Some(&requests),
     };
     let copied = {
-        let _slot = opts.permit().await;
+        let _slot = run.budgets.permit().await;
         store.copy(&req).await
     };
     let copied = match copied {
@@ -130,7 +130,7 @@ async fn server_copy(
         r => r?,
     };
     let checked = match verify_copy(meta, &copied, &src.to_string(), &dst.to_string()) {
-        Ok(Verified::SizeOnly) => verify_composite_copy(store, src, meta, &copied, dst, opts).await,
+        Ok(Verified::SizeOnly) => verify_composite_copy(store, src, meta, &copied, dst, run).await,
         r => r,
     };
     let verified = match checked {
@@ -144,7 +144,7 @@ async fn server_copy(
             return Err(e);
         }
     };
-    opts.add_progress(meta.size);
+    run.budgets.add_progress(meta.size);
     Ok(Some(Report {
         resumed: 0,
         bytes: meta.size,
@@ -165,7 +165,7 @@ async fn verify_composite_copy(
     meta: &ObjectMeta,
     copied: &ObjectMeta,
     dst: &Location,
-    opts: &TransferOptions,
+    run: &Run,
 ) -> Result<Verified> {
     let Some(composite) = meta.composite else {
         return Ok(Verified::SizeOnly);
@@ -179,7 +179,8 @@ async fn verify_composite_copy(
     let Some(whole) = whole else {
         return Ok(Verified::SizeOnly);
     };
-    let Some(check) = PartCheck::learn(store, src, meta, Op::Copy, &opts.rates).await? else {
+    let Some(check) = PartCheck::learn(store, src, meta, Op::Copy, &run.budgets.rates).await?
+    else {
         return Ok(Verified::SizeOnly);
     };
     match check.matches_whole(whole) {

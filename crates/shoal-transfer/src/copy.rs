@@ -20,10 +20,10 @@ use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, StoreFor};
 use crate::cloud_copy::copy_object;
 use crate::download::{download_known, download_to_file};
 use crate::upload::upload_file;
-use crate::{Report, SMALL_UPLOAD, TransferOptions};
+use crate::{Report, Run, SMALL_UPLOAD};
 
 /// Copies `src` to `dst`. `meta` is what a listing said of the source
-/// (None: the first request learns it). In a batch, `opts` carries the
+/// (None: the first request learns it). In a batch, `run` carries the
 /// shared budgets and a copy takes its slot by what it costs (see
 /// [`crate::batch`]); alone, they are unlimited.
 pub async fn copy_one(
@@ -31,26 +31,26 @@ pub async fn copy_one(
     meta: Option<&ObjectMeta>,
     dst: &Location,
     store_for: &StoreFor,
-    opts: &TransferOptions,
+    run: &Run,
     policy: &RetryPolicy,
 ) -> Result<Report> {
     match (src.is_local(), dst.is_local()) {
         // The upload takes a small-request slot itself once its size is
         // known (callers naming files give none).
-        (true, false) => upload_file(store_for(dst)?, Path::new(&src.key), dst, opts).await,
-        (false, true) => download(src, meta, dst, store_for, opts, policy).await,
+        (true, false) => upload_file(store_for(dst)?, Path::new(&src.key), dst, run).await,
+        (false, true) => download(src, meta, dst, store_for, run, policy).await,
         (false, false) => {
             let small = meta.map(|m| m.size).filter(|&n| n <= SMALL_UPLOAD);
-            let _copying = match (&opts.stream_copies, small) {
+            let _copying = match (&run.budgets.stream_copies, small) {
                 (Some(s), None) => s.clone().acquire_owned().await.ok(),
                 _ => None,
             };
-            let opts = opts.for_transfer(small);
-            copy_object(store_for(src)?, src, store_for(dst)?, dst, &opts, policy).await
+            let run = run.for_transfer(small);
+            copy_object(store_for(src)?, src, store_for(dst)?, dst, &run, policy).await
         }
         (true, true) => {
             shoal_core::local_path::make_folders(&dst.key, dst.local_root)?;
-            let bytes = copy_local(&src.key, &dst.key, opts.no_clobber).await?;
+            let bytes = copy_local(&src.key, &dst.key, run.opts.no_clobber).await?;
             Ok(Report::size_only(bytes))
         }
     }
@@ -61,7 +61,7 @@ async fn download(
     meta: Option<&ObjectMeta>,
     dst: &Location,
     store_for: &StoreFor,
-    opts: &TransferOptions,
+    run: &Run,
     policy: &RetryPolicy,
 ) -> Result<Report> {
     let store = store_for(src)?;
@@ -73,12 +73,13 @@ async fn download(
     match meta {
         Some(meta) => {
             // One stream (no slices) holds at most one write batch.
-            let one_stream = meta.size <= opts.min_slice && opts.slices.is_none_or(|s| s <= 1);
-            let opts = opts.for_transfer(one_stream.then_some(meta.size));
-            download_known(store, src, meta, path, &opts, policy).await
+            let one_stream =
+                meta.size <= run.opts.min_slice && run.opts.slices.is_none_or(|s| s <= 1);
+            let run = run.for_transfer(one_stream.then_some(meta.size));
+            download_known(store, src, meta, path, &run, policy).await
         }
         // Named without a size: the first GET tells it.
-        None => download_to_file(store, src, path, opts, policy).await,
+        None => download_to_file(store, src, path, run, policy).await,
     }
 }
 

@@ -26,7 +26,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use crate::partial::Partial;
 use crate::plan::plan_slices;
 use crate::verify::{Expected, Received};
-use crate::{Report, TransferOptions};
+use crate::{Report, Run};
 
 /// Checks that `dest`'s folder exists, before any byte is fetched.
 pub fn check_destination(dest: &Path) -> Result<()> {
@@ -64,24 +64,24 @@ pub async fn download_to_file(
     store: Arc<dyn Store>,
     src: &Location,
     dest: &Path,
-    opts: &TransferOptions,
+    run: &Run,
     policy: &RetryPolicy,
 ) -> Result<Report> {
     check_destination(dest)?;
     let url = src.to_string();
-    if opts.resume && crate::partial::pending(dest) {
-        opts.rates.request().await;
+    if run.opts.resume && crate::partial::pending(dest) {
+        run.budgets.rates.request().await;
         let meta = (store.head(&src.bucket, &src.key))
             .await
             .map_err(|e| e.with_url(&url).with_op(Op::Download))?;
-        return download_known(store, src, &meta, dest, opts, policy).await;
+        return download_known(store, src, &meta, dest, run, policy).await;
     }
     // Until the size is known this is one cheap request; if it turns out
     // to be the first slice of many, it keeps that slot rather than wait,
     // with its connection open, for another.
-    let slot = opts.for_transfer(Some(u64::MAX)).permit().await;
+    let slot = run.for_transfer(Some(u64::MAX)).budgets.permit().await;
     let (meta, first) = First::open(&store, src, None, slot).await?;
-    download_planned(store, src, &meta, dest, opts, policy, Some(first)).await
+    download_planned(store, src, &meta, dest, run, policy, Some(first)).await
 }
 
 /// An open GET of the whole object, from byte 0, and the request slot it
@@ -125,16 +125,16 @@ pub async fn download_known(
     src: &Location,
     meta: &ObjectMeta,
     dest: &Path,
-    opts: &TransferOptions,
+    run: &Run,
     policy: &RetryPolicy,
 ) -> Result<Report> {
     if crate::verify::knows_crc(meta)
         || meta.size == 0
-        || (opts.resume && crate::partial::pending(dest))
+        || (run.opts.resume && crate::partial::pending(dest))
     {
-        return download_planned(store, src, meta, dest, opts, policy, None).await;
+        return download_planned(store, src, meta, dest, run, policy, None).await;
     }
-    let slot = opts.permit().await;
+    let slot = run.budgets.permit().await;
     let (got, first) = First::open(&store, src, meta.version.as_ref(), slot).await?;
     if got.size != meta.size {
         return Err(Error::new(
@@ -154,7 +154,7 @@ pub async fn download_known(
         composite: got.composite,
         ..meta.clone()
     };
-    download_planned(store, src, &meta, dest, opts, policy, Some(first)).await
+    download_planned(store, src, &meta, dest, run, policy, Some(first)).await
 }
 
 /// Slices `meta.size`, fetches the slices not already on disk (the first
@@ -164,20 +164,27 @@ async fn download_planned(
     src: &Location,
     meta: &ObjectMeta,
     dest: &Path,
-    opts: &TransferOptions,
+    run: &Run,
     policy: &RetryPolicy,
     first: Option<First>,
 ) -> Result<Report> {
     let url = src.to_string();
     let dest_s = dest.display().to_string();
-    let expected = Expected::learn(&store, src, meta, Op::Download, &opts.rates).await?;
-    let slices = plan_slices(meta.size, opts.workers, opts.min_slice, opts.slices);
-    let work = Working::open(dest, &url, meta, &slices, opts.resume).await?;
+    let expected = Expected::learn(&store, src, meta, Op::Download, &run.budgets.rates).await?;
+    let slices = plan_slices(
+        meta.size,
+        run.opts.workers,
+        run.opts.min_slice,
+        run.opts.slices,
+    );
+    let work = Working::open(dest, &url, meta, &slices, run.opts.resume).await?;
     // More slices than workers (`--slices 64 --workers 8`): at most
     // `workers` requests at once, unless a batch already shares a limiter.
-    let mut opts = opts.clone();
-    if opts.limiter.is_none() && slices.len() > opts.workers {
-        opts.limiter = Some(Arc::new(tokio::sync::Semaphore::new(opts.workers.max(1))));
+    let mut run = run.clone();
+    if run.budgets.limiter.is_none() && slices.len() > run.opts.workers {
+        run.budgets.limiter = Some(Arc::new(tokio::sync::Semaphore::new(
+            run.opts.workers.max(1),
+        )));
     }
     let job = SliceJob {
         store,
@@ -186,7 +193,7 @@ async fn download_planned(
         dest: dest_s.clone(),
         version: meta.version.clone(),
         policy: *policy,
-        opts: opts.clone(),
+        run: run.clone(),
         file: Arc::new(crate::slice_write::SliceFile::new(work.file.clone())),
         partial: work.partial.clone(),
     };
@@ -219,7 +226,7 @@ async fn download_planned(
         work.guard,
         work.partial,
         dest,
-        opts.no_clobber,
+        run.opts.no_clobber,
     )?;
     Ok(Report {
         resumed,
@@ -367,7 +374,7 @@ struct SliceJob {
     dest: String,
     version: Option<shoal_core::ObjectVersion>,
     policy: RetryPolicy,
-    opts: TransferOptions,
+    run: Run,
     file: Arc<crate::slice_write::SliceFile>,
     partial: Option<Arc<Partial>>,
 }
@@ -386,7 +393,7 @@ async fn fetch_slices(
     for (i, &(start, end)) in slices.iter().enumerate() {
         if let Some(crc) = job.partial.as_ref().and_then(|p| p.done[i]) {
             got[i] = Received::crc32c(crc, end - start);
-            job.opts.add_progress(end - start);
+            job.run.budgets.add_progress(end - start);
             continue;
         }
         let opened = if i == 0 { first.take() } else { None };
@@ -426,7 +433,7 @@ async fn fetch_slice(
 ) -> Result<(usize, Received)> {
     let (_slot, body) = match opened {
         Some(f) => (f.slot, Some(take_bytes(f.body, end - start))),
-        None => (job.opts.permit().await, None),
+        None => (job.run.budgets.permit().await, None),
     };
     let stream = resuming_stream(
         job.store,
@@ -438,9 +445,9 @@ async fn fetch_slice(
         body,
         job.policy,
     );
-    let (file, dest, url, opts) = (&job.file, &job.dest, &job.url, &job.opts);
+    let (file, dest, url, run) = (&job.file, &job.dest, &job.url, &job.run);
     let sums =
-        crate::slice_write::write_slice(stream, file, start, end, dest, url, opts, sums).await?;
+        crate::slice_write::write_slice(stream, file, start, end, dest, url, run, sums).await?;
     if let Some(p) = &job.partial {
         p.record(i, sums.crc32c);
     }
@@ -493,12 +500,12 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
     store: Arc<dyn Store>,
     src: &Location,
     out: &mut W,
-    opts: &TransferOptions,
+    run: &Run,
     policy: &RetryPolicy,
 ) -> Result<Report> {
     let url = src.to_string();
     // One GET: its headers give the size, version and checksum a HEAD would.
-    let _slot = opts.permit().await;
+    let _slot = run.budgets.permit().await;
     let opened = (store.get(&src.bucket, &src.key, ByteRange::from(0), None))
         .await
         .map_err(|e| e.with_url(&url).with_op(Op::Download))?;
@@ -513,15 +520,15 @@ pub async fn download_to_writer<W: AsyncWrite + Unpin>(
         Some(opened.body),
         *policy,
     );
-    let expected = Expected::learn(&store, src, &meta, Op::Download, &opts.rates).await?;
+    let expected = Expected::learn(&store, src, &meta, Op::Download, &run.budgets.rates).await?;
     let mut sums = expected.running(0);
     let mut n = 0u64;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk?;
-        opts.rates.bytes(chunk.len() as u64).await;
+        run.budgets.rates.bytes(chunk.len() as u64).await;
         sums.update(&chunk);
         n += chunk.len() as u64;
-        opts.add_progress(chunk.len() as u64);
+        run.budgets.add_progress(chunk.len() as u64);
         out.write_all(&chunk)
             .await
             .map_err(|e| Error::io(Op::Write, "stdout", e))?;

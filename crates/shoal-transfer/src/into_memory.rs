@@ -32,7 +32,7 @@ use shoal_core::{
     Store,
 };
 
-use crate::TransferOptions;
+use crate::Run;
 use crate::download::take_bytes;
 use crate::plan::plan_slices;
 use crate::verify::{Expected, Received, Verified};
@@ -57,13 +57,13 @@ pub async fn read_into_memory(
     start: Option<i64>,
     end: Option<i64>,
     pinned: Option<&ObjectVersion>,
-    opts: &TransferOptions,
+    run: &Run,
     policy: RetryPolicy,
 ) -> Result<Read> {
     let url = loc.to_string();
     let first = match (start, end) {
         (Some(a), Some(b)) if a >= 0 && b > a => {
-            let (s0, s1) = slices_of(opts, a as u64, b as u64)[0];
+            let (s0, s1) = slices_of(run, a as u64, b as u64)[0];
             get_first(&store, loc, ByteRange::new(s0, s1), pinned).await?
         }
         (None | Some(0), None) => get_first(&store, loc, ByteRange::from(0), pinned).await?,
@@ -83,7 +83,7 @@ pub async fn read_into_memory(
             let s0 = r.range.start;
             let s1 = r.range.end.unwrap_or(meta.size).min(b);
             let s1 = if s0 == 0 && s1 == b && b > 0 {
-                slices_of(opts, 0, b)[0].1
+                slices_of(run, 0, b)[0].1
             } else {
                 s1
             };
@@ -95,14 +95,14 @@ pub async fn read_into_memory(
             };
             let mut v = vec![(s0, s1)];
             if s1 < b {
-                v.extend(slices_of(opts, s1, b));
+                v.extend(slices_of(run, s1, b));
             }
             (v, Some(body))
         }
-        None => (slices_of(opts, a, b), None),
+        None => (slices_of(run, a, b), None),
     };
     let expected = if whole {
-        Expected::learn(&store, loc, &meta, Op::Download, &opts.rates).await?
+        Expected::learn(&store, loc, &meta, Op::Download, &run.budgets.rates).await?
     } else {
         Expected::None
     };
@@ -151,7 +151,7 @@ const JOINED_MAX: u64 = 32 << 20;
 
 /// Many reads at once (fsspec's `cat_ranges`, pyarrow's pre-buffered
 /// column chunks): each as [`read_into_memory`] reads it, at most
-/// `opts.small_workers` requests in flight. Known ranges of one object
+/// `run.opts.small_workers` requests in flight. Known ranges of one object
 /// (and one pinned version) that lie within `hole` bytes of each other
 /// are read as one request and cut apart: a request costs a round trip
 /// and the server's per-request work, a hole of a few KiB costs neither.
@@ -160,7 +160,7 @@ const JOINED_MAX: u64 = 32 << 20;
 pub async fn read_ranges(
     reads: Vec<RangeRead>,
     hole: u64,
-    opts: &TransferOptions,
+    run: &Run,
     policy: RetryPolicy,
 ) -> Vec<Result<Vec<u8>>> {
     // Groups of indexes read by one request each: the first read's index,
@@ -211,7 +211,7 @@ pub async fn read_ranges(
             start,
             end,
             r.pinned.as_ref(),
-            opts,
+            run,
             policy,
         )
         .await
@@ -219,7 +219,7 @@ pub async fn read_ranges(
         (span, members, got)
     });
     let mut out: Vec<Option<Result<Vec<u8>>>> = (0..reads.len()).map(|_| None).collect();
-    let mut done = futures::stream::iter(jobs).buffer_unordered(opts.small_workers.max(1));
+    let mut done = futures::stream::iter(jobs).buffer_unordered(run.opts.small_workers.max(1));
     while let Some((span, members, got)) = done.next().await {
         match (span, got) {
             (None, got) => out[members[0]] = Some(got),
@@ -266,8 +266,8 @@ fn resolve(start: Option<i64>, end: Option<i64>, size: u64) -> (u64, u64) {
 }
 
 /// `[from, to)` cut into slices as for a download to a file (never none).
-fn slices_of(opts: &TransferOptions, from: u64, to: u64) -> Vec<(u64, u64)> {
-    let v: Vec<(u64, u64)> = plan_slices(to - from, opts.workers, opts.min_slice, None)
+fn slices_of(run: &Run, from: u64, to: u64) -> Vec<(u64, u64)> {
+    let v: Vec<(u64, u64)> = plan_slices(to - from, run.opts.workers, run.opts.min_slice, None)
         .into_iter()
         .map(|(s0, s1)| (from + s0, from + s1))
         .collect();
@@ -388,6 +388,7 @@ async fn fill_slice(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::TransferOptions;
     use bytes::Bytes;
     use shoal_core::checksum::{CrcKind, md5_digest};
     use shoal_core::memory::MemoryStore;
@@ -400,12 +401,12 @@ mod tests {
     }
 
     /// Slices of 1 MiB, so a 3 MB object is read as three.
-    fn opts() -> TransferOptions {
-        TransferOptions {
+    fn run() -> Run {
+        Run::new(TransferOptions {
             workers: 4,
             min_slice: 1 << 20,
             ..TransferOptions::default()
-        }
+        })
     }
 
     async fn store_with(key: &str, opts: &PutOptions) -> (Arc<MemoryStore>, Location) {
@@ -422,16 +423,7 @@ mod tests {
         end: Option<i64>,
     ) -> Result<Read> {
         let store: Arc<dyn Store> = mem.clone();
-        read_into_memory(
-            store,
-            loc,
-            start,
-            end,
-            None,
-            &opts(),
-            RetryPolicy::default(),
-        )
-        .await
+        read_into_memory(store, loc, start, end, None, &run(), RetryPolicy::default()).await
     }
 
     /// Flips one byte of the third slice, leaving the object's checksums.
@@ -548,7 +540,7 @@ mod tests {
             at(Some(-3), None, "k"),
             at(Some(SIZE as i64 - 2), Some(SIZE as i64 + 50), "k"),
         ];
-        let got = read_ranges(reads, 8 << 10, &opts(), RetryPolicy::default()).await;
+        let got = read_ranges(reads, 8 << 10, &run(), RetryPolicy::default()).await;
         let b = body();
         let want = |a: usize, z: usize| Some(b[a..z.min(SIZE)].to_vec());
         assert_eq!(got[0].as_ref().ok().cloned(), want(5000, 6000));

@@ -19,8 +19,11 @@
 //! - [`cloud_copy`]: one object from a store to another, or within one, where
 //!   the server can copy it.
 //!
-//! Progress is a shared byte counter the caller polls (the CLI draws a bar
-//! from it), so the engines carry no UI code.
+//! The engines take a [`Run`]: the user's [`TransferOptions`], plain data
+//! the front ends map their flags and keywords to, beside the budgets the
+//! run's transfers share (request slots, rates, a progress counter; see
+//! [`run`]). Progress is a shared byte counter the caller polls (the CLI
+//! draws a bar from it), so the engines carry no UI code.
 
 #![warn(missing_docs, unreachable_pub)]
 
@@ -41,6 +44,7 @@ pub mod partial;
 pub mod plan;
 pub mod rate;
 pub mod read;
+pub mod run;
 mod same;
 mod slice_write;
 pub mod sources;
@@ -51,12 +55,13 @@ pub mod tree;
 pub mod upload;
 mod verify;
 
+pub(crate) use run::Slot;
+pub use run::{Budgets, MEMORY_UNIT, Run, SMALL_MEMORY, SmallBudget, WRITE_BUFFER_UNITS};
 pub use verify::Verified;
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
-
-/// Knobs shared by the engines.
+/// What the user asked of a transfer: plain data, what CLI flags and
+/// Python keywords map to. The budgets a run's transfers share are made
+/// per run, beside these (see [`Run`]).
 #[derive(Debug, Clone)]
 pub struct TransferOptions {
     /// Parallel connections for one object. Default: 2 per vCPU (a request
@@ -71,36 +76,17 @@ pub struct TransferOptions {
     /// in flight, far more than the 2 per vCPU that bytes need.
     /// `--workers N` sets both limits.
     pub small_workers: usize,
-    /// The slots and buffer memory those requests share (`batch::run`
-    /// makes it; see [`SmallBudget`]).
-    pub small: Option<SmallBudget>,
-    /// Cloud-to-cloud copies in progress in a batch, beyond the small ones
-    /// (`batch::run` makes it, 2 × workers): each reads a part of its
-    /// source into memory before it can wait for an upload slot.
-    pub stream_copies: Option<Arc<tokio::sync::Semaphore>>,
     /// Force this many slices (1 = one plain stream).
     pub slices: Option<usize>,
     /// Smallest slice worth its own request (see [`plan::DEFAULT_MIN_SLICE`]).
     pub min_slice: u64,
     /// Multipart part size for uploads (see [`upload::DEFAULT_PART_SIZE`]).
     pub part_size: u64,
-    /// Bytes moved so far, for progress displays.
-    pub progress: Option<Arc<AtomicU64>>,
-    /// Requests in flight across every transfer sharing this limiter. A
-    /// batch of many files shares one, so big files' slices and small
-    /// files' single requests draw from the same budget (`--workers`),
-    /// instead of files × slices requests. Only requests hold permits,
-    /// never whole files, so a file waiting for its slices cannot starve
-    /// them.
-    pub limiter: Option<Arc<tokio::sync::Semaphore>>,
-    /// Byte and request rates for the whole command (see [`rate`]);
-    /// unlimited by default. Clones share them.
-    pub rates: rate::Rates,
     /// Keep an interrupted sliced download's slices and pick them up on the
     /// next run (see [`partial`]). On by default.
     pub resume: bool,
-    /// How a GCS destination takes an upload (see [`GcsUpload`]).
-    pub gcs_upload: GcsUpload,
+    /// What only one backend reads (see [`Backend`]).
+    pub backend: Backend,
     /// Never replace an existing destination (`--no-clobber`), decided
     /// atomically where the write lands, never by a look first: uploads
     /// and cloud-to-cloud copies carry the store's precondition
@@ -122,22 +108,28 @@ pub struct TransferOptions {
     pub server_side: bool,
 }
 
+/// Settings for one backend that the engine, not the store, acts on.
+///
+/// `--gcs-upload` picks which of the engine's upload paths a GCS
+/// destination gets (one PUT, one resumable session, or parts sent in
+/// parallel by the multipart driver, and at what size), so the engine must
+/// read it; the store only learns how to assemble the parts
+/// ([`GcsUpload::assemble`]). Held by the GCS store, it would have to be
+/// declared back to the engine before every upload; so it stays a setting
+/// the engine reads, kept apart so the user's general settings do not
+/// grow a field per backend choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Backend {
+    /// How a GCS destination takes an upload (see [`GcsUpload`]).
+    pub gcs_upload: GcsUpload,
+}
+
 /// Cheap requests in flight in a batch by default (see
 /// [`TransferOptions::small_workers`]): dozens, as the best many-file tools
 /// keep. 128 rather than 64, because at cloud round trips more in flight
 /// still shortens a batch of small files, and [`SMALL_MEMORY`], not the
 /// slot count, bounds the buffers.
 pub const DEFAULT_SMALL_WORKERS: usize = 128;
-
-/// Granule of a [`SmallBudget`]'s memory.
-pub const MEMORY_UNIT: u64 = 64 << 10;
-/// Units a cheap request of 1 MiB or more (or of unknown size) holds,
-/// 1 MiB: a download's write batch and the receive buffers its chunks keep
-/// alive, an upload's whole buffer ([`SMALL_UPLOAD`]).
-pub const WRITE_BUFFER_UNITS: u32 = ((1 << 20) / MEMORY_UNIT) as u32;
-/// Buffers the cheap requests of a batch hold together at most: 64 MiB,
-/// 64 requests that each hold 1 MiB.
-pub const SMALL_MEMORY: u64 = 64 << 20;
 
 /// An upload up to this size is one PUT of one buffer: a cheap request.
 pub const SMALL_UPLOAD: u64 = 1 << 20;
@@ -241,104 +233,16 @@ impl Default for TransferOptions {
         TransferOptions {
             workers: cpus() * 2,
             small_workers: DEFAULT_SMALL_WORKERS,
-            small: None,
-            stream_copies: None,
             slices: None,
             min_slice: plan::DEFAULT_MIN_SLICE,
             part_size: upload::DEFAULT_PART_SIZE,
-            progress: None,
-            limiter: None,
-            rates: rate::Rates::default(),
             resume: true,
-            gcs_upload: GcsUpload::Auto,
+            backend: Backend::default(),
             no_clobber: false,
             put: shoal_core::PutOptions::default(),
             server_side: true,
         }
     }
-}
-
-impl TransferOptions {
-    /// Waits for a request slot (a cheap request's from the batch's small
-    /// budget, after its share of the budget's memory; any other's from
-    /// `limiter` when one is shared), then for the request rate.
-    pub(crate) async fn permit(&self) -> Slot {
-        let (memory, request) = match &self.small {
-            Some(b) if b.share > 0 => (
-                b.memory.clone().acquire_many_owned(b.share).await.ok(),
-                b.slots.clone().acquire_owned().await.ok(),
-            ),
-            _ => match &self.limiter {
-                Some(l) => (None, l.clone().acquire_owned().await.ok()),
-                None => (None, None),
-            },
-        };
-        self.rates.request().await;
-        Slot {
-            _request: request,
-            _memory: memory,
-        }
-    }
-
-    /// These options for one transfer: when it is one cheap request
-    /// (`small` gives at most how many bytes it holds; None: not cheap),
-    /// its requests draw on the batch's small budget; otherwise they are
-    /// used as they are, uncloned.
-    pub(crate) fn for_transfer(&self, small: Option<u64>) -> std::borrow::Cow<'_, TransferOptions> {
-        match (&self.small, small) {
-            (Some(b), Some(bytes)) => std::borrow::Cow::Owned(TransferOptions {
-                small: Some(SmallBudget {
-                    share: bytes
-                        .div_ceil(MEMORY_UNIT)
-                        .clamp(1, WRITE_BUFFER_UNITS as u64) as u32,
-                    ..b.clone()
-                }),
-                ..self.clone()
-            }),
-            _ => std::borrow::Cow::Borrowed(self),
-        }
-    }
-
-    pub(crate) fn add_progress(&self, n: u64) {
-        if let Some(p) = &self.progress {
-            p.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
-        }
-    }
-}
-
-/// What a batch's cheap requests share: `small_workers` request slots and
-/// [`SMALL_MEMORY`] of buffers, in [`MEMORY_UNIT`]s. A request takes units
-/// by what it may hold: a 16 KiB file one, so all the slots fill; a file of
-/// 1 MiB and more (or of unknown size) [`WRITE_BUFFER_UNITS`], so at most
-/// 64 of those are in flight however many slots there are.
-#[derive(Debug, Clone)]
-pub struct SmallBudget {
-    slots: Arc<tokio::sync::Semaphore>,
-    memory: Arc<tokio::sync::Semaphore>,
-    /// Units one request made with these options takes: 0 in the batch's
-    /// own options (its requests are not all cheap), set by
-    /// `for_transfer` on one cheap transfer's copy.
-    share: u32,
-}
-
-impl SmallBudget {
-    /// `slots` requests at once, within [`SMALL_MEMORY`].
-    pub fn new(slots: usize) -> Self {
-        SmallBudget {
-            slots: Arc::new(tokio::sync::Semaphore::new(slots.max(1))),
-            memory: Arc::new(tokio::sync::Semaphore::new(
-                (SMALL_MEMORY / MEMORY_UNIT) as usize,
-            )),
-            share: 0,
-        }
-    }
-}
-
-/// A request's place in the limits it is under, given back when dropped.
-#[derive(Debug)]
-pub(crate) struct Slot {
-    _request: Option<tokio::sync::OwnedSemaphorePermit>,
-    _memory: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// What a finished transfer did.

@@ -24,14 +24,14 @@ use tokio::task::JoinSet;
 
 use crate::cleanup::{AbortUpload, abort_quietly};
 use crate::verify::check_sent;
-use crate::{Report, TransferOptions};
+use crate::{Report, Run};
 
 /// A multipart upload in progress: parts sent or in flight.
 pub(crate) struct Multipart {
     store: Arc<dyn Store>,
     upload: MultipartUpload,
     guard: AbortUpload,
-    opts: TransferOptions,
+    run: Run,
     url: String,
     workers: Arc<Semaphore>,
     tasks: JoinSet<Result<PartInfo>>,
@@ -43,19 +43,19 @@ pub(crate) struct Multipart {
 
 impl Multipart {
     /// Starts an upload to `dst` storing what `put` asks for, assembled as
-    /// `opts.gcs_upload` says.
+    /// `run.opts.backend.gcs_upload` says.
     pub(crate) async fn start(
         store: &Arc<dyn Store>,
         dst: &Location,
         put: &PutOptions,
-        opts: &TransferOptions,
+        run: &Run,
     ) -> Result<Multipart> {
         let url = dst.to_string();
         let start_opts = PutOptions {
-            assemble: opts.gcs_upload.assemble(),
+            assemble: run.opts.backend.gcs_upload.assemble(),
             ..put.clone()
         };
-        opts.rates.request().await;
+        run.budgets.rates.request().await;
         let upload = (store.multipart_start(&dst.bucket, &dst.key, &start_opts))
             .await
             .map_err(|e| e.with_url(&url))?;
@@ -63,9 +63,9 @@ impl Multipart {
             guard: AbortUpload::new(store, &upload),
             store: store.clone(),
             upload,
-            opts: opts.clone(),
+            run: run.clone(),
             url,
-            workers: Arc::new(Semaphore::new(opts.workers.max(1))),
+            workers: Arc::new(Semaphore::new(run.opts.workers.max(1))),
             tasks: JoinSet::new(),
             parts: Vec::new(),
             stop: Arc::new(AtomicBool::new(false)),
@@ -99,13 +99,13 @@ impl Multipart {
         while let Some(done) = self.tasks.try_join_next() {
             self.parts.push(joined(done, &self.url)?);
         }
-        let (store, upload, opts) = (self.store.clone(), self.upload.clone(), self.opts.clone());
+        let (store, upload, run) = (self.store.clone(), self.upload.clone(), self.run.clone());
         let url = self.url.clone();
         let stop = self.stop.clone();
         self.tasks.spawn(async move {
             let _permit = permit;
-            let _slot = opts.permit().await;
-            opts.rates.bytes(len).await;
+            let _slot = run.budgets.permit().await;
+            run.budgets.rates.bytes(len).await;
             let data = data.await?;
             if stop.load(Ordering::SeqCst) {
                 return Err(Error::new(
@@ -120,7 +120,7 @@ impl Multipart {
                 .await
                 .map_err(|e| e.with_url(&url))?;
             sent(data);
-            opts.add_progress(len);
+            run.budgets.add_progress(len);
             Ok(info)
         });
         Ok(())
@@ -152,7 +152,7 @@ impl Multipart {
         let mut parts = std::mem::take(&mut self.parts);
         parts.sort_by_key(|p| p.part_number);
         let crc = crc32c_combine_all(parts.iter().map(|p| (p.crc32c, p.size)));
-        self.opts.rates.request().await;
+        self.run.budgets.rates.request().await;
         let completed = (self
             .store
             .multipart_complete(&self.upload, &parts, Some(crc)))

@@ -1,10 +1,10 @@
 //! Pacing a whole command: a byte rate (`--rate-limit`) and a request rate
-//! (`--max-requests-per-sec`), shared by every transfer that clones the
-//! same [`TransferOptions`](crate::TransferOptions) or
+//! (`--max-requests-per-sec`), shared by every transfer of the same
+//! [`Run`](crate::Run) and every read of the same
 //! [`ReadOptions`](crate::read::ReadOptions).
 //!
 //! Where they are drawn: the request rate where a request slot is taken
-//! (`TransferOptions::permit`: every slice, part, single PUT/GET and
+//! (`Budgets::permit`: every slice, part, single PUT/GET and
 //! delete) and before the few requests that take no slot (HEADs, multipart
 //! start and complete); bytes where they cross the network, chunk by chunk
 //! as a download receives them or a streamed upload sends them, so a 1 GiB

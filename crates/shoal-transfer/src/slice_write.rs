@@ -29,7 +29,7 @@ use futures::StreamExt;
 use shoal_core::checksum::Running;
 use shoal_core::{Error, ErrorKind, Op, Result};
 
-use crate::TransferOptions;
+use crate::Run;
 
 /// Bytes gathered before one `pwritev`: about one receive's worth, so the
 /// batch is still in the cache when it is written (see the module doc);
@@ -76,7 +76,7 @@ pub(crate) async fn write_slice(
     end: u64,
     dest: &str,
     url: &str,
-    opts: &TransferOptions,
+    run: &Run,
     mut sums: Running,
 ) -> Result<Running> {
     let mut pos = start;
@@ -89,9 +89,9 @@ pub(crate) async fn write_slice(
         if chunk.is_empty() {
             continue;
         }
-        opts.rates.bytes(chunk.len() as u64).await;
+        run.budgets.rates.bytes(chunk.len() as u64).await;
         sums.update(&chunk);
-        opts.add_progress(chunk.len() as u64);
+        run.budgets.add_progress(chunk.len() as u64);
         batched += chunk.len();
         batch.push(chunk);
         if batched < WRITE_BATCH && batch.len() < MAX_IOV {
@@ -239,6 +239,7 @@ fn pwritev_all(file: &File, mut chunks: &[Bytes], mut pos: u64) -> std::io::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::TransferOptions;
 
     /// More chunks than one `pwritev` takes, of uneven sizes, at an offset
     /// into a file that already holds other bytes: every byte lands at its
@@ -285,7 +286,7 @@ mod tests {
                 counter.fetch_add(1, Ordering::Relaxed);
             })
             .boxed();
-        let opts = TransferOptions::default();
+        let run = Run::new(TransferOptions::default());
         let end = data.len() as u64;
         let held = file.turn.lock().await;
         let write = write_slice(
@@ -295,7 +296,7 @@ mod tests {
             end,
             "f",
             "mem://b/k",
-            &opts,
+            &run,
             Running::new(None),
         );
         tokio::pin!(write);

@@ -17,7 +17,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::multipart::Multipart;
 use crate::verify::check_sent;
-use crate::{GcsUpload, Report, TransferOptions};
+use crate::{GcsUpload, Report, Run};
 
 /// Reads `reader` as a stream of chunks of up to 1 MiB.
 pub fn reader_stream<R: AsyncRead + Send + Unpin + 'static>(
@@ -66,27 +66,27 @@ pub async fn upload_stream(
     body: BoxByteStream,
     dst: &Location,
     put_opts: &PutOptions,
-    opts: &TransferOptions,
+    run: &Run,
 ) -> Result<Report> {
     // A body has no name of its own: its type is guessed from the key.
     let put_opts = &*crate::metadata::typed(put_opts, &dst.key);
     let put_opts = &PutOptions {
-        if_not_exists: put_opts.if_not_exists || opts.no_clobber,
+        if_not_exists: put_opts.if_not_exists || run.opts.no_clobber,
         ..put_opts.clone()
     };
     // `fill` may ask again after the end: a fused stream keeps answering None.
     let mut body: BoxByteStream = Box::pin(body.fuse());
     let caps = store.capabilities().clone();
-    let part = opts.part_size.max(caps.min_part_size).max(1) as usize;
+    let part = run.opts.part_size.max(caps.min_part_size).max(1) as usize;
     let mut carry = BytesMut::new();
     let first = fill(&mut body, &mut carry, part).await?;
-    let forced = forced_gcs_upload(store.as_ref(), opts);
+    let forced = forced_gcs_upload(store.as_ref(), run);
     if first.len() < part && forced.is_none() {
-        let _slot = opts.permit().await;
-        return put_one(&store, dst, first, put_opts, opts).await;
+        let _slot = run.budgets.permit().await;
+        return put_one(&store, dst, first, put_opts, run).await;
     }
 
-    let one_session = match opts.gcs_upload {
+    let one_session = match run.opts.backend.gcs_upload {
         GcsUpload::Resumable => true,
         GcsUpload::Auto => !caps.native_multipart,
         GcsUpload::Compose | GcsUpload::Xml => false,
@@ -96,9 +96,9 @@ pub async fn upload_stream(
         let rest = std::mem::replace(&mut body, Box::pin(futures::stream::empty()));
         let read_ahead = [Ok(first), Ok(carry.split().freeze())];
         let whole: BoxByteStream = Box::pin(futures::stream::iter(read_ahead).chain(rest));
-        return put_stream(&store, whole, dst, put_opts, opts).await;
+        return put_stream(&store, whole, dst, put_opts, run).await;
     }
-    let mut upload = Multipart::start(&store, dst, put_opts, opts).await?;
+    let mut upload = Multipart::start(&store, dst, put_opts, run).await?;
     let fed = feed(&mut upload, first, &mut body, &mut carry, part).await;
     upload.finish(fed, || Ok(())).await
 }
@@ -107,9 +107,9 @@ pub async fn upload_stream(
 /// (the one store with a choice: it composes): honoured at every size, so
 /// a small file asked to go resumable is a resumable session, and one
 /// asked to compose is a composite of one part.
-pub(crate) fn forced_gcs_upload(store: &dyn Store, opts: &TransferOptions) -> Option<GcsUpload> {
+pub(crate) fn forced_gcs_upload(store: &dyn Store, run: &Run) -> Option<GcsUpload> {
     let gcs = store.capabilities().compose;
-    (gcs && opts.gcs_upload != GcsUpload::Auto).then_some(opts.gcs_upload)
+    (gcs && run.opts.backend.gcs_upload != GcsUpload::Auto).then_some(run.opts.backend.gcs_upload)
 }
 
 /// Uploads `data` as one PUT carrying its CRC32C, which the store's must
@@ -119,7 +119,7 @@ pub(crate) async fn put_one(
     dst: &Location,
     data: Bytes,
     put: &PutOptions,
-    opts: &TransferOptions,
+    run: &Run,
 ) -> Result<Report> {
     let url = dst.to_string();
     let crc = shoal_core::checksum::crc32c_append(0, &data);
@@ -128,11 +128,11 @@ pub(crate) async fn put_one(
         ..put.clone()
     };
     let size = data.len() as u64;
-    opts.rates.bytes(size).await;
+    run.budgets.rates.bytes(size).await;
     let meta = (store.put(&dst.bucket, &dst.key, data, &put))
         .await
         .map_err(|e| e.with_url(&url))?;
-    opts.add_progress(size);
+    run.budgets.add_progress(size);
     Ok(Report {
         resumed: 0,
         bytes: size,
@@ -176,24 +176,24 @@ pub(crate) async fn put_stream(
     body: BoxByteStream,
     dst: &Location,
     put_opts: &PutOptions,
-    opts: &TransferOptions,
+    run: &Run,
 ) -> Result<Report> {
     let url = dst.to_string();
     let sent = Arc::new(std::sync::Mutex::new((0u32, 0u64)));
     let counted = {
         let sent = sent.clone();
-        let opts = opts.clone();
+        let run = run.clone();
         // Paced as the store pulls the body: one session, smooth.
-        opts.rates.pace(body).inspect(move |chunk| {
+        run.budgets.rates.pace(body).inspect(move |chunk| {
             if let Ok(c) = chunk {
                 let mut s = sent.lock().unwrap_or_else(|p| p.into_inner());
                 s.0 = shoal_core::checksum::crc32c_append(s.0, c);
                 s.1 += c.len() as u64;
-                opts.add_progress(c.len() as u64);
+                run.budgets.add_progress(c.len() as u64);
             }
         })
     };
-    let _slot = opts.permit().await;
+    let _slot = run.budgets.permit().await;
     let meta = (store.put_stream(&dst.bucket, &dst.key, Box::pin(counted), put_opts))
         .await
         .map_err(|e| e.with_url(&url))?;

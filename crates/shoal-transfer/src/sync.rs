@@ -709,12 +709,12 @@ mod tests {
         std::fs::write(dst.join("real/extra"), b"x").unwrap();
         std::os::unix::fs::symlink(&elsewhere, dst.join("sub")).unwrap();
         let root = Location::parse(dst.to_str().unwrap()).unwrap();
-        let opts = crate::TransferOptions::default();
+        let run = crate::Run::new(crate::TransferOptions::default());
         let policy = shoal_core::retry::RetryPolicy::default();
         let delete = |rel: &str| crate::batch::Action::Delete {
             dst: local_below(&root, format!("{}/{rel}", dst.display())),
         };
-        let e = crate::batch::execute(&delete("sub/victim"), &no_store(), &opts, &policy)
+        let e = crate::batch::execute(&delete("sub/victim"), &no_store(), &run, &policy)
             .await
             .unwrap_err();
         assert!(
@@ -723,7 +723,7 @@ mod tests {
             "{e}"
         );
         assert_eq!(std::fs::read(elsewhere.join("victim")).unwrap(), b"theirs");
-        crate::batch::execute(&delete("real/extra"), &no_store(), &opts, &policy)
+        crate::batch::execute(&delete("real/extra"), &no_store(), &run, &policy)
             .await
             .unwrap();
         assert!(!dst.join("real/extra").exists());

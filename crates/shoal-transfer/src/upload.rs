@@ -21,7 +21,7 @@ use shoal_core::{Error, ErrorKind, Location, Op, PutOptions, Result, Store};
 
 use crate::multipart::Multipart;
 use crate::stream::{forced_gcs_upload, put_one, put_stream, reader_stream, upload_stream};
-use crate::{GcsUpload, Report, SMALL_UPLOAD, TransferOptions};
+use crate::{GcsUpload, Report, Run, SMALL_UPLOAD};
 
 /// Default part size: 16 MiB. Parts in flight are held in memory, so
 /// workers × part size bounds memory (8 workers: 128 MiB at most, usually
@@ -47,9 +47,9 @@ pub async fn upload_file(
     store: Arc<dyn Store>,
     path: &Path,
     dst: &Location,
-    opts: &TransferOptions,
+    run: &Run,
 ) -> Result<Report> {
-    upload_file_with(store, path, dst, &opts.put, opts).await
+    upload_file_with(store, path, dst, &run.opts.put, run).await
 }
 
 /// [`upload_file`] storing what `put` asks for (`Content-Type`, guessed
@@ -63,14 +63,14 @@ pub async fn upload_file_with(
     path: &Path,
     dst: &Location,
     put: &PutOptions,
-    opts: &TransferOptions,
+    run: &Run,
 ) -> Result<Report> {
     let path_s = path.display().to_string();
     let put = &PutOptions {
         crc32c: None,
         md5: None,
         other_crc: None,
-        if_not_exists: put.if_not_exists || opts.no_clobber,
+        if_not_exists: put.if_not_exists || run.opts.no_clobber,
         ..crate::metadata::typed(put, &path_s).into_owned()
     };
     let file = File::open(path).map_err(|e| Error::io(Op::Read, &path_s, e))?;
@@ -89,39 +89,40 @@ pub async fn upload_file_with(
     if !md.is_file() || md.len() == 0 {
         let reader = tokio::fs::File::from_std(file);
         let body = reader_stream(reader, &path_s);
-        return upload_stream(store, body, dst, put, opts).await;
+        return upload_stream(store, body, dst, put, run).await;
     }
     let size = md.len();
     let stamp = file_stamp(&md);
     let file = Arc::new(file);
-    let part = part_size_for(size, opts.part_size, store.as_ref());
+    let part = part_size_for(size, run.opts.part_size, store.as_ref());
 
-    let forced = forced_gcs_upload(store.as_ref(), opts);
+    let forced = forced_gcs_upload(store.as_ref(), run);
     if (size <= part || size <= store.capabilities().min_part_size) && forced.is_none() {
         // The slot is taken before the file is read: a batch has many more
         // files in progress than slots, and a waiting file then holds no
         // buffer. Up to SMALL_UPLOAD it is one cheap request: a
         // small-request slot.
-        let _slot = opts
+        let _slot = run
             .for_transfer((size <= SMALL_UPLOAD).then_some(size))
+            .budgets
             .permit()
             .await;
         let data = read_at(&file, 0, size as usize, &path_s).await?;
         check_unchanged(&file, stamp, &path_s)?;
-        return put_one(&store, dst, data, put, opts).await;
+        return put_one(&store, dst, data, put, run).await;
     }
 
-    if store.supports_put_stream() && opts.gcs_upload == GcsUpload::Resumable {
+    if store.supports_put_stream() && run.opts.backend.gcs_upload == GcsUpload::Resumable {
         let reader = tokio::fs::File::from_std(
             file.try_clone()
                 .map_err(|e| Error::io(Op::Read, &path_s, e))?,
         );
         let body = reader_stream(reader, &path_s);
-        let report = put_stream(&store, body, dst, put, opts).await?;
+        let report = put_stream(&store, body, dst, put, run).await?;
         check_unchanged(&file, stamp, &path_s)?;
         return Ok(report);
     }
-    let mut upload = Multipart::start(&store, dst, put, opts).await?;
+    let mut upload = Multipart::start(&store, dst, put, run).await?;
     let fed = feed(&mut upload, &file, size, part, &path_s).await;
     upload
         .finish(fed, || check_unchanged(&file, stamp, &path_s))

@@ -16,7 +16,7 @@ use shoal_transfer::cloud_copy::copy_object;
 use shoal_transfer::download::{download_known, download_to_file};
 use shoal_transfer::stream::upload_stream;
 use shoal_transfer::upload::upload_file;
-use shoal_transfer::{TransferOptions, Verified};
+use shoal_transfer::{Run, TransferOptions, Verified};
 
 fn data(n: usize, seed: u32) -> Vec<u8> {
     let mut x = seed.wrapping_mul(2654435761).wrapping_add(1);
@@ -45,13 +45,13 @@ async fn mem_put(key: &str, body: &[u8], opts: &PutOptions) -> (Arc<MemoryStore>
     (s, meta)
 }
 
-fn small_slices() -> TransferOptions {
-    TransferOptions {
+fn small_slices() -> Run {
+    Run::new(TransferOptions {
         workers: 4,
         min_slice: 1000,
         part_size: 1000,
         ..Default::default()
-    }
+    })
 }
 
 #[tokio::test]
@@ -88,11 +88,11 @@ async fn download_resumes_after_cut_streams() {
     store.cut_streams_after(Some(3000));
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("out");
-    let opts = TransferOptions {
+    let opts = Run::new(TransferOptions {
         workers: 2,
         min_slice: 10_000,
         ..Default::default()
-    };
+    });
     download_to_file(
         store,
         &Location::parse("gs://b/k").unwrap(),
@@ -525,7 +525,7 @@ async fn run_batch(
     let report = batch::run(
         futures::StreamExt::boxed(futures::stream::iter(actions.into_iter().map(Ok))),
         store_for,
-        opts,
+        Run::new(opts),
         RetryPolicy::default(),
         Arc::new(BatchCounters::default()),
     )
@@ -724,7 +724,7 @@ async fn run_mode(
     batch::run_plan(
         futures::StreamExt::boxed(futures::stream::iter(actions.into_iter().map(Ok))),
         store_for,
-        TransferOptions::default(),
+        Run::new(TransferOptions::default()),
         RetryPolicy::default(),
         Arc::new(BatchCounters::default()),
         mode,

@@ -12,12 +12,12 @@ use futures::StreamExt;
 use shoal_core::memory::MemoryStore;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{Location, PutOptions, Store};
-use shoal_transfer::TransferOptions;
 use shoal_transfer::batch::{self, Action, BatchCounters, StoreFor};
 use shoal_transfer::cloud_copy::copy_object;
 use shoal_transfer::download::download_to_file;
 use shoal_transfer::rate::Rates;
 use shoal_transfer::upload::upload_file;
+use shoal_transfer::{Run, TransferOptions};
 use tokio::time::Instant;
 
 const MIB: u64 = 1 << 20;
@@ -38,14 +38,21 @@ async fn put(s: &MemoryStore, key: &str, body: Vec<u8>) {
         .unwrap();
 }
 
-fn limited(bytes: Option<u64>, requests: Option<u64>) -> TransferOptions {
+fn settings() -> TransferOptions {
     TransferOptions {
         workers: 4,
         min_slice: MIB,
         part_size: MIB,
-        rates: Rates::new(bytes, requests),
         ..Default::default()
     }
+}
+
+fn limited(bytes: Option<u64>, requests: Option<u64>) -> Run {
+    limited_with(settings(), bytes, requests)
+}
+
+fn limited_with(opts: TransferOptions, bytes: Option<u64>, requests: Option<u64>) -> Run {
+    Run::new(opts).with_rates(Rates::new(bytes, requests))
 }
 
 fn store_for(store: Arc<MemoryStore>) -> StoreFor {
@@ -70,9 +77,11 @@ async fn one_slice_download_is_paced_smoothly() {
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("out");
     let progress = Arc::new(AtomicU64::new(0));
-    let mut opts = limited(Some(MIB), None);
-    opts.slices = Some(1);
-    opts.progress = Some(progress.clone());
+    let one_slice = TransferOptions {
+        slices: Some(1),
+        ..settings()
+    };
+    let run = limited_with(one_slice, Some(MIB), None).with_progress(progress.clone());
     let t0 = Instant::now();
     let task = {
         let dest = dest.clone();
@@ -81,7 +90,7 @@ async fn one_slice_download_is_paced_smoothly() {
                 s,
                 &Location::parse("gs://b/k").unwrap(),
                 &dest,
-                &opts,
+                &run,
                 &RetryPolicy::default(),
             )
             .await
@@ -168,10 +177,14 @@ async fn cloud_to_cloud_is_charged_once() {
         &Location::parse("gs://b/src").unwrap(),
         s.clone(),
         &Location::parse("gs://b/dst").unwrap(),
-        &TransferOptions {
-            server_side: false,
-            ..limited(Some(MIB), None)
-        },
+        &limited_with(
+            TransferOptions {
+                server_side: false,
+                ..settings()
+            },
+            Some(MIB),
+            None,
+        ),
         &RetryPolicy::default(),
     )
     .await
@@ -188,12 +201,12 @@ fn copies(keys: std::ops::Range<usize>, dir: &std::path::Path) -> Vec<Action> {
     .collect()
 }
 
-async fn run_batch(s: &Arc<MemoryStore>, actions: Vec<Action>, opts: TransferOptions) {
+async fn run_batch(s: &Arc<MemoryStore>, actions: Vec<Action>, run: Run) {
     let stream = futures::stream::iter(actions.into_iter().map(Ok)).boxed();
     let report = batch::run(
         stream,
         store_for(s.clone()),
-        opts,
+        run,
         RetryPolicy::default(),
         Arc::new(BatchCounters::default()),
     )

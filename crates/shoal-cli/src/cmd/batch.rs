@@ -21,7 +21,7 @@ pub(crate) async fn run_and_report(
     ctx: &Context,
     actions: BoxStream<'static, Result<Action>>,
     store_for: StoreFor,
-    mut opts: shoal_transfer::TransferOptions,
+    opts: shoal_transfer::TransferOptions,
     verb: &str,
     what: &str,
     mode: shoal_transfer::batch::Mode,
@@ -33,7 +33,7 @@ pub(crate) async fn run_and_report(
         ..BatchCounters::default()
     });
     let bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    opts.progress = Some(bytes.clone());
+    let run = ctx.run(opts).with_progress(bytes.clone());
     let started = Instant::now();
     let ticker = (!ctx.quiet && std::io::stderr().is_terminal()).then(|| {
         let bar = ProgressBar::new_spinner();
@@ -61,7 +61,7 @@ pub(crate) async fn run_and_report(
     });
     let actions = name_skips(ctx, actions);
     let report =
-        shoal_transfer::batch::run_plan(actions, store_for, opts, ctx.retry, counters, mode).await;
+        shoal_transfer::batch::run_plan(actions, store_for, run, ctx.retry, counters, mode).await;
     if let Some((bar, task)) = ticker {
         task.abort();
         bar.finish_and_clear();

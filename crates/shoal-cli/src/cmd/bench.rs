@@ -27,7 +27,7 @@ async fn read(ctx: &Context, a: BenchReadArgs) -> CmdResult {
     let opts = ReadOptions {
         workers: ctx.transfer.workers,
         requests: ctx.transfer.small_workers,
-        rates: ctx.transfer.rates.clone(),
+        rates: ctx.rates.clone(),
         read_ahead: a.read_ahead,
         decompress: if a.no_decompress {
             Decompress::Off

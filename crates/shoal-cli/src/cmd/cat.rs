@@ -30,7 +30,7 @@ pub(crate) async fn run(ctx: &Context, a: CatArgs) -> CmdResult {
     let opts = ReadOptions {
         workers: ctx.transfer.workers,
         requests: ctx.transfer.small_workers,
-        rates: ctx.transfer.rates.clone(),
+        rates: ctx.rates.clone(),
         read_ahead: a.read.read_ahead,
         decompress: decompress(&a.read),
         ordered: !a.unordered,

@@ -72,13 +72,13 @@ async fn go(ctx: &Context, a: CpArgs, moving: bool) -> CmdResult {
         }
         (Some(s), None) => {
             let progress = Progress::start(None, true);
-            opts.progress = Some(progress.counter());
-            let report = stdio::to_stdout(ctx, &s, &opts).await?;
+            let run = ctx.run(opts).with_progress(progress.counter());
+            let report = stdio::to_stdout(ctx, &s, &run).await?;
             let to = "stdout".to_string();
             Some((report, s.to_string(), to, progress.finish()))
         }
-        (None, Some(d)) => stdio::stdin_to(ctx, &a, &d, &mut opts).await?,
-        (Some(s), Some(d)) => object_to(ctx, &a, &s, &d, &mut opts, moving).await?,
+        (None, Some(d)) => stdio::stdin_to(ctx, &a, &d, &opts).await?,
+        (Some(s), Some(d)) => object_to(ctx, &a, &s, &d, &opts, moving).await?,
     };
     if let Some((report, from, to, elapsed)) = done {
         say_done(ctx, moving, &report, (&from, &to), elapsed);
@@ -94,7 +94,7 @@ fn transfer_options(ctx: &Context, a: &CpArgs, verb: &str) -> Result<TransferOpt
         opts.slices = Some(n as usize);
     }
     opts.resume = !a.no_resume || a.resume;
-    opts.gcs_upload = match a.gcs_upload {
+    opts.backend.gcs_upload = match a.gcs_upload {
         GcsUploadArg::Auto => GcsUpload::Auto,
         GcsUploadArg::Compose => GcsUpload::Compose,
         GcsUploadArg::Xml => GcsUpload::Xml,
@@ -180,7 +180,7 @@ async fn object_to(
     a: &CpArgs,
     s: &Location,
     d: &Location,
-    opts: &mut TransferOptions,
+    opts: &TransferOptions,
     moving: bool,
 ) -> Result<Done, Failure> {
     let stamp = if moving { LocalStamp::of(s)? } else { None };
@@ -486,7 +486,7 @@ async fn copy_one(
     ctx: &Context,
     src: &Location,
     dst: &Location,
-    opts: &mut TransferOptions,
+    opts: &TransferOptions,
 ) -> Result<(Report, String, std::time::Duration), Failure> {
     let size = if src.is_local() {
         Some(local_source_size(src)?)
@@ -501,8 +501,8 @@ async fn copy_one(
         None
     };
     let progress = Progress::start(size.or(meta.as_ref().map(|m| m.size)), ctx.quiet);
-    opts.progress = Some(progress.counter());
-    let r = shoal_transfer::copy::copy_one(src, meta.as_ref(), &dst, &store_for, opts, &ctx.retry)
+    let run = ctx.run(opts.clone()).with_progress(progress.counter());
+    let r = shoal_transfer::copy::copy_one(src, meta.as_ref(), &dst, &store_for, &run, &ctx.retry)
         .await
         .map_err(refusal)?;
     Ok((r, dst.to_string(), progress.finish()))

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use shoal_core::{Error, ErrorKind, Location, Op};
 use shoal_transfer::download::{check_destination, download_to_writer};
 use shoal_transfer::stream::{reader_stream, upload_stream};
-use shoal_transfer::{Report, TransferOptions};
+use shoal_transfer::{Report, Run, TransferOptions};
 
 use super::outcome::{Done, NOT_REPLACED, refusal, say_skipped};
 use crate::args::CpArgs;
@@ -23,11 +23,11 @@ pub(super) async fn stdin_to(
     ctx: &Context,
     a: &CpArgs,
     d: &Location,
-    opts: &mut TransferOptions,
+    opts: &TransferOptions,
 ) -> Result<Done, Failure> {
     let progress = Progress::start(None, ctx.quiet);
-    opts.progress = Some(progress.counter());
-    match from_stdin(ctx, d, opts).await {
+    let run = ctx.run(opts.clone()).with_progress(progress.counter());
+    match from_stdin(ctx, d, &run).await {
         Err(Failure::Failed(m)) if a.no_clobber && m.contains(NOT_REPLACED) => {
             progress.finish();
             say_skipped(
@@ -42,11 +42,7 @@ pub(super) async fn stdin_to(
 }
 
 /// `cp SRC -`.
-pub(super) async fn to_stdout(
-    ctx: &Context,
-    src: &Location,
-    opts: &TransferOptions,
-) -> Result<Report, Failure> {
+pub(super) async fn to_stdout(ctx: &Context, src: &Location, run: &Run) -> Result<Report, Failure> {
     let mut out = tokio::io::stdout();
     if src.is_local() {
         let mut f = tokio::fs::File::open(&src.key)
@@ -58,16 +54,12 @@ pub(super) async fn to_stdout(
         return Ok(Report::size_only(n));
     }
     let store = ctx.store(src)?;
-    Ok(download_to_writer(store, src, &mut out, opts, &ctx.retry).await?)
+    Ok(download_to_writer(store, src, &mut out, run, &ctx.retry).await?)
 }
 
 /// `cp - FILE` through a working file renamed into place; `cp - URL` as
 /// a stream of unknown size.
-async fn from_stdin(
-    ctx: &Context,
-    dst: &Location,
-    opts: &TransferOptions,
-) -> Result<Report, Failure> {
+async fn from_stdin(ctx: &Context, dst: &Location, run: &Run) -> Result<Report, Failure> {
     if dst.is_local() {
         let dest = PathBuf::from(&dst.key);
         if dst.key.ends_with('/') || dest.is_dir() {
@@ -77,7 +69,7 @@ async fn from_stdin(
             )));
         }
         check_destination(&dest)?;
-        let no_clobber = opts.no_clobber;
+        let no_clobber = run.opts.no_clobber;
         let n = tokio::task::spawn_blocking(move || {
             shoal_core::workfile::write_with(&dest, no_clobber, |f| {
                 std::io::copy(&mut std::io::stdin().lock(), f)
@@ -96,7 +88,7 @@ async fn from_stdin(
     }
     let store = ctx.store(dst)?;
     let body = reader_stream(tokio::io::stdin(), "stdin");
-    upload_stream(store, body, dst, &opts.put, opts)
+    upload_stream(store, body, dst, &run.opts.put, run)
         .await
         .map_err(refusal)
 }

@@ -67,7 +67,7 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
         dst.clone(),
         sync_options(&a),
         store_for.clone(),
-        ctx.transfer.rates.clone(),
+        ctx.rates.clone(),
         None,
     );
     if a.dry_run {
