@@ -140,6 +140,21 @@ pub(crate) struct CompletionsArgs {
 }
 
 impl Command {
+    /// How GCS takes this command's uploads (`cp`/`mv --gcs-upload`): a
+    /// setting of the GCS store, made with the command's stores.
+    pub(crate) fn gcs_upload(&self) -> shoal_core::UploadMethod {
+        use shoal_core::UploadMethod;
+        match self {
+            Command::Cp(a) | Command::Mv(a) => match a.gcs_upload {
+                GcsUploadArg::Auto => UploadMethod::Auto,
+                GcsUploadArg::Compose => UploadMethod::Compose,
+                GcsUploadArg::Xml => UploadMethod::Native,
+                GcsUploadArg::Resumable => UploadMethod::Session,
+            },
+            _ => UploadMethod::Auto,
+        }
+    }
+
     /// Whether a verb that changes things was asked for `--json` output
     /// (ls, du, stat and bench print their own).
     pub(crate) fn json(&self) -> bool {
@@ -924,7 +939,7 @@ pub(crate) struct RunArgs {
     pub(crate) json: bool,
 }
 
-/// `--gcs-upload` values (see `shoal_transfer::GcsUpload`).
+/// `--gcs-upload` values (see `shoal_core::UploadMethod`).
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub(crate) enum GcsUploadArg {
     Auto,

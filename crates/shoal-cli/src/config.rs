@@ -31,7 +31,12 @@ pub(crate) struct Context {
 }
 
 impl Context {
-    pub(crate) fn new(g: &Global, limits: Option<&LimitFlags>, json: bool) -> Self {
+    pub(crate) fn new(
+        g: &Global,
+        limits: Option<&LimitFlags>,
+        json: bool,
+        gcs_upload: shoal_core::UploadMethod,
+    ) -> Self {
         let mut transfer = TransferOptions::default();
         let mut rates = Rates::default();
         if let Some(w) = g.workers {
@@ -69,6 +74,7 @@ impl Context {
                 .map(|f| shoal_config::Sourced::new("--ca-bundle", f.clone())),
             billing_project: g.billing_project.clone(),
             request_payer: g.request_payer.is_some(),
+            gcs_upload,
             ..Overrides::default()
         };
         // Connections kept for every request a batch may have in flight.

@@ -53,7 +53,12 @@ fn main() -> ExitCode {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let ctx = Context::new(&cli.global, cli.command.limits(), cli.command.json());
+    let ctx = Context::new(
+        &cli.global,
+        cli.command.limits(),
+        cli.command.json(),
+        cli.command.gcs_upload(),
+    );
     // Ctrl-C or SIGTERM drops the command: every transfer in flight is
     // cancelled, working files are removed by their guards, multipart
     // uploads are aborted (GCS composite parts deleted) by the cleanups

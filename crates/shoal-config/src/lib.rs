@@ -56,6 +56,8 @@ pub struct Overrides {
     pub billing_project: Option<String>,
     /// S3 requester pays: send `x-amz-request-payer: requester`.
     pub request_payer: bool,
+    /// How GCS takes uploads (`--gcs-upload`).
+    pub gcs_upload: shoal_core::UploadMethod,
 }
 
 /// The stores of one process (CLI run, Python session), built lazily per
@@ -165,6 +167,7 @@ impl Stores {
         if o.billing_project.is_some() {
             cfg.user_project = o.billing_project.clone();
         }
+        cfg.upload = o.gcs_upload;
         cfg.http = self.http.clone();
         cfg.http.plain_http = is_plain_http(cfg.endpoint.as_deref());
         cfg.retry = self.retry;

@@ -34,6 +34,6 @@ pub use meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion, Proj
 pub use store::{
     Assemble, BoxByteStream, BucketInfo, Capabilities, CopyRequest, GetResponse,
     MAX_PRESIGN_EXPIRY, MultipartUpload, PartInfo, Presign, PresignMethod, PresignStyle,
-    PutOptions, Store, StoreFor, StoredPart, check_presign_expiry,
+    PutOptions, Store, StoreFor, StoredPart, UploadMethod, check_presign_expiry,
 };
 pub use url::{Location, Scheme};

@@ -406,6 +406,43 @@ impl Presign {
     }
 }
 
+/// How a store with more than one way to take an upload takes one, as its
+/// configuration says (GCS: `--gcs-upload`). The engine asks the store
+/// ([`Store::upload_method`]) and picks its path from the answer: one PUT,
+/// one streamed session, or parts in parallel assembled as
+/// [`UploadMethod::assemble`] says. Stores with one way (S3's native
+/// multipart) answer [`UploadMethod::Auto`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UploadMethod {
+    /// The store's best: on GCS, the XML API's multipart upload where the
+    /// server has it (Google's endpoints); elsewhere (emulators) files are
+    /// parallel composite uploads, and streams of unknown length (stdin,
+    /// cloud to cloud) one resumable session, which leaves no temporary
+    /// objects behind.
+    #[default]
+    Auto,
+    /// Always parallel composite: parts on parallel connections stored as
+    /// temporary objects, then composed; the result has no MD5.
+    Compose,
+    /// Always the native multipart upload (GCS: the XML API's): parts on
+    /// parallel connections, no temporary objects; the result has no MD5.
+    Native,
+    /// Always one streamed session (GCS: resumable): one connection, no
+    /// temporary objects, the server checks the whole object.
+    Session,
+}
+
+impl UploadMethod {
+    /// How the store is asked to assemble a multipart upload.
+    pub fn assemble(self) -> Assemble {
+        match self {
+            UploadMethod::Compose => Assemble::Compose,
+            UploadMethod::Native => Assemble::Native,
+            UploadMethod::Auto | UploadMethod::Session => Assemble::Auto,
+        }
+    }
+}
+
 /// The longest a presigned URL may live: 7 days, the limit of both SigV4
 /// and GCS V4 signatures (servers refuse longer ones).
 pub const MAX_PRESIGN_EXPIRY: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
@@ -533,6 +570,12 @@ pub trait Store: Send + Sync + Debug {
     /// Whether [`Store::put_stream`] is a real single-session upload here.
     fn supports_put_stream(&self) -> bool {
         false
+    }
+
+    /// How this store was configured to take uploads (see
+    /// [`UploadMethod`]); [`UploadMethod::Auto`] unless it has a choice.
+    fn upload_method(&self) -> UploadMethod {
+        UploadMethod::Auto
     }
 
     /// Uploads a body of unknown length in one session (GCS resumable

@@ -43,6 +43,9 @@ pub struct GcsConfig {
     /// it); `SHOAL_GCS_REWRITE_PRECONDITIONS=1` declares a server that
     /// does (Google's storage-testbench).
     pub rewrite_preconditions: Option<bool>,
+    /// How uploads are made (`--gcs-upload`), which the engine asks for
+    /// through [`shoal_core::Store::upload_method`].
+    pub upload: shoal_core::UploadMethod,
 }
 
 impl GcsConfig {

@@ -68,6 +68,8 @@ pub struct GcsStore {
     anonymous: bool,
     /// The server enforces a rewrite's `ifGenerationMatch` (config.rs).
     rewrite_preconditions: bool,
+    /// How uploads are made (`--gcs-upload`).
+    upload: shoal_core::UploadMethod,
     /// Options given to `multipart_start`, applied when composing (the
     /// trait's `multipart_complete` does not carry them). Uploads started
     /// by another process complete with default options.
@@ -120,6 +122,7 @@ impl GcsStore {
             project: cfg.project,
             anonymous: cfg.anonymous,
             rewrite_preconditions,
+            upload: cfg.upload,
             uploads: Mutex::new(HashMap::new()),
             sent_parts: Mutex::new(HashMap::new()),
         })
@@ -265,6 +268,10 @@ impl Store for GcsStore {
 
     fn supports_put_stream(&self) -> bool {
         true
+    }
+
+    fn upload_method(&self) -> shoal_core::UploadMethod {
+        self.upload
     }
 
     async fn put_stream(

@@ -142,6 +142,7 @@ impl Keywords<'_> {
             // CLOUDSDK_BILLING_QUOTA_PROJECT), S3 sends the payer header.
             billing_project: self.billing_project,
             request_payer: self.request_payer,
+            gcs_upload: shoal_core::UploadMethod::Auto,
         }
     }
 }

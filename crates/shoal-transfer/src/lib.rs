@@ -85,8 +85,6 @@ pub struct TransferOptions {
     /// Keep an interrupted sliced download's slices and pick them up on the
     /// next run (see [`partial`]). On by default.
     pub resume: bool,
-    /// What only one backend reads (see [`Backend`]).
-    pub backend: Backend,
     /// Never replace an existing destination (`--no-clobber`), decided
     /// atomically where the write lands, never by a look first: uploads
     /// and cloud-to-cloud copies carry the store's precondition
@@ -106,22 +104,6 @@ pub struct TransferOptions {
     /// ([`shoal_core::Store::copy`]), moving no bytes through the client.
     /// On by default; off (`--no-server-side`) streams them through.
     pub server_side: bool,
-}
-
-/// Settings for one backend that the engine, not the store, acts on.
-///
-/// `--gcs-upload` picks which of the engine's upload paths a GCS
-/// destination gets (one PUT, one resumable session, or parts sent in
-/// parallel by the multipart driver, and at what size), so the engine must
-/// read it; the store only learns how to assemble the parts
-/// ([`GcsUpload::assemble`]). Held by the GCS store, it would have to be
-/// declared back to the engine before every upload; so it stays a setting
-/// the engine reads, kept apart so the user's general settings do not
-/// grow a field per backend choice.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Backend {
-    /// How a GCS destination takes an upload (see [`GcsUpload`]).
-    pub gcs_upload: GcsUpload,
 }
 
 /// Cheap requests in flight in a batch by default (see
@@ -152,40 +134,6 @@ pub(crate) async fn file_io<T: Send + 'static>(
         return Ok(io());
     }
     tokio::task::spawn_blocking(io).await
-}
-
-/// How an upload to GCS is made. S3 always uses its native multipart
-/// upload; this choice exists because GCS has three ways to move one
-/// object and each wins somewhere.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum GcsUpload {
-    /// Where the server has the XML API's multipart upload (Google's
-    /// endpoints): that, for files and streams alike. Elsewhere (emulators):
-    /// files are parallel composite uploads, and streams of unknown length
-    /// (stdin, cloud to cloud) one resumable session, which leaves no
-    /// temporary objects behind.
-    #[default]
-    Auto,
-    /// Always parallel composite: parts on parallel connections stored as
-    /// temporary objects, then composed; the result has no MD5.
-    Compose,
-    /// Always the XML API's multipart upload: parts on parallel
-    /// connections, no temporary objects; the result has no MD5.
-    Xml,
-    /// Always one resumable session: one connection, no temporary objects,
-    /// the server checks the whole object.
-    Resumable,
-}
-
-impl GcsUpload {
-    /// How the store is asked to assemble a multipart upload.
-    pub fn assemble(self) -> shoal_core::Assemble {
-        match self {
-            GcsUpload::Compose => shoal_core::Assemble::Compose,
-            GcsUpload::Xml => shoal_core::Assemble::Native,
-            GcsUpload::Auto | GcsUpload::Resumable => shoal_core::Assemble::Auto,
-        }
-    }
 }
 
 /// Threads for the async runtime: `SHOAL_THREADS` if set to a positive
@@ -237,7 +185,6 @@ impl Default for TransferOptions {
             min_slice: plan::DEFAULT_MIN_SLICE,
             part_size: upload::DEFAULT_PART_SIZE,
             resume: true,
-            backend: Backend::default(),
             no_clobber: false,
             put: shoal_core::PutOptions::default(),
             server_side: true,

@@ -43,7 +43,7 @@ pub(crate) struct Multipart {
 
 impl Multipart {
     /// Starts an upload to `dst` storing what `put` asks for, assembled as
-    /// `run.opts.backend.gcs_upload` says.
+    /// the store's [`shoal_core::Store::upload_method`] says.
     pub(crate) async fn start(
         store: &Arc<dyn Store>,
         dst: &Location,
@@ -52,7 +52,7 @@ impl Multipart {
     ) -> Result<Multipart> {
         let url = dst.to_string();
         let start_opts = PutOptions {
-            assemble: run.opts.backend.gcs_upload.assemble(),
+            assemble: store.upload_method().assemble(),
             ..put.clone()
         };
         run.budgets.rates.request().await;

@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
-use shoal_core::{BoxByteStream, Error, Location, Op, PutOptions, Result, Store};
+use shoal_core::{BoxByteStream, Error, Location, Op, PutOptions, Result, Store, UploadMethod};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::multipart::Multipart;
 use crate::verify::check_sent;
-use crate::{GcsUpload, Report, Run};
+use crate::{Report, Run};
 
 /// Reads `reader` as a stream of chunks of up to 1 MiB.
 pub fn reader_stream<R: AsyncRead + Send + Unpin + 'static>(
@@ -80,16 +80,16 @@ pub async fn upload_stream(
     let part = run.opts.part_size.max(caps.min_part_size).max(1) as usize;
     let mut carry = BytesMut::new();
     let first = fill(&mut body, &mut carry, part).await?;
-    let forced = forced_gcs_upload(store.as_ref(), run);
+    let forced = forced_upload(store.as_ref());
     if first.len() < part && forced.is_none() {
         let _slot = run.budgets.permit().await;
         return put_one(&store, dst, first, put_opts, run).await;
     }
 
-    let one_session = match run.opts.backend.gcs_upload {
-        GcsUpload::Resumable => true,
-        GcsUpload::Auto => !caps.native_multipart,
-        GcsUpload::Compose | GcsUpload::Xml => false,
+    let one_session = match store.upload_method() {
+        UploadMethod::Session => true,
+        UploadMethod::Auto => !caps.native_multipart,
+        UploadMethod::Compose | UploadMethod::Native => false,
     };
     if store.supports_put_stream() && one_session {
         // One resumable session: the first part plus the rest of the body.
@@ -103,13 +103,13 @@ pub async fn upload_stream(
     upload.finish(fed, || Ok(())).await
 }
 
-/// The way `--gcs-upload` names, when it names one and the store is GCS
-/// (the one store with a choice: it composes): honoured at every size, so
-/// a small file asked to go resumable is a resumable session, and one
-/// asked to compose is a composite of one part.
-pub(crate) fn forced_gcs_upload(store: &dyn Store, run: &Run) -> Option<GcsUpload> {
-    let gcs = store.capabilities().compose;
-    (gcs && run.opts.backend.gcs_upload != GcsUpload::Auto).then_some(run.opts.backend.gcs_upload)
+/// The way the store was told to take uploads (`--gcs-upload`), when it
+/// was told one: honoured at every size, so a small file asked to go
+/// resumable is a resumable session, and one asked to compose is a
+/// composite of one part.
+pub(crate) fn forced_upload(store: &dyn Store) -> Option<UploadMethod> {
+    let method = store.upload_method();
+    (method != UploadMethod::Auto).then_some(method)
 }
 
 /// Uploads `data` as one PUT carrying its CRC32C, which the store's must

@@ -17,11 +17,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use shoal_core::{Error, ErrorKind, Location, Op, PutOptions, Result, Store};
+use shoal_core::{Error, ErrorKind, Location, Op, PutOptions, Result, Store, UploadMethod};
 
 use crate::multipart::Multipart;
-use crate::stream::{forced_gcs_upload, put_one, put_stream, reader_stream, upload_stream};
-use crate::{GcsUpload, Report, Run, SMALL_UPLOAD};
+use crate::stream::{forced_upload, put_one, put_stream, reader_stream, upload_stream};
+use crate::{Report, Run, SMALL_UPLOAD};
 
 /// Default part size: 16 MiB. Parts in flight are held in memory, so
 /// workers × part size bounds memory (8 workers: 128 MiB at most, usually
@@ -96,7 +96,7 @@ pub async fn upload_file_with(
     let file = Arc::new(file);
     let part = part_size_for(size, run.opts.part_size, store.as_ref());
 
-    let forced = forced_gcs_upload(store.as_ref(), run);
+    let forced = forced_upload(store.as_ref());
     if (size <= part || size <= store.capabilities().min_part_size) && forced.is_none() {
         // The slot is taken before the file is read: a batch has many more
         // files in progress than slots, and a waiting file then holds no
@@ -112,7 +112,7 @@ pub async fn upload_file_with(
         return put_one(&store, dst, data, put, run).await;
     }
 
-    if store.supports_put_stream() && run.opts.backend.gcs_upload == GcsUpload::Resumable {
+    if store.supports_put_stream() && store.upload_method() == UploadMethod::Session {
         let reader = tokio::fs::File::from_std(
             file.try_clone()
                 .map_err(|e| Error::io(Op::Read, &path_s, e))?,

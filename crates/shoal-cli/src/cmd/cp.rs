@@ -13,9 +13,9 @@ use shoal_core::local_path::key_to_relative_path;
 use shoal_core::{Error, ErrorKind, Location, Op};
 use shoal_transfer::batch::{LocalStamp, delete_moved};
 use shoal_transfer::download::check_destination;
-use shoal_transfer::{GcsUpload, Report, TransferOptions};
+use shoal_transfer::{Report, TransferOptions};
 
-use crate::args::{CpArgs, GcsUploadArg};
+use crate::args::CpArgs;
 use crate::config::Context;
 use crate::failure::{CmdResult, Failure};
 use crate::progress::{Progress, summary};
@@ -94,12 +94,6 @@ fn transfer_options(ctx: &Context, a: &CpArgs, verb: &str) -> Result<TransferOpt
         opts.slices = Some(n as usize);
     }
     opts.resume = !a.no_resume || a.resume;
-    opts.backend.gcs_upload = match a.gcs_upload {
-        GcsUploadArg::Auto => GcsUpload::Auto,
-        GcsUploadArg::Compose => GcsUpload::Compose,
-        GcsUploadArg::Xml => GcsUpload::Xml,
-        GcsUploadArg::Resumable => GcsUpload::Resumable,
-    };
     if let Some(s) = a.slice_size {
         opts.min_slice = s;
     }
