@@ -165,7 +165,7 @@ async fn server_copy(
 }
 
 /// The destination of a server-side copy against its source: the same
-/// size, and the strongest checksum both give (`verify::common`) equal.
+/// size, and the strongest checksum both give (`verify::check_copy`) equal.
 pub fn verify_copy(
     src: &ObjectMeta,
     dst: &ObjectMeta,
