@@ -28,7 +28,7 @@
 use std::io::{BufRead, Read, Seek, SeekFrom};
 
 use futures::stream::{BoxStream, StreamExt};
-use shoal_core::checksum::{CrcKind, OtherCrc};
+use shoal_core::checksum::{Checksums, CrcKind, OtherCrc};
 use shoal_core::{Error, Location, ObjectMeta, ObjectVersion, Op, Result};
 use shoal_transfer::tree::{Entry, sync_root};
 
@@ -349,9 +349,12 @@ fn entry(line: &str, side: &Location, root: &str) -> std::result::Result<Option<
         key: loc.key.clone(),
         size,
         updated_ns,
-        crc32c,
-        md5,
-        other_crc: crc("crc32", CrcKind::Crc32)?.or(crc("crc64nvme", CrcKind::Crc64Nvme)?),
+        checksums: Checksums::default()
+            .with_crc32c(crc32c)
+            .with_md5(md5)
+            .with_other_crc(
+                crc("crc32", CrcKind::Crc32)?.or(crc("crc64nvme", CrcKind::Crc64Nvme)?),
+            ),
         version,
         storage_class: text("storage_class").map(str::to_owned),
         ..Default::default()
@@ -387,9 +390,10 @@ mod tests {
             key: "data/x y\n\u{e9}".into(),
             size: 42,
             updated_ns: Some(1_700_000_000_123_456_789),
-            crc32c: Some(0xdead_beef),
-            md5: Some([7; 16]),
-            other_crc: Some(OtherCrc::Crc64Nvme(0x0123_4567_89ab_cdef)),
+            checksums: Checksums::default()
+                .with_crc32c(0xdead_beef)
+                .with_md5([7; 16])
+                .with_other_crc(OtherCrc::Crc64Nvme(0x0123_4567_89ab_cdef)),
             version: Some(ObjectVersion::Generation(1_700_000_000_123_456)),
             storage_class: Some("COLDLINE".into()),
             ..Default::default()

@@ -46,18 +46,18 @@ pub(crate) fn meta_json(url: &str, m: &ObjectMeta) -> serde_json::Value {
             o.insert("updated_ns".into(), ns.into());
         }
     }
-    if let Some(c) = m.crc32c {
+    if let Some(c) = m.checksums.crc32c() {
         o.insert("crc32c".into(), crc32c_to_base64(c).into());
     }
-    if let Some(c) = m.other_crc {
+    if let Some(c) = m.checksums.other_crc() {
         o.insert(c.kind().name().to_lowercase(), c.to_base64().into());
     }
-    if let Some(c) = m.composite {
+    if let Some(c) = m.checksums.composite() {
         // As S3 shows it: `vm5fpQ==-4`, with its type.
         o.insert(c.kind.name().to_lowercase(), c.to_string().into());
         o.insert("checksum_type".into(), "COMPOSITE".into());
     }
-    if let Some(md5) = m.md5 {
+    if let Some(md5) = m.checksums.md5() {
         o.insert("md5".into(), hex(&md5).into());
     }
     match &m.version {

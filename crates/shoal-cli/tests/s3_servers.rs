@@ -76,8 +76,16 @@ fn moto_composite_multipart_downloads() {
         }
         store.multipart_complete(&up, &done, None).await.unwrap();
         let head = store.head(&bucket, "mp").await.unwrap();
-        assert_eq!((head.crc32c, head.other_crc), (None, None), "{head:?}");
-        assert_eq!(head.composite.map(|c| c.parts), Some(3), "{head:?}");
+        assert_eq!(
+            (head.checksums.crc32c(), head.checksums.other_crc()),
+            (None, None),
+            "{head:?}"
+        );
+        assert_eq!(
+            head.checksums.composite().map(|c| c.parts),
+            Some(3),
+            "{head:?}"
+        );
     });
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("mp");

@@ -50,12 +50,16 @@ fn put_plain(endpoint: &str, bucket: &str, key: &str, data: &[u8]) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let head = rt.block_on(store.head(bucket, key)).unwrap();
     assert_eq!(
-        head.md5,
+        head.checksums.md5(),
         Some(shoal_core::checksum::md5_digest(data)),
         "{key}"
     );
     assert_eq!(
-        (head.crc32c, head.other_crc, head.composite),
+        (
+            head.checksums.crc32c(),
+            head.checksums.other_crc(),
+            head.checksums.composite()
+        ),
         (None, None, None),
         "{key}"
     );

@@ -12,9 +12,16 @@
 //! object may instead have only a [`Composite`] checksum, the CRC of its
 //! parts' CRCs, which [`PartSums`] computes from bytes cut at the parts'
 //! boundaries.
+//!
+//! What a store keeps for one object is one [`Checksums`] value: the
+//! rules of which to check and how two objects compare live there.
+
+mod checksums;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+
+pub use checksums::{Checksum, Checksums, Mismatch};
 
 /// Base64 of the big-endian CRC32C, as GCS and S3 headers carry it.
 pub fn crc32c_to_base64(crc: u32) -> String {

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use bytes::Bytes;
 use futures::StreamExt;
 
-use crate::checksum::{Composite, PartKind};
+use crate::checksum::{Checksums, Composite, PartKind};
 use crate::error::{Error, ErrorKind, Op, Result};
 use crate::local::{page_from_sorted, verify_declared};
 use crate::meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion};
@@ -175,13 +175,13 @@ impl MemoryStore {
             size: data.len() as u64,
             updated_ns: Some(0),
             // Like S3: one CRC, the algorithm the writer chose.
-            crc32c: match opts.other_crc {
-                Some(_) => None,
-                None => Some(crc32c::crc32c(&data)),
-            },
-            md5: Some(crate::checksum::md5_digest(&data)),
-            other_crc: opts.other_crc,
-            composite: None,
+            checksums: Checksums::default()
+                .with_crc32c(match opts.other_crc {
+                    Some(_) => None,
+                    None => Some(crc32c::crc32c(&data)),
+                })
+                .with_md5(crate::checksum::md5_digest(&data))
+                .with_other_crc(opts.other_crc),
             version: Some(ObjectVersion::Generation(
                 self.generation.fetch_add(1, Ordering::Relaxed),
             )),
@@ -349,7 +349,7 @@ impl Store for MemoryStore {
         }
         // The source's metadata unless replaced; its checksum kind too.
         let opts = PutOptions {
-            other_crc: meta.other_crc,
+            other_crc: meta.checksums.other_crc(),
             ..if req.replace_metadata {
                 req.opts.clone()
             } else {
@@ -527,9 +527,8 @@ impl Store for MemoryStore {
             Op::Multipart,
         )?;
         let crcs: Vec<u32> = kept.iter().filter_map(|p| p.crc).collect();
-        meta.crc32c = None;
-        meta.md5 = None;
-        meta.composite = Some(Composite::of_parts(PartKind::Crc32c, &crcs));
+        meta.checksums = (meta.checksums.with_crc32c(None).with_md5(None))
+            .with_composite(Composite::of_parts(PartKind::Crc32c, &crcs));
         let mut inner = self.inner.lock().unwrap();
         let at = (up.bucket.clone(), up.key.clone());
         if let Some((_, m)) = inner

@@ -12,17 +12,8 @@ pub struct ObjectMeta {
     pub size: u64,
     /// Last modification, Unix nanoseconds (None when the projection left it out).
     pub updated_ns: Option<i128>,
-    /// CRC32C of the whole object (Castagnoli), when the store has it.
-    pub crc32c: Option<u32>,
-    /// MD5 of the whole object, when the store has it (never for S3 multipart).
-    pub md5: Option<[u8; 16]>,
-    /// The whole object's CRC32 or CRC64NVME, when that is the checksum an
-    /// S3 object has (see [`crate::checksum`]).
-    pub other_crc: Option<crate::checksum::OtherCrc>,
-    /// The checksum of part checksums (`xxxx-N`) an S3 multipart object
-    /// may have instead of a whole-object one (see
-    /// [`crate::checksum::Composite`]).
-    pub composite: Option<crate::checksum::Composite>,
+    /// The checksums the store keeps for the object, strongest first.
+    pub checksums: crate::checksum::Checksums,
     /// The store's version token: GCS generation or S3 ETag.
     pub version: Option<ObjectVersion>,
     /// Storage class, when the store says.
@@ -39,18 +30,6 @@ pub struct ObjectMeta {
     /// Custom metadata (S3 `x-amz-meta-*`, GCS `metadata`; HEAD and
     /// upload answers only).
     pub metadata: BTreeMap<String, String>,
-}
-
-impl ObjectMeta {
-    /// The CRC32 or CRC64NVME to check an object's bytes against: only
-    /// when the store has no CRC32C for it (which is always computed, so
-    /// checking it costs nothing more).
-    pub fn other_crc_to_check(&self) -> Option<crate::checksum::OtherCrc> {
-        match self.crc32c {
-            Some(_) => None,
-            None => self.other_crc,
-        }
-    }
 }
 
 /// The token that pins one version of an object, so a download can detect

@@ -40,7 +40,7 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use reqwest::header::CONTENT_TYPE;
 use serde_json::json;
-use shoal_core::checksum::crc32c_combine_all;
+use shoal_core::checksum::{Checksums, crc32c_combine_all};
 use shoal_core::retry::safe::{self, Ours, Planned};
 use shoal_core::{
     Error, ErrorKind, ListRequest, MultipartUpload, ObjectMeta, Op, PartInfo, Projection,
@@ -201,8 +201,7 @@ impl Client {
         let expected = crc32c.unwrap_or(combined);
         let ours = Ours {
             size: level.iter().map(|p| p.size).sum(),
-            crc32c: Some(expected),
-            md5: None,
+            checksums: Checksums::default().with_crc32c(expected),
         };
         let meta = self
             .compose(&upload.bucket, &names, &upload.key, opts, ours)
@@ -269,8 +268,7 @@ impl Client {
         let size = group.iter().map(|p| p.size).sum();
         let ours = Ours {
             size,
-            crc32c: Some(crc),
-            md5: None,
+            checksums: Checksums::default().with_crc32c(crc),
         };
         let meta = self
             .compose(bucket, &names, &name, plain, ours)
@@ -291,7 +289,7 @@ impl Client {
         expected: u32,
         url: &str,
     ) -> Result<ObjectMeta> {
-        if meta.crc32c == Some(expected) {
+        if meta.checksums.crc32c() == Some(expected) {
             return Ok(meta);
         }
         let generation = match &meta.version {
@@ -302,7 +300,8 @@ impl Client {
             tracing::warn!(error = %e, "could not delete a composed object with a wrong checksum");
         }
         let got = meta
-            .crc32c
+            .checksums
+            .crc32c()
             .map_or("none".to_owned(), |c| format!("{c:08x}"));
         Err(Error::new(
             ErrorKind::Integrity,

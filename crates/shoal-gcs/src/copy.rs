@@ -24,6 +24,7 @@
 use bytes::Bytes;
 use reqwest::header::CONTENT_TYPE;
 use serde::Deserialize;
+use shoal_core::checksum::Checksums;
 use shoal_core::{
     CopyRequest, Error, ErrorKind, ObjectMeta, ObjectVersion, Op, PutOptions, Result,
 };
@@ -176,8 +177,9 @@ impl Client {
     ) -> Result<std::result::Result<ObjectMeta, String>> {
         let ours = Ours {
             size: c.src.size,
-            crc32c: c.src.crc32c,
-            md5: c.src.md5,
+            checksums: Checksums::default()
+                .with_crc32c(c.src.checksums.crc32c())
+                .with_md5(c.src.checksums.md5()),
         };
         safe::write(
             &self.retry,

@@ -22,7 +22,7 @@
 use std::borrow::Cow;
 
 use serde::Deserialize;
-use shoal_core::checksum::{crc32c_from_base64, md5_from_base64};
+use shoal_core::checksum::{Checksums, crc32c_from_base64, md5_from_base64};
 use shoal_core::{ListPage, ListRequest, ObjectMeta, ObjectVersion, Op, Projection, Result};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -98,10 +98,7 @@ impl RawObject<'_> {
         Ok(ObjectMeta {
             size,
             updated_ns,
-            crc32c,
-            md5,
-            other_crc: None,
-            composite: None,
+            checksums: Checksums::default().with_crc32c(crc32c).with_md5(md5),
             version,
             storage_class: self.storage_class.map(Cow::into_owned),
             content_encoding: self
@@ -244,8 +241,11 @@ mod tests {
         let o = &p.objects[0];
         assert_eq!(o.key, "a//b");
         assert_eq!(o.size, 5);
-        assert_eq!(o.crc32c, Some(crc32c::crc32c(b"hello")));
-        assert_eq!(o.md5, Some(shoal_core::checksum::md5_digest(b"hello")));
+        assert_eq!(o.checksums.crc32c(), Some(crc32c::crc32c(b"hello")));
+        assert_eq!(
+            o.checksums.md5(),
+            Some(shoal_core::checksum::md5_digest(b"hello"))
+        );
         assert_eq!(o.version, Some(ObjectVersion::Generation(1795321669893844)));
         assert_eq!(o.storage_class.as_deref(), Some("STANDARD"));
         assert_eq!(o.updated_ns, Some(1_795_321_669_893_801_000));

@@ -21,7 +21,9 @@ use reqwest::header::{
     ACCEPT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, HeaderMap, RANGE,
 };
 use serde_json::json;
-use shoal_core::checksum::{crc32c_from_base64, crc32c_to_base64, md5_from_base64, md5_to_base64};
+use shoal_core::checksum::{
+    Checksums, crc32c_from_base64, crc32c_to_base64, md5_from_base64, md5_to_base64,
+};
 use shoal_core::http::{
     check_range_start, error_from_reqwest, parse_content_range, parse_http_date,
 };
@@ -183,8 +185,7 @@ impl Client {
         check_write_version(opts, op, &url)?;
         let ours = Ours {
             size: data.len() as u64,
-            crc32c: Some(crc),
-            md5: opts.md5,
+            checksums: Checksums::default().with_crc32c(crc).with_md5(opts.md5),
         };
         let body = &MultipartBody::new(&meta, opts.content_type.as_deref(), data);
         let url_ref = url.as_str();
@@ -365,7 +366,7 @@ pub(crate) fn check_stored_crc(
     stored: &ObjectMeta,
     expected: u32,
 ) -> Result<()> {
-    match stored.crc32c {
+    match stored.checksums.crc32c() {
         Some(c) if c != expected => Err(Error::new(
             ErrorKind::Integrity,
             op,
@@ -471,10 +472,7 @@ fn meta_from_headers(key: &str, h: &HeaderMap) -> ObjectMeta {
         key: key.to_owned(),
         size: 0,
         updated_ns: text("last-modified").and_then(parse_http_date),
-        crc32c,
-        md5,
-        other_crc: None,
-        composite: None,
+        checksums: Checksums::default().with_crc32c(crc32c).with_md5(md5),
         version: text("x-goog-generation")
             .and_then(|g| g.parse().ok())
             .map(ObjectVersion::Generation),

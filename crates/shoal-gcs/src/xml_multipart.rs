@@ -32,7 +32,7 @@ use reqwest::header::{
     CACHE_CONTROL, CONTENT_DISPOSITION, CONTENT_ENCODING, CONTENT_TYPE, ETAG, HeaderMap,
     HeaderName, HeaderValue,
 };
-use shoal_core::checksum::{crc32c_combine_all, crc32c_to_base64};
+use shoal_core::checksum::{Checksums, crc32c_combine_all, crc32c_to_base64};
 use shoal_core::http::error_from_reqwest;
 use shoal_core::xml::{complete_multipart_body, error_code_kind, read_simple};
 use shoal_core::{
@@ -235,7 +235,7 @@ impl Client {
                 // A retry after a lost answer finds the upload gone: accept
                 // the object only if it is provably this upload's.
                 return match self.head(&upload.bucket, &upload.key).await {
-                    Ok(m) if m.size == size && m.crc32c == Some(expected) => Ok(m),
+                    Ok(m) if m.size == size && m.checksums.crc32c() == Some(expected) => Ok(m),
                     _ => Err(e),
                 };
             }
@@ -249,7 +249,7 @@ impl Client {
             Some(crc) => ObjectMeta {
                 key: upload.key.clone(),
                 size,
-                crc32c: Some(crc),
+                checksums: Checksums::default().with_crc32c(crc),
                 version: generation.map(ObjectVersion::Generation),
                 ..Default::default()
             },
@@ -258,7 +258,7 @@ impl Client {
                 .await
                 .map_err(|e| e.with_op(Op::Multipart))?,
         };
-        if meta.crc32c == Some(expected) && meta.size == size {
+        if meta.checksums.crc32c() == Some(expected) && meta.size == size {
             return Ok(meta);
         }
         Err(self
@@ -310,7 +310,8 @@ impl Client {
     ) -> Error {
         let (size, expected) = want;
         let got = meta
-            .crc32c
+            .checksums
+            .crc32c()
             .map_or("none".to_owned(), |c| format!("{c:08x}"));
         let err = Error::new(
             ErrorKind::Integrity,

@@ -94,14 +94,17 @@ async fn fake_gcs_end_to_end() {
             .expect("put");
         assert_eq!(m.key, *k);
         assert_eq!(m.size, data.len() as u64);
-        assert_eq!(m.crc32c, Some(crc32c::crc32c(&data)));
+        assert_eq!(m.checksums.crc32c(), Some(crc32c::crc32c(&data)));
         let h = s.head(&b, k).await.expect("head");
-        assert_eq!((h.key.as_str(), h.size, h.crc32c), (*k, m.size, m.crc32c));
+        assert_eq!(
+            (h.key.as_str(), h.size, h.checksums.crc32c()),
+            (*k, m.size, m.checksums.crc32c())
+        );
         assert!(h.updated_ns.is_some());
         let (resp, got) = read_all(&s, &b, k, ByteRange::from(0)).await;
         assert_eq!(got, data);
         assert_eq!(resp.meta.size, data.len() as u64);
-        assert_eq!(resp.meta.crc32c, m.crc32c);
+        assert_eq!(resp.meta.checksums.crc32c(), m.checksums.crc32c());
         assert_eq!(resp.meta.version, m.version);
         assert_eq!(resp.range, ByteRange::new(0, data.len() as u64));
     }
@@ -242,7 +245,7 @@ async fn fake_gcs_end_to_end() {
         .expect("complete");
     assert_eq!(m.key, dest);
     assert_eq!(m.size, whole.len() as u64);
-    assert_eq!(m.crc32c, Some(crc32c::crc32c(&whole)));
+    assert_eq!(m.checksums.crc32c(), Some(crc32c::crc32c(&whole)));
     let (_, got) = read_all(&s, &b, dest, ByteRange::from(0)).await;
     assert!(got == whole, "composed bytes differ");
     assert!(
@@ -340,7 +343,7 @@ async fn fake_gcs_resumable_upload() {
         .await
         .expect("resumable upload");
     assert_eq!(
-        (m.key.as_str(), m.size, m.crc32c),
+        (m.key.as_str(), m.size, m.checksums.crc32c()),
         (key, total as u64, Some(crc))
     );
     let (_, got) = read_all(&s, &b, key, ByteRange::from(0)).await;

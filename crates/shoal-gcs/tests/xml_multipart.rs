@@ -271,7 +271,7 @@ async fn parts_go_up_in_parallel_and_are_assembled_in_order() {
         .await
         .unwrap();
     assert_eq!(meta.size, (a.len() + b.len()) as u64);
-    assert_eq!(meta.crc32c, Some(whole));
+    assert_eq!(meta.checksums.crc32c(), Some(whole));
     assert_eq!(
         meta.version,
         Some(shoal_core::ObjectVersion::Generation(GENERATION))

@@ -48,24 +48,25 @@ pub(crate) struct ObjectInfo {
 impl ObjectInfo {
     pub(crate) fn new(loc: &Location, m: ObjectMeta) -> Self {
         let at = loc.with_key(m.key.clone());
+        let sums = m.checksums;
         ObjectInfo {
             url: at.to_string(),
             bucket: at.bucket,
             key: m.key,
             size: m.size,
             updated: m.updated_ns.map(|ns| ns as f64 / 1e9),
-            crc32c: m.crc32c.map(|c| format!("{c:08x}")),
-            md5: m.md5.map(|d| hex(&d)),
-            crc32: match m.other_crc {
+            crc32c: sums.crc32c().map(|c| format!("{c:08x}")),
+            md5: sums.md5().map(|d| hex(&d)),
+            crc32: match sums.other_crc() {
                 Some(OtherCrc::Crc32(c)) => Some(format!("{c:08x}")),
                 _ => None,
             },
-            crc64nvme: match m.other_crc {
+            crc64nvme: match sums.other_crc() {
                 Some(OtherCrc::Crc64Nvme(c)) => Some(format!("{c:016x}")),
                 _ => None,
             },
-            composite: m.composite.map(|c| c.to_string()),
-            composite_algorithm: m.composite.map(|c| c.kind.name().to_owned()),
+            composite: sums.composite().map(|c| c.to_string()),
+            composite_algorithm: sums.composite().map(|c| c.kind.name().to_owned()),
             version: m.version.map(|v| match v {
                 ObjectVersion::Generation(g) => g.to_string(),
                 ObjectVersion::ETag(e) => e,

@@ -32,7 +32,7 @@
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use reqwest::Method;
-use shoal_core::checksum::{PartKind, crc32c_from_base64};
+use shoal_core::checksum::{Checksums, PartKind, crc32c_from_base64};
 use shoal_core::retry::safe::{self, Ours, Planned};
 use shoal_core::xml::{error_code_kind, read_simple};
 use shoal_core::{
@@ -47,7 +47,7 @@ use crate::object::{precondition, protocol, refused_because, with_object_headers
 /// The whole-object checksum a copy's destination is asked to keep:
 /// CRC32C, unless the source's only checksum is a composite CRC32.
 fn copy_checksum_kind(src: &ObjectMeta) -> Option<PartKind> {
-    match (src.crc32c, src.composite) {
+    match (src.checksums.crc32c(), src.checksums.composite()) {
         (Some(_), _) => Some(PartKind::Crc32c),
         (None, Some(c)) if c.kind == PartKind::Crc32 => Some(PartKind::Crc32),
         (None, Some(_)) => Some(PartKind::Crc32c),
@@ -90,8 +90,9 @@ impl Client {
             // (MinIO ignores it there), so as parts.
             let ours = Ours {
                 size: req.src.size,
-                crc32c: req.src.crc32c,
-                md5: req.src.md5,
+                checksums: Checksums::default()
+                    .with_crc32c(req.src.checksums.crc32c())
+                    .with_md5(req.src.checksums.md5()),
             };
             safe::write(
                 &self.retry,

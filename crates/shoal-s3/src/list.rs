@@ -391,7 +391,7 @@ mod tests {
             ))
         );
         assert_eq!(a.storage_class.as_deref(), Some("STANDARD"));
-        assert_eq!((a.crc32c, a.md5), (None, None));
+        assert_eq!((a.checksums.crc32c(), a.checksums.md5()), (None, None));
         assert_eq!(p.objects[1].key, "p/ctl\x01\n");
         assert_eq!(p.prefixes, vec!["p/dir/", "p/z z/"]);
         assert_eq!(

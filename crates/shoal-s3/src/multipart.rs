@@ -16,7 +16,7 @@
 
 use bytes::Bytes;
 use reqwest::Method;
-use shoal_core::checksum::{PartKind, crc32c_from_base64, crc32c_to_base64};
+use shoal_core::checksum::{Checksums, PartKind, crc32c_from_base64, crc32c_to_base64};
 use shoal_core::{
     Assemble, Error, ErrorKind, MultipartUpload, ObjectMeta, ObjectVersion, Op, PartInfo,
     PutOptions, Result,
@@ -245,7 +245,7 @@ impl Client {
             size,
             // Only a CRC32C the answer confirms is claimed (a store that
             // kept none, or does not say, leaves the upload checked by size).
-            crc32c: server_crc,
+            checksums: Checksums::default().with_crc32c(server_crc),
             version: etag.map(ObjectVersion::ETag),
             ..Default::default()
         })
@@ -266,7 +266,7 @@ impl Client {
     ) -> Option<(Option<String>, Option<u32>)> {
         let ours = crc32c?;
         let meta = self.head(&upload.bucket, &upload.key).await.ok()?;
-        if meta.size != size || meta.crc32c != Some(ours) {
+        if meta.size != size || meta.checksums.crc32c() != Some(ours) {
             return None;
         }
         tracing::debug!(

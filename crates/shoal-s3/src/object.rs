@@ -15,8 +15,8 @@ use futures::StreamExt;
 use reqwest::Method;
 use reqwest::header::HeaderMap;
 use shoal_core::checksum::{
-    Composite, CrcKind, OtherCrc, PartKind, crc32c_from_base64, crc32c_to_base64, md5_from_hex,
-    md5_to_base64,
+    Checksums, Composite, CrcKind, OtherCrc, PartKind, crc32c_from_base64, crc32c_to_base64,
+    md5_from_hex, md5_to_base64,
 };
 use shoal_core::http::{check_range_start, error_from_reqwest, parse_http_date};
 use shoal_core::{
@@ -82,8 +82,7 @@ impl Client {
         if resolved.start != 0 || resolved.end != Some(size) {
             // A checksum header on a partial answer describes the whole
             // object at best; keep it only where it is unambiguous.
-            meta.crc32c = None;
-            meta.other_crc = None;
+            meta.checksums = meta.checksums.with_crc32c(None).with_other_crc(None);
         }
         let body = resp
             .bytes_stream()
@@ -174,8 +173,7 @@ impl Client {
         let req = req.body(data);
         let ours = Ours {
             size,
-            crc32c: crc,
-            md5: opts.md5,
+            checksums: Checksums::default().with_crc32c(crc).with_md5(opts.md5),
         };
         // A lost answer is looked into before the PUT is sent again
         // (`retry::safe`): our bytes there is done, the state planned
@@ -217,13 +215,18 @@ impl Client {
         // not change it.
         let target = &req.target;
         if let Some(sent) = crc {
-            meta.crc32c = confirmed(Op::Upload, target, "CRC32C", sent, meta.crc32c)?;
+            let kept = confirmed(Op::Upload, target, "CRC32C", sent, meta.checksums.crc32c())?;
+            meta.checksums = meta.checksums.with_crc32c(kept);
         }
         if let Some(sent) = opts.other_crc {
-            let kept = meta.other_crc.filter(|c| c.kind() == sent.kind());
-            meta.other_crc = confirmed(Op::Upload, target, sent.kind().name(), sent, kept)?;
+            let kept = meta
+                .checksums
+                .other_crc()
+                .filter(|c| c.kind() == sent.kind());
+            let kept = confirmed(Op::Upload, target, sent.kind().name(), sent, kept)?;
+            meta.checksums = meta.checksums.with_other_crc(kept);
         }
-        meta.md5 = opts.md5.or(meta.md5);
+        meta.checksums = meta.checksums.with_md5(opts.md5.or(meta.checksums.md5()));
         meta.content_encoding = opts.content_encoding.clone();
         meta.content_type = opts.content_type.clone();
         meta.cache_control = opts.cache_control.clone();
@@ -522,10 +525,14 @@ pub(crate) fn meta_from_headers(key: &str, size: u64, h: &HeaderMap) -> ObjectMe
         key: key.to_owned(),
         size,
         updated_ns: header_str(h, "last-modified").and_then(parse_http_date),
-        crc32c: full_object_crc(header_str(h, "x-amz-checksum-crc32c"), checksum_type),
-        md5,
-        other_crc: other_crc(h, checksum_type),
-        composite: composite(h, untyped),
+        checksums: Checksums::default()
+            .with_crc32c(full_object_crc(
+                header_str(h, "x-amz-checksum-crc32c"),
+                checksum_type,
+            ))
+            .with_md5(md5)
+            .with_other_crc(other_crc(h, checksum_type))
+            .with_composite(composite(h, untyped)),
         version: etag.map(ObjectVersion::ETag),
         storage_class: Some(
             header_str(h, "x-amz-storage-class")
@@ -678,9 +685,16 @@ mod tests {
         h.insert("x-amz-checksum-crc32", "vm5fpQ==-4".parse().unwrap());
         h.insert("x-amz-checksum-type", "COMPOSITE".parse().unwrap());
         let m = meta_from_headers("k", 20_000_000, &h);
-        assert_eq!((m.crc32c, m.other_crc, m.md5), (None, None, None));
         assert_eq!(
-            m.composite,
+            (
+                m.checksums.crc32c(),
+                m.checksums.other_crc(),
+                m.checksums.md5()
+            ),
+            (None, None, None)
+        );
+        assert_eq!(
+            m.checksums.composite(),
             Some(Composite {
                 kind: PartKind::Crc32,
                 value: 0xbe6e_5fa5,
@@ -689,7 +703,7 @@ mod tests {
         );
         h.remove("x-amz-checksum-crc32");
         h.insert("x-amz-checksum-crc32c", "4waSgw==-2".parse().unwrap());
-        let c = meta_from_headers("k", 1, &h).composite.unwrap();
+        let c = meta_from_headers("k", 1, &h).checksums.composite().unwrap();
         assert_eq!((c.kind, c.parts), (PartKind::Crc32c, 2));
     }
 
@@ -702,16 +716,19 @@ mod tests {
         );
         h.insert("x-amz-checksum-crc32c", "4waSgw==".parse().unwrap());
         let m = meta_from_headers("k", 3, &h);
-        assert_eq!(m.md5, Some(shoal_core::checksum::md5_digest(b"abc")));
-        assert_eq!(m.crc32c, Some(0xE306_9283));
+        assert_eq!(
+            m.checksums.md5(),
+            Some(shoal_core::checksum::md5_digest(b"abc"))
+        );
+        assert_eq!(m.checksums.crc32c(), Some(0xE306_9283));
         h.insert("x-amz-server-side-encryption", "aws:kms".parse().unwrap());
-        assert_eq!(meta_from_headers("k", 3, &h).md5, None);
+        assert_eq!(meta_from_headers("k", 3, &h).checksums.md5(), None);
         h.insert(
             "etag",
             "\"900150983cd24fb0d6963f7d28e17f72-2\"".parse().unwrap(),
         );
         h.remove("x-amz-server-side-encryption");
-        assert_eq!(meta_from_headers("k", 3, &h).md5, None);
+        assert_eq!(meta_from_headers("k", 3, &h).checksums.md5(), None);
     }
 
     /// Item 10 of issue 37: an upload claims a checksum only when the
@@ -750,8 +767,11 @@ mod tests {
         );
         h.insert("x-amz-checksum-crc32", "TNyrRQ==".parse().unwrap());
         let m = meta_from_headers("k", 12 << 20, &h);
-        assert_eq!((m.crc32c, m.other_crc), (None, None));
-        let c = m.composite.unwrap();
+        assert_eq!(
+            (m.checksums.crc32c(), m.checksums.other_crc()),
+            (None, None)
+        );
+        let c = m.checksums.composite().unwrap();
         assert_eq!(
             (c.kind, c.value, c.parts),
             (PartKind::Crc32, 0x4cdc_ab45, 3)
@@ -760,7 +780,7 @@ mod tests {
         h.insert("x-amz-checksum-type", "FULL_OBJECT".parse().unwrap());
         let m = meta_from_headers("k", 12 << 20, &h);
         assert_eq!(
-            (m.other_crc, m.composite),
+            (m.checksums.other_crc(), m.checksums.composite()),
             (Some(OtherCrc::Crc32(0x4cdc_ab45)), None)
         );
         h.remove("x-amz-checksum-type");
@@ -769,7 +789,7 @@ mod tests {
             "\"38c23955630cf23c49fd5ef58b34e548\"".parse().unwrap(),
         );
         assert_eq!(
-            meta_from_headers("k", 5, &h).other_crc,
+            meta_from_headers("k", 5, &h).checksums.other_crc(),
             Some(OtherCrc::Crc32(0x4cdc_ab45))
         );
     }
@@ -782,20 +802,23 @@ mod tests {
         h.insert("x-amz-checksum-crc32", "1bJXzA==".parse().unwrap());
         h.insert("x-amz-checksum-type", "FULL_OBJECT".parse().unwrap());
         let m = meta_from_headers("k", 16384, &h);
-        assert_eq!(m.other_crc, Some(OtherCrc::Crc32(0xd5b2_57cc)));
-        assert_eq!(m.crc32c, None);
+        assert_eq!(m.checksums.other_crc(), Some(OtherCrc::Crc32(0xd5b2_57cc)));
+        assert_eq!(m.checksums.crc32c(), None);
         h.insert("x-amz-checksum-crc32", "/zhMZQ==-1".parse().unwrap());
         h.insert("x-amz-checksum-type", "COMPOSITE".parse().unwrap());
-        assert_eq!(meta_from_headers("k", 8 << 20, &h).other_crc, None);
+        assert_eq!(
+            meta_from_headers("k", 8 << 20, &h).checksums.other_crc(),
+            None
+        );
 
         let mut h = HeaderMap::new();
         // CRC64NVME("123456789"); AWS marks it FULL_OBJECT even for multipart.
         h.insert("x-amz-checksum-crc64nvme", "rosUhgp5mIg=".parse().unwrap());
         assert_eq!(
-            meta_from_headers("k", 9, &h).other_crc,
+            meta_from_headers("k", 9, &h).checksums.other_crc(),
             Some(OtherCrc::Crc64Nvme(0xAE8B_1486_0A79_9888))
         );
         h.insert("x-amz-checksum-crc64nvme", "garbage".parse().unwrap());
-        assert_eq!(meta_from_headers("k", 9, &h).other_crc, None);
+        assert_eq!(meta_from_headers("k", 9, &h).checksums.other_crc(), None);
     }
 }

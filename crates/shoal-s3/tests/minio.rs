@@ -100,8 +100,8 @@ async fn round_trip() {
     let head = store.head(&b, odd).await.unwrap();
     assert_eq!(head.key, odd);
     assert_eq!(head.size, 16);
-    assert_eq!(head.crc32c, Some(crc));
-    assert_eq!(head.md5, Some(md5_digest(&data)));
+    assert_eq!(head.checksums.crc32c(), Some(crc));
+    assert_eq!(head.checksums.md5(), Some(md5_digest(&data)));
     assert!(head.updated_ns.is_some());
     assert_eq!(head.version, put.version);
 
@@ -129,7 +129,7 @@ async fn round_trip() {
     let (bytes, resp) = read_all(&store, &b, odd, ByteRange::from(0), None)
         .await
         .unwrap();
-    assert_eq!((bytes.len(), resp.meta.crc32c), (16, Some(crc)));
+    assert_eq!((bytes.len(), resp.meta.checksums.crc32c()), (16, Some(crc)));
     let (bytes, resp) = read_all(&store, &b, odd, ByteRange::new(4, 4), None)
         .await
         .unwrap();
@@ -362,11 +362,11 @@ async fn round_trip() {
     let head = store.head(&b, key).await.unwrap();
     assert_eq!(head.size, whole.len() as u64);
     assert_eq!(
-        head.crc32c,
+        head.checksums.crc32c(),
         Some(combined),
         "MinIO should keep a FULL_OBJECT CRC32C"
     );
-    assert_eq!(head.md5, None, "a multipart ETag is not an MD5");
+    assert_eq!(head.checksums.md5(), None, "a multipart ETag is not an MD5");
     let (bytes, _) = read_all(
         &store,
         &b,

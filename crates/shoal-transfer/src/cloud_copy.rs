@@ -16,7 +16,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use shoal_core::checksum::{CrcKind, PartKind, Running};
+use shoal_core::checksum::Running;
 use shoal_core::resume::resuming_stream;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{
@@ -129,8 +129,15 @@ async fn server_copy(
         Err(e) if e.kind() == ErrorKind::Unsupported => return Ok(None),
         r => r?,
     };
-    let checked = match verify_copy(meta, &copied, &src.to_string(), &dst.to_string()) {
-        Ok(Verified::SizeOnly) => verify_composite_copy(store, src, meta, &copied, dst, run).await,
+    let (src_url, dst_url) = (src.to_string(), dst.to_string());
+    let checked = match verify_copy(meta, &copied, &src_url, &dst_url) {
+        Ok(Verified::SizeOnly) => {
+            let sums = &copied.checksums;
+            match PartCheck::check_copy(store, src, meta, sums, &run.budgets.rates).await? {
+                Ok(v) => Ok(v),
+                Err(what) => Err(copy_changed(&src_url, &dst_url, &what)),
+            }
+        }
         r => r,
     };
     let verified = match checked {
@@ -150,85 +157,38 @@ async fn server_copy(
         bytes: meta.size,
         pieces: requests.into_inner().max(1),
         verified,
-        crc32c: copied.crc32c.or(meta.crc32c).unwrap_or(0),
+        crc32c: (verify::stored_crc32c(&copied))
+            .or(verify::stored_crc32c(meta))
+            .unwrap_or(0),
         source_version: meta.version.clone(),
     }))
 }
 
-/// A source whose only checksum is composite (an S3 multipart upload's
-/// `xxxx-N`) against the whole-object CRC its copy was asked to keep: the
-/// parts' CRCs must compose into the source's and combine into the
-/// copy's. Size only when either side cannot say.
-async fn verify_composite_copy(
-    store: &Arc<dyn Store>,
-    src: &Location,
-    meta: &ObjectMeta,
-    copied: &ObjectMeta,
-    dst: &Location,
-    run: &Run,
-) -> Result<Verified> {
-    let Some(composite) = meta.composite else {
-        return Ok(Verified::SizeOnly);
-    };
-    let whole = match composite.kind {
-        PartKind::Crc32c => copied.crc32c,
-        PartKind::Crc32 => (copied.other_crc)
-            .filter(|c| c.kind() == CrcKind::Crc32)
-            .map(|c| c.value() as u32),
-    };
-    let Some(whole) = whole else {
-        return Ok(Verified::SizeOnly);
-    };
-    let Some(check) = PartCheck::learn(store, src, meta, Op::Copy, &run.budgets.rates).await?
-    else {
-        return Ok(Verified::SizeOnly);
-    };
-    match check.matches_whole(whole) {
-        Some(true) => Ok(Verified::Parts(composite.kind)),
-        None => Ok(Verified::SizeOnly),
-        Some(false) => Err(Error::new(
-            ErrorKind::Changed,
-            Op::Copy,
-            src.to_string(),
-            format!(
-                "the copy at {dst} has a {} that does not match the source's parts ({composite}); it was removed",
-                composite.kind.name()
-            ),
-        )
-        .with_hint("the source was probably replaced while it was copied; run the command again")),
-    }
-}
-
 /// The destination of a server-side copy against its source: the same
-/// size, and the strongest checksum both give (`verify::common`) equal.
+/// size, and the strongest checksum both give (`verify::check_copy`) equal.
 pub fn verify_copy(
     src: &ObjectMeta,
     dst: &ObjectMeta,
     src_url: &str,
     dst_url: &str,
 ) -> Result<Verified> {
-    let mismatch = |what: String| {
-        Err(Error::new(
-            ErrorKind::Changed,
-            Op::Copy,
-            src_url,
-            format!("the copy at {dst_url} {what}; it was removed"),
-        )
-        .with_hint("the source was probably replaced while it was copied; run the command again"))
-    };
     if dst.size != src.size {
-        return mismatch(format!("has {} bytes, the source {}", dst.size, src.size));
+        let what = format!("has {} bytes, the source {}", dst.size, src.size);
+        return Err(copy_changed(src_url, dst_url, &what));
     }
-    match verify::common(src, dst) {
-        Some((v, true)) => Ok(v),
-        Some((Verified::Crc32c, false)) => mismatch(format!(
-            "has CRC32C {:08x}, the source {:08x}",
-            dst.crc32c.unwrap_or_default(),
-            src.crc32c.unwrap_or_default()
-        )),
-        Some((v, false)) => mismatch(format!("has another {v} than the source")),
-        None => Ok(Verified::SizeOnly),
-    }
+    verify::check_copy(&src.checksums, &dst.checksums)
+        .map_err(|what| copy_changed(src_url, dst_url, &what))
+}
+
+/// A server-side copy that is not of the source read: `what` says how.
+fn copy_changed(src_url: &str, dst_url: &str, what: &str) -> Error {
+    Error::new(
+        ErrorKind::Changed,
+        Op::Copy,
+        src_url,
+        format!("the copy at {dst_url} {what}; it was removed"),
+    )
+    .with_hint("the source was probably replaced while it was copied; run the command again")
 }
 
 /// Passes `body` through and, at its end, fails it unless it held exactly

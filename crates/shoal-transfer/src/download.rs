@@ -149,9 +149,7 @@ pub async fn download_known(
         .with_hint("the object changed while being copied; run the command again"));
     }
     let meta = ObjectMeta {
-        crc32c: got.crc32c,
-        other_crc: got.other_crc,
-        composite: got.composite,
+        checksums: meta.checksums.with_crcs_from(&got.checksums),
         ..meta.clone()
     };
     download_planned(store, src, &meta, dest, run, policy, Some(first)).await

@@ -437,7 +437,7 @@ mod tests {
     #[tokio::test]
     async fn a_whole_md5_only_object_is_checked_and_a_damaged_one_refused() {
         let (mem, loc) = store_with("k", &PutOptions::default()).await;
-        mem.tamper("b", "k", |_, m| m.crc32c = None);
+        mem.tamper("b", "k", |_, m| m.checksums = m.checksums.with_crc32c(None));
         let r = read(&mem, &loc, None, None).await.unwrap();
         assert_eq!((r.bytes == body(), r.verified), (true, Verified::Md5));
         damage(&mem);
@@ -512,7 +512,9 @@ mod tests {
         damage(&mem);
         let e = read(&mem, &loc, None, None).await.unwrap_err();
         assert!(e.to_string().contains("CRC32C mismatch"), "{e}");
-        mem.tamper("b", "k", |_, m| (m.crc32c, m.md5) = (None, None));
+        mem.tamper("b", "k", |_, m| {
+            m.checksums = m.checksums.with_crc32c(None).with_md5(None)
+        });
         let r = read(&mem, &loc, None, None).await.unwrap();
         assert_eq!(r.verified, Verified::SizeOnly);
         assert_ne!(md5_digest(&r.bytes), md5_digest(&body()));

@@ -33,7 +33,7 @@ use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use shoal_core::checksum::{crc32c_from_base64, md5_from_base64, md5_from_hex};
+use shoal_core::checksum::{Checksums, crc32c_from_base64, md5_from_base64, md5_from_hex};
 use shoal_core::{Error, Location, ObjectMeta, ObjectVersion, Op, Result, Scheme};
 
 use crate::tree::Entry;
@@ -532,8 +532,9 @@ impl Row {
             key: self.key.clone(),
             size: self.size,
             updated_ns: self.updated_ns,
-            crc32c: self.crc32c.as_deref().and_then(crc32c_from_base64),
-            md5,
+            checksums: Checksums::default()
+                .with_crc32c(self.crc32c.as_deref().and_then(crc32c_from_base64))
+                .with_md5(md5),
             version: match (self.generation, &self.etag) {
                 (Some(g), _) => Some(ObjectVersion::Generation(g)),
                 (None, Some(e)) => Some(ObjectVersion::ETag(e.clone())),
@@ -789,10 +790,14 @@ mod tests {
         assert_eq!(e[1].src.key, "p/b c+d");
         assert_eq!(e[1].meta.size, 3);
         assert_eq!(
-            e[1].meta.md5,
+            e[1].meta.checksums.md5(),
             md5_from_hex("0cc175b9c0f1b6a831c399e269772661")
         );
-        assert_eq!(e[2].meta.md5, None, "a multipart ETag is no MD5");
+        assert_eq!(
+            e[2].meta.checksums.md5(),
+            None,
+            "a multipart ETag is no MD5"
+        );
         assert_eq!(e[0].meta.storage_class.as_deref(), Some("GLACIER"));
         // Another bucket's listing is refused.
         let other = Location::parse("s3://other/p/").unwrap();
@@ -891,7 +896,7 @@ mod tests {
             .map(|e| e.unwrap())
             .collect();
         assert_eq!(e[1].meta.version, Some(ObjectVersion::Generation(17)));
-        assert_eq!(e[1].meta.crc32c, Some(0));
+        assert_eq!(e[1].meta.checksums.crc32c(), Some(0));
         // A record count that does not match (a shard cut or missing rows).
         let d = tempfile::tempdir().unwrap();
         let m = gcs_report(d.path(), &shards, 3);

@@ -170,7 +170,7 @@ impl Multipart {
             resumed: 0,
             bytes: parts.iter().map(|p| p.size).sum(),
             pieces: parts.len(),
-            verified: check_sent(meta.crc32c, crc, &self.url)?,
+            verified: check_sent(&meta.checksums, crc, &self.url)?,
             crc32c: crc,
             source_version: None,
         })

@@ -20,7 +20,7 @@ use shoal_core::{ErrorKind, Location, ObjectMeta, Op, Result};
 
 use crate::rate::Rates;
 use crate::tree::Entry;
-use crate::verify::{self, Expected, Received, Verified, read_back};
+use crate::verify::{Expected, Received, Verified, read_back};
 use shoal_core::StoreFor;
 
 /// What one side can say about its bytes.
@@ -51,7 +51,7 @@ pub(crate) async fn same_bytes(
                 crc32c_of(&p, &url_p).await? == crc32c_of(&q, &url_q).await?,
             ))
         }
-        (Side::Stored(m), Side::Stored(n)) => Ok(stored_agree(&m, &n)),
+        (Side::Stored(m), Side::Stored(n)) => Ok(m.checksums.same_content(&n.checksums)),
         (Side::Local(p), Side::Stored(m)) => file_matches(p, &m, &b.src, store_of, rates).await,
         (Side::Stored(m), Side::Local(p)) => file_matches(p, &m, &a.src, store_of, rates).await,
     }
@@ -64,7 +64,7 @@ async fn side(e: &Entry, store_of: &StoreFor, rates: &Rates) -> Result<Side> {
         return Ok(Side::Local(PathBuf::from(&e.src.key)));
     }
     let m = &e.meta;
-    if m.crc32c.is_some() || m.other_crc.is_some() || m.composite.is_some() || m.md5.is_some() {
+    if !m.checksums.is_empty() {
         return Ok(Side::Stored(m.clone()));
     }
     let store = store_of(&e.src)?;
@@ -73,20 +73,6 @@ async fn side(e: &Entry, store_of: &StoreFor, rates: &Rates) -> Result<Side> {
         .await
         .map_err(|err| err.with_url(e.src.to_string()).with_op(Op::Read))?;
     Ok(Side::Stored(head))
-}
-
-/// Two store objects, by the strongest checksum both have
-/// ([`verify::common`]).
-fn stored_agree(m: &ObjectMeta, n: &ObjectMeta) -> Option<bool> {
-    if let Some((_, equal)) = verify::common(m, n) {
-        return Some(equal);
-    }
-    // Equal composite values mean equal bytes; different ones may only be
-    // different part sizes.
-    match (m.composite, n.composite) {
-        (Some(x), Some(y)) if x == y => Some(true),
-        _ => None,
-    }
 }
 
 /// A local file against a store object's strongest checksum: the same

@@ -165,7 +165,7 @@ pub async fn begin(
             meta.size
         )));
     }
-    let Some(crc32c) = meta.crc32c else {
+    let Some(crc32c) = crate::verify::stored_crc32c(&meta) else {
         return Ok(Err(
             "the source has no CRC32C to check parts copied apart against".into(),
         ));

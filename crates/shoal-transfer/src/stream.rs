@@ -137,7 +137,7 @@ pub(crate) async fn put_one(
         resumed: 0,
         bytes: size,
         pieces: 1,
-        verified: check_sent(meta.crc32c, crc, &url)?,
+        verified: check_sent(&meta.checksums, crc, &url)?,
         crc32c: crc,
         source_version: None,
     })
@@ -198,7 +198,7 @@ pub(crate) async fn put_stream(
         .await
         .map_err(|e| e.with_url(&url))?;
     let (crc, bytes) = *sent.lock().unwrap_or_else(|p| p.into_inner());
-    let verified = check_sent(meta.crc32c, crc, &url)?;
+    let verified = check_sent(&meta.checksums, crc, &url)?;
     Ok(Report {
         resumed: 0,
         bytes,

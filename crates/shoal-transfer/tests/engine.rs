@@ -261,7 +261,10 @@ async fn mem_other(key: &str, body: &[u8], kind: CrcKind) -> Arc<MemoryStore> {
         ..Default::default()
     };
     let (s, meta) = mem_put(key, body, &opts).await;
-    assert_eq!((meta.crc32c, meta.other_crc), (None, Some(crc)));
+    assert_eq!(
+        (meta.checksums.crc32c(), meta.checksums.other_crc()),
+        (None, Some(crc))
+    );
     s
 }
 
@@ -491,7 +494,7 @@ async fn stream_upload_small_and_large_and_copy() {
         .unwrap();
         assert_eq!(r.bytes as usize, size);
         assert_eq!(
-            store.head("b", &dst.key).await.unwrap().crc32c,
+            store.head("b", &dst.key).await.unwrap().checksums.crc32c(),
             Some(crc32c::crc32c(&body))
         );
 
@@ -508,7 +511,7 @@ async fn stream_upload_small_and_large_and_copy() {
         .unwrap();
         assert_eq!(r.verified, Verified::Crc32c);
         assert_eq!(
-            store.head("b", &copy.key).await.unwrap().crc32c,
+            store.head("b", &copy.key).await.unwrap().checksums.crc32c(),
             Some(crc32c::crc32c(&body))
         );
     }

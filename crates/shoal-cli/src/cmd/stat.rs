@@ -37,13 +37,13 @@ pub(crate) async fn run(ctx: &Context, a: StatArgs) -> CmdResult {
     println!("{url}:");
     println!("    Size:             {}", meta.size);
     println!("    Updated:          {}", rfc3339(meta.updated_ns));
-    if let Some(c) = meta.crc32c {
+    if let Some(c) = meta.checksums.crc32c() {
         println!("    CRC32C:           {} ({c:08x})", crc32c_to_base64(c));
     }
-    if let Some(c) = meta.other_crc {
+    if let Some(c) = meta.checksums.other_crc() {
         println!("    {:<18}{c}", format!("{}:", c.kind().name()));
     }
-    if let Some(c) = meta.composite {
+    if let Some(c) = meta.checksums.composite() {
         let name = c.kind.name();
         let label = format!("{name}:");
         let of = match c.parts {
@@ -52,7 +52,7 @@ pub(crate) async fn run(ctx: &Context, a: StatArgs) -> CmdResult {
         };
         println!("    {label:<18}{c} (composite: the {name} of {of})");
     }
-    if let Some(m) = meta.md5 {
+    if let Some(m) = meta.checksums.md5() {
         println!("    MD5:              {}", hex(&m));
     }
     match &meta.version {

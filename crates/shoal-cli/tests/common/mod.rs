@@ -334,11 +334,15 @@ pub fn put_with(bucket: &str, key: &str, data: &[u8], kind: shoal_core::checksum
     let meta = rt
         .block_on(store.put(bucket, key, bytes::Bytes::copy_from_slice(data), &opts))
         .unwrap_or_else(|e| panic!("put {key}: {e}"));
-    assert_eq!(meta.crc32c, None);
+    assert_eq!(meta.checksums.crc32c(), None);
     // The server stored it: a HEAD gives it back.
     let head = rt.block_on(store.head(bucket, key)).unwrap();
-    assert_eq!(head.other_crc, Some(kind.checksum(data)), "{key}");
-    assert_eq!(head.crc32c, None, "{key}");
+    assert_eq!(
+        head.checksums.other_crc(),
+        Some(kind.checksum(data)),
+        "{key}"
+    );
+    assert_eq!(head.checksums.crc32c(), None, "{key}");
 }
 
 /// MinIO's smallest part but the last.
@@ -368,12 +372,17 @@ pub fn put_composite(bucket: &str, key: &str, data: &[u8], part: usize) -> u32 {
         store.multipart_complete(&up, &done, None).await.unwrap();
         let head = store.head(bucket, key).await.unwrap();
         assert_eq!(
-            (head.crc32c, head.other_crc, head.md5),
+            (
+                head.checksums.crc32c(),
+                head.checksums.other_crc(),
+                head.checksums.md5()
+            ),
             (None, None, None),
             "{key}"
         );
         let c = head
-            .composite
+            .checksums
+            .composite()
             .unwrap_or_else(|| panic!("{key}: no composite checksum"));
         assert_eq!(
             (c.kind, c.parts),

@@ -36,6 +36,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use crate::checksum::Checksums;
 use crate::error::{Error, ErrorKind, Result};
 use crate::meta::{ObjectMeta, ObjectVersion};
 use crate::retry::RetryPolicy;
@@ -101,10 +102,8 @@ impl Planned {
 pub struct Ours {
     /// Bytes written.
     pub size: u64,
-    /// CRC32C of the bytes, if known.
-    pub crc32c: Option<u32>,
-    /// MD5 of the bytes, if known.
-    pub md5: Option<[u8; 16]>,
+    /// Their checksums, those known (a CRC32C, an MD5).
+    pub checksums: Checksums,
 }
 
 impl Ours {
@@ -114,11 +113,9 @@ impl Ours {
         if m.size != self.size {
             return false;
         }
-        match (self.crc32c, m.crc32c, self.md5, m.md5) {
-            (Some(a), Some(b), _, _) => a == b,
-            (_, _, Some(a), Some(b)) => a == b,
-            _ => false,
-        }
+        m.checksums
+            .common(&self.checksums)
+            .is_some_and(|r| r.is_ok())
     }
 }
 
@@ -367,7 +364,7 @@ mod tests {
     fn meta(size: u64, crc: u32, g: i64) -> ObjectMeta {
         ObjectMeta {
             size,
-            crc32c: Some(crc),
+            checksums: Checksums::default().with_crc32c(crc),
             version: Some(ObjectVersion::Generation(g)),
             ..Default::default()
         }
@@ -422,7 +419,11 @@ mod tests {
                         .with_status(412),
                 );
             }
-            let m = meta(ours.size, ours.crc32c.unwrap(), self.next_generation());
+            let m = meta(
+                ours.size,
+                ours.checksums.crc32c().unwrap(),
+                self.next_generation(),
+            );
             *self.now.lock().unwrap() = Some(m.clone());
             match f {
                 Fault::Lost => Err(Error::new(
@@ -464,18 +465,19 @@ mod tests {
         }
     }
 
-    const OURS: Ours = Ours {
-        size: 5,
-        crc32c: Some(42),
-        md5: None,
-    };
+    fn our_write() -> Ours {
+        Ours {
+            size: 5,
+            checksums: Checksums::default().with_crc32c(42),
+        }
+    }
 
     async fn put(s: &Server, planned: Planned) -> Result<ObjectMeta> {
         write(
             &RetryPolicy::default(),
             planned,
-            OURS,
-            |p| s.put(p, OURS),
+            our_write(),
+            |p| s.put(p, our_write()),
             || s.probe(),
             |m| m,
         )
@@ -486,7 +488,7 @@ mod tests {
     async fn a_create_whose_answer_was_lost_is_done_not_a_412() {
         let s = Server::new(None, vec![Fault::Lost]);
         let m = put(&s, Planned::Absent).await.unwrap();
-        assert_eq!(m.crc32c, Some(42));
+        assert_eq!(m.checksums.crc32c(), Some(42));
         assert_eq!(s.sent.lock().unwrap().len(), 1, "no second write");
     }
 
@@ -599,7 +601,7 @@ mod tests {
         let r = write(
             &RetryPolicy::default(),
             Planned::Absent,
-            OURS,
+            our_write(),
             |p| {
                 let n = {
                     let mut t = tries.lock().unwrap();

@@ -1,17 +1,19 @@
 //! Where every transfer's bytes are checked: one policy for downloads,
 //! `cat`/`read`, cloud-to-cloud copies, uploads and `sync --checksum`.
 //!
-//! The policy is "the strongest checksum the store keeps for the object":
-//! CRC32C, else its CRC32 or CRC64NVME (S3 keeps one algorithm per
-//! object), else its composite `xxxx-N` value checked part by part
-//! ([`parts`]: needs the part list), else its MD5, else the length only.
-//! [`Expected`] is that choice, made once from the object's metadata; the
-//! engines ask it which checksum to compute and check rather than read
-//! `ObjectMeta`'s checksum fields (and [`knows_crc`] whether a listing
-//! gave enough to check bytes as they arrive). It
-//! hands out the running hasher for a slice starting at any offset
-//! ([`Expected::running`]), the slices' results combine ([`Received`]),
-//! and one check gives one error wording for every mismatch.
+//! The policy is "the strongest checksum the store keeps for the object",
+//! the order of `shoal_core::checksum::Checksums`: CRC32C, else its CRC32
+//! or CRC64NVME (S3 keeps one algorithm per object), else its composite
+//! `xxxx-N` value checked part by part ([`parts`]: needs the part list),
+//! else its MD5, else the length only. [`Expected`] is that choice, made
+//! once from the object's metadata; the engines ask it which checksum to
+//! compute and check rather than pick among the object's checksums (and
+//! [`knows_crc`] whether a listing gave enough to check bytes as they
+//! arrive). It hands out the running hasher for a slice starting at any
+//! offset ([`Expected::running`]), the slices' results combine
+//! ([`Received`]), and every mismatch is worded by
+//! `shoal_core::checksum::Mismatch`. This module and [`parts`] are the
+//! only ones of the transfer engines that tell the kinds apart.
 //!
 //! MD5 cannot be combined from slices, so it is the last resort and is
 //! checked by reading the finished file back ([`Expected::check_file`])
@@ -36,7 +38,9 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
-use shoal_core::checksum::{OtherCrc, PartKind, PartPiece, Running, crc32c_combine_all, hex};
+use shoal_core::checksum::{
+    Checksum, Checksums, Mismatch, OtherCrc, PartKind, PartPiece, Running, crc32c_combine_all,
+};
 use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, Store};
 
 use crate::rate::Rates;
@@ -65,6 +69,17 @@ impl From<shoal_core::checksum::CrcKind> for Verified {
         match kind {
             shoal_core::checksum::CrcKind::Crc32 => Verified::Crc32,
             shoal_core::checksum::CrcKind::Crc64Nvme => Verified::Crc64Nvme,
+        }
+    }
+}
+
+impl From<Checksum> for Verified {
+    fn from(c: Checksum) -> Self {
+        match c {
+            Checksum::Crc32c(_) => Verified::Crc32c,
+            Checksum::Other(o) => o.kind().into(),
+            Checksum::Composite(c) => Verified::Parts(c.kind),
+            Checksum::Md5(_) => Verified::Md5,
         }
     }
 }
@@ -104,15 +119,11 @@ impl Expected {
     /// What `meta` alone says, without asking for a part list: a
     /// composite value is not checkable this way (see [`Expected::learn`]).
     pub(crate) fn listed(meta: &ObjectMeta) -> Self {
-        if let Some(crc) = meta.crc32c {
-            return Expected::Crc32c(crc);
-        }
-        if let Some(other) = meta.other_crc {
-            return Expected::Other(other);
-        }
-        match meta.md5 {
-            Some(md5) => Expected::Md5(md5),
-            None => Expected::None,
+        match meta.checksums.whole().next() {
+            Some(Checksum::Crc32c(crc)) => Expected::Crc32c(crc),
+            Some(Checksum::Other(other)) => Expected::Other(other),
+            Some(Checksum::Md5(md5)) => Expected::Md5(md5),
+            Some(Checksum::Composite(_)) | None => Expected::None,
         }
     }
 
@@ -158,21 +169,15 @@ impl Expected {
     /// `got` lacks). `tail` ends a mismatch's message (what became of the
     /// bytes).
     pub(crate) fn check(&self, got: &Received, op: Op, url: &str, tail: &str) -> Result<Verified> {
-        let differs = |name: &str, want: &dyn std::fmt::Display, got: &dyn std::fmt::Display| {
-            Err(mismatch(
-                op,
-                url,
-                format!("{name} mismatch: the store says {want}, the bytes received give {got}"),
-                tail,
-            ))
-        };
+        let differs =
+            |want: Checksum, got: Checksum| Err(mismatch(op, url, Mismatch::new(want, got), tail));
         match (self, &got.other, &got.pieces) {
             (Expected::Crc32c(want), _, _) if *want != got.crc32c => {
-                differs("CRC32C", &Hex32(*want), &Hex32(got.crc32c))
+                differs(Checksum::Crc32c(*want), Checksum::Crc32c(got.crc32c))
             }
             (Expected::Crc32c(_), _, _) => Ok(Verified::Crc32c),
             (Expected::Other(want), Some(mine), _) if want != mine => {
-                differs(want.kind().name(), want, mine)
+                differs(Checksum::Other(*want), Checksum::Other(*mine))
             }
             (Expected::Other(_), Some(_), _) => Ok(self.verified()),
             (Expected::Parts(check), _, Some(pieces)) => check.check(pieces, op, url, tail),
@@ -201,18 +206,10 @@ impl Expected {
                 let s = read_back(path, url, op, check.sums(0), |s, b| s.update(b)).await?;
                 got.pieces = Some(s.finish());
             }
-            Expected::Md5(want) => {
+            Expected::Md5(_) => {
                 use md5::Digest;
                 let h = read_back(path, url, op, md5::Md5::new(), |h, b| h.update(b)).await?;
-                let mine: [u8; 16] = h.finalize().into();
-                if mine != *want {
-                    let (want, mine) = (hex(want), hex(&mine));
-                    let msg = format!(
-                        "MD5 mismatch: the store says {want}, the bytes received give {mine}"
-                    );
-                    return Err(mismatch(op, url, msg, tail));
-                }
-                return Ok(Verified::Md5);
+                return self.check_md5(&got, Some(h.finalize().into()), op, url, tail);
             }
             _ => {}
         }
@@ -258,10 +255,8 @@ impl Expected {
     ) -> Result<Verified> {
         match (self, md5) {
             (Expected::Md5(want), Some(mine)) if *want != mine => {
-                let (want, mine) = (hex(want), hex(&mine));
-                let msg =
-                    format!("MD5 mismatch: the store says {want}, the bytes received give {mine}");
-                Err(mismatch(op, url, msg, tail))
+                let m = Mismatch::new(Checksum::Md5(*want), Checksum::Md5(mine));
+                Err(mismatch(op, url, m, tail))
             }
             (Expected::Md5(_), Some(_)) => Ok(Verified::Md5),
             _ => self.check(got, op, url, tail),
@@ -300,18 +295,9 @@ impl Md5InOrder {
     }
 }
 
-/// A CRC32 value as the messages show it (8 hex digits).
-struct Hex32(u32);
-
-impl std::fmt::Display for Hex32 {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:08x}", self.0)
-    }
-}
-
 /// The one error of bytes that do not match their checksum: `what`
 /// differs, `tail` says what became of the bytes.
-pub(crate) fn mismatch(op: Op, url: &str, what: String, tail: &str) -> Error {
+pub(crate) fn mismatch(op: Op, url: &str, what: impl std::fmt::Display, tail: &str) -> Error {
     Error::new(ErrorKind::Integrity, op, url, format!("{what}{tail}"))
         .with_hint("the data was corrupted in transit or the object changed; retry")
 }
@@ -372,41 +358,51 @@ impl Received {
 /// (S3 listings have none: their first request then asks for the whole
 /// object, whose headers carry it, and the part list if need be).
 pub(crate) fn knows_crc(meta: &ObjectMeta) -> bool {
-    meta.crc32c.is_some() || meta.other_crc.is_some()
+    matches!(
+        meta.checksums.strongest(),
+        Some(Checksum::Crc32c(_) | Checksum::Other(_))
+    )
 }
 
 /// The store's CRC32C of an object it made from bytes we sent (`ours`):
 /// equal, or the upload failed.
-pub(crate) fn check_sent(stored: Option<u32>, ours: u32, url: &str) -> Result<Verified> {
-    match stored {
-        Some(s) if s != ours => Err(mismatch(
-            Op::Upload,
-            url,
-            format!("CRC32C mismatch: the store computed {s:08x}, the bytes sent give {ours:08x}"),
-            "",
-        )),
+pub(crate) fn check_sent(stored: &Checksums, ours: u32, url: &str) -> Result<Verified> {
+    match stored.crc32c() {
+        Some(s) if s != ours => {
+            let m = Mismatch::new(Checksum::Crc32c(s), Checksum::Crc32c(ours));
+            let m = m.sides("the store computed", "the bytes sent give");
+            Err(mismatch(Op::Upload, url, m, ""))
+        }
         Some(_) => Ok(Verified::Crc32c),
         None => Ok(Verified::SizeOnly),
     }
 }
 
-/// What two stored objects' strongest common checksum says: which one,
-/// and whether they are equal. None when they share none. A composite
-/// value is not compared here: different values may only mean different
-/// part sizes (callers decide what equal ones mean).
-pub(crate) fn common(a: &ObjectMeta, b: &ObjectMeta) -> Option<(Verified, bool)> {
-    if let (Some(x), Some(y)) = (a.crc32c, b.crc32c) {
-        return Some((Verified::Crc32c, x == y));
+/// A server-side copy (`copied`) against its source by the strongest
+/// checksum both have: how it was checked, or how it differs in the words
+/// a copy's error uses (the values for a CRC32C, the algorithm for any
+/// other).
+pub(crate) fn check_copy(
+    source: &Checksums,
+    copied: &Checksums,
+) -> std::result::Result<Verified, String> {
+    match source.common(copied) {
+        Some(Ok(c)) => Ok(c.into()),
+        None => Ok(Verified::SizeOnly),
+        Some(Err(m)) if m.name() == "CRC32C" => {
+            Err(format!("has CRC32C {}, the source {}", m.got(), m.want()))
+        }
+        Some(Err(m)) => Err(format!(
+            "has another {} than the source",
+            m.name().to_lowercase()
+        )),
     }
-    if let (Some(x), Some(y)) = (a.other_crc, b.other_crc)
-        && x.kind() == y.kind()
-    {
-        return Some((x.kind().into(), x == y));
-    }
-    if let (Some(x), Some(y)) = (a.md5, b.md5) {
-        return Some((Verified::Md5, x == y));
-    }
-    None
+}
+
+/// The CRC32C the store keeps for an object, when it keeps one: what a
+/// report of a copy the server made says was moved.
+pub(crate) fn stored_crc32c(meta: &ObjectMeta) -> Option<u32> {
+    meta.checksums.crc32c()
 }
 
 /// Feeds the file at `path` to `hasher`, 1 MiB at a time on the blocking
@@ -443,27 +439,25 @@ mod tests {
     use bytes::Bytes;
     use shoal_core::checksum::CrcKind;
 
-    /// The strongest checksum wins, whatever else the object has.
+    /// The strongest checksum wins (the order is `Checksums`'s); a
+    /// composite one, which needs the part list, is passed over.
     #[test]
     fn the_strongest_checksum_is_expected() {
         let crc64 = CrcKind::Crc64Nvme.checksum(b"x");
-        let all = ObjectMeta {
-            crc32c: Some(1),
-            other_crc: Some(crc64),
-            md5: Some([0; 16]),
+        let meta = |checksums| ObjectMeta {
+            checksums,
             ..Default::default()
         };
-        assert!(matches!(Expected::listed(&all), Expected::Crc32c(1)));
-        let no_crc32c = ObjectMeta {
-            crc32c: None,
-            ..all.clone()
-        };
-        assert!(matches!(Expected::listed(&no_crc32c), Expected::Other(c) if c == crc64));
-        let md5 = ObjectMeta {
-            other_crc: None,
-            ..no_crc32c
-        };
-        assert!(matches!(Expected::listed(&md5), Expected::Md5(_)));
+        let all = Checksums::default()
+            .with_crc32c(1)
+            .with_other_crc(crc64)
+            .with_md5([0; 16]);
+        assert!(matches!(Expected::listed(&meta(all)), Expected::Crc32c(1)));
+        let no_crc32c = all.with_crc32c(None);
+        assert!(matches!(Expected::listed(&meta(no_crc32c)), Expected::Other(c) if c == crc64));
+        let composite = shoal_core::checksum::Composite::of_parts(PartKind::Crc32, &[1]);
+        let md5 = no_crc32c.with_other_crc(None).with_composite(composite);
+        assert!(matches!(Expected::listed(&meta(md5)), Expected::Md5(_)));
         assert!(matches!(
             Expected::listed(&ObjectMeta::default()),
             Expected::None
@@ -474,15 +468,16 @@ mod tests {
     /// a download ("CRC32C mismatch"), as an integrity error.
     #[test]
     fn a_stored_crc_unlike_the_one_sent_fails_in_the_one_wording() {
-        let e = check_sent(Some(1), 2, "s3://b/k").unwrap_err();
+        let crc = |c: Option<u32>| Checksums::default().with_crc32c(c);
+        let e = check_sent(&crc(Some(1)), 2, "s3://b/k").unwrap_err();
         assert_eq!(e.kind(), ErrorKind::Integrity);
         let msg = e.to_string();
         assert!(
             msg.contains("CRC32C mismatch: the store computed 00000001"),
             "{msg}"
         );
-        assert_eq!(check_sent(Some(2), 2, "u").unwrap(), Verified::Crc32c);
-        assert_eq!(check_sent(None, 2, "u").unwrap(), Verified::SizeOnly);
+        assert_eq!(check_sent(&crc(Some(2)), 2, "u").unwrap(), Verified::Crc32c);
+        assert_eq!(check_sent(&crc(None), 2, "u").unwrap(), Verified::SizeOnly);
     }
 
     /// Slices hashed from their offsets combine into the whole's sums.
@@ -520,7 +515,7 @@ mod tests {
         std::fs::write(&path, &body).unwrap();
         let meta = ObjectMeta {
             size: body.len() as u64,
-            other_crc: Some(CrcKind::Crc64Nvme.checksum(&body)),
+            checksums: Checksums::default().with_other_crc(CrcKind::Crc64Nvme.checksum(&body)),
             ..Default::default()
         };
         let v = Expected::listed(&meta)
@@ -563,7 +558,7 @@ mod tests {
             );
         }
         let meta = store.multipart_complete(&up, &parts, None).await.unwrap();
-        assert_eq!(meta.composite.map(|c| c.parts), Some(3));
+        assert_eq!(meta.checksums.composite().map(|c| c.parts), Some(3));
         let src = Location::parse("s3://b/k").unwrap();
         let check = Expected::learn(&store, &src, &meta, Op::Download, &Default::default())
             .await

@@ -11,7 +11,9 @@
 
 use std::sync::Arc;
 
-use shoal_core::checksum::{Composite, PartKind, PartPiece, PartSums, part_crcs};
+use shoal_core::checksum::{
+    Checksum, Checksums, Composite, CrcKind, Mismatch, PartKind, PartPiece, PartSums, part_crcs,
+};
 use shoal_core::{Location, ObjectMeta, Op, Result, Store, StoredPart};
 
 use super::{Verified, mismatch};
@@ -39,12 +41,9 @@ impl PartCheck {
         op: Op,
         rates: &Rates,
     ) -> Result<Option<PartCheck>> {
-        let Some(composite) = meta.composite else {
+        let Some(Checksum::Composite(composite)) = meta.checksums.strongest() else {
             return Ok(None);
         };
-        if meta.crc32c.is_some() || meta.other_crc.is_some() {
-            return Ok(None);
-        }
         let parts = if composite.parts == 1 {
             vec![StoredPart {
                 size: meta.size,
@@ -82,6 +81,44 @@ impl PartCheck {
             parts,
             ends,
         }))
+    }
+
+    /// A server-side copy (`copied`) of an object whose only checksum is
+    /// composite, against the whole-object CRC the copy was asked to keep:
+    /// the parts' CRCs must compose into the source's and combine into
+    /// the copy's. `Err` says how the copy differs; size only when either
+    /// side cannot say (the part list is asked for only when the copy has
+    /// a CRC to compare).
+    pub(crate) async fn check_copy(
+        store: &Arc<dyn Store>,
+        src: &Location,
+        meta: &ObjectMeta,
+        copied: &Checksums,
+        rates: &Rates,
+    ) -> Result<std::result::Result<Verified, String>> {
+        let Some(composite) = meta.checksums.composite() else {
+            return Ok(Ok(Verified::SizeOnly));
+        };
+        let whole = match composite.kind {
+            PartKind::Crc32c => copied.crc32c(),
+            PartKind::Crc32 => (copied.other_crc())
+                .filter(|c| c.kind() == CrcKind::Crc32)
+                .map(|c| c.value() as u32),
+        };
+        let Some(whole) = whole else {
+            return Ok(Ok(Verified::SizeOnly));
+        };
+        let Some(check) = PartCheck::learn(store, src, meta, Op::Copy, rates).await? else {
+            return Ok(Ok(Verified::SizeOnly));
+        };
+        Ok(match check.matches_whole(whole) {
+            Some(true) => Ok(Verified::Parts(composite.kind)),
+            None => Ok(Verified::SizeOnly),
+            Some(false) => Err(format!(
+                "has a {} that does not match the source's parts ({composite})",
+                composite.kind.name()
+            )),
+        })
     }
 
     /// The algorithm of the parts' CRCs.
@@ -160,19 +197,24 @@ impl PartCheck {
             if let Some(want) = part.crc
                 && want != crc
             {
-                return Err(mismatch(format!(
-                    "{name} mismatch in {span}: the store says {want:08x}, the bytes received give {crc:08x}"
-                )));
+                return Err(mismatch(
+                    Mismatch::of_part(name, span, want, crc).to_string(),
+                ));
             }
             crcs.push(crc);
             start = end;
         }
         let ours = Composite::of_parts(kind, &crcs);
         if ours != self.composite {
-            return Err(mismatch(format!(
-                "{name} mismatch: the store's composite checksum is {}, the bytes received give {ours}",
-                self.composite
-            )));
+            let m = Mismatch::new(
+                Checksum::Composite(self.composite),
+                Checksum::Composite(ours),
+            );
+            let m = m.sides(
+                "the store's composite checksum is",
+                "the bytes received give",
+            );
+            return Err(mismatch(m.to_string()));
         }
         Ok(Verified::Parts(kind))
     }
