@@ -327,14 +327,16 @@ def _presign_shape(call: str, shape: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"{call}(): version={version!r}: only V4 signatures are made (v2 is deprecated by Google)")
     headers = _pairs(call, "headers", shape.pop("headers", None))
     query = _pairs(call, "query_parameters", shape.pop("query_parameters", None))
-    for kw, header in (("content_type", "Content-Type"), ("content_md5", "Content-MD5")):
-        if shape.get(kw) is not None:
-            headers.append((header, str(shape.pop(kw))))
-        shape.pop(kw, None)
-    for kw, param in (("response_disposition", "response-content-disposition"), ("response_type", "response-content-type"), ("generation", "generation")):
-        if shape.get(kw) is not None:
-            query.append((param, str(shape.pop(kw))))
-        shape.pop(kw, None)
+    for kw, into, name in (
+        ("content_type", headers, "Content-Type"),
+        ("content_md5", headers, "Content-MD5"),
+        ("response_disposition", query, "response-content-disposition"),
+        ("response_type", query, "response-content-type"),
+        ("generation", query, "generation"),
+    ):
+        value = shape.pop(kw, None)
+        if value is not None:
+            into.append((name, str(value)))
     host = shape.pop("bucket_bound_hostname", None)
     scheme = shape.pop("scheme", None)
     if host is not None and "://" not in host:

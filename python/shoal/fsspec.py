@@ -82,7 +82,7 @@ from glob import has_magic
 from fsspec.spec import AbstractBufferedFile
 
 from . import _shoal
-from ._api import _SHAPE_KEYWORDS, presign, write_keywords
+from ._api import _split_shape, presign, write_keywords
 from ._session import resolve
 
 #: Past this, a file opened for writing spills to a temporary file.
@@ -584,7 +584,7 @@ class ShoalFileSystem(AsyncFileSystem):
         ``api_access_endpoint``...; see :func:`shoal.presign`). GCS signs
         with a service-account key (``GOOGLE_APPLICATION_CREDENTIALS``)."""
         method = kwargs.pop("method", "GET")
-        shape = {k: kwargs.pop(k) for k in _SHAPE_KEYWORDS if k in kwargs}
+        shape = _split_shape(kwargs)
         if kwargs:
             raise TypeError(f"sign() got an unexpected keyword argument {next(iter(kwargs))!r}")
         return presign(self._url(path), expiration, method, session=self.session, **shape)

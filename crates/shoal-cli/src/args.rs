@@ -113,7 +113,7 @@ pub(crate) enum Command {
     Mb(MbArgs),
     /// Remove a bucket (empty, or with --force everything in it first).
     Rb(RbArgs),
-    /// Print a URL anyone can GET (or PUT) without credentials until it expires.
+    /// Print a URL anyone can use (GET by default; PUT, HEAD, DELETE, POST) without credentials until it expires.
     #[command(visible_alias = "signurl")]
     Presign(PresignArgs),
     /// Copy objects or files (local↔cloud, cloud↔cloud); `-r` for folders, globs for sets; `-` is stdin/stdout.

@@ -80,8 +80,7 @@ pub async fn upload_stream(
     let part = run.opts.part_size.max(caps.min_part_size).max(1) as usize;
     let mut carry = BytesMut::new();
     let first = fill(&mut body, &mut carry, part).await?;
-    let forced = forced_upload(store.as_ref());
-    if first.len() < part && forced.is_none() {
+    if first.len() < part && !upload_forced(store.as_ref()) {
         let _slot = run.budgets.permit().await;
         return put_one(&store, dst, first, put_opts, run).await;
     }
@@ -107,9 +106,8 @@ pub async fn upload_stream(
 /// was told one: honoured at every size, so a small file asked to go
 /// resumable is a resumable session, and one asked to compose is a
 /// composite of one part.
-pub(crate) fn forced_upload(store: &dyn Store) -> Option<UploadMethod> {
-    let method = store.upload_method();
-    (method != UploadMethod::Auto).then_some(method)
+pub(crate) fn upload_forced(store: &dyn Store) -> bool {
+    store.upload_method() != UploadMethod::Auto
 }
 
 /// Uploads `data` as one PUT carrying its CRC32C, which the store's must

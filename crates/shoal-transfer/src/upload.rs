@@ -20,7 +20,7 @@ use bytes::Bytes;
 use shoal_core::{Error, ErrorKind, Location, Op, PutOptions, Result, Store, UploadMethod};
 
 use crate::multipart::Multipart;
-use crate::stream::{forced_upload, put_one, put_stream, reader_stream, upload_stream};
+use crate::stream::{put_one, put_stream, reader_stream, upload_forced, upload_stream};
 use crate::{Report, Run, SMALL_UPLOAD};
 
 /// Default part size: 16 MiB. Parts in flight are held in memory, so
@@ -96,8 +96,9 @@ pub async fn upload_file_with(
     let file = Arc::new(file);
     let part = part_size_for(size, run.opts.part_size, store.as_ref());
 
-    let forced = forced_upload(store.as_ref());
-    if (size <= part || size <= store.capabilities().min_part_size) && forced.is_none() {
+    if (size <= part || size <= store.capabilities().min_part_size)
+        && !upload_forced(store.as_ref())
+    {
         // The slot is taken before the file is read: a batch has many more
         // files in progress than slots, and a waiting file then holds no
         // buffer. Up to SMALL_UPLOAD it is one cheap request: a
