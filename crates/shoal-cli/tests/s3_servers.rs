@@ -320,7 +320,8 @@ fn a_copy_whose_outcome_is_unknown_is_not_sent_again_blindly() {
                 &lost,
                 "/lost",
                 Fault::LoseResponse,
-                vec![("lost-response", 1)],
+                // The probe's HEAD finds the copy and is the answer too.
+                vec![("lost-response", 1), ("throttle", 1)],
             ),
             (
                 &busy,
@@ -329,7 +330,7 @@ fn a_copy_whose_outcome_is_unknown_is_not_sent_again_blindly() {
                     code: 503,
                     retry_after: None,
                 },
-                vec![("503", 1), ("delay-headers", 1)],
+                vec![("503", 1), ("delay-headers", 1), ("throttle", 2)],
             ),
         ];
         for (dst, path, fault, expected) in cases {
@@ -342,7 +343,16 @@ fn a_copy_whose_outcome_is_unknown_is_not_sent_again_blindly() {
                 .rule(Rule::new(
                     When::method("POST").contains(&format!("{path}?uploads")),
                     observe(),
-                ));
+                ))
+                // HEADs of the destination, counted under a name of their
+                // own (a throttle no HEAD's empty body feels).
+                .rule(
+                    Rule::new(
+                        When::method("HEAD").contains(path),
+                        Fault::Throttle(1 << 40),
+                    )
+                    .times(100),
+                );
             let proxy = FaultProxy::start(&ep, script);
             let mut c = base().unwrap();
             c.env("AWS_ENDPOINT_URL", proxy.url());

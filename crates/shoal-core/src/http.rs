@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Op, chain_message, one_line};
-use crate::network::{ProxyConfig, Sourced, parse_ca_file, read_ca_file};
+use crate::network::{ProxyConfig, Sourced};
 
 /// Settings for the shared HTTP client.
 #[derive(Debug, Clone)]
@@ -57,63 +57,6 @@ impl Default for HttpConfig {
             ca_files: Vec::new(),
             system_ca_file: None,
         }
-    }
-}
-
-impl HttpConfig {
-    /// Builds a client. Fails on a proxy URL or CA file that cannot be
-    /// used (an [`ErrorKind::InvalidInput`] naming where it was given), or
-    /// if the TLS stack cannot initialise.
-    pub fn build(&self) -> Result<reqwest::Client, Error> {
-        let mut b = reqwest::Client::builder();
-        let tls = !self.plain_http || self.proxy.needs_tls();
-        // Every file is read and checked even when TLS is skipped: a bad
-        // file is a mistake to report, not to ignore until the first https
-        // endpoint. Only the certificates TLS will use are parsed.
-        if let Some(f) = &self.system_ca_file {
-            read_ca_file(f)?;
-        }
-        let mut roots = Vec::new();
-        for f in &self.ca_files {
-            let pem = read_ca_file(f)?;
-            let known = self
-                .system_ca_file
-                .as_ref()
-                .is_some_and(|s| s.value == f.value);
-            if tls && !known {
-                roots.extend(parse_ca_file(f, &pem)?);
-            }
-        }
-        if !tls {
-            b = b.tls_certs_only(std::iter::empty::<reqwest::Certificate>());
-        } else if !roots.is_empty() {
-            b = b.tls_certs_merge(roots);
-        }
-        if self.proxy.is_empty() {
-            // Not reqwest's default of reading the environment again: the
-            // caller's ProxyConfig is the whole truth (and `--no-proxy` works).
-            b = b.no_proxy();
-        } else {
-            for p in self.proxy.proxies()? {
-                b = b.proxy(p);
-            }
-        }
-        b.connect_timeout(self.connect_timeout)
-            .read_timeout(self.read_timeout)
-            .pool_max_idle_per_host(self.pool_max_idle_per_host)
-            .pool_idle_timeout(Duration::from_secs(50))
-            .tcp_nodelay(true)
-            .http1_only()
-            .user_agent(&self.user_agent)
-            .build()
-            .map_err(|e| {
-                Error::new(
-                    ErrorKind::Connect,
-                    Op::Credentials,
-                    "http client",
-                    chain_message(&e),
-                )
-            })
     }
 }
 
@@ -305,21 +248,40 @@ pub fn error_from_reqwest(op: Op, url: &str, err: reqwest::Error) -> Error {
         // Body and request errors: a reset or an early EOF mid-stream.
         ErrorKind::Connect
     };
+    let unsent = err.is_connect();
+    transport_failure(op, url, kind, unsent, err.without_url())
+}
+
+/// The error for a request that got no (whole) answer: `kind` as the
+/// transport judged it, `unsent` when the request never left (no
+/// connection). Shared by reqwest's failures and the connection pool's
+/// ([`crate::transport`]), so both read the same to a user.
+pub(crate) fn transport_failure<E>(
+    op: Op,
+    url: &str,
+    kind: ErrorKind,
+    unsent: bool,
+    err: E,
+) -> Error
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
     let msg = match kind {
-        ErrorKind::Connect if err.is_connect() => {
+        ErrorKind::Connect if unsent => {
             format!("could not connect: {}", chain_message(&err))
         }
         ErrorKind::Timeout => format!("timed out: {}", chain_message(&err)),
+        ErrorKind::InvalidInput => chain_message(&err),
         _ => format!("connection failed: {}", chain_message(&err)),
     };
     let mut e = Error::new(kind, op, url, msg);
-    if err.is_connect() {
+    if unsent {
         e = e.unsent();
     }
     if let Some(h) = hint_for(kind, op, url) {
         e = e.with_hint(h);
     }
-    if err.is_connect() && host_unknown(&err) {
+    if kind == ErrorKind::InvalidInput || (unsent && host_unknown(&err)) {
         e = e.permanent();
     }
     let says = chain_message(&err);
@@ -341,7 +303,7 @@ pub fn error_from_reqwest(op: Op, url: &str, err: reqwest::Error) -> Error {
             )
             .permanent();
     }
-    e.with_source(err.without_url())
+    e.with_source(err)
 }
 
 /// Whether the resolver said the host name does not exist (not that it

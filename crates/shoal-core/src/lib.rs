@@ -24,6 +24,7 @@ pub mod paginate;
 pub mod resume;
 pub mod retry;
 pub mod store;
+pub mod transport;
 pub mod url;
 pub mod walk;
 pub mod workfile;

@@ -290,6 +290,21 @@ pub fn parse_ca_file(
     Ok(certs)
 }
 
+/// The certificates of a file [`read_ca_file`] read, as rustls takes them.
+pub fn parse_ca_file_der(
+    file: &Sourced<PathBuf>,
+    pem: &[u8],
+) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, Error> {
+    use rustls::pki_types::pem::PemObject;
+    let certs = rustls::pki_types::CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad_ca_file(file, format!("bad certificate in CA file: {e}")))?;
+    if certs.is_empty() {
+        return Err(bad_ca_file(file, "no PEM certificate in CA file".into()));
+    }
+    Ok(certs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

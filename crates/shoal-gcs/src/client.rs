@@ -70,7 +70,7 @@ impl Query {
 
 /// The HTTP client bound to one endpoint and one credential source.
 pub(crate) struct Client {
-    pub(crate) http: reqwest::Client,
+    pub(crate) http: shoal_core::transport::Http,
     pub(crate) base: String,
     pub(crate) auth: Auth,
     pub(crate) retry: RetryPolicy,
@@ -118,12 +118,8 @@ impl Client {
             Some(h) => req.headers(h),
             None => req,
         };
-        let (http, req) = req.build_split();
-        let req = self.finish(req.map_err(|e| error_from_reqwest(op, url, e))?);
-        let resp = http
-            .execute(req)
-            .await
-            .map_err(|e| error_from_reqwest(op, url, e))?;
+        let req = self.finish(req.build().map_err(|e| error_from_reqwest(op, url, e))?);
+        let resp = self.http.execute(op, url, req).await?;
         if resp.status().is_success() {
             Ok(resp)
         } else {
@@ -148,7 +144,7 @@ impl Client {
     /// the successful response (its body not yet read).
     pub(crate) async fn call<F>(&self, op: Op, url: &str, make: F) -> Result<reqwest::Response>
     where
-        F: Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+        F: Fn(&shoal_core::transport::Http) -> reqwest::RequestBuilder,
     {
         self.retry
             .run(url, || self.attempt(op, url, make(&self.http)))
@@ -183,7 +179,7 @@ impl Client {
     /// a connection dropped mid-body is retried too.
     pub(crate) async fn call_bytes<F>(&self, op: Op, url: &str, make: F) -> Result<Bytes>
     where
-        F: Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+        F: Fn(&shoal_core::transport::Http) -> reqwest::RequestBuilder,
     {
         self.retry
             .run(url, || async {

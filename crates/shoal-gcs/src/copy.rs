@@ -96,7 +96,11 @@ fn next_step(resp: &[u8], url: &str) -> Result<std::result::Result<ObjectMeta, S
     }
 }
 
-fn rewrite_request(h: &reqwest::Client, http_url: &str, body: &Bytes) -> reqwest::RequestBuilder {
+fn rewrite_request(
+    h: &shoal_core::transport::Http,
+    http_url: &str,
+    body: &Bytes,
+) -> reqwest::RequestBuilder {
     let r = h.post(http_url).body(body.clone());
     if body.is_empty() {
         r

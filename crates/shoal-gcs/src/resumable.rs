@@ -277,11 +277,7 @@ impl Client {
         if let Some(h) = self.auth.headers(Op::Upload, url).await? {
             req = req.headers(h);
         }
-        let resp = req
-            .body(data)
-            .send()
-            .await
-            .map_err(|e| error_from_reqwest(Op::Upload, url, e))?;
+        let resp = self.http.send(Op::Upload, url, req.body(data)).await?;
         match resp.status().as_u16() {
             200 | 201 => Ok(ChunkResult::Done(
                 resp.bytes()
@@ -308,7 +304,7 @@ impl Client {
         if let Ok(Some(h)) = self.auth.headers(Op::Upload, session).await {
             req = req.headers(h);
         }
-        let _ = req.send().await;
+        let _ = self.http.send(Op::Upload, session, req).await;
     }
 }
 

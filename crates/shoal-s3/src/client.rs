@@ -87,7 +87,7 @@ impl<'a> Request<'a> {
 /// The connection to one endpoint: HTTP client, addressing, credentials.
 #[derive(Debug)]
 pub(crate) struct Client {
-    pub(crate) http: reqwest::Client,
+    pub(crate) http: shoal_core::transport::Http,
     pub(crate) endpoint: Endpoint,
     pub(crate) creds: CredentialSource,
     pub(crate) region: String,
@@ -173,10 +173,7 @@ impl Client {
             builder = builder.body(body.clone());
         }
         tracing::trace!(method = %req.method, target = %req.target, "s3 request");
-        let resp = builder
-            .send()
-            .await
-            .map_err(|e| error_from_reqwest(req.op, &req.target, e))?;
+        let resp = self.http.send(req.op, &req.target, builder).await?;
         if resp.status().is_success() {
             return Ok(resp);
         }

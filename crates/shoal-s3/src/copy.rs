@@ -79,8 +79,12 @@ impl Client {
         // Whether an attempt carried a precondition on the destination: a
         // 412 then may be the destination's, not the source's pin.
         let guarded = std::sync::atomic::AtomicBool::new(condition.is_some());
+        // Some(meta): the destination as a probe found it (a lost answer
+        // whose copy had landed), so no HEAD is needed for the answer.
         let done = if condition.is_some() || req.src.size > part {
-            self.copy_guarded(req, etag, part, condition.as_ref()).await
+            self.copy_guarded(req, etag, part, condition.as_ref())
+                .await
+                .map(|()| None)
         } else {
             // One CopyObject, planned against whatever the destination
             // holds. Its answer lost, it is not sent again blindly
@@ -102,7 +106,7 @@ impl Client {
                     let (guarded, dst_url) = (&guarded, &dst_url);
                     async move {
                         if pre == Planned::Any {
-                            return self.copy_object(req, etag).await;
+                            return self.copy_object(req, etag).await.map(|()| None);
                         }
                         let opts = pre.apply(req.opts);
                         let again = CopyRequest {
@@ -113,19 +117,23 @@ impl Client {
                         guarded.store(true, std::sync::atomic::Ordering::Relaxed);
                         self.copy_guarded(&again, etag, part, condition.as_ref())
                             .await
+                            .map(|()| None)
                     }
                 },
                 || self.probe(req.dst_bucket, req.dst_key),
-                drop,
+                Some,
             )
             .await
         };
         let src_url = format!("s3://{}/{}", req.src_bucket, req.src_key);
-        if let Err(e) = done {
-            let guarded = guarded.load(std::sync::atomic::Ordering::Relaxed);
-            return Err(self.why_refused(e, req, etag, guarded, &src_url).await);
+        match done {
+            Err(e) => {
+                let guarded = guarded.load(std::sync::atomic::Ordering::Relaxed);
+                Err(self.why_refused(e, req, etag, guarded, &src_url).await)
+            }
+            Ok(Some(found)) => Ok(found),
+            Ok(None) => self.head(req.dst_bucket, req.dst_key).await,
         }
-        self.head(req.dst_bucket, req.dst_key).await
     }
 
     /// A copy made of parts: one too large for CopyObject, or one that must

@@ -1,0 +1,783 @@
+//! The connections every store request travels on: a pool that opens a
+//! connection only for a request nothing else will serve.
+//!
+//! Why not reqwest's pool (hyper-util's): a request that finds no idle
+//! connection there starts a connect *and* waits for a returned one, takes
+//! whichever comes first, and lets the connect that lost finish into the
+//! pool. At the start of a run of small requests every handshake is still
+//! queued when the first connections come back, so each returned connection
+//! serves a request whose own connect then lands as a spare: 137 to 351
+//! connections (TLS handshakes, each two round trips and a signature on the
+//! server) for 132 request slots (bench/results/TLS.md). Its settings
+//! cannot stop it (the pool size limits idle connections, not connects),
+//! and a connector layer sees connects start but not connections close.
+//!
+//! This pool starts a connect only while more requests wait than
+//! connects are under way plus connections on their way back (a response
+//! read to its end, its connection not yet idle again). A connection is
+//! handed to the oldest waiting request whoever started its connect. So the
+//! connections open (or opening) never outnumber the requests that wanted
+//! one at the same time, and a caller that bounds its requests (shoal's
+//! request slots) bounds its connections, with no cap of its own that a
+//! caller holding many open bodies (a Python program with many readers)
+//! could hang on.
+//!
+//! Requests are still built, and responses read, as reqwest's types: the
+//! backends' code and error handling do not change. Only the sending is
+//! ours: HTTP/1.1 over hyper's connection API, TCP from hyper-util (Happy
+//! Eyeballs, connect timeout, keep-alive), TLS from rustls with the same
+//! verifier reqwest uses (the platform's roots plus the CA files given).
+//! Through a proxy, requests go through reqwest's own client (its CONNECT
+//! tunnels and proxy credentials); the connections are then to the proxy.
+//!
+//! A request whose connection closed before it was written (a server
+//! dropping an idle keep-alive connection) is sent again on another
+//! connection, as hyper-util does: it never reached the server.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{HOST, HeaderValue, USER_AGENT};
+use http::{Method, Uri};
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioIo;
+use tokio::sync::oneshot;
+use tokio::time::Sleep;
+use tower_service::Service;
+
+use crate::error::{Error, ErrorKind, Op, chain_message};
+use crate::http::HttpConfig;
+use crate::network::{parse_ca_file, parse_ca_file_der, read_ca_file};
+
+type Sender = hyper::client::conn::http1::SendRequest<reqwest::Body>;
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The HTTP client a store holds: reqwest builds its requests; they are
+/// sent on [`Pool`]'s connections (or reqwest's own when a proxy is set).
+#[derive(Clone)]
+pub struct Http {
+    reqwest: reqwest::Client,
+    pool: Option<Arc<Pool>>,
+    user_agent: HeaderValue,
+}
+
+impl std::fmt::Debug for Http {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Http")
+            .field("own_pool", &self.pool.is_some())
+            .finish()
+    }
+}
+
+/// Settings of [`Pool`], taken from [`HttpConfig`].
+pub(crate) struct PoolConfig {
+    pub(crate) connect_timeout: Duration,
+    pub(crate) read_timeout: Duration,
+    pub(crate) idle_timeout: Duration,
+    pub(crate) max_idle_per_host: usize,
+    pub(crate) tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+impl Http {
+    pub(crate) fn new(
+        reqwest: reqwest::Client,
+        pool: Option<PoolConfig>,
+        user_agent: &str,
+    ) -> Self {
+        Http {
+            reqwest,
+            pool: pool.map(|c| Arc::new(Pool::new(c))),
+            user_agent: HeaderValue::from_str(user_agent)
+                .unwrap_or_else(|_| HeaderValue::from_static("shoal")),
+        }
+    }
+
+    /// A request to `url`, to be sent with [`Http::send`].
+    pub fn request(&self, method: Method, url: &str) -> reqwest::RequestBuilder {
+        self.reqwest.request(method, url)
+    }
+    /// `GET url`.
+    pub fn get(&self, url: &str) -> reqwest::RequestBuilder {
+        self.request(Method::GET, url)
+    }
+    /// `PUT url`.
+    pub fn put(&self, url: &str) -> reqwest::RequestBuilder {
+        self.request(Method::PUT, url)
+    }
+    /// `POST url`.
+    pub fn post(&self, url: &str) -> reqwest::RequestBuilder {
+        self.request(Method::POST, url)
+    }
+    /// `DELETE url`.
+    pub fn delete(&self, url: &str) -> reqwest::RequestBuilder {
+        self.request(Method::DELETE, url)
+    }
+    /// `HEAD url`.
+    pub fn head(&self, url: &str) -> reqwest::RequestBuilder {
+        self.request(Method::HEAD, url)
+    }
+
+    /// Sends a request built by [`Http::request`]; a transport failure
+    /// (no answer, or none in time) is an error about `op` on `url`, which
+    /// is what the user is shown. Any HTTP status is an `Ok` response.
+    pub async fn send(
+        &self,
+        op: Op,
+        url: &str,
+        req: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, Error> {
+        let req = req
+            .build()
+            .map_err(|e| crate::http::error_from_reqwest(op, url, e))?;
+        self.execute(op, url, req).await
+    }
+
+    /// [`Http::send`] for a request already built.
+    pub async fn execute(
+        &self,
+        op: Op,
+        url: &str,
+        req: reqwest::Request,
+    ) -> Result<reqwest::Response, Error> {
+        let Some(pool) = &self.pool else {
+            return self
+                .reqwest
+                .execute(req)
+                .await
+                .map_err(|e| crate::http::error_from_reqwest(op, url, e));
+        };
+        let mut req: http::Request<reqwest::Body> = req
+            .try_into()
+            .map_err(|e| crate::http::error_from_reqwest(op, url, e))?;
+        req.headers_mut()
+            .entry(USER_AGENT)
+            .or_insert_with(|| self.user_agent.clone());
+        pool.send(req)
+            .await
+            .map_err(|e| transport_error(op, url, e))
+    }
+
+    /// Connections this client's pool has opened so far (None through a
+    /// proxy, where reqwest's pool holds them).
+    pub fn connections_opened(&self) -> Option<u64> {
+        self.pool.as_ref().map(|p| p.opened.load(Ordering::Relaxed))
+    }
+}
+
+// The client's settings live in `http`; building it is here, beside the
+// pool it sets up.
+impl HttpConfig {
+    /// Builds a client. Fails on a proxy URL or CA file that cannot be
+    /// used (an [`ErrorKind::InvalidInput`] naming where it was given), or
+    /// if the TLS stack cannot initialise.
+    ///
+    /// Without a proxy, requests go on this module's pool
+    /// (TLS set up here, for it); through one, on reqwest's client.
+    pub fn build(&self) -> Result<Http, Error> {
+        let mut b = reqwest::Client::builder();
+        let tls = !self.plain_http || self.proxy.needs_tls();
+        let own_pool = self.proxy.is_empty();
+        // Every file is read and checked even when TLS is skipped: a bad
+        // file is a mistake to report, not to ignore until the first https
+        // endpoint. Only the certificates TLS will use are parsed.
+        if let Some(f) = &self.system_ca_file {
+            read_ca_file(f)?;
+        }
+        let mut roots = Vec::new();
+        let mut der_roots = Vec::new();
+        for f in &self.ca_files {
+            let pem = read_ca_file(f)?;
+            let known = self
+                .system_ca_file
+                .as_ref()
+                .is_some_and(|s| s.value == f.value);
+            if tls && !known {
+                if own_pool {
+                    der_roots.extend(parse_ca_file_der(f, &pem)?);
+                } else {
+                    roots.extend(parse_ca_file(f, &pem)?);
+                }
+            }
+        }
+        if !tls || own_pool {
+            // reqwest's client only builds requests then: no roots to load.
+            b = b.tls_certs_only(std::iter::empty::<reqwest::Certificate>());
+        } else if !roots.is_empty() {
+            b = b.tls_certs_merge(roots);
+        }
+        if self.proxy.is_empty() {
+            // Not reqwest's default of reading the environment again: the
+            // caller's ProxyConfig is the whole truth (and `--no-proxy` works).
+            b = b.no_proxy();
+        } else {
+            for p in self.proxy.proxies()? {
+                b = b.proxy(p);
+            }
+        }
+        let idle_timeout = Duration::from_secs(50);
+        let client = b
+            .connect_timeout(self.connect_timeout)
+            .read_timeout(self.read_timeout)
+            .pool_max_idle_per_host(self.pool_max_idle_per_host)
+            .pool_idle_timeout(idle_timeout)
+            .tcp_nodelay(true)
+            .http1_only()
+            .user_agent(&self.user_agent)
+            .build()
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Connect,
+                    Op::Credentials,
+                    "http client",
+                    chain_message(&e),
+                )
+            })?;
+        let pool = if own_pool {
+            Some(PoolConfig {
+                connect_timeout: self.connect_timeout,
+                read_timeout: self.read_timeout,
+                idle_timeout,
+                max_idle_per_host: self.pool_max_idle_per_host,
+                tls: if tls {
+                    Some(std::sync::Arc::new(tls_config(der_roots)?))
+                } else {
+                    None
+                },
+            })
+        } else {
+            None
+        };
+        Ok(Http::new(client, pool, &self.user_agent))
+    }
+}
+
+/// rustls set up as reqwest sets it up: the platform's verifier (its roots
+/// plus `extra`), HTTP/1.1 by ALPN.
+fn tls_config(
+    extra: Vec<rustls::pki_types::CertificateDer<'static>>,
+) -> Result<rustls::ClientConfig, Error> {
+    use std::sync::Arc;
+    let failed = |why: String| Error::new(ErrorKind::Connect, Op::Credentials, "TLS set-up", why);
+    let provider = rustls::crypto::CryptoProvider::get_default()
+        .cloned()
+        .unwrap_or_else(|| Arc::new(rustls::crypto::aws_lc_rs::default_provider()));
+    let verifier = if extra.is_empty() {
+        rustls_platform_verifier::Verifier::new(provider.clone())
+    } else {
+        rustls_platform_verifier::Verifier::new_with_extra_roots(extra, provider.clone())
+    }
+    .map_err(|e| failed(e.to_string()))?;
+    let mut c = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| failed(e.to_string()))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    c.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(c)
+}
+
+/// Why a request got no response.
+#[derive(Debug)]
+enum SendError {
+    /// No connection could be made (the request was not sent).
+    Connect(BoxError),
+    /// No connection within the connect timeout (not sent either).
+    ConnectTimeout(Duration),
+    /// No response head within the read timeout.
+    HeadTimeout(Duration),
+    /// The connection failed while the request was being sent or answered.
+    Exchange(hyper::Error),
+    /// The request's URL cannot be sent on a connection of ours.
+    Url(String),
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SendError::Connect(e) => write!(f, "{e}"),
+            SendError::ConnectTimeout(d) => write!(f, "no connection within {}s", d.as_secs_f64()),
+            SendError::HeadTimeout(d) => write!(f, "no answer within {}s", d.as_secs_f64()),
+            SendError::Exchange(e) => write!(f, "{e}"),
+            SendError::Url(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for SendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SendError::Connect(e) => e.source(),
+            SendError::Exchange(e) => std::error::Error::source(e),
+            _ => None,
+        }
+    }
+}
+
+fn transport_error(op: Op, url: &str, err: SendError) -> Error {
+    let (kind, unsent) = match &err {
+        SendError::Connect(_) => (ErrorKind::Connect, true),
+        SendError::ConnectTimeout(_) => (ErrorKind::Timeout, true),
+        SendError::HeadTimeout(_) => (ErrorKind::Timeout, false),
+        SendError::Exchange(e) if e.is_timeout() => (ErrorKind::Timeout, false),
+        SendError::Exchange(_) => (ErrorKind::Connect, false),
+        SendError::Url(_) => (ErrorKind::InvalidInput, true),
+    };
+    crate::http::transport_failure(op, url, kind, unsent, err)
+}
+
+/// Connections to one scheme, host and port.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+struct Key {
+    https: bool,
+    host: String,
+    port: u16,
+}
+
+impl Key {
+    fn of(uri: &Uri) -> Result<Key, SendError> {
+        let https = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            other => {
+                return Err(SendError::Url(format!(
+                    "cannot send to a {} URL",
+                    other.unwrap_or("scheme-less")
+                )));
+            }
+        };
+        let host = uri
+            .host()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| SendError::Url("the URL has no host".into()))?;
+        Ok(Key {
+            https,
+            host: host.to_owned(),
+            port: uri.port_u16().unwrap_or(if https { 443 } else { 80 }),
+        })
+    }
+}
+
+/// What the pool knows of one [`Key`]'s connections.
+#[derive(Default)]
+struct Host {
+    /// Ready connections, the most recently used last.
+    idle: Vec<(Sender, Instant)>,
+    /// Requests waiting for a connection, oldest first.
+    waiters: VecDeque<oneshot::Sender<Result<Sender, SendError>>>,
+    /// Connections made and not yet closed (idle, lent or coming back).
+    open: usize,
+    /// Connects under way.
+    connecting: usize,
+    /// Connections whose response was read to its end, not yet ready for
+    /// the next request: each will serve a waiter soon.
+    returning: usize,
+}
+
+struct Pool {
+    tcp: HttpConnector,
+    tls: Option<tokio_rustls::TlsConnector>,
+    connect_timeout: Duration,
+    read_timeout: Duration,
+    idle_timeout: Duration,
+    max_idle: usize,
+    hosts: Mutex<HashMap<Key, Host>>,
+    opened: AtomicU64,
+}
+
+/// Sends of a request that never reached the server (its connection
+/// closed first) before the failure is the caller's.
+const UNSENT_TRIES: usize = 3;
+
+impl Pool {
+    fn new(c: PoolConfig) -> Pool {
+        let mut tcp = HttpConnector::new();
+        tcp.enforce_http(false);
+        tcp.set_nodelay(true);
+        tcp.set_connect_timeout(Some(c.connect_timeout));
+        tcp.set_keepalive(Some(Duration::from_secs(15)));
+        Pool {
+            tcp,
+            tls: c.tls.map(tokio_rustls::TlsConnector::from),
+            connect_timeout: c.connect_timeout,
+            read_timeout: c.read_timeout,
+            idle_timeout: c.idle_timeout,
+            max_idle: c.max_idle_per_host,
+            hosts: Mutex::new(HashMap::new()),
+            opened: AtomicU64::new(0),
+        }
+    }
+
+    fn hosts(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Host>> {
+        // A panic elsewhere while the lock was held leaves counts that are
+        // at worst off by one: better than failing every later request.
+        self.hosts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn send(
+        self: &Arc<Self>,
+        mut req: http::Request<reqwest::Body>,
+    ) -> Result<reqwest::Response, SendError> {
+        let key = Key::of(req.uri())?;
+        let uri = req.uri().clone();
+        req.headers_mut()
+            .entry(HOST)
+            .or_insert_with(|| host_header(&uri));
+        *req.uri_mut() = origin_form(&uri);
+        *req.version_mut() = http::Version::HTTP_11;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let mut sender = self.checkout(&key, &uri).await?;
+            if poll_fn(|cx| sender.poll_ready(cx)).await.is_err() {
+                // Closed while idle: nothing was written on it.
+                if tries < UNSENT_TRIES {
+                    continue;
+                }
+            }
+            let sent = tokio::time::timeout(self.read_timeout, sender.try_send_request(req)).await;
+            match sent {
+                Err(_) => return Err(SendError::HeadTimeout(self.read_timeout)),
+                Ok(Ok(resp)) => {
+                    let (parts, body) = resp.into_parts();
+                    let body = PooledBody {
+                        inner: body,
+                        lease: Some(Lease {
+                            pool: Arc::downgrade(self),
+                            key,
+                            sender,
+                        }),
+                        read_timeout: self.read_timeout,
+                        timer: None,
+                        armed: false,
+                    };
+                    return Ok(http::Response::from_parts(parts, reqwest::Body::wrap(body)).into());
+                }
+                Ok(Err(mut e)) => match e.take_message() {
+                    Some(back) if tries < UNSENT_TRIES => req = back,
+                    _ => return Err(SendError::Exchange(e.into_error())),
+                },
+            }
+        }
+    }
+
+    /// A ready connection to `key`: an idle one, or the first one that
+    /// comes back or is made while this request is the oldest waiting.
+    async fn checkout(self: &Arc<Self>, key: &Key, uri: &Uri) -> Result<Sender, SendError> {
+        let rx = {
+            let mut hosts = self.hosts();
+            let host = hosts.entry(key.clone()).or_default();
+            let now = Instant::now();
+            while let Some((s, at)) = host.idle.pop() {
+                // A stale or closing one is dropped here, which closes it.
+                if s.is_ready() && now.duration_since(at) < self.idle_timeout {
+                    return Ok(s);
+                }
+            }
+            let (tx, rx) = oneshot::channel();
+            host.waiters.push_back(tx);
+            self.connect_if_needed(key, uri, host);
+            rx
+        };
+        match rx.await {
+            Ok(r) => r,
+            Err(_) => Err(SendError::Connect(
+                "the connection pool was shut down".into(),
+            )),
+        }
+    }
+
+    /// Starts connects while more requests wait than connects under way
+    /// and connections coming back: the one rule that keeps connections
+    /// to the requests that wanted one.
+    fn connect_if_needed(self: &Arc<Self>, key: &Key, uri: &Uri, host: &mut Host) {
+        host.waiters.retain(|w| !w.is_closed());
+        while host.waiters.len() > host.connecting + host.returning {
+            host.connecting += 1;
+            let (pool, key, uri) = (Arc::clone(self), key.clone(), uri.clone());
+            tokio::spawn(async move { pool.connect_for_waiters(key, uri).await });
+        }
+    }
+
+    async fn connect_for_waiters(self: Arc<Self>, key: Key, uri: Uri) {
+        let made = tokio::time::timeout(self.connect_timeout, self.connect(&key, &uri)).await;
+        let made = match made {
+            Ok(r) => r,
+            Err(_) => Err(SendError::ConnectTimeout(self.connect_timeout)),
+        };
+        let mut hosts = self.hosts();
+        let host = hosts.entry(key.clone()).or_default();
+        host.connecting -= 1;
+        match made {
+            Ok((sender, conn)) => {
+                host.open += 1;
+                self.opened.fetch_add(1, Ordering::Relaxed);
+                let (pool, k) = (Arc::downgrade(&self), key.clone());
+                tokio::spawn(async move {
+                    conn.await;
+                    if let Some(p) = pool.upgrade() {
+                        p.closed(&k);
+                    }
+                });
+                self.give(host, sender);
+            }
+            Err(mut e) => {
+                // The failure goes to one waiting request; the others get
+                // connects of their own.
+                while let Some(w) = host.waiters.pop_front() {
+                    match w.send(Err(e)) {
+                        Ok(()) => break,
+                        Err(Err(back)) => e = back,
+                        Err(Ok(_)) => unreachable!("an error was sent"),
+                    }
+                }
+                self.connect_if_needed(&key, &uri, host);
+            }
+        }
+    }
+
+    /// Makes one connection: TCP, TLS for https, HTTP/1.1. The returned
+    /// future drives the connection and ends when it closes.
+    async fn connect(
+        &self,
+        key: &Key,
+        uri: &Uri,
+    ) -> Result<(Sender, Pin<Box<dyn Future<Output = ()> + Send>>), SendError> {
+        let tls = match (&self.tls, key.https) {
+            (_, false) => None,
+            (Some(tls), true) => Some(tls),
+            (None, true) => {
+                return Err(SendError::Url(format!(
+                    "TLS is not set up for a plain-http endpoint: cannot reach {uri}"
+                )));
+            }
+        };
+        let tcp = self
+            .tcp
+            .clone()
+            .call(uri.clone())
+            .await
+            .map_err(|e| SendError::Connect(Box::new(e)))?
+            .into_inner();
+        let Some(tls) = tls else {
+            return handshake(tcp).await;
+        };
+        let name = key.host.trim_start_matches('[').trim_end_matches(']');
+        let name = rustls::pki_types::ServerName::try_from(name.to_owned())
+            .map_err(|e| SendError::Connect(Box::new(e)))?;
+        let stream = tls
+            .connect(name, tcp)
+            .await
+            .map_err(|e| SendError::Connect(Box::new(e)))?;
+        handshake(stream).await
+    }
+
+    /// Hands a ready connection to the oldest request still waiting, or
+    /// keeps it idle.
+    fn give(&self, host: &mut Host, mut sender: Sender) {
+        while let Some(w) = host.waiters.pop_front() {
+            match w.send(Ok(sender)) {
+                Ok(()) => return,
+                Err(Ok(back)) => sender = back,
+                Err(Err(_)) => unreachable!("a connection was sent"),
+            }
+        }
+        if host.idle.len() < self.max_idle {
+            host.idle.push((sender, Instant::now()));
+        }
+    }
+
+    fn closed(self: &Arc<Self>, key: &Key) {
+        let mut hosts = self.hosts();
+        let host = hosts.entry(key.clone()).or_default();
+        host.open = host.open.saturating_sub(1);
+        if !host.waiters.is_empty() {
+            let uri = key_uri(key);
+            self.connect_if_needed(key, &uri, host);
+        }
+    }
+
+    /// A response was read to its end: its connection serves the next
+    /// request once hyper has it ready (it may have been closed instead).
+    fn come_back(self: &Arc<Self>, key: Key, mut sender: Sender) {
+        if sender.is_ready() {
+            let mut hosts = self.hosts();
+            self.give(hosts.entry(key).or_default(), sender);
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        self.hosts().entry(key.clone()).or_default().returning += 1;
+        let pool = Arc::clone(self);
+        rt.spawn(async move {
+            let ready = poll_fn(|cx| sender.poll_ready(cx)).await.is_ok();
+            let mut hosts = pool.hosts();
+            let host = hosts.entry(key.clone()).or_default();
+            host.returning = host.returning.saturating_sub(1);
+            if ready {
+                pool.give(host, sender);
+            } else {
+                drop(sender);
+                pool.connect_if_needed(&key, &key_uri(&key), host);
+            }
+        });
+    }
+}
+
+async fn handshake<T>(
+    io: T,
+) -> Result<(Sender, Pin<Box<dyn Future<Output = ()> + Send>>), SendError>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http1::Builder::new()
+        .handshake(TokioIo::new(io))
+        .await
+        .map_err(SendError::Exchange)?;
+    Ok((
+        sender,
+        Box::pin(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "connection closed");
+            }
+        }),
+    ))
+}
+
+/// The URL a connect for `key` dials (what hyper-util's connector reads).
+fn key_uri(key: &Key) -> Uri {
+    let scheme = if key.https { "https" } else { "http" };
+    format!("{scheme}://{}:{}/", key.host, key.port)
+        .parse()
+        .unwrap_or_default()
+}
+
+fn host_header(uri: &Uri) -> HeaderValue {
+    let host = uri.host().unwrap_or_default();
+    let default = match uri.scheme_str() {
+        Some("https") => 443,
+        _ => 80,
+    };
+    let v = match uri.port_u16() {
+        Some(p) if p != default => format!("{host}:{p}"),
+        _ => host.to_owned(),
+    };
+    HeaderValue::from_str(&v).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+fn origin_form(uri: &Uri) -> Uri {
+    match uri.path_and_query() {
+        Some(p) if p.as_str() != "/" => {
+            let mut parts = http::uri::Parts::default();
+            parts.path_and_query = Some(p.clone());
+            Uri::from_parts(parts).unwrap_or_default()
+        }
+        _ => Uri::default(),
+    }
+}
+
+/// A connection lent to one response.
+struct Lease {
+    pool: Weak<Pool>,
+    key: Key,
+    sender: Sender,
+}
+
+/// A response body on a pooled connection: gives the connection back when
+/// read to its end (dropping it earlier closes the connection, as the
+/// rest of the body is still on the wire), and fails a read that waits
+/// longer than the read timeout.
+struct PooledBody {
+    inner: Incoming,
+    lease: Option<Lease>,
+    read_timeout: Duration,
+    timer: Option<Pin<Box<Sleep>>>,
+    /// Whether `timer` counts from the current wait.
+    armed: bool,
+}
+
+impl PooledBody {
+    fn release(&mut self) {
+        if let Some(l) = self.lease.take()
+            && let Some(pool) = l.pool.upgrade()
+        {
+            pool.come_back(l.key, l.sender);
+        }
+    }
+}
+
+impl HttpBody for PooledBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(frame) => {
+                this.armed = false;
+                match &frame {
+                    None => this.release(),
+                    Some(Ok(_)) if this.inner.is_end_stream() => this.release(),
+                    Some(Err(_)) => this.lease = None,
+                    Some(Ok(_)) => {}
+                }
+                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+            }
+            Poll::Pending => {
+                let deadline = tokio::time::Instant::now() + this.read_timeout;
+                let timer = this
+                    .timer
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+                if !this.armed {
+                    // One timer a body, moved on after every frame.
+                    timer.as_mut().reset(deadline);
+                    this.armed = true;
+                }
+                if timer.as_mut().poll(cx).is_ready() {
+                    this.lease = None;
+                    return Poll::Ready(Some(Err(Box::new(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!(
+                            "no data for {}s while reading the response",
+                            this.read_timeout.as_secs_f64()
+                        ),
+                    )))));
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for PooledBody {
+    fn drop(&mut self) {
+        if self.inner.is_end_stream() {
+            // All of it arrived (or there was none: HEAD, 204): the
+            // connection is reusable although nobody read the end.
+            self.release();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

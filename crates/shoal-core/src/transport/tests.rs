@@ -1,0 +1,193 @@
+//! The pool against a small HTTP/1.1 server of the test's own, which
+//! counts the connections it accepts. The bounds asserted hold whatever
+//! order the tasks run in: they follow from the pool's one rule.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures::StreamExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::*;
+use crate::http::HttpConfig;
+
+struct Server {
+    base: String,
+    accepted: Arc<AtomicUsize>,
+}
+
+/// Serves `GET /n/<bytes>` (that many bytes), `/close` (says
+/// `connection: close`), `/stall` (half a body, then nothing).
+async fn server() -> Server {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        loop {
+            let (sock, _) = listener.accept().await.unwrap();
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(serve(sock));
+        }
+    });
+    Server { base, accepted }
+}
+
+async fn serve(mut sock: TcpStream) {
+    let mut buf = Vec::new();
+    loop {
+        let head_end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            let mut chunk = [0u8; 4096];
+            match sock.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+        let length: usize = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .map(|v| v.trim().parse().unwrap())
+            })
+            .unwrap_or(0);
+        while buf.len() < head_end + length {
+            let mut chunk = [0u8; 4096];
+            match sock.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        buf.drain(..head_end + length);
+        let mut words = head.split_whitespace();
+        let method = words.next().unwrap_or("").to_owned();
+        let path = words.next().unwrap_or("").to_owned();
+        let body_len = path
+            .strip_prefix("/n/")
+            .map_or(5, |n| n.parse::<usize>().unwrap());
+        let close = path == "/close";
+        let stall = path == "/stall";
+        let mut out = format!(
+            "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n{}\r\n",
+            if stall { 10 } else { body_len },
+            if close { "connection: close\r\n" } else { "" }
+        )
+        .into_bytes();
+        if method != "HEAD" {
+            out.extend(std::iter::repeat_n(b'x', if stall { 5 } else { body_len }));
+        }
+        if sock.write_all(&out).await.is_err() {
+            return;
+        }
+        if stall {
+            std::future::pending::<()>().await;
+        }
+        if close {
+            return;
+        }
+    }
+}
+
+fn client(read_timeout: Duration) -> Http {
+    HttpConfig {
+        plain_http: true,
+        read_timeout,
+        ..HttpConfig::default()
+    }
+    .build()
+    .unwrap()
+}
+
+async fn get(http: &Http, url: &str) -> Result<Bytes, Error> {
+    let resp = http.send(Op::Download, url, http.get(url)).await?;
+    resp.bytes()
+        .await
+        .map_err(|e| crate::http::error_from_reqwest(Op::Download, url, e))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_never_outnumber_the_requests_that_wanted_one() {
+    let s = server().await;
+    let http = client(Duration::from_secs(30));
+    for (requests, in_flight) in [(400, 16), (200, 64)] {
+        let before = s.accepted.load(Ordering::SeqCst);
+        let got: Vec<_> = futures::stream::iter(0..requests)
+            .map(|i| {
+                let (http, url) = (&http, format!("{}/n/{}", s.base, 1 + i % 3000));
+                async move { (i, get(http, &url).await) }
+            })
+            .buffer_unordered(in_flight)
+            .collect()
+            .await;
+        for (i, r) in got {
+            assert_eq!(r.unwrap().len(), 1 + i % 3000);
+        }
+        let opened = s.accepted.load(Ordering::SeqCst);
+        // The second round reuses the first round's connections and opens
+        // only what its wider fan-out needs beyond them.
+        assert!(
+            opened <= in_flight.max(before),
+            "{opened} connections for {in_flight} slots"
+        );
+        assert!(opened - before <= in_flight, "{opened} - {before}");
+    }
+    assert_eq!(
+        http.connections_opened(),
+        Some(s.accepted.load(Ordering::SeqCst) as u64)
+    );
+}
+
+#[tokio::test]
+async fn a_connection_is_reused_only_when_its_answer_was_read_to_the_end() {
+    let s = server().await;
+    let http = client(Duration::from_secs(30));
+    let url = format!("{}/n/100", s.base);
+    for _ in 0..5 {
+        get(&http, &url).await.unwrap();
+    }
+    let head = http.send(Op::Stat, &url, http.head(&url)).await.unwrap();
+    assert_eq!(head.status(), 200);
+    drop(head);
+    get(&http, &url).await.unwrap();
+    assert_eq!(s.accepted.load(Ordering::SeqCst), 1);
+    // A body dropped unread leaves its bytes on the wire: that connection
+    // is closed, and the next request gets a new one.
+    let big = format!("{}/n/1000000", s.base);
+    let mut resp = http.send(Op::Download, &big, http.get(&big)).await.unwrap();
+    resp.chunk().await.unwrap();
+    drop(resp);
+    get(&http, &url).await.unwrap();
+    assert_eq!(s.accepted.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn connections_the_server_closes_are_replaced() {
+    let s = server().await;
+    let http = client(Duration::from_secs(30));
+    let url = format!("{}/close", s.base);
+    for _ in 0..20 {
+        assert_eq!(get(&http, &url).await.unwrap().len(), 5);
+    }
+    assert_eq!(s.accepted.load(Ordering::SeqCst), 20);
+}
+
+#[tokio::test]
+async fn a_stalled_body_times_out_and_a_refused_connect_is_unsent() {
+    let s = server().await;
+    let http = client(Duration::from_millis(300));
+    let url = format!("{}/stall", s.base);
+    let e = get(&http, &url).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Timeout, "{e}");
+    // Port 9 (discard) is closed on the test machines.
+    let e = get(&http, "http://127.0.0.1:9/x").await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Connect, "{e}");
+    assert!(e.to_string().contains("could not connect"), "{e}");
+    assert!(e.is_retryable(), "{e}");
+    let e = get(&http, "https://127.0.0.1:9/x").await.unwrap_err();
+    assert!(e.to_string().contains("TLS is not set up"), "{e}");
+}
