@@ -91,6 +91,11 @@ def main() -> None:
     ap.add_argument("--shoal-bin", help="use this shoal binary instead of building one")
     ap.add_argument("--benchserver-bin", help="use this shoal-benchserver binary instead of building one")
     ap.add_argument("--no-build", action="store_true", help="do not run cargo; use target/release")
+    ap.add_argument("--only", action="append", metavar="TOOL",
+                    help="run only this tool (repeatable; as named in the tables: shoal, s5cmd, ...)")
+    ap.add_argument("--also-shoal", metavar="BIN",
+                    help="a second shoal build, measured beside the first and interleaved with it "
+                         "(its row is named 'shoal BIN'), e.g. the build before a change")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sizes = SMOKE if args.smoke else FULL
@@ -118,6 +123,13 @@ def main() -> None:
                   **(st(py["obstore"]) if py["obstore"].ok else
                      dict(ok=False, reason="not in the bench venv (`bench/run.py` without --smoke installs it)")))
     tools = [shoal, s5, rc, boto, crt, obst]
+    if args.also_shoal:
+        other = Shoal(Path(args.also_shoal), has_recursive=True, version=subprocess.run(
+            [args.also_shoal, "--version"], capture_output=True, text=True).stdout.strip())
+        other.name = f"shoal {args.also_shoal}"
+        tools.insert(1, other)
+    if args.only:
+        tools = [t for t in tools if t.name in args.only or t.name.startswith("shoal ")]
 
     with tempfile.TemporaryDirectory(prefix="shoal-bench-tls-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as w:
         work = Path(w)
