@@ -409,6 +409,44 @@ def test_inventory_report_as_partitions(client, tmp_path):
         sd.inventory_bag(str(m))
 
 
+def test_parquet_inventory_report_as_partitions(client, tmp_path):
+    """An S3 Inventory report in Parquet as pyarrow writes it (snake-case
+    columns, keys as they are, a millisecond timestamp, Snappy), two data
+    files: one partition per file, older versions and delete markers left
+    out; a file swapped for another report's raises."""
+    import hashlib
+    import json
+
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    data = tmp_path / "inv/src/cfg/data"
+    data.mkdir(parents=True)
+    schema = pa.schema([("bucket", pa.string()), ("key", pa.string()), ("is_latest", pa.bool_()),
+                        ("is_delete_marker", pa.bool_()), ("size", pa.int64()),
+                        ("last_modified_date", pa.timestamp("ms", tz="UTC")), ("e_tag", pa.string())])
+    parts = [[("b+c%2B", True, False, 3), ("é", True, False, 1)],
+             [("d/a", True, False, 5), ("old", False, False, 7), ("gone", True, True, None)]]
+    files = []
+    for i, part in enumerate(parts):
+        cols = list(zip(*part))
+        t = pa.table({"bucket": ["src"] * len(part), "key": list(cols[0]), "is_latest": list(cols[1]),
+                      "is_delete_marker": list(cols[2]), "size": list(cols[3]),
+                      "last_modified_date": [1795000000123] * len(part), "e_tag": ["x"] * len(part)}, schema=schema)
+        p = data / f"f{i}.parquet"
+        pq.write_table(t, p, compression="snappy")
+        files.append({"key": f"inv/src/cfg/data/f{i}.parquet", "size": p.stat().st_size, "MD5checksum": hashlib.md5(p.read_bytes()).hexdigest()})
+    m = tmp_path / "inv/src/cfg/2026-11-20T00-00Z/manifest.json"
+    m.parent.mkdir(parents=True)
+    m.write_text(json.dumps({"sourceBucket": "src", "fileFormat": "Parquet", "fileSchema": "message s3.inventory { required binary bucket (STRING); required binary key (STRING); optional int64 size; }", "files": files, "creationTimestamp": "1795000000000"}))
+    bag = sd.inventory_bag(str(m))
+    assert bag.npartitions == 2
+    got = sorted((r["url"], r["size"]) for r in bag.compute())
+    assert got == [("s3://src/b+c%2B", 3), ("s3://src/d/a", 5), ("s3://src/é", 1)]
+    pq.write_table(pa.table({"bucket": ["src"], "key": ["x"]}), data / "f1.parquet")
+    with pytest.raises(ValueError, match="manifest"):
+        sd.inventory_bag(str(m))
+
+
 def _toxiproxy(upstream: str, toxics: list[dict]) -> tuple[str, str, Any]:
     """A toxiproxy proxy in front of ``upstream`` (an http URL) with
     ``toxics``; returns (its name, its URL, a function that removes it)."""

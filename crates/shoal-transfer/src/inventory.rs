@@ -20,9 +20,15 @@
 //! sync's merge needs it, so rows are sorted externally: runs of
 //! [`RUN_LEN`] rows sorted in memory and written to temporary files,
 //! then merged. Memory stays bounded by the run length whatever the
-//! report's size. Parquet and ORC reports are refused with a line saying
-//! which format to configure (CSV); reading them would bring a columnar
-//! reader into every build for one input.
+//! report's size.
+//!
+//! Both stores also write Parquet. A Parquet file names its own columns
+//! (S3's in snake case, `last_modified_date` a timestamp, keys not
+//! URL-encoded; GCS's as in its CSV), so columns are found by name with
+//! case and underscores ignored, and each value is turned into the text
+//! its CSV column would hold, so one row reader checks both. The parquet
+//! crate's row API reads them without Arrow. ORC reports are refused with
+//! a line saying which format to configure.
 //!
 //! A report is a snapshot: objects written after it are not in it. Used
 //! as the source of `sync --delete`, an object added to the source and
@@ -41,6 +47,13 @@ use crate::tree::Entry;
 /// Rows sorted in memory at once; a report with more is sorted through
 /// temporary files of this many rows each.
 pub const RUN_LEN: usize = 200_000;
+
+/// The data files' format.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Format {
+    Csv,
+    Parquet,
+}
 
 /// Which store wrote the report, and how its rows name their columns.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,6 +77,7 @@ pub struct Report {
     /// The data files, in the manifest's order.
     pub files: Vec<PathBuf>,
     layout: Layout,
+    format: Format,
     manifest: String,
 }
 
@@ -119,27 +133,40 @@ fn text<'a>(v: &'a serde_json::Value, k: &str, at: &str) -> Result<&'a str> {
         .ok_or_else(|| bad(at, format!("the manifest has no \"{k}\"")))
 }
 
-fn refuse_format(at: &str, format: &str) -> Result<()> {
+fn file_format(at: &str, format: &str) -> Result<Format> {
     if format.eq_ignore_ascii_case("csv") {
-        return Ok(());
+        return Ok(Format::Csv);
+    }
+    if format.eq_ignore_ascii_case("parquet") {
+        return Ok(Format::Parquet);
     }
     Err(bad(
         at,
         format!(
-            "the report is {format}; shoal reads CSV inventory reports (set the report's format to CSV)"
+            "the report is {format}; shoal reads CSV and Parquet inventory reports (set the report's format to one of them)"
         ),
     ))
 }
 
 fn open_s3(at: &str, dir: &Path, v: &serde_json::Value, check: bool) -> Result<Report> {
     let bucket = text(v, "sourceBucket", at)?.to_owned();
-    refuse_format(at, text(v, "fileFormat", at)?)?;
-    let columns: Vec<String> = text(v, "fileSchema", at)?
-        .split(',')
-        .map(|c| c.trim().to_owned())
-        .collect();
+    let format = file_format(at, text(v, "fileFormat", at)?)?;
+    let schema = text(v, "fileSchema", at)?;
+    // A CSV report's fileSchema names its columns in order; a Parquet
+    // report's is the files' own schema (`message s3.inventory {...}`),
+    // which each file carries too.
+    let columns: Vec<String> = match format {
+        Format::Csv => schema.split(',').map(|c| c.trim().to_owned()).collect(),
+        Format::Parquet => Vec::new(),
+    };
     for need in ["Key", "Size"] {
-        if !columns.iter().any(|c| c == need) {
+        let named = match format {
+            Format::Csv => columns.iter().any(|c| c == need),
+            Format::Parquet => schema
+                .split([' ', ';', '{', '}', '\n', '\t'])
+                .any(|w| same_column(w, need)),
+        };
+        if !named {
             return Err(bad(
                 at,
                 format!("the report's fileSchema has no {need} column"),
@@ -187,6 +214,7 @@ fn open_s3(at: &str, dir: &Path, v: &serde_json::Value, check: bool) -> Result<R
         made_at,
         files,
         layout: Layout::S3 { columns },
+        format,
         manifest: at.to_owned(),
     })
 }
@@ -206,8 +234,7 @@ fn open_gcs(at: &str, dir: &Path, v: &serde_json::Value, check: bool) -> Result<
     let config = v.get("report_config");
     let format = config
         .and_then(|c| c.get("parquet_options"))
-        .map_or("CSV", |_| "Parquet");
-    refuse_format(at, format)?;
+        .map_or(Format::Csv, |_| Format::Parquet);
     let bucket = config
         .and_then(|c| c.pointer("/object_metadata_report_options/storage_filters/bucket"))
         .and_then(|b| b.as_str())
@@ -236,6 +263,7 @@ fn open_gcs(at: &str, dir: &Path, v: &serde_json::Value, check: bool) -> Result<
         made_at,
         files,
         layout: Layout::Gcs,
+        format,
         manifest: at.to_owned(),
     };
     if !check {
@@ -376,6 +404,13 @@ impl Report {
     }
 
     fn file_rows(&self, path: &Path) -> Result<Box<dyn Iterator<Item = Result<Row>> + '_>> {
+        match self.format {
+            Format::Csv => self.csv_rows(path),
+            Format::Parquet => self.parquet_rows(path),
+        }
+    }
+
+    fn csv_rows(&self, path: &Path) -> Result<Box<dyn Iterator<Item = Result<Row>> + '_>> {
         let f = std::fs::File::open(path).map_err(|e| io(path, e))?;
         let name = path.display().to_string();
         let input: Box<dyn Read> = if name.ends_with(".gz") {
@@ -396,13 +431,136 @@ impl Report {
                 .map(str::to_owned)
                 .collect(),
         };
-        let col = |n: &str| columns.iter().position(|c| c.eq_ignore_ascii_case(n));
         let s3 = matches!(self.layout, Layout::S3 { .. });
-        let c = Cols {
+        // S3 writes CSV keys URL-encoded.
+        let c = Cols::find(&columns, s3, s3, &name)?;
+        let records = reader.into_records().enumerate();
+        Ok(Box::new(records.filter_map(move |(i, rec)| {
+            // Line numbers count the header row of a GCS shard.
+            let at = format!("{name}:{}", i + 1 + usize::from(!s3));
+            let rec = match rec {
+                Ok(r) => r,
+                Err(e) => return Some(Err(bad(&at, format!("not a row of the report: {e}")))),
+            };
+            c.row(&rec).map_err(|why| bad(&at, why)).transpose()
+        })))
+    }
+
+    fn parquet_rows(&self, path: &Path) -> Result<Box<dyn Iterator<Item = Result<Row>> + '_>> {
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        let name = path.display().to_string();
+        let f = std::fs::File::open(path).map_err(|e| io(path, e))?;
+        let reader = SerializedFileReader::new(f)
+            .map_err(|e| bad(&name, format!("not a readable Parquet file: {e}")))?;
+        let columns: Vec<String> = reader
+            .metadata()
+            .file_metadata()
+            .schema()
+            .get_fields()
+            .iter()
+            .map(|t| t.name().to_owned())
+            .collect();
+        let s3 = matches!(self.layout, Layout::S3 { .. });
+        // Parquet keys are written as they are (no URL encoding).
+        let c = Cols::find(&columns, s3, false, &name)?;
+        let rows = reader.into_iter().enumerate();
+        Ok(Box::new(rows.filter_map(move |(i, row)| {
+            let at = format!("{name}: row {}", i + 1);
+            let row = match row {
+                Ok(r) => r,
+                Err(e) => return Some(Err(bad(&at, format!("not a row of the report: {e}")))),
+            };
+            let fields = ParquetFields(
+                row.get_column_iter()
+                    .map(|(_, v)| parquet_text(v))
+                    .collect(),
+            );
+            c.row(&fields).map_err(|why| bad(&at, why)).transpose()
+        })))
+    }
+}
+
+/// Whether a file's column `name` is the column `want` (`LastModifiedDate`
+/// is `last_modified_date`, `ETag` is `e_tag`).
+fn same_column(name: &str, want: &str) -> bool {
+    let norm = |s: &str| {
+        s.chars()
+            .filter(|c| *c != '_')
+            .flat_map(char::to_lowercase)
+            .collect::<String>()
+    };
+    norm(name) == norm(want)
+}
+
+/// A Parquet value as the text its CSV column holds: timestamps as
+/// RFC 3339, nulls as empty.
+fn parquet_text(v: &parquet::record::Field) -> String {
+    use parquet::record::Field;
+    let rfc3339 = |ns: i128| {
+        time::OffsetDateTime::from_unix_timestamp_nanos(ns)
+            .ok()
+            .and_then(|t| {
+                t.format(&time::format_description::well_known::Rfc3339)
+                    .ok()
+            })
+            .unwrap_or_else(|| ns.to_string())
+    };
+    match v {
+        Field::Null => String::new(),
+        Field::Str(s) => s.clone(),
+        Field::Bytes(b) => String::from_utf8_lossy(b.data()).into_owned(),
+        Field::TimestampMillis(ms) => rfc3339(i128::from(*ms) * 1_000_000),
+        Field::TimestampMicros(us) => rfc3339(i128::from(*us) * 1_000),
+        other => other.to_string(),
+    }
+}
+
+/// The cells of one row, as [`Cols::row`] reads them.
+trait Fields {
+    fn field(&self, i: usize) -> Option<&str>;
+}
+
+impl Fields for csv::StringRecord {
+    fn field(&self, i: usize) -> Option<&str> {
+        self.get(i)
+    }
+}
+
+struct ParquetFields(Vec<String>);
+
+impl Fields for ParquetFields {
+    fn field(&self, i: usize) -> Option<&str> {
+        self.0.get(i).map(String::as_str)
+    }
+}
+
+/// Column positions of one file.
+struct Cols {
+    /// Keys are URL-encoded (S3's CSV).
+    url_encoded: bool,
+    bucket: Option<usize>,
+    key: usize,
+    size: usize,
+    updated: Option<usize>,
+    etag: Option<usize>,
+    generation: Option<usize>,
+    crc32c: Option<usize>,
+    md5: Option<usize>,
+    class: Option<usize>,
+    latest: Option<usize>,
+    delete_marker: Option<usize>,
+}
+
+impl Cols {
+    /// The columns of a file whose header (or schema) is `columns`.
+    fn find(columns: &[String], s3: bool, url_encoded: bool, name: &str) -> Result<Cols> {
+        let col = |n: &str| columns.iter().position(|c| same_column(c, n));
+        Ok(Cols {
+            url_encoded,
             bucket: col("Bucket"),
             key: if s3 { col("Key") } else { col("name") }
-                .ok_or_else(|| bad(&name, "no object name column"))?,
-            size: col("Size").ok_or_else(|| bad(&name, "no size column"))?,
+                .ok_or_else(|| bad(name, "no object name column"))?,
+            size: col("Size").ok_or_else(|| bad(name, "no size column"))?,
             updated: if s3 {
                 col("LastModifiedDate")
             } else {
@@ -419,45 +577,18 @@ impl Report {
             },
             latest: col("IsLatest"),
             delete_marker: col("IsDeleteMarker"),
-        };
-        let records = reader.into_records().enumerate();
-        Ok(Box::new(records.filter_map(move |(i, rec)| {
-            // Line numbers count the header row of a GCS shard.
-            let at = format!("{name}:{}", i + 1 + usize::from(!s3));
-            let rec = match rec {
-                Ok(r) => r,
-                Err(e) => return Some(Err(bad(&at, format!("not a row of the report: {e}")))),
-            };
-            c.row(&rec, s3).map_err(|why| bad(&at, why)).transpose()
-        })))
+        })
     }
-}
 
-/// Column positions of one file.
-struct Cols {
-    bucket: Option<usize>,
-    key: usize,
-    size: usize,
-    updated: Option<usize>,
-    etag: Option<usize>,
-    generation: Option<usize>,
-    crc32c: Option<usize>,
-    md5: Option<usize>,
-    class: Option<usize>,
-    latest: Option<usize>,
-    delete_marker: Option<usize>,
-}
-
-impl Cols {
     /// The row of a current object; None for an older version or a delete
     /// marker (versioned S3 reports list those too).
-    fn row(&self, rec: &csv::StringRecord, s3: bool) -> std::result::Result<Option<Row>, String> {
-        let get = |i: Option<usize>| i.and_then(|i| rec.get(i)).filter(|s| !s.is_empty());
+    fn row(&self, rec: &impl Fields) -> std::result::Result<Option<Row>, String> {
+        let get = |i: Option<usize>| i.and_then(|i| rec.field(i)).filter(|s| !s.is_empty());
         if get(self.delete_marker) == Some("true") || get(self.latest) == Some("false") {
             return Ok(None);
         }
-        let raw = rec.get(self.key).ok_or("no object name")?;
-        let key = if s3 {
+        let raw = rec.field(self.key).ok_or("no object name")?;
+        let key = if self.url_encoded {
             // URL-encoded as an HTML form does (a space is '+').
             let plus = raw.replace('+', " ");
             percent_encoding::percent_decode_str(&plus)
@@ -475,6 +606,13 @@ impl Cols {
             .parse::<u64>()
             .map_err(|_| "the size is not a number")?;
         let updated_ns = match get(self.updated) {
+            // A Parquet `last_modified_date` written as plain int64:
+            // milliseconds since the epoch.
+            Some(t) if t.bytes().all(|b| b.is_ascii_digit()) => Some(
+                t.parse::<i128>()
+                    .map_err(|_| format!("the time {t:?} is not a number of milliseconds"))?
+                    * 1_000_000,
+            ),
             Some(t) => Some(
                 time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
                     .map_err(|e| format!("the time {t:?}: {e}"))?
@@ -825,13 +963,13 @@ mod tests {
         std::fs::remove_file(&f).unwrap();
         let e = open(&m).unwrap_err().to_string();
         assert!(e.contains("is not beside it"), "{e}");
-        // Parquet.
+        // ORC.
         let text = std::fs::read_to_string(&m)
             .unwrap()
-            .replace("\"CSV\"", "\"Parquet\"");
+            .replace("\"CSV\"", "\"ORC\"");
         std::fs::write(&m, text).unwrap();
         let e = open(&m).unwrap_err().to_string();
-        assert!(e.contains("set the report's format to CSV"), "{e}");
+        assert!(e.contains("reads CSV and Parquet"), "{e}");
     }
 
     #[test]
@@ -852,6 +990,274 @@ mod tests {
         let r = open(&m).unwrap();
         let e = keys(&r, "s3://src-bucket", "", 10).unwrap_err().to_string();
         assert!(e.contains("f0.csv.gz:1") && e.contains("size"), "{e}");
+    }
+
+    /// One cell of a Parquet test file.
+    #[derive(Clone)]
+    enum Cell {
+        Text(&'static str),
+        Int(i64),
+        Bool(bool),
+        Null,
+    }
+
+    /// Writes `rows` as a Parquet file of `schema` (a message type whose
+    /// columns are all optional except byte arrays named `required`),
+    /// Snappy-compressed as the stores write them, in two row groups.
+    fn parquet_file(path: &Path, schema: &str, rows: &[Vec<Cell>]) {
+        use parquet::basic::Compression;
+        use parquet::column::writer::ColumnWriter;
+        use parquet::data_type::ByteArray;
+        use parquet::file::properties::WriterProperties;
+        use parquet::file::writer::SerializedFileWriter;
+        let schema =
+            std::sync::Arc::new(parquet::schema::parser::parse_message_type(schema).unwrap());
+        let props = std::sync::Arc::new(
+            WriterProperties::builder()
+                .set_compression(Compression::SNAPPY)
+                .build(),
+        );
+        let f = std::fs::File::create(path).unwrap();
+        let mut w = SerializedFileWriter::new(f, schema.clone(), props).unwrap();
+        let half = rows.len().div_ceil(2);
+        for group in [&rows[..half], &rows[half..]] {
+            let mut rg = w.next_row_group().unwrap();
+            let mut i = 0;
+            while let Some(mut col) = rg.next_column().unwrap() {
+                let required = !schema.get_fields()[i].is_optional();
+                let cells: Vec<&Cell> = group.iter().map(|r| &r[i]).collect();
+                let defs: Vec<i16> = cells
+                    .iter()
+                    .map(|c| i16::from(!matches!(c, Cell::Null)))
+                    .collect();
+                let defs = (!required).then_some(defs.as_slice());
+                match col.untyped() {
+                    ColumnWriter::ByteArrayColumnWriter(c) => {
+                        let v: Vec<ByteArray> = cells
+                            .iter()
+                            .filter_map(|c| match c {
+                                Cell::Text(t) => Some(ByteArray::from(*t)),
+                                _ => None,
+                            })
+                            .collect();
+                        c.write_batch(&v, defs, None).unwrap();
+                    }
+                    ColumnWriter::Int64ColumnWriter(c) => {
+                        let v: Vec<i64> = cells
+                            .iter()
+                            .filter_map(|c| match c {
+                                Cell::Int(n) => Some(*n),
+                                _ => None,
+                            })
+                            .collect();
+                        c.write_batch(&v, defs, None).unwrap();
+                    }
+                    ColumnWriter::BoolColumnWriter(c) => {
+                        let v: Vec<bool> = cells
+                            .iter()
+                            .filter_map(|c| match c {
+                                Cell::Bool(b) => Some(*b),
+                                _ => None,
+                            })
+                            .collect();
+                        c.write_batch(&v, defs, None).unwrap();
+                    }
+                    _ => panic!("column type not used by these tests"),
+                }
+                col.close().unwrap();
+                i += 1;
+            }
+            rg.close().unwrap();
+        }
+        w.close().unwrap();
+    }
+
+    /// The Parquet schema S3 Inventory writes (the columns this test
+    /// uses), as its manifest's fileSchema gives it.
+    const S3_PARQUET_SCHEMA: &str = "message s3.inventory { required binary bucket (STRING); required binary key (STRING); optional binary version_id (STRING); optional boolean is_latest; optional boolean is_delete_marker; optional int64 size; optional int64 last_modified_date (TIMESTAMP(MILLIS,true)); optional binary e_tag (STRING); optional binary storage_class (STRING); }";
+
+    /// An S3 Parquet report of two files, the manifest naming each with
+    /// its size and MD5.
+    fn s3_parquet_report(dir: &Path, files: &[Vec<Vec<Cell>>]) -> PathBuf {
+        let data = dir.join("inv/src-bucket/cfg/data");
+        std::fs::create_dir_all(&data).unwrap();
+        let mut listed = Vec::new();
+        for (i, rows) in files.iter().enumerate() {
+            let p = data.join(format!("f{i}.parquet"));
+            parquet_file(&p, S3_PARQUET_SCHEMA, rows);
+            listed.push(serde_json::json!({
+                "key": format!("inv/src-bucket/cfg/data/f{i}.parquet"),
+                "size": std::fs::metadata(&p).unwrap().len(),
+                "MD5checksum": md5_hex(&p),
+            }));
+        }
+        let mdir = dir.join("inv/src-bucket/cfg/2026-11-20T00-00Z");
+        std::fs::create_dir_all(&mdir).unwrap();
+        let m = mdir.join("manifest.json");
+        std::fs::write(
+            &m,
+            serde_json::json!({
+                "sourceBucket": "src-bucket",
+                "destinationBucket": "arn:aws:s3:::inv",
+                "version": "2016-11-30",
+                "creationTimestamp": "1795000000000",
+                "fileFormat": "Parquet",
+                "fileSchema": S3_PARQUET_SCHEMA,
+                "files": listed,
+            })
+            .to_string(),
+        )
+        .unwrap();
+        m
+    }
+
+    fn s3_row(
+        key: &'static str,
+        latest: bool,
+        marker: bool,
+        size: i64,
+        etag: &'static str,
+    ) -> Vec<Cell> {
+        vec![
+            Cell::Text("src-bucket"),
+            Cell::Text(key),
+            Cell::Text("v1"),
+            Cell::Bool(latest),
+            Cell::Bool(marker),
+            if marker { Cell::Null } else { Cell::Int(size) },
+            Cell::Int(1_795_000_000_123),
+            Cell::Text(etag),
+            Cell::Text("STANDARD"),
+        ]
+    }
+
+    #[test]
+    fn s3_parquet_reports_are_read_as_their_csv_would_be() {
+        let d = tempfile::tempdir().unwrap();
+        let md5 = "0cc175b9c0f1b6a831c399e269772661";
+        let m = s3_parquet_report(
+            d.path(),
+            &[
+                vec![
+                    // Parquet keys are not URL-encoded: '+' and '%' stay.
+                    s3_row("p/b+c%2Bd", true, false, 3, md5),
+                    s3_row("p/é", true, false, 1, "abc-2"),
+                    s3_row("p/old", false, false, 9, md5),
+                ],
+                vec![
+                    s3_row("p/a", true, false, 5, md5),
+                    s3_row("p/gone", true, true, 0, ""),
+                    s3_row("q/outside", true, false, 5, md5),
+                ],
+            ],
+        );
+        let r = open(&m).unwrap();
+        assert_eq!(r.bucket, "src-bucket");
+        for run_len in [1, 2, 1000] {
+            assert_eq!(
+                keys(&r, "s3://src-bucket/p/", "p/", run_len).unwrap(),
+                ["a", "b+c%2Bd", "é"],
+                "runs of {run_len}"
+            );
+        }
+        let side = Location::parse("s3://src-bucket/p/").unwrap();
+        let e: Vec<Entry> = entries(&r, &side, "p/")
+            .unwrap()
+            .map(|e| e.unwrap())
+            .collect();
+        assert_eq!(e[1].meta.size, 3);
+        assert_eq!(e[1].meta.checksums.md5(), md5_from_hex(md5));
+        assert_eq!(e[1].meta.updated_ns, Some(1_795_000_000_123_000_000));
+        assert_eq!(e[2].meta.checksums.md5(), None);
+        // One data file swapped for another report's: refused whole.
+        let other = d.path().join("other");
+        let m2 = s3_parquet_report(&other, &[vec![s3_row("p/x", true, false, 1, md5)]]);
+        assert!(open(&m2).is_ok());
+        std::fs::copy(
+            other.join("inv/src-bucket/cfg/data/f0.parquet"),
+            d.path().join("inv/src-bucket/cfg/data/f1.parquet"),
+        )
+        .unwrap();
+        let e = open(&m).unwrap_err().to_string();
+        assert!(
+            e.contains("bytes but the manifest says") || e.contains("MD5"),
+            "{e}"
+        );
+        // A file that is not Parquet, its size and MD5 in the manifest
+        // matching: an error naming the file, not a panic.
+        let f0 = d.path().join("inv/src-bucket/cfg/data/f0.parquet");
+        std::fs::write(&f0, b"not parquet at all").unwrap();
+        let m3 = s3_parquet_report(&d.path().join("third"), &[vec![]]);
+        let f = d.path().join("third/inv/src-bucket/cfg/data/f0.parquet");
+        std::fs::write(&f, b"not parquet at all").unwrap();
+        let text = std::fs::read_to_string(&m3).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        v["files"][0]["size"] = 18.into();
+        v["files"][0]["MD5checksum"] = md5_hex(&f).into();
+        std::fs::write(&m3, v.to_string()).unwrap();
+        let r3 = open(&m3).unwrap();
+        let e = keys(&r3, "s3://src-bucket/", "", 10)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("not a readable Parquet file") && e.contains("f0.parquet"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn gcs_parquet_reports_are_counted_and_read() {
+        let d = tempfile::tempdir().unwrap();
+        let schema = "message inventory { optional binary bucket (STRING); optional binary name (STRING); optional int64 size; optional int64 updated (TIMESTAMP(MICROS,true)); optional int64 generation; optional binary crc32c (STRING); optional binary md5Hash (STRING); }";
+        let row = |name: &'static str, size: i64, generation: i64| {
+            vec![
+                Cell::Text("gb"),
+                Cell::Text(name),
+                Cell::Int(size),
+                Cell::Int(1_795_000_000_000_001),
+                Cell::Int(generation),
+                Cell::Text("AAAAAA=="),
+                Cell::Null,
+            ]
+        };
+        let names = [
+            "cfg_2026-11-20T00:00_0.parquet",
+            "cfg_2026-11-20T00:00_1.parquet",
+        ];
+        parquet_file(
+            &d.path().join(names[0]),
+            schema,
+            &[row("d/x,y", 3, 17), row("d/b", 4, 19)],
+        );
+        parquet_file(&d.path().join(names[1]), schema, &[row("d/a", 2, 18)]);
+        let manifest = |records: u64| {
+            serde_json::json!({
+                "report_config": {"parquet_options": {}},
+                "records_processed": records,
+                "snapshot_time": "2026-11-20T00:00:00Z",
+                "shard_count": 2,
+                "report_shards_file_names": names,
+            })
+            .to_string()
+        };
+        let m = d.path().join("cfg_2026-11-20T00:00_manifest.json");
+        std::fs::write(&m, manifest(3)).unwrap();
+        let r = open(&m).unwrap();
+        assert_eq!((r.scheme, r.bucket.as_str()), (Scheme::Gs, "gb"));
+        assert_eq!(keys(&r, "gs://gb/d/", "d/", 1).unwrap(), ["a", "b", "x,y"]);
+        let side = Location::parse("gs://gb/d/").unwrap();
+        let e: Vec<Entry> = entries(&r, &side, "d/")
+            .unwrap()
+            .map(|e| e.unwrap())
+            .collect();
+        assert_eq!(e[0].meta.version, Some(ObjectVersion::Generation(18)));
+        assert_eq!(e[0].meta.updated_ns, Some(1_795_000_000_000_001_000));
+        assert_eq!(e[0].meta.checksums.crc32c(), crc32c_from_base64("AAAAAA=="));
+        // A shard of another day's report beside the manifest: the count
+        // no longer matches.
+        std::fs::write(&m, manifest(4)).unwrap();
+        let e = open(&m).unwrap_err().to_string();
+        assert!(e.contains("counts 4 records but its shards hold 3"), "{e}");
     }
 
     fn gcs_report(dir: &Path, shards: &[&str], records: u64) -> PathBuf {
