@@ -859,14 +859,30 @@ mod tests {
     /// An S3 report in the documented layout: the manifest in a dated
     /// folder, its data files under `data/`, keys URL-encoded.
     fn s3_report(dir: &Path, files: &[&str]) -> PathBuf {
+        let schema = "Bucket, Key, Size, LastModifiedDate, ETag, StorageClass";
+        s3_report_of(dir, files.len(), "csv.gz", "CSV", schema, |p, i| {
+            gz(p, files[i])
+        })
+    }
+
+    /// An S3 report of `n` data files `f{i}.{ext}` (`write` makes each),
+    /// the manifest naming each with its size and MD5.
+    fn s3_report_of(
+        dir: &Path,
+        n: usize,
+        ext: &str,
+        format: &str,
+        schema: &str,
+        write: impl Fn(&Path, usize),
+    ) -> PathBuf {
         let data = dir.join("inv/src-bucket/cfg/data");
         std::fs::create_dir_all(&data).unwrap();
         let mut listed = Vec::new();
-        for (i, body) in files.iter().enumerate() {
-            let p = data.join(format!("f{i}.csv.gz"));
-            gz(&p, body);
+        for i in 0..n {
+            let p = data.join(format!("f{i}.{ext}"));
+            write(&p, i);
             listed.push(serde_json::json!({
-                "key": format!("inv/src-bucket/cfg/data/f{i}.csv.gz"),
+                "key": format!("inv/src-bucket/cfg/data/f{i}.{ext}"),
                 "size": std::fs::metadata(&p).unwrap().len(),
                 "MD5checksum": md5_hex(&p),
             }));
@@ -881,8 +897,8 @@ mod tests {
                 "destinationBucket": "arn:aws:s3:::inv",
                 "version": "2016-11-30",
                 "creationTimestamp": "1795000000000",
-                "fileFormat": "CSV",
-                "fileSchema": "Bucket, Key, Size, LastModifiedDate, ETag, StorageClass",
+                "fileFormat": format,
+                "fileSchema": schema,
                 "files": listed,
             })
             .to_string(),
@@ -1076,39 +1092,16 @@ mod tests {
     /// uses), as its manifest's fileSchema gives it.
     const S3_PARQUET_SCHEMA: &str = "message s3.inventory { required binary bucket (STRING); required binary key (STRING); optional binary version_id (STRING); optional boolean is_latest; optional boolean is_delete_marker; optional int64 size; optional int64 last_modified_date (TIMESTAMP(MILLIS,true)); optional binary e_tag (STRING); optional binary storage_class (STRING); }";
 
-    /// An S3 Parquet report of two files, the manifest naming each with
-    /// its size and MD5.
+    /// An S3 Parquet report, one data file for each list of rows.
     fn s3_parquet_report(dir: &Path, files: &[Vec<Vec<Cell>>]) -> PathBuf {
-        let data = dir.join("inv/src-bucket/cfg/data");
-        std::fs::create_dir_all(&data).unwrap();
-        let mut listed = Vec::new();
-        for (i, rows) in files.iter().enumerate() {
-            let p = data.join(format!("f{i}.parquet"));
-            parquet_file(&p, S3_PARQUET_SCHEMA, rows);
-            listed.push(serde_json::json!({
-                "key": format!("inv/src-bucket/cfg/data/f{i}.parquet"),
-                "size": std::fs::metadata(&p).unwrap().len(),
-                "MD5checksum": md5_hex(&p),
-            }));
-        }
-        let mdir = dir.join("inv/src-bucket/cfg/2026-11-20T00-00Z");
-        std::fs::create_dir_all(&mdir).unwrap();
-        let m = mdir.join("manifest.json");
-        std::fs::write(
-            &m,
-            serde_json::json!({
-                "sourceBucket": "src-bucket",
-                "destinationBucket": "arn:aws:s3:::inv",
-                "version": "2016-11-30",
-                "creationTimestamp": "1795000000000",
-                "fileFormat": "Parquet",
-                "fileSchema": S3_PARQUET_SCHEMA,
-                "files": listed,
-            })
-            .to_string(),
+        s3_report_of(
+            dir,
+            files.len(),
+            "parquet",
+            "Parquet",
+            S3_PARQUET_SCHEMA,
+            |p, i| parquet_file(p, S3_PARQUET_SCHEMA, &files[i]),
         )
-        .unwrap();
-        m
     }
 
     fn s3_row(
