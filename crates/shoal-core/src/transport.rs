@@ -27,8 +27,13 @@
 //! ours: HTTP/1.1 over hyper's connection API, TCP from hyper-util (Happy
 //! Eyeballs, connect timeout, keep-alive), TLS from rustls with the same
 //! verifier reqwest uses (the platform's roots plus the CA files given).
-//! Through a proxy, requests go through reqwest's own client (its CONNECT
-//! tunnels and proxy credentials); the connections are then to the proxy.
+//! Through an `http://` proxy the pool's connections are to the proxy: a
+//! plain-http request is sent to it whole (absolute URL, the proxy's
+//! credentials in `Proxy-Authorization`), an https one through a
+//! `CONNECT` tunnel (hyper-util's) with TLS to the server inside it; which
+//! requests go through which proxy is hyper-util's matcher's answer (the
+//! one reqwest uses). An `https://` proxy (TLS to the proxy itself) is
+//! left to reqwest's own client.
 //!
 //! A request whose connection closed before it was written (a server
 //! dropping an idle keep-alive connection) is sent again on another
@@ -43,11 +48,13 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{HOST, HeaderValue, USER_AGENT};
+use http::header::{HOST, HeaderValue, PROXY_AUTHORIZATION, USER_AGENT};
 use http::{Method, Uri};
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::connect::proxy::Tunnel;
+use hyper_util::client::proxy::matcher::{Builder, Matcher};
 use hyper_util::rt::TokioIo;
 use tokio::sync::oneshot;
 use tokio::time::Sleep;
@@ -61,7 +68,7 @@ type Sender = hyper::client::conn::http1::SendRequest<reqwest::Body>;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The HTTP client a store holds: reqwest builds its requests; they are
-/// sent on [`Pool`]'s connections (or reqwest's own when a proxy is set).
+/// sent on [`Pool`]'s connections (or reqwest's own through an https proxy).
 #[derive(Clone)]
 pub struct Http {
     reqwest: reqwest::Client,
@@ -84,6 +91,8 @@ pub(crate) struct PoolConfig {
     pub(crate) idle_timeout: Duration,
     pub(crate) max_idle_per_host: usize,
     pub(crate) tls: Option<Arc<rustls::ClientConfig>>,
+    /// Which requests go through which proxy (None: none do).
+    pub(crate) proxy: Option<Matcher>,
 }
 
 impl Http {
@@ -165,8 +174,8 @@ impl Http {
             .map_err(|e| transport_error(op, url, e))
     }
 
-    /// Connections this client's pool has opened so far (None through a
-    /// proxy, where reqwest's pool holds them).
+    /// Connections this client's pool has opened so far (None through an
+    /// https proxy, where reqwest's pool holds them).
     pub fn connections_opened(&self) -> Option<u64> {
         self.pool.as_ref().map(|p| p.opened.load(Ordering::Relaxed))
     }
@@ -179,12 +188,12 @@ impl HttpConfig {
     /// used (an [`ErrorKind::InvalidInput`] naming where it was given), or
     /// if the TLS stack cannot initialise.
     ///
-    /// Without a proxy, requests go on this module's pool
-    /// (TLS set up here, for it); through one, on reqwest's client.
+    /// Requests go on this module's pool (TLS set up here, for it),
+    /// through an https proxy on reqwest's client.
     pub fn build(&self) -> Result<Http, Error> {
         let mut b = reqwest::Client::builder();
         let tls = !self.plain_http || self.proxy.needs_tls();
-        let own_pool = self.proxy.is_empty();
+        let own_pool = !self.proxy.needs_tls();
         // Every file is read and checked even when TLS is skipped: a bad
         // file is a mistake to report, not to ignore until the first https
         // endpoint. Only the certificates TLS will use are parsed.
@@ -213,12 +222,14 @@ impl HttpConfig {
         } else if !roots.is_empty() {
             b = b.tls_certs_merge(roots);
         }
-        if self.proxy.is_empty() {
+        // Checked whoever sends, so a bad proxy URL is the same error.
+        let proxies = self.proxy.proxies()?;
+        if proxies.is_empty() || own_pool {
             // Not reqwest's default of reading the environment again: the
             // caller's ProxyConfig is the whole truth (and `--no-proxy` works).
             b = b.no_proxy();
         } else {
-            for p in self.proxy.proxies()? {
+            for p in proxies {
                 b = b.proxy(p);
             }
         }
@@ -251,12 +262,52 @@ impl HttpConfig {
                 } else {
                     None
                 },
+                proxy: proxy_matcher(&self.proxy)?,
             })
         } else {
             None
         };
         Ok(Http::new(client, pool, &self.user_agent))
     }
+}
+
+/// The proxies of `p` as hyper-util's matcher (what reqwest matches with).
+/// Its parser drops a URL it cannot read without a word, which would send
+/// requests around the proxy: each one is tried alone first, and one
+/// that does not take is an error naming where it was given.
+fn proxy_matcher(p: &crate::network::ProxyConfig) -> Result<Option<Matcher>, Error> {
+    if p.is_empty() {
+        return Ok(None);
+    }
+    let probe: Uri = Uri::from_static("http://proxy-check.shoal/");
+    let mut b = Matcher::builder();
+    type Set = fn(Builder, String) -> Builder;
+    let settings: [(&Option<crate::network::Sourced<String>>, Set); 3] = [
+        (&p.http, Builder::http),
+        (&p.https, Builder::https),
+        (&p.all, Builder::all),
+    ];
+    for (setting, set) in settings {
+        let Some(s) = setting else { continue };
+        if Matcher::builder()
+            .http(s.value.clone())
+            .build()
+            .intercept(&probe)
+            .is_none()
+        {
+            return Err(Error::invalid(
+                Op::Parse,
+                crate::network::redact_proxy(&s.value),
+                format!("not a usable proxy URL (from {})", s.from),
+            )
+            .with_hint("give it as http://[user:password@]host:port"));
+        }
+        b = set(b, s.value.clone());
+    }
+    if let Some(no) = &p.no_proxy {
+        b = b.no(no.clone());
+    }
+    Ok(Some(b.build()))
 }
 
 /// rustls set up as reqwest sets it up: the platform's verifier (its roots
@@ -334,16 +385,24 @@ fn transport_error(op: Op, url: &str, err: SendError) -> Error {
     crate::http::transport_failure(op, url, kind, unsent, err)
 }
 
-/// Connections to one scheme, host and port.
+/// Connections to one scheme, host and port, through one proxy or none.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 struct Key {
     https: bool,
     host: String,
     port: u16,
+    via: Option<Via>,
+}
+
+/// A proxy: where it listens (no credentials in it) and what to tell it.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
+struct Via {
+    proxy: Uri,
+    auth: Option<HeaderValue>,
 }
 
 impl Key {
-    fn of(uri: &Uri) -> Result<Key, SendError> {
+    fn of(uri: &Uri, proxies: Option<&Matcher>) -> Result<Key, SendError> {
         let https = match uri.scheme_str() {
             Some("https") => true,
             Some("http") => false,
@@ -358,10 +417,15 @@ impl Key {
             .host()
             .filter(|h| !h.is_empty())
             .ok_or_else(|| SendError::Url("the URL has no host".into()))?;
+        let via = proxies.and_then(|m| m.intercept(uri)).map(|i| Via {
+            proxy: i.uri().clone(),
+            auth: i.basic_auth().cloned(),
+        });
         Ok(Key {
             https,
             host: host.to_owned(),
             port: uri.port_u16().unwrap_or(if https { 443 } else { 80 }),
+            via,
         })
     }
 }
@@ -385,6 +449,7 @@ struct Host {
 struct Pool {
     tcp: HttpConnector,
     tls: Option<tokio_rustls::TlsConnector>,
+    proxies: Option<Matcher>,
     connect_timeout: Duration,
     read_timeout: Duration,
     idle_timeout: Duration,
@@ -407,6 +472,7 @@ impl Pool {
         Pool {
             tcp,
             tls: c.tls.map(tokio_rustls::TlsConnector::from),
+            proxies: c.proxy,
             connect_timeout: c.connect_timeout,
             read_timeout: c.read_timeout,
             idle_timeout: c.idle_timeout,
@@ -426,12 +492,20 @@ impl Pool {
         self: &Arc<Self>,
         mut req: http::Request<reqwest::Body>,
     ) -> Result<reqwest::Response, SendError> {
-        let key = Key::of(req.uri())?;
+        let key = Key::of(req.uri(), self.proxies.as_ref())?;
         let uri = req.uri().clone();
         req.headers_mut()
             .entry(HOST)
             .or_insert_with(|| host_header(&uri));
-        *req.uri_mut() = origin_form(&uri);
+        match &key.via {
+            // To a forwarding proxy: the whole URL, and its credentials.
+            Some(via) if !key.https => {
+                if let Some(auth) = &via.auth {
+                    req.headers_mut().insert(PROXY_AUTHORIZATION, auth.clone());
+                }
+            }
+            _ => *req.uri_mut() = origin_form(&uri),
+        }
         *req.version_mut() = http::Version::HTTP_11;
         let mut tries = 0;
         loop {
@@ -560,13 +634,23 @@ impl Pool {
                 )));
             }
         };
-        let tcp = self
-            .tcp
-            .clone()
-            .call(uri.clone())
-            .await
-            .map_err(|e| SendError::Connect(Box::new(e)))?
-            .into_inner();
+        let tcp = match &key.via {
+            None => self.tcp.clone().call(uri.clone()).await.map_err(boxed)?,
+            Some(via) if !key.https => self
+                .tcp
+                .clone()
+                .call(via.proxy.clone())
+                .await
+                .map_err(boxed)?,
+            Some(via) => {
+                let mut tunnel = Tunnel::new(via.proxy.clone(), self.tcp.clone());
+                if let Some(auth) = &via.auth {
+                    tunnel = tunnel.with_auth(auth.clone());
+                }
+                tunnel.call(uri.clone()).await.map_err(boxed)?
+            }
+        }
+        .into_inner();
         let Some(tls) = tls else {
             return handshake(tcp).await;
         };
@@ -631,6 +715,10 @@ impl Pool {
             }
         });
     }
+}
+
+fn boxed(e: impl std::error::Error + Send + Sync + 'static) -> SendError {
+    SendError::Connect(Box::new(e))
 }
 
 async fn handshake<T>(

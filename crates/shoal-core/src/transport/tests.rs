@@ -66,7 +66,13 @@ async fn serve(mut sock: TcpStream) {
         buf.drain(..head_end + length);
         let mut words = head.split_whitespace();
         let method = words.next().unwrap_or("").to_owned();
-        let path = words.next().unwrap_or("").to_owned();
+        let target = words.next().unwrap_or("");
+        // As a forwarding proxy sees it: the whole URL.
+        let path = match target.strip_prefix("http://") {
+            Some(rest) => rest.find('/').map_or("/", |i| &rest[i..]),
+            None => target,
+        }
+        .to_owned();
         let body_len = path
             .strip_prefix("/n/")
             .map_or(5, |n| n.parse::<usize>().unwrap());
@@ -139,6 +145,38 @@ async fn connections_never_outnumber_the_requests_that_wanted_one() {
     assert_eq!(
         http.connections_opened(),
         Some(s.accepted.load(Ordering::SeqCst) as u64)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_a_forwarding_proxy_connections_are_to_it_and_as_few() {
+    let proxy = server().await;
+    let http = HttpConfig {
+        plain_http: true,
+        proxy: crate::network::ProxyConfig::default().with_proxy_for_all("--proxy", &proxy.base),
+        ..HttpConfig::default()
+    }
+    .build()
+    .unwrap();
+    // The host does not resolve: only the proxy can answer.
+    let got: Vec<_> = futures::stream::iter(0..200usize)
+        .map(|i| {
+            let (http, url) = (
+                &http,
+                format!("http://no-such-host.invalid/n/{}", 1 + i % 50),
+            );
+            async move { (i, get(http, &url).await) }
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    for (i, r) in got {
+        assert_eq!(r.unwrap().len(), 1 + i % 50);
+    }
+    let opened = proxy.accepted.load(Ordering::SeqCst);
+    assert!(
+        (1..=8).contains(&opened),
+        "{opened} connections for 8 slots"
     );
 }
 
