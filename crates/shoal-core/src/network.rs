@@ -270,26 +270,6 @@ pub fn read_ca_file(file: &Sourced<PathBuf>) -> Result<Vec<u8>, Error> {
     Ok(pem)
 }
 
-/// The certificates of a file [`read_ca_file`] read.
-pub fn parse_ca_file(
-    file: &Sourced<PathBuf>,
-    pem: &[u8],
-) -> Result<Vec<reqwest::Certificate>, Error> {
-    let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| {
-        bad_ca_file(
-            file,
-            format!(
-                "bad certificate in CA file: {}",
-                crate::error::chain_message(&e)
-            ),
-        )
-    })?;
-    if certs.is_empty() {
-        return Err(bad_ca_file(file, "no PEM certificate in CA file".into()));
-    }
-    Ok(certs)
-}
-
 /// The certificates of a file [`read_ca_file`] read, as rustls takes them.
 pub fn parse_ca_file_der(
     file: &Sourced<PathBuf>,

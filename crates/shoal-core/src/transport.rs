@@ -62,7 +62,7 @@ use tower_service::Service;
 
 use crate::error::{Error, ErrorKind, Op, chain_message};
 use crate::http::HttpConfig;
-use crate::network::{parse_ca_file, parse_ca_file_der, read_ca_file};
+use crate::network::{parse_ca_file_der, read_ca_file};
 
 type Sender = hyper::client::conn::http1::SendRequest<reqwest::Body>;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -200,7 +200,6 @@ impl HttpConfig {
         if let Some(f) = &self.system_ca_file {
             read_ca_file(f)?;
         }
-        let mut roots = Vec::new();
         let mut der_roots = Vec::new();
         for f in &self.ca_files {
             let pem = read_ca_file(f)?;
@@ -209,18 +208,22 @@ impl HttpConfig {
                 .as_ref()
                 .is_some_and(|s| s.value == f.value);
             if tls && !known {
-                if own_pool {
-                    der_roots.extend(parse_ca_file_der(f, &pem)?);
-                } else {
-                    roots.extend(parse_ca_file(f, &pem)?);
-                }
+                der_roots.extend(parse_ca_file_der(f, &pem)?);
             }
         }
         if !tls || own_pool {
             // reqwest's client only builds requests then: no roots to load.
             b = b.tls_certs_only(std::iter::empty::<reqwest::Certificate>());
-        } else if !roots.is_empty() {
-            b = b.tls_certs_merge(roots);
+        } else if !der_roots.is_empty() {
+            let roots = der_roots.iter().map(|d| reqwest::Certificate::from_der(d));
+            b = b.tls_certs_merge(roots.collect::<Result<Vec<_>, _>>().map_err(|e| {
+                Error::new(
+                    ErrorKind::Connect,
+                    Op::Credentials,
+                    "TLS set-up",
+                    chain_message(&e),
+                )
+            })?);
         }
         // Checked whoever sends, so a bad proxy URL is the same error.
         let proxies = self.proxy.proxies()?;
@@ -437,8 +440,6 @@ struct Host {
     idle: Vec<(Sender, Instant)>,
     /// Requests waiting for a connection, oldest first.
     waiters: VecDeque<oneshot::Sender<Result<Sender, SendError>>>,
-    /// Connections made and not yet closed (idle, lent or coming back).
-    open: usize,
     /// Connects under way.
     connecting: usize,
     /// Connections whose response was read to its end, not yet ready for
@@ -592,15 +593,10 @@ impl Pool {
         host.connecting -= 1;
         match made {
             Ok((sender, conn)) => {
-                host.open += 1;
                 self.opened.fetch_add(1, Ordering::Relaxed);
-                let (pool, k) = (Arc::downgrade(&self), key.clone());
-                tokio::spawn(async move {
-                    conn.await;
-                    if let Some(p) = pool.upgrade() {
-                        p.closed(&k);
-                    }
-                });
+                // Drives the connection until it closes; the pool learns of
+                // a close from the senders (`is_ready`, `poll_ready`).
+                tokio::spawn(conn);
                 self.give(host, sender);
             }
             Err(mut e) => {
@@ -676,16 +672,6 @@ impl Pool {
         }
         if host.idle.len() < self.max_idle {
             host.idle.push((sender, Instant::now()));
-        }
-    }
-
-    fn closed(self: &Arc<Self>, key: &Key) {
-        let mut hosts = self.hosts();
-        let host = hosts.entry(key.clone()).or_default();
-        host.open = host.open.saturating_sub(1);
-        if !host.waiters.is_empty() {
-            let uri = key_uri(key);
-            self.connect_if_needed(key, &uri, host);
         }
     }
 
