@@ -10,8 +10,9 @@ shoal-benchserver's ``list-N`` buckets behind toxiproxy for latency).
 Each worker process has one thread; each listing task runs shoal's
 parallel lister on its range with ``--connections`` requests at once. The
 records stay on the workers (the client gathers only each partition's
-length). With ``--cli``, one ``shoal ls -r`` (output to /dev/null) runs
-before each Dask measurement, so the two share the machine's state;
+length). With ``--cli``, one ``shoal ls -r`` and one ``shoal ls -r
+--sorted`` (output to /dev/null; the partitions are in key order, as the
+second) run before each Dask measurement, so they share the machine's state;
 medians over ``--runs``. The client's RSS is this process's peak, which
 includes the listing's bookkeeping and nothing per key.
 """
@@ -26,14 +27,14 @@ import subprocess
 import time
 
 
-def cli_run(cli: str, url: str) -> tuple[float, float, float]:
+def cli_run(cli: str, url: str, sort: bool = False) -> tuple[float, float, float]:
     """Seconds, CPU seconds and peak RSS (MiB) of one ``shoal ls -r``. The
     peak is GNU time's for that one process (``RUSAGE_CHILDREN`` would be
     the largest of every child so far, the Dask workers holding their
     partitions included)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    p = subprocess.run(["/usr/bin/time", "-f", "%M", cli, "ls", "-r", url], stdout=subprocess.DEVNULL,
+    p = subprocess.run(["/usr/bin/time", "-f", "%M", cli, "ls", "-r", *(["--sorted"] if sort else []), url], stdout=subprocess.DEVNULL,
                        stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         raise SystemExit(f"shoal ls -r {url} failed: {p.stderr.strip()}")
@@ -71,11 +72,11 @@ def main() -> None:
         with distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                       dashboard_address=None) as cluster, distributed.Client(cluster) as c:
             c.run(lambda: None)  # workers up before the clock starts
-            rates, cli_here, wcpu = [], [], []
+            rates, cli_here, cli_sorted, wcpu = [], [], [], []
             for _ in range(a.runs):
                 if a.cli:
-                    secs, cpu, rss = cli_run(a.cli, url)
-                    cli_here.append((secs, cpu, rss))
+                    cli_here.append(cli_run(a.cli, url))
+                    cli_sorted.append(cli_run(a.cli, url, sort=True))
                 stats = sd.ListingStats()
                 cpu0 = sum(c.run(_cpu).values())
                 t = time.perf_counter()
@@ -88,7 +89,7 @@ def main() -> None:
                 del parts
             rate = statistics.median(rates)
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            # The workers hold the partitions (a dict a key): their peak.
+            # The workers hold the partitions (as columns): their peak.
             wrss = max(c.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss).values()) / 1024
             line = (f"workers={n}: {total} keys, {rate:,.0f} keys/s ({rate / n:,.0f} per worker); "
                     f"{stats.tasks} tasks, {stats.splits} splits; workers' CPU {statistics.median(wcpu):.1f} s; client peak RSS {rss:.0f} MiB, "
@@ -99,6 +100,9 @@ def main() -> None:
                 cli_rates.append(cli_rate)
                 line += (f" | shoal ls -r: {cli_rate:,.0f} keys/s, CPU {statistics.median(x[1] for x in cli_here):.1f} s, "
                          f"peak RSS {max(x[2] for x in cli_here):.0f} MiB; one worker = {rate / n / cli_rate:.2f}x the CLI")
+                sorted_rate = total / statistics.median(x[0] for x in cli_sorted)
+                line += (f" | shoal ls -r --sorted: {sorted_rate:,.0f} keys/s, CPU {statistics.median(x[1] for x in cli_sorted):.1f} s; "
+                         f"one worker = {rate / n / sorted_rate:.2f}x")
             print(line, flush=True)
 
 

@@ -17,6 +17,8 @@ Every blocking call releases the GIL; errors are :class:`ShoalError`
 subclasses (``NotFoundError`` is also a ``FileNotFoundError``, …).
 """
 
+import collections.abc as _abc
+
 from . import errors, transfer_manager
 from ._api import (
     DiskUsage,
@@ -53,14 +55,18 @@ from ._api import (
     upload_async,
 )
 from ._session import session
-from ._shoal import ObjectInfo, Report, Session, __commit__, __version__
+from ._shoal import ObjectInfo, Records, Report, Session, __commit__, __version__
 from .errors import *  # noqa: F403
 from .errors import ShoalError
+
+# A Dask listing partition (shoal.dask): a read-only sequence of dicts.
+_abc.Sequence.register(Records)
 
 __all__ = [
     "DiskUsage",
     "Listing",
     "ObjectInfo",
+    "Records",
     "Report",
     "Session",
     "ShoalError",

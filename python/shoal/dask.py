@@ -7,12 +7,14 @@ splits it across connections: each task lists a key range up to
 ``keys_per_task`` keys and says where it stopped; the client cuts what is
 left of a busy range where the keys seen say it is dense (the same cut,
 ``shoal_list::split::cut``) and hands both halves to new tasks. The keys
-stay on the workers as partitions in key order; the client holds a few
-strings per task, however big the bucket. Each task lists its range as
-``shoal ls -r`` does, with the adaptive parallel lister
-(``list_connections`` requests at once, default 16), stopped after about
-``keys_per_task`` keys at a key below which it listed everything, so one
-worker lists at about the CLI's rate and the ranges tile the prefix.
+stay on the workers as partitions in key order, each kept as columns
+(``_shoal.Records``, read as dicts), not as a Python object a key; the
+client holds a few strings per task, however big the bucket. Each task
+lists its range as ``shoal ls -r --sorted`` does, with the adaptive
+parallel lister (``list_connections`` requests at once, default 8, two
+tasks at once a worker thread), stopped after about ``keys_per_task``
+keys at a key below which it listed everything, so one worker lists at
+about the CLI's rate and the ranges tile the prefix.
 Copies and syncs are cut by bytes too (``bytes_per_task``, default 1 GiB):
 an object bigger than that is copied by several tasks as one multipart
 upload (``shoal_transfer::split_copy`` decides and checks; Python only
@@ -121,37 +123,46 @@ def _distributed_client(client: Any) -> Any:
         return None
 
 
+#: Requests in flight for one listing task when the caller does not say.
+#: A worker thread runs two listing tasks at once (:func:`_leave_thread_pool`),
+#: so this is half the CLI's 16 a listing.
+TASK_LIST_CONNECTIONS = 8
+
+
+def _leave_thread_pool() -> None:
+    """Lets the worker start its next task while this one waits on the
+    network (``distributed.secede``; the thread ends with the task).
+
+    A listing task ramps up (its range is cut as the first pages show where
+    the keys are) and tails off (the ranges below its cut finish with fewer
+    connections busy); run one after another, a worker sat partly idle at
+    every seam: one worker listed 10M keys in 58 s where both overlapped
+    took 44 s (bench/results/DASK-LISTING.md). The client keeps at most two
+    listing tasks a worker thread outstanding, so this bounds a worker's
+    connections at twice a task's."""
+    try:
+        from distributed import secede
+
+        secede()
+    except (ImportError, KeyError, AttributeError, ValueError):
+        pass  # not on a distributed worker: run in place
+
+
 def _list_task(session: _shoal.Session, url: str, start: str, end: str | None, max_keys: int, detail: str, keep: bool = True, connections: int | None = None, bytes_per_task: int | None = None, keys_per_piece: int | None = None):
-    """One range's share (runs on a worker): its records (none unless
-    ``keep``), and a summary for the client (count, first and last key,
-    where to go on, and with ``bytes_per_task`` where to cut it into
-    pieces by bytes). The range is listed by shoal's parallel lister with
-    up to ``connections`` requests at once."""
-    recs, nxt = _shoal.list_range(session, url, start, end, max_keys, detail, connections, True)
-    first = recs[0]["key"] if recs else None
-    last = recs[-1]["key"] if recs else None
-    cuts, big = _byte_cuts(recs, bytes_per_task, keys_per_piece) if bytes_per_task else ([], [])
+    """One range's share (runs on a worker): its records (a
+    ``_shoal.Records``, columns read as dicts; empty unless ``keep``), and
+    a summary for the client (count, first and last key, where to go on,
+    and with ``bytes_per_task`` where to cut it into pieces by bytes and
+    which objects are too big for one piece). The range is listed by
+    shoal's parallel lister with up to ``connections`` requests at once
+    (default :data:`TASK_LIST_CONNECTIONS`), outside the worker's thread
+    pool (:func:`_leave_thread_pool`)."""
+    _leave_thread_pool()
+    recs, nxt = _shoal.list_range(session, url, start, end, max_keys, detail, connections or TASK_LIST_CONNECTIONS, True)
+    first = recs.key(0) if len(recs) else None
+    last = recs.key(-1) if len(recs) else None
+    cuts, big = recs.byte_cuts(bytes_per_task, keys_per_piece) if bytes_per_task else ([], [])
     return (recs if keep else []), (len(recs), first, last, nxt, cuts, big)
-
-
-def _byte_cuts(recs: Sequence[dict[str, Any]], bytes_per_task: int, keys_per_piece: int | None) -> tuple[list[str], list[tuple[str, int]]]:
-    """Keys where a listed range is cut so that each piece holds at most
-    ``bytes_per_task`` bytes and ``keys_per_piece`` keys (a piece is one
-    copy or sync task), and the objects bigger than ``bytes_per_task``
-    (``(url, size)``), each alone in its piece, to be split by byte range."""
-    cuts: list[str] = []
-    big: list[tuple[str, int]] = []
-    used = n = 0
-    for r in recs:
-        size = r["size"]
-        if n and (used + size > bytes_per_task or (keys_per_piece and n >= keys_per_piece)):
-            cuts.append(r["key"])
-            used = n = 0
-        used += size
-        n += 1
-        if size > bytes_per_task:
-            big.append((r["url"], size))
-    return cuts, big
 
 
 @dataclass
@@ -167,14 +178,18 @@ def list_partitions(url: str, *, client: Any = None, keys_per_task: int = 100_00
     """Every object whose key starts with ``url``'s key (a prefix, taken
     literally: ``gs://b/logs/`` or ``gs://b/logs/2026-``), listed by tasks
     on ``client``'s cluster (or the distributed client in use), as futures
-    of lists of dicts (``url``, ``key``, ``size``, ``updated``) in key
-    order. No process holds the whole listing: each task lists a range up
+    of sequences of dicts (``url``, ``key``, ``size``, ``updated``) in key
+    order. Each is a ``shoal._shoal.Records``: the listing kept as columns
+    (about 30 bytes a key beside the key), each dict made when it is read;
+    ``list(part)`` makes them all. No process holds the whole listing: each task lists a range up
     to ``keys_per_task`` keys and keeps them; a range with more left is cut
     in two for other tasks while fewer than ``max_tasks`` (default: twice
     the cluster's threads) are running. Inside a task the range is listed
-    as ``shoal ls -r`` lists, by the adaptive parallel lister, with up to
-    ``list_connections`` requests in flight (default 16, the CLI's; a
-    worker running k tasks at once uses k times that). A failed task
+    as ``shoal ls -r --sorted`` lists, by the adaptive parallel lister,
+    with up to ``list_connections`` requests in flight (default 8); a
+    listing task leaves the worker's thread pool while it waits on the
+    network, so a worker thread lists two ranges at once (16 requests, the
+    CLI's count) and one's ramp-up overlaps the other's tail. A failed task
     raises with the URL when its future is gathered."""
     if _api._has_wildcard(url):
         raise ValueError(f"{url}: list_partitions takes a prefix; use ls_bag for globs")
@@ -348,9 +363,13 @@ def ls_dataframe(url: str, *, npartitions: int | None = None, client: Any = None
     return dd.from_delayed(frames, meta=meta)
 
 
-def _frame(recs: list[dict[str, Any]]):
+def _frame(recs: Sequence[dict[str, Any]]):
     import pandas as pd
 
+    if isinstance(recs, _shoal.Records):
+        # Straight from the columns, no dict a row.
+        cols = {"url": recs.urls(), "key": recs.keys(), "size": recs.sizes(), "updated": recs.updated()}
+        return pd.DataFrame(cols).astype({"url": "str", "key": "str", "size": "int64", "updated": "float64"})
     return pd.DataFrame.from_records(recs, columns=["url", "key", "size", "updated"]).astype({"url": "str", "key": "str", "size": "int64", "updated": "float64"})
 
 
@@ -411,20 +430,17 @@ def plan_copy(src: str, dst: str, *, session: _shoal.Session | None = None, **op
     return plan, refused
 
 
-def _copy_listed(recs: list[dict[str, Any]], base: str, dst: str, session: _shoal.Session, max_workers: int | None, chunk_size: int | None, lo: str | None = None, hi: str | None = None, skip_above: int | None = None) -> tuple[int, int, list[tuple[str, str, str]]]:
+def _copy_listed(recs: _shoal.Records, base: str, dst: str, session: _shoal.Session, max_workers: int | None, chunk_size: int | None, lo: str | None = None, hi: str | None = None, skip_above: int | None = None) -> tuple[int, int, list[tuple[str, str, str]]]:
     """One listed partition (or its piece ``[lo, hi)``) copied (runs on a
     worker): destinations are placed here, by the same rules as
     :func:`plan_copy`. Objects bigger than ``skip_above`` are left to a
     split copy (:func:`_split_copies`)."""
     pairs, refused = [], []
-    for r in recs:
-        k = r["key"]
-        if (lo is not None and k < lo) or (hi is not None and k >= hi) or (skip_above is not None and r["size"] > skip_above):
-            continue
+    for u in recs.urls_between(lo, hi, skip_above):
         try:
-            pairs.append((r["url"], _shoal.destination(dst, r["url"][len(base) :], r["url"])))
+            pairs.append((u, _shoal.destination(dst, u[len(base) :], u)))
         except (_errors.InvalidInputError, _errors.UnsupportedError) as e:
-            refused.append((r["url"], dst, str(e)))
+            refused.append((u, dst, str(e)))
     copied, nbytes, failures = _copy_part(pairs, session, max_workers, chunk_size) if pairs else (0, 0, [])
     return copied, nbytes, refused + failures
 
@@ -653,8 +669,8 @@ def read_bag(url: str, *, lines: bool = True, npartitions: int | None = None, ke
     return db.from_delayed([dask.delayed(_read_part)([r["url"] for r in p], s, lines) for p in parts])
 
 
-def _read_listed(recs: list[dict[str, Any]], session: _shoal.Session, lines: bool) -> list[bytes]:
-    return _read_part([r["url"] for r in recs], session, lines) if recs else []
+def _read_listed(recs: _shoal.Records, session: _shoal.Session, lines: bool) -> list[bytes]:
+    return _read_part(recs.urls(), session, lines) if len(recs) else []
 
 
 def _du_part(urls: list[str], session: _shoal.Session, group_by: str | None):
@@ -671,8 +687,8 @@ def _du_part(urls: list[str], session: _shoal.Session, group_by: str | None):
     return total_b, total_n, groups
 
 
-def _size_listed(recs: list[dict[str, Any]]) -> tuple[int, int]:
-    return sum(r["size"] for r in recs), len(recs)
+def _size_listed(recs: _shoal.Records) -> tuple[int, int]:
+    return recs.total_size(), len(recs)
 
 
 def du(url: str, *, group_by: str | None = None, client: Any = None, npartitions: int | None = None, session: _shoal.Session | None = None, **options: Any) -> _api.DiskUsage:

@@ -100,6 +100,21 @@ def test_listing_split_across_workers(client, s3_bucket, gs_bucket):
     want = sorted(k for k in keys if k.startswith("p/"))
     assert got == want, "every key once, partitions in key order"
     assert stats.objects == len(want) and stats.tasks == len(parts) > 1 and stats.splits > 0
+    # A partition is columns read as dicts: it pickles whole (Dask moves
+    # it between workers), compares with the list of its dicts, and tells
+    # Dask's memory accounting its real size (its keys and a few words a
+    # key, not a Python object a key).
+    import collections.abc
+    import pickle
+    import sys
+
+    p0 = client.gather(parts[0])
+    assert isinstance(p0, shoal.Records) and isinstance(p0, collections.abc.Sequence)
+    assert pickle.loads(pickle.dumps(p0)) == p0 == list(p0) != list(p0)[1:]
+    assert p0[-1] == list(p0)[-1] and p0[0] == {"url": f"{s3_bucket}/{p0.key(0)}", "key": p0.key(0), "size": 2, "updated": p0[0]["updated"]}
+    assert p0[1:3] == list(p0)[1:3] and p0.keys() == [r["key"] for r in p0] and p0.total_size() == 2 * len(p0)
+    key_bytes = sum(len(k.encode()) for k in p0.keys())
+    assert key_bytes < sys.getsizeof(p0) < key_bytes + 64 * len(p0) + 1024
     # The same through ls_bag / ls_dataframe, which list on the workers by default.
     bag = sd.ls_bag(f"{s3_bucket}/p", keys_per_task=300)
     assert sorted(r["key"] for r in bag.compute()) == want

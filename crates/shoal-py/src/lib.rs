@@ -14,7 +14,8 @@
 //! wait on a thread.
 //!
 //! - [`session`]: configuration (environment + keyword overrides) → stores.
-//! - [`objects`]: `ObjectInfo`, what a listing or stat returns.
+//! - [`objects`]: `ObjectInfo`, what a listing or stat returns;
+//!   [`records`]: `Records`, a listing partition as columns (Dask).
 //! - [`errors`]: shoal's error kinds → the `shoal.errors` hierarchy.
 //! - [`list`], [`list_stream`], [`transfer`], [`cat`], [`read`],
 //!   [`presign`]: the operations; [`ranges`] and [`sync`]: a listing and
@@ -30,6 +31,7 @@ mod objects;
 mod presign;
 mod ranges;
 mod read;
+mod records;
 mod runtime;
 mod session;
 mod split;
@@ -54,6 +56,8 @@ fn _shoal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<objects::ObjectInfo>()?;
     m.add_class::<read::ReadStream>()?;
     m.add_class::<list_stream::ObjectStream>()?;
+    m.add_class::<records::Records>()?;
+    m.add_class::<records::RecordsIter>()?;
     m.add_function(pyo3::wrap_pyfunction!(list_stream::iter_objects, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(ranges::list_range, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(ranges::cut_range, m)?)?;

@@ -16,15 +16,14 @@
 use std::collections::BTreeSet;
 
 use futures::StreamExt;
-use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
 use shoal_core::{ListRequest, ObjectMeta};
 use shoal_list::parallel::{DEFAULT_WORKERS, KeyBudget, ParallelOptions, list_objects};
 
 use crate::errors::{IntoPyResult, to_py};
 use crate::list::{cloud, projection};
 use crate::objects::ObjectInfo;
+use crate::records::Records;
 use crate::runtime::block_on;
 use crate::session::Session;
 
@@ -36,9 +35,9 @@ use crate::session::Session;
 /// by a [`KeyBudget`]: everything below the returned key was listed,
 /// nothing at or past it, so the next piece starts exactly there.
 ///
-/// With `records`, each object comes as the dict a Dask partition holds
-/// (`url`, `key`, `size`, `updated`), made here: building it in Python
-/// from an `ObjectInfo` cost more CPU than listing the key.
+/// With `records`, the objects come as the [`Records`] a Dask partition
+/// holds (columns, no Python object a key): building a dict a key cost a
+/// worker more CPU than listing the key.
 #[pyfunction]
 #[pyo3(signature = (session, url, start, end=None, max_keys=100_000, detail="size".to_owned(), connections=None, records=false))]
 #[allow(clippy::too_many_arguments)] // the Python signature
@@ -80,22 +79,13 @@ pub(crate) fn list_range(
     })?;
     let metas = pages.into_iter().flatten();
     let listed: Py<PyAny> = if records {
-        let (k_url, k_key, k_size, k_updated) = (
-            intern!(py, "url"),
-            intern!(py, "key"),
-            intern!(py, "size"),
-            intern!(py, "updated"),
-        );
-        let list = PyList::empty(py);
-        for m in metas {
-            let d = PyDict::new(py);
-            d.set_item(k_url, loc.with_key(m.key.clone()).to_string())?;
-            d.set_item(k_size, m.size)?;
-            d.set_item(k_updated, m.updated_ns.map(|ns| ns as f64 / 1e9))?;
-            d.set_item(k_key, m.key)?;
-            list.append(d)?;
-        }
-        list.into_any().unbind()
+        let mut r = Records::new(loc.with_key(String::new()).to_string());
+        py.detach(|| {
+            for m in metas {
+                r.push(&m.key, m.size, m.updated_ns);
+            }
+        });
+        r.into_pyobject(py)?.into_any().unbind()
     } else {
         let objs: Vec<ObjectInfo> = metas.map(|m| ObjectInfo::new(&loc, m)).collect();
         objs.into_pyobject(py)?.into_any().unbind()
