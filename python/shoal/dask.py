@@ -327,23 +327,23 @@ def ls_bag(url: str, *, npartitions: int | None = None, client: Any = None, keys
     return db.from_sequence(parts, npartitions=max(1, len(parts))).flatten()
 
 
-def _inventory_part(manifest: str, index: int, bucket_url: str, prefix: str) -> list[dict[str, Any]]:
-    return [{"url": f"{bucket_url}/{k}", "key": k, "size": n, "updated": t} for k, n, t in _shoal.inventory_rows(manifest, index, prefix)]
-
-
-def inventory_bag(manifest: str, *, prefix: str = "") -> db.Bag:
+def inventory_bag(manifest: str, *, prefix: str = "", session: _shoal.Session | None = None, **options: Any) -> db.Bag:
     """The objects an inventory report lists (an S3 Inventory or GCS
-    Storage Insights ``manifest.json``, CSV, its data files beside it: see
+    Storage Insights ``manifest.json``, CSV or Parquet: see
     docs/inventory.md) as a bag of dicts (``url``, ``key``, ``size``,
     ``updated``), one partition per data file, read by the task: a bucket
-    of billions of keys planned without listing it. The report is checked
-    whole here first (every file's size and MD5, the record count), and a
-    report that does not match its manifest raises ``InvalidInputError``
-    (a ``ValueError``) before any task runs. ``prefix`` keeps the keys
-    that start with it. Partitions are not in key order (the stores do
-    not promise any)."""
-    bucket_url, _made_at, n = _shoal.inventory_open(manifest)
-    return db.from_delayed([dask.delayed(_inventory_part)(manifest, i, bucket_url, prefix) for i in range(n)])
+    of billions of keys planned without listing it. ``manifest`` is a
+    local path (the data files beside it) or the manifest's URL in the
+    bucket the store writes reports to (each task then copies its own
+    data file into a temporary folder, reads it and removes it). The
+    report is checked whole here first (every file's size and MD5, the
+    record count), and a report that does not match its manifest raises
+    ``InvalidInputError`` (a ``ValueError``) before any task runs.
+    ``prefix`` keeps the keys that start with it. Partitions are not in
+    key order (the stores do not promise any)."""
+    s = resolve(session, options)
+    bucket_url, _made_at, n = _shoal.inventory_open(manifest, s)
+    return db.from_delayed([dask.delayed(_shoal.inventory_rows)(manifest, i, bucket_url, prefix, s) for i in range(n)])
 
 
 def ls_dataframe(url: str, *, npartitions: int | None = None, client: Any = None, keys_per_task: int = 100_000, session: _shoal.Session | None = None, **options: Any):

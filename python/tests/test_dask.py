@@ -424,6 +424,50 @@ def test_inventory_report_as_partitions(client, tmp_path):
         sd.inventory_bag(str(m))
 
 
+def test_inventory_reports_read_from_their_bucket(client, s3_bucket, gs_bucket):
+    """A report named by URL, where the stores write them: an S3 Inventory
+    report (data files keyed from the bucket's root) and a GCS report
+    (shards beside the manifest). The client copies and checks it whole,
+    each task copies its own file; a file swapped for another report's,
+    a manifest naming a file that is not there, and a name that would
+    leave the copy's folder are refused before any task runs."""
+    import gzip
+    import hashlib
+    import json
+
+    rows = [["b+c", 3], ["%C3%A9", 1], ["d/a", 5]]
+    files = []
+    for i, part in enumerate([rows[:2], rows[2:]]):
+        body = gzip.compress("".join(f'"src","{k}","{n}","2026-11-19T10:00:00.000Z"\n' for k, n in part).encode())
+        key = f"inv/src/cfg/data/f{i}.csv.gz"
+        shoal.put(f"{s3_bucket}/{key}", body)
+        files.append({"key": key, "size": len(body), "MD5checksum": hashlib.md5(body).hexdigest()})
+    manifest = {"sourceBucket": "src", "fileFormat": "CSV", "fileSchema": "Bucket, Key, Size, LastModifiedDate", "files": files}
+    m = f"{s3_bucket}/inv/src/cfg/2026-11-20T00-00Z/manifest.json"
+    shoal.put(m, json.dumps(manifest).encode())
+    bag = sd.inventory_bag(m)
+    assert bag.npartitions == 2
+    assert sorted((r["url"], r["size"]) for r in bag.compute()) == [("s3://src/b c", 3), ("s3://src/d/a", 5), ("s3://src/é", 1)]
+    shoal.put(f"{s3_bucket}/inv/src/cfg/data/f1.csv.gz", gzip.compress(b'"src","x","1",""\n'))
+    with pytest.raises(ValueError, match="manifest"):
+        sd.inventory_bag(m)
+    for bad, why in [("inv/src/cfg/data/missing.csv.gz", "."), ("inv/..", "cannot be saved")]:
+        shoal.put(m, json.dumps(dict(manifest, files=[dict(files[0], key=bad)])).encode())
+        with pytest.raises((FileNotFoundError, ValueError), match=why):
+            sd.inventory_bag(m)
+    # GCS: shards named beside the manifest, counted against it.
+    shards = ["bucket,name,size,updated\ngb,x/1,4,2026-11-19T10:00:00Z\n", "bucket,name,size,updated\ngb,x/2,6,\n"]
+    names = [f"rep/cfg_2026_{i}.csv" for i in range(2)]
+    for n, text in zip(names, shards):
+        shoal.put(f"{gs_bucket}/{n}", text.encode())
+    gm = f"{gs_bucket}/rep/cfg_2026_manifest.json"
+    shoal.put(gm, json.dumps({"records_processed": 2, "shard_count": 2, "report_shards_file_names": [n.split("/")[1] for n in names]}).encode())
+    assert sorted((r["url"], r["size"]) for r in sd.inventory_bag(gm).compute()) == [("gs://gb/x/1", 4), ("gs://gb/x/2", 6)]
+    shoal.put(gm, json.dumps({"records_processed": 3, "report_shards_file_names": [n.split("/")[1] for n in names]}).encode())
+    with pytest.raises(ValueError, match="3 records"):
+        sd.inventory_bag(gm)
+
+
 def test_parquet_inventory_report_as_partitions(client, tmp_path):
     """An S3 Inventory report in Parquet as pyarrow writes it (snake-case
     columns, keys as they are, a millisecond timestamp, Snappy), two data

@@ -908,7 +908,7 @@ pub(crate) struct SyncArgs {
     /// Names are keys relative to SRC and DST; an excluded destination file is never deleted.
     #[command(flatten)]
     pub(crate) filters: FilterFlags,
-    /// Read the source bucket's listing from FILE (written by `shoal ls -r --json --sorted SRC > FILE`) instead of listing it, or from an inventory report: FILE an S3 Inventory or GCS Storage Insights `…manifest.json` (CSV), its data files beside it (docs/inventory.md). Trusted only whole: it must end with ls's closing record for SRC, or match its manifest (a listing cut short is refused, nothing deleted).
+    /// Read the source bucket's listing from FILE (written by `shoal ls -r --json --sorted SRC > FILE`) instead of listing it, or from an inventory report: FILE an S3 Inventory or GCS Storage Insights `…manifest.json` (CSV or Parquet), local with its data files beside it, or its URL where the store wrote it (s3://…/manifest.json; copied down and checked first) (docs/inventory.md). Trusted only whole: it must end with ls's closing record for SRC, or match its manifest (a listing cut short is refused, nothing deleted).
     #[arg(long, value_name = "FILE")]
     pub(crate) source_listing: Option<String>,
     /// Read the destination bucket's listing from FILE (`shoal ls -r --json --sorted DST > FILE`) instead of listing it (or an inventory report's manifest.json, as --source-listing): for a destination only this sync writes. Trusted only whole, as --source-listing.

@@ -155,9 +155,48 @@ fn read_inventory(
 ) -> std::result::Result<BoxStream<'static, Result<Entry>>, Failure> {
     let report = shoal_transfer::inventory::open(std::path::Path::new(path))
         .map_err(|e| Failure::Usage(format!("sync: {e} (nothing copied or deleted)")))?;
+    read_report(report, path, (), u)
+}
+
+/// A report kept in a bucket (`--source-listing s3://…/manifest.json`),
+/// copied into a private temporary folder and checked whole before the
+/// run, then read as [`read_inventory`] reads a local one. The copy is
+/// removed once the listing has been read.
+pub(crate) async fn fetch_inventory(
+    ctx: &crate::config::Context,
+    url: &str,
+) -> std::result::Result<shoal_transfer::inventory::fetch::Fetched, Failure> {
+    let loc = Location::parse(url).map_err(|e| Failure::Usage(format!("sync: {e}")))?;
+    if !shoal_transfer::inventory::is_manifest(&loc.key) {
+        return Err(Failure::Usage(format!(
+            "sync: {url}: a listing in a bucket must be an inventory report's …manifest.json; copy an `ls` listing file down and name the local file"
+        )));
+    }
+    let store = ctx.store(&loc).map_err(Failure::from)?;
+    let run = ctx.run(ctx.transfer.clone());
+    shoal_transfer::inventory::fetch::fetch(store, &loc, None, &run, &ctx.retry)
+        .await
+        .map_err(|e| match e.kind() {
+            // A report that does not match its manifest: refused, as a
+            // local one is. A store that failed: an error of the run.
+            shoal_core::ErrorKind::InvalidInput => {
+                Failure::Usage(format!("sync: {e} (nothing copied or deleted)"))
+            }
+            _ => Failure::from(e),
+        })
+}
+
+/// The rows of an opened report as the side's entries; `keep` (a
+/// fetched report's temporary copy) lives until they have been read.
+pub(crate) fn read_report<K: Send + 'static>(
+    report: shoal_transfer::inventory::Report,
+    shown: &str,
+    keep: K,
+    u: &Use,
+) -> std::result::Result<BoxStream<'static, Result<Entry>>, Failure> {
     if report.scheme != u.side.scheme || report.bucket != u.side.bucket {
         return Err(Failure::Usage(format!(
-            "sync: {path}: the report lists {}{}, not {}: refused, nothing copied or deleted",
+            "sync: {shown}: the report lists {}{}, not {}: refused, nothing copied or deleted",
             report.scheme.prefix(),
             report.bucket,
             u.side
@@ -165,7 +204,7 @@ fn read_inventory(
     }
     if !u.quiet {
         eprintln!(
-            "sync: trusting inventory report {path} of {}{} taken at {} ({} files); objects written since are not in it",
+            "sync: trusting inventory report {shown} of {}{} taken at {} ({} files); objects written since are not in it",
             report.scheme.prefix(),
             report.bucket,
             report.made_at,
@@ -175,6 +214,7 @@ fn read_inventory(
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Entry>>(1024);
     let (side, root) = (u.side.clone(), u.root.to_owned());
     tokio::task::spawn_blocking(move || {
+        let _keep = keep;
         let entries = match shoal_transfer::inventory::entries(&report, &side, &root) {
             Ok(e) => e,
             Err(e) => {

@@ -4,7 +4,8 @@
 //! with URL-encoded keys and a manifest naming several files with their
 //! MD5s; GCS's with a header row and a record count), against MinIO and
 //! fake-gcs-server. A manifest that does not match its files is refused
-//! before anything is copied.
+//! before anything is copied. A report is also read where the stores
+//! write it, by URL, and in Parquet.
 
 mod common;
 
@@ -94,6 +95,13 @@ fn names(base: fn() -> Option<std::process::Command>, url: &str) -> Vec<String> 
     v
 }
 
+/// `keys` under the prefix URL `dst`, sorted (as [`names`] lists them).
+fn urls_under(dst: &str, keys: &[&str]) -> Vec<String> {
+    let mut w: Vec<String> = keys.iter().map(|k| format!("{dst}{k}")).collect();
+    w.sort();
+    w
+}
+
 #[test]
 fn sync_plans_from_an_s3_inventory_report() {
     let Some(bucket) = make_bucket(s3, "s3") else {
@@ -128,16 +136,7 @@ fn sync_plans_from_an_s3_inventory_report() {
         "{}",
         r.stderr
     );
-    let got = names(s3, &dst);
-    let want: Vec<String> = {
-        let mut w: Vec<String> = keys
-            .iter()
-            .map(|k| format!("s3://{bucket}/copy/{k}"))
-            .collect();
-        w.sort();
-        w
-    };
-    assert_eq!(got, want);
+    assert_eq!(names(s3, &dst), urls_under(&dst, &keys));
 
     // One data file replaced by another day's (same rows but one): refused
     // before anything runs, exit 2, nothing copied.
@@ -249,4 +248,121 @@ fn sync_plans_from_a_gcs_inventory_report() {
     ));
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("counts 4 records"), "{}", r.stderr);
+}
+
+/// S3 Inventory's Parquet schema (the columns this test writes), as its
+/// manifest's fileSchema gives it.
+const S3_PARQUET_SCHEMA: &str = "message s3.inventory { required binary bucket (STRING); required binary key (STRING); optional boolean is_latest; optional int64 size; optional int64 last_modified_date (TIMESTAMP(MILLIS,true)); }";
+
+#[test]
+fn sync_plans_from_a_parquet_report_kept_in_its_bucket() {
+    use shoal_testkit::parquet::{Cell, write};
+    let Some(bucket) = make_bucket(s3, "s3") else {
+        return;
+    };
+    let cli = |args: &[&str]| run(with_args(s3().unwrap(), args));
+    let keys = ["a", "b c", "b+c%2B", "d/é"];
+    let dir = tempfile::tempdir().unwrap();
+    let mut rows: Vec<(String, i64)> = Vec::new();
+    for (i, k) in keys.iter().enumerate() {
+        let f = dir.path().join(format!("f{i}"));
+        std::fs::write(&f, pattern(70 + i, i as u64)).unwrap();
+        let r = cli(&["cp", f.to_str().unwrap(), &format!("s3://{bucket}/p/{k}")]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        rows.push((format!("p/{k}"), 70 + i as i64));
+    }
+    // Two Parquet files (keys as they are: S3 encodes only its CSV), the
+    // manifest beside them in the report's bucket, as S3 writes it.
+    let report = |rows: &[(String, i64)], name: &str| -> serde_json::Value {
+        let cells: Vec<Vec<Cell>> = rows
+            .iter()
+            .map(|(k, n)| {
+                let (bucket, key) = (bucket.as_str(), k.as_str());
+                vec![
+                    Cell::Text(bucket),
+                    Cell::Text(key),
+                    Cell::Bool(true),
+                    Cell::Int(*n),
+                    Cell::Int(1_795_000_000_123),
+                ]
+            })
+            .collect();
+        let p = dir.path().join(name);
+        write(&p, S3_PARQUET_SCHEMA, &cells);
+        let key = format!("inv/{bucket}/cfg/data/{name}");
+        let r = cli(&["cp", p.to_str().unwrap(), &format!("s3://{bucket}/{key}")]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let bytes = std::fs::read(&p).unwrap();
+        serde_json::json!({"key": key, "size": bytes.len(), "MD5checksum": md5_hex(&bytes)})
+    };
+    let files = vec![
+        report(&rows[..2], "one.parquet"),
+        report(&rows[2..], "two.parquet"),
+    ];
+    let manifest = |files: &[serde_json::Value]| {
+        let m = dir.path().join("manifest.json");
+        let text = serde_json::json!({
+            "sourceBucket": bucket, "destinationBucket": format!("arn:aws:s3:::{bucket}"),
+            "creationTimestamp": "1795000000000", "fileFormat": "Parquet",
+            "fileSchema": S3_PARQUET_SCHEMA, "files": files,
+        });
+        std::fs::write(&m, text.to_string()).unwrap();
+        let url = format!("s3://{bucket}/inv/{bucket}/cfg/2026-11-20T00-00Z/manifest.json");
+        let r = cli(&["cp", m.to_str().unwrap(), &url]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        url
+    };
+    let m = manifest(&files);
+    let src = format!("s3://{bucket}/p/");
+    let r = cli(&[
+        "sync",
+        "--source-listing",
+        &m,
+        &src,
+        &format!("s3://{bucket}/copy/"),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!("trusting inventory report {m}")),
+        "{}",
+        r.stderr
+    );
+    let dst = format!("s3://{bucket}/copy/");
+    assert_eq!(names(s3, &dst), urls_under(&dst, &keys));
+
+    // A data file replaced in the bucket by another day's: refused before
+    // anything runs (exit 2), nothing copied; the error names the URL.
+    report(&rows[2..3], "two.parquet");
+    let dst2 = format!("s3://{bucket}/copy2/");
+    let r = cli(&["sync", "--source-listing", &m, &src, &dst2]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("manifest") && r.stderr.contains(&m),
+        "{}",
+        r.stderr
+    );
+    // A manifest naming a file the bucket does not hold, or a name that
+    // would leave the copy's folder: refused, nothing copied.
+    for (key, why) in [
+        ("inv/none.parquet", "not found"),
+        ("inv/..", "cannot be saved"),
+    ] {
+        let mut bad = files[0].clone();
+        bad["key"] = key.into();
+        let m = manifest(&[bad]);
+        let r = cli(&["sync", "--source-listing", &m, &src, &dst2]);
+        assert_ne!(r.code, 0, "{}", r.stderr);
+        assert!(r.stderr.to_lowercase().contains(why), "{why}: {}", r.stderr);
+    }
+    assert!(names(s3, &dst2).is_empty());
+    // A listing in a bucket that is not a report's manifest.
+    let r = cli(&[
+        "sync",
+        "--source-listing",
+        &format!("s3://{bucket}/p/a"),
+        &src,
+        &dst2,
+    ]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("manifest.json"), "{}", r.stderr);
 }

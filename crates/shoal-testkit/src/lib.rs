@@ -1,6 +1,7 @@
 //! shoal's test kit: finding the local test servers, the conformance
 //! suite every backend must pass, and a fault-injecting HTTP proxy
-//! ([`faultproxy`]) to put between a client and a real server.
+//! ([`faultproxy`]) to put between a client and a real server, and
+//! Parquet files as the stores write inventory reports ([`parquet`]).
 //!
 //! The servers are started by `scripts/servers.sh` (never by a test), which
 //! exports `SHOAL_TEST_GCS` and `SHOAL_TEST_S3`. When one is missing the
@@ -10,6 +11,7 @@
 
 pub mod conformance;
 pub mod faultproxy;
+pub mod parquet;
 
 use std::sync::Arc;
 

@@ -44,6 +44,8 @@ use shoal_core::{Error, Location, ObjectMeta, ObjectVersion, Op, Result, Scheme}
 
 use crate::tree::Entry;
 
+pub mod fetch;
+
 /// Rows sorted in memory at once; a report with more is sorted through
 /// temporary files of this many rows each.
 pub const RUN_LEN: usize = 200_000;
@@ -99,26 +101,31 @@ fn io(at: &Path, e: std::io::Error) -> Error {
 /// and MD5s, shard and record counts); the rows are read again by
 /// [`entries`].
 pub fn open(path: &Path) -> Result<Report> {
-    open_with(path, true)
+    open_with(path, &path.display().to_string(), true, &find_file)
 }
 
 /// The manifest at `path` read without checking its files: for a Dask
 /// worker reading one file of a report the client has already checked
 /// with [`open`].
 pub fn open_checked_elsewhere(path: &Path) -> Result<Report> {
-    open_with(path, false)
+    open_with(path, &path.display().to_string(), false, &find_file)
 }
 
-fn open_with(path: &Path, check: bool) -> Result<Report> {
-    let at = path.display().to_string();
+/// Where a manifest's data file named `key` is, below the folder `dir`.
+type Find<'a> = &'a dyn Fn(&Path, &str) -> Option<PathBuf>;
+
+/// Opens the manifest at `path`, named `at` in errors (its URL when it
+/// was fetched from a bucket).
+fn open_with(path: &Path, at: &str, check: bool, find: Find) -> Result<Report> {
+    let at = at.to_owned();
     let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
     let v: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| bad(&at, format!("not an inventory manifest (JSON): {e}")))?;
     let dir = path.parent().unwrap_or(Path::new("."));
     if v.get("fileSchema").is_some() || v.get("sourceBucket").is_some() {
-        open_s3(&at, dir, &v, check)
+        open_s3(&at, dir, &v, check, find)
     } else if v.get("report_shards_file_names").is_some() {
-        open_gcs(&at, dir, &v, check)
+        open_gcs(&at, dir, &v, check, find)
     } else {
         Err(bad(
             &at,
@@ -148,7 +155,7 @@ fn file_format(at: &str, format: &str) -> Result<Format> {
     ))
 }
 
-fn open_s3(at: &str, dir: &Path, v: &serde_json::Value, check: bool) -> Result<Report> {
+fn open_s3(at: &str, dir: &Path, v: &serde_json::Value, check: bool, find: Find) -> Result<Report> {
     let bucket = text(v, "sourceBucket", at)?.to_owned();
     let format = file_format(at, text(v, "fileFormat", at)?)?;
     let schema = text(v, "fileSchema", at)?;
@@ -197,7 +204,7 @@ fn open_s3(at: &str, dir: &Path, v: &serde_json::Value, check: bool) -> Result<R
             .get("MD5checksum")
             .and_then(|s| s.as_str())
             .and_then(md5_from_hex);
-        let path = find_file(dir, key).ok_or_else(|| {
+        let path = find(dir, key).ok_or_else(|| {
             bad(
                 at,
                 format!("{key}, which the manifest names, is not beside it (copy the report's folder whole)"),
@@ -219,7 +226,13 @@ fn open_s3(at: &str, dir: &Path, v: &serde_json::Value, check: bool) -> Result<R
     })
 }
 
-fn open_gcs(at: &str, dir: &Path, v: &serde_json::Value, check: bool) -> Result<Report> {
+fn open_gcs(
+    at: &str,
+    dir: &Path,
+    v: &serde_json::Value,
+    check: bool,
+    find: Find,
+) -> Result<Report> {
     let names = v["report_shards_file_names"]
         .as_array()
         .ok_or_else(|| bad(at, "\"report_shards_file_names\" is not a list"))?;
@@ -244,7 +257,7 @@ fn open_gcs(at: &str, dir: &Path, v: &serde_json::Value, check: bool) -> Result<
         let name = n
             .as_str()
             .ok_or_else(|| bad(at, "a shard name is not text"))?;
-        let path = find_file(dir, name).ok_or_else(|| {
+        let path = find(dir, name).ok_or_else(|| {
             bad(
                 at,
                 format!("shard {name}, which the manifest names, is not beside it"),
@@ -1008,85 +1021,7 @@ mod tests {
         assert!(e.contains("f0.csv.gz:1") && e.contains("size"), "{e}");
     }
 
-    /// One cell of a Parquet test file.
-    #[derive(Clone)]
-    enum Cell {
-        Text(&'static str),
-        Int(i64),
-        Bool(bool),
-        Null,
-    }
-
-    /// Writes `rows` as a Parquet file of `schema` (a message type whose
-    /// columns are all optional except byte arrays named `required`),
-    /// Snappy-compressed as the stores write them, in two row groups.
-    fn parquet_file(path: &Path, schema: &str, rows: &[Vec<Cell>]) {
-        use parquet::basic::Compression;
-        use parquet::column::writer::ColumnWriter;
-        use parquet::data_type::ByteArray;
-        use parquet::file::properties::WriterProperties;
-        use parquet::file::writer::SerializedFileWriter;
-        let schema =
-            std::sync::Arc::new(parquet::schema::parser::parse_message_type(schema).unwrap());
-        let props = std::sync::Arc::new(
-            WriterProperties::builder()
-                .set_compression(Compression::SNAPPY)
-                .build(),
-        );
-        let f = std::fs::File::create(path).unwrap();
-        let mut w = SerializedFileWriter::new(f, schema.clone(), props).unwrap();
-        let half = rows.len().div_ceil(2);
-        for group in [&rows[..half], &rows[half..]] {
-            let mut rg = w.next_row_group().unwrap();
-            let mut i = 0;
-            while let Some(mut col) = rg.next_column().unwrap() {
-                let required = !schema.get_fields()[i].is_optional();
-                let cells: Vec<&Cell> = group.iter().map(|r| &r[i]).collect();
-                let defs: Vec<i16> = cells
-                    .iter()
-                    .map(|c| i16::from(!matches!(c, Cell::Null)))
-                    .collect();
-                let defs = (!required).then_some(defs.as_slice());
-                match col.untyped() {
-                    ColumnWriter::ByteArrayColumnWriter(c) => {
-                        let v: Vec<ByteArray> = cells
-                            .iter()
-                            .filter_map(|c| match c {
-                                Cell::Text(t) => Some(ByteArray::from(*t)),
-                                _ => None,
-                            })
-                            .collect();
-                        c.write_batch(&v, defs, None).unwrap();
-                    }
-                    ColumnWriter::Int64ColumnWriter(c) => {
-                        let v: Vec<i64> = cells
-                            .iter()
-                            .filter_map(|c| match c {
-                                Cell::Int(n) => Some(*n),
-                                _ => None,
-                            })
-                            .collect();
-                        c.write_batch(&v, defs, None).unwrap();
-                    }
-                    ColumnWriter::BoolColumnWriter(c) => {
-                        let v: Vec<bool> = cells
-                            .iter()
-                            .filter_map(|c| match c {
-                                Cell::Bool(b) => Some(*b),
-                                _ => None,
-                            })
-                            .collect();
-                        c.write_batch(&v, defs, None).unwrap();
-                    }
-                    _ => panic!("column type not used by these tests"),
-                }
-                col.close().unwrap();
-                i += 1;
-            }
-            rg.close().unwrap();
-        }
-        w.close().unwrap();
-    }
+    use shoal_testkit::parquet::{Cell, write as parquet_file};
 
     /// The Parquet schema S3 Inventory writes (the columns this test
     /// uses), as its manifest's fileSchema gives it.
@@ -1110,7 +1045,7 @@ mod tests {
         marker: bool,
         size: i64,
         etag: &'static str,
-    ) -> Vec<Cell> {
+    ) -> Vec<Cell<'static>> {
         vec![
             Cell::Text("src-bucket"),
             Cell::Text(key),

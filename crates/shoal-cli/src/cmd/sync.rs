@@ -39,6 +39,17 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
         Some(f) if a.dry_run && a.delete => Some(Arc::new(f.tally())),
         _ => None,
     };
+    // Reports kept in a bucket are copied down and checked before the run.
+    let mut src_report = None;
+    let mut dst_report = None;
+    for (listing, report) in [
+        (&a.source_listing, &mut src_report),
+        (&a.dest_listing, &mut dst_report),
+    ] {
+        if let Some(url) = listing.as_deref().filter(|l| is_cloud_url(l)) {
+            *report = Some(crate::listing_file::fetch_inventory(ctx, url).await?);
+        }
+    }
     let sides = Sides {
         store_for: &store_for,
         filter: &filter,
@@ -59,10 +70,10 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     let dst_entries = if dst.is_local() && !std::path::Path::new(&dst.key).exists() {
         futures::stream::empty().boxed()
     } else {
-        sides.side(&dst, &a.dest_listing, dst_walk, tally.clone())?
+        sides.side(&dst, &a.dest_listing, dst_report, dst_walk, tally.clone())?
     };
     let plan = sync_plan(
-        sides.side(&src, &a.source_listing, a.links.walk(), None)?,
+        sides.side(&src, &a.source_listing, src_report, a.links.walk(), None)?,
         dst_entries,
         dst.clone(),
         sync_options(&a),
@@ -127,6 +138,12 @@ fn check(a: &SyncArgs, src: &Location, dst: &Location) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Whether a listing names an object in a bucket (`s3://…`, `gs://…`)
+/// rather than a local file.
+fn is_cloud_url(listing: &str) -> bool {
+    Location::parse(listing).is_ok_and(|l| !l.is_local())
+}
+
 fn sync_options(a: &SyncArgs) -> SyncOptions {
     let compare = if a.checksum {
         Compare::Checksum
@@ -156,11 +173,13 @@ struct Sides<'a> {
 
 impl Sides<'_> {
     /// One side's entries in key order, relative to the sync's root: a
-    /// listing file, a local walk, or a bucket's sorted listing.
+    /// listing file, a report fetched from a bucket, a local walk, or a
+    /// bucket's sorted listing.
     fn side(
         &self,
         l: &Location,
         listing: &Option<String>,
+        fetched: Option<shoal_transfer::inventory::fetch::Fetched>,
         walk: Walk,
         tally: Option<Arc<shoal_list::filter::Tally>>,
     ) -> Result<BoxStream<'static, shoal_core::Result<Entry>>, Failure> {
@@ -177,7 +196,10 @@ impl Sides<'_> {
                 root: &root,
                 quiet: self.quiet,
             };
-            let entries = crate::listing_file::read(file, &used)?;
+            let entries = match fetched {
+                Some(f) => crate::listing_file::read_report(f.report.clone(), file, f, &used)?,
+                None => crate::listing_file::read(file, &used)?,
+            };
             return Ok(filter_entries_counted(
                 entries, filter, "", local_root, tally,
             ));
