@@ -14,34 +14,6 @@ use std::path::{Path, PathBuf};
 
 use common::*;
 
-/// S3 Inventory's key encoding: an HTML form's (space is `+`).
-fn form_encode(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'*' | b'/' => {
-                out.push(b as char)
-            }
-            b' ' => out.push('+'),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
-
-fn md5_hex(bytes: &[u8]) -> String {
-    // The conformance of the report is checked by shoal; the test writes
-    // the MD5 with the system's md5sum, as a report's maker would.
-    let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("x");
-    std::fs::write(&f, bytes).unwrap();
-    let out = std::process::Command::new("md5sum")
-        .arg(&f)
-        .output()
-        .unwrap();
-    String::from_utf8(out.stdout).unwrap()[..32].to_owned()
-}
-
 /// Writes an S3 Inventory report of `rows` ((key, size)) of `bucket` in
 /// `files` data files (rows dealt round-robin, so no file is in key
 /// order): returns the manifest's path.

@@ -12,7 +12,8 @@
 //! it) are refused with nothing written or deleted. So are a `run` file
 //! whose lines clash (one deletes or writes what another reads, or two
 //! write one place, `./` spelled) and `sync --delete --source-listing`
-//! of a listing cut short (at a line or mid-line). `sync --delete
+//! of a listing cut short (at a line or mid-line), or of an inventory
+//! report (local or by URL) a data file of which lacks a row. `sync --delete
 //! --exclude` keeps what the rule leaves out (a name, a folder or a
 //! wildcard at any depth, as this test reads docs/filters.md). One local
 //! destination in four holds a link to a folder outside it: nothing is
@@ -25,7 +26,7 @@
 //! not with the binary under test.
 //!
 //! `SHOAL_PLAN_SEED` picks the plans (default 26, so the suite is the same
-//! every run); `SHOAL_PLANS` sets how many (the suite runs 30; 3,000 from
+//! every run); `SHOAL_PLANS` sets how many (the suite runs 60; 3,000 from
 //! ten other seeds passed before this shipped).
 
 mod common;
@@ -275,6 +276,25 @@ enum Verb {
     RunFile {
         clash: Clash,
     },
+    /// `sync --delete --source-listing REPORT`, REPORT an inventory report
+    /// of the source this test writes as its store does (S3 Inventory on
+    /// MinIO, Storage Insights on fake-gcs-server) in two data files, kept
+    /// in a local folder or in the source's bucket (named by URL); one
+    /// time in three a data file lacks a row its manifest counts (then
+    /// refused: nothing changes).
+    SyncDeleteReport {
+        cut: ReportCut,
+        in_bucket: bool,
+    },
+}
+
+/// Whether an inventory report matches its manifest.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum ReportCut {
+    Whole,
+    /// The first data file written without its last row; the manifest
+    /// gives the whole file's size and MD5 (S3) or the record count (GCS).
+    RowDropped,
 }
 
 /// The `--exclude` pattern of a [`Verb::SyncDeleteExclude`] plan, by
@@ -329,7 +349,7 @@ enum Clash {
     Alias,
 }
 
-const VERBS: [Verb; 8] = [
+const VERBS: [Verb; 9] = [
     Verb::CpR,
     Verb::Sync,
     Verb::SyncDelete,
@@ -338,6 +358,10 @@ const VERBS: [Verb; 8] = [
     Verb::SyncDeleteExclude(Exclude::Name("a")),
     Verb::SyncDeleteListing { cut: Cut::Whole },
     Verb::RunFile { clash: Clash::None },
+    Verb::SyncDeleteReport {
+        cut: ReportCut::Whole,
+        in_bucket: false,
+    },
 ];
 
 /// `verb` with its random details drawn.
@@ -353,6 +377,11 @@ fn draw(verb: Verb, rng: &mut StdRng) -> Verb {
         }
         Verb::SyncDeleteListing { .. } => Verb::SyncDeleteListing {
             cut: [Cut::Whole, Cut::Whole, Cut::AtLine, Cut::MidLine][rng.random_range(0..4)],
+        },
+        Verb::SyncDeleteReport { .. } => Verb::SyncDeleteReport {
+            cut: [ReportCut::Whole, ReportCut::Whole, ReportCut::RowDropped]
+                [rng.random_range(0..3)],
+            in_bucket: rng.random_bool(0.5),
         },
         Verb::RunFile { .. } => Verb::RunFile {
             clash: match rng.random_range(0..6) {
@@ -377,6 +406,10 @@ fn refused(verb: Verb) -> bool {
             | Verb::RunFile {
                 clash: Clash::DeleteRead | Clash::Chain | Clash::Alias
             }
+            | Verb::SyncDeleteReport {
+                cut: ReportCut::RowDropped,
+                ..
+            }
     )
 }
 
@@ -385,7 +418,10 @@ fn refused(verb: Verb) -> bool {
 fn deletes(verb: Verb) -> bool {
     matches!(
         verb,
-        Verb::SyncDelete | Verb::SyncDeleteExclude(_) | Verb::SyncDeleteListing { .. }
+        Verb::SyncDelete
+            | Verb::SyncDeleteExclude(_)
+            | Verb::SyncDeleteListing { .. }
+            | Verb::SyncDeleteReport { .. }
     )
 }
 
@@ -464,7 +500,130 @@ fn write_plan_file(env: &Env, verb: Verb, src: &Side, dst: &Side, tree: &Tree) {
             }
             std::fs::write(&path, lines.join("\n") + "\n").unwrap();
         }
+        Verb::SyncDeleteReport { cut, in_bucket } => {
+            let at = write_report(env, src, tree, cut, in_bucket);
+            std::fs::write(&path, at).unwrap();
+        }
         _ => {}
+    }
+}
+
+/// Writes an inventory report of the cloud side `src` holding `tree` (two
+/// data files, keys dealt alternately, so neither is in key order after
+/// the first), as its store writes one: in a folder beside the plan, or
+/// in `src`'s bucket beside its prefix. Returns the manifest's path or
+/// URL.
+fn write_report(env: &Env, src: &Side, tree: &Tree, cut: ReportCut, in_bucket: bool) -> String {
+    let Side::Cloud {
+        scheme,
+        bucket,
+        prefix,
+    } = src
+    else {
+        unreachable!("reports are of buckets")
+    };
+    let base = prefix.trim_end_matches("/src");
+    let s3 = *scheme == "s3";
+    let mut shards = [String::new(), String::new()];
+    if !s3 {
+        shards
+            .iter_mut()
+            .for_each(|t| t.push_str("bucket,name,size,updated\n"));
+    }
+    for (i, (k, v)) in tree.iter().rev().enumerate() {
+        let key = format!("{prefix}/{k}");
+        let row = if s3 {
+            let key = form_encode(&key);
+            format!(
+                "\"{bucket}\",\"{key}\",\"{}\",\"2026-11-19T10:00:00.000Z\"\n",
+                v.len()
+            )
+        } else {
+            let key = key.replace('"', "\"\"");
+            format!("{bucket},\"{key}\",{},2026-11-19T10:00:00Z\n", v.len())
+        };
+        shards[i % 2].push_str(&row);
+    }
+    let gz = |t: &str| {
+        use std::io::Write;
+        let mut w = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        w.write_all(t.as_bytes()).unwrap();
+        w.finish().unwrap()
+    };
+    let whole: Vec<Vec<u8>> = shards
+        .iter()
+        .map(|t| if s3 { gz(t) } else { t.clone().into_bytes() })
+        .collect();
+    let mut stored = whole.clone();
+    if cut == ReportCut::RowDropped {
+        let t = &shards[0];
+        let cut_at = t.trim_end_matches('\n').rfind('\n').map_or(0, |i| i + 1);
+        stored[0] = if s3 {
+            gz(&t[..cut_at])
+        } else {
+            t.as_bytes()[..cut_at].to_vec()
+        };
+    }
+    // The data files as the manifest names them, and the manifest.
+    let (names, manifest_name, manifest): (Vec<String>, &str, serde_json::Value) = if s3 {
+        let names: Vec<String> = (0..2)
+            .map(|i| format!("{base}/inv/data/f{i}.csv.gz"))
+            .collect();
+        let files: Vec<serde_json::Value> = names
+            .iter()
+            .zip(&whole)
+            .map(|(n, b)| serde_json::json!({"key": n, "size": b.len(), "MD5checksum": md5_hex(b)}))
+            .collect();
+        let m = serde_json::json!({"sourceBucket": bucket, "fileFormat": "CSV",
+            "fileSchema": "Bucket, Key, Size, LastModifiedDate", "files": files,
+            "creationTimestamp": "1795000000000"});
+        (names, "manifest.json", m)
+    } else {
+        let names: Vec<String> = (0..2).map(|i| format!("cfg_{i}.csv")).collect();
+        let m = serde_json::json!({"records_processed": tree.len(), "shard_count": 2,
+            "snapshot_time": "2026-11-20T00:00:00Z", "report_shards_file_names": names});
+        (names, "cfg_manifest.json", m)
+    };
+    let leaf = |n: &str| n.rsplit('/').next().unwrap().to_owned();
+    if in_bucket {
+        let store = env.store(scheme);
+        let put = |key: String, body: Vec<u8>| {
+            env.rt
+                .block_on(store.put(
+                    bucket,
+                    &key,
+                    bytes::Bytes::from(body),
+                    &PutOptions::default(),
+                ))
+                .unwrap();
+        };
+        for (n, b) in names.iter().zip(stored) {
+            put(
+                if s3 {
+                    n.clone()
+                } else {
+                    format!("{base}/inv/{n}")
+                },
+                b,
+            );
+        }
+        put(
+            format!("{base}/inv/{manifest_name}"),
+            manifest.to_string().into_bytes(),
+        );
+        format!("{scheme}://{bucket}/{base}/inv/{manifest_name}")
+    } else {
+        let dir = env
+            .local
+            .path()
+            .join(format!("{}.report", base.replace('/', "_")));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (n, b) in names.iter().zip(stored) {
+            std::fs::write(dir.join(leaf(n)), b).unwrap();
+        }
+        let m = dir.join(manifest_name);
+        std::fs::write(&m, manifest.to_string()).unwrap();
+        m.display().to_string()
     }
 }
 
@@ -473,6 +632,7 @@ fn command(env: &Env, verb: Verb, src: &Side, dst: &Side) -> Command {
     let (glob, into) = (format!("{s}/*"), format!("{s}/a/"));
     let (deep, own) = (format!("{s}/**"), format!("{s}/"));
     let file = plan_file(env, src).display().to_string();
+    let report: String;
     let pattern = match verb {
         Verb::SyncDeleteExclude(e) => e.pattern(),
         _ => String::new(),
@@ -481,6 +641,10 @@ fn command(env: &Env, verb: Verb, src: &Side, dst: &Side) -> Command {
         Verb::SyncDeleteExclude(_) => vec!["sync", "--delete", "--exclude", &pattern, &s, &d],
         Verb::SyncDeleteListing { .. } => {
             vec!["sync", "--delete", "--source-listing", &file, &s, &d]
+        }
+        Verb::SyncDeleteReport { .. } => {
+            report = std::fs::read_to_string(&file).unwrap();
+            vec!["sync", "--delete", "--source-listing", &report, &s, &d]
         }
         Verb::RunFile { .. } => vec!["run", &file],
         Verb::CpR => vec!["cp", "-r", &s, &d],
@@ -526,7 +690,9 @@ fn expected(verb: Verb, src: &Tree, before: &Tree) -> Tree {
             t.extend(src.clone());
             t
         }
-        Verb::SyncDelete | Verb::SyncDeleteListing { .. } => src.clone(),
+        Verb::SyncDelete | Verb::SyncDeleteListing { .. } | Verb::SyncDeleteReport { .. } => {
+            src.clone()
+        }
         Verb::SyncDeleteExclude(e) => {
             let mut t: Tree = before
                 .iter()
@@ -586,7 +752,11 @@ fn run_plan(env: &Env, rng: &mut StdRng, n: usize) -> String {
         verb = Verb::MvR;
     }
     // A listing file stands for a bucket's listing (a folder is walked).
-    if matches!(verb, Verb::SyncDeleteListing { .. }) && kinds.0 == 0 {
+    if matches!(
+        verb,
+        Verb::SyncDeleteListing { .. } | Verb::SyncDeleteReport { .. }
+    ) && kinds.0 == 0
+    {
         verb = Verb::SyncDelete;
     }
     let base = format!("p{n}-{}", rng.random::<u32>());
@@ -688,7 +858,12 @@ fn run_plan(env: &Env, rng: &mut StdRng, n: usize) -> String {
     // glob moved into what it reads. Other plans from an empty source may
     // succeed doing nothing or fail ("matched no objects"); either way
     // nothing changes.
-    if tree.is_empty() && matches!(verb, Verb::SyncDeleteListing { .. } | Verb::RunFile { .. }) {
+    if tree.is_empty()
+        && matches!(
+            verb,
+            Verb::SyncDeleteListing { .. } | Verb::RunFile { .. } | Verb::SyncDeleteReport { .. }
+        )
+    {
         // No listing or run file was made: nothing to run.
         return label;
     }
@@ -836,7 +1011,7 @@ fn random_plans_keep_sources_and_make_exact_copies() {
     let plans: usize = std::env::var("SHOAL_PLANS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(30);
+        .unwrap_or(60);
     eprintln!("random plans: seed {seed} (replay: SHOAL_PLAN_SEED={seed}), {plans} plans");
     let mut rng = StdRng::seed_from_u64(seed);
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -859,11 +1034,16 @@ fn random_plans_keep_sources_and_make_exact_copies() {
         s3_bucket,
         local: tempfile::tempdir().unwrap(),
     };
+    let mut by_verb = BTreeMap::<String, usize>::new();
     for n in 0..plans {
         let label = run_plan(&env, &mut rng, n);
+        let verb = label.split_whitespace().nth(2).unwrap_or("");
+        *by_verb
+            .entry(verb.split(['(', '{']).next().unwrap().into())
+            .or_default() += 1;
         if n % 100 == 0 {
             eprintln!("seed {seed}: {label} ok");
         }
     }
-    eprintln!("random plans: seed {seed}, {plans} plans ok");
+    eprintln!("random plans: seed {seed}, {plans} plans ok: {by_verb:?}");
 }

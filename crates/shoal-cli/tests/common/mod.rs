@@ -442,3 +442,31 @@ pub fn open_s3_uploads(ep: &str, bucket: &str) -> Vec<(String, String)> {
 pub fn abort_s3_upload(ep: &str, bucket: &str, key: &str, id: &str) {
     curl_s3(ep, "DELETE", &format!("/{bucket}/{key}?uploadId={id}"));
 }
+
+/// S3 Inventory's key encoding: an HTML form's (space is `+`).
+pub fn form_encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'*' | b'/' => {
+                out.push(b as char)
+            }
+            b' ' => out.push('+'),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+pub fn md5_hex(bytes: &[u8]) -> String {
+    // The conformance of the report is checked by shoal; the test writes
+    // the MD5 with the system's md5sum, as a report's maker would.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("x");
+    std::fs::write(&f, bytes).unwrap();
+    let out = std::process::Command::new("md5sum")
+        .arg(&f)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()[..32].to_owned()
+}
