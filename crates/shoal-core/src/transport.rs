@@ -436,7 +436,7 @@ impl Key {
 /// What the pool knows of one [`Key`]'s connections.
 #[derive(Default)]
 struct Host {
-    /// Ready connections, the most recently used last.
+    /// Connections not in use, the most recently used last.
     idle: Vec<(Sender, Instant)>,
     /// Requests waiting for a connection, oldest first.
     waiters: VecDeque<oneshot::Sender<Result<Sender, SendError>>>,
@@ -552,8 +552,11 @@ impl Pool {
             let host = hosts.entry(key.clone()).or_default();
             let now = Instant::now();
             while let Some((s, at)) = host.idle.pop() {
-                // A stale or closing one is dropped here, which closes it.
-                if s.is_ready() && now.duration_since(at) < self.idle_timeout {
+                // A stale or closed one is dropped here, which closes it.
+                // Not `!is_ready()`: a connection whose task has not run
+                // yet (made while its request was served by another) is
+                // not "ready" but good; `send` waits for it to be.
+                if !s.is_closed() && now.duration_since(at) < self.idle_timeout {
                     return Ok(s);
                 }
             }
