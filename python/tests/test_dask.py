@@ -451,7 +451,7 @@ def test_inventory_reports_read_from_their_bucket(client, s3_bucket, gs_bucket):
     shoal.put(f"{s3_bucket}/inv/src/cfg/data/f1.csv.gz", gzip.compress(b'"src","x","1",""\n'))
     with pytest.raises(ValueError, match="manifest"):
         sd.inventory_bag(m)
-    for bad, why in [("inv/src/cfg/data/missing.csv.gz", "."), ("inv/..", "cannot be saved")]:
+    for bad, why in [("inv/src/cfg/data/missing.csv.gz", "missing.csv.gz, which is not there"), ("inv/..", "cannot be saved")]:
         shoal.put(m, json.dumps(dict(manifest, files=[dict(files[0], key=bad)])).encode())
         with pytest.raises((FileNotFoundError, ValueError), match=why):
             sd.inventory_bag(m)

@@ -314,9 +314,11 @@ fn sync_plans_from_a_parquet_report_kept_in_its_bucket() {
         r.stderr
     );
     // A manifest naming a file the bucket does not hold, or a name that
-    // would leave the copy's folder: refused, nothing copied.
+    // would leave the copy's folder: refused, nothing copied, the error
+    // naming the manifest the user gave.
+    let missing = format!("names s3://{bucket}/inv/none.parquet, which is not there");
     for (key, why) in [
-        ("inv/none.parquet", "not found"),
+        ("inv/none.parquet", missing.as_str()),
         ("inv/..", "cannot be saved"),
     ] {
         let mut bad = files[0].clone();
@@ -324,7 +326,8 @@ fn sync_plans_from_a_parquet_report_kept_in_its_bucket() {
         let m = manifest(&[bad]);
         let r = cli(&["sync", "--source-listing", &m, &src, &dst2]);
         assert_ne!(r.code, 0, "{}", r.stderr);
-        assert!(r.stderr.to_lowercase().contains(why), "{why}: {}", r.stderr);
+        assert!(r.stderr.contains(why), "{why}: {}", r.stderr);
+        assert!(r.stderr.contains(&m), "{}", r.stderr);
     }
     assert!(names(s3, &dst2).is_empty());
     // A listing in a bucket that is not a report's manifest.

@@ -121,11 +121,29 @@ fn open_with(path: &Path, at: &str, check: bool, find: Find) -> Result<Report> {
     let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
     let v: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| bad(&at, format!("not an inventory manifest (JSON): {e}")))?;
-    let dir = path.parent().unwrap_or(Path::new("."));
+    open_value(
+        &v,
+        path.parent().unwrap_or(Path::new(".")),
+        &at,
+        check,
+        find,
+    )
+}
+
+/// The report whose manifest `v` (already parsed) has its data files
+/// below `dir`.
+fn open_value(
+    v: &serde_json::Value,
+    dir: &Path,
+    at: &str,
+    check: bool,
+    find: Find,
+) -> Result<Report> {
+    let at = at.to_owned();
     if v.get("fileSchema").is_some() || v.get("sourceBucket").is_some() {
-        open_s3(&at, dir, &v, check, find)
+        open_s3(&at, dir, v, check, find)
     } else if v.get("report_shards_file_names").is_some() {
-        open_gcs(&at, dir, &v, check, find)
+        open_gcs(&at, dir, v, check, find)
     } else {
         Err(bad(
             &at,

@@ -4,10 +4,10 @@
 //! once: checked whole, then sorted or cut into partitions), so a report
 //! named by URL is first copied into a folder of its own: a new temporary
 //! folder (private to this user, named at random, removed when the
-//! [`Fetched`] is dropped), the manifest and each data file downloaded
-//! into it by the engine's downloader (checksums verified, each file
-//! renamed into place only once whole). Then it is opened as a local
-//! report, with every check that implies.
+//! [`Fetched`] is dropped), each data file downloaded into it by the
+//! engine's downloader (checksums verified, each file renamed into place
+//! only once whole). The manifest is read once, into memory, and the
+//! report opened from it as a local one is, with every check that implies.
 //!
 //! Where the data files are: S3 Inventory's `files[].key` are keys in the
 //! manifest's own bucket (the report's destination bucket); a GCS
@@ -23,9 +23,9 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use shoal_core::retry::RetryPolicy;
-use shoal_core::{Error, Location, Op, Result, Store};
+use shoal_core::{Error, ErrorKind, Location, Op, Result, Store};
 
-use super::{Report, bad, open_with};
+use super::{Report, bad, open_value};
 use crate::Run;
 
 /// Data files downloaded at once (each by slices of its own when big).
@@ -173,20 +173,27 @@ pub async fn fetch(
             async move {
                 crate::download::download_to_file(store, &u, &dest, run, policy)
                     .await
-                    .map_err(|e| e.with_url(u.to_string()))
+                    .map_err(|e| match e.kind() {
+                        // Said of the manifest, which is what the user gave.
+                        ErrorKind::NotFound => bad(
+                            &manifest.to_string(),
+                            format!(
+                                "names {u}, which is not there (is the report still being written?)"
+                            ),
+                        ),
+                        _ => e.with_url(u.to_string()),
+                    })
             }
         })
         .buffer_unordered(AT_ONCE);
     while let Some(r) = copies.next().await {
         r?;
     }
-    let path = dir.path().join("manifest.json");
-    std::fs::write(&path, &text).map_err(|e| Error::io(Op::Read, path.display().to_string(), e))?;
     let find = |d: &Path, key: &str| -> Option<PathBuf> {
         let p = d.join(local_name(key)?);
         (only.is_some() || p.is_file()).then_some(p)
     };
-    let report = open_with(&path, &at, only.is_none(), &find)?;
+    let report = open_value(&v, dir.path(), &at, only.is_none(), &find)?;
     Ok(Fetched {
         report,
         urls,
