@@ -38,6 +38,11 @@ two versions. Errors are Python's: a missing object ``FileNotFoundError``,
 a refused one ``PermissionError``, each naming the URL; a damaged parquet
 file is pyarrow's ``ArrowInvalid``.
 
+A script may end right after its read: pyarrow releases the read's files
+on its own threads after ``read_table`` returns, which aborted the
+interpreter at exit about half the time; exit waits for them
+(``shoal._exit``).
+
 Writing (``open_output_stream``) uploads on close through shoal's
 multipart path; moves, appends and directory removal are refused: object
 stores have no such operations worth pretending.
@@ -53,7 +58,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from . import _shoal
+from . import _exit, _shoal
 from ._session import resolve
 
 #: A file this small is read whole on its first read (one request,
@@ -254,6 +259,7 @@ class ShoalInputFile(io.RawIOBase):
         # (start, bytes) of the footer or whole file read on the first read.
         self._held: tuple[int, bytes] | None = None
         self._first = True
+        _exit.track(self)  # pyarrow releases it on its own threads
 
     def readable(self) -> bool:
         return True

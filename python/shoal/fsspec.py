@@ -81,7 +81,7 @@ from fsspec.utils import other_paths
 from glob import has_magic
 from fsspec.spec import AbstractBufferedFile
 
-from . import _shoal
+from . import _exit, _shoal
 from ._api import _split_shape, presign, write_keywords
 from ._session import resolve
 
@@ -761,6 +761,7 @@ class ShoalFile(AbstractBufferedFile):
             self._details = details
             kwargs["size"] = details["size"]
         super().__init__(fs, path, mode, **kwargs)
+        _exit.track(self)  # pyarrow may release it on its own threads
 
     def __del__(self) -> None:
         if self._wrapped and not self.closed:
