@@ -9,11 +9,17 @@ middle of C++ code, and the process aborts ("terminate called without an
 active exception", exit 134) after all its work was done: half the time,
 on a 2-core machine, for a script that ends right after its read.
 
-So each file shoal hands out is counted while it lives, and at exit
-(``atexit`` runs before finalization, while threads can still take the
-GIL) the interpreter waits, the GIL released, until those are gone: until
-none is left, or none went for :data:`QUIET` seconds (a file the program
-itself still holds), and never longer than :data:`LIMIT` seconds.
+The same holds for a filesystem's handler: a script that drops its
+``shoal.arrow.filesystem()`` (a local variable of a function that
+returned) leaves pyarrow's threads to release the last of it.
+
+So each file shoal hands out is counted while it lives, and each handler
+while it outlives the filesystem object Python held (pyarrow's threads
+hold it then); at exit (``atexit`` runs before finalization, while
+threads can still take the GIL) the interpreter waits, the GIL released,
+until those are gone: until none is left, or none went for :data:`QUIET`
+seconds (something the program itself still holds), and never longer
+than :data:`LIMIT` seconds.
 """
 
 from __future__ import annotations
@@ -50,10 +56,37 @@ def track(obj: object) -> None:
     fin.atexit = False
 
 
-def live() -> int:
-    """Files handed out and not yet collected."""
+def _went() -> None:
+    global _gone_count
     with _lock:
-        return _live
+        _gone_count += 1
+
+
+#: (handler, filesystem) weak pairs from :func:`track_filesystem`.
+_filesystems: list[tuple[weakref.ref, weakref.ref]] = []
+
+
+def track_filesystem(handler: object, fs: object) -> None:
+    """Counts ``handler`` as pyarrow's to release once the Python object
+    ``fs`` (the ``PyFileSystem`` holding it) is gone and it is not."""
+    with _lock:
+        _filesystems.append((weakref.ref(handler), weakref.ref(fs)))
+    fin = weakref.finalize(handler, _went)
+    fin.atexit = False
+
+
+def _held_by_pyarrow() -> int:
+    """Handlers alive whose filesystem object Python has dropped (the
+    lock held); forgets the ones collected."""
+    _filesystems[:] = [(h, f) for h, f in _filesystems if h() is not None]
+    return sum(1 for _, f in _filesystems if f() is None)
+
+
+def live() -> int:
+    """Files handed out and not yet collected, and handlers only
+    pyarrow's threads still hold."""
+    with _lock:
+        return _live + _held_by_pyarrow()
 
 
 def wait(quiet: float = QUIET, limit: float = LIMIT) -> int:
@@ -63,7 +96,7 @@ def wait(quiet: float = QUIET, limit: float = LIMIT) -> int:
     last_gone, since = -1, start
     while True:
         with _lock:
-            n, gone = _live, _gone_count
+            n, gone = _live + _held_by_pyarrow(), _gone_count
         now = time.monotonic()
         if gone != last_gone:
             last_gone, since = gone, now

@@ -83,7 +83,10 @@ def filesystem(store: str | None = None, *, session: _shoal.Session | None = Non
     ``session=``."""
     if store not in (None, "gs", "s3"):
         raise ValueError(f"store must be 'gs', 's3' or None, not {store!r}")
-    return pafs.PyFileSystem(ShoalHandler(resolve(session, options), store))
+    handler = ShoalHandler(resolve(session, options), store)
+    fs = pafs.PyFileSystem(handler)
+    _exit.track_filesystem(handler, fs)
+    return fs
 
 
 def _url(path: str, store: str | None = None) -> str:

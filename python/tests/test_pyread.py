@@ -197,19 +197,30 @@ def test_exit_waits_for_the_files_pyarrow_still_holds():
     go.set()
     assert _exit.wait(quiet=60, limit=60) == before
     t.join()
+    # A handler counts only while it outlives its filesystem object.
+    handler, fs = File(), File()
+    _exit.track_filesystem(handler, fs)
+    assert _exit.live() == before
+    del fs
+    assert _exit.live() == before + 1
+    del handler
+    assert _exit.live() == before
 
 
 @pytest.mark.parametrize("how", ["arrow", "fsspec"])
 def test_a_script_that_ends_right_after_a_read_exits_cleanly(dataset, how):
-    """pyarrow releases a read's files on its own threads after read_table
-    returns; one released while the interpreter finalizes aborted the
-    process (exit 134) about half the time. Six runs: all must exit 0."""
+    """pyarrow releases a read's files (and a dropped filesystem's handler)
+    on its own threads after read_table returns; one released while the
+    interpreter finalizes aborted the process (exit 134) about half the
+    time. Six runs: all must exit 0."""
     import subprocess
     import sys
 
     bucket, _ = dataset
     fs = "shoal.arrow.filesystem()" if how == "arrow" else "shoal.fsspec.ShoalFileSystem()"
     path = f"{bucket}/ds/" if how == "arrow" else f"{bucket.replace('://', '/', 1)}/ds/"
-    script = f"import pyarrow.parquet as pq, shoal.arrow, shoal.fsspec\nt = pq.read_table({path!r}, filesystem={fs}, columns=['x'])\nassert t.num_rows == 360_000\n"
+    # The filesystem dropped when the function returns: pyarrow's threads
+    # release the last of it too.
+    script = f"import pyarrow.parquet as pq, shoal.arrow, shoal.fsspec\ndef read():\n    fs = {fs}\n    return pq.read_table({path!r}, filesystem=fs, columns=['x'])\nassert read().num_rows == 360_000\n"
     codes = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True) for _ in range(6)]
     assert [c.returncode for c in codes] == [0] * 6, [c.stderr[-300:] for c in codes if c.returncode]
