@@ -30,7 +30,7 @@ import time
 import weakref
 
 #: Seconds without a file going before exit stops waiting.
-QUIET = 0.25
+QUIET = 0.05
 #: Seconds exit waits at most.
 LIMIT = 5.0
 
