@@ -20,12 +20,16 @@ threads can still take the GIL) the interpreter waits, the GIL released,
 until those are gone: until none is left, or none went for :data:`QUIET`
 seconds (something the program itself still holds), and never longer
 than :data:`LIMIT` seconds.
+
+No lock: the table below changes only by single dict operations, which
+the GIL makes atomic, and its entries leave from weakref callbacks, which
+the garbage collector may run anywhere (a lock taken there could be the
+one the interrupted code holds).
 """
 
 from __future__ import annotations
 
 import atexit
-import threading
 import time
 import weakref
 
@@ -34,72 +38,43 @@ QUIET = 0.05
 #: Seconds exit waits at most.
 LIMIT = 5.0
 
-_lock = threading.Lock()
-_live = 0
-_gone_count = 0
+#: What is tracked: (the object, the owner whose loss hands it to
+#: pyarrow, or None), under a token of its own; an entry leaves when its
+#: object is collected.
+_tracked: dict[object, tuple[weakref.ref, weakref.ref | None]] = {}
 
 
-def _gone() -> None:
-    global _live, _gone_count
-    with _lock:
-        _live -= 1
-        _gone_count += 1
-
-
-def track(obj: object) -> None:
-    """Counts ``obj`` as live until it is collected."""
-    global _live
-    with _lock:
-        _live += 1
-    fin = weakref.finalize(obj, _gone)
-    # Not at exit: a file still alive then is what the wait is for.
-    fin.atexit = False
-
-
-def _went() -> None:
-    global _gone_count
-    with _lock:
-        _gone_count += 1
-
-
-#: (handler, filesystem) weak pairs from :func:`track_filesystem`.
-_filesystems: list[tuple[weakref.ref, weakref.ref]] = []
+def track(obj: object, owner: object | None = None) -> None:
+    """Counts ``obj`` while it is alive (and, given ``owner``, only once
+    ``owner`` is gone)."""
+    token = object()
+    ref = weakref.ref(obj, lambda _, t=token: _tracked.pop(t, None))
+    _tracked[token] = (ref, None if owner is None else weakref.ref(owner))
 
 
 def track_filesystem(handler: object, fs: object) -> None:
     """Counts ``handler`` as pyarrow's to release once the Python object
     ``fs`` (the ``PyFileSystem`` holding it) is gone and it is not."""
-    with _lock:
-        _filesystems.append((weakref.ref(handler), weakref.ref(fs)))
-    fin = weakref.finalize(handler, _went)
-    fin.atexit = False
-
-
-def _held_by_pyarrow() -> int:
-    """Handlers alive whose filesystem object Python has dropped (the
-    lock held); forgets the ones collected."""
-    _filesystems[:] = [(h, f) for h, f in _filesystems if h() is not None]
-    return sum(1 for _, f in _filesystems if f() is None)
+    track(handler, fs)
 
 
 def live() -> int:
     """Files handed out and not yet collected, and handlers only
     pyarrow's threads still hold."""
-    with _lock:
-        return _live + _held_by_pyarrow()
+    return sum(1 for obj, owner in _tracked.copy().values() if obj() is not None and (owner is None or owner() is None))
 
 
 def wait(quiet: float = QUIET, limit: float = LIMIT) -> int:
-    """Waits until no tracked file is alive, or none went for ``quiet``
-    seconds, at most ``limit`` seconds; returns how many are left."""
-    start = time.monotonic()
-    last_gone, since = -1, start
+    """Waits until nothing tracked is alive, or nothing went for
+    ``quiet`` seconds, at most ``limit`` seconds; returns how many are
+    left."""
+    start = since = time.monotonic()
+    last = live()
     while True:
-        with _lock:
-            n, gone = _live + _held_by_pyarrow(), _gone_count
-        now = time.monotonic()
-        if gone != last_gone:
-            last_gone, since = gone, now
+        n, now = live(), time.monotonic()
+        if n < last:
+            since = now
+        last = n
         if n <= 0 or now - since >= quiet or now - start >= limit:
             return n
         time.sleep(0.005)

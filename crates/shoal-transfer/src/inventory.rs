@@ -117,17 +117,10 @@ type Find<'a> = &'a dyn Fn(&Path, &str) -> Option<PathBuf>;
 /// Opens the manifest at `path`, named `at` in errors (its URL when it
 /// was fetched from a bucket).
 fn open_with(path: &Path, at: &str, check: bool, find: Find) -> Result<Report> {
-    let at = at.to_owned();
     let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
     let v: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| bad(&at, format!("not an inventory manifest (JSON): {e}")))?;
-    open_value(
-        &v,
-        path.parent().unwrap_or(Path::new(".")),
-        &at,
-        check,
-        find,
-    )
+        .map_err(|e| bad(at, format!("not an inventory manifest (JSON): {e}")))?;
+    open_value(&v, path.parent().unwrap_or(Path::new(".")), at, check, find)
 }
 
 /// The report whose manifest `v` (already parsed) has its data files
@@ -139,14 +132,13 @@ fn open_value(
     check: bool,
     find: Find,
 ) -> Result<Report> {
-    let at = at.to_owned();
     if v.get("fileSchema").is_some() || v.get("sourceBucket").is_some() {
-        open_s3(&at, dir, v, check, find)
+        open_s3(at, dir, v, check, find)
     } else if v.get("report_shards_file_names").is_some() {
-        open_gcs(&at, dir, v, check, find)
+        open_gcs(at, dir, v, check, find)
     } else {
         Err(bad(
-            &at,
+            at,
             "neither an S3 Inventory manifest (sourceBucket, fileSchema, files) nor a GCS inventory report manifest (report_shards_file_names)",
         ))
     }
