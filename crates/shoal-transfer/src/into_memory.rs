@@ -39,12 +39,20 @@ use crate::verify::{Expected, Received, Verified};
 
 /// What a read into memory gave.
 #[derive(Debug)]
-pub struct Read {
+pub struct Read<B = Vec<u8>> {
     /// The bytes asked for.
-    pub bytes: Vec<u8>,
+    pub bytes: B,
     /// How they were checked: a range is [`Verified::SizeOnly`].
     pub verified: Verified,
 }
+
+/// Memory a read fills: made by the caller once the read's length is
+/// known, so the bytes land where the caller keeps them (Python's
+/// `shoal.cat` fills a new `bytes` object and hands it over as it is:
+/// copying 18 MiB into fresh memory costs about as long as receiving it).
+pub trait Buffer: AsRef<[u8]> + AsMut<[u8]> + Send + 'static {}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]> + Send + 'static> Buffer for T {}
 
 /// The bytes `[start, end)` of the object at `loc` (Python's slice rules:
 /// None is an edge, a negative number counts from the end), pinned to
@@ -60,6 +68,25 @@ pub async fn read_into_memory(
     run: &Run,
     policy: RetryPolicy,
 ) -> Result<Read> {
+    read_into(store, loc, start, end, pinned, run, policy, |n| {
+        Ok(vec![0u8; n])
+    })
+    .await
+}
+
+/// [`read_into_memory`], the bytes put in the buffer `alloc` makes for
+/// the read's length (its exact length; an error from it ends the read).
+#[allow(clippy::too_many_arguments)]
+pub async fn read_into<B: Buffer>(
+    store: Arc<dyn Store>,
+    loc: &Location,
+    start: Option<i64>,
+    end: Option<i64>,
+    pinned: Option<&ObjectVersion>,
+    run: &Run,
+    policy: RetryPolicy,
+    alloc: impl FnOnce(usize) -> Result<B>,
+) -> Result<Read<B>> {
     let url = loc.to_string();
     let first = match (start, end) {
         (Some(a), Some(b)) if a >= 0 && b > a => {
@@ -106,12 +133,25 @@ pub async fn read_into_memory(
     } else {
         Expected::None
     };
-    let (buf, got) = read_slices(
+    let mut buf = alloc((b - a) as usize)?;
+    if buf.as_ref().len() != (b - a) as usize {
+        return Err(Error::new(
+            ErrorKind::Io,
+            Op::Download,
+            &url,
+            format!(
+                "a buffer of {} bytes was given for {} bytes",
+                buf.as_ref().len(),
+                b - a
+            ),
+        ));
+    }
+    let got = read_slices(
         &store,
         loc,
         &url,
         &slices,
-        (b - a) as usize,
+        buf.as_mut(),
         meta.version.clone(),
         first_body,
         policy,
@@ -315,8 +355,8 @@ async fn head_pinned(
     Ok(meta)
 }
 
-/// Reads `slices` (together `len` bytes, in order) in parallel into one
-/// buffer, each into its own part, hashed as `expected` says when given;
+/// Reads `slices` (together `buf`'s length, in order) in parallel into
+/// `buf`, each into its own part, hashed as `expected` says when given;
 /// `first_body` is the first slice's already-open body.
 #[allow(clippy::too_many_arguments)]
 async fn read_slices(
@@ -324,14 +364,13 @@ async fn read_slices(
     loc: &Location,
     url: &str,
     slices: &[(u64, u64)],
-    len: usize,
+    buf: &mut [u8],
     version: Option<ObjectVersion>,
     mut first_body: Option<BoxByteStream>,
     policy: RetryPolicy,
     expected: Option<&Expected>,
-) -> Result<(Vec<u8>, Vec<Received>)> {
-    let mut buf = vec![0u8; len];
-    let mut rest: &mut [u8] = &mut buf;
+) -> Result<Vec<Received>> {
+    let mut rest: &mut [u8] = buf;
     let mut parts = Vec::with_capacity(slices.len());
     for &(s0, s1) in slices {
         let (mine, tail) = std::mem::take(&mut rest).split_at_mut((s1 - s0) as usize);
@@ -352,7 +391,7 @@ async fn read_slices(
     for r in futures::future::join_all(parts).await {
         got.push(r.map_err(|e| e.with_url(url))?);
     }
-    Ok((buf, got))
+    Ok(got)
 }
 
 /// Copies `body` into `buf` (its exact length), hashing it into `sums`.
@@ -553,6 +592,34 @@ mod tests {
         assert_eq!(got[5].as_ref().ok().cloned(), want(SIZE - 3, SIZE));
         assert_eq!(got[6].as_ref().ok().cloned(), want(SIZE - 2, SIZE + 50));
         let _ = loc;
+    }
+
+    /// A caller's buffer is made for the read's length once that is
+    /// known (a range past the end is cut to the object), filled in
+    /// parallel slices and verified whole; one of the wrong length is an
+    /// error, not a panic.
+    #[tokio::test]
+    async fn a_read_fills_the_buffer_its_caller_makes() {
+        let (mem, loc) = store_with("k", &PutOptions::default()).await;
+        let store: Arc<dyn Store> = mem.clone();
+        let asked = std::sync::Mutex::new(Vec::new());
+        let alloc = |n: usize| {
+            asked.lock().unwrap().push(n);
+            Ok(vec![7u8; n].into_boxed_slice())
+        };
+        let (p, run) = (RetryPolicy::default(), run());
+        let r = read_into(store.clone(), &loc, None, None, None, &run, p, alloc).await;
+        let r = r.unwrap();
+        assert_eq!(&r.bytes[..], &body()[..]);
+        assert_eq!(r.verified, Verified::Crc32c);
+        let end = Some(SIZE as i64 + 99);
+        let r = read_into(store.clone(), &loc, Some(10), end, None, &run, p, alloc).await;
+        assert_eq!(&r.unwrap().bytes[..], &body()[10..]);
+        assert_eq!(*asked.lock().unwrap(), [SIZE, SIZE - 10]);
+        let short = |n: usize| Ok(vec![0u8; n - 1]);
+        let e = read_into(store, &loc, Some(0), Some(100), None, &run, p, short).await;
+        let e = e.unwrap_err().to_string();
+        assert!(e.contains("a buffer of 99 bytes was given for 100"), "{e}");
     }
 
     /// Small objects and ranges of them, whole or known, and empty ones.

@@ -223,19 +223,19 @@ impl Expected {
     /// combine, is computed over the buffer (on the blocking pool: it is
     /// the one pass over the bytes not made as they arrived). Gives the
     /// buffer back.
-    pub(crate) async fn check_buffer(
+    pub(crate) async fn check_buffer<B: AsRef<[u8]> + Send + 'static>(
         &self,
         got: &Received,
-        buf: Vec<u8>,
+        buf: B,
         op: Op,
         url: &str,
-    ) -> Result<(Verified, Vec<u8>)> {
+    ) -> Result<(Verified, B)> {
         if !matches!(self, Expected::Md5(_)) {
             return Ok((self.check(got, op, url, "")?, buf));
         }
         let (mine, buf) = tokio::task::spawn_blocking(move || {
             use md5::Digest;
-            let mine: [u8; 16] = md5::Md5::digest(&buf).into();
+            let mine: [u8; 16] = md5::Md5::digest(buf.as_ref()).into();
             (mine, buf)
         })
         .await
