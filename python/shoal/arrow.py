@@ -30,7 +30,12 @@ fsspec bridge:
 - The footer comes with the first read, and a file of at most
   :data:`WHOLE` bytes is read whole on its first read, so it costs one
   request and is verified against the store's checksum as ``shoal cat``
-  verifies (CRC32C, CRC32, CRC64NVME, composite, MD5).
+  verifies (CRC32C, CRC32, CRC64NVME, composite, MD5). Those first
+  bytes are kept for the next open of the same version (at most
+  :data:`TAILS` bytes in all): Arrow opens a dataset's first file twice,
+  for its schema and then for its rows, and reads the footer each time.
+- A read's bytes are the ``bytes`` object the engine filled, the GIL
+  released: nothing is copied on the way to Arrow.
 
 Every read of an open file is pinned to the version it was opened at: an
 object replaced meanwhile raises ``shoal.ChangedError`` rather than mixing
@@ -67,6 +72,9 @@ from ._session import resolve
 WHOLE = 1 << 20
 #: What Arrow's parquet reader asks for first (its default footer read).
 FOOTER = 64 << 10
+#: Bytes of first reads (footers, small files) kept for later opens of
+#: the same version of the same object.
+TAILS = 4 << 20
 #: Seconds a listing's or stat's size and version serve opens: long enough
 #: for a dataset's discovery and read (Arrow opens the first file twice),
 #: short enough that a long-lived filesystem does not keep old listings.
@@ -112,6 +120,8 @@ class ShoalHandler(pafs.FileSystemHandler):
         # URL -> (size, version, when): what the last listing or stat
         # said, for opens within KEEP seconds.
         self._known: dict[str, tuple[int, str | None, float]] = {}
+        # URL -> (version, start, bytes) of a first read, oldest first.
+        self._tails: dict[str, tuple[str, int, bytes]] = {}
 
     def __reduce__(self) -> Any:
         return (ShoalHandler, (self.session, self.store))
@@ -201,11 +211,29 @@ class ShoalHandler(pafs.FileSystemHandler):
         if known is None or time.monotonic() - known[2] > KEEP:
             o = _shoal.stat(self.session, url)
             known = (o.size, o.version, 0.0)
-        return ShoalInputFile(self.session, url, known[0], known[1], self._forget)
+        f = ShoalInputFile(self.session, url, known[0], known[1], self._forget, self._tail)
+        with self._lock:
+            tail = self._tails.get(url)
+        if tail is not None and tail[0] == f.version:
+            f._held, f._first = (tail[1], tail[2]), False
+        return f
+
+    def _tail(self, url: str, version: str | None, at: int, data: bytes) -> None:
+        """Keeps a file's first read for the next open of ``version``."""
+        if version is None or len(data) > TAILS:
+            return
+        with self._lock:
+            self._tails.pop(url, None)
+            self._tails[url] = (version, at, data)
+            total = sum(len(t[2]) for t in self._tails.values())
+            while total > TAILS:
+                oldest = next(iter(self._tails))
+                total -= len(self._tails.pop(oldest)[2])
 
     def _forget(self, url: str) -> None:
         with self._lock:
             self._known.pop(url, None)
+            self._tails.pop(url, None)
 
     def open_input_file(self, path: str) -> pa.NativeFile:
         return pa.PythonFile(self._opened(path), mode="r")
@@ -251,9 +279,10 @@ class ShoalInputFile(io.RawIOBase):
     """One object as a seekable file for ``pyarrow.PythonFile``: each read
     is a ranged read of the version opened (see the module)."""
 
-    def __init__(self, session: _shoal.Session, url: str, size: int, version: str | None, forget: Any = None) -> None:
+    def __init__(self, session: _shoal.Session, url: str, size: int, version: str | None, forget: Any = None, keep: Any = None) -> None:
         super().__init__()
         self._forget = forget
+        self._keep = keep
         self.session = session
         self.url = url
         self._size = size
@@ -321,15 +350,21 @@ class ShoalInputFile(io.RawIOBase):
             if self._size <= WHOLE:
                 # Whole: one request, verified against the store's checksum.
                 data = _shoal.cat(self.session, self.url, None, None, self.version)
-                self._held = (0, data)
+                self._hold(0, data)
                 return data[start:end]
             if end > self._size - FOOTER:
                 # The footer read: the tail, kept for the metadata reads after.
                 at = min(start, self._size - FOOTER)
                 data = _shoal.cat(self.session, self.url, at, self._size, self.version)
-                self._held = (at, data)
+                self._hold(at, data)
                 return data[start - at : end - at]
         return _shoal.cat(self.session, self.url, start, end, self.version)
+
+
+    def _hold(self, at: int, data: bytes) -> None:
+        self._held = (at, data)
+        if self._keep is not None:
+            self._keep(self.url, self.version, at, data)
 
 
 def _changed() -> type:

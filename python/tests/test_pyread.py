@@ -55,6 +55,61 @@ class StatCounter:
         return sum(1 for u in self.urls if u.endswith((".parquet", ".bin")))
 
 
+class CatCounter:
+    """Records the reads (url, start, end) shoal's arrow files ask the
+    engine for."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.reads: list[tuple[str, int | None, int | None]] = []
+        real = _shoal.cat
+
+        def spy(session, url, start=None, end=None, version=None):
+            self.reads.append((url, start, end))
+            return real(session, url, start, end, version)
+
+        monkeypatch.setattr(_shoal, "cat", spy)
+
+
+def test_arrow_reads_a_footer_once_per_version(dataset, monkeypatch):
+    bucket, data = dataset
+    fs = shoal.arrow.filesystem()
+    url = f"{bucket}/ds/part-0.parquet"
+    fs.get_file_info(url)
+    cats = CatCounter(monkeypatch)
+    for _ in range(2):
+        with fs.open_input_file(url) as f:
+            assert f.read_at(8, len(data) - 8) == data[-8:]
+    # The second open took the first one's tail: one request.
+    assert len(cats.reads) == 1 and cats.reads[0][2] == len(data)
+    # A new version is read anew, never answered from the old one's tail.
+    new = parquet_bytes(rows=80_000)
+    shoal.put(url, new)
+    fs.get_file_info(url)
+    with fs.open_input_file(url) as f:
+        assert f.read_at(8, len(new) - 8) == new[-8:]
+    assert len(cats.reads) == 2
+    # A dataset read on a new filesystem (Arrow opens its first file
+    # twice, for the schema and for the rows): one footer read per file.
+    cats.reads.clear()
+    t = pq.read_table(f"{bucket}/ds/", filesystem=shoal.arrow.filesystem(), columns=["x"])
+    assert t.num_rows == 80_000 + 2 * 120_000
+    footers = [u for u, start, end in cats.reads if start is not None and end is not None and end - start == shoal.arrow.FOOTER]
+    assert sorted(footers) == [f"{bucket}/ds/part-{i}.parquet" for i in range(3)], cats.reads
+
+
+def test_cat_fills_the_bytes_it_returns(bucket):
+    body = bytes(range(256)) * 12_000
+    shoal.put(f"{bucket}/big.bin", body)
+    shoal.put(f"{bucket}/empty.bin", b"")
+    s = shoal.session()
+    assert _shoal.cat(s, f"{bucket}/big.bin") == body
+    assert _shoal.cat(s, f"{bucket}/big.bin", 7, 3_000_007) == body[7:3_000_007]
+    assert _shoal.cat(s, f"{bucket}/big.bin", 7, 9_000_007) == body[7:]
+    assert _shoal.cat(s, f"{bucket}/big.bin", -5) == body[-5:]
+    assert _shoal.cat(s, f"{bucket}/empty.bin") == b""
+    assert _shoal.cat(s, f"{bucket}/big.bin", 10, 10) == b""
+
+
 def test_arrow_filesystem_reads_a_dataset_as_users_write_it(dataset, monkeypatch):
     bucket, data = dataset
     fs = shoal.arrow.filesystem()
