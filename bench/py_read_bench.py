@@ -56,6 +56,13 @@ CLIENTS = {
 #: filesystem. No network and no server: what the interpreter, the imports
 #: and the decoding cost alone. Not a peer (left out of the ratios).
 FLOOR = "local-files"
+#: The other floor, also with ``--local``: the requests a parquet row needs
+#: (the listing, every footer, then the column chunks Arrow reads,
+#: coalesced as Arrow coalesces them), sent through shoal's engine all at
+#: once, nothing decoded. What the server alone costs for the row, after
+#: the same interpreter start and imports. Not a peer either.
+SERVER = "requests-only"
+FLOORS = (FLOOR, SERVER)
 
 # ---------------------------------------------------------------- child
 
@@ -109,6 +116,54 @@ def _fs(store: str, client: str):
     raise SystemExit(f"unknown client {client}")
 
 
+def _plan(local: str) -> dict:
+    """Per parquet row, the byte ranges its read needs, from the local
+    copy's metadata: every file's footer (Arrow reads the last 64 KiB),
+    and the column chunks of the columns and row groups it reads."""
+    import pyarrow.parquet as pq
+
+    files, rows = [], {"one_col": [], "all_cols": [], "filter": []}
+    for path in sorted(Path(local, "ds").glob("*.parquet")):
+        files.append((path.name, path.stat().st_size))
+        md = pq.read_metadata(path)
+        names = md.schema.names
+        for g in range(md.num_row_groups):
+            rg = md.row_group(g)
+            span = {}
+            for c in range(md.num_columns):
+                col = rg.column(c)
+                start = col.dictionary_page_offset or col.data_page_offset
+                span[names[c]] = (start, start + col.total_compressed_size)
+            rows["one_col"].append((path.name, *span["c03"]))
+            every = (min(a for a, _ in span.values()), max(b for _, b in span.values()))
+            rows["all_cols"].append((path.name, *every))
+            if rg.column(names.index("id")).statistics.min < 10_000:
+                rows["filter"].append((path.name, *every))
+    return {"files": files, "rows": rows}
+
+
+def _requests_only(store: str, row: str) -> str:
+    import pyarrow.dataset  # noqa: F401  what every parquet reader imports
+    import pyarrow.parquet  # noqa: F401
+
+    import shoal
+    from shoal import _shoal
+
+    plan = json.loads(Path(os.environ["PYREAD_PLAN"]).read_text())
+    s = shoal.session()
+    base = f"{store}://{BUCKET}/ds/"
+    _shoal.list_prefix(s, base, True, "full")
+    files = plan["files"]
+    got = _shoal.cat_ranges(s, [base + n for n, _ in files], [z - (64 << 10) for _, z in files], [z for _, z in files])
+    ranges = plan["rows"][row]
+    # Ranges of a file within 8 KiB joined, up to 32 MiB: Arrow's coalescing.
+    got += _shoal.cat_ranges(s, [base + n for n, _, _ in ranges], [a for _, a, _ in ranges], [b for _, _, b in ranges], None, 8 << 10)
+    bad = [g for g in got if not isinstance(g, bytes)]
+    if bad:
+        raise bad[0]
+    return f"ranges={len(files) + len(ranges)} bytes={sum(len(g) for g in got)}"
+
+
 def _table_check(t) -> str:
     import pyarrow.compute as pc
 
@@ -119,6 +174,12 @@ def _table_check(t) -> str:
 
 def child(store: str, row: str, client: str) -> None:
     t0 = time.perf_counter()
+    if client == SERVER:
+        if row not in ("one_col", "all_cols", "filter"):
+            print(json.dumps({"skip": True}))
+            return
+        print(json.dumps({"check": _requests_only(store, row), "inner": time.perf_counter() - t0}))
+        return
     fs, ds, small = _fs(store, client)
     if row in ("one_col", "all_cols", "filter"):
         import pyarrow.parquet as pq
@@ -196,14 +257,26 @@ def one(store: str, row: str, client: str) -> dict:
     if before and after:
         out["requests"] = after[0] - before[0]
         out["sent_mib"] = (after[1] - before[1]) / 2**20
-    if row == "dask":
+    if row == "dask" and "inner" in res:
         out["wall"] = res["inner"]  # the cluster's start-up excluded
     return out
 
 
 def run(args) -> None:
+    # shoal installed for development (`maturin develop`) is compiled from
+    # source on every import where PYTHONDONTWRITEBYTECODE is set (as on
+    # the bench machines: 11 ms a process), while the peers' wheels came
+    # with their .pyc files: compile it once, as pip does for a wheel.
+    import compileall
+
+    import shoal
+
+    compileall.compile_dir(str(Path(shoal.__file__).parent), quiet=1)
     if args.local:
         os.environ["PYREAD_LOCAL"] = str(Path(args.local).resolve())
+        plan = Path(args.local, "plan.json")
+        plan.write_text(json.dumps(_plan(args.local)))
+        os.environ["PYREAD_PLAN"] = str(plan.resolve())
     stores = args.stores.split(",")
     rows = args.rows.split(",")
     results: dict = {}
@@ -211,7 +284,7 @@ def run(args) -> None:
     for i in range(args.runs):
         for store in stores:
             for row in rows:
-                clients = CLIENTS[store][:] + ([FLOOR] if args.local else [])
+                clients = _clients(store, args)
                 # Interleaved, and the order turned each run.
                 k = i % len(clients)
                 for client in clients[k:] + clients[:k]:
@@ -222,6 +295,14 @@ def run(args) -> None:
                     print(store, row, client, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()}, flush=True)
     args.load.append(os.getloadavg()[0])
     write(results, stores, rows, args)
+
+
+def _clients(store: str, args) -> list[str]:
+    """The clients of a store's rows: ``--clients`` (when given) of the
+    peers, then the floors when ``--local`` is given."""
+    wanted = args.clients.split(",") if args.clients else None
+    peers = [c for c in CLIENTS[store] if wanted is None or c in wanted]
+    return peers + (list(FLOORS) if args.local else [])
 
 
 def _med(rs: list[dict], k: str) -> float | None:
@@ -249,10 +330,16 @@ def write(results: dict, stores: list[str], rows: list[str], args) -> None:
             "",
             f"`{FLOOR}`: the same reads of a local copy of the data (page cache) with pyarrow's local",
             "filesystem, in the same rotation: the floor without network or server, left out of the ratios.",
+            f"`{SERVER}`: the requests a parquet row needs (listing, footers, then the column chunks as",
+            "Arrow coalesces them), all at once through shoal's engine, nothing decoded, after the same",
+            "imports: the server's floor for the row, left out of the ratios too.",
         ]
     for store in stores:
-        clients = CLIENTS[store] + ([FLOOR] if args.local else [])
-        lines += [f"## {'S3 (MinIO)' if store == 's3' else 'GCS (fake-gcs-server)'}", ""]
+        clients = _clients(store, args)
+        title = "S3 (MinIO)" if store == "s3" else "GCS (fake-gcs-server)"
+        if args.append:  # a second table of the same rows: say how it differs
+            title += f", `--runs {args.runs}" + (f" --clients {args.clients}" if args.clients else "") + f"` (1-minute load {args.load[0]:.1f} before, {args.load[1]:.1f} after)"
+        lines += [f"## {title}", ""]
         lines.append("| read | " + " | ".join(clients) + " | shoal best ÷ best peer (wall / CPU) |")
         lines.append("|---|" + "---:|" * len(clients) + "---:|")
         for row in rows:
@@ -273,10 +360,10 @@ def write(results: dict, stores: list[str], rows: list[str], args) -> None:
                     cell += f"<br>{_med(rs, 'requests'):.0f} req, {_med(rs, 'sent_mib'):.0f} MiB"
                 cells.append(cell)
             ref = checks.get("pyarrow-S3") or checks.get("pyarrow-Gcs") or next(iter(checks.values()), None)
-            cells = [cell + (" ≠" if checks.get(c) not in (None, ref) else "") for c, cell in zip(clients, cells)]
+            cells = [cell + (" ≠" if c not in FLOORS and checks.get(c) not in (None, ref) else "") for c, cell in zip(clients, cells)]
             ratio = ""
             mine = [c for c in clients if c.startswith("shoal")]
-            peers = [c for c in clients if not c.startswith("shoal") and c != FLOOR]
+            peers = [c for c in clients if not c.startswith("shoal") and c not in FLOORS]
             for k in ("wall", "cpu"):
                 m = [_med(results.get((store, row, c), []), k) for c in mine]
                 p = [_med(results.get((store, row, c), []), k) for c in peers]
@@ -291,7 +378,8 @@ def write(results: dict, stores: list[str], rows: list[str], args) -> None:
     if args.append and out.exists():
         lines = out.read_text().splitlines() + [""] + lines[next(i for i, line in enumerate(lines) if line.startswith("## ")) :]
     out.write_text("\n".join(lines) + "\n")
-    (HERE / "results" / "py-read-raw.json").write_text(json.dumps({"|".join(k): v for k, v in results.items()}, indent=1))
+    raw = "py-read-raw-appended.json" if args.append else "py-read-raw.json"
+    (HERE / "results" / raw).write_text(json.dumps({"|".join(k): v for k, v in results.items()}, indent=1))
     print(f"wrote {out}")
 
 
@@ -305,7 +393,8 @@ def main() -> None:
     r.add_argument("--runs", type=int, default=5)
     r.add_argument("--stores", default="s3,gs")
     r.add_argument("--rows", default=",".join(ROWS))
-    r.add_argument("--append", action="store_true")
+    r.add_argument("--append", action="store_true", help="add the tables to bench/results/PY-READ.md instead of replacing it")
+    r.add_argument("--clients", default=None, help="only these clients (comma-separated; the floors come with --local)")
     r.add_argument("--local", default=None, help="the directory `setup` wrote: adds the local-files floor to each row")
     s = sub.add_parser("setup")
     s.add_argument("dir")
