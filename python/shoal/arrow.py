@@ -211,12 +211,10 @@ class ShoalHandler(pafs.FileSystemHandler):
         if known is None or time.monotonic() - known[2] > KEEP:
             o = _shoal.stat(self.session, url)
             known = (o.size, o.version, 0.0)
-        f = ShoalInputFile(self.session, url, known[0], known[1], self._forget, self._tail)
         with self._lock:
             tail = self._tails.get(url)
-        if tail is not None and tail[0] == f.version:
-            f._held, f._first = (tail[1], tail[2]), False
-        return f
+        held = tail[1:] if tail is not None and tail[0] == known[1] else None
+        return ShoalInputFile(self.session, url, known[0], known[1], self._forget, self._tail, held)
 
     def _tail(self, url: str, version: str | None, at: int, data: bytes) -> None:
         """Keeps a file's first read for the next open of ``version``."""
@@ -279,7 +277,10 @@ class ShoalInputFile(io.RawIOBase):
     """One object as a seekable file for ``pyarrow.PythonFile``: each read
     is a ranged read of the version opened (see the module)."""
 
-    def __init__(self, session: _shoal.Session, url: str, size: int, version: str | None, forget: Any = None, keep: Any = None) -> None:
+    def __init__(self, session: _shoal.Session, url: str, size: int, version: str | None, forget: Any = None, keep: Any = None, held: tuple[int, bytes] | None = None) -> None:
+        """``forget(url)`` is called when the object turned out replaced,
+        ``keep(url, version, start, bytes)`` with the first read; ``held``
+        is an earlier open's first read of this version."""
         super().__init__()
         self._forget = forget
         self._keep = keep
@@ -289,8 +290,8 @@ class ShoalInputFile(io.RawIOBase):
         self.version = version
         self._pos = 0
         # (start, bytes) of the footer or whole file read on the first read.
-        self._held: tuple[int, bytes] | None = None
-        self._first = True
+        self._held = held
+        self._first = held is None
         _exit.track(self)  # pyarrow releases it on its own threads
 
     def readable(self) -> bool:
@@ -359,7 +360,6 @@ class ShoalInputFile(io.RawIOBase):
                 self._hold(at, data)
                 return data[start - at : end - at]
         return _shoal.cat(self.session, self.url, start, end, self.version)
-
 
     def _hold(self, at: int, data: bytes) -> None:
         self._held = (at, data)
