@@ -61,25 +61,17 @@ class GilProbe(threading.Thread):
             self.late += max(0.0, time.perf_counter() - t - 0.0011)
 
 
-def needed(columns: list[str] | None, rg_filter: bool) -> int:
-    """Bytes of the column chunks a read needs, from the local copy's
-    metadata (the same files as uploaded)."""
+def needed(row: str) -> int:
+    """Bytes a parquet row's read needs: each file's footer (its metadata
+    and the 8 bytes after it) and the column chunks of the benchmark's
+    request plan (``py_read_bench._plan``), from the local copy (the same
+    files as uploaded)."""
     import pyarrow.parquet as pq
 
-    total = 0
-    d = os.environ.get("PYREAD_DATA", "/tmp/pyread-data") + "/ds"
-    for name in sorted(os.listdir(d)):
-        md = pq.ParquetFile(f"{d}/{name}").metadata
-        total += md.serialized_size + 8
-        for g in range(md.num_row_groups):
-            if rg_filter and g > 0:
-                continue
-            rg = md.row_group(g)
-            for c in range(rg.num_columns):
-                col = rg.column(c)
-                if columns is None or col.path_in_schema in columns or (rg_filter and col.path_in_schema == "id"):
-                    total += col.total_compressed_size
-    return total
+    d = os.environ.get("PYREAD_DATA", "/tmp/pyread-data")
+    plan = bench._plan(d)
+    footers = sum(pq.read_metadata(f"{d}/ds/{name}").serialized_size + 8 for name, _ in plan["files"])
+    return footers + sum(b - a for _, a, b in plan["rows"][row])
 
 
 def main() -> None:
@@ -105,7 +97,7 @@ def main() -> None:
         if row == "filter":
             kw["filters"] = [("id", "<", 10_000)]
         pq.read_table(ds, filesystem=fs, **kw)
-        need = needed(kw.get("columns"), row == "filter") if row != "all_cols" else needed(None, False)
+        need = needed(row)
     wall = time.perf_counter() - t0
     probe.stop = True
     probe.join()

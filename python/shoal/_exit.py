@@ -46,16 +46,11 @@ _tracked: dict[object, tuple[weakref.ref, weakref.ref | None]] = {}
 
 def track(obj: object, owner: object | None = None) -> None:
     """Counts ``obj`` while it is alive (and, given ``owner``, only once
-    ``owner`` is gone)."""
+    ``owner`` is gone: a handler counts once the ``PyFileSystem`` holding
+    it is gone and it is not)."""
     token = object()
     ref = weakref.ref(obj, lambda _, t=token: _tracked.pop(t, None))
     _tracked[token] = (ref, None if owner is None else weakref.ref(owner))
-
-
-def track_filesystem(handler: object, fs: object) -> None:
-    """Counts ``handler`` as pyarrow's to release once the Python object
-    ``fs`` (the ``PyFileSystem`` holding it) is gone and it is not."""
-    track(handler, fs)
 
 
 def live() -> int:

@@ -93,7 +93,7 @@ def filesystem(store: str | None = None, *, session: _shoal.Session | None = Non
         raise ValueError(f"store must be 'gs', 's3' or None, not {store!r}")
     handler = ShoalHandler(resolve(session, options), store)
     fs = pafs.PyFileSystem(handler)
-    _exit.track_filesystem(handler, fs)
+    _exit.track(handler, owner=fs)  # pyarrow's threads may release it last
     return fs
 
 
@@ -120,8 +120,10 @@ class ShoalHandler(pafs.FileSystemHandler):
         # URL -> (size, version, when): what the last listing or stat
         # said, for opens within KEEP seconds.
         self._known: dict[str, tuple[int, str | None, float]] = {}
-        # URL -> (version, start, bytes) of a first read, oldest first.
+        # URL -> (version, start, bytes) of a first read, oldest first,
+        # and their bytes in all.
         self._tails: dict[str, tuple[str, int, bytes]] = {}
+        self._tail_bytes = 0
 
     def __reduce__(self) -> Any:
         return (ShoalHandler, (self.session, self.store))
@@ -221,17 +223,21 @@ class ShoalHandler(pafs.FileSystemHandler):
         if version is None or len(data) > TAILS:
             return
         with self._lock:
-            self._tails.pop(url, None)
+            self._drop_tail(url)
             self._tails[url] = (version, at, data)
-            total = sum(len(t[2]) for t in self._tails.values())
-            while total > TAILS:
-                oldest = next(iter(self._tails))
-                total -= len(self._tails.pop(oldest)[2])
+            self._tail_bytes += len(data)
+            while self._tail_bytes > TAILS:
+                self._drop_tail(next(iter(self._tails)))
+
+    def _drop_tail(self, url: str) -> None:
+        gone = self._tails.pop(url, None)
+        if gone is not None:
+            self._tail_bytes -= len(gone[2])
 
     def _forget(self, url: str) -> None:
         with self._lock:
             self._known.pop(url, None)
-            self._tails.pop(url, None)
+            self._drop_tail(url)
 
     def open_input_file(self, path: str) -> pa.NativeFile:
         return pa.PythonFile(self._opened(path), mode="r")

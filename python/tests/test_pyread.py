@@ -254,7 +254,7 @@ def test_exit_waits_for_the_files_pyarrow_still_holds():
     t.join()
     # A handler counts only while it outlives its filesystem object.
     handler, fs = File(), File()
-    _exit.track_filesystem(handler, fs)
+    _exit.track(handler, owner=fs)
     assert _exit.live() == before
     del fs
     assert _exit.live() == before + 1
