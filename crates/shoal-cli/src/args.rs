@@ -353,6 +353,9 @@ pub(crate) struct RmArgs {
     /// Print what would be deleted (`would remove URL`), delete nothing.
     #[arg(long, short = 'n')]
     pub(crate) dry_run: bool,
+    /// Objects named that do not exist are not an error (as `rm -f`).
+    #[arg(long, short = 'f')]
+    pub(crate) force: bool,
     #[command(flatten)]
     pub(crate) matching: MatchFlags,
     /// With -r or a glob: names are keys below the prefix (a glob's: below its literal folder).
@@ -628,6 +631,21 @@ impl FilterFlags {
     /// Whether any rule was given.
     pub(crate) fn any(&self) -> bool {
         !self.include.is_empty() || !self.exclude.is_empty()
+    }
+
+    /// [`FilterFlags::filter`] for a command that deletes what the rules
+    /// admit: a rule read one way here and another by rsync and rclone is
+    /// refused ([`shoal_list::Filter::check_beside_delete`]).
+    pub(crate) fn filter_for_delete(
+        &self,
+    ) -> Result<Option<std::sync::Arc<shoal_list::Filter>>, crate::failure::Failure> {
+        let rules: Vec<shoal_list::Rule> = self
+            .exclude
+            .iter()
+            .map(|p| shoal_list::Rule::Exclude(p.clone()))
+            .collect();
+        shoal_list::Filter::check_beside_delete(&rules).map_err(crate::failure::Failure::Usage)?;
+        self.filter()
     }
 
     /// The compiled filter (None without rules); an invalid glob is a

@@ -188,6 +188,9 @@ fn cp_r_filters_both_ways() {
 
 /// `sync --delete --exclude`: excluded source files are not copied, and
 /// excluded destination files are neither compared, replaced nor deleted.
+/// A rule rsync and rclone read at any depth but shoal anchors
+/// (`logs/**`) is refused beside a delete, naming both spellings, with
+/// nothing changed.
 #[test]
 fn sync_filters_keep_excluded_destination_files() {
     for (base, scheme) in SERVERS {
@@ -214,7 +217,7 @@ fn sync_filters_keep_excluded_destination_files() {
                 "--exclude",
                 "*.log",
                 "--exclude",
-                "logs/**",
+                "/logs/**",
                 p(&src),
                 &dst,
             ],
@@ -226,6 +229,20 @@ fn sync_filters_keep_excluded_destination_files() {
         );
         assert_eq!(cat(base, &format!("{dst}keep.txt")), b"new keep");
         assert_eq!(cat(base, &format!("{dst}skip.log")), b"dest log");
+        for verb in [&["sync", "--delete"][..], &["rm", "-r"][..]] {
+            let mut args: Vec<&str> = verb.to_vec();
+            args.extend(["--exclude", "logs/**"]);
+            if verb[0] == "sync" {
+                args.push(p(&src));
+            }
+            args.push(&dst);
+            let r = run(with_args(base().unwrap(), &args));
+            r.assert_one_line_error(2, &["'/logs/**'", "'**/logs/**'", "rsync"]);
+            assert_eq!(
+                keys(base, &dst),
+                ["extra.log", "keep.txt", "logs/old.txt", "skip.log"]
+            );
+        }
     }
 }
 

@@ -100,3 +100,41 @@ fn a_server_without_batches_gets_single_deletes_after_one_refusal() {
         r.stdout
     );
 }
+
+/// Behind a gateway that serves the API below a path of its own
+/// (`http://host/gcs/`), a batch's inner requests still name the API's
+/// own paths (the gateway forwards the body untouched), and every object
+/// is really deleted; a 404 that is not the API's "no such object" is
+/// never counted as a delete. Read back with curl.
+#[test]
+fn batches_behind_a_gateway_path_delete_for_real() {
+    let Some(bucket) = make_bucket(gcs, "gs") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..5 {
+        std::fs::write(dir.path().join(format!("f{i}")), b"x").unwrap();
+    }
+    let url = format!("gs://{bucket}/gw/");
+    let r = run(with_args(
+        gcs().unwrap(),
+        &["cp", "-r", &format!("{}/", dir.path().display()), &url],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let ep = shoal_testkit_server("SHOAL_TEST_GCS").unwrap();
+    let proxy = FaultProxy::start(&ep, Script::new().below("/gcs"));
+    let mut c = gcs().unwrap();
+    c.env("STORAGE_EMULATOR_HOST", format!("{}/gcs", proxy.url()));
+    let r = run(with_args(c, &["rm", "-r", &url]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stderr.matches("Removed").count(), 5, "{}", r.stderr);
+    let out = std::process::Command::new("curl")
+        .args(["-fsS", &format!("{ep}/storage/v1/b/{bucket}/o?prefix=gw/")])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["items"].as_array().is_none_or(|a| a.is_empty()),
+        "objects left: {v}"
+    );
+}

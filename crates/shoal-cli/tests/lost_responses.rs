@@ -6,13 +6,18 @@
 //! or compose with a "must not exist" precondition meeting its own object,
 //! an `rm` meeting its own delete, an `mb` meeting its own bucket. And a
 //! composite upload whose part fails for good leaves no temporary object.
+//!
+//! A delete whose answer was lost while another writer stored the key
+//! again (`Fault::LoseResponseThen`) never deletes that newer object, on
+//! GCS and on S3 (MinIO); `rm` says so and exits 0, and `mv` says the move
+//! completed. The objects are read back with curl, not with shoal.
 
 mod common;
 
 use std::process::Command;
 
 use common::*;
-use shoal_testkit::faultproxy::{Fault, FaultProxy, Rule, Script, When};
+use shoal_testkit::faultproxy::{Fault, FaultProxy, OtherWrite, Rule, Script, When};
 
 fn via(proxy: &FaultProxy) -> Command {
     let mut c = gcs().unwrap();
@@ -208,5 +213,143 @@ fn a_composite_upload_whose_part_fails_leaves_nothing() {
             Vec::<String>::new(),
             "{code}"
         );
+    }
+}
+
+/// Another writer's upload of `key` with `body`, straight to
+/// fake-gcs-server (which takes unsigned uploads).
+fn gcs_other_write(bucket: &str, key: &str, body: &[u8]) -> OtherWrite {
+    OtherWrite {
+        method: "POST".into(),
+        target: format!("/upload/storage/v1/b/{bucket}/o?uploadType=media&name={key}"),
+        body: body.to_vec(),
+    }
+}
+
+/// An object's bytes, read with curl from fake-gcs-server.
+fn gcs_bytes(ep: &str, bucket: &str, key: &str) -> Option<Vec<u8>> {
+    let out = Command::new("curl")
+        .args([
+            "-fsS",
+            &format!("{ep}/storage/v1/b/{bucket}/o/{key}?alt=media"),
+        ])
+        .output()
+        .unwrap();
+    out.status.success().then_some(out.stdout)
+}
+
+#[test]
+fn a_lost_delete_answer_never_deletes_a_key_stored_again_gcs() {
+    let Some(bucket) = make_bucket(gcs, "gs") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("f");
+    std::fs::write(&src, b"ours").unwrap();
+    for verb in ["rm", "mv"] {
+        let key = format!("again-{verb}");
+        let url = format!("gs://{bucket}/{key}");
+        let r = run(with_args(
+            gcs().unwrap(),
+            &["cp", src.to_str().unwrap(), &url],
+        ));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let (proxy, ep) = one(Rule::new(
+            When::method("DELETE"),
+            Fault::LoseResponseThen(gcs_other_write(&bucket, &key, b"theirs")),
+        ));
+        let moved = format!("gs://{bucket}/moved-{verb}");
+        let args: Vec<&str> = match verb {
+            "rm" => vec!["rm", &url],
+            _ => vec!["mv", &url, &moved],
+        };
+        let r = run(with_args(via(&proxy), &args));
+        assert!(!proxy.injected().is_empty(), "{verb}: no fault injected");
+        assert_eq!(r.code, 0, "{verb}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("now holds a newer object") && r.stderr.contains("kept"),
+            "{verb}: {}",
+            r.stderr
+        );
+        assert!(!r.stderr.contains("move the source again"), "{}", r.stderr);
+        assert_eq!(
+            gcs_bytes(&ep, &bucket, &key).as_deref(),
+            Some(&b"theirs"[..]),
+            "{verb}: the other writer's object must stay"
+        );
+        if verb == "mv" {
+            assert_eq!(
+                gcs_bytes(&ep, &bucket, &format!("moved-{verb}")).as_deref(),
+                Some(&b"ours"[..])
+            );
+        }
+    }
+}
+
+#[test]
+fn a_lost_delete_answer_never_deletes_a_key_stored_again_s3() {
+    let Some(bucket) = make_bucket(s3, "s3") else {
+        return;
+    };
+    let ep = shoal_testkit_server("SHOAL_TEST_S3").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("f");
+    std::fs::write(&src, b"ours").unwrap();
+    for verb in ["rm", "mv"] {
+        let key = format!("again-{verb}");
+        let url = format!("s3://{bucket}/{key}");
+        let r = run(with_args(
+            s3().unwrap(),
+            &["cp", src.to_str().unwrap(), &url],
+        ));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        // The other writer holds a presigned PUT: no signing in the proxy.
+        let r = run(with_args(
+            s3().unwrap(),
+            &["presign", "--method", "PUT", "--expires", "1h", &url],
+        ));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let signed = r.stdout.trim().to_owned();
+        let target = signed
+            .strip_prefix(ep.trim_end_matches('/'))
+            .unwrap_or_else(|| panic!("{signed} is not below {ep}"))
+            .to_owned();
+        let proxy = FaultProxy::start(
+            &ep,
+            Script::new().rule(Rule::new(
+                When::method("DELETE"),
+                Fault::LoseResponseThen(OtherWrite {
+                    method: "PUT".into(),
+                    target,
+                    body: b"theirs".to_vec(),
+                }),
+            )),
+        );
+        let moved = format!("s3://{bucket}/moved-{verb}");
+        let args: Vec<&str> = match verb {
+            "rm" => vec!["rm", &url],
+            _ => vec!["mv", &url, &moved],
+        };
+        let mut c = with_args(s3().unwrap(), &args);
+        c.env("AWS_ENDPOINT_URL", proxy.url());
+        let r = run(c);
+        assert!(!proxy.injected().is_empty(), "{verb}: no fault injected");
+        assert_eq!(r.code, 0, "{verb}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("now holds a newer object") && r.stderr.contains("kept"),
+            "{verb}: {}",
+            r.stderr
+        );
+        assert_eq!(
+            curl_s3(&ep, "GET", &format!("/{bucket}/{key}")),
+            "theirs",
+            "{verb}"
+        );
+        if verb == "mv" {
+            assert_eq!(
+                curl_s3(&ep, "GET", &format!("/{bucket}/moved-{verb}")),
+                "ours"
+            );
+        }
     }
 }

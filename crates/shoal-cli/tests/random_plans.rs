@@ -13,7 +13,10 @@
 //! whose lines clash (one deletes or writes what another reads, or two
 //! write one place, `./` spelled) and `sync --delete --source-listing`
 //! of a listing cut short (at a line or mid-line), or of an inventory
-//! report (local or by URL) a data file of which lacks a row. `sync --delete
+//! report (local or by URL) a data file of which lacks a row. A listing
+//! or report that lists only some of the source (older than it, or
+//! filtered to a prefix) is a hint: the destination files it omits that
+//! the live source still holds are kept, never deleted. `sync --delete
 //! --exclude` keeps what the rule leaves out (a name, a folder or a
 //! wildcard at any depth, as this test reads docs/filters.md). One local
 //! destination in four holds a link to a folder outside it: nothing is
@@ -295,6 +298,26 @@ enum ReportCut {
     /// The first data file written without its last row; the manifest
     /// gives the whole file's size and MD5 (S3) or the record count (GCS).
     RowDropped,
+    /// A whole report of only some of the source ([`omitted`] left out):
+    /// older than the source, or filtered to a prefix.
+    Stale,
+}
+
+/// The source files a stale listing or report leaves out: every third.
+fn omitted(tree: &Tree) -> Vec<String> {
+    tree.keys().skip(1).step_by(3).cloned().collect()
+}
+
+/// Whether a plan's listing or report leaves out [`omitted`] files.
+fn stale(verb: Verb) -> bool {
+    matches!(
+        verb,
+        Verb::SyncDeleteListing { cut: Cut::Stale }
+            | Verb::SyncDeleteReport {
+                cut: ReportCut::Stale,
+                ..
+            }
+    )
 }
 
 /// The `--exclude` pattern of a [`Verb::SyncDeleteExclude`] plan, by
@@ -335,6 +358,8 @@ enum Cut {
     Whole,
     AtLine,
     MidLine,
+    /// Whole, but of only some of the source ([`omitted`] left out).
+    Stale,
 }
 
 /// What a `run` file adds to its `cp` lines.
@@ -376,11 +401,21 @@ fn draw(verb: Verb, rng: &mut StdRng) -> Verb {
             })
         }
         Verb::SyncDeleteListing { .. } => Verb::SyncDeleteListing {
-            cut: [Cut::Whole, Cut::Whole, Cut::AtLine, Cut::MidLine][rng.random_range(0..4)],
+            cut: [
+                Cut::Whole,
+                Cut::Whole,
+                Cut::AtLine,
+                Cut::MidLine,
+                Cut::Stale,
+            ][rng.random_range(0..5)],
         },
         Verb::SyncDeleteReport { .. } => Verb::SyncDeleteReport {
-            cut: [ReportCut::Whole, ReportCut::Whole, ReportCut::RowDropped]
-                [rng.random_range(0..3)],
+            cut: [
+                ReportCut::Whole,
+                ReportCut::Whole,
+                ReportCut::RowDropped,
+                ReportCut::Stale,
+            ][rng.random_range(0..4)],
             in_bucket: rng.random_bool(0.5),
         },
         Verb::RunFile { .. } => Verb::RunFile {
@@ -446,6 +481,35 @@ fn write_plan_file(env: &Env, verb: Verb, src: &Side, dst: &Side, tree: &Tree) {
             let lines: Vec<&str> = text.lines().collect();
             match cut {
                 Cut::Whole => {}
+                Cut::Stale => {
+                    let gone: Vec<String> =
+                        omitted(tree).iter().map(|k| format!("{s}/{k}")).collect();
+                    // A whole listing of fewer objects: its closing
+                    // record counts what is left (a listing made earlier,
+                    // or of a prefix).
+                    let kept: Vec<serde_json::Value> = lines
+                        .iter()
+                        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+                        .filter(|v| {
+                            !v["url"]
+                                .as_str()
+                                .is_some_and(|u| gone.iter().any(|g| g == u))
+                        })
+                        .collect();
+                    let n = kept
+                        .iter()
+                        .filter(|v| v.get("listing_end").is_none())
+                        .count();
+                    text = kept
+                        .into_iter()
+                        .map(|mut v| {
+                            if let Some(end) = v.get_mut("listing_end") {
+                                end["count"] = n.into();
+                            }
+                            format!("{v}\n")
+                        })
+                        .collect();
+                }
                 // Without the closing record at least.
                 Cut::AtLine => {
                     let keep = lines.len().saturating_sub(1) / 2;
@@ -501,6 +565,18 @@ fn write_plan_file(env: &Env, verb: Verb, src: &Side, dst: &Side, tree: &Tree) {
             std::fs::write(&path, lines.join("\n") + "\n").unwrap();
         }
         Verb::SyncDeleteReport { cut, in_bucket } => {
+            let listed: Tree;
+            let tree = if cut == ReportCut::Stale {
+                let gone = omitted(tree);
+                listed = tree
+                    .iter()
+                    .filter(|(k, _)| !gone.contains(k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                &listed
+            } else {
+                tree
+            };
             let at = write_report(env, src, tree, cut, in_bucket);
             std::fs::write(&path, at).unwrap();
         }
@@ -678,6 +754,22 @@ fn with_servers(mut c: Command) -> Command {
 
 /// What the destination holds after a completed run.
 fn expected(verb: Verb, src: &Tree, before: &Tree) -> Tree {
+    if stale(verb) {
+        // What the listing names is copied; what it omits and the live
+        // source holds stays as it was; the rest is deleted.
+        let gone = omitted(src);
+        let mut t: Tree = before
+            .iter()
+            .filter(|(k, _)| gone.contains(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        t.extend(
+            src.iter()
+                .filter(|(k, _)| !gone.contains(k))
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+        return t;
+    }
     match verb {
         // `cp -r SRC DST` copies the folder itself: DST/src/...
         Verb::CpR | Verb::MvR => {
@@ -806,6 +898,18 @@ fn run_plan(env: &Env, rng: &mut StdRng, n: usize) -> String {
                 .any(|b| b.starts_with(&format!("{k}/")) || k.starts_with(&format!("{b}/")));
             if !clash {
                 before.insert(k.clone(), pattern(v.len() + 7, rng.random()));
+            }
+        }
+    }
+    // A stale listing's omitted files are at the destination too, with
+    // other bytes: they must survive `--delete`.
+    if stale(verb) {
+        for k in omitted(&tree) {
+            let clash = before
+                .keys()
+                .any(|b| b.starts_with(&format!("{k}/")) || k.starts_with(&format!("{b}/")));
+            if !clash {
+                before.insert(k.clone(), pattern(tree[&k].len() + 3, rng.random()));
             }
         }
     }

@@ -33,8 +33,8 @@ pub mod xml;
 pub use error::{Error, ErrorKind, Op, Result};
 pub use meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion, Projection};
 pub use store::{
-    Assemble, BoxByteStream, BucketInfo, Capabilities, CopyRequest, GetResponse,
-    MAX_PRESIGN_EXPIRY, MultipartUpload, PartInfo, Presign, PresignMethod, PresignStyle,
-    PutOptions, Store, StoreFor, StoredPart, UploadMethod, check_presign_expiry,
+    Assemble, BoxByteStream, BucketInfo, Capabilities, CopyRequest, DeleteKey, Deleted,
+    GetResponse, MAX_PRESIGN_EXPIRY, MultipartUpload, PartInfo, Presign, PresignMethod,
+    PresignStyle, PutOptions, Store, StoreFor, StoredPart, UploadMethod, check_presign_expiry,
 };
 pub use url::{Location, Scheme};

@@ -37,6 +37,8 @@ struct Inner {
     /// Requests answering now, and the most there ever were at once.
     in_flight: usize,
     peak_in_flight: usize,
+    /// Listing pages answered.
+    list_pages: usize,
 }
 
 /// Objects in a map, with injectable failures.
@@ -89,6 +91,11 @@ impl MemoryStore {
     /// The most GETs, PUTs, parts and deletes that were answering at once.
     pub fn peak_in_flight(&self) -> usize {
         self.inner.lock().unwrap().peak_in_flight
+    }
+
+    /// Listing pages answered so far.
+    pub fn list_pages(&self) -> usize {
+        self.inner.lock().unwrap().list_pages
     }
 
     /// One request's round trip: counted in flight while it waits.
@@ -224,7 +231,8 @@ impl Store for MemoryStore {
     async fn list_page(&self, bucket: &str, req: &ListRequest) -> Result<ListPage> {
         let url = Self::url(bucket, &req.prefix);
         self.injected(Op::List, &url)?;
-        let inner = self.inner.lock().unwrap();
+        let mut inner = self.inner.lock().unwrap();
+        inner.list_pages += 1;
         let b = inner
             .buckets
             .get(bucket)

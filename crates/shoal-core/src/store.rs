@@ -614,8 +614,11 @@ pub trait Store: Send + Sync + Debug {
 
     /// Deletes an object only if it is at `version` (GCS
     /// `ifGenerationMatch`, S3 `If-Match`); otherwise `Precondition`, and
-    /// the object stays. Stores without versions answer `Unsupported`.
-    async fn delete_if(&self, bucket: &str, key: &str, version: &ObjectVersion) -> Result<()> {
+    /// the object stays. After a lost answer it never deletes another
+    /// version: a key stored again meanwhile is [`Deleted::Replaced`] and
+    /// kept (see [`crate::retry::safe::delete`]). Stores without versions
+    /// answer `Unsupported`.
+    async fn delete_if(&self, bucket: &str, key: &str, version: &ObjectVersion) -> Result<Deleted> {
         let _ = version;
         Err(Error::new(
             ErrorKind::Unsupported,
@@ -632,20 +635,69 @@ pub trait Store: Send + Sync + Debug {
         1
     }
 
-    /// Deletes `keys` of `bucket` without preconditions: one result per
-    /// key, in order, a key already gone counted as deleted. The outer
-    /// error means the request as a whole was refused (a store without
-    /// the batch call), and the caller falls back to single deletes. The
-    /// default sends them one after another.
-    async fn delete_many(&self, bucket: &str, keys: &[String]) -> Result<Vec<Result<()>>> {
+    /// Deletes `keys` of `bucket`, each pinned to its version where it
+    /// names one ([`DeleteKey`]): one result per key, in order, a key
+    /// already gone counted as deleted, a key at another version
+    /// `Precondition` (and kept). The outer error means the request as a
+    /// whole was refused (a store without the batch call), and the caller
+    /// falls back to single deletes. The default sends them one after
+    /// another.
+    async fn delete_many(&self, bucket: &str, keys: &[DeleteKey]) -> Result<Vec<Result<()>>> {
         let mut out = Vec::with_capacity(keys.len());
-        for key in keys {
-            out.push(match self.delete(bucket, key).await {
+        for k in keys {
+            let r = match &k.version {
+                Some(v) => match self.delete_if(bucket, &k.key, v).await {
+                    Err(e) if e.kind() == ErrorKind::Unsupported => {
+                        self.delete(bucket, &k.key).await
+                    }
+                    r => r.map(|_| ()),
+                },
+                None => self.delete(bucket, &k.key).await,
+            };
+            out.push(match r {
                 Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
                 r => r,
             });
         }
         Ok(out)
+    }
+}
+
+/// What a delete pinned to a version did (see
+/// [`crate::retry::safe::delete`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Deleted {
+    /// The version is gone: deleted by this call (or found gone after its
+    /// answer was lost).
+    Gone,
+    /// The version is gone, and the key now holds a newer object (this
+    /// version, when the store gave one) that another writer stored after
+    /// the delete was sent, whose answer was lost. That object was kept:
+    /// the delete was planned against the older version only.
+    Replaced(Option<ObjectVersion>),
+}
+
+/// One key of [`Store::delete_many`], and the version it was planned
+/// against: deleted only while it is at that version (GCS
+/// `ifGenerationMatch`, S3's `ETag` element of DeleteObjects), so an
+/// object written after the listing that planned the delete is kept.
+/// None: whatever is there. Servers that ignore the precondition delete
+/// anyway (fake-gcs-server and MinIO do; docs/s3-servers.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeleteKey {
+    /// The key.
+    pub key: String,
+    /// The version it must still be at.
+    pub version: Option<ObjectVersion>,
+}
+
+impl DeleteKey {
+    /// `key`, at whatever version is there.
+    pub fn any(key: impl Into<String>) -> DeleteKey {
+        DeleteKey {
+            key: key.into(),
+            version: None,
+        }
     }
 }
 

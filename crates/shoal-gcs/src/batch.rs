@@ -5,17 +5,19 @@
 //! `rm -r`, `rb --force` and `sync --delete` of many objects were one
 //! round trip per key; Google's batch endpoint takes 100 calls a request
 //! (S3's DeleteObjects, in shoal-s3, 1,000). Each inner call keeps its own
-//! status, so failures are still reported by key: 2xx and 404 (already
-//! gone) are deleted; a key whose call got a retryable status (429, 5xx)
+//! status, so failures are still reported by key: 2xx, and a 404 whose
+//! message is the API's "no such object" (already gone), are deleted; a
+//! 404 without it (a gateway that did not route the call) is that key's
+//! error, never a delete; a key whose call got a retryable status (429, 5xx)
 //! is deleted again on its own through the single delete's safe retry;
 //! anything else is that key's error. A server without the endpoint
 //! (Google's storage-testbench answers 404) refuses the batch as a whole:
 //! the caller falls back to single deletes, and this client remembers it
 //! and stops offering batches ([`Client::batch_refused`]).
 //!
-//! Only unconditional deletes are batched: a delete carrying the
-//! generation it planned against stays a single request with its
-//! `ifGenerationMatch`, as in shoal-s3. The multipart framing is parsed
+//! A key pinned to the generation its delete was planned against carries
+//! it as the inner call's `ifGenerationMatch` (a 412 for that key: it was
+//! written again since, and stays). The multipart framing is parsed
 //! with `httparse` (part headers and the inner status lines) and `mime`
 //! (the answer's boundary); nothing else of HTTP is re-implemented.
 
@@ -23,7 +25,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use shoal_core::http::status_kind;
-use shoal_core::{Error, ErrorKind, Op, Result};
+use shoal_core::{DeleteKey, Error, ErrorKind, ObjectVersion, Op, Result};
 
 use crate::client::{Client, encode, gs_url, json_error_message};
 
@@ -37,7 +39,7 @@ impl Client {
     pub(crate) async fn delete_many(
         &self,
         bucket: &str,
-        keys: &[String],
+        keys: &[DeleteKey],
     ) -> Result<Vec<Result<()>>> {
         let target = format!("gs://{bucket}");
         if self.batch_refused.load(Ordering::Relaxed) {
@@ -86,19 +88,35 @@ impl Client {
             )
         })?;
         let mut out = Vec::with_capacity(keys.len());
-        for (key, answer) in keys.iter().zip(statuses) {
+        for (k, answer) in keys.iter().zip(statuses) {
+            let key = &k.key;
             let url = gs_url(bucket, key);
             out.push(match answer {
-                Some((200..=299 | 404, _)) => Ok(()),
+                Some((200..=299, _)) => Ok(()),
+                // Gone only when the API says the object does not exist: a
+                // 404 from anything else (a gateway that did not route the
+                // call) deleted nothing.
+                Some((404, message)) if says_no_such_object(&message) => Ok(()),
                 Some((status, message)) if status_kind(status).is_retryable() => {
                     // Deleted again alone, through the single delete's safe
                     // retry; gone by then is done.
                     tracing::debug!(%url, status, %message, "batched delete to be sent again alone");
-                    match self.delete(bucket, key).await {
+                    match self.delete_if(bucket, key, generation(k)).await {
                         Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-                        r => r,
+                        r => r.map(|_| ()),
                     }
                 }
+                Some((404, message)) => Err(Error::new(
+                    ErrorKind::Protocol,
+                    Op::Delete,
+                    &url,
+                    format!(
+                        "HTTP 404 in a batch, without the API's \"No such object\"{}; not deleted",
+                        if message.is_empty() { String::new() } else { format!(" ({message})") }
+                    ),
+                )
+                .with_status(404)
+                .with_hint("the call may not have reached the Storage API: check --endpoint-url")),
                 Some((status, message)) => Err(Error::new(
                     status_kind(status),
                     Op::Delete,
@@ -123,29 +141,55 @@ impl Client {
 
     /// The `multipart/mixed` body: one `DELETE` per key, its `Content-ID`
     /// the key's index.
-    fn batch_body(&self, bucket: &str, keys: &[String], boundary: &str) -> String {
-        // The inner requests' paths are the object URLs' without the
-        // scheme and host (an endpoint may have a path of its own).
-        let base_path = reqwest::Url::parse(&self.base)
-            .map(|u| u.path().trim_end_matches('/').to_owned())
-            .unwrap_or_default();
-        let project = self
-            .user_project
-            .as_deref()
-            .map(|p| format!("?userProject={}", encode(p)))
-            .unwrap_or_default();
+    fn batch_body(&self, bucket: &str, keys: &[DeleteKey], boundary: &str) -> String {
+        // The inner requests' paths are the API's own, whatever path the
+        // endpoint has: a gateway serving the API below a path of its own
+        // (`https://host/gcs/`) forwards the batch, and the API reads its
+        // inner request lines as it reads any request to `/storage/v1`.
         let mut body = String::new();
-        for (i, key) in keys.iter().enumerate() {
+        for (i, k) in keys.iter().enumerate() {
+            let query: Vec<String> = [
+                generation(k).map(|g| format!("ifGenerationMatch={g}")),
+                self.user_project
+                    .as_deref()
+                    .map(|p| format!("userProject={}", encode(p))),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            let project = if query.is_empty() {
+                String::new()
+            } else {
+                format!("?{}", query.join("&"))
+            };
             body.push_str(&format!(
                 "--{boundary}\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\nContent-ID: <shoal+{i}>\r\n\r\n\
-                 DELETE {base_path}/storage/v1/b/{}/o/{}{project} HTTP/1.1\r\nContent-Length: 0\r\n\r\n\r\n",
+                 DELETE /storage/v1/b/{}/o/{}{project} HTTP/1.1\r\nContent-Length: 0\r\n\r\n\r\n",
                 encode(bucket),
-                encode(key)
+                encode(&k.key)
             ));
         }
         body.push_str(&format!("--{boundary}--\r\n"));
         body
     }
+}
+
+/// The generation a batched delete is pinned to (an ETag means nothing
+/// to GCS: unpinned).
+fn generation(k: &DeleteKey) -> Option<i64> {
+    match k.version {
+        Some(ObjectVersion::Generation(g)) => Some(g),
+        _ => None,
+    }
+}
+
+/// Whether a 404's message is the API's "the object does not exist"
+/// (Google's `No such object: b/k`; fake-gcs-server's `Not Found`, its
+/// JSON error for a missing object), not a 404 of something that never
+/// reached the API (`404 page not found` from a gateway, HTML).
+fn says_no_such_object(message: &str) -> bool {
+    let m = message.trim().to_ascii_lowercase();
+    m.starts_with("no such object") || m == "not found"
 }
 
 /// Each call's (status, server message) from a batch answer, by the index
@@ -224,6 +268,16 @@ fn split<'a>(body: &'a [u8], delimiter: &'a [u8]) -> impl Iterator<Item = &'a [u
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_apis_not_found_counts_as_gone() {
+        assert!(says_no_such_object("No such object: b/k"));
+        // fake-gcs-server's JSON error for a missing object.
+        assert!(says_no_such_object("Not Found"));
+        // A body that is no JSON API error reads as no message at all.
+        assert!(!says_no_such_object(""));
+        assert!(!says_no_such_object("The specified bucket does not exist."));
+    }
 
     #[test]
     fn answers_are_matched_by_content_id_not_order() {

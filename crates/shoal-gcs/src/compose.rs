@@ -380,7 +380,7 @@ impl Client {
         let unique: HashSet<String> = names.into_iter().collect();
         futures::stream::iter(unique)
             .map(|name| async move {
-                match self.delete(bucket, &name).await {
+                match self.delete_own(bucket, &name).await {
                     Ok(()) => 0,
                     Err(e) if e.kind() == ErrorKind::NotFound => 0,
                     Err(e) => {

@@ -41,7 +41,7 @@ mod signed_url;
 mod xml_multipart;
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use shoal_core::{
@@ -62,7 +62,7 @@ pub(crate) const MAX_PARTS: u32 = 10_000;
 
 /// A [`Store`] over the GCS JSON API (or an emulator speaking it).
 pub struct GcsStore {
-    client: client::Client,
+    client: Arc<client::Client>,
     caps: Capabilities,
     project: Option<String>,
     anonymous: bool,
@@ -77,8 +77,27 @@ pub struct GcsStore {
     /// The parts each composite upload of this process has sent (or is
     /// sending): an abort deletes them by name. Listing the upload's prefix
     /// instead missed parts the server stored after the listing.
-    sent_parts: Mutex<HashMap<String, BTreeSet<u32>>>,
+    sent_parts: Mutex<HashMap<String, SentParts>>,
 }
+
+/// One composite upload's parts, sent or being sent.
+///
+/// A part's PUT runs as a task of its own, holding a read guard of
+/// `in_flight` until the server answers, so a caller that is dropped
+/// (Ctrl-C, a cancelled Python call) does not cut the request short: a
+/// part whose body had reached the server would otherwise be stored after
+/// the abort's delete of its name had found nothing, and stay. The abort
+/// takes the write guard, which waits for every part in flight to be
+/// answered, and only then deletes the parts by name.
+#[derive(Default)]
+struct SentParts {
+    numbers: BTreeSet<u32>,
+    in_flight: Arc<tokio::sync::RwLock<()>>,
+}
+
+/// How long an abort waits for parts in flight before deleting by name
+/// anyway (a part answered later may then stay, as after a crash).
+const ABORT_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl std::fmt::Debug for GcsStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -98,7 +117,7 @@ impl GcsStore {
         let xml_multipart = cfg.has_xml_multipart();
         let rewrite_preconditions = cfg.has_rewrite_preconditions();
         Ok(GcsStore {
-            client: client::Client::new(&cfg)?,
+            client: Arc::new(client::Client::new(&cfg)?),
             caps: Capabilities {
                 // Real GCS honours both; emulators may not, and callers
                 // re-filter anyway.
@@ -213,7 +232,11 @@ impl Store for GcsStore {
         }
     }
 
-    async fn delete_many(&self, bucket: &str, keys: &[String]) -> Result<Vec<Result<()>>> {
+    async fn delete_many(
+        &self,
+        bucket: &str,
+        keys: &[shoal_core::DeleteKey],
+    ) -> Result<Vec<Result<()>>> {
         self.client.delete_many(bucket, keys).await
     }
 
@@ -222,7 +245,7 @@ impl Store for GcsStore {
         bucket: &str,
         key: &str,
         version: &shoal_core::ObjectVersion,
-    ) -> Result<()> {
+    ) -> Result<shoal_core::Deleted> {
         let shoal_core::ObjectVersion::Generation(g) = version else {
             return Err(shoal_core::Error::invalid(
                 shoal_core::Op::Delete,
@@ -332,13 +355,29 @@ impl Store for GcsStore {
         if xml_multipart::is_xml_upload(&upload.upload_id) {
             return self.client.xml_put(upload, part_number, data, crc32c).await;
         }
-        (self.sent_parts.lock().unwrap_or_else(|p| p.into_inner()))
-            .entry(upload.upload_id.clone())
-            .or_default()
-            .insert(part_number);
-        self.client
-            .multipart_put(upload, part_number, data, crc32c)
-            .await
+        let in_flight = {
+            let mut sent = self.sent_parts.lock().unwrap_or_else(|p| p.into_inner());
+            let parts = sent.entry(upload.upload_id.clone()).or_default();
+            parts.numbers.insert(part_number);
+            parts.in_flight.clone()
+        };
+        let guard = in_flight.read_owned().await;
+        let (client, upload) = (self.client.clone(), upload.clone());
+        let task = tokio::spawn(async move {
+            let r = client
+                .multipart_put(&upload, part_number, data, crc32c)
+                .await;
+            drop(guard);
+            r
+        });
+        task.await.unwrap_or_else(|e| {
+            Err(shoal_core::Error::new(
+                shoal_core::ErrorKind::Protocol,
+                shoal_core::Op::Multipart,
+                "a composite part upload",
+                format!("the part's task ended without an answer: {e}"),
+            ))
+        })
     }
 
     async fn multipart_complete(
@@ -365,6 +404,12 @@ impl Store for GcsStore {
         self.upload_options(&upload.upload_id, true);
         let sent =
             (self.sent_parts.lock().unwrap_or_else(|p| p.into_inner())).remove(&upload.upload_id);
-        self.client.multipart_abort(upload, sent).await
+        if let Some(parts) = &sent {
+            // Parts in flight are answered first (see `SentParts`).
+            let _ = tokio::time::timeout(ABORT_WAIT, parts.in_flight.write()).await;
+        }
+        self.client
+            .multipart_abort(upload, sent.map(|p| p.numbers))
+            .await
     }
 }

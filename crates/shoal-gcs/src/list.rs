@@ -204,7 +204,10 @@ impl Client {
 pub(crate) fn list_query(req: &ListRequest) -> Query {
     let fields = match req.projection {
         Projection::NameOnly => Some("items(name),prefixes,nextPageToken"),
-        Projection::NameSizeTime => Some("items(name,size,updated),prefixes,nextPageToken"),
+        // The generation too: a sync's deletes are pinned to it.
+        Projection::NameSizeTime => {
+            Some("items(name,size,updated,generation),prefixes,nextPageToken")
+        }
         Projection::Full => None,
     };
     let max = req

@@ -21,6 +21,7 @@ use reqwest::header::{
     ACCEPT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, HeaderMap, RANGE,
 };
 use serde_json::json;
+use shoal_core::Deleted;
 use shoal_core::checksum::{
     Checksums, crc32c_from_base64, crc32c_to_base64, md5_from_base64, md5_to_base64,
 };
@@ -217,7 +218,27 @@ impl Client {
     }
 
     pub(crate) async fn delete(&self, bucket: &str, key: &str) -> Result<()> {
-        self.delete_if(bucket, key, None).await
+        self.delete_if(bucket, key, None).await.map(|_| ())
+    }
+
+    /// Deletes a name only this run writes (a composite upload's
+    /// temporaries): after a lost answer, whatever it holds is ours and is
+    /// deleted again (`safe::delete_own`).
+    pub(crate) async fn delete_own(&self, bucket: &str, key: &str) -> Result<()> {
+        let url = gs_url(bucket, key);
+        let url_ref = url.as_str();
+        safe::delete_own(
+            &self.retry,
+            |pre| async move {
+                let g = generation_match(&pre.apply(&PutOptions::default()));
+                let q = Query::new().add_opt("ifGenerationMatch", g.as_deref());
+                let http_url = format!("{}{}", self.object_url(bucket, key), q.as_str());
+                let req = self.http.delete(&http_url);
+                self.once_bytes(Op::Delete, url_ref, req).await.map(|_| ())
+            },
+            || self.probe(bucket, key),
+        )
+        .await
     }
 
     /// Deletes, optionally only if the live generation is still `generation`.
@@ -228,7 +249,7 @@ impl Client {
         bucket: &str,
         key: &str,
         generation: Option<i64>,
-    ) -> Result<()> {
+    ) -> Result<Deleted> {
         let url = gs_url(bucket, key);
         let planned = generation.map_or(Planned::Any, |g| {
             Planned::Version(ObjectVersion::Generation(g))

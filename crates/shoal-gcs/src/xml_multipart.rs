@@ -324,7 +324,7 @@ impl Client {
         );
         match generation {
             Some(g) => match self.delete_if(&upload.bucket, &upload.key, Some(g)).await {
-                Ok(()) => err.with_hint("it was deleted; upload again"),
+                Ok(_) => err.with_hint("it was deleted; upload again"),
                 Err(e) => {
                     tracing::warn!(error = %e, "could not delete an assembled object with a wrong checksum");
                     err

@@ -109,6 +109,27 @@ impl Filter {
         }))
     }
 
+    /// Refuses, beside a delete (`sync --delete`, `rm -r`), an
+    /// `--exclude` whose reading differs between the tools users type it
+    /// in: a `/` in the middle (`cache/*.log`) anchors it at the root here
+    /// (as `.gitignore` reads it), while rsync and rclone match it at any
+    /// depth, so `x/cache/b.log` would be deleted where they keep it. The
+    /// error shows both spellings that say one thing only.
+    pub fn check_beside_delete(rules: &[Rule]) -> Result<(), String> {
+        for r in rules {
+            let Rule::Exclude(p) = r else { continue };
+            let body = p.trim_end_matches('/');
+            if p.starts_with('/') || p.starts_with("**/") || !body.contains('/') {
+                continue;
+            }
+            let shown = shoal_core::error::escape_controls(p);
+            return Err(format!(
+                "--exclude '{shown}' beside a delete: a '/' in the middle anchors it at the root here, while rsync and rclone match it at any depth; write '/{shown}' for the root only or '**/{shown}' for any depth"
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether the command acts on `name` (relative to its root).
     pub fn admits(&self, name: &str) -> bool {
         self.decide(name).0

@@ -113,6 +113,8 @@ pub(crate) fn sync_range<'py>(
         delete_when_source_empty: true,
         update,
         no_clobber,
+        // Live listings, both sides.
+        confirm_extras: None,
     };
     let mut transfer = session.transfer_options(workers, chunk_size);
     transfer.no_clobber = no_clobber;
@@ -140,7 +142,7 @@ pub(crate) fn sync_range<'py>(
     let copies = plan
         .filter_map(move |a| {
             let out = match a {
-                Ok(Action::Delete { dst }) => {
+                Ok(Action::Delete { dst, .. }) => {
                     let mut h = keep.lock().expect("extras lock");
                     h.0 += 1;
                     if delete {

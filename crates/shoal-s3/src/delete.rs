@@ -1,19 +1,22 @@
 //! Batch delete: DeleteObjects, up to 1,000 keys a request.
 //!
-//! `rm -r`, `rb --force` and `sync --delete` delete many objects with no
-//! precondition; one request per key made them round-trip bound (s5cmd
+//! `rm -r`, `rb --force` and `sync --delete` delete many objects; one
+//! request per key made them round-trip bound (s5cmd
 //! and the AWS CLI batch). The request is sent in quiet mode, so the
 //! answer lists only the keys that failed, each with S3's code and
 //! message, and every other key is deleted (S3 reports a key that was
 //! already gone as deleted too). S3 requires the body's Content-MD5 (or
 //! a checksum header): it is sent.
 //!
-//! Deletes that carry a version (a move's `delete_moved`, `rm
-//! --if-…`) stay single DeleteObject requests with `If-Match`: MinIO
-//! (the 2026-02 release) and moto 5.2 both ignore the per-object `ETag`
-//! AWS added to DeleteObjects (probed: a wrong one still deletes), and a
-//! delete that ignored it would remove a newer object. A key XML 1.0 cannot carry (control characters) cannot be
-//! named in the document; it is deleted alone.
+//! A key pinned to the ETag its listing saw carries it in the object's
+//! `ETag` element, AWS's conditional delete: a key written again since is
+//! that key's `PreconditionFailed`, and stays. MinIO (the 2026-02
+//! release) and moto 5.2 accept the element and ignore it (probed: a wrong
+//! one still deletes, as their single DELETE ignores `If-Match`), so on
+//! them the pin guards nothing; deletes that must hold there (a move's
+//! `delete_moved`, `rm --if-…`) read the object back first and stay
+//! single requests. A key XML 1.0 cannot carry (control characters)
+//! cannot be named in the document; it is deleted alone.
 
 use bytes::Bytes;
 use quick_xml::events::Event;
@@ -21,7 +24,7 @@ use quick_xml::reader::Reader;
 use reqwest::Method;
 use shoal_core::checksum::{md5_digest, md5_to_base64};
 use shoal_core::xml::{error_code_kind, push_ref};
-use shoal_core::{Error, ErrorKind, Op, Result};
+use shoal_core::{DeleteKey, Error, ErrorKind, ObjectVersion, Op, Result};
 
 use crate::client::{Client, Request};
 use crate::endpoint::check_bucket;
@@ -36,14 +39,18 @@ impl Client {
     pub(crate) async fn delete_many(
         &self,
         bucket: &str,
-        keys: &[String],
+        keys: &[DeleteKey],
     ) -> Result<Vec<Result<()>>> {
         check_bucket(Op::Delete, bucket)?;
         let (named, alone): (Vec<usize>, Vec<usize>) =
-            (0..keys.len()).partition(|&i| xml_safe(&keys[i]));
+            (0..keys.len()).partition(|&i| xml_safe(&keys[i].key));
         let mut out: Vec<Result<()>> = keys.iter().map(|_| Ok(())).collect();
         for i in alone {
-            out[i] = match self.delete(bucket, &keys[i]).await {
+            let r = match etag(&keys[i]) {
+                Some(e) => self.delete_if(bucket, &keys[i].key, e).await.map(|_| ()),
+                None => self.delete(bucket, &keys[i].key).await,
+            };
+            out[i] = match r {
                 Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
                 r => r,
             };
@@ -51,7 +58,11 @@ impl Client {
         if named.is_empty() {
             return Ok(out);
         }
-        let body = delete_body(named.iter().map(|&i| keys[i].as_str()));
+        let body = delete_body(
+            named
+                .iter()
+                .map(|&i| (keys[i].key.as_str(), etag(&keys[i]))),
+        );
         let req = Request::new(Method::POST, Op::Delete, bucket, None)
             .query("delete", "")
             .header("content-type", "application/xml")
@@ -67,7 +78,7 @@ impl Client {
             .await?;
         for f in failed {
             // Matched by key; a key named twice gets the failure twice.
-            for &i in named.iter().filter(|&&i| keys[i] == f.key) {
+            for &i in named.iter().filter(|&&i| keys[i].key == f.key) {
                 if f.code == "NoSuchKey" {
                     continue;
                 }
@@ -97,15 +108,31 @@ fn xml_safe(key: &str) -> bool {
             .any(|c| c.is_control() || c == '\u{FFFE}' || c == '\u{FFFF}')
 }
 
-/// The quiet DeleteObjects document naming `keys`.
-pub(crate) fn delete_body<'k>(keys: impl Iterator<Item = &'k str>) -> String {
+/// The ETag a delete is pinned to (a generation means nothing to S3:
+/// unpinned).
+fn etag(k: &DeleteKey) -> Option<&str> {
+    match &k.version {
+        Some(ObjectVersion::ETag(e)) => Some(e),
+        _ => None,
+    }
+}
+
+/// The quiet DeleteObjects document naming `keys`, each with the ETag it
+/// must still have (S3's conditional delete; MinIO ignores it).
+pub(crate) fn delete_body<'k>(keys: impl Iterator<Item = (&'k str, Option<&'k str>)>) -> String {
     let mut s = String::from(
         "<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Quiet>true</Quiet>",
     );
-    for k in keys {
+    for (k, etag) in keys {
         s.push_str("<Object><Key>");
         s.push_str(&quick_xml::escape::escape(k));
-        s.push_str("</Key></Object>");
+        s.push_str("</Key>");
+        if let Some(e) = etag {
+            s.push_str("<ETag>");
+            s.push_str(&quick_xml::escape::escape(crate::object::quoted_etag(e)));
+            s.push_str("</ETag>");
+        }
+        s.push_str("</Object>");
     }
     s.push_str("</Delete>");
     s
@@ -200,8 +227,9 @@ mod tests {
 
     #[test]
     fn body_escapes_keys() {
-        let b = delete_body(["a&b", "<c>"].into_iter());
-        assert!(b.contains("<Key>a&amp;b</Key>"), "{b}");
+        let b = delete_body([("a&b", None), ("<c>", Some("\"e1\""))].into_iter());
+        assert!(b.contains("<Key>a&amp;b</Key></Object>"), "{b}");
+        assert!(b.contains("<ETag>&quot;e1&quot;</ETag>"), "{b}");
         assert!(b.contains("<Key>&lt;c&gt;</Key>"), "{b}");
         assert!(b.contains("<Quiet>true</Quiet>"));
         assert!(!xml_safe("a\u{1}b"));

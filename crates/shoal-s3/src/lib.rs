@@ -193,11 +193,20 @@ impl Store for S3Store {
         delete::BATCH
     }
 
-    async fn delete_many(&self, bucket: &str, keys: &[String]) -> Result<Vec<Result<()>>> {
+    async fn delete_many(
+        &self,
+        bucket: &str,
+        keys: &[shoal_core::DeleteKey],
+    ) -> Result<Vec<Result<()>>> {
         self.client.delete_many(bucket, keys).await
     }
 
-    async fn delete_if(&self, bucket: &str, key: &str, version: &ObjectVersion) -> Result<()> {
+    async fn delete_if(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: &ObjectVersion,
+    ) -> Result<shoal_core::Deleted> {
         match version {
             ObjectVersion::ETag(e) => self.client.delete_if(bucket, key, e).await,
             v => Err(Error::invalid(

@@ -23,6 +23,7 @@ use shoal_core::{
     ByteRange, Error, ErrorKind, GetResponse, ObjectMeta, ObjectVersion, Op, PutOptions, Result,
 };
 
+use shoal_core::Deleted;
 use shoal_core::retry::safe::{self, Ours, Planned};
 
 use crate::client::{Client, Request, rebuild};
@@ -249,12 +250,12 @@ impl Client {
     }
 
     pub(crate) async fn delete(&self, bucket: &str, key: &str) -> Result<()> {
-        self.delete_at(bucket, key, None).await
+        self.delete_at(bucket, key, None).await.map(|_| ())
     }
 
     /// DeleteObject with `If-Match`: the object goes only if it is still
     /// at `etag`.
-    pub(crate) async fn delete_if(&self, bucket: &str, key: &str, etag: &str) -> Result<()> {
+    pub(crate) async fn delete_if(&self, bucket: &str, key: &str, etag: &str) -> Result<Deleted> {
         self.delete_at(bucket, key, Some(etag)).await
     }
 
@@ -262,7 +263,7 @@ impl Client {
     /// is looked into before the delete is sent again (`retry::safe`):
     /// gone is done, and a retry carries the ETag the probe found, so it
     /// never deletes an object written meanwhile.
-    async fn delete_at(&self, bucket: &str, key: &str, etag: Option<&str>) -> Result<()> {
+    async fn delete_at(&self, bucket: &str, key: &str, etag: Option<&str>) -> Result<Deleted> {
         check_bucket(Op::Delete, bucket)?;
         let planned = etag.map_or(Planned::Any, |e| {
             Planned::Version(ObjectVersion::ETag(e.to_owned()))

@@ -662,7 +662,7 @@ pub async fn conditional_delete(t: &Target) {
                 "the object stays"
             );
         }
-        Ok(()) => assert!(
+        Ok(_) => assert!(
             t.quirks.ignores_delete_preconditions,
             "a delete at a stale version deleted the object (declare \
              Quirks::ignores_delete_preconditions if the server does so)"
@@ -695,7 +695,11 @@ pub async fn delete_many(t: &Target) {
     for k in keys.iter().filter(|k| !k.ends_with("missing")) {
         put(t, k, data(7, 27)).await;
     }
-    let out = match t.store.delete_many(&t.bucket, &keys).await {
+    let batch: Vec<shoal_core::DeleteKey> = keys
+        .iter()
+        .map(|k| shoal_core::DeleteKey::any(k.as_str()))
+        .collect();
+    let out = match t.store.delete_many(&t.bucket, &batch).await {
         Ok(out) => out,
         Err(e) => {
             // Refused as a whole: the store must then offer no more

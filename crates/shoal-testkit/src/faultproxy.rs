@@ -78,6 +78,11 @@ pub enum Fault {
     /// Forward, let the server finish, then answer this status instead of
     /// the server's (a 503 from a front end after the write happened).
     StatusAfter(u16),
+    /// Forward, let the server finish, then let another writer make its
+    /// request on a connection of its own (a write of the same key), then
+    /// reset the client's connection without answering: the work done, its
+    /// response lost, and the object changed before the client can look.
+    LoseResponseThen(OtherWrite),
     /// On a reused keep-alive connection, close it without answering (a
     /// server's idle timeout firing just as the client reuses a pooled
     /// connection). A request on a fresh connection is not touched and
@@ -103,8 +108,45 @@ impl Fault {
             Fault::Reset => "reset".into(),
             Fault::LoseResponse => "lost-response".into(),
             Fault::StatusAfter(code) => format!("{code}-after"),
+            Fault::LoseResponseThen(_) => "lost-response-then-written".into(),
             Fault::DropReused => "stale-connection".into(),
         }
+    }
+}
+
+/// A request another writer sends straight to the server
+/// ([`Fault::LoseResponseThen`]): anything that needs no signature of the
+/// proxy's (a GCS emulator's upload, an S3 presigned URL's PUT).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OtherWrite {
+    /// e.g. `PUT`, `POST`.
+    pub method: String,
+    /// Path and query.
+    pub target: String,
+    /// The body sent.
+    pub body: Vec<u8>,
+}
+
+impl OtherWrite {
+    /// Sends it to `upstream` (host:port); its status.
+    async fn send(&self, upstream: &str) -> io::Result<u16> {
+        let tcp = TcpStream::connect(upstream).await?;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake::<_, Full<Bytes>>(TokioIo::new(tcp))
+                .await
+                .map_err(other)?;
+        tokio::spawn(connection);
+        let req = Request::builder()
+            .method(self.method.as_str())
+            .uri(self.target.as_str())
+            .header(hyper::header::HOST, upstream)
+            .header(hyper::header::CONTENT_LENGTH, self.body.len())
+            .body(Full::new(Bytes::from(self.body.clone())))
+            .map_err(other)?;
+        let resp = sender.send_request(req).await.map_err(other)?;
+        let status = resp.status().as_u16();
+        let _ = resp.into_body().collect().await;
+        Ok(status)
     }
 }
 
@@ -212,6 +254,7 @@ pub struct Script {
     rules: Vec<Rule>,
     random: Option<Random>,
     headers: Vec<(String, String)>,
+    strip: Option<String>,
 }
 
 impl Script {
@@ -235,6 +278,15 @@ impl Script {
         self.random = Some(r);
         self
     }
+    /// Serves the server below a path of its own, as a gateway does:
+    /// `prefix` (e.g. `/gcs`) is taken off each request's path before it
+    /// is forwarded; a request outside it gets a plain-text
+    /// `404 page not found`. Bodies (a batch's inner requests) pass
+    /// untouched.
+    pub fn below(mut self, prefix: &str) -> Self {
+        self.strip = Some(prefix.trim_end_matches('/').to_owned());
+        self
+    }
 }
 
 /// One fault the proxy injected.
@@ -252,6 +304,7 @@ pub struct Injected {
 
 struct State {
     upstream: String,
+    strip: Option<String>,
     headers: Vec<(String, String)>,
     script: Mutex<(Script, Option<StdRng>)>,
     requests: AtomicUsize,
@@ -335,6 +388,7 @@ impl FaultProxy {
             .map(|r| StdRng::seed_from_u64(r.seed));
         let state = Arc::new(State {
             upstream,
+            strip: script.strip.clone(),
             headers: script.headers.clone(),
             script: Mutex::new((script, rng)),
             requests: AtomicUsize::new(0),
@@ -527,6 +581,24 @@ async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> io::Result<Response<
         _ => {}
     }
     let mut req = req;
+    if let Some(prefix) = &conn.state.strip {
+        let Some(rest) = target
+            .strip_prefix(prefix.as_str())
+            .filter(|r| r.starts_with('/'))
+        else {
+            let _ = req.into_body().collect().await;
+            return Ok(Response::builder()
+                .status(404)
+                .header("content-type", "text/plain")
+                .body(
+                    Full::new(Bytes::from_static(b"404 page not found\n"))
+                        .map_err(other)
+                        .boxed_unsync(),
+                )
+                .unwrap());
+        };
+        *req.uri_mut() = rest.parse().map_err(other)?;
+    }
     for (name, value) in conn.state.headers.iter() {
         req.headers_mut().insert(
             hyper::header::HeaderName::from_bytes(name.as_bytes()).map_err(other)?,
@@ -537,6 +609,18 @@ async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> io::Result<Response<
     match &fault {
         Some(Fault::LoseResponse) => {
             let _ = resp.into_body().collect().await;
+            conn.reset.store(true, Ordering::SeqCst);
+            return Err(other("fault proxy: response lost"));
+        }
+        Some(Fault::LoseResponseThen(w)) => {
+            let _ = resp.into_body().collect().await;
+            let status = w.send(&conn.state.upstream).await?;
+            if !(200..300).contains(&status) {
+                return Err(other(format!(
+                    "fault proxy: the other writer's {} {} got {status}",
+                    w.method, w.target
+                )));
+            }
             conn.reset.store(true, Ordering::SeqCst);
             return Err(other("fault proxy: response lost"));
         }

@@ -63,6 +63,10 @@ pub enum Action {
     Delete {
         /// What to delete.
         dst: Location,
+        /// The version the listing that planned the delete saw: the
+        /// delete carries it, so an object written since is kept (None:
+        /// whatever is there; local files have none).
+        version: Option<shoal_core::ObjectVersion>,
     },
 }
 
@@ -75,7 +79,9 @@ impl std::fmt::Display for Action {
                 escape_controls(&src.to_string()),
                 escape_controls(&dst.to_string())
             ),
-            Action::Delete { dst } => write!(f, "delete {}", escape_controls(&dst.to_string())),
+            Action::Delete { dst, .. } => {
+                write!(f, "delete {}", escape_controls(&dst.to_string()))
+            }
         }
     }
 }
@@ -282,7 +288,7 @@ async fn run_with(
     // can (`delete.rs`).
     let cloud_delete = matches!(
         std::pin::Pin::new(&mut actions).peek().await,
-        Some(Ok(Action::Delete { dst })) if !dst.is_local()
+        Some(Ok(Action::Delete { dst, .. })) if !dst.is_local()
     );
     if cloud_delete && !mode.moving {
         run_deletes(actions.boxed(), &store_for, slots, &counters, &mut report).await;
@@ -305,7 +311,7 @@ async fn run_deletes(
     report: &mut BatchReport,
 ) {
     let mut others = Vec::new();
-    let (tx, rx) = futures::channel::mpsc::channel::<Result<Location>>(1024);
+    let (tx, rx) = futures::channel::mpsc::channel::<Result<crate::delete::Target>>(1024);
     let said = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let on_fallback: crate::delete::OnFallback = Arc::new(move |e| {
         if !said.swap(true, Ordering::Relaxed) {
@@ -319,7 +325,9 @@ async fn run_deletes(
         let mut actions = actions;
         while let Some(a) = actions.next().await {
             let item = match a {
-                Ok(Action::Delete { dst }) if !dst.is_local() => Ok(dst),
+                Ok(Action::Delete { dst, version }) if !dst.is_local() => {
+                    Ok(crate::delete::Target { loc: dst, version })
+                }
                 Ok(other) => {
                     others.push(other);
                     continue;
@@ -335,7 +343,7 @@ async fn run_deletes(
     let on_outcome = counters.on_outcome.clone();
     let drain = async {
         while let Some(r) = outcomes.next().await {
-            let r: Outcome = r.map(|dst| (Action::Delete { dst }, 0));
+            let r: Outcome = r.map(|dst| (Action::Delete { dst, version: None }, 0));
             counters.count(&r);
             if let Some(f) = &on_outcome {
                 (f.0)(&r);
@@ -485,7 +493,7 @@ pub async fn execute(
         // Already gone is done: what a delete is for holds, as S3 answers
         // anyway (GCS says 404). Another process, or a request an
         // interrupted run had sent, may have deleted it since the listing.
-        Action::Delete { dst } => {
+        Action::Delete { dst, version } => {
             if dst.is_local() {
                 // Never through a link below the destination the user named.
                 shoal_core::local_path::check_folders(&dst.key, dst.local_root)?;
@@ -493,7 +501,28 @@ pub async fn execute(
             } else {
                 let store = store_for(dst)?;
                 let _slot = run.for_transfer(Some(0)).budgets.permit().await;
-                delete_object(&store, dst).await?;
+                match version {
+                    // Pinned: read back, then deleted with it (a server
+                    // may ignore the precondition); gone is done.
+                    Some(v) => match delete_at(&store, dst, v).await {
+                        Err(e) if e.kind() == ErrorKind::NotFound => {}
+                        Err(e) if e.kind() == ErrorKind::Precondition => {
+                            return Err(Error::new(
+                                ErrorKind::Skipped,
+                                Op::Delete,
+                                dst.to_string(),
+                                format!(
+                                    "not deleted: written again since it was listed ({}); kept",
+                                    e.message()
+                                ),
+                            ));
+                        }
+                        r => {
+                            r?;
+                        }
+                    },
+                    None => delete_object(&store, dst).await?,
+                }
             }
             Ok(0)
         }
@@ -629,7 +658,17 @@ pub async fn delete_moved(
     match delete_at(&store, src, version).await {
         Err(e) if e.kind() == ErrorKind::Precondition => Err(kept(e.message().to_string())),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-        r => r,
+        Err(e) => Err(e),
+        Ok(shoal_core::Deleted::Gone) => Ok(()),
+        // The version that was copied is gone: the move is complete. What
+        // the key holds now is another writer's, and stays.
+        Ok(shoal_core::Deleted::Replaced(now)) => {
+            tracing::warn!(
+                "{src}: moved; the source key now holds {}, stored by another writer after the move's delete; kept",
+                now.map_or("a newer object".into(), |v| format!("a newer object ({v})"))
+            );
+            Ok(())
+        }
     }
 }
 
@@ -652,12 +691,14 @@ async fn delete_object(store: &Arc<dyn shoal_core::Store>, loc: &Location) -> Re
 /// Deletes the object at `loc` only if it is at `version`: read back first
 /// (a server may ignore the precondition), then deleted with it. Another
 /// version is [`ErrorKind::Precondition`] naming both; a store without
-/// conditional deletes gets a plain delete after the read-back.
+/// conditional deletes gets a plain delete after the read-back. A lost
+/// answer never deletes a version stored meanwhile
+/// ([`shoal_core::Deleted::Replaced`]).
 pub async fn delete_at(
     store: &Arc<dyn shoal_core::Store>,
     loc: &Location,
     version: &shoal_core::ObjectVersion,
-) -> Result<()> {
+) -> Result<shoal_core::Deleted> {
     let now = store.head(&loc.bucket, &loc.key).await;
     match now {
         Ok(m) if m.version.as_ref() == Some(version) => {}
@@ -676,7 +717,10 @@ pub async fn delete_at(
         Err(e) => return Err(e.with_url(loc.to_string())),
     }
     match store.delete_if(&loc.bucket, &loc.key, version).await {
-        Err(e) if e.kind() == ErrorKind::Unsupported => store.delete(&loc.bucket, &loc.key).await,
+        Err(e) if e.kind() == ErrorKind::Unsupported => store
+            .delete(&loc.bucket, &loc.key)
+            .await
+            .map(|()| shoal_core::Deleted::Gone),
         r => r,
     }
     .map_err(|e| e.with_url(loc.to_string()))

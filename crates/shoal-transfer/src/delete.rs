@@ -1,5 +1,5 @@
-//! Many deletes without preconditions, batched where the store can
-//! (`rm -r`, `rb --force`, `sync --delete`).
+//! Many deletes, batched where the store can (`rm -r`, `rb --force`,
+//! `sync --delete`), each pinned to the version its listing saw.
 //!
 //! One request per key made a big `rm -r` round-trip bound: 100,000 keys
 //! were 100,000 DELETEs. Keys are gathered as they arrive (what the
@@ -11,15 +11,39 @@
 //! deletes for its keys, said once on stderr by the caller's `on_fallback`.
 //! Each key still has its own outcome, so failures are reported by URL.
 //!
+//! A target names the version the listing that planned its delete saw
+//! ([`Target::version`]), and the delete carries it (GCS
+//! `ifGenerationMatch`, S3's conditional delete), so an object written
+//! again after the listing is kept: that key's outcome is a skip saying
+//! so, not a failure. Servers that ignore a delete's precondition
+//! (fake-gcs-server, MinIO) delete it anyway.
+//!
 //! Deletes that carry a version (a move's, `rm --if-…`) are not made
 //! here: they stay single requests with their precondition
-//! (`batch::delete_at`).
+//! (`batch::delete_at`), and so do objects named one by one
+//! ([`delete_current`]).
 
 use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use shoal_core::{Error, ErrorKind, Location, Result, Store, StoreFor};
+use shoal_core::{DeleteKey, Error, ErrorKind, Location, ObjectVersion, Result, Store, StoreFor};
+
+/// One object to delete, and the version its delete was planned against
+/// (None: whatever is there).
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The object.
+    pub loc: Location,
+    /// The version the listing saw.
+    pub version: Option<ObjectVersion>,
+}
+
+impl From<Location> for Target {
+    fn from(loc: Location) -> Target {
+        Target { loc, version: None }
+    }
+}
 
 /// The most keys gathered before a batch is sent (S3's limit).
 const GATHER: usize = 1000;
@@ -29,9 +53,9 @@ enum Job {
     /// A target that failed before any request (listing, store lookup).
     Failed(Error),
     /// One key, deleted alone.
-    One(Arc<dyn Store>, Location),
+    One(Arc<dyn Store>, Target),
     /// Keys of one bucket of one store, deleted in one request.
-    Many(Arc<dyn Store>, Vec<Location>),
+    Many(Arc<dyn Store>, Vec<Target>),
 }
 
 /// Called once per batch the store refused as a whole, with its error.
@@ -45,7 +69,7 @@ pub type OnFallback = Arc<dyn Fn(&Error) + Send + Sync>;
 /// (a batch's deletes: another process may have deleted it since the
 /// listing); `rm` of a named object reports it.
 pub fn delete_all(
-    targets: BoxStream<'static, Result<Location>>,
+    targets: BoxStream<'static, Result<Target>>,
     store_for: StoreFor,
     slots: usize,
     gone_is_done: bool,
@@ -62,41 +86,41 @@ pub fn delete_all(
 
 /// Splits what the listing had ready into requests: by store and bucket,
 /// up to each store's batch size.
-fn jobs(chunk: Vec<Result<Location>>, store_for: &StoreFor) -> Vec<Job> {
+fn jobs(chunk: Vec<Result<Target>>, store_for: &StoreFor) -> Vec<Job> {
     let mut jobs = Vec::new();
-    let mut groups: Vec<(Arc<dyn Store>, Vec<Location>)> = Vec::new();
+    let mut groups: Vec<(Arc<dyn Store>, Vec<Target>)> = Vec::new();
     for t in chunk {
-        let loc = match t {
-            Ok(l) => l,
+        let t = match t {
+            Ok(t) => t,
             Err(e) => {
                 jobs.push(Job::Failed(e));
                 continue;
             }
         };
-        let store = match store_for(&loc) {
+        let store = match store_for(&t.loc) {
             Ok(s) => s,
             Err(e) => {
-                jobs.push(Job::Failed(e.with_url(loc.to_string())));
+                jobs.push(Job::Failed(e.with_url(t.loc.to_string())));
                 continue;
             }
         };
         if store.delete_batch() <= 1 {
-            jobs.push(Job::One(store, loc));
+            jobs.push(Job::One(store, t));
             continue;
         }
         let at = groups
             .iter()
-            .position(|(s, l)| same(s, &store) && l[0].bucket == loc.bucket);
+            .position(|(s, l)| same(s, &store) && l[0].loc.bucket == t.loc.bucket);
         match at {
-            Some(i) => groups[i].1.push(loc),
-            None => groups.push((store, vec![loc])),
+            Some(i) => groups[i].1.push(t),
+            None => groups.push((store, vec![t])),
         }
     }
     for (store, locs) in groups {
         let n = store.delete_batch();
         let mut locs = locs.into_iter().peekable();
         while locs.peek().is_some() {
-            let part: Vec<Location> = locs.by_ref().take(n).collect();
+            let part: Vec<Target> = locs.by_ref().take(n).collect();
             jobs.push(match part.len() {
                 1 => Job::One(store.clone(), part.into_iter().next().expect("one")),
                 _ => Job::Many(store.clone(), part),
@@ -121,15 +145,18 @@ async fn run(
         Job::Failed(e) => vec![Err(e)],
         Job::One(store, loc) => vec![one(&store, loc, gone_is_done).await],
         Job::Many(store, locs) => {
-            let keys: Vec<String> = locs.iter().map(|l| l.key.clone()).collect();
-            match store.delete_many(&locs[0].bucket, &keys).await {
+            let keys: Vec<DeleteKey> = locs
+                .iter()
+                .map(|t| DeleteKey {
+                    key: t.loc.key.clone(),
+                    version: t.version.clone(),
+                })
+                .collect();
+            match store.delete_many(&locs[0].loc.bucket, &keys).await {
                 Ok(results) if results.len() == locs.len() => locs
                     .into_iter()
                     .zip(results)
-                    .map(|(loc, r)| {
-                        r.map(|()| loc.clone())
-                            .map_err(|e| e.with_url(loc.to_string()))
-                    })
+                    .map(|(t, r)| outcome(t, r.map(|()| shoal_core::Deleted::Gone)))
                     .collect(),
                 refused => {
                     let e = match refused {
@@ -137,7 +164,7 @@ async fn run(
                         Ok(r) => Error::new(
                             ErrorKind::Protocol,
                             shoal_core::Op::Delete,
-                            locs[0].to_string(),
+                            locs[0].loc.to_string(),
                             format!("{} results for {} keys", r.len(), locs.len()),
                         ),
                     };
@@ -153,10 +180,118 @@ async fn run(
     }
 }
 
-async fn one(store: &Arc<dyn Store>, loc: Location, gone_is_done: bool) -> Result<Location> {
-    match store.delete(&loc.bucket, &loc.key).await {
-        Ok(()) => Ok(loc),
-        Err(e) if gone_is_done && e.kind() == ErrorKind::NotFound => Ok(loc),
-        Err(e) => Err(e.with_url(loc.to_string())),
+/// Deletes the object `loc` names, pinned to the version it holds now
+/// (`rm URL`): one metadata read, then a delete carrying that version, so
+/// a lost answer never deletes an object another writer stored meanwhile
+/// ([`shoal_core::Deleted::Replaced`]). A key that holds nothing is
+/// `NotFound`, on every store (S3 answers a delete of nothing with 204):
+/// with objects below it as a folder, the error says how many and points
+/// at `rm -r`.
+pub async fn delete_current(store: &Arc<dyn Store>, loc: &Location) -> Result<shoal_core::Deleted> {
+    let meta = match store.head(&loc.bucket, &loc.key).await {
+        Ok(m) => m,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Err(not_found(store, loc).await),
+        Err(e) => return Err(e.with_url(loc.to_string())),
+    };
+    let r = match &meta.version {
+        Some(v) => match store.delete_if(&loc.bucket, &loc.key, v).await {
+            Err(e) if e.kind() == ErrorKind::Unsupported => None,
+            r => Some(r),
+        },
+        None => None,
+    };
+    match r {
+        Some(r) => r,
+        None => store
+            .delete(&loc.bucket, &loc.key)
+            .await
+            .map(|()| shoal_core::Deleted::Gone),
+    }
+    .map_err(|e| e.with_url(loc.to_string()))
+}
+
+/// "No such object", or, where keys lie below `loc` as below a folder,
+/// how many (up to a page) and `rm -r`.
+async fn not_found(store: &Arc<dyn Store>, loc: &Location) -> Error {
+    let below = format!("{}/", loc.key.trim_end_matches('/'));
+    let req = shoal_core::ListRequest {
+        prefix: below,
+        max_results: Some(1000),
+        ..Default::default()
+    };
+    let page = store.list_page(&loc.bucket, &req).await;
+    let e = Error::new(
+        ErrorKind::NotFound,
+        shoal_core::Op::Delete,
+        loc.to_string(),
+        "no such object",
+    );
+    match page {
+        Ok(p) if !p.objects.is_empty() => {
+            let n = p.objects.len();
+            let more = if p.next_page_token.is_some() {
+                " or more"
+            } else {
+                ""
+            };
+            let s = if n == 1 && more.is_empty() { "" } else { "s" };
+            let url = loc.to_string();
+            let url = url.trim_end_matches('/');
+            Error::new(
+                ErrorKind::NotFound,
+                shoal_core::Op::Delete,
+                loc.to_string(),
+                format!("no such object; it is a prefix of {n}{more} object{s}"),
+            )
+            .with_hint(format!("rm -r {url}/ deletes everything below it"))
+        }
+        _ => e.with_hint("rm -f ignores objects that do not exist"),
+    }
+}
+
+async fn one(store: &Arc<dyn Store>, t: Target, gone_is_done: bool) -> Result<Location> {
+    let r = match &t.version {
+        Some(v) => match store.delete_if(&t.loc.bucket, &t.loc.key, v).await {
+            Err(e) if e.kind() == ErrorKind::Unsupported => store
+                .delete(&t.loc.bucket, &t.loc.key)
+                .await
+                .map(|()| shoal_core::Deleted::Gone),
+            r => r,
+        },
+        None => store
+            .delete(&t.loc.bucket, &t.loc.key)
+            .await
+            .map(|()| shoal_core::Deleted::Gone),
+    };
+    match r {
+        Err(e) if gone_is_done && e.kind() == ErrorKind::NotFound => Ok(t.loc),
+        r => outcome(t, r),
+    }
+}
+
+/// A key's outcome: a pinned key written again since its listing is a
+/// skip that says so (it stays); one stored again after a lost answer is
+/// deleted as planned, and said.
+fn outcome(t: Target, r: Result<shoal_core::Deleted>) -> Result<Location> {
+    match r {
+        Ok(shoal_core::Deleted::Gone) => Ok(t.loc),
+        Ok(shoal_core::Deleted::Replaced(now)) => {
+            tracing::warn!(
+                "{}: deleted; the key now holds {}, stored by another writer meanwhile, kept",
+                t.loc,
+                now.map_or("a newer object".into(), |v| format!("a newer object ({v})"))
+            );
+            Ok(t.loc)
+        }
+        Err(e) if e.kind() == ErrorKind::Precondition && t.version.is_some() => Err(Error::new(
+            ErrorKind::Skipped,
+            shoal_core::Op::Delete,
+            t.loc.to_string(),
+            format!(
+                "not deleted: written again since it was listed (at {}); kept",
+                t.version.as_ref().expect("pinned")
+            ),
+        )),
+        Err(e) => Err(e.with_url(t.loc.to_string())),
     }
 }

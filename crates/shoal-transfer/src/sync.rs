@@ -83,6 +83,14 @@ pub struct SyncOptions {
     /// others carry the store's precondition (see
     /// [`crate::TransferOptions::no_clobber`]) for one made meanwhile.
     pub no_clobber: bool,
+    /// The source's listing did not come from the store just now (a kept
+    /// listing file, an inventory report): it is a hint, never alone a
+    /// reason to delete. With `delete`, each extra's absence from this
+    /// live source (the sync's source folder, as given to the plan) is
+    /// confirmed before it is deleted, with fresh pages of its listing
+    /// around the extras (one page answers for up to 1,000 of them); extras the live source
+    /// holds are kept, and counted in one line.
+    pub confirm_extras: Option<Location>,
 }
 
 /// Counts of what the plan holds, for tests (and a debug log line).
@@ -137,6 +145,13 @@ pub fn sync_plan(
         unasked_skips: 0,
         stopped: false,
         stats: stats.clone(),
+        confirm: match &opts.confirm_extras {
+            Some(root) => match store_for(root) {
+                Ok(store) => Some(Confirm::new(store, root.with_key(sync_root(root)))),
+                Err(e) => return futures::stream::iter([Err(e)]).boxed(),
+            },
+            None => None,
+        },
     };
     futures::stream::unfold(merge, |mut m| async move {
         let step = m.next().await?;
@@ -294,8 +309,9 @@ pub fn range_entries(
 enum Step {
     /// The source has it; the destination maybe.
     Pair(Entry, Option<Entry>),
-    /// Only the destination has it, and it is to be deleted.
-    Delete(Location),
+    /// Only the destination has it, and it is to be deleted (at the
+    /// version its listing saw).
+    Delete(Location, Option<shoal_core::ObjectVersion>),
     /// Reported, the plan goes on (or ends, as the merge decided).
     Problem(Error),
 }
@@ -309,7 +325,7 @@ async fn decide(
 ) -> (Option<Result<Action>>, usize) {
     match step {
         Step::Problem(e) => (Some(Err(e)), 0),
-        Step::Delete(l) => (Some(Ok(Action::Delete { dst: l })), 0),
+        Step::Delete(l, version) => (Some(Ok(Action::Delete { dst: l, version })), 0),
         Step::Pair(e, theirs) => {
             let held = 1 + usize::from(theirs.is_some());
             let differs = match &theirs {
@@ -451,17 +467,41 @@ enum Fill {
 pub const SPILL_AT: usize = 10_000;
 
 /// Extras waiting for the listings to end: in memory, then in an unnamed
-/// temporary file, one JSON string per line (keys may hold newlines).
+/// temporary file, one JSON array per line (keys may hold newlines): the
+/// destination's key, the name below the roots, and the version the
+/// destination's listing saw (`g:GENERATION`, `e:ETAG`).
 #[derive(Default)]
 struct Extras {
-    mem: Vec<String>,
+    mem: Vec<Extra>,
     file: Option<std::io::BufWriter<std::fs::File>>,
     count: u64,
 }
 
+/// An extra's destination key, its name below the sync's roots, and its
+/// version as [`version_text`] writes it.
+type Extra = (String, String, Option<String>);
+
+/// A version as an extra keeps it.
+fn version_text(v: &shoal_core::ObjectVersion) -> String {
+    match v {
+        shoal_core::ObjectVersion::Generation(g) => format!("g:{g}"),
+        shoal_core::ObjectVersion::ETag(e) => format!("e:{e}"),
+    }
+}
+
+/// [`version_text`] read back.
+fn version_from(t: &str) -> Option<shoal_core::ObjectVersion> {
+    match t.split_once(':')? {
+        ("g", g) => g.parse().ok().map(shoal_core::ObjectVersion::Generation),
+        ("e", e) => Some(shoal_core::ObjectVersion::ETag(e.to_owned())),
+        _ => None,
+    }
+}
+
 impl Extras {
-    fn push(&mut self, key: String) -> Result<()> {
+    fn push(&mut self, key: String, rel: String, version: Option<String>) -> Result<()> {
         self.count += 1;
+        let key = (key, rel, version);
         if self.file.is_none() && self.mem.len() < SPILL_AT {
             self.mem.push(key);
             return Ok(());
@@ -482,8 +522,8 @@ impl Extras {
         Ok(())
     }
 
-    /// Every key pushed, in order.
-    fn drain(self) -> Result<Box<dyn Iterator<Item = Result<String>> + Send>> {
+    /// Every extra pushed, in order.
+    fn drain(self) -> Result<Box<dyn Iterator<Item = Result<Extra>> + Send>> {
         let Some(f) = self.file else {
             return Ok(Box::new(self.mem.into_iter().map(Ok)));
         };
@@ -494,7 +534,7 @@ impl Extras {
         f.rewind().map_err(spill_err)?;
         Ok(Box::new(std::io::BufReader::new(f).lines().map(move |l| {
             let l = l.map_err(spill_err)?;
-            serde_json::from_str::<String>(&l).map_err(|e| {
+            serde_json::from_str::<Extra>(&l).map_err(|e| {
                 Error::invalid(Op::Read, "a temporary file of sync's extras", e.to_string())
             })
         })))
@@ -508,7 +548,7 @@ struct Merge {
     opts: SyncOptions,
     extras: Extras,
     /// Deletes being handed out, once both listings have ended.
-    deleting: Option<Box<dyn Iterator<Item = Result<String>> + Send>>,
+    deleting: Option<Box<dyn Iterator<Item = Result<Extra>> + Send>>,
     source_incomplete: bool,
     /// Source entries not copied that nobody asked to skip (a link without
     /// -L, a FIFO): what the user meant them to be is unknown, so nothing
@@ -517,13 +557,15 @@ struct Merge {
     /// Nothing more comes (after an error that ends the plan, or the end).
     stopped: bool,
     stats: Arc<PlanStats>,
+    /// Extras checked against the live source before their deletes.
+    confirm: Option<Confirm>,
 }
 
 impl Merge {
     /// The next step, or None when the plan is complete.
     async fn next(&mut self) -> Option<Step> {
         if self.deleting.is_some() {
-            return self.next_delete();
+            return self.next_delete().await;
         }
         loop {
             if self.stopped {
@@ -565,7 +607,7 @@ impl Merge {
                 Fill::Failed(e) | Fill::OutOfOrder(e) => return Some(self.stop(e)),
             }
             let take_src = match (&self.src.peeked, &self.dst.peeked) {
-                (None, None) => return self.finish(),
+                (None, None) => return self.finish().await,
                 (Some(_), None) => true,
                 (None, Some(_)) => false,
                 (Some(s), Some(d)) => s.rel <= d.rel,
@@ -579,7 +621,11 @@ impl Merge {
             let extra = self.dst.peeked.take().expect("peeked");
             self.stats.done(1);
             if self.opts.delete
-                && let Err(e) = self.extras.push(extra.src.key)
+                && let Err(e) = self.extras.push(
+                    extra.src.key,
+                    extra.rel,
+                    extra.meta.version.as_ref().map(version_text),
+                )
             {
                 return Some(self.stop(e));
             }
@@ -599,7 +645,7 @@ impl Merge {
     }
 
     /// Both listings have ended: the extras are deleted now, or not at all.
-    fn finish(&mut self) -> Option<Step> {
+    async fn finish(&mut self) -> Option<Step> {
         self.stopped = true;
         let n = self.extras.count;
         if self.opts.delete
@@ -655,21 +701,159 @@ impl Merge {
         match std::mem::take(&mut self.extras).drain() {
             Ok(d) => {
                 self.deleting = Some(d);
-                self.next_delete()
+                self.next_delete().await
             }
             Err(e) => Some(Step::Problem(e)),
         }
     }
 
-    fn next_delete(&mut self) -> Option<Step> {
-        let d = self.deleting.as_mut()?;
-        match d.next()? {
-            Ok(key) => Some(Step::Delete(local_below(&self.dst_root, key))),
-            Err(e) => {
+    /// The next extra to delete: with [`Confirm`], only one the live
+    /// source does not hold; after the last, the count of those kept.
+    async fn next_delete(&mut self) -> Option<Step> {
+        loop {
+            let d = self.deleting.as_mut()?;
+            let Some(next) = d.next() else {
                 self.deleting = None;
-                Some(Step::Problem(e))
+                return self
+                    .confirm
+                    .take()
+                    .and_then(|c| c.kept_line(&self.dst_root));
+            };
+            let (key, rel, version) = match next {
+                Ok(x) => x,
+                Err(e) => {
+                    self.deleting = None;
+                    return Some(Step::Problem(e));
+                }
+            };
+            if let Some(c) = self.confirm.as_mut() {
+                match c.holds(&rel).await {
+                    Ok(true) => continue,
+                    Ok(false) => {}
+                    // Nothing more is deleted on the word of a listing
+                    // that could not be confirmed.
+                    Err(e) => {
+                        self.deleting = None;
+                        return Some(Step::Problem(e.with_hint(format!(
+                            "the source's live listing failed while confirming extras: nothing more was deleted ({} kept so far as the source holds them)",
+                            c.kept
+                        ))));
+                    }
+                }
             }
+            let version = version.as_deref().and_then(version_from);
+            return Some(Step::Delete(local_below(&self.dst_root, key), version));
         }
+    }
+}
+
+/// Page size of a confirming listing: one request confirms every extra
+/// that falls between its first and last key, so a million extras in a
+/// few ranges cost a few requests, not a million HEADs.
+const CONFIRM_PAGE: u32 = 1000;
+
+/// Confirms extras against the live source (see
+/// [`SyncOptions::confirm_extras`]). Extras come in key order, so each
+/// fresh page of the source's listing, started at the first extra it has
+/// not covered, answers for every extra up to its last key (up to the
+/// end, for the last page): a name in that span is held by the source
+/// exactly when the page lists it.
+struct Confirm {
+    store: Arc<dyn Store>,
+    root: Location,
+    /// The span the last page answers for: from, to (None: to the end),
+    /// and the names it lists.
+    window: Option<(String, Option<String>, std::collections::HashSet<String>)>,
+    kept: u64,
+    /// Pages listed, for tests.
+    pages: u64,
+}
+
+impl Confirm {
+    /// Confirms against the folder `root` (its key a prefix ending in `/`,
+    /// or empty) of `store`.
+    fn new(store: Arc<dyn Store>, root: Location) -> Confirm {
+        Confirm {
+            store,
+            root,
+            window: None,
+            kept: 0,
+            pages: 0,
+        }
+    }
+
+    /// Whether the live source holds `rel` (a name below the root); a
+    /// name it holds is counted as kept.
+    async fn holds(&mut self, rel: &str) -> Result<bool> {
+        let covered = |w: &(String, Option<String>, _)| {
+            w.0.as_str() <= rel && w.1.as_deref().is_none_or(|to| rel <= to)
+        };
+        if !self.window.as_ref().is_some_and(covered) {
+            self.window = Some(self.page_from(rel).await?);
+        }
+        let (.., names) = self.window.as_ref().expect("listed");
+        let held = names.contains(rel);
+        self.kept += u64::from(held);
+        Ok(held)
+    }
+
+    async fn page_from(
+        &mut self,
+        rel: &str,
+    ) -> Result<(String, Option<String>, std::collections::HashSet<String>)> {
+        let mut req = ListRequest {
+            prefix: self.root.key.clone(),
+            start_offset: Some(format!("{}{rel}", self.root.key)),
+            max_results: Some(CONFIRM_PAGE),
+            projection: Projection::NameSizeTime,
+            ..Default::default()
+        };
+        loop {
+            self.pages += 1;
+            let page = self
+                .store
+                .list_page(&self.root.bucket, &req)
+                .await
+                .map_err(|e| e.with_url(self.root.to_string()))?;
+            let names: std::collections::HashSet<String> = page
+                .objects
+                .iter()
+                .filter_map(|m| m.key.strip_prefix(self.root.key.as_str()))
+                .map(str::to_owned)
+                .collect();
+            let to = match (&page.next_page_token, page.objects.last()) {
+                (None, _) => None,
+                (Some(_), Some(last)) => Some(
+                    last.key
+                        .strip_prefix(self.root.key.as_str())
+                        .unwrap_or(&last.key)
+                        .to_owned(),
+                ),
+                // An empty page that goes on says nothing yet.
+                (Some(t), None) => {
+                    req.page_token = Some(t.clone());
+                    continue;
+                }
+            };
+            return Ok((rel.to_owned(), to, names));
+        }
+    }
+
+    /// The one line saying how many extras were kept, if any.
+    fn kept_line(&self, dst_root: &Location) -> Option<Step> {
+        (self.kept > 0).then(|| {
+            let n = self.kept;
+            Step::Problem(Error::new(
+                ErrorKind::Skipped,
+                Op::Delete,
+                dst_root.to_string(),
+                format!(
+                    "sync --delete: kept {n} extra{s} that the source's listing did not list but {root} holds now: the listing is older than the source, or filtered",
+                    s = if n == 1 { "" } else { "s" },
+                    root = self.root
+                ),
+            ))
+        })
     }
 }
 
@@ -712,6 +896,7 @@ mod tests {
         let run = crate::Run::new(crate::TransferOptions::default());
         let policy = shoal_core::retry::RetryPolicy::default();
         let delete = |rel: &str| crate::batch::Action::Delete {
+            version: None,
             dst: local_below(&root, format!("{}/{rel}", dst.display())),
         };
         let e = crate::batch::execute(&delete("sub/victim"), &no_store(), &run, &policy)
@@ -747,6 +932,7 @@ mod tests {
             delete_when_source_empty: false,
             update: false,
             no_clobber: false,
+            confirm_extras: None,
         }
     }
 
@@ -764,11 +950,84 @@ mod tests {
         )
         .map(|a| match a {
             Ok(Action::Copy { dst, .. }) => format!("copy {}", dst.key),
-            Ok(Action::Delete { dst }) => format!("delete {}", dst.key),
+            Ok(Action::Delete { dst, .. }) => format!("delete {}", dst.key),
             Err(e) => format!("error {e}"),
         })
         .collect()
         .await
+    }
+
+    /// A source listing that is not the store's word (a report filtered
+    /// to a prefix, or older than the source): the extras it makes are
+    /// confirmed against the live source first. Those the source holds
+    /// are kept and counted in one line, the others deleted; one page of
+    /// the live listing answers for up to 1,000 extras.
+    #[tokio::test]
+    async fn extras_of_a_kept_listing_are_confirmed_against_the_live_source() {
+        use shoal_core::memory::MemoryStore;
+        let store = Arc::new(MemoryStore::new());
+        store.create_bucket("b").await.unwrap();
+        let mut live: Vec<String> = (0..2500).map(|i| format!("b/{i:04}")).collect();
+        live.extend(["a/1".into(), "c".into()]);
+        for rel in &live {
+            let opts = shoal_core::PutOptions::default();
+            store
+                .put(
+                    "b",
+                    &format!("src/{rel}"),
+                    bytes::Bytes::from_static(b"x"),
+                    &opts,
+                )
+                .await
+                .unwrap();
+        }
+        let for_store: Arc<dyn Store> = store.clone();
+        let store_for: StoreFor = Arc::new(move |_| Ok(for_store.clone()));
+        // The report lists only `c`; the destination has everything, and
+        // `d`, which the source does not have.
+        let mut dst_names: Vec<&str> = live.iter().map(String::as_str).collect();
+        dst_names.push("d");
+        dst_names.sort();
+        let src = Location::parse("s3://b/src/").unwrap();
+        let run = |confirm: Option<Location>| {
+            let store_for = store_for.clone();
+            let dst_entries = ok(names("s3", "dst/", &dst_names, 1, 9));
+            async move {
+                let o = SyncOptions {
+                    confirm_extras: confirm,
+                    ..opts(true)
+                };
+                sync_plan(
+                    listing(ok(names("s3", "src/", &["c"], 1, 5))),
+                    listing(dst_entries),
+                    Location::parse("s3://b/dst/").unwrap(),
+                    o,
+                    store_for,
+                    Rates::default(),
+                    None,
+                )
+                .map(|a| match a {
+                    Ok(Action::Delete { dst, .. }) => format!("delete {}", dst.key),
+                    Ok(Action::Copy { dst, .. }) => format!("copy {}", dst.key),
+                    Err(e) => format!("error {e}"),
+                })
+                .collect::<Vec<_>>()
+                .await
+            }
+        };
+        // Trusted as it is, it would delete the copies of 2,501 live objects.
+        assert_eq!(run(None).await.len(), 2502);
+        let before = store.list_pages();
+        let got = run(Some(src)).await;
+        assert_eq!(got.len(), 2, "{:?}", &got[..got.len().min(5)]);
+        assert_eq!(got[0], "delete dst/d");
+        assert!(
+            got[1].contains("kept 2501 extras that the source's listing did not list"),
+            "{}",
+            got[1]
+        );
+        let pages = store.list_pages() - before;
+        assert!((3..=4).contains(&pages), "{pages} pages for 2,502 extras");
     }
 
     fn names(scheme: &str, root: &str, rels: &[&str], size: u64, t: i128) -> Vec<Entry> {
@@ -1128,7 +1387,7 @@ mod tests {
                 let mut got: Vec<String> = plan?
                     .map(|a| match a {
                         Ok(Action::Copy { dst, .. }) => format!("copy {}", dst.key),
-                        Ok(Action::Delete { dst }) => format!("delete {}", dst.key),
+                        Ok(Action::Delete { dst, .. }) => format!("delete {}", dst.key),
                         Err(e) => format!("error {e}"),
                     })
                     .collect()
@@ -1163,11 +1422,30 @@ mod tests {
                 _ => format!("plain {i}"),
             })
             .collect();
-        for k in &keys {
-            x.push(k.clone()).unwrap();
+        let version = |i: usize| {
+            let v = match i % 3 {
+                0 => Some(shoal_core::ObjectVersion::Generation(i as i64)),
+                1 => Some(shoal_core::ObjectVersion::ETag(format!("\"e:{i}\""))),
+                _ => None,
+            };
+            v.as_ref().map(version_text)
+        };
+        for (i, k) in keys.iter().enumerate() {
+            x.push(k.clone(), format!("rel {k}"), version(i)).unwrap();
         }
         assert!(x.file.is_some() && x.mem.is_empty());
-        let back: Vec<String> = x.drain().unwrap().map(|k| k.unwrap()).collect();
-        assert_eq!(back, keys);
+        let back: Vec<Extra> = x.drain().unwrap().map(|k| k.unwrap()).collect();
+        let want: Vec<Extra> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.clone(), format!("rel {k}"), version(i)))
+            .collect();
+        assert_eq!(back, want);
+        assert_eq!(
+            version_from(&version_text(&shoal_core::ObjectVersion::ETag(
+                "\"a:b\"".into()
+            ))),
+            Some(shoal_core::ObjectVersion::ETag("\"a:b\"".into()))
+        );
     }
 }

@@ -614,7 +614,12 @@ async fn a_batch_keeps_small_requests_wide_and_big_ones_within_workers() {
 
     // Their deletes: 24 at once as well.
     let s2 = s.clone();
-    let deletes = (0..100).map(|i| Action::Delete { dst: key(i) }).collect();
+    let deletes = (0..100)
+        .map(|i| Action::Delete {
+            dst: key(i),
+            version: None,
+        })
+        .collect();
     run(s2, deletes).await;
     assert_eq!(s.peak_in_flight(), 24);
 
@@ -708,9 +713,11 @@ async fn deleting_what_is_already_gone_succeeds() {
     let actions = vec![
         Action::Delete {
             dst: Location::parse("gs://b/never-there").unwrap(),
+            version: None,
         },
         Action::Delete {
             dst: Location::parse(dir.path().join("gone").to_str().unwrap()).unwrap(),
+            version: None,
         },
     ];
     run_batch(s, actions, TransferOptions::default()).await;
@@ -755,6 +762,7 @@ async fn deletes_are_held_back_after_a_failed_copy() {
             },
             Action::Delete {
                 dst: l("gs://b/dst/old-name"),
+                version: None,
             },
         ]
     };

@@ -239,6 +239,7 @@ async fn a_batch_shares_one_byte_rate_and_one_request_rate() {
     let deletes = (0..16)
         .map(|i| Action::Delete {
             dst: Location::parse(&format!("gs://b/f{i}")).unwrap(),
+            version: None,
         })
         .collect();
     let t0 = Instant::now();

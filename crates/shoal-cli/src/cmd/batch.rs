@@ -79,7 +79,7 @@ pub(crate) fn outcome_json(r: &Result<(Action, u64)>) -> serde_json::Value {
         Ok((Action::Copy { src, dst, .. }, bytes)) => serde_json::json!({
             "action": "copy", "source": src.to_string(), "destination": dst.to_string(), "bytes": bytes,
         }),
-        Ok((Action::Delete { dst }, _)) => {
+        Ok((Action::Delete { dst, .. }, _)) => {
             serde_json::json!({"action": "delete", "url": dst.to_string()})
         }
         Err(e) if shoal_transfer::tree::is_skip(e) => serde_json::json!({
@@ -91,7 +91,9 @@ pub(crate) fn outcome_json(r: &Result<(Action, u64)>) -> serde_json::Value {
 
 /// Names each skipped item as it passes: those nobody asked to skip
 /// always (they make the exit status 1, so they are said like failures),
-/// the expected ones (folder markers, `--skip-symlinks`) with `-v`.
+/// deletes the plan did not make always (extras the live source still
+/// holds: [`said_always`]), the expected ones (folder markers,
+/// `--skip-symlinks`) with `-v`.
 pub(crate) fn name_skips(
     ctx: &Context,
     actions: BoxStream<'static, Result<Action>>,
@@ -101,12 +103,18 @@ pub(crate) fn name_skips(
         .inspect(move |a| {
             if let Err(e) = a
                 && (e.kind() == ErrorKind::SkippedUnasked
+                    || said_always(e)
                     || (verbose && e.kind() == ErrorKind::Skipped))
             {
                 eprintln!("shoal: skipped: {e}");
             }
         })
         .boxed()
+}
+
+/// A skip said at any verbosity: a delete the plan chose not to make.
+fn said_always(e: &shoal_core::Error) -> bool {
+    e.kind() == ErrorKind::Skipped && e.op() == shoal_core::Op::Delete
 }
 
 /// `sync -n` and `cp -r -n`: prints each action the plan makes as it makes it (`would copy …`,
@@ -137,7 +145,7 @@ pub(crate) async fn dry_run(
             }
             // Skipped as asked: named with -v, not a problem.
             Err(e) if e.kind() == shoal_core::ErrorKind::Skipped => {
-                if ctx.verbose {
+                if ctx.verbose || said_always(&e) {
                     eprintln!("shoal: skipped: {e}");
                 }
             }

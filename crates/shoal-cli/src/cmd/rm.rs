@@ -9,6 +9,8 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use shoal_core::{Error, ErrorKind, Location, Op};
 
+use shoal_transfer::delete::Target;
+
 use crate::args::RmArgs;
 use crate::config::Context;
 use crate::failure::{CmdResult, Failure};
@@ -22,7 +24,7 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
     if a.matching.any() {
         return delete_matching(ctx, &a, locs).await;
     }
-    let filter = a.filters.filter()?;
+    let filter = a.filters.filter_for_delete()?;
     if filter.is_some() && !a.recursive && !a.urls.iter().any(|u| shoal_list::has_wildcard(u)) {
         return Err(Failure::Usage(
             "rm --include/--exclude: for rm -r and globs; objects named one by one are deleted as named".into(),
@@ -42,7 +44,7 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
                     "rm {loc}: needs an object; use -r to delete everything in the bucket"
                 )));
             }
-            singles.push(Ok(loc));
+            singles.push(loc);
             continue;
         } else {
             delete_listed(ctx, &a, &loc, &filter).await?
@@ -50,15 +52,7 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
         failed += f;
         deleted_total += deleted;
     }
-    let named: Vec<Location> = singles.iter().flatten().cloned().collect();
-    let named: Vec<&Location> = named.iter().collect();
-    let (deleted, f) = delete_all(
-        ctx,
-        a.dry_run,
-        futures::stream::iter(singles).boxed(),
-        &named,
-    )
-    .await;
+    let (deleted, f) = delete_named(ctx, &a, singles).await;
     failed += f;
     deleted_total += deleted;
     if ctx.json {
@@ -113,8 +107,8 @@ async fn delete_listed(
             let tally = tally.clone();
             targets
                 .filter(move |t| {
-                    let keep = t.as_ref().map_or(true, |l| {
-                        let name = shoal_list::filter::name_below(&root, &l.key);
+                    let keep = t.as_ref().map_or(true, |t| {
+                        let name = shoal_list::filter::name_below(&root, &t.loc.key);
                         match &tally {
                             Some(t) => f.admits_counted(name, t),
                             None => f.admits(name),
@@ -162,7 +156,7 @@ fn targets(
     ctx: &Context,
     loc: &Location,
     recursive: bool,
-) -> Result<BoxStream<'static, shoal_core::Result<Location>>, Failure> {
+) -> Result<BoxStream<'static, shoal_core::Result<Target>>, Failure> {
     let store = ctx.store(loc)?;
     shoal_list::check(loc)?;
     // One listing stream, not the parallel lister: what it lists is being
@@ -180,7 +174,13 @@ fn targets(
     };
     let base = loc.clone();
     Ok(shoal_list::expand(store, loc, &opts)
-        .map(move |m| Ok(base.with_key(m?.key)))
+        .map(move |m| {
+            let m = m?;
+            Ok(Target {
+                loc: base.with_key(m.key),
+                version: m.version,
+            })
+        })
         .boxed())
 }
 
@@ -211,8 +211,9 @@ async fn delete_matching(ctx: &Context, a: &RmArgs, locs: Vec<Location>) -> CmdR
     }
     let store = ctx.store(loc)?;
     match shoal_transfer::batch::delete_at(&store, loc, &version).await {
-        Ok(()) => {
+        Ok(d) => {
             removed(ctx, &loc.to_string(), false);
+            replaced(loc, &d);
             Ok(())
         }
         Err(e) => {
@@ -220,6 +221,73 @@ async fn delete_matching(ctx: &Context, a: &RmArgs, locs: Vec<Location>) -> CmdR
             failed_json(ctx, &e);
             Err(e.into())
         }
+    }
+}
+
+/// Objects named one by one: each deleted at the version it holds now
+/// (`shoal_transfer::delete::delete_current`), concurrently; returns
+/// (deleted, failed). One that does not exist is a failure, unless `-f`.
+async fn delete_named(ctx: &Context, a: &RmArgs, locs: Vec<Location>) -> (u64, usize) {
+    if locs.is_empty() {
+        return (0, 0);
+    }
+    if a.dry_run {
+        for l in &locs {
+            removed(ctx, &l.to_string(), true);
+        }
+        return (locs.len() as u64, 0);
+    }
+    let named: Vec<&Location> = locs.iter().collect();
+    let store_for = match ctx.store_for(&named) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("shoal: {e}");
+            return (0, locs.len());
+        }
+    };
+    let slots = ctx.transfer.small_workers.max(1);
+    let mut results = futures::stream::iter(locs)
+        .map(|loc| {
+            let store_for = store_for.clone();
+            async move {
+                let r = match store_for(&loc) {
+                    Ok(store) => shoal_transfer::delete::delete_current(&store, &loc).await,
+                    Err(e) => Err(e),
+                };
+                (loc, r)
+            }
+        })
+        .buffer_unordered(slots);
+    let (mut deleted, mut failed) = (0, 0);
+    while let Some((loc, r)) = results.next().await {
+        match r {
+            Ok(d) => {
+                deleted += 1;
+                removed(ctx, &loc.to_string(), false);
+                replaced(&loc, &d);
+            }
+            Err(e) if a.force && e.kind() == ErrorKind::NotFound => {}
+            Err(e) => {
+                failed_json(ctx, &e);
+                eprintln!("shoal: {e}");
+                failed += 1;
+            }
+        }
+    }
+    (deleted, failed)
+}
+
+/// A delete whose answer was lost, after which another writer stored the
+/// key again: said on stderr (the newer object stays).
+fn replaced(loc: &Location, d: &shoal_core::Deleted) {
+    if let shoal_core::Deleted::Replaced(now) = d {
+        let now = now
+            .as_ref()
+            .map_or("a newer object".into(), |v| format!("a newer object ({v})"));
+        eprintln!(
+            "shoal: {}: deleted; the key now holds {now}, stored by another writer meanwhile, kept",
+            shoal_core::error::escape_controls(&loc.to_string())
+        );
     }
 }
 
@@ -231,11 +299,11 @@ async fn delete_matching(ctx: &Context, a: &RmArgs, locs: Vec<Location>) -> CmdR
 async fn delete_all(
     ctx: &Context,
     dry_run: bool,
-    targets: BoxStream<'static, shoal_core::Result<Location>>,
+    targets: BoxStream<'static, shoal_core::Result<Target>>,
     urls: &[&Location],
 ) -> (u64, usize) {
     let results = if dry_run {
-        targets
+        targets.map(|t| t.map(|t| t.loc)).boxed()
     } else {
         match ctx.store_for(urls) {
             Ok(store_for) => {
@@ -259,6 +327,8 @@ async fn delete_all(
                 deleted += 1;
                 removed(ctx, &loc.to_string(), dry_run);
             }
+            // Written again since the listing: kept, and said.
+            Err(e) if e.kind() == ErrorKind::Skipped => eprintln!("shoal: skipped: {e}"),
             Err(e) => {
                 failed_json(ctx, &e);
                 eprintln!("shoal: {e}");

@@ -167,7 +167,10 @@ fn parse_line(line: &str, n: u64, file: &str) -> Result<Step, Failure> {
             if glob(&url)? {
                 return Ok(Step::DeleteGlob(url));
             }
-            Ok(Step::One(Action::Delete { dst: url }))
+            Ok(Step::One(Action::Delete {
+                dst: url,
+                version: None,
+            }))
         }
         _ => Err(bad("expected `cp SRC DST` or `rm URL`")),
     }
@@ -200,7 +203,7 @@ fn touches(step: &Step, n: u64, places: &mut Places) -> Vec<Touch> {
             point(places.of(src), How::Read),
             point(places.of(dst), How::Write),
         ],
-        Step::One(Action::Delete { dst }) => vec![point(places.of(dst), How::Delete)],
+        Step::One(Action::Delete { dst, .. }) => vec![point(places.of(dst), How::Delete)],
         Step::DeleteGlob(loc) => vec![range(
             loc.with_key(literal(loc)).to_string(),
             How::Delete,
@@ -245,7 +248,7 @@ fn check(file: &std::fs::File, name: &str, run_len: usize) -> Result<Vec<Locatio
             Step::One(Action::Copy { src, dst, .. }) | Step::CopyGlob { src, dst } => {
                 [Some(src), Some(dst)]
             }
-            Step::One(Action::Delete { dst }) | Step::DeleteGlob(dst) => [Some(dst), None],
+            Step::One(Action::Delete { dst, .. }) | Step::DeleteGlob(dst) => [Some(dst), None],
         };
         for l in locs.into_iter().flatten() {
             if !schemes.iter().any(|s| s.scheme == l.scheme) {
@@ -332,8 +335,10 @@ fn deletes(
     let base = loc.clone();
     let listed = shoal_list::expand(store, &loc, &shoal_list::ListOptions::default())
         .map(move |m| {
+            let m = m?;
             Ok(Action::Delete {
-                dst: base.with_key(m?.key),
+                dst: base.with_key(m.key),
+                version: m.version,
             })
         })
         .boxed();

@@ -28,7 +28,11 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     let src = super::parse(&a.src)?;
     let dst = super::parse(&a.dst)?;
     check(&a, &src, &dst)?;
-    let filter = a.filters.filter()?;
+    let filter = if a.delete {
+        a.filters.filter_for_delete()?
+    } else {
+        a.filters.filter()?
+    };
     let mut transfer = ctx.transfer.clone();
     transfer.put =
         (a.metadata.put(&dst)).map_err(|m| Failure::Usage(format!("sync {dst}: {m}")))?;
@@ -76,7 +80,7 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
         sides.side(&src, &a.source_listing, src_report, a.links.walk(), None)?,
         dst_entries,
         dst.clone(),
-        sync_options(&a),
+        sync_options(&a, &src),
         store_for.clone(),
         ctx.rates.clone(),
         None,
@@ -144,7 +148,7 @@ fn is_cloud_url(listing: &str) -> bool {
     Location::parse(listing).is_ok_and(|l| !l.is_local())
 }
 
-fn sync_options(a: &SyncArgs) -> SyncOptions {
+fn sync_options(a: &SyncArgs, src: &Location) -> SyncOptions {
     let compare = if a.checksum {
         Compare::Checksum
     } else if a.size_only {
@@ -159,6 +163,9 @@ fn sync_options(a: &SyncArgs) -> SyncOptions {
         delete_when_source_empty: a.delete_when_source_empty,
         update: a.update,
         no_clobber: a.no_clobber,
+        // A kept listing or a report is a hint: extras are confirmed
+        // against the live source before they are deleted.
+        confirm_extras: a.source_listing.as_ref().map(|_| src.clone()),
     }
 }
 

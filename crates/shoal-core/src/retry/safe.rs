@@ -40,7 +40,7 @@ use crate::checksum::Checksums;
 use crate::error::{Error, ErrorKind, Result};
 use crate::meta::{ObjectMeta, ObjectVersion};
 use crate::retry::RetryPolicy;
-use crate::store::PutOptions;
+use crate::store::{Deleted, PutOptions};
 
 /// What a write or delete was planned against: the state of the object
 /// it may replace.
@@ -237,16 +237,60 @@ where
 }
 
 /// Deletes with `attempt` (one request, sent with the precondition it is
-/// given: `Version` or `Any`), retrying per `policy`: after an unknown
-/// outcome an object found gone is done, one at the planned version (or,
-/// for `Any`, at whatever version is there) is deleted again at that
-/// version, and any other version is a conflict.
+/// given: `Version` or `Any`), retrying per `policy`.
+///
+/// A delete whose outcome is unknown (a reset, a timeout, a 5xx after it
+/// was sent) never deletes another version than the one it was planned
+/// against. The probe decides:
+///
+/// - **gone**: done (our delete, whose answer was lost).
+/// - **still the planned version**: sent again with that version as its
+///   precondition.
+/// - **another version**, planned against a version: the planned one is
+///   gone (ours, or someone's), and the key holds a newer object another
+///   writer stored meanwhile: [`Deleted::Replaced`], that object kept.
+/// - **an object**, planned against `Any`: what it is cannot be told (the
+///   original that the delete never reached, or one written after it), so
+///   it is not deleted again: a conflict naming what the key holds. Callers
+///   that mean a version pin it ([`Planned::Version`]); a name only this
+///   run writes (a temporary) is deleted with [`delete_own`].
 pub async fn delete<A, AF, P, PF>(
     policy: &RetryPolicy,
     planned: Planned,
+    attempt: A,
+    probe: P,
+) -> Result<Deleted>
+where
+    A: FnMut(Planned) -> AF,
+    AF: Future<Output = Result<()>>,
+    P: Fn() -> PF,
+    PF: Future<Output = Result<Option<ObjectMeta>>>,
+{
+    delete_with(policy, planned, false, attempt, probe).await
+}
+
+/// [`delete`] of a name only this run writes (a composite upload's parts):
+/// whatever the key holds after a lost answer is ours, so it is deleted
+/// again at the version the probe found.
+pub async fn delete_own<A, AF, P, PF>(policy: &RetryPolicy, attempt: A, probe: P) -> Result<()>
+where
+    A: FnMut(Planned) -> AF,
+    AF: Future<Output = Result<()>>,
+    P: Fn() -> PF,
+    PF: Future<Output = Result<Option<ObjectMeta>>>,
+{
+    delete_with(policy, Planned::Any, true, attempt, probe)
+        .await
+        .map(|_| ())
+}
+
+async fn delete_with<A, AF, P, PF>(
+    policy: &RetryPolicy,
+    planned: Planned,
+    own: bool,
     mut attempt: A,
     probe: P,
-) -> Result<()>
+) -> Result<Deleted>
 where
     A: FnMut(Planned) -> AF,
     AF: Future<Output = Result<()>>,
@@ -259,17 +303,19 @@ where
     loop {
         n += 1;
         let e = match attempt(pre.clone()).await {
-            Ok(()) => return Ok(()),
+            Ok(()) => return Ok(Deleted::Gone),
             Err(e) => e,
         };
         if unknown && e.kind() == ErrorKind::NotFound {
             // Our own earlier delete, whose answer was lost.
-            return Ok(());
+            return Ok(Deleted::Gone);
         }
         if unknown && e.kind() == ErrorKind::Precondition {
+            // The planned version went between the probe and this attempt.
             return match probe().await {
-                Ok(None) => Ok(()),
-                _ => Err(e),
+                Ok(None) => Ok(Deleted::Gone),
+                Ok(Some(m)) => Ok(Deleted::Replaced(m.version)),
+                Err(_) => Err(e),
             };
         }
         if !e.is_retryable() || n >= policy.max_attempts {
@@ -280,24 +326,34 @@ where
                 Ok(now) => now,
                 Err(_) => return Err(e),
             };
-            let Some(m) = now else { return Ok(()) };
+            let Some(m) = now else {
+                return Ok(Deleted::Gone);
+            };
             match &planned {
-                Planned::Version(v) if m.version.as_ref() != Some(v) => {
-                    return Err(conflict(
+                Planned::Version(v) if m.version.as_ref() == Some(v) => {}
+                Planned::Version(_) => return Ok(Deleted::Replaced(m.version)),
+                // Ours whatever it is: again, at the version it is at.
+                _ if own => pre = Planned::found(Some(&m)),
+                _ => {
+                    return Err(conflict_kept(
                         &e,
                         format!(
-                            "it was to be deleted at {} but now holds {}",
-                            planned.describe(),
+                            "the delete's answer was lost and the key now holds {}; it was not deleted again, since it may be an object another writer stored meanwhile",
                             Planned::found(Some(&m)).describe()
                         ),
                     ));
                 }
-                _ => pre = Planned::found(Some(&m)),
             }
             unknown = true;
         }
         wait(policy, n, &e).await;
     }
+}
+
+/// A delete that was not sent again: the object there was kept.
+fn conflict_kept(e: &Error, why: String) -> Error {
+    Error::new(ErrorKind::Precondition, e.op(), e.url(), why)
+        .with_hint("look at the object; delete it again if it should go")
 }
 
 /// Runs `attempt` (one request) per `policy`, telling it whether an earlier
@@ -359,6 +415,9 @@ mod tests {
         Busy,
         /// Someone else writes `size` bytes before this attempt.
         Interloper(u64),
+        /// The delete is done, then another writer stores the key again,
+        /// and the answer is lost.
+        LostThenRecreated,
     }
 
     fn meta(size: u64, crc: u32, g: i64) -> ObjectMeta {
@@ -450,8 +509,12 @@ mod tests {
                 );
             }
             *self.now.lock().unwrap() = None;
+            if let Fault::LostThenRecreated = f {
+                let g = self.next_generation();
+                *self.now.lock().unwrap() = Some(meta(8, 1, g));
+            }
             match f {
-                Fault::Lost => Err(Error::new(
+                Fault::Lost | Fault::LostThenRecreated => Err(Error::new(
                     ErrorKind::Timeout,
                     Op::Delete,
                     "gs://b/k",
@@ -566,13 +629,24 @@ mod tests {
         assert_eq!(e.kind(), ErrorKind::NotFound);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_delete_after_a_503_carries_the_version_it_saw() {
-        let s = Server::new(Some(meta(3, 9, 5)), vec![]);
-        let busy_once = Mutex::new(true);
+    async fn del(s: &Server, planned: Planned) -> Result<Deleted> {
         delete(
             &RetryPolicy::default(),
-            Planned::Any,
+            planned,
+            |p| s.delete(p),
+            || s.probe(),
+        )
+        .await
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_delete_after_a_503_is_sent_again_at_its_version() {
+        let s = Server::new(Some(meta(3, 9, 5)), vec![]);
+        let busy_once = Mutex::new(true);
+        let planned = Planned::Version(ObjectVersion::Generation(5));
+        let r = delete(
+            &RetryPolicy::default(),
+            planned.clone(),
             |p| {
                 let busy = std::mem::replace(&mut *busy_once.lock().unwrap(), false);
                 let s = &s;
@@ -588,10 +662,85 @@ mod tests {
         )
         .await
         .unwrap();
+        assert_eq!(r, Deleted::Gone);
+        assert_eq!(s.sent.lock().unwrap().clone(), vec![planned]);
+        assert!(s.now.lock().unwrap().is_none());
+    }
+
+    /// The delete lands, its answer is lost, another writer stores the key
+    /// again: the newer object is reported and kept, never deleted.
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_delete_answer_never_deletes_a_recreated_key() {
+        let planned = Planned::Version(ObjectVersion::Generation(5));
+        let s = Server::new(Some(meta(3, 9, 5)), vec![Fault::LostThenRecreated]);
+        let r = del(&s, planned.clone()).await.unwrap();
+        assert_eq!(r, Deleted::Replaced(Some(ObjectVersion::Generation(101))));
+        assert_eq!(s.sent.lock().unwrap().len(), 1, "no second delete");
+        assert_eq!(
+            s.now.lock().unwrap().as_ref().unwrap().size,
+            8,
+            "theirs kept"
+        );
+        // Unpinned, what the key holds cannot be told apart from the
+        // original: it is not deleted again either.
+        let s = Server::new(Some(meta(3, 9, 5)), vec![Fault::LostThenRecreated]);
+        let e = del(&s, Planned::Any).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Precondition);
+        assert!(e.message().contains("not deleted again"), "{e}");
+        assert_eq!(s.sent.lock().unwrap().len(), 1, "no second delete");
+        assert!(s.now.lock().unwrap().is_some(), "theirs kept");
+        // A lost answer whose delete never took effect: sent again at the
+        // planned version.
+        let s = Server::new(Some(meta(3, 9, 5)), vec![]);
+        let first = Mutex::new(true);
+        let r = delete(
+            &RetryPolicy::default(),
+            planned.clone(),
+            |p| {
+                let lost = std::mem::replace(&mut *first.lock().unwrap(), false);
+                let s = &s;
+                async move {
+                    if lost {
+                        return Err(Error::new(ErrorKind::Timeout, Op::Delete, "u", "timed out"));
+                    }
+                    s.delete(p).await
+                }
+            },
+            || s.probe(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r, Deleted::Gone);
+        assert_eq!(s.sent.lock().unwrap().clone(), vec![planned]);
+    }
+
+    /// A temporary only this run writes: whatever the key holds after a
+    /// lost answer is ours, and is deleted at the version found.
+    #[tokio::test(start_paused = true)]
+    async fn an_own_temporary_is_deleted_whatever_a_lost_answer_leaves() {
+        let s = Server::new(Some(meta(3, 9, 5)), vec![]);
+        let first = Mutex::new(true);
+        delete_own(
+            &RetryPolicy::default(),
+            |p| {
+                let lost = std::mem::replace(&mut *first.lock().unwrap(), false);
+                let s = &s;
+                async move {
+                    if lost {
+                        return Err(Error::new(ErrorKind::Connect, Op::Delete, "u", "reset"));
+                    }
+                    s.delete(p).await
+                }
+            },
+            || s.probe(),
+        )
+        .await
+        .unwrap();
         assert_eq!(
             s.sent.lock().unwrap().clone(),
             vec![Planned::Version(ObjectVersion::Generation(5))]
         );
+        assert!(s.now.lock().unwrap().is_none());
     }
 
     #[tokio::test(start_paused = true)]
