@@ -353,3 +353,82 @@ fn a_lost_delete_answer_never_deletes_a_key_stored_again_s3() {
         }
     }
 }
+
+/// `cp --no-clobber` whose answer was lost meets its own object: done,
+/// exit 0, not "skipped: the destination exists" (nothing else wrote it).
+#[test]
+fn a_no_clobber_copy_whose_answer_was_lost_is_not_a_skip() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("f");
+    std::fs::write(&src, pattern(5_000, 9)).unwrap();
+    let big = dir.path().join("big");
+    std::fs::write(&big, pattern(12 << 20, 10)).unwrap();
+    for (scheme, base, var, file, when) in [
+        (
+            "gs",
+            gcs as fn() -> Option<Command>,
+            "SHOAL_TEST_GCS",
+            &src,
+            When::method("POST"),
+        ),
+        ("s3", s3, "SHOAL_TEST_S3", &src, When::method("PUT")),
+        // The last request of a multipart upload: compose, or
+        // CompleteMultipartUpload.
+        (
+            "gs",
+            gcs,
+            "SHOAL_TEST_GCS",
+            &big,
+            When::method("POST").contains("/compose"),
+        ),
+        (
+            "s3",
+            s3,
+            "SHOAL_TEST_S3",
+            &big,
+            When::method("POST").contains("uploadId="),
+        ),
+    ] {
+        let Some(bucket) = make_bucket(base, scheme) else {
+            return;
+        };
+        let ep = shoal_testkit_server(var).unwrap();
+        let proxy = FaultProxy::start(
+            &ep,
+            Script::new().rule(Rule::new(when, Fault::LoseResponse)),
+        );
+        let url = format!(
+            "{scheme}://{bucket}/nc-{}",
+            file.file_name().unwrap().to_str().unwrap()
+        );
+        let mut c = with_args(
+            base().unwrap(),
+            &[
+                "cp",
+                "--no-clobber",
+                "--part-size",
+                "5MiB",
+                "--gcs-upload",
+                "compose",
+                file.to_str().unwrap(),
+                &url,
+            ],
+        );
+        c.env(
+            if scheme == "gs" {
+                "STORAGE_EMULATOR_HOST"
+            } else {
+                "AWS_ENDPOINT_URL"
+            },
+            proxy.url(),
+        );
+        let r = run(c);
+        assert!(!proxy.injected().is_empty(), "{scheme}: no fault injected");
+        assert_eq!(r.code, 0, "{scheme}: {}", r.stderr);
+        assert!(
+            !r.stderr.to_lowercase().contains("skipped"),
+            "{scheme}: {}",
+            r.stderr
+        );
+    }
+}

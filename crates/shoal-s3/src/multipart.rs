@@ -222,6 +222,17 @@ impl Client {
                 .await
                 .ok_or(e)?,
             Err(e) if condition.is_some() && e.kind() == ErrorKind::Precondition => {
+                // A retry whose first attempt assembled the object (its
+                // answer lost) meets it as "exists": ours when it holds
+                // what the parts combine to. The upload is then freed (it
+                // is gone already if that attempt completed it).
+                if let Some(done) = self
+                    .completed_by_lost_answer(upload, &target, size, crc32c)
+                    .await
+                {
+                    let _ = self.multipart_abort(upload).await;
+                    return Ok(self.completed_meta(upload, size, done));
+                }
                 let why = match condition {
                     Some(("if-match", etag)) => format!("the object is not at etag {etag}"),
                     _ => "the object already exists".into(),
@@ -240,15 +251,25 @@ impl Client {
                 format!("assembled object has CRC32C {theirs:08x}, expected {ours:08x}"),
             ));
         }
-        Ok(ObjectMeta {
+        Ok(self.completed_meta(upload, size, (etag, server_crc)))
+    }
+
+    /// What a completed upload describes: only a CRC32C the answer (or
+    /// the read-back) confirms is claimed (a store that kept none, or does
+    /// not say, leaves the upload checked by size).
+    fn completed_meta(
+        &self,
+        upload: &MultipartUpload,
+        size: u64,
+        (etag, server_crc): (Option<String>, Option<u32>),
+    ) -> ObjectMeta {
+        ObjectMeta {
             key: upload.key.clone(),
             size,
-            // Only a CRC32C the answer confirms is claimed (a store that
-            // kept none, or does not say, leaves the upload checked by size).
             checksums: Checksums::default().with_crc32c(server_crc),
             version: etag.map(ObjectVersion::ETag),
             ..Default::default()
-        })
+        }
     }
 
     /// A complete whose answer was lost (connection cut after the server
