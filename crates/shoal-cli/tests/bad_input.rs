@@ -20,6 +20,14 @@ fn unknown_scheme() {
         .assert_one_line_error(2, &["unknown scheme 'ftp://'", "ftp://bucket/key"]);
 }
 
+/// A URL typed with one slash, or none, is not taken for a local path.
+#[test]
+fn a_url_missing_a_slash_says_what_was_meant() {
+    run(with_args(shoal(), &["cp", "gs:/b/k", "."]))
+        .assert_one_line_error(2, &["did you mean gs://b/k?"]);
+    run(with_args(shoal(), &["ls", "s3:b"])).assert_one_line_error(2, &["did you mean s3://b?"]);
+}
+
 #[test]
 fn empty_bucket_name() {
     run(with_args(shoal(), &["cp", "gs:///key", "/tmp/x"]))

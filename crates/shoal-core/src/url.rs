@@ -64,6 +64,24 @@ pub struct Location {
     pub local_root: Option<usize>,
 }
 
+/// The URL `input` (no `://`) was meant to be, when it starts with a
+/// store's scheme and a colon: `gs:/b/k` and `gs:b/k` mean `gs://b/k`
+/// (a slip of the keyboard, not a local file a user names so).
+fn url_meant(input: &str) -> Option<String> {
+    let (scheme, rest) = input.split_once(':')?;
+    let scheme = scheme.to_ascii_lowercase();
+    if !matches!(scheme.as_str(), "gs" | "gcs" | "s3" | "s3a") {
+        return None;
+    }
+    let rest = rest.trim_start_matches('/');
+    let shown = match scheme.as_str() {
+        "gcs" => "gs",
+        "s3a" => "s3",
+        s => s,
+    };
+    Some(format!("{shown}://{rest}"))
+}
+
 impl Location {
     /// Parses a URL or local path. Errors name the input and the problem.
     pub fn parse(input: &str) -> Result<Location> {
@@ -78,6 +96,14 @@ impl Location {
             ));
         }
         let Some((scheme, rest)) = input.split_once("://") else {
+            if let Some(meant) = url_meant(input) {
+                return Err(Error::invalid(
+                    Op::Parse,
+                    input,
+                    format!("not a URL (one or no slash after the scheme): did you mean {meant}?"),
+                )
+                .with_hint("a local file of that name: write ./ before it"));
+            }
             return Ok(Location {
                 scheme: Scheme::File,
                 bucket: String::new(),
@@ -188,6 +214,27 @@ impl fmt::Display for Location {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorKind;
+
+    #[test]
+    fn a_url_with_a_slash_too_few_is_an_error_not_a_file() {
+        for (bad, meant) in [
+            ("gs:/b/k", "gs://b/k"),
+            ("s3:b", "s3://b"),
+            ("gs:b/x.csv", "gs://b/x.csv"),
+            ("S3:/b", "s3://b"),
+            ("gcs:/b/k", "gs://b/k"),
+        ] {
+            let e = Location::parse(bad).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::InvalidInput, "{bad}");
+            assert!(
+                e.to_string().contains(&format!("did you mean {meant}?")),
+                "{e}"
+            );
+        }
+        assert!(Location::parse("./gs:b").unwrap().is_local());
+        assert!(Location::parse("notes:today").unwrap().is_local());
+    }
 
     #[test]
     fn versions_parse_as_each_store_pins_them() {
