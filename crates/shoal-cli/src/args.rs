@@ -100,8 +100,12 @@ pub(crate) enum Addressing {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// List buckets' objects and prefixes.
+    // `-h` is human-readable sizes here (`ls -lh`), as in ls and du; help
+    // is `--help`.
+    #[command(disable_help_flag = true)]
     Ls(LsArgs),
     /// Total size and count below a URL or glob, optionally grouped.
+    #[command(disable_help_flag = true)]
     Du(DuArgs),
     /// Show an object's metadata.
     Stat(StatArgs),
@@ -212,6 +216,12 @@ pub(crate) struct LsArgs {
     /// Show size and update time, and a total.
     #[arg(short = 'l', long)]
     pub(crate) long: bool,
+    /// With -l: sizes as 1.5 MiB, not bytes (`ls -lh`).
+    #[arg(short = 'h', long)]
+    pub(crate) human_readable: bool,
+    /// Print help.
+    #[arg(long, action = clap::ArgAction::Help)]
+    pub(crate) help: Option<bool>,
     /// List everything below the prefix, not just one level.
     #[arg(short = 'r', long)]
     pub(crate) recursive: bool,
@@ -240,6 +250,12 @@ pub(crate) struct DuArgs {
     /// Only the total per URL.
     #[arg(short = 's', long)]
     pub(crate) summarize: bool,
+    /// Sizes as 1.5 MiB only, not bytes too (`du -h`, `gsutil du -h`).
+    #[arg(short = 'h', long)]
+    pub(crate) human_readable: bool,
+    /// Print help.
+    #[arg(long, action = clap::ArgAction::Help)]
+    pub(crate) help: Option<bool>,
     /// Group by prefix[:DEPTH] (default prefix:1), suffix, age or storage-class.
     #[arg(long, value_name = "HOW", value_parser = parse_group_by)]
     pub(crate) group_by: Option<shoal_list::du::GroupBy>,

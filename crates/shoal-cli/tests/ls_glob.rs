@@ -113,13 +113,55 @@ fn globs(base: fn() -> Option<Command>, scheme: &str) {
     let r = run(with_args(base().unwrap(), &["du", "-s", &u("")]));
     assert_eq!(r.code, 0, "{}", r.stderr);
     let want_total = format!("{}  {}", KEYS.len() * 5, KEYS.len());
+    // A header, then the total.
+    let mut out = r.stdout.lines();
+    let head: Vec<&str> = out.next().unwrap().split_whitespace().collect();
+    assert_eq!(head, ["BYTES", "OBJECTS", "SIZE", "URL"], "{}", r.stdout);
     assert!(
-        r.stdout.split_whitespace().collect::<Vec<_>>()[..2]
+        out.next().unwrap().split_whitespace().collect::<Vec<_>>()[..2]
             == [(KEYS.len() * 5).to_string(), KEYS.len().to_string()],
         "{} vs {want_total}",
         r.stdout
     );
-    assert_eq!(r.stdout.lines().count(), 1);
+    assert_eq!(r.stdout.lines().count(), 2);
+    // -h: one human size column; an empty prefix is 0, not an error.
+    let r = run(with_args(base().unwrap(), &["du", "-sh", &u("")]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .lines()
+            .next()
+            .unwrap()
+            .trim_start()
+            .starts_with("SIZE"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains(" B "), "{}", r.stdout);
+    let r = run(with_args(
+        base().unwrap(),
+        &["du", "-s", &u("empty-prefix/")],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.stdout.lines().nth(1).unwrap().split_whitespace().next(),
+        Some("0"),
+        "{}",
+        r.stdout
+    );
+    // ls -lh: sizes in units.
+    let r = run(with_args(base().unwrap(), &["ls", "-lh", "-r", &u("")]));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout
+            .lines()
+            .next()
+            .unwrap()
+            .trim_start()
+            .starts_with("5 B"),
+        "{}",
+        r.stdout
+    );
     let d = lines(base, &["du", "--count", "--group-by", "suffix", &u("**")]);
     assert!(d.iter().any(|l| l.trim() == "3  .gz"), "{d:?}");
     assert!(d.iter().any(|l| l.trim() == "4  .zip"), "{d:?}");

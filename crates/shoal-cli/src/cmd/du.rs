@@ -55,6 +55,7 @@ pub(crate) async fn run(ctx: &Context, a: DuArgs) -> CmdResult {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut failed = false;
+    let mut said_header = false;
     for loc in locs {
         let store = ctx.store(&loc)?;
         let base = KeyGlob::parse(&loc.to_string(), &loc.key)?
@@ -71,10 +72,16 @@ pub(crate) async fn run(ctx: &Context, a: DuArgs) -> CmdResult {
             }
             du.add(&m);
         }
-        if du.total().objects == 0 {
+        // A glob that matches nothing is an error, as for `ls`; nothing
+        // below a bucket or prefix is 0, as du of an empty folder is.
+        if du.total().objects == 0 && shoal_list::has_wildcard(&loc.key) {
             eprintln!("shoal: du {loc}: matched no objects");
             failed = true;
             continue;
+        }
+        if !said_header && !a.json {
+            header(&mut out, &a).map_err(write_failure)?;
+            said_header = true;
         }
         for (label, t) in du.groups() {
             let label = match group_by {
@@ -119,6 +126,13 @@ fn line(
     };
     if a.count {
         writeln!(out, "{:>12}  {label}", t.objects)
+    } else if a.human_readable {
+        writeln!(
+            out,
+            "{:>11}  {:>10}  {label}",
+            human_bytes(t.bytes),
+            t.objects
+        )
     } else {
         writeln!(
             out,
@@ -126,6 +140,21 @@ fn line(
             t.bytes,
             t.objects,
             human_bytes(t.bytes)
+        )
+    }
+}
+
+/// The columns' names, once, above the first line (not with --json).
+fn header(out: &mut impl Write, a: &DuArgs) -> std::io::Result<()> {
+    if a.count {
+        writeln!(out, "{:>12}  URL", "OBJECTS")
+    } else if a.human_readable {
+        writeln!(out, "{:>11}  {:>10}  URL", "SIZE", "OBJECTS")
+    } else {
+        writeln!(
+            out,
+            "{:>15}  {:>10}  {:>11}  URL",
+            "BYTES", "OBJECTS", "SIZE"
         )
     }
 }

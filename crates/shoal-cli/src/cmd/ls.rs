@@ -56,10 +56,15 @@ impl Printer<'_> {
         if self.args.json {
             writeln!(self.out, "{}", meta_json(&url, m))
         } else if self.args.long {
+            let size = if self.args.human_readable {
+                human_bytes(m.size)
+            } else {
+                m.size.to_string()
+            };
             writeln!(
                 self.out,
                 "{:>12}  {:<20}  {}",
-                m.size,
+                size,
                 rfc3339(m.updated_ns),
                 escape_controls(&url)
             )
