@@ -381,7 +381,7 @@ fn local_source_that_is_a_folder() {
 }
 
 #[test]
-fn destination_folder_that_does_not_exist() {
+fn destination_folders_are_made_and_a_file_in_the_way_refused() {
     let Some(bucket) = make_bucket(gcs, "gs") else {
         return;
     };
@@ -393,9 +393,17 @@ fn destination_folder_that_does_not_exist() {
             .code,
         0
     );
-    args(gcs(), &["cp", &url, "/nonexistent/shoal/dir/x"])
+    // Missing folders are made, as gcloud, aws and s5cmd make them.
+    let dir = tempfile::tempdir().unwrap();
+    let deep = dir.path().join("new/deep/x.csv");
+    let r = args(gcs(), &["cp", &url, deep.to_str().unwrap()]).unwrap();
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(deep.is_file());
+    // A file where a folder must be is refused, nothing written.
+    let under = src.path().join("sub/x");
+    args(gcs(), &["cp", &url, under.to_str().unwrap()])
         .unwrap()
-        .assert_one_line_error(1, &["/nonexistent/shoal/dir", "does not exist"]);
+        .assert_one_line_error(2, &["sub/x", "not a"]);
 }
 
 #[test]

@@ -28,26 +28,31 @@ use crate::plan::plan_slices;
 use crate::verify::{Expected, Received};
 use crate::{Report, Run};
 
-/// Checks that `dest`'s folder exists, before any byte is fetched.
+/// Checks, before any byte is fetched, that `dest` can be a file: its
+/// nearest existing ancestor is a folder. Folders missing below it are
+/// made when the file is written (as gcloud, aws and s5cmd do, and as
+/// `cp -r` does); a file where a folder must be is refused.
 pub fn check_destination(dest: &Path) -> Result<()> {
-    let parent = match dest.parent() {
+    let mut at = match dest.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    match std::fs::metadata(&parent) {
-        Ok(md) if md.is_dir() => Ok(()),
-        Ok(_) => Err(Error::invalid(
-            Op::Write,
-            parent.display().to_string(),
-            "destination's parent is not a folder",
-        )),
-        Err(_) => Err(Error::new(
-            ErrorKind::NotFound,
-            Op::Write,
-            dest.display().to_string(),
-            format!("destination folder {} does not exist", parent.display()),
-        )
-        .with_hint("create it first, or copy into an existing folder")),
+    loop {
+        match std::fs::metadata(&at) {
+            Ok(md) if md.is_dir() => return Ok(()),
+            Ok(_) => {
+                return Err(Error::invalid(
+                    Op::Write,
+                    at.display().to_string(),
+                    "is a file, not a folder: the destination cannot be below it",
+                ));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match at.parent() {
+                Some(p) if !p.as_os_str().is_empty() => at = p.to_path_buf(),
+                _ => return Ok(()),
+            },
+            Err(e) => return Err(Error::io(Op::Write, dest.display().to_string(), e)),
+        }
     }
 }
 
