@@ -127,15 +127,19 @@ fn parse_args() -> Result<Cli, ExitCode> {
     // clap renders several lines (problem, detail, usage, tip): join what
     // comes before "Usage:" into the one line we promise.
     let rendered = e.render().to_string();
-    let problem: Vec<&str> = rendered
+    let problem: Vec<String> = rendered
         .lines()
         .take_while(|l| !l.starts_with("Usage:"))
         .map(str::trim)
-        .filter(|l| {
-            !l.is_empty() && !l.starts_with("tip:") && !l.starts_with("For more information")
+        .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
+        // clap's "tip: a similar argument exists: '--delete'" is the
+        // "did you mean" a typo needs: kept, after a semicolon.
+        .map(|l| {
+            l.strip_prefix("tip: ")
+                .map_or(l.to_owned(), |t| format!("; {t}"))
         })
         .collect();
-    let problem = problem.join(" ");
+    let problem = problem.join(" ").replace(" ;", ";");
     let problem = problem.trim_start_matches("error: ");
     eprintln!(
         "shoal: {} (see 'shoal --help')",

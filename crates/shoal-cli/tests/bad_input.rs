@@ -20,6 +20,17 @@ fn unknown_scheme() {
         .assert_one_line_error(2, &["unknown scheme 'ftp://'", "ftp://bucket/key"]);
 }
 
+/// Typos of a verb or a flag keep clap's "did you mean", on the one line.
+#[test]
+fn typos_say_what_was_meant() {
+    run(with_args(shoal(), &["cpy", "a", "b"]))
+        .assert_one_line_error(2, &["'cpy'", "a similar subcommand exists: 'cp'"]);
+    run(with_args(shoal(), &["sync", "--delte", "a", "b"]))
+        .assert_one_line_error(2, &["'--delte'", "a similar argument exists: '--delete'"]);
+    run(with_args(shoal(), &["sync", "--dryrun", "a", "b"]))
+        .assert_one_line_error(2, &["a similar argument exists: '--dry-run'"]);
+}
+
 /// A URL typed with one slash, or none, is not taken for a local path.
 #[test]
 fn a_url_missing_a_slash_says_what_was_meant() {
