@@ -138,6 +138,23 @@ fn verbs_that_need_an_object_say_so() {
     run(with_args(shoal(), &["cp", "-", "-"])).assert_one_line_error(2, &["stdin to stdout"]);
 }
 
+/// Each store's bucket-name rules, checked before any request.
+#[test]
+fn bucket_names_follow_their_stores_rules() {
+    for (url, needle) in [
+        ("s3://a_b", "no '_'"),
+        ("s3://Abc", "no uppercase"),
+        ("s3://xn--abc", "xn--"),
+        ("s3://192.168.5.4", "IP address"),
+        ("gs://Abc", "lowercase"),
+        ("gs://googlebucket", "goog"),
+        ("gs://ab", "3 to 63"),
+    ] {
+        run(with_args(shoal(), &["mb", url]))
+            .assert_one_line_error(2, &["not a valid bucket name", needle]);
+    }
+}
+
 #[test]
 fn preconditions_refuse_what_they_cannot_mean() {
     let rows: &[(&[&str], &[&str])] = &[
