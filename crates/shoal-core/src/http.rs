@@ -4,8 +4,14 @@
 //! Defaults and why:
 //! - HTTP/1.1 with a large connection pool: S3 speaks only 1.1, and separate
 //!   connections out-run one multiplexed HTTP/2 connection for bulk bytes.
-//! - `read_timeout` (time between two reads), not a whole-request timeout: a
-//!   32 GiB slice may take minutes, but a stall of 60 s is a dead connection.
+//! - `read_timeout` is the longest silence (no byte of the request taken by
+//!   the server while it is sent, no byte of the answer while it is
+//!   awaited or read), not a whole-request timeout: a 32 GiB slice or a
+//!   16 MiB part on a slow shared uplink may take minutes, but a stall of
+//!   60 s is a dead connection.
+//! - `connect_timeout` apart from it, for TCP, the proxy's `CONNECT` and
+//!   TLS together: a server that is not there is known in seconds, and a
+//!   slow transfer must not need a long connect limit to go through.
 //! - No automatic decompression: a gzip-stored object must arrive as stored
 //!   so its checksum can be verified; decompression is the caller's choice.
 //! - Proxies and extra CA roots only when some are set ([`crate::network`]):
@@ -20,9 +26,12 @@ use crate::network::{ProxyConfig, Sourced};
 /// Settings for the shared HTTP client.
 #[derive(Debug, Clone)]
 pub struct HttpConfig {
-    /// TCP connect (and TLS handshake) limit.
+    /// Limit on making a connection: TCP connect, a proxy's `CONNECT` and
+    /// the TLS handshake, together.
     pub connect_timeout: Duration,
-    /// Longest silence between two reads of a response.
+    /// Longest silence on a connection while a request is sent or its
+    /// answer awaited or read: no byte taken by the server, or none of
+    /// the answer.
     pub read_timeout: Duration,
     /// Idle connections kept per host (must cover the widest fan-out).
     pub pool_max_idle_per_host: usize,
@@ -59,6 +68,9 @@ impl Default for HttpConfig {
         }
     }
 }
+
+const CONNECT_TIMEOUT_HINT: &str = "no connection could be made in time; \
+     is the endpoint (or the proxy) reachable from here? allow it longer with --connect-timeout SECS";
 
 const PROXY_AUTH_HINT: &str = "the proxy wants credentials: give them in its URL, \
      http://user:password@host:port (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY or --proxy)";
@@ -280,6 +292,11 @@ where
     }
     if let Some(h) = hint_for(kind, op, url) {
         e = e.with_hint(h);
+    }
+    if kind == ErrorKind::Timeout && unsent {
+        // Nothing was sent: it is the connection that took too long (TCP,
+        // a proxy's CONNECT or TLS), which the read timeout does not limit.
+        e = e.with_hint(CONNECT_TIMEOUT_HINT);
     }
     if kind == ErrorKind::InvalidInput || (unsent && host_unknown(&err)) {
         e = e.permanent();

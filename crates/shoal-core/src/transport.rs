@@ -12,15 +12,61 @@
 //! cannot stop it (the pool size limits idle connections, not connects),
 //! and a connector layer sees connects start but not connections close.
 //!
-//! This pool starts a connect only while more requests wait than
-//! connects are under way plus connections on their way back (a response
-//! read to its end, its connection not yet idle again). A connection is
-//! handed to the oldest waiting request whoever started its connect. So the
-//! connections open (or opening) never outnumber the requests that wanted
-//! one at the same time, and a caller that bounds its requests (shoal's
-//! request slots) bounds its connections, with no cap of its own that a
-//! caller holding many open bodies (a Python program with many readers)
-//! could hang on.
+//! # The rule
+//!
+//! A connect starts only while more requests wait than connects are under
+//! way plus connections *coming back*. A connection is coming back when
+//! its response was read to its end, hyper took all of its request, and
+//! hyper has not yet called it ready; it counts so for at most
+//! [`RETURN_GRACE`], then is closed and a waiter gets a connect. A
+//! connection is handed to the oldest waiting request, whoever started
+//! its connect. So the connections open (or opening) never outnumber the
+//! requests that wanted one at the same time, and a caller that bounds its
+//! requests (shoal's request slots) bounds its connections, with no cap of
+//! its own that a caller holding many open bodies (a Python program with
+//! many readers) could hang on. Every waiter is owed something that ends:
+//! a connect (the connect timeout) or a returning connection (the grace);
+//! the wait itself is bounded as well, so a mistake in the counting fails
+//! a request instead of hanging it.
+//!
+//! The cases the rule has to hold, each pinned by a test against a server
+//! that misbehaves on purpose (`transport/tests.rs`):
+//! - **An early answer.** A server may answer an upload (a 503, a 403)
+//!   before reading its body, then neither read nor close. The answer can
+//!   be read to its end while hyper is still writing the body, and the
+//!   connection will not be ready until the server reads it all, which it
+//!   may never do. Counted as coming back, it held every later request to
+//!   the host for ever. A connection whose request hyper had not all taken
+//!   when the answer ended is closed instead; one whose request was taken
+//!   but is still not ready after the grace (its tail stuck in the
+//!   buffers) is closed then. Direct and through a forwarding proxy.
+//! - **A slow upload.** The read timeout is the longest silence on the
+//!   connection ([`Activity`]): while the request is sent, no byte taken
+//!   by the socket (what the server does not read stays in the buffers,
+//!   which then take no more); while the answer is awaited and read, no
+//!   byte of it. A slow but moving upload never times out; one the server
+//!   stopped reading does, after the read timeout. The last bytes in the
+//!   socket buffers drain without a sign, so a very slow reader behind
+//!   large buffers shows a silence of buffers ÷ pace at the end.
+//! - **The connect timeout** covers TCP, a proxy's `CONNECT` and TLS, and
+//!   only them; its error names `--connect-timeout`.
+//! - **Abandoned bodies.** A response body dropped before its end leaves
+//!   bytes on the wire: its connection is closed, never reused. Dropping a
+//!   connection ([`Conn`]) ends the task that drives it, so none is left
+//!   writing to a server that does not read.
+//! - **Close races.** A request whose connection closed before it was
+//!   written (a server dropping an idle keep-alive connection) is sent
+//!   again on another connection, as hyper-util does: it never reached the
+//!   server. A connection that closes while coming back is dropped and a
+//!   waiter gets a connect.
+//! - **Bodies without a length.** A chunked answer, or an HTTP/1.0 one that
+//!   ends when the server closes, is read to its end like any other; the
+//!   backends verify such bodies by the object's checksum.
+//! - **A connection made but not yet run.** hyper calls a connection
+//!   ready only once its task has run; one that lands idle before that is
+//!   good and is used, not replaced.
+//!
+//! # Sending
 //!
 //! Requests are still built, and responses read, as reqwest's types: the
 //! backends' code and error handling do not change. Only the sending is
@@ -34,15 +80,11 @@
 //! requests go through which proxy is hyper-util's matcher's answer (the
 //! one reqwest uses). An `https://` proxy (TLS to the proxy itself) is
 //! left to reqwest's own client.
-//!
-//! A request whose connection closed before it was written (a server
-//! dropping an idle keep-alive connection) is sent again on another
-//! connection, as hyper-util does: it never reached the server.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::poll_fn;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -56,7 +98,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::connect::proxy::Tunnel;
 use hyper_util::client::proxy::matcher::{Builder, Matcher};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
+use tokio::task::AbortHandle;
 use tokio::time::Sleep;
 use tower_service::Service;
 
@@ -64,7 +108,7 @@ use crate::error::{Error, ErrorKind, Op, chain_message};
 use crate::http::HttpConfig;
 use crate::network::{parse_ca_file_der, read_ca_file};
 
-type Sender = hyper::client::conn::http1::SendRequest<reqwest::Body>;
+type Sender = hyper::client::conn::http1::SendRequest<SendBody>;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The HTTP client a store holds: reqwest builds its requests; they are
@@ -346,8 +390,14 @@ enum SendError {
     Connect(BoxError),
     /// No connection within the connect timeout (not sent either).
     ConnectTimeout(Duration),
-    /// No response head within the read timeout.
-    HeadTimeout(Duration),
+    /// No connection from the pool within this long (not sent): a bound
+    /// that the pool's rule keeps from being reached, there so that no
+    /// request can wait on the pool forever.
+    PoolTimeout(Duration),
+    /// No byte moved on the connection for the read timeout before the
+    /// response head came: while the request was being sent (`sending`,
+    /// the server took none of it) or while its answer was awaited.
+    Silent { limit: Duration, sending: bool },
     /// The connection failed while the request was being sent or answered.
     Exchange(hyper::Error),
     /// The request's URL cannot be sent on a connection of ours.
@@ -359,7 +409,25 @@ impl std::fmt::Display for SendError {
         match self {
             SendError::Connect(e) => write!(f, "{e}"),
             SendError::ConnectTimeout(d) => write!(f, "no connection within {}s", d.as_secs_f64()),
-            SendError::HeadTimeout(d) => write!(f, "no answer within {}s", d.as_secs_f64()),
+            SendError::PoolTimeout(d) => {
+                write!(f, "no connection from the pool within {}s", d.as_secs_f64())
+            }
+            SendError::Silent {
+                limit,
+                sending: true,
+            } => write!(
+                f,
+                "the server took no byte of the request for {}s",
+                limit.as_secs_f64()
+            ),
+            SendError::Silent {
+                limit,
+                sending: false,
+            } => write!(
+                f,
+                "no answer within {}s of the request being sent",
+                limit.as_secs_f64()
+            ),
             SendError::Exchange(e) => write!(f, "{e}"),
             SendError::Url(m) => f.write_str(m),
         }
@@ -380,7 +448,8 @@ fn transport_error(op: Op, url: &str, err: SendError) -> Error {
     let (kind, unsent) = match &err {
         SendError::Connect(_) => (ErrorKind::Connect, true),
         SendError::ConnectTimeout(_) => (ErrorKind::Timeout, true),
-        SendError::HeadTimeout(_) => (ErrorKind::Timeout, false),
+        SendError::PoolTimeout(_) => (ErrorKind::Timeout, true),
+        SendError::Silent { .. } => (ErrorKind::Timeout, false),
         SendError::Exchange(e) if e.is_timeout() => (ErrorKind::Timeout, false),
         SendError::Exchange(_) => (ErrorKind::Connect, false),
         SendError::Url(_) => (ErrorKind::InvalidInput, true),
@@ -437,13 +506,14 @@ impl Key {
 #[derive(Default)]
 struct Host {
     /// Connections not in use, the most recently used last.
-    idle: Vec<(Sender, Instant)>,
+    idle: Vec<(Conn, Instant)>,
     /// Requests waiting for a connection, oldest first.
-    waiters: VecDeque<oneshot::Sender<Result<Sender, SendError>>>,
+    waiters: VecDeque<oneshot::Sender<Result<Conn, SendError>>>,
     /// Connects under way.
     connecting: usize,
-    /// Connections whose response was read to its end, not yet ready for
-    /// the next request: each will serve a waiter soon.
+    /// Connections whose response was read to its end and whose request
+    /// was all taken, not yet ready for the next request: each will serve
+    /// a waiter soon, or stops being counted after [`RETURN_GRACE`].
     returning: usize,
 }
 
@@ -462,6 +532,14 @@ struct Pool {
 /// Sends of a request that never reached the server (its connection
 /// closed first) before the failure is the caller's.
 const UNSENT_TRIES: usize = 3;
+
+/// How long a connection whose answer was read to its end (and whose
+/// request was all taken) counts as coming back while hyper has not
+/// called it ready. Normally that is one run of its task, well under a
+/// millisecond; one that is still not ready after a second is waiting on
+/// its peer to take the end of the request, which a server that answered
+/// early may never do. It is closed then, and a waiter gets a connect.
+const RETURN_GRACE: Duration = Duration::from_secs(1);
 
 impl Pool {
     fn new(c: PoolConfig) -> Pool {
@@ -511,24 +589,49 @@ impl Pool {
         let mut tries = 0;
         loop {
             tries += 1;
-            let mut sender = self.checkout(&key, &uri).await?;
-            if poll_fn(|cx| sender.poll_ready(cx)).await.is_err() {
+            let mut conn = self.checkout(&key, &uri).await?;
+            // Ready at once, or when its task first runs; one that is not
+            // within the grace is as good as closed.
+            let ready = poll_fn(|cx| conn.sender.poll_ready(cx));
+            if !matches!(tokio::time::timeout(RETURN_GRACE, ready).await, Ok(Ok(()))) {
                 // Closed while idle: nothing was written on it.
                 if tries < UNSENT_TRIES {
                     continue;
                 }
             }
-            let sent = tokio::time::timeout(self.read_timeout, sender.try_send_request(req)).await;
+            let taken = Arc::new(AtomicBool::new(false));
+            // Bytes the request is at least (its head is more): fewer
+            // written means the server stopped taking it.
+            let body_len = req.body().size_hint().lower();
+            let written = conn.activity.written();
+            let sending = req.map(|b| SendBody::new(b, Arc::clone(&taken)));
+            // The silence counts from now, not from the connection's
+            // last use.
+            conn.activity.touch();
+            let sent = until_silent(
+                conn.sender.try_send_request(sending),
+                &conn.activity,
+                self.read_timeout,
+            )
+            .await;
             match sent {
-                Err(_) => return Err(SendError::HeadTimeout(self.read_timeout)),
-                Ok(Ok(resp)) => {
+                // Dropping `conn` closes it, the request half sent.
+                None => {
+                    return Err(SendError::Silent {
+                        limit: self.read_timeout,
+                        sending: !taken.load(Ordering::Relaxed)
+                            || conn.activity.written() - written < body_len,
+                    });
+                }
+                Some(Ok(resp)) => {
                     let (parts, body) = resp.into_parts();
                     let body = PooledBody {
                         inner: body,
                         lease: Some(Lease {
                             pool: Arc::downgrade(self),
                             key,
-                            sender,
+                            conn,
+                            taken,
                         }),
                         read_timeout: self.read_timeout,
                         timer: None,
@@ -536,8 +639,8 @@ impl Pool {
                     };
                     return Ok(http::Response::from_parts(parts, reqwest::Body::wrap(body)).into());
                 }
-                Ok(Err(mut e)) => match e.take_message() {
-                    Some(back) if tries < UNSENT_TRIES => req = back,
+                Some(Err(mut e)) => match e.take_message() {
+                    Some(back) if tries < UNSENT_TRIES => req = back.map(|b| b.inner),
                     _ => return Err(SendError::Exchange(e.into_error())),
                 },
             }
@@ -546,7 +649,14 @@ impl Pool {
 
     /// A ready connection to `key`: an idle one, or the first one that
     /// comes back or is made while this request is the oldest waiting.
-    async fn checkout(self: &Arc<Self>, key: &Key, uri: &Uri) -> Result<Sender, SendError> {
+    ///
+    /// The wait is bounded although the rule already bounds it (every
+    /// waiter is owed a connect, which ends within the connect timeout,
+    /// or a returning connection, which ends within [`RETURN_GRACE`]; a
+    /// failed connect goes to the oldest waiter and the others start
+    /// theirs again): a mistake in the counting must fail requests, not
+    /// hang them.
+    async fn checkout(self: &Arc<Self>, key: &Key, uri: &Uri) -> Result<Conn, SendError> {
         let rx = {
             let mut hosts = self.hosts();
             let host = hosts.entry(key.clone()).or_default();
@@ -556,7 +666,7 @@ impl Pool {
                 // Not `!is_ready()`: a connection whose task has not run
                 // yet (made while its request was served by another) is
                 // not "ready" but good; `send` waits for it to be.
-                if !s.is_closed() && now.duration_since(at) < self.idle_timeout {
+                if !s.sender.is_closed() && now.duration_since(at) < self.idle_timeout {
                     return Ok(s);
                 }
             }
@@ -565,11 +675,14 @@ impl Pool {
             self.connect_if_needed(key, uri, host);
             rx
         };
-        match rx.await {
-            Ok(r) => r,
-            Err(_) => Err(SendError::Connect(
+        let limit = 2 * self.connect_timeout + RETURN_GRACE;
+        match tokio::time::timeout(limit, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(SendError::Connect(
                 "the connection pool was shut down".into(),
             )),
+            // Dropping `rx` takes this request off the waiters.
+            Err(_) => Err(SendError::PoolTimeout(limit)),
         }
     }
 
@@ -595,12 +708,12 @@ impl Pool {
         let host = hosts.entry(key.clone()).or_default();
         host.connecting -= 1;
         match made {
-            Ok((sender, conn)) => {
+            Ok(made) => {
                 self.opened.fetch_add(1, Ordering::Relaxed);
-                // Drives the connection until it closes; the pool learns of
-                // a close from the senders (`is_ready`, `poll_ready`).
-                tokio::spawn(conn);
-                self.give(host, sender);
+                // Its task drives the connection until it closes; the pool
+                // learns of a close from the sender (`is_ready`,
+                // `poll_ready`).
+                self.give(host, Conn::run(made));
             }
             Err(mut e) => {
                 // The failure goes to one waiting request; the others get
@@ -617,13 +730,8 @@ impl Pool {
         }
     }
 
-    /// Makes one connection: TCP, TLS for https, HTTP/1.1. The returned
-    /// future drives the connection and ends when it closes.
-    async fn connect(
-        &self,
-        key: &Key,
-        uri: &Uri,
-    ) -> Result<(Sender, Pin<Box<dyn Future<Output = ()> + Send>>), SendError> {
+    /// Makes one connection: TCP, TLS for https, HTTP/1.1.
+    async fn connect(&self, key: &Key, uri: &Uri) -> Result<Handshaken, SendError> {
         let tls = match (&self.tls, key.https) {
             (_, false) => None,
             (Some(tls), true) => Some(tls),
@@ -665,25 +773,32 @@ impl Pool {
 
     /// Hands a ready connection to the oldest request still waiting, or
     /// keeps it idle.
-    fn give(&self, host: &mut Host, mut sender: Sender) {
+    fn give(&self, host: &mut Host, mut conn: Conn) {
         while let Some(w) = host.waiters.pop_front() {
-            match w.send(Ok(sender)) {
+            match w.send(Ok(conn)) {
                 Ok(()) => return,
-                Err(Ok(back)) => sender = back,
+                Err(Ok(back)) => conn = back,
                 Err(Err(_)) => unreachable!("a connection was sent"),
             }
         }
         if host.idle.len() < self.max_idle {
-            host.idle.push((sender, Instant::now()));
+            host.idle.push((conn, Instant::now()));
         }
     }
 
     /// A response was read to its end: its connection serves the next
-    /// request once hyper has it ready (it may have been closed instead).
-    fn come_back(self: &Arc<Self>, key: Key, mut sender: Sender) {
-        if sender.is_ready() {
+    /// request once hyper has it ready. It is closed instead if hyper had
+    /// not taken all of the request (`taken`: the server answered before
+    /// reading it, and may never read the rest), or if it is not ready
+    /// within [`RETURN_GRACE`].
+    fn come_back(self: &Arc<Self>, key: Key, mut conn: Conn, taken: bool) {
+        if !taken {
+            // Never counted as returning: no waiter was relying on it.
+            return;
+        }
+        if conn.sender.is_ready() {
             let mut hosts = self.hosts();
-            self.give(hosts.entry(key).or_default(), sender);
+            self.give(hosts.entry(key).or_default(), conn);
             return;
         }
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
@@ -692,14 +807,15 @@ impl Pool {
         self.hosts().entry(key.clone()).or_default().returning += 1;
         let pool = Arc::clone(self);
         rt.spawn(async move {
-            let ready = poll_fn(|cx| sender.poll_ready(cx)).await.is_ok();
+            let ready = poll_fn(|cx| conn.sender.poll_ready(cx));
+            let ready = matches!(tokio::time::timeout(RETURN_GRACE, ready).await, Ok(Ok(())));
             let mut hosts = pool.hosts();
             let host = hosts.entry(key.clone()).or_default();
             host.returning = host.returning.saturating_sub(1);
             if ready {
-                pool.give(host, sender);
+                pool.give(host, conn);
             } else {
-                drop(sender);
+                drop(conn);
                 pool.connect_if_needed(&key, &key_uri(&key), host);
             }
         });
@@ -710,24 +826,238 @@ fn boxed(e: impl std::error::Error + Send + Sync + 'static) -> SendError {
     SendError::Connect(Box::new(e))
 }
 
-async fn handshake<T>(
-    io: T,
-) -> Result<(Sender, Pin<Box<dyn Future<Output = ()> + Send>>), SendError>
+/// A connection made but not yet driven: its sender, its clock, and the
+/// future that drives it (ends when it closes).
+type Handshaken = (
+    Sender,
+    Arc<Activity>,
+    Pin<Box<dyn Future<Output = ()> + Send>>,
+);
+
+async fn handshake<T>(io: T) -> Result<Handshaken, SendError>
 where
-    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let activity = Arc::new(Activity::new());
+    let io = Watched {
+        io,
+        activity: Arc::clone(&activity),
+    };
     let (sender, conn) = hyper::client::conn::http1::Builder::new()
         .handshake(TokioIo::new(io))
         .await
         .map_err(SendError::Exchange)?;
     Ok((
         sender,
+        activity,
         Box::pin(async move {
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "connection closed");
             }
         }),
     ))
+}
+
+/// One connection of the pool: what sends on it, the task that drives it,
+/// and when it last moved a byte. Dropping it closes it, whatever hyper
+/// was doing: a connection the pool lets go of is never left writing a
+/// request body to a server that does not read (dropping the sender
+/// alone would leave its task at that, and the socket open, for ever).
+struct Conn {
+    sender: Sender,
+    task: AbortHandle,
+    activity: Arc<Activity>,
+}
+
+impl Conn {
+    /// Starts driving a connection made by [`handshake`].
+    fn run((sender, activity, drive): Handshaken) -> Conn {
+        Conn {
+            sender,
+            task: tokio::spawn(drive).abort_handle(),
+            activity,
+        }
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// When a connection last moved a byte, either way: the clock of the read
+/// timeout while a request is sent and its answer awaited. A byte the
+/// socket accepted is the sign the server is taking the request (what it
+/// has not read stays in the buffers, which then refuse more).
+struct Activity {
+    since: tokio::time::Instant,
+    /// Nanoseconds from `since` to the last byte moved.
+    last: AtomicU64,
+    /// Bytes the socket took so far.
+    written: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            since: tokio::time::Instant::now(),
+            last: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+        }
+    }
+
+    fn wrote(&self, n: usize) {
+        self.written.fetch_add(n as u64, Ordering::Relaxed);
+        self.touch();
+    }
+
+    fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+
+    fn touch(&self) {
+        let at = u64::try_from(self.since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.last.fetch_max(at, Ordering::Relaxed);
+    }
+
+    fn last(&self) -> tokio::time::Instant {
+        self.since + Duration::from_nanos(self.last.load(Ordering::Relaxed))
+    }
+}
+
+/// `fut`'s output, or None once `activity` has seen no byte move for
+/// `limit`: a slow but moving exchange never times out, a silent one does
+/// after `limit`.
+async fn until_silent<F: Future>(
+    fut: F,
+    activity: &Activity,
+    limit: Duration,
+) -> Option<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    let mut timer = std::pin::pin!(tokio::time::sleep_until(activity.last() + limit));
+    loop {
+        tokio::select! {
+            biased;
+            out = &mut fut => return Some(out),
+            () = &mut timer => {
+                let deadline = activity.last() + limit;
+                if deadline <= tokio::time::Instant::now() {
+                    return None;
+                }
+                timer.as_mut().reset(deadline);
+            }
+        }
+    }
+}
+
+/// A connection's stream, noting in [`Activity`] every byte it moves.
+struct Watched<T> {
+    io: T,
+    activity: Arc<Activity>,
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Watched<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.activity.touch();
+        }
+        polled
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = polled
+            && n > 0
+        {
+            self.activity.wrote(n);
+        }
+        polled
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(n)) = polled
+            && n > 0
+        {
+            self.activity.wrote(n);
+        }
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// A request body as hyper takes it, noting when hyper has taken the end
+/// of it (`taken`): until then the connection is busy with the request,
+/// whatever the answer says.
+struct SendBody {
+    inner: reqwest::Body,
+    taken: Arc<AtomicBool>,
+}
+
+impl SendBody {
+    fn new(inner: reqwest::Body, taken: Arc<AtomicBool>) -> SendBody {
+        if inner.is_end_stream() {
+            taken.store(true, Ordering::Relaxed);
+        }
+        SendBody { inner, taken }
+    }
+}
+
+impl HttpBody for SendBody {
+    type Data = Bytes;
+    type Error = reqwest::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, reqwest::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) {
+            self.taken.store(true, Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        // hyper asks this after each frame, and takes no more once true.
+        let end = self.inner.is_end_stream();
+        if end {
+            self.taken.store(true, Ordering::Relaxed);
+        }
+        end
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// The URL a connect for `key` dials (what hyper-util's connector reads).
@@ -766,7 +1096,9 @@ fn origin_form(uri: &Uri) -> Uri {
 struct Lease {
     pool: Weak<Pool>,
     key: Key,
-    sender: Sender,
+    conn: Conn,
+    /// Whether hyper took all of the request (see [`SendBody`]).
+    taken: Arc<AtomicBool>,
 }
 
 /// A response body on a pooled connection: gives the connection back when
@@ -787,7 +1119,8 @@ impl PooledBody {
         if let Some(l) = self.lease.take()
             && let Some(pool) = l.pool.upgrade()
         {
-            pool.come_back(l.key, l.sender);
+            let taken = l.taken.load(Ordering::Relaxed);
+            pool.come_back(l.key, l.conn, taken);
         }
     }
 }
