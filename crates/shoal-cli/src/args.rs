@@ -64,10 +64,15 @@ pub(crate) struct Global {
     /// Attempts per request for retryable failures (1 = no retries).
     #[arg(long, global = true, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub(crate) attempts: u32,
-    /// Seconds without a byte from the server (before or during a
-    /// response) after which a request is dropped and retried (default 60).
+    /// Seconds without a byte moving (the server taking the request, or
+    /// sending its answer) after which a request is dropped and retried
+    /// (default 60); a slow but steady transfer never times out.
     #[arg(long, global = true, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub(crate) read_timeout: Option<u64>,
+    /// Seconds to make a connection (TCP, a proxy's CONNECT and TLS
+    /// together) before the attempt fails and is retried (default 10).
+    #[arg(long, global = true, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub(crate) connect_timeout: Option<u64>,
     /// Send every request through this proxy (http://[user:pw@]host:port)
     /// instead of $HTTPS_PROXY/$HTTP_PROXY/$ALL_PROXY; $NO_PROXY still applies.
     #[arg(long, global = true, value_name = "URL", conflicts_with = "no_proxy")]

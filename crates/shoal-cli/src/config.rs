@@ -84,10 +84,15 @@ impl Context {
             verbose: g.verbose > 0,
             json,
             retry,
-            stores: match g.read_timeout {
-                Some(secs) => Stores::new(overrides, in_flight, retry)
-                    .with_read_timeout(std::time::Duration::from_secs(secs)),
-                None => Stores::new(overrides, in_flight, retry),
+            stores: {
+                let mut stores = Stores::new(overrides, in_flight, retry);
+                if let Some(secs) = g.read_timeout {
+                    stores = stores.with_read_timeout(std::time::Duration::from_secs(secs));
+                }
+                if let Some(secs) = g.connect_timeout {
+                    stores = stores.with_connect_timeout(std::time::Duration::from_secs(secs));
+                }
+                stores
             },
             transfer,
             rates,

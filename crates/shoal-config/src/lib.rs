@@ -106,10 +106,19 @@ impl Stores {
         }
     }
 
-    /// Longest silence between two reads of a response before the request
-    /// is dropped and retried (default 60 s); stores built later use it.
+    /// Longest silence on a connection (no byte of a request taken by the
+    /// server, none of its answer) before the request is dropped and
+    /// retried (default 60 s); stores built later use it.
     pub fn with_read_timeout(mut self, t: std::time::Duration) -> Self {
         self.http.read_timeout = t;
+        self
+    }
+
+    /// Longest time to make a connection (TCP, a proxy's `CONNECT` and
+    /// TLS together) before the attempt fails and is retried (default
+    /// 10 s); stores built later use it.
+    pub fn with_connect_timeout(mut self, t: std::time::Duration) -> Self {
+        self.http.connect_timeout = t;
         self
     }
 
