@@ -340,10 +340,17 @@ def inventory_bag(manifest: str, *, prefix: str = "", session: _shoal.Session | 
     record count), and a report that does not match its manifest raises
     ``InvalidInputError`` (a ``ValueError``) before any task runs.
     ``prefix`` keeps the keys that start with it. Partitions are not in
-    key order (the stores do not promise any)."""
+    key order (the stores do not promise any).
+
+    Each task reads the report that was checked here: it is handed its
+    file's size and MD5 as checked (and, in a bucket, the generation or
+    ETag read), not the manifest; it reads the file pinned to that
+    version and checks both again. A report replaced between this call
+    and ``compute()`` makes the task raise ``InvalidInputError`` naming
+    the manifest, never yield another report's rows."""
     s = resolve(session, options)
-    bucket_url, _made_at, n = _shoal.inventory_open(manifest, s)
-    return db.from_delayed([dask.delayed(_shoal.inventory_rows)(manifest, i, bucket_url, prefix, s) for i in range(n)])
+    bucket_url, _made_at, parts = _shoal.inventory_open(manifest, prefix, s)
+    return db.from_delayed([dask.delayed(_shoal.inventory_rows)(p, bucket_url, prefix, s) for p in parts])
 
 
 def ls_dataframe(url: str, *, npartitions: int | None = None, client: Any = None, keys_per_task: int = 100_000, session: _shoal.Session | None = None, **options: Any):

@@ -463,9 +463,90 @@ def test_inventory_reports_read_from_their_bucket(client, s3_bucket, gs_bucket):
     gm = f"{gs_bucket}/rep/cfg_2026_manifest.json"
     shoal.put(gm, json.dumps({"records_processed": 2, "shard_count": 2, "report_shards_file_names": [n.split("/")[1] for n in names]}).encode())
     assert sorted((r["url"], r["size"]) for r in sd.inventory_bag(gm).compute()) == [("gs://gb/x/1", 4), ("gs://gb/x/2", 6)]
-    shoal.put(gm, json.dumps({"records_processed": 3, "report_shards_file_names": [n.split("/")[1] for n in names]}).encode())
+    shoal.put(gm, json.dumps({"records_processed": 3, "shard_count": 2, "report_shards_file_names": [n.split("/")[1] for n in names]}).encode())
     with pytest.raises(ValueError, match="3 records"):
         sd.inventory_bag(gm)
+    # Counts written as strings (proto3's JSON) are checked as numbers;
+    # a missing count is refused.
+    shoal.put(gm, json.dumps({"records_processed": "3", "shard_count": "2", "report_shards_file_names": [n.split("/")[1] for n in names]}).encode())
+    with pytest.raises(ValueError, match="3 records"):
+        sd.inventory_bag(gm)
+    shoal.put(gm, json.dumps({"shard_count": 2, "report_shards_file_names": [n.split("/")[1] for n in names]}).encode())
+    with pytest.raises(ValueError, match='no "records_processed"'):
+        sd.inventory_bag(gm)
+
+
+def _s3_inventory(put, rows_per_file: list[list[tuple[str, int]]], bucket: str = "src") -> dict:
+    """An S3 Inventory manifest (as a dict) whose gzipped CSV data files
+    ``inv/src/cfg/data/f{i}.csv.gz`` hold ``rows_per_file``, each file
+    written by ``put(key, body)``."""
+    import gzip
+    import hashlib
+
+    files = []
+    for i, rows in enumerate(rows_per_file):
+        body = gzip.compress("".join(f'"{bucket}","{k}","{n}","2026-11-19T10:00:00.000Z"\n' for k, n in rows).encode())
+        key = f"inv/src/cfg/data/f{i}.csv.gz"
+        put(key, body)
+        files.append({"key": key, "size": len(body), "MD5checksum": hashlib.md5(body).hexdigest()})
+    return {"sourceBucket": bucket, "fileFormat": "CSV", "fileSchema": "Bucket, Key, Size, LastModifiedDate", "files": files, "creationTimestamp": "1795000000000"}
+
+
+def test_inventory_tasks_read_the_report_that_was_checked(client, tmp_path, s3_bucket, gs_bucket):
+    """Issue 52: ``inventory_bag()`` checks the report, but its tasks used
+    to open the manifest and data files again at ``compute()``: a report
+    folder refreshed in between gave the new report's rows, unchecked,
+    and silently missed the old one's. Each task now reads its file as
+    the check saw it (size, MD5, and in a bucket the generation or ETag),
+    so a refreshed report raises, naming the manifest, for a local
+    report, one on MinIO and one on fake-gcs-server."""
+    import json
+
+    old = [[("a", 1), ("b", 2)], [("c", 3), ("d", 4), ("e", 5)]]
+    new = [[("a", 1), ("b", 2)], [("x", 9)]]
+
+    # A local report, rewritten in place.
+    def put_local(key: str, body: bytes) -> None:
+        p = tmp_path / key
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(body)
+
+    m = tmp_path / "inv/src/cfg/2026-11-20T00-00Z/manifest.json"
+    m.parent.mkdir(parents=True)
+    m.write_text(json.dumps(_s3_inventory(put_local, old)))
+    bag = sd.inventory_bag(str(m))
+    assert sorted(r["key"] for r in bag.compute()) == ["a", "b", "c", "d", "e"]
+    m.write_text(json.dumps(_s3_inventory(put_local, new)))
+    with pytest.raises(ValueError, match="not the file checked") as e:
+        bag.compute()
+    assert str(m) in str(e.value)
+
+    # The same on MinIO: the file replaced in the bucket after the check.
+    def put_s3(key: str, body: bytes) -> None:
+        shoal.put(f"{s3_bucket}/{key}", body)
+
+    sm = f"{s3_bucket}/inv/src/cfg/2026-11-20T00-00Z/manifest.json"
+    shoal.put(sm, json.dumps(_s3_inventory(put_s3, old)).encode())
+    bag = sd.inventory_bag(sm)
+    assert sorted(r["key"] for r in bag.compute()) == ["a", "b", "c", "d", "e"]
+    shoal.put(sm, json.dumps(_s3_inventory(put_s3, new)).encode())
+    with pytest.raises(ValueError, match="replaced since|not the file checked") as e:
+        bag.compute()
+    assert sm in str(e.value)
+
+    # A GCS report: a shard rewritten (a new generation) after the check.
+    shards = ["bucket,name,size\ngb,a,1\ngb,b,2\n", "bucket,name,size\ngb,c,3\ngb,d,4\ngb,e,5\n"]
+    for i, text in enumerate(shards):
+        shoal.put(f"{gs_bucket}/rep/cfg_{i}.csv", text.encode())
+    gm = f"{gs_bucket}/rep/cfg_manifest.json"
+    shoal.put(gm, json.dumps({"records_processed": "5", "shard_count": "2", "report_shards_file_names": ["cfg_0.csv", "cfg_1.csv"]}).encode())
+    bag = sd.inventory_bag(gm)
+    assert sorted(r["key"] for r in bag.compute()) == ["a", "b", "c", "d", "e"]
+    shoal.put(f"{gs_bucket}/rep/cfg_1.csv", b"bucket,name,size\ngb,x,9\n")
+    shoal.put(gm, json.dumps({"records_processed": "3", "shard_count": "2", "report_shards_file_names": ["cfg_0.csv", "cfg_1.csv"]}).encode())
+    with pytest.raises(ValueError, match="replaced since|not the file checked") as e:
+        bag.compute()
+    assert gm in str(e.value)
 
 
 def test_parquet_inventory_report_as_partitions(client, tmp_path):

@@ -174,7 +174,7 @@ pub(crate) async fn fetch_inventory(
     }
     let store = ctx.store(&loc).map_err(Failure::from)?;
     let run = ctx.run(ctx.transfer.clone());
-    shoal_transfer::inventory::fetch::fetch(store, &loc, None, &run, &ctx.retry)
+    shoal_transfer::inventory::fetch::fetch(store, &loc, &run, &ctx.retry)
         .await
         .map_err(|e| match e.kind() {
             // A report that does not match its manifest: refused, as a
@@ -194,22 +194,15 @@ pub(crate) fn read_report<K: Send + 'static>(
     keep: K,
     u: &Use,
 ) -> std::result::Result<BoxStream<'static, Result<Entry>>, Failure> {
-    if report.scheme != u.side.scheme || report.bucket != u.side.bucket {
+    if let Err(e) = report.check_side(u.side, u.root) {
         return Err(Failure::Usage(format!(
-            "sync: {shown}: the report lists {}{}, not {}: refused, nothing copied or deleted",
-            report.scheme.prefix(),
-            report.bucket,
-            u.side
+            "sync: {shown}: {}: refused, nothing copied or deleted",
+            e.message()
         )));
     }
     if !u.quiet {
-        eprintln!(
-            "sync: trusting inventory report {shown} of {}{} taken at {} ({} files); objects written since are not in it",
-            report.scheme.prefix(),
-            report.bucket,
-            report.made_at,
-            report.files.len()
-        );
+        let now = time::OffsetDateTime::now_utc().unix_timestamp_nanos();
+        eprintln!("{}", trusting_report(&report, shown, now));
     }
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Entry>>(1024);
     let (side, root) = (u.side.clone(), u.root.to_owned());
@@ -230,6 +223,26 @@ pub(crate) fn read_report<K: Send + 'static>(
         }
     });
     Ok(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed())
+}
+
+/// The line that says a report is used in place of listing a store: its
+/// snapshot time and age (`now_ns`, nanoseconds since the epoch), which
+/// say how much written since it may be missing.
+fn trusting_report(
+    report: &shoal_transfer::inventory::Report,
+    shown: &str,
+    now_ns: i128,
+) -> String {
+    let age = report
+        .age(now_ns)
+        .unwrap_or_else(|| "of unknown age".to_owned());
+    format!(
+        "sync: trusting inventory report {shown} of {}{} taken at {} ({age}, {} files); objects written since are not in it",
+        report.scheme.prefix(),
+        report.bucket,
+        report.made_at,
+        report.files.len()
+    )
 }
 
 fn no_closing(path: &str, what: &str) -> Failure {

@@ -341,3 +341,112 @@ fn sync_plans_from_a_parquet_report_kept_in_its_bucket() {
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("manifest.json"), "{}", r.stderr);
 }
+
+/// Issue 52: a GCS manifest whose counts are strings (as proto3's JSON
+/// writes int64) was trusted unchecked, and `sync --delete` from a shard
+/// missing 2 of its 5 rows deleted 2 objects the source still held. Now
+/// string counts are checked as numbers are, a missing count and a row of
+/// another bucket are refused (exit 2, one line naming the manifest,
+/// nothing deleted), and the report's age is said beside its time.
+#[test]
+fn gcs_report_counts_are_checked_whatever_their_json_type() {
+    let Some(bucket) = make_bucket(gcs, "gs") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let keys = ["a", "b", "c", "d", "e"];
+    let mut csv = String::from("bucket,name,size\n");
+    for (i, k) in keys.iter().enumerate() {
+        let body = pattern(30 + i, i as u64);
+        let f = dir.path().join(format!("f{i}"));
+        std::fs::write(&f, &body).unwrap();
+        let r = run(with_args(
+            gcs().unwrap(),
+            &["cp", f.to_str().unwrap(), &format!("gs://{bucket}/d/{k}")],
+        ));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        std::fs::write(out.join(k), &body).unwrap();
+        // The shard misses d and e.
+        if i < 3 {
+            csv.push_str(&format!("{bucket},d/{k},{}\n", body.len()));
+        }
+    }
+    std::fs::write(dir.path().join("cfg_0.csv"), &csv).unwrap();
+    let m = dir.path().join("cfg_manifest.json");
+    let sync = |manifest: serde_json::Value| {
+        std::fs::write(&m, manifest.to_string()).unwrap();
+        run(with_args(
+            gcs().unwrap(),
+            &[
+                "sync",
+                "--delete",
+                "--source-listing",
+                m.to_str().unwrap(),
+                &format!("gs://{bucket}/d/"),
+                out.to_str().unwrap(),
+            ],
+        ))
+    };
+    let kept = || {
+        let mut v: Vec<String> = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    let base = |records: serde_json::Value, shards: serde_json::Value| {
+        serde_json::json!({
+            "records_processed": records,
+            "shard_count": shards,
+            "snapshot_time": "2026-11-20T00:00:00Z",
+            "report_shards_file_names": ["cfg_0.csv"],
+        })
+    };
+    for (manifest, why) in [
+        (
+            base("5".into(), "1".into()),
+            "counts 5 records but its shards hold 3",
+        ),
+        (
+            serde_json::json!({"shard_count": 1, "report_shards_file_names": ["cfg_0.csv"]}),
+            "the manifest has no \"records_processed\"",
+        ),
+        (
+            base("five".into(), 1.into()),
+            "\"records_processed\" is \"five\", not a count",
+        ),
+        (base(5.into(), "one".into()), "\"shard_count\""),
+    ] {
+        let r = sync(manifest.clone());
+        assert_eq!(r.code, 2, "{manifest}: {}", r.stderr);
+        assert!(r.stderr.contains(why), "{manifest}: {}", r.stderr);
+        assert!(r.stderr.contains("cfg_manifest.json"), "{}", r.stderr);
+        assert_eq!(kept(), keys, "{manifest}: nothing deleted");
+    }
+    // A manifest naming another bucket than its rows.
+    let mut other = base("3".into(), "1".into());
+    other["report_config"] = serde_json::json!({"object_metadata_report_options":
+        {"storage_filters": {"bucket": "not-this-bucket"}}});
+    let r = sync(other);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("not-this-bucket"), "{}", r.stderr);
+    assert_eq!(kept(), keys);
+    // Counts as strings that match: trusted, its age said beside its time.
+    std::fs::write(
+        dir.path().join("cfg_0.csv"),
+        format!("{csv}{bucket},d/d,{}\n{bucket},d/e,{}\n", 33, 34),
+    )
+    .unwrap();
+    let r = sync(base("5".into(), "1".into()));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("taken at 2026-11-20T00:00:00Z (")
+            && (r.stderr.contains(" old, 1 files)") || r.stderr.contains("in the future")),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(kept(), keys);
+}

@@ -30,9 +30,26 @@
 //! crate's row API reads them without Arrow. ORC reports are refused with
 //! a line saying which format to configure.
 //!
+//! The manifest's counts are checked whatever JSON type they come in:
+//! proto3's JSON writes an int64 as a string (`"records_processed": "5"`),
+//! so a count is a number or a string of digits, and a count that is
+//! missing or neither is refused: a check skipped because a field did
+//! not parse is how a shard missing rows was once trusted. The bucket
+//! column of every row must be the report's bucket, and a prefix the
+//! report declares (a GCS report's storage filters) must hold the side
+//! it is used for.
+//!
+//! A report read later, by a Dask task, is read as it was checked: the
+//! client's check yields one [`Part`] per data file (its size and MD5 as
+//! checked, and, for a report in a bucket, its generation or ETag), and
+//! the task reads that file pinned to that version and checks its size
+//! and MD5 again before any row is used, so a report folder refreshed in
+//! between is refused rather than read as the old one.
+//!
 //! A report is a snapshot: objects written after it are not in it. Used
 //! as the source of `sync --delete`, an object added to the source and
-//! copied since would look like an extra; the CLI says the report's age.
+//! copied since would look like an extra; the CLI says the report's age
+//! beside its snapshot time ([`Report::age`]).
 
 use std::collections::BinaryHeap;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
@@ -51,14 +68,14 @@ pub mod fetch;
 pub const RUN_LEN: usize = 200_000;
 
 /// The data files' format.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 enum Format {
     Csv,
     Parquet,
 }
 
 /// Which store wrote the report, and how its rows name their columns.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum Layout {
     /// S3 Inventory: no header; the manifest's `fileSchema` names the
     /// columns, keys are URL-encoded.
@@ -76,11 +93,126 @@ pub struct Report {
     pub bucket: String,
     /// When the store took the snapshot, as the manifest says it.
     pub made_at: String,
+    /// The same instant in nanoseconds since the epoch, when the manifest
+    /// gives one that parses.
+    pub made_at_ns: Option<i128>,
+    /// The key prefix the report declares it is limited to, if any.
+    pub prefix: Option<String>,
     /// The data files, in the manifest's order.
     pub files: Vec<PathBuf>,
+    /// Each data file's size and MD5 as the check read them, in the
+    /// order of `files`.
+    checked: Vec<Sum>,
     layout: Layout,
     format: Format,
     manifest: String,
+}
+
+/// A data file's size and MD5, as the check read them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Sum {
+    size: u64,
+    md5: [u8; 16],
+}
+
+/// One data file of a checked report, as a task reads it later (a Dask
+/// partition): what the check saw of it, so that the task reads those
+/// bytes or refuses. It travels as JSON (serde), so the task needs
+/// neither the manifest nor the other files.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Part {
+    /// The manifest (path or URL), named in errors.
+    pub manifest: String,
+    /// The file: a local path, or the URL of the object in the bucket the
+    /// report was read from.
+    pub file: String,
+    /// Its size in bytes, as checked.
+    pub size: u64,
+    /// Its MD5, as checked (32 hex digits).
+    pub md5: String,
+    /// The GCS generation of the object the check read.
+    pub generation: Option<i64>,
+    /// The S3 ETag of the object the check read.
+    pub etag: Option<String>,
+    bucket: String,
+    layout: Layout,
+    format: Format,
+}
+
+impl Part {
+    /// The version of the file's object the check read: what a task's
+    /// download is pinned to.
+    pub fn version(&self) -> Option<ObjectVersion> {
+        match (self.generation, &self.etag) {
+            (Some(g), _) => Some(ObjectVersion::Generation(g)),
+            (None, Some(e)) => Some(ObjectVersion::ETag(e.clone())),
+            _ => None,
+        }
+    }
+
+    /// The part as the JSON a task is handed.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a Part is plain data")
+    }
+
+    /// The part [`Part::to_json`] wrote.
+    pub fn from_json(text: &str) -> Result<Part> {
+        serde_json::from_str(text).map_err(|e| {
+            bad(
+                "inventory part",
+                format!("not a part of a checked inventory report: {e}"),
+            )
+        })
+    }
+
+    /// Records the version of the object the check read.
+    pub fn pin(&mut self, url: &Location, version: Option<&ObjectVersion>) {
+        self.file = url.to_string();
+        match version {
+            Some(ObjectVersion::Generation(g)) => self.generation = Some(*g),
+            Some(ObjectVersion::ETag(e)) => self.etag = Some(e.clone()),
+            None => {}
+        }
+    }
+
+    /// The file's rows read from `path` (the file itself, or a copy
+    /// fetched pinned to its version), once its size and MD5 are found
+    /// to be those the check read. A file that changed since (the report
+    /// folder refreshed) is refused, never read as the checked one.
+    pub fn rows(&self, path: &Path) -> Result<Box<dyn Iterator<Item = Result<Row>>>> {
+        use std::io::Seek;
+        let mut f = std::fs::File::open(path).map_err(|e| io(path, e))?;
+        let got = check_open(&self.manifest, path, &mut f, None, None)?;
+        if got.size != self.size || hex(got.md5) != self.md5 {
+            return Err(bad(
+                &self.manifest,
+                format!(
+                    "{} is not the file checked when the report was opened ({} bytes, MD5 {}; checked: {} bytes, MD5 {}): the report changed since; refused (open the report again)",
+                    self.file,
+                    got.size,
+                    hex(got.md5),
+                    self.size,
+                    self.md5
+                ),
+            ));
+        }
+        f.rewind().map_err(|e| io(path, e))?;
+        // A report of this one file, to read its rows (the scheme and
+        // time are not used for that).
+        let one = Report {
+            scheme: Scheme::Gs,
+            bucket: self.bucket.clone(),
+            made_at: String::new(),
+            made_at_ns: None,
+            prefix: None,
+            files: vec![path.to_owned()],
+            checked: Vec::new(),
+            layout: self.layout.clone(),
+            format: self.format,
+            manifest: self.manifest.clone(),
+        };
+        one.read_rows(f, path)
+    }
 }
 
 /// Whether `path` looks like an inventory manifest (not an `ls` listing):
@@ -98,17 +230,10 @@ fn io(at: &Path, e: std::io::Error) -> Error {
 }
 
 /// Reads the manifest at `path` and checks it against its files (sizes
-/// and MD5s, shard and record counts); the rows are read again by
-/// [`entries`].
+/// and MD5s, shard and record counts, the rows' bucket); the rows are
+/// read again by [`entries`], or one file at a time through [`Part`].
 pub fn open(path: &Path) -> Result<Report> {
-    open_with(path, &path.display().to_string(), true, &find_file)
-}
-
-/// The manifest at `path` read without checking its files: for a Dask
-/// worker reading one file of a report the client has already checked
-/// with [`open`].
-pub fn open_checked_elsewhere(path: &Path) -> Result<Report> {
-    open_with(path, &path.display().to_string(), false, &find_file)
+    open_with(path, &path.display().to_string(), &find_file)
 }
 
 /// Where a manifest's data file named `key` is, below the folder `dir`.
@@ -116,32 +241,63 @@ type Find<'a> = &'a dyn Fn(&Path, &str) -> Option<PathBuf>;
 
 /// Opens the manifest at `path`, named `at` in errors (its URL when it
 /// was fetched from a bucket).
-fn open_with(path: &Path, at: &str, check: bool, find: Find) -> Result<Report> {
+fn open_with(path: &Path, at: &str, find: Find) -> Result<Report> {
     let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
     let v: serde_json::Value = serde_json::from_str(&text)
         .map_err(|e| bad(at, format!("not an inventory manifest (JSON): {e}")))?;
-    open_value(&v, path.parent().unwrap_or(Path::new(".")), at, check, find)
+    open_value(&v, path.parent().unwrap_or(Path::new(".")), at, find)
 }
 
 /// The report whose manifest `v` (already parsed) has its data files
-/// below `dir`.
-fn open_value(
-    v: &serde_json::Value,
-    dir: &Path,
-    at: &str,
-    check: bool,
-    find: Find,
-) -> Result<Report> {
+/// below `dir`, checked against them.
+fn open_value(v: &serde_json::Value, dir: &Path, at: &str, find: Find) -> Result<Report> {
     if v.get("fileSchema").is_some() || v.get("sourceBucket").is_some() {
-        open_s3(at, dir, v, check, find)
+        open_s3(at, dir, v, find)
     } else if v.get("report_shards_file_names").is_some() {
-        open_gcs(at, dir, v, check, find)
+        open_gcs(at, dir, v, find)
     } else {
         Err(bad(
             at,
             "neither an S3 Inventory manifest (sourceBucket, fileSchema, files) nor a GCS inventory report manifest (report_shards_file_names)",
         ))
     }
+}
+
+/// The count `field` of the manifest object `v`: a JSON number, or a
+/// string of digits (proto3's JSON writes an int64 so). Missing or
+/// anything else is refused: a count that cannot be read cannot be
+/// checked, and an unchecked count is how a cut report gets trusted.
+fn count(v: &serde_json::Value, field: &str, at: &str) -> Result<u64> {
+    let refused = |what: String| {
+        bad(
+            at,
+            format!("{what}: refused (a report is trusted only when its counts can be checked)"),
+        )
+    };
+    match v.get(field) {
+        None | Some(serde_json::Value::Null) => {
+            Err(refused(format!("the manifest has no \"{field}\"")))
+        }
+        Some(serde_json::Value::Number(n)) => n
+            .as_u64()
+            .ok_or_else(|| refused(format!("the manifest's \"{field}\" is {n}, not a count"))),
+        Some(serde_json::Value::String(t))
+            if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            t.parse::<u64>()
+                .map_err(|_| refused(format!("the manifest's \"{field}\" is {t:?}, not a count")))
+        }
+        Some(other) => Err(refused(format!(
+            "the manifest's \"{field}\" is {other}, not a count"
+        ))),
+    }
+}
+
+/// An RFC 3339 time in nanoseconds since the epoch.
+fn rfc3339_ns(t: &str) -> Option<i128> {
+    time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
+        .ok()
+        .map(|t| t.unix_timestamp_nanos())
 }
 
 fn text<'a>(v: &'a serde_json::Value, k: &str, at: &str) -> Result<&'a str> {
@@ -165,7 +321,7 @@ fn file_format(at: &str, format: &str) -> Result<Format> {
     ))
 }
 
-fn open_s3(at: &str, dir: &Path, v: &serde_json::Value, check: bool, find: Find) -> Result<Report> {
+fn open_s3(at: &str, dir: &Path, v: &serde_json::Value, find: Find) -> Result<Report> {
     let bucket = text(v, "sourceBucket", at)?.to_owned();
     let format = file_format(at, text(v, "fileFormat", at)?)?;
     let schema = text(v, "fileSchema", at)?;
@@ -190,11 +346,14 @@ fn open_s3(at: &str, dir: &Path, v: &serde_json::Value, check: bool, find: Find)
             ));
         }
     }
+    let made_at_ns = v
+        .get("creationTimestamp")
+        .and_then(|t| t.as_str())
+        .and_then(|ms| ms.parse::<i128>().ok())
+        .map(|ms| ms * 1_000_000);
     let made_at = match v.get("creationTimestamp").and_then(|t| t.as_str()) {
-        Some(ms) => ms
-            .parse::<i128>()
-            .ok()
-            .and_then(|ms| time::OffsetDateTime::from_unix_timestamp_nanos(ms * 1_000_000).ok())
+        Some(ms) => made_at_ns
+            .and_then(|ns| time::OffsetDateTime::from_unix_timestamp_nanos(ns).ok())
             .and_then(|t| {
                 t.format(&time::format_description::well_known::Rfc3339)
                     .ok()
@@ -207,61 +366,71 @@ fn open_s3(at: &str, dir: &Path, v: &serde_json::Value, check: bool, find: Find)
         .and_then(|f| f.as_array())
         .ok_or_else(|| bad(at, "the manifest has no \"files\""))?;
     let mut files = Vec::with_capacity(listed.len());
+    let mut checked = Vec::with_capacity(listed.len());
     for f in listed {
         let key = text(f, "key", at)?;
-        let size = f.get("size").and_then(|s| s.as_u64());
-        let md5 = f
-            .get("MD5checksum")
-            .and_then(|s| s.as_str())
-            .and_then(md5_from_hex);
+        let size = count(f, "size", at).map_err(|e| bad(at, format!("{key}: {}", e.message())))?;
+        let md5 = match f.get("MD5checksum") {
+            Some(serde_json::Value::String(m)) => md5_from_hex(m),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            bad(
+                at,
+                format!("{key}: the manifest gives no MD5checksum of 32 hex digits: refused (a file that cannot be checked is not trusted)"),
+            )
+        })?;
         let path = find(dir, key).ok_or_else(|| {
             bad(
                 at,
                 format!("{key}, which the manifest names, is not beside it (copy the report's folder whole)"),
             )
         })?;
-        if check {
-            check_file(at, &path, size, md5)?;
-        }
+        checked.push(check_file(at, &path, Some(size), Some(md5))?);
         files.push(path);
     }
     Ok(Report {
         scheme: Scheme::S3,
         bucket,
         made_at,
+        made_at_ns,
+        // An S3 manifest does not say whether its configuration filters
+        // by prefix; the live source is the defence there.
+        prefix: None,
         files,
+        checked,
         layout: Layout::S3 { columns },
         format,
         manifest: at.to_owned(),
     })
 }
 
-fn open_gcs(
-    at: &str,
-    dir: &Path,
-    v: &serde_json::Value,
-    check: bool,
-    find: Find,
-) -> Result<Report> {
+fn open_gcs(at: &str, dir: &Path, v: &serde_json::Value, find: Find) -> Result<Report> {
     let names = v["report_shards_file_names"]
         .as_array()
         .ok_or_else(|| bad(at, "\"report_shards_file_names\" is not a list"))?;
-    if let Some(n) = v.get("shard_count").and_then(|n| n.as_u64())
-        && n != names.len() as u64
-    {
+    let shards = count(v, "shard_count", at)?;
+    if shards != names.len() as u64 {
         return Err(bad(
             at,
-            format!("the manifest counts {n} shards but names {}", names.len()),
+            format!(
+                "the manifest counts {shards} shards but names {}",
+                names.len()
+            ),
         ));
     }
+    let records = count(v, "records_processed", at)?;
     let config = v.get("report_config");
     let format = config
         .and_then(|c| c.get("parquet_options"))
         .map_or(Format::Csv, |_| Format::Parquet);
-    let bucket = config
-        .and_then(|c| c.pointer("/object_metadata_report_options/storage_filters/bucket"))
+    let filters = config.and_then(|c| c.pointer("/object_metadata_report_options/storage_filters"));
+    let bucket = filters
+        .and_then(|f| f.get("bucket"))
         .and_then(|b| b.as_str())
+        .filter(|b| !b.is_empty())
         .map(str::to_owned);
+    let prefix = declared_prefix(filters, at)?;
     let mut files = Vec::with_capacity(names.len());
     for n in names {
         let name = n
@@ -282,44 +451,79 @@ fn open_gcs(
         .to_owned();
     let mut r = Report {
         scheme: Scheme::Gs,
-        bucket: bucket.unwrap_or_default(),
+        bucket: bucket.clone().unwrap_or_default(),
+        made_at_ns: rfc3339_ns(&made_at),
         made_at,
+        prefix,
         files,
+        checked: Vec::new(),
         layout: Layout::Gcs,
         format,
         manifest: at.to_owned(),
     };
-    if !check {
-        return Ok(r);
-    }
-    // The record count, and the bucket when the manifest does not say it,
-    // come from the shards: read once here, before anything runs.
+    // The manifest gives no shard's size or checksum: each shard's are
+    // taken here, with the record count, and the bucket when the manifest
+    // does not say it (every row must then name the same one).
     let mut rows = 0u64;
-    let mut seen_bucket = None;
-    for row in r.rows() {
-        let row = row?;
-        if seen_bucket.is_none() {
-            seen_bucket = row.bucket.clone();
+    let mut seen = bucket;
+    for path in &r.files {
+        r.checked.push(check_file(at, path, None, None)?);
+        for row in r.file_rows(path)? {
+            let row = row?;
+            match (&seen, &row.bucket) {
+                (None, Some(b)) => seen = Some(b.clone()),
+                (Some(s), Some(b)) if s != b => {
+                    return Err(bad(
+                        at,
+                        format!(
+                            "{} holds a row of bucket {b} in a report of {s}: refused (shards of two reports?)",
+                            path.display()
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+            rows += 1;
         }
-        rows += 1;
     }
-    if r.bucket.is_empty() {
-        r.bucket = seen_bucket.unwrap_or_default();
-    }
-    if let Some(n) = v.get("records_processed").and_then(|n| n.as_u64())
-        && n != rows
-    {
+    if records != rows {
         return Err(bad(
             at,
             format!(
-                "the manifest counts {n} records but its shards hold {rows} (cut short, or another report's shard?)"
+                "the manifest counts {records} records but its shards hold {rows} (cut short, or another report's shard?)"
             ),
         ));
     }
-    if r.bucket.is_empty() {
-        return Err(bad(at, "neither the manifest nor the rows name the bucket"));
-    }
+    r.bucket = seen.ok_or_else(|| bad(at, "neither the manifest nor the rows name the bucket"))?;
     Ok(r)
+}
+
+/// The key prefix a GCS report's `storage_filters` limit it to. A filter
+/// other than the bucket and a prefix is refused: shoal could not tell
+/// which objects such a report leaves out, and an object left out looks
+/// deleted.
+fn declared_prefix(filters: Option<&serde_json::Value>, at: &str) -> Result<Option<String>> {
+    let Some(filters) = filters.and_then(|f| f.as_object()) else {
+        return Ok(None);
+    };
+    let mut prefix = None;
+    for (k, val) in filters {
+        if k == "bucket" || val.is_null() || val.as_str() == Some("") {
+            continue;
+        }
+        match val.as_str() {
+            Some(p) if k.to_ascii_lowercase().contains("prefix") => prefix = Some(p.to_owned()),
+            _ => {
+                return Err(bad(
+                    at,
+                    format!(
+                        "the report is filtered by storage_filters.{k} = {val}, which shoal cannot check: refused (use a report of the whole bucket, or of a prefix)"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(prefix)
 }
 
 /// The file a manifest names by `key` (an object name in the report's
@@ -345,8 +549,22 @@ fn find_file(dir: &Path, key: &str) -> Option<PathBuf> {
     None
 }
 
-fn check_file(at: &str, path: &Path, size: Option<u64>, md5: Option<[u8; 16]>) -> Result<()> {
+/// Reads `path` whole and checks its size and MD5 against what the
+/// manifest gives; returns both as read.
+fn check_file(at: &str, path: &Path, size: Option<u64>, md5: Option<[u8; 16]>) -> Result<Sum> {
     let mut f = std::fs::File::open(path).map_err(|e| io(path, e))?;
+    check_open(at, path, &mut f, size, md5)
+}
+
+/// [`check_file`] of a file already open (read from where it is, left at
+/// its end).
+fn check_open(
+    at: &str,
+    path: &Path,
+    f: &mut std::fs::File,
+    size: Option<u64>,
+    md5: Option<[u8; 16]>,
+) -> Result<Sum> {
     use md5::Digest;
     let mut hash = md5::Md5::new();
     let mut n = 0u64;
@@ -359,6 +577,7 @@ fn check_file(at: &str, path: &Path, size: Option<u64>, md5: Option<[u8; 16]>) -
         hash.update(&buf[..k]);
         n += k as u64;
     }
+    let got = <[u8; 16]>::from(hash.finalize());
     let shown = path.display();
     if let Some(s) = size
         && s != n
@@ -371,14 +590,14 @@ fn check_file(at: &str, path: &Path, size: Option<u64>, md5: Option<[u8; 16]>) -
         ));
     }
     if let Some(m) = md5
-        && m != <[u8; 16]>::from(hash.finalize())
+        && m != got
     {
         return Err(bad(
             at,
             format!("{shown}'s MD5 is not the manifest's: refused (another report's file?)"),
         ));
     }
-    Ok(())
+    Ok(Sum { size: n, md5: got })
 }
 
 /// One object as a report lists it.
@@ -416,25 +635,118 @@ impl Report {
         })
     }
 
-    /// The rows of data file `i` (in that file's order): one Dask
-    /// partition.
-    pub fn rows_of(&self, i: usize) -> Result<Box<dyn Iterator<Item = Result<Row>> + '_>> {
-        let path = self
-            .files
-            .get(i)
-            .ok_or_else(|| bad(&self.manifest, format!("the report has no file {i}")))?;
-        self.file_rows(path)
+    /// Data file `i` as the check saw it, for a task to read later (one
+    /// Dask partition): see [`Part`].
+    pub fn part(&self, i: usize) -> Result<Part> {
+        let (path, sum) = self.files.get(i).zip(self.checked.get(i)).ok_or_else(|| {
+            bad(
+                &self.manifest,
+                format!("the report has no checked file {i}"),
+            )
+        })?;
+        Ok(Part {
+            manifest: self.manifest.clone(),
+            file: path.display().to_string(),
+            size: sum.size,
+            md5: hex(sum.md5),
+            generation: None,
+            etag: None,
+            bucket: self.bucket.clone(),
+            layout: self.layout.clone(),
+            format: self.format,
+        })
     }
 
-    fn file_rows(&self, path: &Path) -> Result<Box<dyn Iterator<Item = Result<Row>> + '_>> {
-        match self.format {
-            Format::Csv => self.csv_rows(path),
-            Format::Parquet => self.parquet_rows(path),
+    /// How long before `now_ns` (nanoseconds since the epoch) the store
+    /// took the snapshot, in words ("3 days old"), or None when the
+    /// manifest gives no time that parses.
+    pub fn age(&self, now_ns: i128) -> Option<String> {
+        let ns = self.made_at_ns?;
+        let plural = |n: i128, unit: &str| format!("{n} {unit}{}", if n == 1 { "" } else { "s" });
+        let words = |d: i128| {
+            let mins = d / 60_000_000_000;
+            if mins < 120 {
+                plural(mins, "minute")
+            } else if mins < 48 * 60 {
+                plural(mins / 60, "hour")
+            } else {
+                plural(mins / (24 * 60), "day")
+            }
+        };
+        Some(if now_ns >= ns {
+            format!("{} old", words(now_ns - ns))
+        } else {
+            format!(
+                "dated {} in the future (is this machine's clock right?)",
+                words(ns - now_ns)
+            )
+        })
+    }
+
+    /// Whether the report can stand for `side`'s listing (names relative
+    /// to `root`): it is of the side's store and bucket, and a prefix it
+    /// declares holds all of `root`. Said before anything runs.
+    pub fn check_side(&self, side: &Location, root: &str) -> Result<()> {
+        let of = format!("{}{}", self.scheme.prefix(), self.bucket);
+        if side.scheme != self.scheme || side.bucket != self.bucket {
+            return Err(bad(
+                &self.manifest,
+                format!("the report lists {of}, not {side}"),
+            ));
         }
+        if let Some(p) = &self.prefix
+            && !root.starts_with(p.as_str())
+        {
+            return Err(bad(
+                &self.manifest,
+                format!(
+                    "the report lists only the keys of {of} starting {p:?}, not all of {side} (objects outside it would look absent)"
+                ),
+            ));
+        }
+        Ok(())
     }
 
-    fn csv_rows(&self, path: &Path) -> Result<Box<dyn Iterator<Item = Result<Row>> + '_>> {
+    fn file_rows(&self, path: &Path) -> Result<Box<dyn Iterator<Item = Result<Row>>>> {
         let f = std::fs::File::open(path).map_err(|e| io(path, e))?;
+        self.read_rows(f, path)
+    }
+
+    /// The rows of the open data file `f` (at `path`); a row naming
+    /// another bucket than the report's is an error at its line.
+    fn read_rows(
+        &self,
+        f: std::fs::File,
+        path: &Path,
+    ) -> Result<Box<dyn Iterator<Item = Result<Row>>>> {
+        let rows = match self.format {
+            Format::Csv => self.csv_rows(f, path),
+            Format::Parquet => self.parquet_rows(f, path),
+        }?;
+        if self.bucket.is_empty() {
+            return Ok(rows);
+        }
+        let (bucket, file) = (self.bucket.clone(), path.display().to_string());
+        Ok(Box::new(rows.enumerate().map(move |(i, row)| {
+            let row = row?;
+            match &row.bucket {
+                Some(b) if *b != bucket => Err(bad(
+                    &file,
+                    format!(
+                        "row {} is of bucket {b}, in a report of {bucket}: refused (another report's file?)",
+                        i + 1
+                    ),
+                )),
+                _ => Ok(row),
+            }
+        })))
+    }
+
+    fn csv_rows(
+        &self,
+        f: std::fs::File,
+        path: &Path,
+    ) -> Result<Box<dyn Iterator<Item = Result<Row>>>> {
         let name = path.display().to_string();
         let input: Box<dyn Read> = if name.ends_with(".gz") {
             Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(f)))
@@ -469,10 +781,13 @@ impl Report {
         })))
     }
 
-    fn parquet_rows(&self, path: &Path) -> Result<Box<dyn Iterator<Item = Result<Row>> + '_>> {
+    fn parquet_rows(
+        &self,
+        f: std::fs::File,
+        path: &Path,
+    ) -> Result<Box<dyn Iterator<Item = Result<Row>>>> {
         use parquet::file::reader::{FileReader, SerializedFileReader};
         let name = path.display().to_string();
-        let f = std::fs::File::open(path).map_err(|e| io(path, e))?;
         let reader = SerializedFileReader::new(f)
             .map_err(|e| bad(&name, format!("not a readable Parquet file: {e}")))?;
         let columns: Vec<String> = reader
@@ -725,28 +1040,12 @@ fn entries_with(
     root: &str,
     run_len: usize,
 ) -> Result<impl Iterator<Item = Result<Entry>> + use<>> {
-    if side.scheme != report.scheme || side.bucket != report.bucket {
-        return Err(bad(
-            &report.manifest,
-            format!(
-                "the report lists {}{}, not {side}",
-                report.scheme.prefix(),
-                report.bucket
-            ),
-        ));
-    }
+    report.check_side(side, root)?;
     let mut runs: Vec<tempfile::NamedTempFile> = Vec::new();
     let mut run: Vec<Row> = Vec::new();
+    // Each row's bucket is checked as it is read (`Report::read_rows`).
     for row in report.rows() {
         let row = row?;
-        if let Some(b) = &row.bucket
-            && *b != report.bucket
-        {
-            return Err(bad(
-                &report.manifest,
-                format!("a row of bucket {b} in the report of {}", report.bucket),
-            ));
-        }
         if !row.key.starts_with(root) {
             continue;
         }
@@ -1246,5 +1545,283 @@ mod tests {
         let m = gcs_report(d.path(), &shards, 3);
         let e = open(&m).unwrap_err().to_string();
         assert!(e.contains("counts 3 records but its shards hold 2"), "{e}");
+    }
+}
+
+/// The manifest's counts, the rows' bucket, a declared prefix, the
+/// report's age, and the parts a Dask task reads (issue 52).
+#[cfg(test)]
+mod whole {
+    use super::*;
+
+    const SHARDS: [&str; 2] = [
+        "bucket,name,size\ngb,d/a,1\ngb,d/b,2\n",
+        "bucket,name,size\ngb,d/c,3\n",
+    ];
+
+    /// A GCS report of [`SHARDS`] whose manifest is `v` with the shard
+    /// names filled in.
+    fn gcs(dir: &Path, mut v: serde_json::Value) -> PathBuf {
+        let mut names = Vec::new();
+        for (i, s) in SHARDS.iter().enumerate() {
+            let name = format!("cfg_{i}.csv");
+            std::fs::write(dir.join(&name), s).unwrap();
+            names.push(name);
+        }
+        v["report_shards_file_names"] = names.into();
+        let m = dir.join("cfg_manifest.json");
+        std::fs::write(&m, v.to_string()).unwrap();
+        m
+    }
+
+    fn refusal(m: &Path) -> String {
+        open(m).unwrap_err().to_string()
+    }
+
+    /// proto3's JSON writes int64 counts as strings: they are checked as
+    /// numbers are. Before, a string count skipped the check, and a shard
+    /// missing rows was trusted (and `sync --delete` deleted live objects).
+    #[test]
+    fn gcs_counts_written_as_strings_are_checked() {
+        let d = tempfile::tempdir().unwrap();
+        let m = gcs(
+            d.path(),
+            serde_json::json!({"records_processed": "3", "shard_count": "2"}),
+        );
+        assert_eq!(open(&m).unwrap().bucket, "gb");
+        let m = gcs(
+            d.path(),
+            serde_json::json!({"records_processed": "5", "shard_count": "2"}),
+        );
+        let e = refusal(&m);
+        assert!(e.contains("counts 5 records but its shards hold 3"), "{e}");
+        assert!(e.contains("cfg_manifest.json"), "{e}");
+        let m = gcs(
+            d.path(),
+            serde_json::json!({"records_processed": 3, "shard_count": "3"}),
+        );
+        assert!(refusal(&m).contains("counts 3 shards but names 2"));
+    }
+
+    /// A count that is missing or not a count is refused, naming the
+    /// manifest and the field, rather than left unchecked.
+    #[test]
+    fn a_missing_or_unreadable_count_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        for (v, field) in [
+            (serde_json::json!({"shard_count": 2}), "records_processed"),
+            (serde_json::json!({"records_processed": 3}), "shard_count"),
+            (
+                serde_json::json!({"records_processed": null, "shard_count": 2}),
+                "records_processed",
+            ),
+            (
+                serde_json::json!({"records_processed": "3 ", "shard_count": 2}),
+                "records_processed",
+            ),
+            (
+                serde_json::json!({"records_processed": -3, "shard_count": 2}),
+                "records_processed",
+            ),
+            (
+                serde_json::json!({"records_processed": 3.5, "shard_count": 2}),
+                "records_processed",
+            ),
+            (
+                serde_json::json!({"records_processed": 3, "shard_count": ""}),
+                "shard_count",
+            ),
+        ] {
+            let m = gcs(d.path(), v.clone());
+            let e = refusal(&m);
+            assert!(
+                e.contains(&format!("\"{field}\"")) && e.contains("refused"),
+                "{v}: {e}"
+            );
+            assert!(e.contains("cfg_manifest.json"), "{e}");
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+    }
+
+    /// An S3 manifest's file sizes are counts too (a string of digits
+    /// read as one), and a file without a size or MD5 cannot be checked.
+    #[test]
+    fn s3_file_sizes_and_md5s_must_be_there() {
+        let d = tempfile::tempdir().unwrap();
+        let data = d.path().join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        let body = b"\"src\",\"a\",\"1\"\n";
+        std::fs::write(data.join("f0.csv"), body).unwrap();
+        let md5 = hex(shoal_core::checksum::md5_digest(body));
+        let m = d.path().join("manifest.json");
+        let write = |file: serde_json::Value| {
+            let v = serde_json::json!({"sourceBucket": "src", "fileFormat": "CSV",
+                "fileSchema": "Bucket, Key, Size", "files": [file]});
+            std::fs::write(&m, v.to_string()).unwrap();
+        };
+        write(
+            serde_json::json!({"key": "data/f0.csv", "size": body.len().to_string(), "MD5checksum": md5}),
+        );
+        assert!(open(&m).is_ok());
+        write(serde_json::json!({"key": "data/f0.csv", "MD5checksum": md5}));
+        let e = refusal(&m);
+        assert!(
+            e.contains("data/f0.csv") && e.contains("no \"size\""),
+            "{e}"
+        );
+        write(serde_json::json!({"key": "data/f0.csv", "size": body.len()}));
+        let e = refusal(&m);
+        assert!(e.contains("MD5checksum"), "{e}");
+        write(serde_json::json!({"key": "data/f0.csv", "size": body.len(), "MD5checksum": "nope"}));
+        assert!(refusal(&m).contains("MD5checksum"));
+    }
+
+    /// Every row names the report's bucket: the manifest's when it says
+    /// one, else the first row's.
+    #[test]
+    fn a_row_of_another_bucket_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let filtered = |bucket: &str| {
+            serde_json::json!({"records_processed": 3, "shard_count": 2,
+                "report_config": {"object_metadata_report_options": {"storage_filters": {"bucket": bucket}}}})
+        };
+        assert!(open(&gcs(d.path(), filtered("gb"))).is_ok());
+        let e = refusal(&gcs(d.path(), filtered("other")));
+        assert!(e.contains("bucket gb") && e.contains("other"), "{e}");
+        // Shards of two buckets, the manifest naming none.
+        let m = gcs(
+            d.path(),
+            serde_json::json!({"records_processed": 3, "shard_count": 2}),
+        );
+        std::fs::write(d.path().join("cfg_1.csv"), "bucket,name,size\nxb,d/c,3\n").unwrap();
+        let e = refusal(&m);
+        assert!(e.contains("bucket xb") && e.contains("cfg_1.csv"), "{e}");
+        // The report's bucket against the side's.
+        std::fs::write(d.path().join("cfg_1.csv"), SHARDS[1]).unwrap();
+        let r = open(&m).unwrap();
+        let e = keys_of(&r, "gs://other/d/", "d/").unwrap_err().to_string();
+        assert!(
+            e.contains("the report lists gs://gb, not gs://other/d/"),
+            "{e}"
+        );
+        // An S3 row of another bucket than the manifest's sourceBucket.
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(
+            d.path().join("f0.csv"),
+            "\"src\",\"a\",\"1\"\n\"xb\",\"b\",\"1\"\n",
+        )
+        .unwrap();
+        let bytes = std::fs::read(d.path().join("f0.csv")).unwrap();
+        let m = d.path().join("manifest.json");
+        std::fs::write(
+            &m,
+            serde_json::json!({"sourceBucket": "src", "fileFormat": "CSV",
+            "fileSchema": "Bucket, Key, Size", "files": [{"key": "f0.csv", "size": bytes.len(),
+            "MD5checksum": hex(shoal_core::checksum::md5_digest(&bytes))}]})
+            .to_string(),
+        )
+        .unwrap();
+        let r = open(&m).unwrap();
+        let e = keys_of(&r, "s3://src/", "").unwrap_err().to_string();
+        assert!(e.contains("row 2 is of bucket xb"), "{e}");
+        let e = r
+            .part(0)
+            .unwrap()
+            .rows(&r.files[0])
+            .unwrap()
+            .find_map(|r| r.err())
+            .unwrap()
+            .to_string();
+        assert!(e.contains("row 2 is of bucket xb"), "{e}");
+    }
+
+    fn keys_of(r: &Report, side: &str, root: &str) -> Result<Vec<String>> {
+        let side = Location::parse(side).unwrap();
+        entries(r, &side, root)?.map(|e| e.map(|e| e.rel)).collect()
+    }
+
+    /// A report limited to a prefix stands only for sides inside it; a
+    /// filter shoal cannot read is refused.
+    #[test]
+    fn a_declared_prefix_must_hold_the_side() {
+        let d = tempfile::tempdir().unwrap();
+        let with = |filters: serde_json::Value| {
+            serde_json::json!({"records_processed": 3, "shard_count": 2,
+                "report_config": {"object_metadata_report_options": {"storage_filters": filters}}})
+        };
+        let m = gcs(
+            d.path(),
+            with(serde_json::json!({"bucket": "gb", "object_name_prefix": "d/"})),
+        );
+        let r = open(&m).unwrap();
+        assert_eq!(r.prefix.as_deref(), Some("d/"));
+        assert_eq!(keys_of(&r, "gs://gb/d/", "d/").unwrap(), ["a", "b", "c"]);
+        let e = keys_of(&r, "gs://gb/", "").unwrap_err().to_string();
+        assert!(
+            e.contains("only the keys of gs://gb starting \"d/\""),
+            "{e}"
+        );
+        let m = gcs(
+            d.path(),
+            with(serde_json::json!({"bucket": "gb", "created_after": "2026-01-01"})),
+        );
+        let e = refusal(&m);
+        assert!(e.contains("storage_filters.created_after"), "{e}");
+    }
+
+    #[test]
+    fn the_age_is_said_in_words() {
+        let d = tempfile::tempdir().unwrap();
+        let m = gcs(
+            d.path(),
+            serde_json::json!({"records_processed": 3, "shard_count": 2, "snapshot_time": "2026-11-20T00:00:00Z"}),
+        );
+        let r = open(&m).unwrap();
+        let at = r.made_at_ns.unwrap();
+        let min = 60_000_000_000i128;
+        assert_eq!(r.age(at + 5 * min).as_deref(), Some("5 minutes old"));
+        assert_eq!(r.age(at + 60 * 5 * min).as_deref(), Some("5 hours old"));
+        assert_eq!(
+            r.age(at + 24 * 60 * 3 * min + 7).as_deref(),
+            Some("3 days old")
+        );
+        assert!(r.age(at - 3 * min).unwrap().contains("in the future"));
+        let m = gcs(
+            d.path(),
+            serde_json::json!({"records_processed": 3, "shard_count": 2}),
+        );
+        assert_eq!(open(&m).unwrap().age(at), None);
+    }
+
+    /// A Dask task reads its file from the part the check made: the
+    /// same bytes, or a refusal. Before, the task opened the manifest
+    /// again and read whatever the folder held by then.
+    #[test]
+    fn a_part_reads_only_the_file_that_was_checked() {
+        let d = tempfile::tempdir().unwrap();
+        let m = gcs(
+            d.path(),
+            serde_json::json!({"records_processed": 3, "shard_count": 2}),
+        );
+        let r = open(&m).unwrap();
+        let parts: Vec<Part> = (0..2)
+            .map(|i| Part::from_json(&r.part(i).unwrap().to_json()).unwrap())
+            .collect();
+        let read = |p: &Part| -> Result<Vec<String>> {
+            p.rows(Path::new(&p.file))?
+                .map(|r| r.map(|r| r.key))
+                .collect()
+        };
+        assert_eq!(read(&parts[0]).unwrap(), ["d/a", "d/b"]);
+        assert_eq!(read(&parts[1]).unwrap(), ["d/c"]);
+        // The folder refreshed: the same names, another report's rows.
+        std::fs::write(d.path().join("cfg_1.csv"), "bucket,name,size\ngb,d/x,9\n").unwrap();
+        let e = read(&parts[1]).unwrap_err().to_string();
+        assert!(
+            e.contains("not the file checked") && e.contains("cfg_manifest.json"),
+            "{e}"
+        );
+        assert_eq!(read(&parts[0]).unwrap(), ["d/a", "d/b"]);
+        assert!(Part::from_json("{}").is_err());
     }
 }

@@ -16,6 +16,13 @@
 //! the temporary one): the manifest is the store's text, so a name that
 //! is empty, `.`, `..`, or given to two files is refused rather than
 //! resolved.
+//!
+//! The check records the version (generation or ETag) of each data file
+//! it downloaded. A Dask task reading one file later ([`fetch_part`])
+//! downloads it pinned to that version, then checks its size and MD5
+//! against the check's ([`super::Part::rows`]), and needs no manifest: a
+//! report folder refreshed between the check and the task is refused,
+//! not read as the report that was checked.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -23,9 +30,9 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use shoal_core::retry::RetryPolicy;
-use shoal_core::{Error, ErrorKind, Location, Op, Result, Store};
+use shoal_core::{Error, ErrorKind, Location, ObjectMeta, ObjectVersion, Op, Result, Store};
 
-use super::{Report, bad, open_value};
+use super::{Part, Report, bad, open_value};
 use crate::Run;
 
 /// Data files downloaded at once (each by slices of its own when big).
@@ -38,6 +45,8 @@ pub struct Fetched {
     pub report: Report,
     /// Each data file's URL, in the manifest's order.
     pub urls: Vec<Location>,
+    /// The version of each data file that was downloaded and checked.
+    pub versions: Vec<Option<ObjectVersion>>,
     /// Removed, with the copy, when this is dropped.
     _dir: tempfile::TempDir,
 }
@@ -105,14 +114,11 @@ pub fn data_urls(manifest: &Location, v: &serde_json::Value) -> Result<Vec<Locat
 }
 
 /// Copies the report whose manifest is at `manifest` into a new temporary
-/// folder and opens it: checked whole against its manifest, as [`super::open`]
-/// checks a local one, when `only` is None; with `only = Some(i)`, just
-/// data file `i` is copied and nothing is checked (a Dask task reading
-/// its file of a report the client checked).
+/// folder and opens it, checked whole against its manifest as
+/// [`super::open`] checks a local one.
 pub async fn fetch(
     store: Arc<dyn Store>,
     manifest: &Location,
-    only: Option<usize>,
     run: &Run,
     policy: &RetryPolicy,
 ) -> Result<Fetched> {
@@ -149,29 +155,13 @@ pub async fn fetch(
             ));
         }
     }
-    if let Some(i) = only
-        && i >= urls.len()
-    {
-        return Err(bad(&at, format!("the report has no file {i}")));
-    }
-    let dir = tempfile::Builder::new()
-        .prefix("shoal-inventory-")
-        .tempdir()
-        .map_err(|e| Error::io(Op::Read, std::env::temp_dir().display().to_string(), e))?;
-    let wanted: Vec<(Location, PathBuf)> = urls
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| only.is_none_or(|o| o == *i))
-        .map(|(_, u)| {
-            let dest = dir.path().join(local_name(&u.key).expect("checked above"));
-            (u.clone(), dest)
-        })
-        .collect();
-    let mut copies = futures::stream::iter(wanted)
-        .map(|(u, dest)| {
+    let dir = temp_dir()?;
+    let mut copies = futures::stream::iter(urls.iter().cloned().enumerate())
+        .map(|(i, u)| {
             let store = store.clone();
+            let dest = dir.path().join(local_name(&u.key).expect("checked above"));
             async move {
-                crate::download::download_to_file(store, &u, &dest, run, policy)
+                let got = crate::download::download_to_file(store, &u, &dest, run, policy)
                     .await
                     .map_err(|e| match e.kind() {
                         // Said of the manifest, which is what the user gave.
@@ -182,23 +172,98 @@ pub async fn fetch(
                             ),
                         ),
                         _ => e.with_url(u.to_string()),
-                    })
+                    })?;
+                Ok::<_, Error>((i, got.source_version))
             }
         })
         .buffer_unordered(AT_ONCE);
+    let mut versions = vec![None; urls.len()];
     while let Some(r) = copies.next().await {
-        r?;
+        let (i, version) = r?;
+        versions[i] = version;
     }
+    drop(copies);
     let find = |d: &Path, key: &str| -> Option<PathBuf> {
         let p = d.join(local_name(key)?);
-        (only.is_some() || p.is_file()).then_some(p)
+        p.is_file().then_some(p)
     };
-    let report = open_value(&v, dir.path(), &at, only.is_none(), &find)?;
+    let report = open_value(&v, dir.path(), &at, &find)?;
     Ok(Fetched {
         report,
         urls,
+        versions,
         _dir: dir,
     })
+}
+
+impl Fetched {
+    /// Data file `i` as the check read it, named by its URL and pinned to
+    /// the version that was read: what a task fetches with [`fetch_part`].
+    pub fn part(&self, i: usize) -> Result<Part> {
+        let mut p = self.report.part(i)?;
+        p.pin(&self.urls[i], self.versions[i].as_ref());
+        Ok(p)
+    }
+}
+
+fn temp_dir() -> Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix("shoal-inventory-")
+        .tempdir()
+        .map_err(|e| Error::io(Op::Read, std::env::temp_dir().display().to_string(), e))
+}
+
+/// One data file of a report in a bucket, copied down for a task.
+#[derive(Debug)]
+pub struct FetchedPart {
+    /// The copy, to read with [`Part::rows`].
+    pub path: PathBuf,
+    /// Removed, with the copy, when this is dropped.
+    _dir: tempfile::TempDir,
+}
+
+/// Copies the data file of `part` (at `url`, the part's file) into a new
+/// temporary folder, pinned to the version the check read where the
+/// store has one. A file gone or replaced since is refused, naming the
+/// manifest; [`Part::rows`] then checks the copy's size and MD5.
+pub async fn fetch_part(
+    store: Arc<dyn Store>,
+    part: &Part,
+    url: &Location,
+    run: &Run,
+    policy: &RetryPolicy,
+) -> Result<FetchedPart> {
+    let name = local_name(&url.key).ok_or_else(|| {
+        bad(
+            &part.manifest,
+            format!("{url} cannot be saved under its own name"),
+        )
+    })?;
+    let dir = temp_dir()?;
+    let path = dir.path().join(name);
+    let version = part.version();
+    let meta = ObjectMeta {
+        key: url.key.clone(),
+        size: part.size,
+        version: version.clone(),
+        ..Default::default()
+    };
+    crate::download::download_known(store, url, &meta, &path, run, policy)
+        .await
+        .map_err(|e| match e.kind() {
+            ErrorKind::NotFound | ErrorKind::Precondition | ErrorKind::Integrity => {
+                let checked = version.map_or_else(String::new, |v| format!(" at {v}"));
+                bad(
+                    &part.manifest,
+                    format!(
+                        "{url}, checked{checked} when the report was opened, is gone or was replaced since ({}): refused (open the report again)",
+                        e.message()
+                    ),
+                )
+            }
+            _ => e.with_url(url.to_string()),
+        })?;
+    Ok(FetchedPart { path, _dir: dir })
 }
 
 #[cfg(test)]
