@@ -9,7 +9,10 @@ Keywords override: ``endpoint_url``, ``gcs_endpoint_url``,
 ``s3_endpoint_url``, ``no_sign_request``, ``region``, ``profile``,
 ``key``/``secret``, ``s3_addressing`` (``auto``/``path``/``virtual``),
 ``workers`` (requests in flight per call, default 2 per vCPU),
-``attempts``, ``proxy`` (one proxy URL for every request; ``NO_PROXY`` still
+``attempts``, ``read_timeout`` (seconds without a byte moving on a
+connection, sending or receiving, default 60; as ``--read-timeout``),
+``connect_timeout`` (seconds to make a connection, default 10; as
+``--connect-timeout``), ``proxy`` (one proxy URL for every request; ``NO_PROXY`` still
 applies), ``ca_bundle`` (a PEM file of extra CA certificates), and for
 requester-pays buckets ``billing_project`` (GCS: the project billed, sent
 as ``userProject``; default ``CLOUDSDK_BILLING_QUOTA_PROJECT``) and

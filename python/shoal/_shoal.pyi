@@ -24,6 +24,8 @@ class Session:
         s3_addressing: str = "auto",
         workers: int | None = None,
         attempts: int | None = None,
+        read_timeout: float | None = None,
+        connect_timeout: float | None = None,
         proxy: str | None = None,
         ca_bundle: str | PathLike[str] | None = None,
         billing_project: str | None = None,

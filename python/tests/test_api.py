@@ -187,6 +187,18 @@ def test_session_keywords_and_pickling(bucket):
         shoal.Session(key="only")
 
 
+def test_session_timeouts():
+    s = shoal.Session(read_timeout=30, connect_timeout=2.5)
+    assert s.kwargs["read_timeout"] == 30 and s.kwargs["connect_timeout"] == 2.5
+    for bad in (0, -1, float("nan"), 3601):
+        with pytest.raises(ValueError, match="connect_timeout"):
+            shoal.Session(connect_timeout=bad)
+    # Nothing listens on port 9: the connect is refused, not timed out,
+    # whatever the limit; the keyword is taken by a store.
+    with pytest.raises(shoal.ShoalError):
+        shoal.stat("s3://b/k", endpoint_url="http://127.0.0.1:9", attempts=1, connect_timeout=1)
+
+
 def _boto3_s3():
     import boto3
     from botocore.config import Config

@@ -1093,6 +1093,12 @@ fn table() -> Vec<Case> {
             &["99999999999"],
         ),
         case(
+            "connect timeout zero",
+            &["--connect-timeout", "0", "ls", "gs://b"],
+            2,
+            &["--connect-timeout"],
+        ),
+        case(
             "addressing value",
             &["--s3-addressing", "sideways", "ls", "s3://b"],
             2,

@@ -222,6 +222,52 @@ fn cat_resumes_short_and_cut_bodies() {
     }
 }
 
+/// Answers sent without a length (chunked, as some gateways send them):
+/// every GET of the object's bytes has its `Content-Length` removed. `cat`
+/// and `cp` (one request, and in slices) read each body to its end, hold
+/// it to the size asked or stated by the object's metadata, and verify the
+/// whole object's checksum; before, they were refused ("expected a
+/// Content-Length").
+#[test]
+fn answers_without_a_length_are_read_and_verified() {
+    if !servers() {
+        return;
+    }
+    for scheme in ["gs", "s3"] {
+        let bucket = make_bucket(base(scheme), scheme).unwrap();
+        let (url, body) = object(scheme, &bucket, "chunked.bin", 300 << 10);
+        let proxy = FaultProxy::start(
+            &upstream(scheme),
+            Script::new().rule(Rule::new(data_get(scheme), Fault::NoLength).times(usize::MAX)),
+        );
+        let r = run(with_args(via(&proxy, scheme), &["cat", &url]));
+        assert_eq!(r.code, 0, "{scheme} cat: {}", r.stderr);
+        assert!(r.stdout_bytes == body, "{scheme} cat: bytes differ");
+        for slices in ["1", "3"] {
+            let dir = tempfile::tempdir().unwrap();
+            let out = dir.path().join("out.bin");
+            let r = run(with_args(
+                via(&proxy, scheme),
+                &[
+                    "cp",
+                    "--slices",
+                    slices,
+                    "--slice-size",
+                    "128KiB",
+                    &url,
+                    out.to_str().unwrap(),
+                ],
+            ));
+            assert_eq!(r.code, 0, "{scheme} cp slices {slices}: {}", r.stderr);
+            assert!(
+                std::fs::read(&out).unwrap() == body,
+                "{scheme} slices {slices}: bytes differ"
+            );
+        }
+        assert_injected(&proxy, &format!("{scheme} no-length"));
+    }
+}
+
 /// A flipped byte must fail the download with a named checksum mismatch and
 /// leave nothing at the destination.
 #[test]

@@ -119,8 +119,29 @@ impl Client {
         {
             check_range_start(&url, range.start, cr)?;
         }
-        let (resolved, size) = resolved_range(resp.status().as_u16(), headers)
-            .ok_or_else(|| protocol(Op::Download, &url, "a size or Content-Range", "none sent"))?;
+        let status = resp.status().as_u16();
+        let sized = resolved_range(status, headers);
+        let (resolved, size) = match sized {
+            Some(s) => s,
+            // The whole object sent without a length (chunked, or until
+            // the server closes): its size is the range asked or, for the
+            // rest of the object, the metadata of the generation sent.
+            None if status == 200 && range.start == 0 => {
+                let size = match range.end {
+                    Some(end) => end,
+                    None => self.size_of(bucket, key, headers, &url).await?,
+                };
+                (ByteRange::new(0, size), size)
+            }
+            None => {
+                return Err(protocol(
+                    Op::Download,
+                    &url,
+                    "a size or Content-Range",
+                    "none sent",
+                ));
+            }
+        };
         let mut meta = meta_from_headers(key, headers);
         meta.size = size;
         let body_url = url.clone();
@@ -128,11 +149,33 @@ impl Client {
             resp.bytes_stream()
                 .map_err(move |e| error_from_reqwest(Op::Download, &body_url, e)),
         );
+        let body = match sized {
+            Some(_) => body,
+            None => shoal_core::store::held_to_length(body, size, Op::Download, url.clone()),
+        };
         Ok(GetResponse {
             meta,
             range: resolved,
             body,
         })
+    }
+
+    /// The size of the object a GET answered without a length: the
+    /// metadata of the generation it sent (`x-goog-generation`), or the
+    /// read fails as one of an object that changed.
+    async fn size_of(&self, bucket: &str, key: &str, sent: &HeaderMap, url: &str) -> Result<u64> {
+        let meta = self
+            .head(bucket, key)
+            .await
+            .map_err(|e| e.with_op(Op::Download))?;
+        let sent = sent
+            .get("x-goog-generation")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<i64>().ok());
+        match (sent, &meta.version) {
+            (Some(g), Some(ObjectVersion::Generation(h))) if g != *h => Err(changed(url)),
+            _ => Ok(meta.size),
+        }
     }
 
     /// One `?alt=media` request, of `generation` if given.

@@ -65,6 +65,8 @@ struct Keywords<'a> {
     s3_addressing: &'a str,
     workers: Option<usize>,
     attempts: Option<u32>,
+    read_timeout: Option<f64>,
+    connect_timeout: Option<f64>,
     proxy: Option<String>,
     ca_bundle: Option<std::path::PathBuf>,
     billing_project: Option<String>,
@@ -98,6 +100,14 @@ impl Keywords<'_> {
         }
         if let Some(a) = self.attempts {
             kwargs.set_item("attempts", a)?;
+        }
+        for (k, v) in [
+            ("read_timeout", self.read_timeout),
+            ("connect_timeout", self.connect_timeout),
+        ] {
+            if let Some(v) = v {
+                kwargs.set_item(k, v)?;
+            }
         }
         if let Some(c) = &self.ca_bundle {
             kwargs.set_item("ca_bundle", c)?;
@@ -160,6 +170,21 @@ fn check_billing_project(p: Option<&str>) -> PyResult<()> {
     Ok(())
 }
 
+/// `read_timeout=` and `connect_timeout=`: seconds, as the CLI's
+/// `--read-timeout` and `--connect-timeout` take them (1 to 3600; a
+/// fraction is allowed here).
+fn seconds(name: &str, v: Option<f64>) -> PyResult<Option<std::time::Duration>> {
+    match v {
+        None => Ok(None),
+        Some(s) if s.is_finite() && s > 0.0 && s <= 3600.0 => {
+            Ok(Some(std::time::Duration::from_secs_f64(s)))
+        }
+        Some(s) => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "{name}={s} is not a number of seconds between 0 and 3600"
+        ))),
+    }
+}
+
 /// `s3_addressing=`: one of three words.
 fn parse_addressing(s3_addressing: &str) -> PyResult<Addressing> {
     match s3_addressing {
@@ -172,6 +197,12 @@ fn parse_addressing(s3_addressing: &str) -> PyResult<Addressing> {
     }
 }
 
+/// `read_timeout=` and `connect_timeout=` (None: the stores' defaults).
+struct Timeouts {
+    read: Option<std::time::Duration>,
+    connect: Option<std::time::Duration>,
+}
+
 impl Session {
     /// A session with `workers` requests in flight per call by default and
     /// `attempts` per request, over `overrides`; the stores' connection
@@ -179,6 +210,7 @@ impl Session {
     fn build(
         workers: Option<usize>,
         attempts: Option<u32>,
+        timeouts: Timeouts,
         overrides: Overrides,
         kwargs: Bound<'_, PyDict>,
     ) -> Self {
@@ -190,12 +222,19 @@ impl Session {
         if let Some(a) = attempts {
             retry.max_attempts = a.max(1);
         }
+        let mut stores = Stores::new(
+            overrides,
+            workers + explicit_workers.unwrap_or(shoal_transfer::DEFAULT_SMALL_WORKERS),
+            retry,
+        );
+        if let Some(t) = timeouts.read {
+            stores = stores.with_read_timeout(t);
+        }
+        if let Some(t) = timeouts.connect {
+            stores = stores.with_connect_timeout(t);
+        }
         Session {
-            stores: Arc::new(Stores::new(
-                overrides,
-                workers + explicit_workers.unwrap_or(shoal_transfer::DEFAULT_SMALL_WORKERS),
-                retry,
-            )),
+            stores: Arc::new(stores),
             workers,
             explicit_workers,
             kwargs: kwargs.unbind(),
@@ -209,8 +248,9 @@ impl Session {
     #[pyo3(signature = (
         *, endpoint_url=None, gcs_endpoint_url=None, s3_endpoint_url=None,
         no_sign_request=false, region=None, profile=None, key=None, secret=None,
-        s3_addressing="auto", workers=None, attempts=None, proxy=None, ca_bundle=None,
-        billing_project=None, request_payer=false,
+        s3_addressing="auto", workers=None, attempts=None, read_timeout=None,
+        connect_timeout=None, proxy=None, ca_bundle=None, billing_project=None,
+        request_payer=false,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -226,6 +266,8 @@ impl Session {
         s3_addressing: &str,
         workers: Option<usize>,
         attempts: Option<u32>,
+        read_timeout: Option<f64>,
+        connect_timeout: Option<f64>,
         proxy: Option<String>,
         ca_bundle: Option<std::path::PathBuf>,
         billing_project: Option<String>,
@@ -243,6 +285,8 @@ impl Session {
             s3_addressing,
             workers,
             attempts,
+            read_timeout,
+            connect_timeout,
             proxy,
             ca_bundle,
             billing_project,
@@ -250,9 +294,14 @@ impl Session {
         };
         let kwargs = kw.to_dict(py)?;
         let addressing = kw.check()?;
+        let timeouts = Timeouts {
+            read: seconds("read_timeout", kw.read_timeout)?,
+            connect: seconds("connect_timeout", kw.connect_timeout)?,
+        };
         Ok(Session::build(
             kw.workers,
             kw.attempts,
+            timeouts,
             kw.into_overrides(addressing),
             kwargs,
         ))

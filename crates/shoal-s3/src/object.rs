@@ -78,21 +78,67 @@ impl Client {
             .await
             .map_err(|e| changed(e, &target, etag.as_deref()))?;
         let headers = resp.headers();
-        let (size, resolved) = answered_range(resp.status().as_u16(), headers, range, &target)?;
+        let answered = answered_range(resp.status().as_u16(), headers, range, &target)?;
+        let (size, resolved) = match answered {
+            Some(sized) => sized,
+            // The whole object with no length (chunked, or until the
+            // server closes): read to its end, its length checked here and
+            // its checksum by the caller, as for any other answer.
+            None => {
+                let size = match range.end {
+                    Some(end) => end,
+                    None => self.size_of(bucket, key, headers, &target).await?,
+                };
+                (size, ByteRange::new(0, size))
+            }
+        };
         let mut meta = meta_from_headers(key, size, headers);
         if resolved.start != 0 || resolved.end != Some(size) {
             // A checksum header on a partial answer describes the whole
             // object at best; keep it only where it is unambiguous.
             meta.checksums = meta.checksums.with_crc32c(None).with_other_crc(None);
         }
+        let sized = answered.is_some();
         let body = resp
             .bytes_stream()
             .map(move |r| r.map_err(|e| error_from_reqwest(Op::Download, &target, e)))
             .boxed();
+        let body = if sized {
+            body
+        } else {
+            shoal_core::store::held_to_length(body, size, Op::Download, req.target.clone())
+        };
         Ok(GetResponse {
             meta,
             range: resolved,
             body,
+        })
+    }
+
+    /// The size of the object a GET answered without a length: a HEAD of
+    /// the same version (`If-Match` its ETag) says it.
+    async fn size_of(
+        &self,
+        bucket: &str,
+        key: &str,
+        answered: &HeaderMap,
+        target: &str,
+    ) -> Result<u64> {
+        let mut req = Request::new(Method::HEAD, Op::Download, bucket, Some(key));
+        let etag = header_str(answered, "etag");
+        if let Some(e) = etag {
+            req = req.header("if-match", e);
+        }
+        let resp = self
+            .send(&req)
+            .await
+            .map_err(|e| changed(e, target, etag))?;
+        header_u64(resp.headers(), "content-length").ok_or_else(|| {
+            protocol(
+                Op::Download,
+                target,
+                "the server sends no Content-Length on GET or HEAD: the object's size cannot be known",
+            )
         })
     }
 
@@ -588,13 +634,15 @@ fn get_pin(
 
 /// (object size, bytes the answer holds) of a GET's answer to `range`: a
 /// 206 must start where it was asked (`check_range_start`); a 200 is the
-/// whole object, acceptable only if that is what the range covers.
+/// whole object, acceptable only if that is what the range covers. None
+/// for a whole object sent without a length (chunked, or until the server
+/// closes), which only its end will tell.
 fn answered_range(
     status: u16,
     headers: &reqwest::header::HeaderMap,
     range: ByteRange,
     target: &str,
-) -> Result<(u64, ByteRange)> {
+) -> Result<Option<(u64, ByteRange)>> {
     if status == 206 {
         let cr = headers
             .get("content-range")
@@ -607,18 +655,17 @@ fn answered_range(
                 )
             })?;
         let (start, end, total) = check_range_start(target, range.start, cr)?;
-        return Ok((total, ByteRange::new(start, end)));
+        return Ok(Some((total, ByteRange::new(start, end))));
     }
-    let total = header_u64(headers, "content-length")
-        .ok_or_else(|| protocol(Op::Download, target, "expected a Content-Length"))?;
-    if range.start != 0 || range.end.is_some_and(|e| e < total) {
+    let total = header_u64(headers, "content-length");
+    if range.start != 0 || total.is_some_and(|t| range.end.is_some_and(|e| e < t)) {
         return Err(protocol(
             Op::Download,
             target,
             format!("asked for {range:?}, server sent the whole object (HTTP 200)"),
         ));
     }
-    Ok((total, ByteRange::new(0, total)))
+    Ok(total.map(|t| (t, ByteRange::new(0, t))))
 }
 
 /// The header that makes a write conditional: `If-None-Match: *` (must
@@ -821,5 +868,98 @@ mod tests {
         );
         h.insert("x-amz-checksum-crc64nvme", "garbage".parse().unwrap());
         assert_eq!(meta_from_headers("k", 9, &h).checksums.other_crc(), None);
+    }
+
+    /// Answers `HEAD /b/<key>` with a Content-Length (`/b/k`: 11, the
+    /// chunked body's; `/b/short`: 12) and every GET with "hello world"
+    /// chunked, without one.
+    async fn no_length_server() -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            loop {
+                let (mut sock, _) = listener.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    loop {
+                        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                            let mut chunk = [0u8; 1024];
+                            match sock.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                        let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                        buf.drain(..end);
+                        let answer: &[u8] = if head.starts_with("HEAD /b/short ") {
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 12\r\netag: \"e\"\r\n\r\n"
+                        } else if head.starts_with("HEAD ") {
+                            b"HTTP/1.1 200 OK\r\ncontent-length: 11\r\netag: \"e\"\r\n\r\n"
+                        } else {
+                            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\netag: \"e\"\r\n\r\n\
+                              5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+                        };
+                        if sock.write_all(answer).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        endpoint
+    }
+
+    async fn read_all(mut body: shoal_core::BoxByteStream) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        while let Some(c) = body.next().await {
+            out.extend_from_slice(&c?);
+        }
+        Ok(out)
+    }
+
+    /// Servers that send bodies chunked (or until they close) were refused
+    /// with "expected a Content-Length". Such a body is read to its end
+    /// now, its size taken from the range asked or a HEAD of the same
+    /// ETag, and held to it.
+    #[tokio::test]
+    async fn a_whole_object_without_a_content_length_is_read_to_its_end() {
+        use shoal_core::Store;
+        let store = crate::S3Store::new(crate::S3Config {
+            endpoint: Some(no_length_server().await),
+            anonymous: true,
+            addressing: crate::Addressing::Path,
+            http: shoal_core::http::HttpConfig {
+                plain_http: true,
+                ..Default::default()
+            },
+            retry: shoal_core::retry::RetryPolicy {
+                max_attempts: 1,
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+        .unwrap();
+        for range in [ByteRange::from(0), ByteRange::new(0, 11)] {
+            let got = store.get("b", "k", range, None).await.unwrap();
+            assert_eq!((got.meta.size, got.range), (11, ByteRange::new(0, 11)));
+            assert_eq!(read_all(got.body).await.unwrap(), b"hello world");
+        }
+        // Shorter than the HEAD said, or longer than the range asked.
+        let got = store
+            .get("b", "short", ByteRange::from(0), None)
+            .await
+            .unwrap();
+        assert_eq!(got.meta.size, 12);
+        let e = read_all(got.body).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Integrity, "{e}");
+        assert!(e.to_string().contains("ended after 11 of the 12"), "{e}");
+        let got = store
+            .get("b", "k", ByteRange::new(0, 5), None)
+            .await
+            .unwrap();
+        let e = read_all(got.body).await.unwrap_err();
+        assert!(e.to_string().contains("runs past the 5 bytes"), "{e}");
     }
 }

@@ -70,6 +70,10 @@ pub enum Fault {
     },
     /// Forward; send the body at about this many bytes per second.
     Throttle(u64),
+    /// Forward the body whole but chunked, without `Content-Length` (nor
+    /// GCS's `x-goog-stored-content-length`): as servers behind some
+    /// gateways answer.
+    NoLength,
     /// Close the connection with a TCP reset, without answering.
     Reset,
     /// Forward, let the server finish, then reset the client's connection
@@ -105,6 +109,7 @@ impl Fault {
             Fault::DelayHeaders(_) => "delay-headers".into(),
             Fault::StallBody { .. } => "stall-body".into(),
             Fault::Throttle(_) => "throttle".into(),
+            Fault::NoLength => "no-length".into(),
             Fault::Reset => "reset".into(),
             Fault::LoseResponse => "lost-response".into(),
             Fault::StatusAfter(code) => format!("{code}-after"),
@@ -635,7 +640,11 @@ async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> io::Result<Response<
         }
         _ => {}
     }
-    let (parts, body) = resp.into_parts();
+    let (mut parts, body) = resp.into_parts();
+    if fault == Some(Fault::NoLength) {
+        parts.headers.remove(hyper::header::CONTENT_LENGTH);
+        parts.headers.remove("x-goog-stored-content-length");
+    }
     let len = parts
         .headers
         .get(hyper::header::CONTENT_LENGTH)

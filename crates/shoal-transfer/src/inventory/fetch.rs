@@ -251,7 +251,10 @@ pub async fn fetch_part(
     crate::download::download_known(store, url, &meta, &path, run, policy)
         .await
         .map_err(|e| match e.kind() {
-            ErrorKind::NotFound | ErrorKind::Precondition | ErrorKind::Integrity => {
+            ErrorKind::NotFound
+            | ErrorKind::Precondition
+            | ErrorKind::Changed
+            | ErrorKind::Integrity => {
                 let checked = version.map_or_else(String::new, |v| format!(" at {v}"));
                 bad(
                     &part.manifest,
