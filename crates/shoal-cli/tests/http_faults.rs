@@ -497,6 +497,7 @@ fn faults_that_outlast_the_attempts_fail_cleanly() {
     for scheme in ["gs", "s3"] {
         let bucket = make_bucket(base(scheme), scheme).unwrap();
         let (url, _) = object(scheme, &bucket, "always.bin", 10 << 10);
+        let (cut, _) = object(scheme, &bucket, "cut.bin", 300 << 10);
         let proxy = FaultProxy::start(
             &upstream(scheme),
             Script::new().rule(
@@ -518,6 +519,22 @@ fn faults_that_outlast_the_attempts_fail_cleanly() {
         ));
         r.assert_one_line_error(1, &[&url, "503"]);
         assert_eq!(proxy.injected().len(), 3, "exactly --attempts requests");
+        assert!(files_in(dir.path()).is_empty());
+
+        // The answer's body cut after 128 KiB (one attempt: a retry
+        // would go on from there): the server was reached and
+        // answered, so the line says the body was cut short and how much
+        // had arrived, not that the endpoint may be wrong.
+        let proxy = FaultProxy::start(
+            &upstream(scheme),
+            Script::new().rule(Rule::new(data_get(scheme), Fault::CutAfter(128 << 10))),
+        );
+        let r = run(with_args(
+            via(&proxy, scheme),
+            &["--attempts", "1", "cp", &cut, out.to_str().unwrap()],
+        ));
+        r.assert_one_line_error(1, &[&cut, "connection closed after ", " of 307200 bytes"]);
+        assert!(!r.stderr.contains("endpoint"), "{}", r.stderr);
         assert!(files_in(dir.path()).is_empty());
     }
 }

@@ -264,6 +264,48 @@ pub fn error_from_reqwest(op: Op, url: &str, err: reqwest::Error) -> Error {
     transport_failure(op, url, kind, unsent, err.without_url())
 }
 
+/// The body of an answer, `expected` bytes long (where known), as a stream whose
+/// failures say how much of it had arrived: a body cut short is the
+/// server's answer broken off ("the connection closed after 1048576 of
+/// 4194304 bytes of the answer"), not a server that could not be reached,
+/// so it carries no hint about the endpoint. Both stores' downloads read
+/// through it.
+pub fn answer_body(
+    resp: reqwest::Response,
+    op: Op,
+    url: String,
+    expected: Option<u64>,
+) -> crate::store::BoxByteStream {
+    use futures::StreamExt;
+    let mut got = 0u64;
+    Box::pin(resp.bytes_stream().map(move |r| match r {
+        Ok(b) => {
+            got += b.len() as u64;
+            Ok(b)
+        }
+        Err(e) => Err(cut_short(op, &url, got, expected, e)),
+    }))
+}
+
+/// A failure reading an answer's body after `got` of its `expected` bytes.
+fn cut_short(op: Op, url: &str, got: u64, expected: Option<u64>, err: reqwest::Error) -> Error {
+    let protocol = err.is_decode() && !chain_has_transport_error(&err);
+    if err.is_timeout() || chain_has_timeout(&err) || protocol {
+        return error_from_reqwest(op, url, err);
+    }
+    let of = expected.map_or_else(String::new, |n| format!(" of {n}"));
+    Error::new(
+        ErrorKind::Connect,
+        op,
+        url,
+        format!(
+            "the connection closed after {got}{of} bytes of the answer: {}",
+            chain_message(&err.without_url())
+        ),
+    )
+    .with_hint("the server answered, then the body was cut short; a retry goes on from where it stopped (--attempts)")
+}
+
 /// The error for a request that got no (whole) answer: `kind` as the
 /// transport judged it, `unsent` when the request never left (no
 /// connection). Shared by reqwest's failures and the connection pool's

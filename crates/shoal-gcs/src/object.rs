@@ -16,7 +16,6 @@
 //! verifies every byte it stores; a mismatch comes back as `Integrity`.
 
 use bytes::Bytes;
-use futures::TryStreamExt;
 use reqwest::header::{
     ACCEPT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, HeaderMap, RANGE,
 };
@@ -25,13 +24,10 @@ use shoal_core::Deleted;
 use shoal_core::checksum::{
     Checksums, crc32c_from_base64, crc32c_to_base64, md5_from_base64, md5_to_base64,
 };
-use shoal_core::http::{
-    check_range_start, error_from_reqwest, parse_content_range, parse_http_date,
-};
+use shoal_core::http::{check_range_start, parse_content_range, parse_http_date};
 use shoal_core::retry::safe::{self, Ours, Planned};
 use shoal_core::{
-    BoxByteStream, ByteRange, Error, ErrorKind, GetResponse, ObjectMeta, ObjectVersion, Op,
-    PutOptions, Result,
+    ByteRange, Error, ErrorKind, GetResponse, ObjectMeta, ObjectVersion, Op, PutOptions, Result,
 };
 
 use crate::client::{Client, Query, gs_url, protocol, with_kind};
@@ -144,11 +140,7 @@ impl Client {
         };
         let mut meta = meta_from_headers(key, headers);
         meta.size = size;
-        let body_url = url.clone();
-        let body: BoxByteStream = Box::pin(
-            resp.bytes_stream()
-                .map_err(move |e| error_from_reqwest(Op::Download, &body_url, e)),
-        );
+        let body = shoal_core::http::answer_body(resp, Op::Download, url.clone(), resolved.len());
         let body = match sized {
             Some(_) => body,
             None => shoal_core::store::held_to_length(body, size, Op::Download, url.clone()),

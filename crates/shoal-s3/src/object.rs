@@ -18,7 +18,7 @@ use shoal_core::checksum::{
     Checksums, Composite, CrcKind, OtherCrc, PartKind, crc32c_from_base64, crc32c_to_base64,
     md5_from_hex, md5_to_base64,
 };
-use shoal_core::http::{check_range_start, error_from_reqwest, parse_http_date};
+use shoal_core::http::{check_range_start, parse_http_date};
 use shoal_core::{
     ByteRange, Error, ErrorKind, GetResponse, ObjectMeta, ObjectVersion, Op, PutOptions, Result,
 };
@@ -99,10 +99,7 @@ impl Client {
             meta.checksums = meta.checksums.with_crc32c(None).with_other_crc(None);
         }
         let sized = answered.is_some();
-        let body = resp
-            .bytes_stream()
-            .map(move |r| r.map_err(|e| error_from_reqwest(Op::Download, &target, e)))
-            .boxed();
+        let body = shoal_core::http::answer_body(resp, Op::Download, target, resolved.len());
         let body = if sized {
             body
         } else {
