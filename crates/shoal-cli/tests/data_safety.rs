@@ -419,7 +419,10 @@ fn interrupted_upload(scheme: &str) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert!(err.contains("interrupted"), "{err}");
-    assert!(err.contains("cleaned up"), "every cleanup finished in time: {err}");
+    assert!(
+        err.contains("cleaned up"),
+        "every cleanup finished in time: {err}"
+    );
     let got = run(with_args(base().unwrap(), &["cat", &url]));
     assert_eq!(
         got.stdout_bytes, b"the old object",
@@ -452,6 +455,91 @@ fn ctrl_c_aborts_an_upload_s3() {
 #[test]
 fn ctrl_c_aborts_an_upload_gcs_compose() {
     interrupted_upload("gs");
+}
+
+/// A composite upload killed outright (SIGKILL: no cleanup can run)
+/// leaves its parts in the bucket; the next composite upload to that
+/// bucket from this machine finds, in its journal, the upload whose
+/// process is gone and deletes its parts. Parts are stored and their
+/// answers held at a fault proxy, so the kill lands with parts stored.
+/// (The journal is per endpoint: both uploads go through the proxy.)
+#[test]
+fn a_later_upload_removes_the_parts_a_killed_one_left() {
+    use shoal_testkit::faultproxy::{Fault, FaultProxy, Rule, Script, When};
+    let base = gcs;
+    let Some(bucket) = make_bucket(base, "gs") else {
+        return;
+    };
+    let upstream = shoal_testkit_server("SHOAL_TEST_GCS").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let big = dir.path().join("big");
+    std::fs::write(&big, pattern(12 << 20, 9)).unwrap();
+    let proxy = FaultProxy::start(
+        &upstream,
+        Script::new().rule(
+            Rule::new(
+                When::method("POST"),
+                Fault::StallBody {
+                    after: 0,
+                    pause: Duration::from_secs(600),
+                },
+            )
+            // The three parts of the upload that is killed; the later
+            // upload goes through the same endpoint, untouched.
+            .times(3),
+        ),
+    );
+    let compose = |c: Command, src: &std::path::Path, key: &str| {
+        let mut c = c;
+        c.env("SHOAL_STATE_DIR", &state);
+        with_args(
+            c,
+            &[
+                "cp",
+                "--part-size",
+                "5MiB",
+                "--gcs-upload",
+                "compose",
+                src.to_str().unwrap(),
+                &format!("gs://{bucket}/{key}"),
+            ],
+        )
+    };
+    let mut c = base().unwrap();
+    c.env("STORAGE_EMULATOR_HOST", proxy.url());
+    let mut child = compose(c, &big, "killed")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let temporaries = format!("gs://{bucket}/.shoal-tmp/");
+    let left = || run(with_args(base().unwrap(), &["ls", "-r", &temporaries])).stdout;
+    let mut waited = 0;
+    while left().lines().count() < 3 {
+        assert!(waited < 600, "the upload never stored its parts");
+        std::thread::sleep(Duration::from_millis(100));
+        waited += 1;
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        left().lines().count(),
+        3,
+        "the killed upload left its parts"
+    );
+    let small = dir.path().join("small");
+    std::fs::write(&small, pattern(11 << 20, 3)).unwrap();
+    let mut c = base().unwrap();
+    c.env("STORAGE_EMULATOR_HOST", proxy.url());
+    let r = run(compose(c, &small, "later"));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(left().trim(), "", "the killed upload's parts were removed");
+    assert_eq!(
+        std::fs::read_dir(state.join("composite")).unwrap().count(),
+        0,
+        "no journal entry stays"
+    );
 }
 
 /// `mv` of a file onto another name of the same file (a hard link here)

@@ -25,7 +25,9 @@
 //!    every part this process sent (the store records them as they go
 //!    out): a listing of the prefix, as before, missed parts the server
 //!    stored after it. Only an upload of another process (a crash) is
-//!    cleaned up by listing its prefix.
+//!    cleaned up by listing its prefix: a later run to the same bucket
+//!    on the same machine does that for uploads whose process is gone
+//!    (`leftovers`).
 //!
 //! Parts and intermediates carry `ifGenerationMatch=0`: only this upload
 //! makes those names, so a retry never replaces anything, and a lost
@@ -76,6 +78,13 @@ pub(crate) fn part_name(upload_id: &str, part: u32) -> String {
 /// A fresh upload id: 32 hex digits.
 pub(crate) fn new_upload_id() -> String {
     format!("{:032x}", rand::random::<u128>())
+}
+
+/// Whether `id` has the form [`new_upload_id`] gives (a journal entry
+/// read back names nothing else: no other prefix is ever listed and
+/// cleaned on its word).
+pub(crate) fn is_upload_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// A component of a compose: its name, CRC32C and size.

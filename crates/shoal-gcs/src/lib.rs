@@ -34,6 +34,7 @@ mod compose;
 mod config;
 mod copy;
 mod credential;
+mod leftovers;
 mod list;
 mod object;
 mod resumable;
@@ -78,6 +79,9 @@ pub struct GcsStore {
     /// sending): an abort deletes them by name. Listing the upload's prefix
     /// instead missed parts the server stored after the listing.
     sent_parts: Mutex<HashMap<String, SentParts>>,
+    /// Buckets whose leftover composite parts this store has looked for
+    /// ([`leftovers`]): once per bucket a process.
+    leftovers_checked: Mutex<std::collections::HashSet<String>>,
 }
 
 /// One composite upload's parts, sent or being sent.
@@ -144,6 +148,7 @@ impl GcsStore {
             upload: cfg.upload,
             uploads: Mutex::new(HashMap::new()),
             sent_parts: Mutex::new(HashMap::new()),
+            leftovers_checked: Mutex::new(Default::default()),
         })
     }
 
@@ -327,6 +332,8 @@ impl Store for GcsStore {
             return self.client.xml_start(bucket, key, opts).await;
         }
         let upload_id = compose::new_upload_id();
+        self.clean_leftovers(bucket).await;
+        leftovers::record(&self.client.base, bucket, &upload_id);
         // The whole-object checksums cannot be checked per part; the
         // expected CRC32C comes with `multipart_complete`.
         let kept = PutOptions {
@@ -392,9 +399,14 @@ impl Store for GcsStore {
         // Temporaries are deleted whatever happens, so the upload is over.
         let opts = self.upload_options(&upload.upload_id, true);
         (self.sent_parts.lock().unwrap_or_else(|p| p.into_inner())).remove(&upload.upload_id);
-        self.client
+        let done = self
+            .client
             .multipart_complete(upload, parts, crc32c, &opts)
-            .await
+            .await;
+        if done.is_ok() {
+            leftovers::forget(&upload.upload_id);
+        }
+        done
     }
 
     async fn multipart_abort(&self, upload: &MultipartUpload) -> Result<()> {
@@ -408,8 +420,47 @@ impl Store for GcsStore {
             // Parts in flight are answered first (see `SentParts`).
             let _ = tokio::time::timeout(ABORT_WAIT, parts.in_flight.write()).await;
         }
-        self.client
+        let done = self
+            .client
             .multipart_abort(upload, sent.map(|p| p.numbers))
-            .await
+            .await;
+        if done.is_ok() {
+            leftovers::forget(&upload.upload_id);
+        }
+        done
+    }
+}
+
+impl GcsStore {
+    /// Deletes the parts of composite uploads to `bucket` that this
+    /// machine started and whose process is gone (killed before it could
+    /// clean up; see [`leftovers`]), once per bucket and process. Failures
+    /// are left for a later run: the upload at hand does not wait on them.
+    async fn clean_leftovers(&self, bucket: &str) {
+        let first = (self
+            .leftovers_checked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()))
+        .insert(bucket.to_owned());
+        if !first {
+            return;
+        }
+        for e in leftovers::dead(&self.client.base, bucket) {
+            let upload = MultipartUpload {
+                bucket: e.bucket.clone(),
+                key: compose::upload_prefix(&e.upload_id),
+                upload_id: e.upload_id.clone(),
+            };
+            match self.client.multipart_abort(&upload, None).await {
+                Ok(()) => {
+                    tracing::info!(
+                        "removed the parts a killed upload left under gs://{bucket}/{}",
+                        upload.key
+                    );
+                    leftovers::forget(&e.upload_id);
+                }
+                Err(err) => tracing::debug!("leftover parts not removed yet: {err}"),
+            }
+        }
     }
 }

@@ -1,0 +1,145 @@
+//! Composite parts a killed run left behind, cleaned up by a later one.
+//!
+//! A composite upload's parts are objects of their own
+//! (`.shoal-tmp/composite/<upload_id>/…`, see [`crate::compose`]). An
+//! interrupted run deletes the parts it sent; a run that is killed (SIGKILL,
+//! a machine that dies) cannot, and its parts stay in the bucket.
+//!
+//! Which leftovers may a later run delete? Not "whatever is under
+//! `.shoal-tmp/composite/`": another process, on this machine or another,
+//! may be uploading right now, and deleting its parts would fail its
+//! upload. Only the uploads this machine started and whose process is
+//! gone: every composite upload is written down in a journal here
+//! (`$SHOAL_STATE_DIR`, else `$XDG_STATE_HOME/shoal`, else
+//! `~/.local/state/shoal`; one small file per upload under `composite/`)
+//! with the bucket, the endpoint, and the process that runs it (its pid
+//! and start time, so a reused pid does not pass for it). The entry is
+//! removed when the upload completes or is aborted. When a later upload
+//! to the same bucket starts, entries whose process no longer runs name
+//! uploads that will never finish: their parts are found by listing their
+//! own prefix and deleted (names only those runs wrote, so
+//! `safe::delete_own`), and the entry goes. A cleanup that fails keeps
+//! its entry for the next run. Where the journal cannot be written or a
+//! process cannot be checked (no `/proc`), nothing is cleaned: a leftover
+//! costs storage, a wrong delete an upload.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// One composite upload in progress, as the journal keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Entry {
+    pub(crate) endpoint: String,
+    pub(crate) bucket: String,
+    pub(crate) upload_id: String,
+    pid: u32,
+    /// The process's start time (`/proc/<pid>/stat`, clock ticks since
+    /// boot): with the pid, names one process.
+    started: u64,
+}
+
+/// The journal's folder, if there is a place for it.
+fn journal_dir() -> Option<PathBuf> {
+    let var = |n: &str| {
+        std::env::var_os(n)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let root = var("SHOAL_STATE_DIR")
+        .or_else(|| var("XDG_STATE_HOME").map(|d| d.join("shoal")))
+        .or_else(|| var("HOME").map(|h| h.join(".local/state/shoal")))?;
+    Some(root.join("composite"))
+}
+
+/// The start time of process `pid`, if it runs (and `/proc` says so).
+fn started(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid …`: comm may hold spaces and parentheses, so
+    // fields are counted after the last `)`; starttime is field 22.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Is the process that wrote `e` gone? `None` when it cannot be told.
+fn gone(e: &Entry) -> Option<bool> {
+    std::fs::metadata("/proc/self/stat").ok()?;
+    Some(started(e.pid) != Some(e.started))
+}
+
+/// Writes down an upload this process starts. Quietly does nothing where
+/// there is no journal: the upload itself does not depend on it.
+pub(crate) fn record(endpoint: &str, bucket: &str, upload_id: &str) {
+    let (Some(dir), Some(started)) = (journal_dir(), started(std::process::id())) else {
+        return;
+    };
+    let e = Entry {
+        endpoint: endpoint.to_owned(),
+        bucket: bucket.to_owned(),
+        upload_id: upload_id.to_owned(),
+        pid: std::process::id(),
+        started,
+    };
+    let Ok(text) = serde_json::to_vec(&e) else {
+        return;
+    };
+    // Written whole under a temporary name, then renamed: a reader never
+    // sees half an entry.
+    let tmp = dir.join(format!(".{upload_id}.tmp"));
+    let ok = std::fs::create_dir_all(&dir).is_ok()
+        && std::fs::write(&tmp, text).is_ok()
+        && std::fs::rename(&tmp, dir.join(upload_id)).is_ok();
+    if !ok {
+        let _ = std::fs::remove_file(&tmp);
+        tracing::debug!("composite upload journal not written in {}", dir.display());
+    }
+}
+
+/// Removes the entry of an upload that completed or was aborted.
+pub(crate) fn forget(upload_id: &str) {
+    if let Some(dir) = journal_dir() {
+        let _ = std::fs::remove_file(dir.join(upload_id));
+    }
+}
+
+/// The uploads to `bucket` at `endpoint` whose process is gone.
+pub(crate) fn dead(endpoint: &str, bucket: &str) -> Vec<Entry> {
+    let Some(dir) = journal_dir() else {
+        return Vec::new();
+    };
+    let Ok(read) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    read.filter_map(|d| d.ok())
+        .filter(|d| !d.file_name().to_string_lossy().starts_with('.'))
+        .filter_map(|d| serde_json::from_slice::<Entry>(&std::fs::read(d.path()).ok()?).ok())
+        .filter(|e| {
+            e.endpoint == endpoint
+                && e.bucket == bucket
+                && crate::compose::is_upload_id(&e.upload_id)
+                && gone(e) == Some(true)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_runs_and_a_changed_start_time_is_another() {
+        let me = started(std::process::id()).expect("/proc on Linux");
+        let e = |pid, started| Entry {
+            endpoint: "http://h".into(),
+            bucket: "b".into(),
+            upload_id: "0".repeat(32),
+            pid,
+            started,
+        };
+        assert_eq!(gone(&e(std::process::id(), me)), Some(false));
+        // The same pid with another start time: the pid was reused.
+        assert_eq!(gone(&e(std::process::id(), me + 1)), Some(true));
+        // No such process (pids stop well below this).
+        assert_eq!(gone(&e(u32::MAX - 1, me)), Some(true));
+    }
+}
