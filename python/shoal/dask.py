@@ -746,6 +746,9 @@ class SyncResult:
     extras: int = 0
     #: Copies not made as expected or asked (``no_clobber``).
     skipped: int = 0
+    #: Extras not deleted because they were written again since they
+    #: were listed (each delete names the version its listing saw).
+    kept: int = 0
     #: One line for every copy, listing page or deletion that failed, and
     #: for deletions held back or refused, each naming its URL.
     failures: list[str] = field(default_factory=list)
@@ -753,20 +756,21 @@ class SyncResult:
     tasks: int = 0
 
 
-def _sync_range(session: _shoal.Session, src: str, dst: str, start: str, stop: str | None, delete: bool, compare: dict[str, bool], max_workers: int | None, chunk_size: int | None) -> tuple[dict[str, Any], list[str]]:
+def _sync_range(session: _shoal.Session, src: str, dst: str, start: str, stop: str | None, delete: bool, compare: dict[str, bool], max_workers: int | None, chunk_size: int | None) -> tuple[dict[str, Any], list[tuple[str, str | None]]]:
     """One source range synced by the engine (runs on a worker): its
-    summary for the client, and the extras' URLs (only with ``delete``),
-    which stay on the worker until the second phase deletes them."""
+    summary for the client, and the extras (only with ``delete``: each
+    URL with the version its listing saw), which stay on the worker until
+    the second phase deletes them."""
     r = _shoal.sync_range(session, src, dst, start, stop, delete=delete, workers=max_workers, chunk_size=chunk_size, **compare)
     return r, r.pop("extra_urls")
 
 
-def _delete_listed(urls: list[str], session: _shoal.Session, max_workers: int | None) -> tuple[int, list[str]]:
-    if not urls:
-        return 0, []
-    results = _shoal.delete_many(session, urls, max_workers)
-    failures = [str(r) for r in results if isinstance(r, BaseException)]
-    return len(urls) - len(failures), failures
+def _delete_listed(extras: list[tuple[str, str | None]], session: _shoal.Session, max_workers: int | None) -> tuple[int, int, list[str]]:
+    """The engine deletes each extra at the version listed (one written
+    again since is kept): ``(deleted, kept, failures)``."""
+    if not extras:
+        return 0, 0, []
+    return _shoal.delete_extras(session, extras, workers=max_workers)
 
 
 def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_delete: int | None = None, delete_when_source_empty: bool = False, ignore_errors: bool = False, checksum: bool = False, size_only: bool = False, update: bool = False, no_clobber: bool = False, keys_per_task: int = 100_000, bytes_per_task: int = 1 << 30, max_workers: int | None = None, chunk_size: int | None = None, list_connections: int | None = None, progress: bool = False, on_task: Any = None, session: _shoal.Session | None = None, **options: Any) -> SyncResult:
@@ -806,7 +810,7 @@ def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_de
     s = resolve(session, options)
     st = ListingStats()
     ranges = _list_ranges(src, c, keys_per_task, None, "size", st, s, keep=False, connections=list_connections, bytes_per_task=bytes_per_task, keys_per_piece=keys_per_task)
-    if delete and st.objects == 0 and not delete_when_source_empty:
+    if delete and _shoal.sync_deletes_held(extras=0, source_listed=st.objects, failed=0, delete_when_source_empty=delete_when_source_empty):
         raise ValueError(
             f"sync --delete {src}: the source lists nothing, so this would delete everything in {dst}; nothing was done"
             " (check the source URL, or pass delete_when_source_empty=True if that is what you want)"
@@ -832,15 +836,21 @@ def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_de
         failed += r["failed"]
     n = res.extras
     if delete and n:
-        held = None
-        if failed and not ignore_errors:
-            held = f"{failed} copies or listing pages failed (named above; ignore_errors=True deletes anyway)"
-        elif max_delete is not None and n > max_delete:
-            held = f"more than max_delete={max_delete}; nothing was deleted"
+        # The engine's rule (the CLI's); only the wording is this API's.
+        held = _shoal.sync_deletes_held(extras=n, source_listed=st.objects, failed=failed, max_delete=max_delete, delete_when_source_empty=delete_when_source_empty, ignore_errors=ignore_errors)
         if held is not None:
-            res.failures.append(f"sync --delete {dst}: {n} extra{'' if n == 1 else 's'} not deleted: {held}")
+            why, k = held
+            reason = {
+                "failures": f"{k} copies or listing pages failed (named above; ignore_errors=True deletes anyway)",
+                "max_delete": f"more than max_delete={k}; nothing was deleted",
+                "source_empty": "the source lists nothing",
+            }[why]
+            res.failures.append(f"sync --delete {dst}: {n} extra{'' if n == 1 else 's'} not deleted: {reason}")
         else:
-            for deleted, failures in c.gather([c.submit(_delete_listed, e, s, max_workers, key=f"shoal-sync-delete-{i}-{tok}") for i, e in enumerate(extras)]):
+            for deleted, kept, failures in c.gather([c.submit(_delete_listed, e, s, max_workers, key=f"shoal-sync-delete-{i}-{tok}") for i, e in enumerate(extras)]):
                 res.deleted += deleted
+                res.kept += kept
                 res.failures.extend(failures)
+            if res.kept:
+                res.failures.append(f"sync --delete {dst}: kept {res.kept} extra{'' if res.kept == 1 else 's'} written again since they were listed")
     return res

@@ -208,6 +208,41 @@ def test_sync_runs_the_engine_and_holds_deletes_after_a_failure(client, gs_bucke
         shoal.cat(f"{dst}extra")
 
 
+def test_sync_deletes_extras_at_the_version_listed(gs_bucket, s3_bucket):
+    """Issue 52: a distributed sync's extras were deleted by URL alone.
+    Each range now hands back every extra with the version its listing
+    saw (a generation on GCS, an ETag on S3), and the engine deletes it
+    pinned to that version, as `sync --delete` does (batched where the
+    store can: GCS batch `ifGenerationMatch`, S3 DeleteObjects `ETag`).
+    fake-gcs-server and MinIO ignore a delete's precondition
+    (docs/s3-servers.md), so here the pin is checked as sent: a version
+    that is not one is refused before any request. The delete guards are
+    the engine's too."""
+    s = shoal.Session()
+    for bucket in (gs_bucket, s3_bucket):
+        src, dst = f"{bucket}/src/", f"{bucket}/dst/"
+        shoal.put(f"{src}a", b"a")
+        shoal.put(f"{dst}a", b"a")
+        shoal.put(f"{dst}extra", b"old")
+        r = shoal._shoal.sync_range(s, src, dst, "", None, delete=True)
+        extras = r["extra_urls"]
+        assert [u for u, _ in extras] == [f"{dst}extra"] and all(v for _, v in extras), extras
+        if bucket.startswith("gs://"):
+            assert extras[0][1].isdigit(), extras
+            with pytest.raises(ValueError, match="not a GCS generation"):
+                shoal._shoal.delete_extras(s, [(extras[0][0], "etag-like")])
+        assert shoal._shoal.delete_extras(s, extras) == (1, 0, [])
+        with pytest.raises(FileNotFoundError):
+            shoal.cat(f"{dst}extra")
+    held = shoal._shoal.sync_deletes_held
+    assert held(extras=0, source_listed=0, failed=0) == ("source_empty", 0)
+    assert held(extras=3, source_listed=0, failed=0, delete_when_source_empty=True) is None
+    assert held(extras=3, source_listed=5, failed=2) == ("failures", 2)
+    assert held(extras=3, source_listed=5, failed=2, ignore_errors=True) is None
+    assert held(extras=3, source_listed=5, failed=0, max_delete=2) == ("max_delete", 2)
+    assert held(extras=2, source_listed=5, failed=0, max_delete=2) is None
+
+
 # Keys that sort next to each other byte-wise but not by eye: `a-b` (0x2D)
 # sorts below `a/b` (0x2F), a key sorts before its extensions, Unicode
 # after ASCII.

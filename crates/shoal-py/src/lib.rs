@@ -63,6 +63,8 @@ fn _shoal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(pyo3::wrap_pyfunction!(ranges::cut_range, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(sync::sync_range, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(sync::check_sync, m)?)?;
+    m.add_function(pyo3::wrap_pyfunction!(sync::sync_deletes_held, m)?)?;
+    m.add_function(pyo3::wrap_pyfunction!(sync::delete_extras, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(sync::check_copy, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(inventory::inventory_open, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(inventory::inventory_rows, m)?)?;

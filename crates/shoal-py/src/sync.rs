@@ -18,10 +18,12 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use shoal_core::{Error, Location, Op};
+use shoal_core::{Error, Location, ObjectVersion, Op};
 use shoal_transfer::Run;
 use shoal_transfer::batch::{Action, BatchCounters};
-use shoal_transfer::sync::{Compare, KeyRange, SyncOptions, sync_range as plan_range};
+use shoal_transfer::sync::{
+    Compare, KeyRange, SyncOptions, deletes_held, sync_range as plan_range,
+};
 
 use crate::errors::IntoPyResult;
 use crate::list::cloud;
@@ -43,6 +45,97 @@ fn prefixes(src: &str, dst: &str) -> PyResult<(Location, Location)> {
     }
     shoal_transfer::guard::refuse_overlap("sync", &a, &b).py()?;
     Ok((a, b))
+}
+
+/// An extra as handed to Python: its URL and the version its listing saw
+/// (a GCS generation or an S3 ETag, as text), which its delete names.
+type Extra = (String, Option<String>);
+
+fn version_text(v: &ObjectVersion) -> String {
+    match v {
+        ObjectVersion::Generation(g) => g.to_string(),
+        ObjectVersion::ETag(e) => e.clone(),
+    }
+}
+
+/// Whether a sync split across workers may delete its `extras` (the
+/// engine's rule, [`shoal_transfer::sync::deletes_held`]): None, or why
+/// not as `(reason, n)`: `("source_empty", 0)`, `("failures", failed)`
+/// or `("max_delete", max)`, which `shoal.dask.sync` words.
+#[pyfunction]
+#[pyo3(signature = (*, extras, source_listed, failed, max_delete=None, delete_when_source_empty=false, ignore_errors=false))]
+pub(crate) fn sync_deletes_held(
+    extras: u64,
+    source_listed: u64,
+    failed: u64,
+    max_delete: Option<u64>,
+    delete_when_source_empty: bool,
+    ignore_errors: bool,
+) -> Option<(&'static str, u64)> {
+    let opts = SyncOptions {
+        compare: Compare::SizeAndTime,
+        delete: true,
+        max_delete,
+        delete_when_source_empty,
+        update: false,
+        no_clobber: false,
+        confirm_extras: None,
+    };
+    use shoal_transfer::sync::Held;
+    deletes_held(&opts, extras, source_listed, failed, ignore_errors).map(|h| match h {
+        Held::SourceEmpty => ("source_empty", 0),
+        Held::Failures(n) => ("failures", n),
+        Held::MoreThan(n) => ("max_delete", n),
+    })
+}
+
+/// Deletes the extras `sync_range` handed back, each pinned to the version
+/// its listing saw (the engine's `delete::delete_all`, batched where the
+/// store can): an extra written again since it was listed is kept.
+/// Returns `(deleted, kept, failures)`, failures a line each.
+#[pyfunction]
+#[pyo3(signature = (session, extras, *, workers=None))]
+pub(crate) fn delete_extras(
+    py: Python<'_>,
+    session: PyRef<'_, Session>,
+    extras: Vec<Extra>,
+    workers: Option<usize>,
+) -> PyResult<(u64, u64, Vec<String>)> {
+    let mut targets = Vec::with_capacity(extras.len());
+    for (url, version) in extras {
+        let loc = cloud(&url)?;
+        let version = match version {
+            Some(v) => Some(
+                loc.scheme
+                    .parse_version(&v)
+                    .map_err(|e| crate::errors::to_py(Error::invalid(Op::Delete, &url, e)))?,
+            ),
+            None => None,
+        };
+        targets.push(shoal_transfer::delete::Target { loc, version });
+    }
+    let locs: Vec<&Location> = targets.iter().map(|t| &t.loc).collect();
+    let store_for = session.stores.store_for(&locs).py()?;
+    let targets = targets.into_iter().map(Ok);
+    let slots = workers.unwrap_or(session.workers).max(1);
+    block_on(py, async move {
+        let mut out = (0u64, 0u64, Vec::new());
+        let mut done = shoal_transfer::delete::delete_all(
+            futures::stream::iter(targets).boxed(),
+            store_for,
+            slots,
+            true,
+            Arc::new(|_: &Error| {}),
+        );
+        while let Some(r) = done.next().await {
+            match r {
+                Ok(_) => out.0 += 1,
+                Err(e) if e.kind() == shoal_core::ErrorKind::Skipped => out.1 += 1,
+                Err(e) => out.2.push(e.to_string()),
+            }
+        }
+        Ok(out)
+    })
 }
 
 /// Refuses a sync from `src` to `dst` before anything runs: local paths,
@@ -131,7 +224,7 @@ pub(crate) fn sync_range<'py>(
         run.budgets.rates.clone(),
     )
     .py()?;
-    let held = Arc::new(Mutex::new((0u64, Vec::<String>::new())));
+    let held = Arc::new(Mutex::new((0u64, Vec::<Extra>::new())));
     let keep = held.clone();
     // The plan's deletes are held back (see the module docs); copies and
     // problems go on to the batch.
@@ -142,11 +235,12 @@ pub(crate) fn sync_range<'py>(
     let copies = plan
         .filter_map(move |a| {
             let out = match a {
-                Ok(Action::Delete { dst, .. }) => {
+                Ok(Action::Delete { dst, version }) => {
                     let mut h = keep.lock().expect("extras lock");
                     h.0 += 1;
                     if delete {
-                        h.1.push(dst.to_string());
+                        // With the version listed: the delete is pinned to it.
+                        h.1.push((dst.to_string(), version.map(|v| version_text(&v))));
                     }
                     None
                 }

@@ -93,6 +93,49 @@ pub struct SyncOptions {
     pub confirm_extras: Option<Location>,
 }
 
+/// Why a sync's extras are held back instead of deleted: the rules that
+/// `shoal sync --delete` applies when its listings end, and that a sync
+/// split across Dask workers applies once every range has ended
+/// ([`deletes_held`]). Each front end words them with its own names for
+/// the options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// The source listed nothing: most likely a mistyped URL, and the
+    /// delete would empty the destination (held even with no extra).
+    SourceEmpty,
+    /// This many copies or listing pages failed: rsync and rclone hold
+    /// deletes back after an error.
+    Failures(u64),
+    /// More extras than the most a run may delete.
+    MoreThan(u64),
+}
+
+/// Whether `extras` names only the destination holds may be deleted after
+/// a sync whose source listed `source_listed` entries and in which
+/// `failed` copies or listing pages failed (`ignore_errors`: delete
+/// anyway). `None`: delete them.
+pub fn deletes_held(
+    opts: &SyncOptions,
+    extras: u64,
+    source_listed: u64,
+    failed: u64,
+    ignore_errors: bool,
+) -> Option<Held> {
+    if source_listed == 0 && !opts.delete_when_source_empty {
+        return Some(Held::SourceEmpty);
+    }
+    if extras == 0 {
+        return None;
+    }
+    if failed > 0 && !ignore_errors {
+        return Some(Held::Failures(failed));
+    }
+    match opts.max_delete {
+        Some(max) if extras > max => Some(Held::MoreThan(max)),
+        _ => None,
+    }
+}
+
 /// Counts of what the plan holds, for tests (and a debug log line).
 #[derive(Debug, Default)]
 pub struct PlanStats {
@@ -648,9 +691,11 @@ impl Merge {
     async fn finish(&mut self) -> Option<Step> {
         self.stopped = true;
         let n = self.extras.count;
+        // Failures of copies are held by the batch (`Mode::hold_deletes`),
+        // those of listings and skips below.
+        let held = deletes_held(&self.opts, n, self.src.seen, 0, false);
         if self.opts.delete
-            && self.src.seen == 0
-            && !self.opts.delete_when_source_empty
+            && held == Some(Held::SourceEmpty)
             && !self.source_incomplete
             && self.unasked_skips == 0
         {
@@ -693,9 +738,7 @@ impl Merge {
                 if k == 1 { "y was" } else { "ies were" }
             ));
         }
-        if let Some(max) = self.opts.max_delete
-            && n > max
-        {
+        if let Some(Held::MoreThan(max)) = held {
             return refuse(format!("more than --max-delete {max}; nothing was deleted"));
         }
         match std::mem::take(&mut self.extras).drain() {
