@@ -2,7 +2,7 @@
 with it, and a TCP forwarder that counts what the clients open.
 
 The CA and the server certificate are made with openssl in the run dir
-(the recipe of crates/shoal-cli/tests/network.rs: a CA, a server key, a
+(the recipe of crates/shoal-cli/tests/cli/network.rs: a CA, a server key, a
 certificate for IP:127.0.0.1 and DNS:localhost signed by the CA); MinIO
 reads `certs/public.crt` and `certs/private.key` from `--certs-dir`. Each
 client is told the CA the way its users would (tools.py: `AWS_CA_BUNDLE`

@@ -1,4 +1,4 @@
-"""Daily use from Python, as the CLI has it (crates/shoal-cli/tests/daily.rs
+"""Daily use from Python, as the CLI has it (crates/shoal-cli/tests/cli/daily.rs
 and metadata.rs): presigned URLs (fetched with urllib, no credentials),
 buckets listed as directories, writes that store a type, cache control,
 disposition, metadata and storage class on every write path, requester
