@@ -72,6 +72,10 @@ fi
 cargo clippy --workspace --all-targets --locked --quiet -- -D warnings \
   || failed_part "cargo clippy (lints are errors: cargo clippy --workspace --all-targets -- -D warnings)"
 
+# One layout for all Rust code (rustfmt comes with the pinned toolchain).
+cargo fmt --all --check >/dev/null \
+  || failed_part "cargo fmt (files not formatted: cargo fmt --all, then cargo fmt --all --check)"
+
 # The crate graph in ARCHITECTURE.md is the manifests' own (drawn by
 # scripts/crate_graph.py), so the document cannot drift from the code.
 python3 scripts/crate_graph.py --check || failed_part "ARCHITECTURE.md crate graph (run scripts/crate_graph.py --write)"

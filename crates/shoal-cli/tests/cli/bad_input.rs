@@ -2,7 +2,6 @@
 //! non-zero exit (2 for usage, 1 for failures), no panic, nothing written.
 //! Each case runs the real binary; server cases use the real test servers.
 
-
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::Command;

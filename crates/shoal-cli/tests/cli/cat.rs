@@ -2,7 +2,6 @@
 //! byte-identical output against what was compressed, in order, with
 //! errors that name the object.
 
-
 use std::io::Write;
 use std::path::Path;
 

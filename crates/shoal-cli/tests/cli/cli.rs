@@ -1,6 +1,5 @@
 //! The `shoal` binary end to end against fake-gcs-server and MinIO.
 
-
 use crate::common::*;
 use std::process::Command;
 

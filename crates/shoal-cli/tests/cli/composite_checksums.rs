@@ -5,7 +5,6 @@
 //! wire (the test kit's fault proxy) is refused with an error that names
 //! the object and the checksum, leaving nothing behind.
 
-
 use crate::common::*;
 use shoal_testkit::faultproxy::When;
 

@@ -6,7 +6,6 @@
 //! (S3 uploads in progress, GCS composite parts under `.shoal-tmp/`) are
 //! listed, reported and removed by the test, as a user would.
 
-
 use std::process::{Command, Stdio};
 use std::time::Duration;
 

@@ -4,7 +4,6 @@
 //! pays (`--billing-project`, `--request-payer`), checked on the wire by
 //! a recorder the CLI is pointed at.
 
-
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::Command;

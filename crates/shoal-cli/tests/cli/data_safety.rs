@@ -2,7 +2,6 @@
 //! own working files, and a second process writing the same destination,
 //! never mix their bytes into a download.
 
-
 use std::process::{Command, Stdio};
 use std::time::Duration;
 

@@ -4,7 +4,6 @@
 //! silent, and come out byte-identical. (Per-request HTTP faults are in
 //! http_faults.rs, through the test kit's proxy.)
 
-
 use std::io::{Read, Write};
 
 use crate::common::*;

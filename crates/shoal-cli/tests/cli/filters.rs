@@ -5,7 +5,6 @@
 //! never replacing what exists (atomically: two writers race and exactly
 //! one wins); `sync --size-only` and `--update`.
 
-
 use std::path::Path;
 use std::process::Stdio;
 

@@ -3,7 +3,6 @@
 //! own; a server without the batch endpoint (Google's storage-testbench)
 //! gets single deletes after one refusal, said once.
 
-
 use crate::common::*;
 use shoal_testkit::faultproxy::{FaultProxy, Script};
 

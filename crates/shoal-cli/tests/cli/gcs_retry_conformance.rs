@@ -17,7 +17,6 @@
 //! (`SHOAL_TEST_GCS_TESTBENCH`, set by scripts/test.sh when ../shared has
 //! it).
 
-
 use std::io::Write;
 use std::process::{Command, Stdio};
 

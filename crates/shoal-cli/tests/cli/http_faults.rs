@@ -5,7 +5,6 @@
 //! and stats. Each case asserts that its fault was really injected, then
 //! that the outcome is byte-identical; a flipped byte must be refused.
 
-
 use std::process::Command;
 use std::time::Duration;
 

@@ -7,7 +7,6 @@
 //! before anything is copied. A report is also read where the stores
 //! write it, by URL, and in Parquet.
 
-
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

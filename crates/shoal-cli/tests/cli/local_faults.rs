@@ -3,7 +3,6 @@
 //! a read-only destination, and a file that changes while it is uploaded.
 //! Each fails with one line naming the problem and leaves nothing behind.
 
-
 use std::process::{Command, Stdio};
 use std::time::Duration;
 

@@ -12,7 +12,6 @@
 //! GCS and on S3 (MinIO); `rm` says so and exits 0, and `mv` says the move
 //! completed. The objects are read back with curl, not with shoal.
 
-
 use std::process::Command;
 
 use crate::common::*;

@@ -1,6 +1,5 @@
 //! `shoal ls` / `shoal du` with globs, end to end on fake-gcs-server and MinIO.
 
-
 use crate::common::*;
 use std::process::Command;
 

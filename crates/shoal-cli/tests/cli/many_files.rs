@@ -1,7 +1,6 @@
 //! Many files: folder trees up and down, sync, run files, and the keys that
 //! must never write outside the destination.
 
-
 use std::path::Path;
 use std::process::Command;
 

@@ -5,7 +5,6 @@
 //! Before this, every upload was `application/octet-stream` with nothing
 //! else: a synced site was served as downloads.
 
-
 use std::path::Path;
 use std::process::Command;
 

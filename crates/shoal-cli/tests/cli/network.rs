@@ -3,7 +3,6 @@
 //! forwarding, counting what it relays), and a second MinIO serving TLS
 //! with a certificate from a CA made for the test.
 
-
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

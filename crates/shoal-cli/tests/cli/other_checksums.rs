@@ -4,7 +4,6 @@
 //! checksum, and a byte flipped on the wire (the test kit's fault proxy) is
 //! refused with an error that names it, leaving nothing behind.
 
-
 use crate::common::*;
 use shoal_core::checksum::CrcKind;
 use shoal_testkit::faultproxy::When;

@@ -3,7 +3,6 @@
 //! every run, and `sync --delete` from a subfolder of its destination
 //! deleted its own source.
 
-
 use crate::common::*;
 
 fn tree(dir: &std::path::Path) {

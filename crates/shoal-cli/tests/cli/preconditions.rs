@@ -7,7 +7,6 @@
 //! also reads the version first (see rm.rs); the stale-delete rows hold
 //! that.
 
-
 use std::process::Command;
 
 use crate::common::*;

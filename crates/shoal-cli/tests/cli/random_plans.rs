@@ -32,7 +32,6 @@
 //! every run); `SHOAL_PLANS` sets how many (the suite runs 60; 3,000 from
 //! ten other seeds passed before this shipped).
 
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -3,7 +3,6 @@
 //! rest, and the result is byte-identical. Slowed down by a toxiproxy
 //! bandwidth toxic in front of the real servers so the kill lands mid-way.
 
-
 use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -3,7 +3,6 @@
 //! differ, shoal follows what AWS documents; each difference is written
 //! down in docs/s3-servers.md with the test here that shows it.
 
-
 use std::process::Command;
 
 use crate::common::*;

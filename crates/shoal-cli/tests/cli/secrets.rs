@@ -6,7 +6,6 @@
 //! (an authorized-user credential whose token endpoint is a loopback
 //! server of this test, so nothing leaves the machine).
 
-
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::Command;

@@ -3,7 +3,6 @@
 //! crossing the client's side; and `mv`, which deletes a source only once
 //! its copy is in place.
 
-
 use std::process::Command;
 use std::time::Duration;
 

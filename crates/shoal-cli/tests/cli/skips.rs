@@ -5,7 +5,6 @@
 //! from deleting. `-L` follows links, `--skip-symlinks` skips them as
 //! asked. Local-to-local runs need no server; the cloud rows do.
 
-
 use std::os::unix::fs::symlink;
 use std::path::Path;
 

@@ -11,7 +11,6 @@
 //! (the order of concurrent slice requests varies, so a replay repeats the
 //! mix and the sequence of transfers, not every request's fate).
 
-
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;

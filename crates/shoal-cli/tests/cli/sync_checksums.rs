@@ -5,7 +5,6 @@
 //! direction, and a byte changed in a local file of the same size is seen
 //! whichever checksum the object has.
 
-
 use crate::common::*;
 use shoal_core::checksum::CrcKind;
 

@@ -2,7 +2,6 @@
 //! fake-gcs-server, from files, stdin and another store, each read back
 //! and compared byte for byte.
 
-
 use std::io::Write;
 use std::process::Stdio;
 
