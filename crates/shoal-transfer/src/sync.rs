@@ -326,23 +326,29 @@ async fn decide(
     match step {
         Step::Problem(e) => (Some(Err(e)), 0),
         Step::Delete(l, version) => (Some(Ok(Action::Delete { dst: l, version })), 0),
-        Step::Pair(e, theirs) => {
+        Step::Pair(mut e, theirs) => {
             let held = 1 + usize::from(theirs.is_some());
+            let by_time =
+                async |e: &mut Entry, t: &Entry| source_newer(e, t, store_for, rates).await;
             let differs = match &theirs {
-                None => true,
+                None => Ok(true),
                 // --update: a newer destination stays, whatever the sizes.
-                Some(t) if opts.update && dst_newer(&e.meta, &t.meta) => false,
-                Some(t) if t.meta.size != e.meta.size => true,
+                Some(t) if opts.update && dst_newer(&e.meta, &t.meta) => Ok(false),
+                Some(t) if t.meta.size != e.meta.size => Ok(true),
                 Some(t) => match opts.compare {
-                    Compare::SizeOnly => false,
-                    Compare::SizeAndTime => newer(&e.meta, &t.meta),
+                    Compare::SizeOnly => Ok(false),
+                    Compare::SizeAndTime => by_time(&mut e, t).await,
                     Compare::Checksum => match same_bytes(&e, t, store_for, rates).await {
-                        Ok(Some(same)) => !same,
+                        Ok(Some(same)) => Ok(!same),
                         // No checksum in common: as without --checksum.
-                        Ok(None) => newer(&e.meta, &t.meta),
-                        Err(err) => return (Some(Err(err)), held),
+                        Ok(None) => by_time(&mut e, t).await,
+                        Err(err) => Err(err),
                     },
                 },
+            };
+            let differs = match differs {
+                Ok(d) => d,
+                Err(err) => return (Some(Err(err)), held),
             };
             if !differs {
                 return (None, held);
@@ -371,12 +377,71 @@ async fn decide(
     }
 }
 
-/// The size-and-time rule's second half: is the source newer?
+/// The size-and-time rule's second half: is the source newer? An
+/// object's time is the file time recorded at its upload, else its own
+/// ([`ObjectMeta::file_time`]), so a file sent up and brought back (or
+/// the other way) is the same age on both sides and is not copied again.
 fn newer(src: &ObjectMeta, dst: &ObjectMeta) -> bool {
-    match (src.updated_ns, dst.updated_ns) {
-        (Some(a), Some(b)) => a > b,
+    match (src.file_time(), dst.file_time()) {
+        (Some(a), Some(b)) => shoal_core::file_time::later(a, b),
         _ => true,
     }
+}
+
+/// [`newer`], with the recorded times a listing could not carry (S3
+/// listings carry no metadata) asked of the store by a HEAD, only when
+/// the listing's times say to copy: a recorded time is never later than
+/// the upload that wrote it, so it can only turn that copy into none.
+/// Where the listing's times say the destination is as new, no request
+/// is made, as before. A source whose HEAD told its time is copied with
+/// it, so the download keeps it.
+async fn source_newer(
+    src: &mut Entry,
+    dst: &Entry,
+    store_for: &StoreFor,
+    rates: &Rates,
+) -> Result<bool> {
+    if !newer(&src.meta, &dst.meta) {
+        return Ok(false);
+    }
+    let learnt_src = learn_recorded(src, store_for, rates).await?;
+    let learnt_dst = learn_recorded(dst, store_for, rates).await?;
+    if learnt_src.is_none() && learnt_dst.is_none() {
+        return Ok(true);
+    }
+    let newer = newer(
+        learnt_src.as_ref().unwrap_or(&src.meta),
+        learnt_dst.as_ref().unwrap_or(&dst.meta),
+    );
+    if let Some(m) = learnt_src {
+        src.meta = m;
+    }
+    Ok(newer)
+}
+
+/// The entry's listing with the file time its object records, from a
+/// HEAD; None for a local file or a listing that carried it already, or
+/// when the object is no longer the version listed (its listing stands).
+async fn learn_recorded(
+    e: &Entry,
+    store_for: &StoreFor,
+    rates: &Rates,
+) -> Result<Option<ObjectMeta>> {
+    if e.src.is_local() || e.meta.knows_recorded_time() {
+        return Ok(None);
+    }
+    let store = store_for(&e.src)?;
+    rates.request().await;
+    let head = (store.head(&e.src.bucket, &e.src.key))
+        .await
+        .map_err(|err| err.with_url(e.src.to_string()).with_op(Op::Stat))?;
+    if e.meta.version.is_some() && head.version != e.meta.version {
+        return Ok(None);
+    }
+    Ok(Some(ObjectMeta {
+        recorded: shoal_core::file_time::Recorded::of(&head.metadata),
+        ..e.meta.clone()
+    }))
 }
 
 /// The extra `key` of the destination `root` as the location to delete:
@@ -399,7 +464,7 @@ fn local_below(root: &Location, key: String) -> Location {
 
 /// `--update`'s rule: is the destination known to be newer?
 fn dst_newer(src: &ObjectMeta, dst: &ObjectMeta) -> bool {
-    matches!((src.updated_ns, dst.updated_ns), (Some(a), Some(b)) if b > a)
+    matches!((src.file_time(), dst.file_time()), (Some(a), Some(b)) if shoal_core::file_time::later(b, a))
 }
 
 /// One listing, peeked one entry ahead, its order checked.
