@@ -145,6 +145,7 @@ pub fn sync_plan(
         unasked_skips: 0,
         stopped: false,
         stats: stats.clone(),
+        extras_inline: false,
         confirm: match &opts.confirm_extras {
             Some(root) => match store_for(root) {
                 Ok(store) => Some(Confirm::new(store, root.with_key(sync_root(root)))),
@@ -166,6 +167,69 @@ pub fn sync_plan(
     .filter_map(move |(decided, entries)| {
         stats.done(entries);
         futures::future::ready(decided)
+    })
+    .boxed()
+}
+
+/// One name of two merged listings ([`merge_listings`]).
+// Pairs dominate, as in the plan's steps.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Matched {
+    /// Both sides have it: the source's entry, then the destination's.
+    Both(Entry, Entry),
+    /// Only the source has it.
+    SourceOnly(Entry),
+    /// Only the destination has it.
+    DestinationOnly(Entry),
+}
+
+/// The two listings merged by name as a sync merges them (the same order
+/// checks, the same handling of a failed or unordered listing), each
+/// name given as it is decided, for `check`: nothing is copied or
+/// deleted, and nothing is held but the entries being compared. A
+/// listing's problems come as `Err` items (skips as
+/// [`ErrorKind::Skipped`]).
+pub fn merge_listings(
+    src: BoxStream<'static, Result<Entry>>,
+    dst_entries: BoxStream<'static, Result<Entry>>,
+    dst: Location,
+) -> BoxStream<'static, Result<Matched>> {
+    let merge = Merge {
+        src: Side::new(src),
+        dst: Side::new(dst_entries),
+        dst_root: dst,
+        opts: SyncOptions {
+            compare: Compare::SizeOnly,
+            delete: false,
+            max_delete: None,
+            delete_when_source_empty: false,
+            update: false,
+            no_clobber: false,
+            confirm_extras: None,
+        },
+        extras: Extras::default(),
+        deleting: None,
+        source_incomplete: false,
+        unasked_skips: 0,
+        stopped: false,
+        stats: Arc::default(),
+        confirm: None,
+        extras_inline: true,
+    };
+    futures::stream::unfold(merge, |mut m| async move {
+        let step = m.next().await?;
+        let matched = match step {
+            Step::Pair(s, Some(d)) => Ok(Matched::Both(s, d)),
+            Step::Pair(s, None) => Ok(Matched::SourceOnly(s)),
+            Step::Extra(d) => Ok(Matched::DestinationOnly(d)),
+            Step::Problem(e) => Err(e),
+            // No deletes without `delete`.
+            Step::Delete(l, _) => Err(Error::invalid(Op::List, l.to_string(), "unexpected delete")),
+        };
+        // Entries are not held for a decision here.
+        m.stats.held.store(0, Ordering::Relaxed);
+        Some((matched, m))
     })
     .boxed()
 }
@@ -314,6 +378,9 @@ enum Step {
     Delete(Location, Option<shoal_core::ObjectVersion>),
     /// Reported, the plan goes on (or ends, as the merge decided).
     Problem(Error),
+    /// Only the destination has it (a merge for `check`, which names
+    /// extras as they come rather than deleting them at the end).
+    Extra(Entry),
 }
 
 async fn decide(
@@ -326,6 +393,8 @@ async fn decide(
     match step {
         Step::Problem(e) => (Some(Err(e)), 0),
         Step::Delete(l, version) => (Some(Ok(Action::Delete { dst: l, version })), 0),
+        // Only a merge for `check` makes these.
+        Step::Extra(_) => (None, 0),
         Step::Pair(mut e, theirs) => {
             let held = 1 + usize::from(theirs.is_some());
             let by_time =
@@ -624,6 +693,8 @@ struct Merge {
     stats: Arc<PlanStats>,
     /// Extras checked against the live source before their deletes.
     confirm: Option<Confirm>,
+    /// Extras are named as the merge meets them ([`merge_listings`]).
+    extras_inline: bool,
 }
 
 impl Merge {
@@ -685,6 +756,9 @@ impl Merge {
             // Only the destination has it.
             let extra = self.dst.peeked.take().expect("peeked");
             self.stats.done(1);
+            if self.extras_inline {
+                return Some(Step::Extra(extra));
+            }
             if self.opts.delete
                 && let Err(e) = self.extras.push(
                     extra.src.key,
@@ -934,6 +1008,8 @@ mod tests {
                 key: src.key.clone(),
                 size,
                 updated_ns: Some(t),
+                // As a GCS listing: the metadata was there, with no time.
+                recorded: shoal_core::file_time::Recorded::Absent,
                 ..Default::default()
             },
             src,
@@ -1171,6 +1247,38 @@ mod tests {
         assert_eq!(
             plan(src, dst, opts(false)).await,
             ["copy dst/size", "copy dst/time"]
+        );
+    }
+
+    /// A recorded file time stands for the object's own: an object
+    /// uploaded long after its file was written is as old as the file
+    /// (kept to the second by gcloud's form), and one that records
+    /// nothing keeps its own time.
+    #[tokio::test]
+    async fn recorded_times_stand_for_the_objects() {
+        use shoal_core::file_time::{FileTime, Recorded};
+        const S: i128 = 1_000_000_000;
+        let at = |mut e: Entry, secs: i128, whole_seconds: bool| {
+            e.meta.recorded = Recorded::At(FileTime {
+                ns: secs * S,
+                whole_seconds,
+            });
+            e
+        };
+        let src = vec![
+            Ok(at(entry("gs", "", "a", 3, 900 * S), 100, true)),
+            Ok(entry("gs", "", "b", 3, 900 * S)),
+            Ok(at(entry("gs", "", "c", 3, 900 * S), 300, false)),
+        ];
+        // `a`'s file was written at 100.4 s: the same second.
+        let dst = vec![
+            Ok(entry("file", "dst/", "a", 3, 100 * S + 4 * S / 10)),
+            Ok(entry("file", "dst/", "b", 3, 100 * S)),
+            Ok(entry("file", "dst/", "c", 3, 200 * S)),
+        ];
+        assert_eq!(
+            plan(src, dst, opts(false)).await,
+            ["copy dst/b", "copy dst/c"]
         );
     }
 
