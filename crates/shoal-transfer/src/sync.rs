@@ -1270,11 +1270,18 @@ mod tests {
             Ok(entry("gs", "", "b", 3, 900 * S)),
             Ok(at(entry("gs", "", "c", 3, 900 * S), 300, false)),
         ];
-        // `a`'s file was written at 100.4 s: the same second.
+        // Local files (their time is their own); `a`'s was written at
+        // 100.4 s: the same second.
+        let file = |rel: &str, t: i128| {
+            let mut e = entry("gs", "dst/", rel, 3, t);
+            e.src = Location::parse(&format!("/dst/{rel}")).unwrap();
+            e.meta.recorded = Recorded::Unknown;
+            e
+        };
         let dst = vec![
-            Ok(entry("file", "dst/", "a", 3, 100 * S + 4 * S / 10)),
-            Ok(entry("file", "dst/", "b", 3, 100 * S)),
-            Ok(entry("file", "dst/", "c", 3, 200 * S)),
+            Ok(file("a", 100 * S + 4 * S / 10)),
+            Ok(file("b", 100 * S)),
+            Ok(file("c", 200 * S)),
         ];
         assert_eq!(
             plan(src, dst, opts(false)).await,
