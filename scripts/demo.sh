@@ -10,7 +10,14 @@ SIZE_MIB=${1:-256}
 
 export SHOAL_CACHE=${SHOAL_CACHE:-$HOME/.cache/shoal}
 export SHOAL_RUN_DIR=$(mktemp -d /tmp/shoal-demo.XXXXXX)
-export SHOAL_GCS_PORT=${SHOAL_GCS_PORT:-24443} SHOAL_S3_PORT=${SHOAL_S3_PORT:-29000} SHOAL_TOXI_PORT=${SHOAL_TOXI_PORT:-28474}
+# Free ports (scripts/lib.sh), as scripts/test.sh picks them, unless the
+# caller chose: fake-gcs-server, MinIO (its console on the next port),
+# toxiproxy.
+. scripts/lib.sh
+p=$(free_block 5)
+export SHOAL_GCS_PORT=${SHOAL_GCS_PORT:-$p}
+export SHOAL_S3_PORT=${SHOAL_S3_PORT:-$((p + 2))}
+export SHOAL_TOXI_PORT=${SHOAL_TOXI_PORT:-$((p + 4))}
 WORK=$(mktemp -d /tmp/shoal-demo-data.XXXXXX)
 cleanup() { scripts/servers.sh stop || true; rm -rf "$SHOAL_RUN_DIR" "$WORK"; }
 trap cleanup EXIT

@@ -1,4 +1,4 @@
-# Shell helpers shared by scripts/test.sh and scripts/flakes.sh (sourced).
+# Shell helpers shared by scripts/test.sh, scripts/flakes.sh and scripts/demo.sh (sourced).
 
 # Test servers listen on ports the kernel says are free when a run starts,
 # never fixed ones: a fixed port may be held by a developer's own servers

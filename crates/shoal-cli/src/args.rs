@@ -133,6 +133,10 @@ pub(crate) enum Command {
     Sync(SyncArgs),
     /// Run `cp`/`rm` lines from a file (or `-` for stdin) concurrently.
     Run(RunArgs),
+    /// Print the CRC32C and MD5 of files (computed) and objects (as the store keeps them; --compute reads them).
+    Hash(HashArgs),
+    /// Compare two trees (local, gs://, s3://) by size and checksum: print what is missing on either side or differs; exit 0 when they match, 1 when not.
+    Check(CheckArgs),
     /// Measure: `bench read URL...` reads and decompresses, writes nothing.
     Bench(BenchArgs),
     /// Print a shell completion script: `shoal completions bash > ~/.local/share/bash-completion/completions/shoal`.
@@ -723,6 +727,7 @@ impl Command {
         match self {
             Command::Cp(a) | Command::Mv(a) => a.filters.order_rules(sub),
             Command::Sync(a) => a.filters.order_rules(sub),
+            Command::Check(a) => a.filters.order_rules(sub),
             Command::Rm(a) => a.filters.order_rules(sub),
             Command::Ls(a) => a.filters.order_rules(sub),
             Command::Du(a) => a.filters.order_rules(sub),
@@ -960,6 +965,39 @@ pub(crate) struct SyncArgs {
     #[command(flatten)]
     pub(crate) limits: LimitFlags,
     /// Print one JSON object per line on stdout: each action as it finishes, then a summary object.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct HashArgs {
+    /// Local files and gs:// or s3:// objects.
+    #[arg(required = true, value_name = "FILE|URL")]
+    pub(crate) urls: Vec<String>,
+    /// Read objects' bytes and compute both sums (checked against those the store keeps), instead of printing the store's.
+    #[arg(long)]
+    pub(crate) compute: bool,
+    /// Print sums in hex rather than base64 (which is how gcloud prints them and GCS keeps them).
+    #[arg(long)]
+    pub(crate) hex: bool,
+    /// One JSON object per line: url, size, crc32c, md5 (null where the store keeps none), computed.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CheckArgs {
+    /// One tree: a local folder, or a gs:// or s3:// prefix or bucket.
+    pub(crate) src: String,
+    /// The other tree, named as SRC.
+    pub(crate) dst: String,
+    /// Compare sizes only, reading no checksum.
+    #[arg(long)]
+    pub(crate) size_only: bool,
+    /// Names are relative to SRC and DST, as in sync.
+    #[command(flatten)]
+    pub(crate) filters: FilterFlags,
+    /// Print one JSON object per line for every name (`{"name", "status": "same"|"differs"|"missing_from_dst"|"missing_from_src", "why"}`), then a summary object.
     #[arg(long)]
     pub(crate) json: bool,
 }

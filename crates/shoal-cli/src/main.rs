@@ -210,6 +210,8 @@ async fn dispatch(ctx: &Context, command: Command) -> CmdResult {
         Command::Mv(a) => cmd::cp::mv(ctx, a).await,
         Command::Sync(a) => cmd::sync::run(ctx, a).await,
         Command::Run(a) => cmd::run::run(ctx, a).await,
+        Command::Hash(a) => cmd::hash::run(ctx, a).await,
+        Command::Check(a) => cmd::check::run(ctx, a).await,
         Command::Bench(a) => cmd::bench::run(ctx, a).await,
         Command::Completions(_) | Command::Man => Ok(()),
     }

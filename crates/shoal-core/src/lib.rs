@@ -14,6 +14,7 @@
 
 pub mod checksum;
 pub mod error;
+pub mod file_time;
 pub mod http;
 pub mod local;
 pub mod local_path;

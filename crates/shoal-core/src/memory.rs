@@ -197,6 +197,7 @@ impl MemoryStore {
             content_type: opts.content_type.clone(),
             cache_control: opts.cache_control.clone(),
             content_disposition: opts.content_disposition.clone(),
+            recorded: crate::file_time::Recorded::of(&opts.metadata),
             metadata: opts.metadata.clone(),
         };
         b.insert(key.to_owned(), (data, meta.clone()));

@@ -30,6 +30,36 @@ pub struct ObjectMeta {
     /// Custom metadata (S3 `x-amz-meta-*`, GCS `metadata`; HEAD and
     /// upload answers only).
     pub metadata: BTreeMap<String, String>,
+    /// The file time recorded in the metadata ([`crate::file_time`]), from
+    /// an answer that carries it but not the whole map (a GCS listing).
+    /// Read it with [`ObjectMeta::recorded_time`].
+    pub recorded: crate::file_time::Recorded,
+}
+
+impl ObjectMeta {
+    /// The file time recorded at upload ([`crate::file_time`]), when this
+    /// answer carried it.
+    pub fn recorded_time(&self) -> Option<crate::file_time::FileTime> {
+        match self.recorded {
+            crate::file_time::Recorded::At(t) => Some(t),
+            _ => crate::file_time::from_metadata(&self.metadata),
+        }
+    }
+
+    /// Whether this answer could say what time was recorded: it carried
+    /// the metadata (an S3 listing carries none).
+    pub fn knows_recorded_time(&self) -> bool {
+        self.recorded != crate::file_time::Recorded::Unknown || !self.metadata.is_empty()
+    }
+
+    /// The object's time as a sync compares it: the recorded file time,
+    /// else its own update time; with whether it is kept to the second.
+    pub fn file_time(&self) -> Option<(i128, bool)> {
+        match self.recorded_time() {
+            Some(t) => Some((t.ns, t.whole_seconds)),
+            None => self.updated_ns.map(|ns| (ns, false)),
+        }
+    }
 }
 
 /// The token that pins one version of an object, so a download can detect

@@ -23,6 +23,7 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 use shoal_core::checksum::{Checksums, crc32c_from_base64, md5_from_base64};
+use shoal_core::file_time::{self, Recorded};
 use shoal_core::{ListPage, ListRequest, ObjectMeta, ObjectVersion, Op, Projection, Result};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -63,6 +64,31 @@ pub(crate) struct RawObject<'a> {
     storage_class: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     content_encoding: Option<Cow<'a, str>>,
+    /// Of the custom metadata, only the file times (the rest is skipped).
+    #[serde(borrow, default)]
+    metadata: Option<RawTimes<'a>>,
+}
+
+/// The file times an object's metadata may record
+/// ([`shoal_core::file_time`]).
+#[derive(Deserialize)]
+struct RawTimes<'a> {
+    #[serde(borrow, default, rename = "goog-reserved-file-mtime")]
+    gcloud: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    mtime: Option<Cow<'a, str>>,
+}
+
+impl RawTimes<'_> {
+    /// gcloud's key first, then rclone's, as
+    /// [`shoal_core::file_time::from_metadata`] reads them.
+    fn recorded(&self) -> Recorded {
+        let read = |v: &Option<Cow<'_, str>>| v.as_deref().and_then(file_time::parse);
+        match read(&self.gcloud).or_else(|| read(&self.mtime)) {
+            Some(t) => Recorded::At(t),
+            None => Recorded::Absent,
+        }
+    }
 }
 
 impl RawObject<'_> {
@@ -106,6 +132,12 @@ impl RawObject<'_> {
                 .map(Cow::into_owned)
                 .filter(|e| !e.is_empty() && e != "identity"),
             key: name,
+            // An object resource always holds its metadata when it has
+            // some (listings ask for it).
+            recorded: self
+                .metadata
+                .as_ref()
+                .map_or(Recorded::Absent, RawTimes::recorded),
             ..Default::default()
         })
     }
@@ -204,9 +236,10 @@ impl Client {
 pub(crate) fn list_query(req: &ListRequest) -> Query {
     let fields = match req.projection {
         Projection::NameOnly => Some("items(name),prefixes,nextPageToken"),
-        // The generation too: a sync's deletes are pinned to it.
+        // The generation too: a sync's deletes are pinned to it. The
+        // metadata for the file time recorded there, which a sync compares.
         Projection::NameSizeTime => {
-            Some("items(name,size,updated,generation),prefixes,nextPageToken")
+            Some("items(name,size,updated,generation,metadata),prefixes,nextPageToken")
         }
         Projection::Full => None,
     };

@@ -534,6 +534,16 @@ fn meta_from_headers(key: &str, h: &HeaderMap) -> ObjectMeta {
             .map(ObjectVersion::Generation),
         storage_class: text("x-goog-storage-class").map(str::to_owned),
         content_encoding: encoding,
+        // Google's media downloads send the custom metadata as headers;
+        // an answer without any may still have some, so the recorded file
+        // time stays unknown then.
+        metadata: h
+            .iter()
+            .filter_map(|(name, v)| {
+                let k = name.as_str().strip_prefix("x-goog-meta-")?;
+                Some((k.to_owned(), v.to_str().ok()?.to_owned()))
+            })
+            .collect(),
         ..Default::default()
     }
 }

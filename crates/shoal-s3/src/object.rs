@@ -565,6 +565,14 @@ pub(crate) fn meta_from_headers(key: &str, size: u64, h: &HeaderMap) -> ObjectMe
         Some(_) => Some("COMPOSITE"),
         None => header_str(h, "x-amz-checksum-type"),
     };
+    // Every answer with headers carries the whole custom metadata.
+    let metadata: std::collections::BTreeMap<String, String> = h
+        .iter()
+        .filter_map(|(name, v)| {
+            let k = name.as_str().strip_prefix("x-amz-meta-")?;
+            Some((k.to_owned(), v.to_str().ok()?.to_owned()))
+        })
+        .collect();
     ObjectMeta {
         key: key.to_owned(),
         size,
@@ -587,13 +595,8 @@ pub(crate) fn meta_from_headers(key: &str, size: u64, h: &HeaderMap) -> ObjectMe
         content_type: header_str(h, "content-type").map(str::to_owned),
         cache_control: header_str(h, "cache-control").map(str::to_owned),
         content_disposition: header_str(h, "content-disposition").map(str::to_owned),
-        metadata: h
-            .iter()
-            .filter_map(|(name, v)| {
-                let k = name.as_str().strip_prefix("x-amz-meta-")?;
-                Some((k.to_owned(), v.to_str().ok()?.to_owned()))
-            })
-            .collect(),
+        recorded: shoal_core::file_time::Recorded::of(&metadata),
+        metadata,
     }
 }
 

@@ -155,6 +155,11 @@ pub async fn download_known(
     }
     let meta = ObjectMeta {
         checksums: meta.checksums.with_crcs_from(&got.checksums),
+        // An S3 listing has no metadata; the GET's headers do.
+        recorded: match (meta.knows_recorded_time(), got.recorded_time()) {
+            (false, Some(t)) => shoal_core::file_time::Recorded::At(t),
+            _ => meta.recorded,
+        },
         ..meta.clone()
     };
     download_planned(store, src, &meta, dest, run, policy, Some(first)).await
@@ -223,6 +228,7 @@ async fn download_planned(
         Ok(v) => v,
         Err(e) => return Err(failed(e, work.partial)),
     };
+    keep_time(&file, meta, &dest_s);
     persist(
         work.tmp,
         file,
@@ -239,6 +245,20 @@ async fn download_planned(
         crc32c: crc,
         source_version: meta.version.clone(),
     })
+}
+
+/// Gives the downloaded file, before it takes its name, the time the
+/// object recorded for it at upload, else the object's own update time
+/// ([`shoal_core::file_time`]), so a sync back finds it unchanged. A file
+/// system that refuses times keeps the bytes, said in the log.
+fn keep_time(file: &File, meta: &ObjectMeta, dest: &str) {
+    let ns = meta.recorded_time().map(|t| t.ns).or(meta.updated_ns);
+    let Some(t) = ns.and_then(crate::metadata::ns_system_time) else {
+        return;
+    };
+    if let Err(e) = file.set_modified(t) {
+        tracing::warn!(file = dest, error = %e, "the object's time could not be given to the file");
+    }
 }
 
 /// The file a download writes into: a sparse temporary one, or for

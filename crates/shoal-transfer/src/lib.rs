@@ -28,6 +28,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod batch;
+pub mod check;
 pub mod cleanup;
 pub mod cloud_copy;
 pub mod conflicts;
@@ -36,6 +37,7 @@ pub mod decode;
 pub mod delete;
 pub mod download;
 pub mod guard;
+pub mod hash;
 pub mod into_memory;
 pub mod inventory;
 pub mod metadata;

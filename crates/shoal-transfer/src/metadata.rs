@@ -37,6 +37,41 @@ pub fn typed<'a>(put: &'a PutOptions, name: &str) -> Cow<'a, PutOptions> {
     }
 }
 
+/// Records a regular file's modification time in `put`'s metadata, in the
+/// form `scheme`'s store is read in by other tools
+/// ([`shoal_core::file_time`]), unless the caller set that key itself. A
+/// FIFO or device has no time worth keeping.
+pub fn record_file_time(put: &mut PutOptions, scheme: Scheme, md: &std::fs::Metadata) {
+    if !md.is_file() {
+        return;
+    }
+    let Ok(modified) = md.modified() else {
+        return;
+    };
+    let ns = system_time_ns(modified);
+    if let Some((k, v)) = shoal_core::file_time::record(scheme, ns) {
+        put.metadata.entry(k.to_owned()).or_insert(v);
+    }
+}
+
+/// A time as nanoseconds since the epoch (before it: negative).
+pub fn system_time_ns(t: std::time::SystemTime) -> i128 {
+    match t.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => d.as_nanos() as i128,
+        Err(e) => -(e.duration().as_nanos() as i128),
+    }
+}
+
+/// The time `ns` nanoseconds after the epoch (before it: negative).
+pub fn ns_system_time(ns: i128) -> Option<std::time::SystemTime> {
+    let d = std::time::Duration::from_nanos(u64::try_from(ns.unsigned_abs()).ok()?);
+    if ns >= 0 {
+        std::time::UNIX_EPOCH.checked_add(d)
+    } else {
+        std::time::UNIX_EPOCH.checked_sub(d)
+    }
+}
+
 /// Storage classes each store documents (GCS: storage classes; S3: the
 /// `x-amz-storage-class` values of PutObject).
 pub const GCS_STORAGE_CLASSES: &[&str] = &[

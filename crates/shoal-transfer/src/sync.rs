@@ -188,6 +188,7 @@ pub fn sync_plan(
         unasked_skips: 0,
         stopped: false,
         stats: stats.clone(),
+        extras_inline: false,
         confirm: match &opts.confirm_extras {
             Some(root) => match store_for(root) {
                 Ok(store) => Some(Confirm::new(store, root.with_key(sync_root(root)))),
@@ -209,6 +210,69 @@ pub fn sync_plan(
     .filter_map(move |(decided, entries)| {
         stats.done(entries);
         futures::future::ready(decided)
+    })
+    .boxed()
+}
+
+/// One name of two merged listings ([`merge_listings`]).
+// Pairs dominate, as in the plan's steps.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Matched {
+    /// Both sides have it: the source's entry, then the destination's.
+    Both(Entry, Entry),
+    /// Only the source has it.
+    SourceOnly(Entry),
+    /// Only the destination has it.
+    DestinationOnly(Entry),
+}
+
+/// The two listings merged by name as a sync merges them (the same order
+/// checks, the same handling of a failed or unordered listing), each
+/// name given as it is decided, for `check`: nothing is copied or
+/// deleted, and nothing is held but the entries being compared. A
+/// listing's problems come as `Err` items (skips as
+/// [`ErrorKind::Skipped`]).
+pub fn merge_listings(
+    src: BoxStream<'static, Result<Entry>>,
+    dst_entries: BoxStream<'static, Result<Entry>>,
+    dst: Location,
+) -> BoxStream<'static, Result<Matched>> {
+    let merge = Merge {
+        src: Side::new(src),
+        dst: Side::new(dst_entries),
+        dst_root: dst,
+        opts: SyncOptions {
+            compare: Compare::SizeOnly,
+            delete: false,
+            max_delete: None,
+            delete_when_source_empty: false,
+            update: false,
+            no_clobber: false,
+            confirm_extras: None,
+        },
+        extras: Extras::default(),
+        deleting: None,
+        source_incomplete: false,
+        unasked_skips: 0,
+        stopped: false,
+        stats: Arc::default(),
+        confirm: None,
+        extras_inline: true,
+    };
+    futures::stream::unfold(merge, |mut m| async move {
+        let step = m.next().await?;
+        let matched = match step {
+            Step::Pair(s, Some(d)) => Ok(Matched::Both(s, d)),
+            Step::Pair(s, None) => Ok(Matched::SourceOnly(s)),
+            Step::Extra(d) => Ok(Matched::DestinationOnly(d)),
+            Step::Problem(e) => Err(e),
+            // No deletes without `delete`.
+            Step::Delete(l, _) => Err(Error::invalid(Op::List, l.to_string(), "unexpected delete")),
+        };
+        // Entries are not held for a decision here.
+        m.stats.held.store(0, Ordering::Relaxed);
+        Some((matched, m))
     })
     .boxed()
 }
@@ -357,6 +421,9 @@ enum Step {
     Delete(Location, Option<shoal_core::ObjectVersion>),
     /// Reported, the plan goes on (or ends, as the merge decided).
     Problem(Error),
+    /// Only the destination has it (a merge for `check`, which names
+    /// extras as they come rather than deleting them at the end).
+    Extra(Entry),
 }
 
 async fn decide(
@@ -369,23 +436,31 @@ async fn decide(
     match step {
         Step::Problem(e) => (Some(Err(e)), 0),
         Step::Delete(l, version) => (Some(Ok(Action::Delete { dst: l, version })), 0),
-        Step::Pair(e, theirs) => {
+        // Only a merge for `check` makes these.
+        Step::Extra(_) => (None, 0),
+        Step::Pair(mut e, theirs) => {
             let held = 1 + usize::from(theirs.is_some());
+            let by_time =
+                async |e: &mut Entry, t: &Entry| source_newer(e, t, store_for, rates).await;
             let differs = match &theirs {
-                None => true,
+                None => Ok(true),
                 // --update: a newer destination stays, whatever the sizes.
-                Some(t) if opts.update && dst_newer(&e.meta, &t.meta) => false,
-                Some(t) if t.meta.size != e.meta.size => true,
+                Some(t) if opts.update && dst_newer(&e.meta, &t.meta) => Ok(false),
+                Some(t) if t.meta.size != e.meta.size => Ok(true),
                 Some(t) => match opts.compare {
-                    Compare::SizeOnly => false,
-                    Compare::SizeAndTime => newer(&e.meta, &t.meta),
+                    Compare::SizeOnly => Ok(false),
+                    Compare::SizeAndTime => by_time(&mut e, t).await,
                     Compare::Checksum => match same_bytes(&e, t, store_for, rates).await {
-                        Ok(Some(same)) => !same,
+                        Ok(Some(same)) => Ok(!same),
                         // No checksum in common: as without --checksum.
-                        Ok(None) => newer(&e.meta, &t.meta),
-                        Err(err) => return (Some(Err(err)), held),
+                        Ok(None) => by_time(&mut e, t).await,
+                        Err(err) => Err(err),
                     },
                 },
+            };
+            let differs = match differs {
+                Ok(d) => d,
+                Err(err) => return (Some(Err(err)), held),
             };
             if !differs {
                 return (None, held);
@@ -414,12 +489,71 @@ async fn decide(
     }
 }
 
-/// The size-and-time rule's second half: is the source newer?
+/// The size-and-time rule's second half: is the source newer? An
+/// object's time is the file time recorded at its upload, else its own
+/// ([`ObjectMeta::file_time`]), so a file sent up and brought back (or
+/// the other way) is the same age on both sides and is not copied again.
 fn newer(src: &ObjectMeta, dst: &ObjectMeta) -> bool {
-    match (src.updated_ns, dst.updated_ns) {
-        (Some(a), Some(b)) => a > b,
+    match (src.file_time(), dst.file_time()) {
+        (Some(a), Some(b)) => shoal_core::file_time::later(a, b),
         _ => true,
     }
+}
+
+/// [`newer`], with the recorded times a listing could not carry (S3
+/// listings carry no metadata) asked of the store by a HEAD, only when
+/// the listing's times say to copy: a recorded time is never later than
+/// the upload that wrote it, so it can only turn that copy into none.
+/// Where the listing's times say the destination is as new, no request
+/// is made, as before. A source whose HEAD told its time is copied with
+/// it, so the download keeps it.
+async fn source_newer(
+    src: &mut Entry,
+    dst: &Entry,
+    store_for: &StoreFor,
+    rates: &Rates,
+) -> Result<bool> {
+    if !newer(&src.meta, &dst.meta) {
+        return Ok(false);
+    }
+    let learnt_src = learn_recorded(src, store_for, rates).await?;
+    let learnt_dst = learn_recorded(dst, store_for, rates).await?;
+    if learnt_src.is_none() && learnt_dst.is_none() {
+        return Ok(true);
+    }
+    let newer = newer(
+        learnt_src.as_ref().unwrap_or(&src.meta),
+        learnt_dst.as_ref().unwrap_or(&dst.meta),
+    );
+    if let Some(m) = learnt_src {
+        src.meta = m;
+    }
+    Ok(newer)
+}
+
+/// The entry's listing with the file time its object records, from a
+/// HEAD; None for a local file or a listing that carried it already, or
+/// when the object is no longer the version listed (its listing stands).
+async fn learn_recorded(
+    e: &Entry,
+    store_for: &StoreFor,
+    rates: &Rates,
+) -> Result<Option<ObjectMeta>> {
+    if e.src.is_local() || e.meta.knows_recorded_time() {
+        return Ok(None);
+    }
+    let store = store_for(&e.src)?;
+    rates.request().await;
+    let head = (store.head(&e.src.bucket, &e.src.key))
+        .await
+        .map_err(|err| err.with_url(e.src.to_string()).with_op(Op::Stat))?;
+    if e.meta.version.is_some() && head.version != e.meta.version {
+        return Ok(None);
+    }
+    Ok(Some(ObjectMeta {
+        recorded: shoal_core::file_time::Recorded::of(&head.metadata),
+        ..e.meta.clone()
+    }))
 }
 
 /// The extra `key` of the destination `root` as the location to delete:
@@ -442,7 +576,7 @@ fn local_below(root: &Location, key: String) -> Location {
 
 /// `--update`'s rule: is the destination known to be newer?
 fn dst_newer(src: &ObjectMeta, dst: &ObjectMeta) -> bool {
-    matches!((src.updated_ns, dst.updated_ns), (Some(a), Some(b)) if b > a)
+    matches!((src.file_time(), dst.file_time()), (Some(a), Some(b)) if shoal_core::file_time::later(b, a))
 }
 
 /// One listing, peeked one entry ahead, its order checked.
@@ -602,6 +736,8 @@ struct Merge {
     stats: Arc<PlanStats>,
     /// Extras checked against the live source before their deletes.
     confirm: Option<Confirm>,
+    /// Extras are named as the merge meets them ([`merge_listings`]).
+    extras_inline: bool,
 }
 
 impl Merge {
@@ -663,6 +799,9 @@ impl Merge {
             // Only the destination has it.
             let extra = self.dst.peeked.take().expect("peeked");
             self.stats.done(1);
+            if self.extras_inline {
+                return Some(Step::Extra(extra));
+            }
             if self.opts.delete
                 && let Err(e) = self.extras.push(
                     extra.src.key,
@@ -912,6 +1051,8 @@ mod tests {
                 key: src.key.clone(),
                 size,
                 updated_ns: Some(t),
+                // As a GCS listing: the metadata was there, with no time.
+                recorded: shoal_core::file_time::Recorded::Absent,
                 ..Default::default()
             },
             src,
@@ -1149,6 +1290,45 @@ mod tests {
         assert_eq!(
             plan(src, dst, opts(false)).await,
             ["copy dst/size", "copy dst/time"]
+        );
+    }
+
+    /// A recorded file time stands for the object's own: an object
+    /// uploaded long after its file was written is as old as the file
+    /// (kept to the second by gcloud's form), and one that records
+    /// nothing keeps its own time.
+    #[tokio::test]
+    async fn recorded_times_stand_for_the_objects() {
+        use shoal_core::file_time::{FileTime, Recorded};
+        const S: i128 = 1_000_000_000;
+        let at = |mut e: Entry, secs: i128, whole_seconds: bool| {
+            e.meta.recorded = Recorded::At(FileTime {
+                ns: secs * S,
+                whole_seconds,
+            });
+            e
+        };
+        let src = vec![
+            Ok(at(entry("gs", "", "a", 3, 900 * S), 100, true)),
+            Ok(entry("gs", "", "b", 3, 900 * S)),
+            Ok(at(entry("gs", "", "c", 3, 900 * S), 300, false)),
+        ];
+        // Local files (their time is their own); `a`'s was written at
+        // 100.4 s: the same second.
+        let file = |rel: &str, t: i128| {
+            let mut e = entry("gs", "dst/", rel, 3, t);
+            e.src = Location::parse(&format!("/dst/{rel}")).unwrap();
+            e.meta.recorded = Recorded::Unknown;
+            e
+        };
+        let dst = vec![
+            Ok(file("a", 100 * S + 4 * S / 10)),
+            Ok(file("b", 100 * S)),
+            Ok(file("c", 200 * S)),
+        ];
+        assert_eq!(
+            plan(src, dst, opts(false)).await,
+            ["copy dst/b", "copy dst/c"]
         );
     }
 

@@ -66,17 +66,19 @@ pub async fn upload_file_with(
     run: &Run,
 ) -> Result<Report> {
     let path_s = path.display().to_string();
-    let put = &PutOptions {
+    let file = File::open(path).map_err(|e| Error::io(Op::Read, &path_s, e))?;
+    let md = file
+        .metadata()
+        .map_err(|e| Error::io(Op::Read, &path_s, e))?;
+    let mut put = PutOptions {
         crc32c: None,
         md5: None,
         other_crc: None,
         if_not_exists: put.if_not_exists || run.opts.no_clobber,
         ..crate::metadata::typed(put, &path_s).into_owned()
     };
-    let file = File::open(path).map_err(|e| Error::io(Op::Read, &path_s, e))?;
-    let md = file
-        .metadata()
-        .map_err(|e| Error::io(Op::Read, &path_s, e))?;
+    crate::metadata::record_file_time(&mut put, dst.scheme, &md);
+    let put = &put;
     if md.is_dir() {
         return Err(Error::invalid(Op::Read, &path_s, "is a folder")
             .with_hint("use cp -r to copy a folder"));

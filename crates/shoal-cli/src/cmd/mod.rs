@@ -3,8 +3,10 @@
 pub(crate) mod batch;
 pub(crate) mod bench;
 pub(crate) mod cat;
+pub(crate) mod check;
 pub(crate) mod cp;
 pub(crate) mod du;
+pub(crate) mod hash;
 pub(crate) mod ls;
 pub(crate) mod mb;
 mod outcome;

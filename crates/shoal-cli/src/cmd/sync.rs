@@ -171,18 +171,18 @@ fn sync_options(a: &SyncArgs, src: &Location) -> SyncOptions {
 
 /// How either side of a sync is listed: by the same rules, so an excluded
 /// name is neither copied nor, on the destination, deleted.
-struct Sides<'a> {
-    store_for: &'a StoreFor,
-    filter: &'a Option<Arc<shoal_list::Filter>>,
-    projection: Projection,
-    quiet: bool,
+pub(crate) struct Sides<'a> {
+    pub(crate) store_for: &'a StoreFor,
+    pub(crate) filter: &'a Option<Arc<shoal_list::Filter>>,
+    pub(crate) projection: Projection,
+    pub(crate) quiet: bool,
 }
 
 impl Sides<'_> {
     /// One side's entries in key order, relative to the sync's root: a
     /// listing file, a report fetched from a bucket, a local walk, or a
     /// bucket's sorted listing.
-    fn side(
+    pub(crate) fn side(
         &self,
         l: &Location,
         listing: &Option<String>,
