@@ -29,6 +29,7 @@ mod overlap;
 mod preconditions;
 mod random_plans;
 mod resume;
+mod round_trips;
 mod s3_servers;
 mod secrets;
 mod server_side;

@@ -3,13 +3,11 @@
 //! (S3) keep it, a download gives the file that time (else the object's
 //! own), and `sync` up then down, or down then up, plans no copy.
 
-mod common;
-
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use common::*;
+use crate::common::*;
 
 /// 2020-01-01T00:00:00Z, as `touch -d 2020-01-01` (in UTC) sets it.
 const Y2020: u64 = 1_577_836_800;
