@@ -236,6 +236,10 @@ impl Error {
     pub fn message(&self) -> &str {
         &self.message
     }
+    /// What to try, when known.
+    pub fn hint(&self) -> Option<&str> {
+        self.hint.as_deref()
+    }
     /// Whether a retry may succeed.
     pub fn is_retryable(&self) -> bool {
         self.kind.is_retryable() && !self.permanent

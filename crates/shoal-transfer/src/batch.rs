@@ -26,7 +26,11 @@
 //! object is.
 //!
 //! A failing file is recorded with its URL and the batch goes on; the
-//! caller prints the failures at the end and exits 1.
+//! caller prints the failures at the end and exits 1. Failures of one
+//! cause (every file of a tree refused by one read-only folder, or by
+//! missing credentials) are also gathered as one [`Cause`] with a count and
+//! the first few files, so a front end can say it once instead of once
+//! per file.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -97,7 +101,9 @@ pub struct BatchCounters {
     pub bytes: AtomicU64,
     /// Told of every action's outcome as it finishes (`--json` prints a
     /// line for each): the action and the bytes it moved, or the error
-    /// (a skip or a failure, see [`is_skip`]).
+    /// (a skip or a failure, see [`is_skip`]) with the action that ended
+    /// so (None for an item the plan itself could not make, such as a
+    /// listing that failed).
     pub on_outcome: Option<OnOutcome>,
 }
 
@@ -107,7 +113,8 @@ pub type Outcome = Result<(Action, u64)>;
 
 /// See [`BatchCounters::on_outcome`].
 #[derive(Clone)]
-pub struct OnOutcome(pub Arc<dyn Fn(&Outcome) + Send + Sync>);
+#[allow(clippy::type_complexity)]
+pub struct OnOutcome(pub Arc<dyn Fn(&Outcome, Option<&Action>) + Send + Sync>);
 
 impl std::fmt::Debug for OnOutcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -137,10 +144,58 @@ pub struct BatchReport {
     /// Of `skipped`, those nobody asked to skip: the batch did not do all
     /// it was asked.
     pub skipped_unasked: u64,
+    /// The failures by cause, in the order each cause first failed: the
+    /// same operation, message and hint for many files is one entry (see
+    /// [`Cause`]). A source a move kept (`--no-clobber`) is among them.
+    /// At most [`LISTED_FAILURES`] causes; failures of causes past that
+    /// are counted in `causes_left_off`.
+    pub causes: Vec<Cause>,
+    /// Failures whose cause was past the first [`LISTED_FAILURES`].
+    pub causes_left_off: u64,
+    /// Where each cause of `causes` is, by its key.
+    cause_index: std::collections::HashMap<(String, String, Option<String>), usize>,
+}
+
+/// Failures of one cause: the operation, what went wrong and what to try
+/// are the same, only the files differ (a read-only folder, credentials
+/// refused, a bucket that is not there).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    /// The first failure of this cause, as one line with its URL.
+    pub first: String,
+    /// How many failed of it.
+    pub count: u64,
+    /// The first [`NAMED_PER_CAUSE`] of them: each failed action's source
+    /// (or the error's URL where no action is known).
+    pub named: Vec<String>,
+}
+
+impl Cause {
+    /// One line for the cause: its one failure as it is, or
+    /// `30 files failed: write /ro/a: permission denied (s3://b/a, s3://b/b,
+    /// s3://b/c and 27 more)`.
+    pub fn line(&self) -> String {
+        if self.count == 1 {
+            return self.first.clone();
+        }
+        let mut names = self.named.join(", ");
+        let more = self.count.saturating_sub(self.named.len() as u64);
+        if more > 0 {
+            names.push_str(&format!(" and {more} more"));
+        }
+        format!(
+            "{} failed: {} ({names})",
+            plural(self.count, "file"),
+            self.first
+        )
+    }
 }
 
 /// How many failure lines a [`BatchReport`] keeps.
 pub const LISTED_FAILURES: usize = 10_000;
+
+/// How many files a [`Cause`] names.
+pub const NAMED_PER_CAUSE: usize = 3;
 
 /// Gives `run` the budgets a batch shares (see the module docs), where the
 /// caller has not set them, and returns how many actions to keep in
@@ -346,7 +401,7 @@ async fn run_deletes(
             let r: Outcome = r.map(|dst| (Action::Delete { dst, version: None }, 0));
             counters.count(&r);
             if let Some(f) = &on_outcome {
-                (f.0)(&r);
+                (f.0)(&r, None);
             }
             report.add(r, false);
         }
@@ -390,45 +445,49 @@ async fn run_phase(
         .map(|a| {
             let (store_for, run, counters) = (store_for.clone(), run.clone(), counters.clone());
             async move {
-                let outcome = match a {
+                let (outcome, failed) = match a {
                     Ok(action) => outcome_of(action, &store_for, &run, &policy, moving).await,
-                    Err(e) => Err(e),
+                    Err(e) => (Err(e), None),
                 };
                 counters.count(&outcome);
-                outcome
+                (outcome, failed)
             }
         })
         .buffer_unordered(slots * 2);
     let on_outcome = counters.on_outcome.clone();
-    while let Some(r) = results.next().await {
+    while let Some((r, failed)) = results.next().await {
         if let Some(f) = &on_outcome {
-            (f.0)(&r);
+            (f.0)(&r, failed.as_ref());
         }
-        report.add(r, moving);
+        report.add_of(r, moving, failed.as_ref());
     }
 }
 
 /// One action executed (as a move's copy when `moving`), a `--no-clobber`
-/// refusal turned into the skip it is.
+/// refusal turned into the skip it is; with the action again when it
+/// did not succeed.
 async fn outcome_of(
     action: Action,
     store_for: &StoreFor,
     run: &Run,
     policy: &RetryPolicy,
     moving: bool,
-) -> Outcome {
+) -> (Outcome, Option<Action>) {
     let done = if moving {
         execute_move(&action, store_for, run, policy).await
     } else {
         execute(&action, store_for, run, policy).await
     };
     match done {
-        Ok(b) => Ok((action, b)),
-        Err(e) => Err(match &action {
-            Action::Copy { dst, .. } if moving => move_refused(e, run, dst),
-            Action::Copy { dst, .. } => clobber_refused(e, run, dst),
-            Action::Delete { .. } => e,
-        }),
+        Ok(b) => (Ok((action, b)), None),
+        Err(e) => {
+            let e = match &action {
+                Action::Copy { dst, .. } if moving => move_refused(e, run, dst),
+                Action::Copy { dst, .. } => clobber_refused(e, run, dst),
+                Action::Delete { .. } => e,
+            };
+            (Err(e), Some(action))
+        }
     }
 }
 
@@ -451,6 +510,12 @@ impl BatchCounters {
 impl BatchReport {
     /// Adds a finished action to the report.
     fn add(&mut self, outcome: Outcome, moving: bool) {
+        self.add_of(outcome, moving, None);
+    }
+
+    /// Adds a finished action to the report, `failed` the action when it
+    /// did not succeed (it names the file in its [`Cause`]).
+    fn add_of(&mut self, outcome: Outcome, moving: bool, failed: Option<&Action>) {
         match outcome {
             Ok((Action::Copy { .. }, bytes)) => {
                 self.copied += 1;
@@ -464,8 +529,11 @@ impl BatchReport {
                     self.skipped_unasked += 1;
                     // A source a move kept is named with the failures (a
                     // skip the listing made was named as it passed).
-                    if moving && self.failures.len() < LISTED_FAILURES {
-                        self.failures.push(e.to_string());
+                    if moving {
+                        if self.failures.len() < LISTED_FAILURES {
+                            self.failures.push(e.to_string());
+                        }
+                        self.add_cause(&e, failed);
                     }
                 }
             }
@@ -474,7 +542,41 @@ impl BatchReport {
                 if self.failures.len() < LISTED_FAILURES {
                     self.failures.push(e.to_string());
                 }
+                self.add_cause(&e, failed);
             }
+        }
+    }
+
+    /// Counts a failure under its cause (see [`Cause`]).
+    fn add_cause(&mut self, e: &Error, failed: Option<&Action>) {
+        let key = (
+            e.op().to_string(),
+            e.message().to_owned(),
+            e.hint().map(str::to_owned),
+        );
+        let name = match failed {
+            Some(Action::Copy { src, .. }) => src.to_string(),
+            Some(Action::Delete { dst, .. }) => dst.to_string(),
+            None => e.url().to_owned(),
+        };
+        let name = escape_controls(&name).into_owned();
+        if let Some(&i) = self.cause_index.get(&key) {
+            let c = &mut self.causes[i];
+            c.count += 1;
+            if c.named.len() < NAMED_PER_CAUSE {
+                c.named.push(name);
+            }
+            return;
+        }
+        if self.causes.len() < LISTED_FAILURES {
+            self.cause_index.insert(key, self.causes.len());
+            self.causes.push(Cause {
+                first: e.to_string(),
+                count: 1,
+                named: vec![name],
+            });
+        } else {
+            self.causes_left_off += 1;
         }
     }
 }
