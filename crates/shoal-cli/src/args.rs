@@ -21,8 +21,10 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
-/// Flags every verb takes.
+/// Flags every verb takes: under their own heading in every verb's help,
+/// so `cp --help` shows cp's own options first, apart from them.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
 pub(crate) struct Global {
     /// Endpoint for gs:// and s3:// URLs (e.g. http://127.0.0.1:9000); the
     /// scheme-specific flags below win over it.

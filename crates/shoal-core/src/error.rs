@@ -275,6 +275,9 @@ fn io_message(err: &std::io::Error) -> String {
         K::ReadOnlyFilesystem => "read-only file system".into(),
         K::IsADirectory => "is a directory".into(),
         K::NotADirectory => "a parent is not a directory".into(),
+        K::FileTooLarge => {
+            "file too large (past the file size limit, `ulimit -f`, or the file system's)".into()
+        }
         _ => {
             // std's Display adds " (os error N)"; keep it, it helps searches.
             err.to_string()
