@@ -99,6 +99,17 @@ pub struct BatchCounters {
     pub failed: AtomicU64,
     /// Bytes copied by finished actions.
     pub bytes: AtomicU64,
+    /// Items the plan has given so far (actions, and the skips and
+    /// failures it made itself): what `done` counts toward.
+    pub planned: AtomicU64,
+    /// Bytes of the copies planned so far whose size the plan knew (a
+    /// listing's); see `sizeless`.
+    pub planned_bytes: AtomicU64,
+    /// Copies planned without a size (a run file's, a HEAD to come).
+    pub sizeless: AtomicU64,
+    /// The plan has ended: `planned` and `planned_bytes` are the totals
+    /// (until then, what was listed so far).
+    pub listed: std::sync::atomic::AtomicBool,
     /// Told of every action's outcome as it finishes (`--json` prints a
     /// line for each): the action and the bytes it moved, or the error
     /// (a skip or a failure, see [`is_skip`]) with the action that ended
@@ -119,6 +130,43 @@ pub struct OnOutcome(pub Arc<dyn Fn(&Outcome, Option<&Action>) + Send + Sync>);
 impl std::fmt::Debug for OnOutcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("OnOutcome")
+    }
+}
+
+/// The counters of a batch at one moment, for a display.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Items finished.
+    pub done: u64,
+    /// Items failed.
+    pub failed: u64,
+    /// Items the plan gave so far.
+    pub planned: u64,
+    /// Bytes of the copies planned so far.
+    pub planned_bytes: u64,
+    /// Every copy planned so far had its size.
+    pub sized: bool,
+    /// The plan has ended: `planned` and `planned_bytes` are totals.
+    pub listed: bool,
+}
+
+impl Snapshot {
+    /// The total of files and of bytes, once both are known: the plan has
+    /// ended and every copy in it had a size.
+    pub fn totals(&self) -> Option<(u64, u64)> {
+        (self.listed && self.sized).then_some((self.planned, self.planned_bytes))
+    }
+
+    /// Time left at the rate so far: `moved` bytes in `elapsed`, toward
+    /// the planned total (None until the totals are known and something
+    /// has moved).
+    pub fn eta(&self, moved: u64, elapsed: std::time::Duration) -> Option<std::time::Duration> {
+        let (_, total) = self.totals()?;
+        if moved == 0 || elapsed.is_zero() {
+            return None;
+        }
+        let left = total.saturating_sub(moved);
+        Some(elapsed.mul_f64(left as f64 / moved as f64))
     }
 }
 
@@ -282,7 +330,7 @@ async fn run_with(
     mode: Mode,
 ) -> BatchReport {
     let slots = share_budgets(&mut run);
-    let mut actions = actions.peekable();
+    let mut actions = counted(actions, counters.clone()).peekable();
     let mut report = BatchReport::default();
     // Phase one: everything before the first delete (all of it unless
     // deletes are held).
@@ -352,6 +400,22 @@ async fn run_with(
     let phase = (&store_for, &run, policy, &counters, slots, mode.moving);
     run_phase(actions.boxed(), phase, &mut report).await;
     report
+}
+
+/// `actions` counted into `counters` as the plan gives them, and
+/// `listed` set when it ends (see [`BatchCounters::planned`]).
+fn counted(
+    actions: BoxStream<'static, Result<Action>>,
+    counters: Arc<BatchCounters>,
+) -> BoxStream<'static, Result<Action>> {
+    let end = counters.clone();
+    actions
+        .inspect(move |a| counters.plan(a))
+        .chain(futures::stream::poll_fn(move |_| {
+            end.listed.store(true, Ordering::Relaxed);
+            std::task::Poll::Ready(None)
+        }))
+        .boxed()
 }
 
 /// Runs a batch's remaining actions, all deletes of objects, through
@@ -492,6 +556,33 @@ async fn outcome_of(
 }
 
 impl BatchCounters {
+    /// Counts an item of the plan as it is given.
+    fn plan(&self, item: &Result<Action>) {
+        self.planned.fetch_add(1, Ordering::Relaxed);
+        match item {
+            Ok(Action::Copy { meta: Some(m), .. }) => {
+                self.planned_bytes.fetch_add(m.size, Ordering::Relaxed);
+            }
+            Ok(Action::Copy { meta: None, .. }) => {
+                self.sizeless.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+
+    /// What a display shows now: see [`Snapshot`].
+    pub fn snapshot(&self) -> Snapshot {
+        let listed = self.listed.load(Ordering::Relaxed);
+        Snapshot {
+            done: self.done.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            planned: self.planned.load(Ordering::Relaxed),
+            planned_bytes: self.planned_bytes.load(Ordering::Relaxed),
+            sized: self.sizeless.load(Ordering::Relaxed) == 0,
+            listed,
+        }
+    }
+
     /// Counts a finished action for the live display.
     fn count(&self, outcome: &Outcome) {
         self.done.fetch_add(1, Ordering::Relaxed);
@@ -854,4 +945,109 @@ fn clobber_refused(e: Error, run: &Run, dst: &Location) -> Error {
         );
     }
     e
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use shoal_core::memory::MemoryStore;
+    use shoal_core::{PutOptions, Store};
+
+    use super::*;
+    use crate::TransferOptions;
+
+    /// The counters a display reads: what the plan gave so far, and the
+    /// totals only once it has ended with a size for every copy; a
+    /// failure of the plan itself counts as an item done.
+    #[tokio::test]
+    async fn the_counters_know_the_totals_once_the_plan_has_ended() {
+        let s = Arc::new(MemoryStore::new());
+        s.create_bucket("b").await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut copies = Vec::new();
+        for i in 0..3usize {
+            let key = format!("f{i}");
+            let body = Bytes::from(vec![b'x'; 100 * (i + 1)]);
+            s.put("b", &key, body, &PutOptions::default())
+                .await
+                .unwrap();
+            let meta = s.head("b", &key).await.unwrap();
+            let dst = dir.path().join(&key);
+            copies.push(Action::Copy {
+                src: Location::parse(&format!("gs://b/{key}")).unwrap(),
+                meta: Some(meta),
+                dst: Location::parse(dst.to_str().unwrap()).unwrap(),
+            });
+        }
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let counters = Arc::new(BatchCounters::default());
+        let store = s.clone();
+        let store_for: StoreFor = Arc::new(move |_: &Location| Ok(store.clone() as Arc<dyn Store>));
+        let batch = tokio::spawn(run(
+            rx.boxed(),
+            store_for,
+            Run::new(TransferOptions::default()),
+            RetryPolicy::default(),
+            counters.clone(),
+        ));
+        let mut copies = copies.into_iter();
+        for a in copies.by_ref().take(2) {
+            tx.unbounded_send(Ok(a)).unwrap();
+        }
+        while counters.done.load(Ordering::Relaxed) < 2 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let now = counters.snapshot();
+        assert_eq!((now.planned, now.planned_bytes), (2, 300));
+        assert!(!now.listed && now.totals().is_none(), "{now:?}");
+        assert_eq!(now.eta(300, Duration::from_secs(1)), None);
+
+        tx.unbounded_send(Ok(copies.next().unwrap())).unwrap();
+        tx.unbounded_send(Err(Error::invalid(Op::List, "gs://b/x", "refused")))
+            .unwrap();
+        drop(tx);
+        let report = batch.await.unwrap();
+        assert_eq!((report.copied, report.failed), (3, 1));
+        let end = counters.snapshot();
+        assert_eq!(end.totals(), Some((4, 600)));
+        assert_eq!((end.done, end.failed), (4, 1));
+
+        // A copy planned without a size: the byte total is not known.
+        let counters = BatchCounters::default();
+        counters.plan(&Ok(Action::Copy {
+            src: Location::parse("gs://b/f0").unwrap(),
+            meta: None,
+            dst: Location::parse("/tmp/x").unwrap(),
+        }));
+        counters.listed.store(true, Ordering::Relaxed);
+        assert_eq!(counters.snapshot().totals(), None);
+    }
+
+    #[test]
+    fn the_eta_is_what_is_left_at_the_rate_so_far() {
+        let snap = Snapshot {
+            done: 1,
+            failed: 0,
+            planned: 4,
+            planned_bytes: 400,
+            sized: true,
+            listed: true,
+        };
+        let two = Duration::from_secs(2);
+        assert_eq!(snap.eta(100, two), Some(Duration::from_secs(6)));
+        assert_eq!(snap.eta(400, two), Some(Duration::ZERO));
+        assert_eq!(snap.eta(0, two), None, "no rate yet");
+        let listing = Snapshot {
+            listed: false,
+            ..snap
+        };
+        assert_eq!(listing.eta(100, two), None);
+        let sizeless = Snapshot {
+            sized: false,
+            ..snap
+        };
+        assert_eq!(sizeless.eta(100, two), None);
+    }
 }
