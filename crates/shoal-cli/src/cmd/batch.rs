@@ -46,15 +46,8 @@ pub(crate) async fn run_and_report(
         let (b, c, by) = (bar.clone(), counters.clone(), bytes.clone());
         let task = tokio::spawn(async move {
             loop {
-                let secs = started.elapsed().as_secs_f64().max(1e-3);
                 let moved = by.load(Ordering::Relaxed);
-                b.set_message(format!(
-                    "{} files done, {} failed, {} ({:.1} MiB/s)",
-                    c.done.load(Ordering::Relaxed),
-                    c.failed.load(Ordering::Relaxed),
-                    human_bytes(moved),
-                    moved as f64 / secs / (1 << 20) as f64
-                ));
+                b.set_message(ticker_line(&c.snapshot(), moved, started.elapsed()));
                 b.tick();
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -72,6 +65,37 @@ pub(crate) async fn run_and_report(
         return Err(Failure::Failed(format!("{what}: matched no objects")));
     }
     finish(ctx, &report, started.elapsed(), verb)
+}
+
+/// What the ticker of a batch says: done of the total once the plan has
+/// ended (`12/340 files, 1.20 MiB/40.00 MiB (2.00 MiB/s), eta 18 s`), done
+/// of what is listed so far until then, and failures when there are some.
+fn ticker_line(now: &shoal_transfer::batch::Snapshot, moved: u64, elapsed: Duration) -> String {
+    let rate = progress::rate(moved, elapsed);
+    let mut line = match now.totals() {
+        Some((files, bytes)) => {
+            let mut l = format!(
+                "{}/{files} files, {}/{} ({rate}/s)",
+                now.done,
+                human_bytes(moved.min(bytes)),
+                human_bytes(bytes)
+            );
+            if let Some(eta) = now.eta(moved, elapsed) {
+                l.push_str(&format!(", eta {}", progress::eta(eta)));
+            }
+            l
+        }
+        None => format!(
+            "{} of {} files listed so far, {} ({rate}/s)",
+            now.done,
+            now.planned,
+            human_bytes(moved)
+        ),
+    };
+    if now.failed > 0 {
+        line.push_str(&format!(", {} failed", now.failed));
+    }
+    line
 }
 
 /// One action's outcome as a `--json` line: what was copied or deleted,
@@ -282,14 +306,42 @@ mod tests {
     use super::*;
 
     fn report(copied: u64, bytes: u64, deleted: u64, failed: usize) -> BatchReport {
-        BatchReport {
-            copied,
-            deleted,
-            bytes,
-            failed: failed as u64,
-            failures: vec!["x".into(); failed],
-            ..BatchReport::default()
-        }
+        let mut r = BatchReport::default();
+        (r.copied, r.deleted, r.bytes) = (copied, deleted, bytes);
+        r.failed = failed as u64;
+        r.failures = vec!["x".into(); failed];
+        r
+    }
+
+    #[test]
+    fn the_ticker_gives_totals_and_an_eta_once_the_listing_is_known() {
+        use shoal_transfer::batch::Snapshot;
+        let listing = Snapshot {
+            done: 12,
+            failed: 0,
+            planned: 40,
+            planned_bytes: 40 << 20,
+            sized: true,
+            listed: false,
+        };
+        let two = Duration::from_secs(2);
+        assert_eq!(
+            ticker_line(&listing, 4 << 20, two),
+            "12 of 40 files listed so far, 4.00 MiB (2.00 MiB/s)"
+        );
+        let known = Snapshot {
+            listed: true,
+            failed: 3,
+            ..listing
+        };
+        assert_eq!(
+            ticker_line(&known, 4 << 20, two),
+            "12/40 files, 4.00 MiB/40.00 MiB (2.00 MiB/s), eta 18 s, 3 failed"
+        );
+        assert_eq!(
+            ticker_line(&known, 0, two),
+            "12/40 files, 0 B/40.00 MiB (0 B/s), 3 failed"
+        );
     }
 
     #[test]
