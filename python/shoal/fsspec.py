@@ -9,7 +9,22 @@ pyarrow, xarray…), opt in::
 
     import shoal.fsspec
     shoal.fsspec.register(override=True)
-    pandas.read_parquet("gs://bucket/table.parquet")
+    pandas.read_csv("gs://bucket/table.csv")
+
+What pandas does with a ``gs://`` or ``s3://`` URL after that: ``read_csv``,
+``read_json`` and the other readers built on fsspec take the registered
+filesystem, so shoal. ``read_parquet`` and ``to_parquet`` (pyarrow engine)
+do not when ``storage_options`` is None, the default: pandas first asks
+pyarrow for a filesystem of its own for the URL (``pyarrow.fs.
+FileSystem.from_uri``), and gets pyarrow's GCS or S3 client, which knows
+nothing of shoal's endpoint, credentials or retries (against an emulator it
+may wait for metadata servers for many minutes). Any ``storage_options``,
+even ``{}``, sends pandas to fsspec, hence to shoal; ``filesystem=`` does
+too. :mod:`shoal.pandas` needs neither::
+
+    import shoal.pandas
+    df = shoal.pandas.read_parquet("gs://bucket/table.parquet")
+    shoal.pandas.to_parquet(df, "s3://bucket/copy.parquet")
 
 Object stores have no directories: a "directory" is a key prefix ending in
 ``/``; ``mkdir`` creates buckets only, and an empty directory cannot exist.
@@ -263,6 +278,24 @@ class ShoalFileSystem(AsyncFileSystem):
                 out.append(info)
         out.sort(key=lambda i: i["name"])
         return out
+
+    async def _glob(self, path: str, maxdepth: int | None = None, **kwargs: Any) -> Any:
+        """fsspec's glob, and the patterns it refuses that the CLI and
+        :func:`shoal.glob` take: ``**`` inside a level (``b/**.css``: every
+        ``.css`` at any depth below ``b/``), expanded by shoal's lister (one
+        listing of the literal prefix, matched in Rust). Objects only, as
+        ``shoal.glob`` gives them; nothing matched is ``[]``."""
+        stripped = self._strip_protocol(path)
+        if maxdepth is not None or not any("**" in part and part != "**" for part in stripped.split("/")):
+            return await super()._glob(path, maxdepth=maxdepth, **kwargs)
+        try:
+            objs = await _shoal.expand_async(self.session, self._url(stripped), False)
+        except FileNotFoundError:
+            objs = []
+        infos = [self._keep(self._file_info(o)) for o in objs if not o.key.endswith("/")]
+        if kwargs.get("detail", False):
+            return {i["name"]: i for i in infos}
+        return [i["name"] for i in infos]
 
     async def _find(self, path: str, maxdepth: int | None = None, withdirs: bool = False, detail: bool = False, **kwargs: Any) -> Any:
         path = self._strip_protocol(path)
@@ -921,7 +954,13 @@ class ShoalS3FileSystem(ShoalFileSystem):
 def register(override: bool = False) -> None:
     """Registers ``shoal://``; with ``override=True`` also ``gs://``,
     ``gcs://``, ``s3://`` and ``s3a://`` (replacing gcsfs/s3fs for this
-    process)."""
+    process).
+
+    pandas' fsspec readers (``read_csv``, ``read_json``…) then read
+    ``gs://``/``s3://`` through shoal; ``read_parquet``/``to_parquet``
+    without ``storage_options`` still use pyarrow's own GCS/S3 filesystem
+    (see the module docs): use :mod:`shoal.pandas`, or pass
+    ``storage_options={}``."""
     fsspec.register_implementation("shoal", ShoalFileSystem, clobber=True)
     if override:
         for p in ShoalGCSFileSystem.protocol:

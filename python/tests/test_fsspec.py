@@ -164,3 +164,54 @@ def test_find_iter_streams_what_find_returns(bucket):
     assert detail == fs.find(f"{root}/c", detail=True)
     assert list(fs.find_iter(f"{root}/b")) == fs.find(f"{root}/b") == [fs._strip_protocol(f"{root}/b")]
     assert list(fs.find_iter(f"{root}/nothing")) == fs.find(f"{root}/nothing") == []
+
+
+def test_glob_takes_the_patterns_the_cli_takes(bucket):
+    """``**`` inside a level (``**.css``) is every match at any depth, as
+    the CLI and ``shoal.glob`` read it; fsspec alone refuses it."""
+    fs = fsspec.filesystem("shoal")
+    root = path_of(bucket)
+    for k in ("top.css", "a/x.css", "a/b/y.css", "a/b/z.txt", "b.css.txt"):
+        fs.pipe(f"{root}/site/{k}", b"x")
+    want = [f"{root[len('shoal://'):]}/site/{k}" for k in ("a/b/y.css", "a/x.css", "top.css")]
+    assert sorted(fs.glob(f"{root}/site/**.css")) == want
+    assert sorted(o.url for o in shoal.glob(f"{bucket}/site/**.css")) == [f"{bucket}/site/{k}" for k in ("a/b/y.css", "a/x.css", "top.css")]
+    detail = fs.glob(f"{root}/site/a/**.css", detail=True)
+    assert sorted(detail) == want[:2] and all(i["type"] == "file" and i["size"] == 1 for i in detail.values())
+    assert fs.glob(f"{root}/site/**.nothing") == []
+    # What fsspec itself takes is unchanged: ** as a whole level.
+    assert set(want[:2]) <= set(fs.glob(f"{root}/site/**/*.css"))
+
+
+def test_shoal_pandas_reads_and_writes_without_storage_options(bucket, monkeypatch):
+    """``shoal.pandas`` sends gs:// and s3:// through shoal with no
+    ``storage_options``: pandas never asks pyarrow for a filesystem of its
+    own (which it does for ``read_parquet`` when they are None)."""
+    import pandas.io.parquet
+
+    import shoal.pandas
+
+    real = pandas.io.parquet._get_path_or_handle
+
+    def only_shoal(path, fs, *a, **k):
+        # Where pandas chooses: no filesystem and no storage_options is
+        # pyarrow's own (FileSystem.from_uri), never called here.
+        if fs is None:
+            raise AssertionError(f"pyarrow's own filesystem asked for {path}")
+        assert isinstance(fs, shoal.fsspec.ShoalFileSystem), fs
+        return real(path, fs, *a, **k)
+
+    monkeypatch.setattr(pandas.io.parquet, "_get_path_or_handle", only_shoal)
+    df = pd.DataFrame({"a": range(500), "b": [f"v{i}" for i in range(500)]})
+    shoal.pandas.to_parquet(df, f"{bucket}/t.parquet")
+    pd.testing.assert_frame_equal(shoal.pandas.read_parquet(f"{bucket}/t.parquet"), df)
+    pd.testing.assert_frame_equal(shoal.pandas.read_parquet(f"{path_of(bucket)}/t.parquet", columns=["b"]), df[["b"]])
+    shoal.pandas.to_csv(df, f"{bucket}/t.csv.gz", index=False)
+    assert shoal.cat(f"{bucket}/t.csv.gz")[:2] == b"\x1f\x8b"
+    pd.testing.assert_frame_equal(shoal.pandas.read_csv(f"{bucket}/t.csv.gz"), df)
+    # The same call without the helper is what asks pyarrow.
+    with pytest.raises(AssertionError, match="pyarrow's own filesystem"):
+        pd.read_parquet(f"{bucket}/t.parquet")
+    fs, p = shoal.pandas.filesystem(f"{bucket}/t.parquet")
+    assert isinstance(fs, shoal.fsspec.ShoalFileSystem) and p == f"{bucket.partition('://')[2]}/t.parquet"
+    assert shoal.pandas.filesystem("local/t.parquet") == (None, "local/t.parquet")

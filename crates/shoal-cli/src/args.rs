@@ -21,8 +21,10 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
-/// Flags every verb takes.
+/// Flags every verb takes: under their own heading in every verb's help,
+/// so `cp --help` shows cp's own options first, apart from them.
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Global options")]
 pub(crate) struct Global {
     /// Endpoint for gs:// and s3:// URLs (e.g. http://127.0.0.1:9000); the
     /// scheme-specific flags below win over it.
@@ -200,7 +202,7 @@ impl Command {
 
 /// Rate limits for the whole command (`shoal_transfer::rate`), and how
 /// its copies move.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub(crate) struct LimitFlags {
     /// Stream copies within one store (both gs://, or both s3:// on one
     /// endpoint) through this machine instead of having the server copy
@@ -513,13 +515,20 @@ fn parse_project(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub(crate) struct CpArgs {
-    /// Source: URL, local path, or `-` for stdin.
-    pub(crate) src: String,
+    /// Source: URL, local path, or `-` for stdin. Several sources (`cp
+    /// a.csv b.csv s3://b/x/`, as gcloud) each go into the destination,
+    /// which must then be a folder: ending in `/`, a bucket, or an existing
+    /// local folder.
+    #[arg(required = true, num_args = 1.., value_name = "SRC")]
+    pub(crate) sources: Vec<String>,
     /// Destination: URL, local path, or `-` for stdout. A destination ending
     /// in `/` or naming an existing folder receives the source's base name.
     pub(crate) dst: String,
+    /// The one source this copy reads (`sources` one at a time).
+    #[arg(skip)]
+    pub(crate) src: String,
     /// Copy folders and prefixes with everything below them.
     #[arg(short = 'r', long)]
     pub(crate) recursive: bool,
@@ -571,7 +580,7 @@ pub(crate) struct CpArgs {
 /// `--if-generation-match` / `--if-match`: a write or delete of one object
 /// that happens only if the object is at the version the user read, as a
 /// precondition of the request itself (never a stat first).
-#[derive(Debug, Args, Default)]
+#[derive(Debug, Args, Clone, Default)]
 pub(crate) struct MatchFlags {
     /// Only if the gs:// object is at this generation (0: only if it does not exist), checked by the server (gcloud's flag). One object.
     #[arg(long, value_name = "GENERATION", conflicts_with = "if_match")]
@@ -638,7 +647,7 @@ impl MatchFlags {
 /// `--include` / `--exclude` (see `shoal_list::filter`): rules tried in
 /// the order given, the first that matches decides; when any `--include`
 /// is given, a name no rule matches is left out, otherwise it is kept.
-#[derive(Debug, Args, Default)]
+#[derive(Debug, Args, Clone, Default)]
 pub(crate) struct FilterFlags {
     /// Act on names matching GLOB (repeatable; rules are tried in the order given, first match wins; with any --include, names no rule matches are left out). Names are relative to the command's root: no `/` matches the last level at any depth (`*.csv`), a trailing `/` a folder and all below it (`logs/`), a leading or middle `/` anchors at the root (`/x.txt`, `a/*.txt`); `*`, `?`, `[..]` within a level, `**` across levels (docs/filters.md).
     #[arg(long, value_name = "GLOB")]
@@ -739,7 +748,7 @@ impl Command {
 /// What every object written stores beside its bytes. Unset, a file's
 /// Content-Type is guessed from its name and a cloud-to-cloud copy keeps
 /// the source's type, cache control, disposition and metadata.
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub(crate) struct MetadataFlags {
     /// Content-Type of every object written (default: from the file name, index.html → text/html, else application/octet-stream; a cloud copy keeps the source's).
     #[arg(long, value_name = "TYPE", value_parser = parse_header_value)]
@@ -810,7 +819,7 @@ fn parse_metadata(s: &str) -> Result<(String, String), String> {
 /// What a walk of a local folder does with symbolic links. Without either
 /// flag a link is not followed and is reported: counted, named, and the
 /// run exits 1 (a `sync --delete` deletes nothing).
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub(crate) struct LinkFlags {
     /// Follow symbolic links in local folders: copy the file a link points to, walk the folder it points to (a link back into a folder above it is a loop, reported).
     #[arg(short = 'L', long, conflicts_with = "skip_symlinks")]

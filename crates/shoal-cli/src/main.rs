@@ -42,6 +42,7 @@ use crate::failure::{CmdResult, exit_code};
 
 fn main() -> ExitCode {
     install_panic_hook();
+    ignore_file_size_signal();
     let cli = match parse_args() {
         Ok(c) => c,
         Err(code) => return code,
@@ -97,6 +98,19 @@ fn install_panic_hook() {
             shoal_core::error::one_line(&msg, 200)
         );
     }));
+}
+
+/// A write past the file size limit (`ulimit -f`) sends SIGXFSZ, whose
+/// default action kills the process on the spot (exit 153, no message),
+/// leaving the working files of every transfer in flight. Ignored, that
+/// write fails with EFBIG instead: the transfer ends as any failed write
+/// does, its working file removed, with "file too large" on its line.
+fn ignore_file_size_signal() {
+    // SAFETY: sets the disposition of one signal to "ignore", before any
+    // other thread exists; no handler runs.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
 }
 
 /// The command line, or how to exit: help and version printed (0), a

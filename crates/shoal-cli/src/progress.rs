@@ -28,16 +28,27 @@ impl Progress {
                 Some(t) => ProgressBar::new(t),
                 None => ProgressBar::new_spinner(),
             };
+            // The ETA is ours, from the average rate since the start:
+            // indicatif's follows the last steps, and an upload counts a
+            // whole part at a time (`eta 0s` just after one lands).
             bar.set_style(
                 ProgressStyle::with_template(
-                    "{bar:30} {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta}",
+                    "{bar:30} {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} {msg}",
                 )
                 .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
             let (b, c) = (bar.clone(), counter.clone());
+            let started = Instant::now();
             let ticker = tokio::spawn(async move {
                 loop {
-                    b.set_position(c.load(Ordering::Relaxed));
+                    let pos = c.load(Ordering::Relaxed);
+                    b.set_position(pos);
+                    if let Some(t) = total {
+                        b.set_message(match time_left(pos, t, started.elapsed()) {
+                            Some(d) => format!("eta {}", eta(d)),
+                            None => String::new(),
+                        });
+                    }
                     tokio::time::sleep(Duration::from_millis(100)).await;
                 }
             });
@@ -75,6 +86,25 @@ impl Progress {
     }
 }
 
+/// Time left to move `total` bytes at the average rate of the `done` in
+/// `elapsed` (None before anything moved).
+pub(crate) fn time_left(done: u64, total: u64, elapsed: Duration) -> Option<Duration> {
+    if done == 0 || elapsed.is_zero() {
+        return None;
+    }
+    Some(elapsed.mul_f64(total.saturating_sub(done) as f64 / done as f64))
+}
+
+/// A time left, to the second: "18 s", "2m 05s", "1h 03m".
+pub(crate) fn eta(d: Duration) -> String {
+    let s = d.as_secs_f64().round() as u64;
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{}m {:02}s", s / 60, s % 60),
+        _ => format!("{}h {:02}m", s / 3600, s % 3600 / 60),
+    }
+}
+
 /// "256.00 MiB in 0.42 s, effective bandwidth 609.52 MiB/s"; a copy that
 /// took under 0.1 s is timed in ms and its rate given in the unit that
 /// shows it ("3 B in 2 ms, effective bandwidth 1.46 KiB/s"), not as zeros.
@@ -107,6 +137,17 @@ pub(crate) fn rate(bytes: u64, elapsed: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn time_left_is_the_rest_at_the_average_rate() {
+        let ten = Duration::from_secs(10);
+        assert_eq!(time_left(0, 100, ten), None);
+        assert_eq!(time_left(25, 100, ten), Some(Duration::from_secs(30)));
+        assert_eq!(time_left(100, 100, ten), Some(Duration::ZERO));
+        assert_eq!(eta(Duration::from_millis(17_600)), "18 s");
+        assert_eq!(eta(Duration::from_secs(125)), "2m 05s");
+        assert_eq!(eta(Duration::from_secs(3780)), "1h 03m");
+    }
 
     #[test]
     fn summary_units_follow_the_size_of_the_copy() {

@@ -236,6 +236,10 @@ impl Error {
     pub fn message(&self) -> &str {
         &self.message
     }
+    /// What to try, when known.
+    pub fn hint(&self) -> Option<&str> {
+        self.hint.as_deref()
+    }
     /// Whether a retry may succeed.
     pub fn is_retryable(&self) -> bool {
         self.kind.is_retryable() && !self.permanent
@@ -271,6 +275,9 @@ fn io_message(err: &std::io::Error) -> String {
         K::ReadOnlyFilesystem => "read-only file system".into(),
         K::IsADirectory => "is a directory".into(),
         K::NotADirectory => "a parent is not a directory".into(),
+        K::FileTooLarge => {
+            "file too large (past the file size limit, `ulimit -f`, or the file system's)".into()
+        }
         _ => {
             // std's Display adds " (os error N)"; keep it, it helps searches.
             err.to_string()

@@ -26,7 +26,11 @@
 //! object is.
 //!
 //! A failing file is recorded with its URL and the batch goes on; the
-//! caller prints the failures at the end and exits 1.
+//! caller prints the failures at the end and exits 1. Failures of one
+//! cause (every file of a tree refused by one read-only folder, or by
+//! missing credentials) are also gathered as one [`Cause`] with a count and
+//! the first few files, so a front end can say it once instead of once
+//! per file.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -95,9 +99,22 @@ pub struct BatchCounters {
     pub failed: AtomicU64,
     /// Bytes copied by finished actions.
     pub bytes: AtomicU64,
+    /// Items the plan has given so far (actions, and the skips and
+    /// failures it made itself): what `done` counts toward.
+    pub planned: AtomicU64,
+    /// Bytes of the copies planned so far whose size the plan knew (a
+    /// listing's); see `sizeless`.
+    pub planned_bytes: AtomicU64,
+    /// Copies planned without a size (a run file's, a HEAD to come).
+    pub sizeless: AtomicU64,
+    /// The plan has ended: `planned` and `planned_bytes` are the totals
+    /// (until then, what was listed so far).
+    pub listed: std::sync::atomic::AtomicBool,
     /// Told of every action's outcome as it finishes (`--json` prints a
     /// line for each): the action and the bytes it moved, or the error
-    /// (a skip or a failure, see [`is_skip`]).
+    /// (a skip or a failure, see [`is_skip`]) with the action that ended
+    /// so (None for an item the plan itself could not make, such as a
+    /// listing that failed).
     pub on_outcome: Option<OnOutcome>,
 }
 
@@ -107,11 +124,49 @@ pub type Outcome = Result<(Action, u64)>;
 
 /// See [`BatchCounters::on_outcome`].
 #[derive(Clone)]
-pub struct OnOutcome(pub Arc<dyn Fn(&Outcome) + Send + Sync>);
+#[allow(clippy::type_complexity)]
+pub struct OnOutcome(pub Arc<dyn Fn(&Outcome, Option<&Action>) + Send + Sync>);
 
 impl std::fmt::Debug for OnOutcome {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("OnOutcome")
+    }
+}
+
+/// The counters of a batch at one moment, for a display.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Items finished.
+    pub done: u64,
+    /// Items failed.
+    pub failed: u64,
+    /// Items the plan gave so far.
+    pub planned: u64,
+    /// Bytes of the copies planned so far.
+    pub planned_bytes: u64,
+    /// Every copy planned so far had its size.
+    pub sized: bool,
+    /// The plan has ended: `planned` and `planned_bytes` are totals.
+    pub listed: bool,
+}
+
+impl Snapshot {
+    /// The total of files and of bytes, once both are known: the plan has
+    /// ended and every copy in it had a size.
+    pub fn totals(&self) -> Option<(u64, u64)> {
+        (self.listed && self.sized).then_some((self.planned, self.planned_bytes))
+    }
+
+    /// Time left at the rate so far: `moved` bytes in `elapsed`, toward
+    /// the planned total (None until the totals are known and something
+    /// has moved).
+    pub fn eta(&self, moved: u64, elapsed: std::time::Duration) -> Option<std::time::Duration> {
+        let (_, total) = self.totals()?;
+        if moved == 0 || elapsed.is_zero() {
+            return None;
+        }
+        let left = total.saturating_sub(moved);
+        Some(elapsed.mul_f64(left as f64 / moved as f64))
     }
 }
 
@@ -137,10 +192,58 @@ pub struct BatchReport {
     /// Of `skipped`, those nobody asked to skip: the batch did not do all
     /// it was asked.
     pub skipped_unasked: u64,
+    /// The failures by cause, in the order each cause first failed: the
+    /// same operation, message and hint for many files is one entry (see
+    /// [`Cause`]). A source a move kept (`--no-clobber`) is among them.
+    /// At most [`LISTED_FAILURES`] causes; failures of causes past that
+    /// are counted in `causes_left_off`.
+    pub causes: Vec<Cause>,
+    /// Failures whose cause was past the first [`LISTED_FAILURES`].
+    pub causes_left_off: u64,
+    /// Where each cause of `causes` is, by its key.
+    cause_index: std::collections::HashMap<(String, String, Option<String>), usize>,
+}
+
+/// Failures of one cause: the operation, what went wrong and what to try
+/// are the same, only the files differ (a read-only folder, credentials
+/// refused, a bucket that is not there).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    /// The first failure of this cause, as one line with its URL.
+    pub first: String,
+    /// How many failed of it.
+    pub count: u64,
+    /// The first [`NAMED_PER_CAUSE`] of them: each failed action's source
+    /// (or the error's URL where no action is known).
+    pub named: Vec<String>,
+}
+
+impl Cause {
+    /// One line for the cause: its one failure as it is, or
+    /// `30 files failed: write /ro/a: permission denied (s3://b/a, s3://b/b,
+    /// s3://b/c and 27 more)`.
+    pub fn line(&self) -> String {
+        if self.count == 1 {
+            return self.first.clone();
+        }
+        let mut names = self.named.join(", ");
+        let more = self.count.saturating_sub(self.named.len() as u64);
+        if more > 0 {
+            names.push_str(&format!(" and {more} more"));
+        }
+        format!(
+            "{} failed: {} ({names})",
+            plural(self.count, "file"),
+            self.first
+        )
+    }
 }
 
 /// How many failure lines a [`BatchReport`] keeps.
 pub const LISTED_FAILURES: usize = 10_000;
+
+/// How many files a [`Cause`] names.
+pub const NAMED_PER_CAUSE: usize = 3;
 
 /// Gives `run` the budgets a batch shares (see the module docs), where the
 /// caller has not set them, and returns how many actions to keep in
@@ -227,7 +330,7 @@ async fn run_with(
     mode: Mode,
 ) -> BatchReport {
     let slots = share_budgets(&mut run);
-    let mut actions = actions.peekable();
+    let mut actions = counted(actions, counters.clone()).peekable();
     let mut report = BatchReport::default();
     // Phase one: everything before the first delete (all of it unless
     // deletes are held).
@@ -299,6 +402,22 @@ async fn run_with(
     report
 }
 
+/// `actions` counted into `counters` as the plan gives them, and
+/// `listed` set when it ends (see [`BatchCounters::planned`]).
+fn counted(
+    actions: BoxStream<'static, Result<Action>>,
+    counters: Arc<BatchCounters>,
+) -> BoxStream<'static, Result<Action>> {
+    let end = counters.clone();
+    actions
+        .inspect(move |a| counters.plan(a))
+        .chain(futures::stream::poll_fn(move |_| {
+            end.listed.store(true, Ordering::Relaxed);
+            std::task::Poll::Ready(None)
+        }))
+        .boxed()
+}
+
 /// Runs a batch's remaining actions, all deletes of objects, through
 /// [`crate::delete::delete_all`]: batched where the store can, a key
 /// already gone counted as deleted. Anything else planned after them is
@@ -346,7 +465,7 @@ async fn run_deletes(
             let r: Outcome = r.map(|dst| (Action::Delete { dst, version: None }, 0));
             counters.count(&r);
             if let Some(f) = &on_outcome {
-                (f.0)(&r);
+                (f.0)(&r, None);
             }
             report.add(r, false);
         }
@@ -390,49 +509,80 @@ async fn run_phase(
         .map(|a| {
             let (store_for, run, counters) = (store_for.clone(), run.clone(), counters.clone());
             async move {
-                let outcome = match a {
+                let (outcome, failed) = match a {
                     Ok(action) => outcome_of(action, &store_for, &run, &policy, moving).await,
-                    Err(e) => Err(e),
+                    Err(e) => (Err(e), None),
                 };
                 counters.count(&outcome);
-                outcome
+                (outcome, failed)
             }
         })
         .buffer_unordered(slots * 2);
     let on_outcome = counters.on_outcome.clone();
-    while let Some(r) = results.next().await {
+    while let Some((r, failed)) = results.next().await {
         if let Some(f) = &on_outcome {
-            (f.0)(&r);
+            (f.0)(&r, failed.as_ref());
         }
-        report.add(r, moving);
+        report.add_of(r, moving, failed.as_ref());
     }
 }
 
 /// One action executed (as a move's copy when `moving`), a `--no-clobber`
-/// refusal turned into the skip it is.
+/// refusal turned into the skip it is; with the action again when it
+/// did not succeed.
 async fn outcome_of(
     action: Action,
     store_for: &StoreFor,
     run: &Run,
     policy: &RetryPolicy,
     moving: bool,
-) -> Outcome {
+) -> (Outcome, Option<Action>) {
     let done = if moving {
         execute_move(&action, store_for, run, policy).await
     } else {
         execute(&action, store_for, run, policy).await
     };
     match done {
-        Ok(b) => Ok((action, b)),
-        Err(e) => Err(match &action {
-            Action::Copy { dst, .. } if moving => move_refused(e, run, dst),
-            Action::Copy { dst, .. } => clobber_refused(e, run, dst),
-            Action::Delete { .. } => e,
-        }),
+        Ok(b) => (Ok((action, b)), None),
+        Err(e) => {
+            let e = match &action {
+                Action::Copy { dst, .. } if moving => move_refused(e, run, dst),
+                Action::Copy { dst, .. } => clobber_refused(e, run, dst),
+                Action::Delete { .. } => e,
+            };
+            (Err(e), Some(action))
+        }
     }
 }
 
 impl BatchCounters {
+    /// Counts an item of the plan as it is given.
+    fn plan(&self, item: &Result<Action>) {
+        self.planned.fetch_add(1, Ordering::Relaxed);
+        match item {
+            Ok(Action::Copy { meta: Some(m), .. }) => {
+                self.planned_bytes.fetch_add(m.size, Ordering::Relaxed);
+            }
+            Ok(Action::Copy { meta: None, .. }) => {
+                self.sizeless.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+
+    /// What a display shows now: see [`Snapshot`].
+    pub fn snapshot(&self) -> Snapshot {
+        let listed = self.listed.load(Ordering::Relaxed);
+        Snapshot {
+            done: self.done.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            planned: self.planned.load(Ordering::Relaxed),
+            planned_bytes: self.planned_bytes.load(Ordering::Relaxed),
+            sized: self.sizeless.load(Ordering::Relaxed) == 0,
+            listed,
+        }
+    }
+
     /// Counts a finished action for the live display.
     fn count(&self, outcome: &Outcome) {
         self.done.fetch_add(1, Ordering::Relaxed);
@@ -451,6 +601,12 @@ impl BatchCounters {
 impl BatchReport {
     /// Adds a finished action to the report.
     fn add(&mut self, outcome: Outcome, moving: bool) {
+        self.add_of(outcome, moving, None);
+    }
+
+    /// Adds a finished action to the report, `failed` the action when it
+    /// did not succeed (it names the file in its [`Cause`]).
+    fn add_of(&mut self, outcome: Outcome, moving: bool, failed: Option<&Action>) {
         match outcome {
             Ok((Action::Copy { .. }, bytes)) => {
                 self.copied += 1;
@@ -464,8 +620,11 @@ impl BatchReport {
                     self.skipped_unasked += 1;
                     // A source a move kept is named with the failures (a
                     // skip the listing made was named as it passed).
-                    if moving && self.failures.len() < LISTED_FAILURES {
-                        self.failures.push(e.to_string());
+                    if moving {
+                        if self.failures.len() < LISTED_FAILURES {
+                            self.failures.push(e.to_string());
+                        }
+                        self.add_cause(&e, failed);
                     }
                 }
             }
@@ -474,7 +633,41 @@ impl BatchReport {
                 if self.failures.len() < LISTED_FAILURES {
                     self.failures.push(e.to_string());
                 }
+                self.add_cause(&e, failed);
             }
+        }
+    }
+
+    /// Counts a failure under its cause (see [`Cause`]).
+    fn add_cause(&mut self, e: &Error, failed: Option<&Action>) {
+        let key = (
+            e.op().to_string(),
+            e.message().to_owned(),
+            e.hint().map(str::to_owned),
+        );
+        let name = match failed {
+            Some(Action::Copy { src, .. }) => src.to_string(),
+            Some(Action::Delete { dst, .. }) => dst.to_string(),
+            None => e.url().to_owned(),
+        };
+        let name = escape_controls(&name).into_owned();
+        if let Some(&i) = self.cause_index.get(&key) {
+            let c = &mut self.causes[i];
+            c.count += 1;
+            if c.named.len() < NAMED_PER_CAUSE {
+                c.named.push(name);
+            }
+            return;
+        }
+        if self.causes.len() < LISTED_FAILURES {
+            self.cause_index.insert(key, self.causes.len());
+            self.causes.push(Cause {
+                first: e.to_string(),
+                count: 1,
+                named: vec![name],
+            });
+        } else {
+            self.causes_left_off += 1;
         }
     }
 }
@@ -752,4 +945,109 @@ fn clobber_refused(e: Error, run: &Run, dst: &Location) -> Error {
         );
     }
     e
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use shoal_core::memory::MemoryStore;
+    use shoal_core::{PutOptions, Store};
+
+    use super::*;
+    use crate::TransferOptions;
+
+    /// The counters a display reads: what the plan gave so far, and the
+    /// totals only once it has ended with a size for every copy; a
+    /// failure of the plan itself counts as an item done.
+    #[tokio::test]
+    async fn the_counters_know_the_totals_once_the_plan_has_ended() {
+        let s = Arc::new(MemoryStore::new());
+        s.create_bucket("b").await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut copies = Vec::new();
+        for i in 0..3usize {
+            let key = format!("f{i}");
+            let body = Bytes::from(vec![b'x'; 100 * (i + 1)]);
+            s.put("b", &key, body, &PutOptions::default())
+                .await
+                .unwrap();
+            let meta = s.head("b", &key).await.unwrap();
+            let dst = dir.path().join(&key);
+            copies.push(Action::Copy {
+                src: Location::parse(&format!("gs://b/{key}")).unwrap(),
+                meta: Some(meta),
+                dst: Location::parse(dst.to_str().unwrap()).unwrap(),
+            });
+        }
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let counters = Arc::new(BatchCounters::default());
+        let store = s.clone();
+        let store_for: StoreFor = Arc::new(move |_: &Location| Ok(store.clone() as Arc<dyn Store>));
+        let batch = tokio::spawn(run(
+            rx.boxed(),
+            store_for,
+            Run::new(TransferOptions::default()),
+            RetryPolicy::default(),
+            counters.clone(),
+        ));
+        let mut copies = copies.into_iter();
+        for a in copies.by_ref().take(2) {
+            tx.unbounded_send(Ok(a)).unwrap();
+        }
+        while counters.done.load(Ordering::Relaxed) < 2 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let now = counters.snapshot();
+        assert_eq!((now.planned, now.planned_bytes), (2, 300));
+        assert!(!now.listed && now.totals().is_none(), "{now:?}");
+        assert_eq!(now.eta(300, Duration::from_secs(1)), None);
+
+        tx.unbounded_send(Ok(copies.next().unwrap())).unwrap();
+        tx.unbounded_send(Err(Error::invalid(Op::List, "gs://b/x", "refused")))
+            .unwrap();
+        drop(tx);
+        let report = batch.await.unwrap();
+        assert_eq!((report.copied, report.failed), (3, 1));
+        let end = counters.snapshot();
+        assert_eq!(end.totals(), Some((4, 600)));
+        assert_eq!((end.done, end.failed), (4, 1));
+
+        // A copy planned without a size: the byte total is not known.
+        let counters = BatchCounters::default();
+        counters.plan(&Ok(Action::Copy {
+            src: Location::parse("gs://b/f0").unwrap(),
+            meta: None,
+            dst: Location::parse("/tmp/x").unwrap(),
+        }));
+        counters.listed.store(true, Ordering::Relaxed);
+        assert_eq!(counters.snapshot().totals(), None);
+    }
+
+    #[test]
+    fn the_eta_is_what_is_left_at_the_rate_so_far() {
+        let snap = Snapshot {
+            done: 1,
+            failed: 0,
+            planned: 4,
+            planned_bytes: 400,
+            sized: true,
+            listed: true,
+        };
+        let two = Duration::from_secs(2);
+        assert_eq!(snap.eta(100, two), Some(Duration::from_secs(6)));
+        assert_eq!(snap.eta(400, two), Some(Duration::ZERO));
+        assert_eq!(snap.eta(0, two), None, "no rate yet");
+        let listing = Snapshot {
+            listed: false,
+            ..snap
+        };
+        assert_eq!(listing.eta(100, two), None);
+        let sizeless = Snapshot {
+            sized: false,
+            ..snap
+        };
+        assert_eq!(sizeless.eta(100, two), None);
+    }
 }

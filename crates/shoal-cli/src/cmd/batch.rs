@@ -1,5 +1,7 @@
 //! Shared by `cp -r`, `mv -r`, `sync` and `run`: progress for a batch and its
-//! closing report (summary line, then every failure with its URL).
+//! closing report: the failures, one line per cause (the engine gathers
+//! files that failed alike, so a read-only folder is one line, not one per
+//! file), then the summary line, always, even when every file failed.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -29,7 +31,7 @@ pub(crate) async fn run_and_report(
     let counters = Arc::new(BatchCounters {
         on_outcome: ctx
             .json
-            .then(|| OnOutcome(Arc::new(|r| println!("{}", outcome_json(r))))),
+            .then(|| OnOutcome(Arc::new(|r, a| println!("{}", outcome_json(r, a))))),
         ..BatchCounters::default()
     });
     let bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -44,15 +46,8 @@ pub(crate) async fn run_and_report(
         let (b, c, by) = (bar.clone(), counters.clone(), bytes.clone());
         let task = tokio::spawn(async move {
             loop {
-                let secs = started.elapsed().as_secs_f64().max(1e-3);
                 let moved = by.load(Ordering::Relaxed);
-                b.set_message(format!(
-                    "{} files done, {} failed, {} ({:.1} MiB/s)",
-                    c.done.load(Ordering::Relaxed),
-                    c.failed.load(Ordering::Relaxed),
-                    human_bytes(moved),
-                    moved as f64 / secs / (1 << 20) as f64
-                ));
+                b.set_message(ticker_line(&c.snapshot(), moved, started.elapsed()));
                 b.tick();
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
@@ -72,9 +67,45 @@ pub(crate) async fn run_and_report(
     finish(ctx, &report, started.elapsed(), verb)
 }
 
+/// What the ticker of a batch says: done of the total once the plan has
+/// ended (`12/340 files, 1.20 MiB/40.00 MiB (2.00 MiB/s), eta 18 s`), done
+/// of what is listed so far until then, and failures when there are some.
+fn ticker_line(now: &shoal_transfer::batch::Snapshot, moved: u64, elapsed: Duration) -> String {
+    let rate = progress::rate(moved, elapsed);
+    let mut line = match now.totals() {
+        Some((files, bytes)) => {
+            let mut l = format!(
+                "{}/{files} files, {}/{} ({rate}/s)",
+                now.done,
+                human_bytes(moved.min(bytes)),
+                human_bytes(bytes)
+            );
+            if let Some(eta) = now.eta(moved, elapsed) {
+                l.push_str(&format!(", eta {}", progress::eta(eta)));
+            }
+            l
+        }
+        None => format!(
+            "{} of {} files listed so far, {} ({rate}/s)",
+            now.done,
+            now.planned,
+            human_bytes(moved)
+        ),
+    };
+    if now.failed > 0 {
+        line.push_str(&format!(", {} failed", now.failed));
+    }
+    line
+}
+
 /// One action's outcome as a `--json` line: what was copied or deleted,
-/// or what was skipped or failed, with the URL and the reason.
-pub(crate) fn outcome_json(r: &Result<(Action, u64)>) -> serde_json::Value {
+/// or what was skipped or failed, with the URL and the reason; a failure
+/// names the source and destination of the action that failed (`failed`),
+/// or the URL the error is about where there was none (a listing).
+pub(crate) fn outcome_json(
+    r: &Result<(Action, u64)>,
+    failed: Option<&Action>,
+) -> serde_json::Value {
     match r {
         Ok((Action::Copy { src, dst, .. }, bytes)) => serde_json::json!({
             "action": "copy", "source": src.to_string(), "destination": dst.to_string(), "bytes": bytes,
@@ -85,7 +116,18 @@ pub(crate) fn outcome_json(r: &Result<(Action, u64)>) -> serde_json::Value {
         Err(e) if shoal_transfer::tree::is_skip(e) => serde_json::json!({
             "action": "skip", "asked": e.kind() == ErrorKind::Skipped, "reason": e.to_string(),
         }),
-        Err(e) => serde_json::json!({"action": "fail", "error": e.to_string()}),
+        Err(e) => {
+            let mut v = serde_json::json!({"action": "fail", "error": e.to_string()});
+            match failed {
+                Some(Action::Copy { src, dst, .. }) => {
+                    v["source"] = src.to_string().into();
+                    v["destination"] = dst.to_string().into();
+                }
+                Some(Action::Delete { dst, .. }) => v["url"] = dst.to_string().into(),
+                None => v["url"] = e.url().into(),
+            }
+            v
+        }
     }
 }
 
@@ -133,7 +175,7 @@ pub(crate) async fn dry_run(
                     Action::Delete { .. } => deletes += 1,
                 }
                 if ctx.json {
-                    let mut v = outcome_json(&Ok((act, 0)));
+                    let mut v = outcome_json(&Ok((act, 0)), None);
                     v["dry_run"] = true.into();
                     if let Some(o) = v.as_object_mut() {
                         o.remove("bytes");
@@ -228,19 +270,17 @@ fn summary_line(verb: &str, r: &BatchReport, elapsed: Duration) -> String {
     line
 }
 
-/// Prints the failures and the summary; exit 1 if anything failed or was
-/// skipped without being asked to. When nothing was done but fail (a
-/// source that cannot be listed), the failures say it all: no "Synced: 0
-/// files" under an error.
+/// Prints the failures, a line per cause, and the summary, always (`Copied:
+/// 0 files in 3 ms, 30 FAILED` when every file failed: a script or a
+/// reader looking for the count finds it); exit 1 if anything failed or
+/// was skipped without being asked to.
 pub(crate) fn finish(ctx: &Context, r: &BatchReport, elapsed: Duration, verb: &str) -> CmdResult {
-    for f in &r.failures {
-        eprintln!("shoal: {f}");
+    for c in &r.causes {
+        eprintln!("shoal: {}", c.line());
     }
-    let unlisted = r.failed.saturating_sub(r.failures.len() as u64);
-    if unlisted > 0 {
-        eprintln!("shoal: ... and {unlisted} more failures");
+    if r.causes_left_off > 0 {
+        eprintln!("shoal: ... and {} more failures", r.causes_left_off);
     }
-    let only_failed = r.copied == 0 && r.deleted == 0 && r.skipped == 0 && r.failed > 0;
     if ctx.json {
         println!(
             "{}",
@@ -251,7 +291,7 @@ pub(crate) fn finish(ctx: &Context, r: &BatchReport, elapsed: Duration, verb: &s
                 "failed": r.failed, "seconds": elapsed.as_secs_f64(),
             }})
         );
-    } else if !ctx.quiet && !only_failed {
+    } else if !ctx.quiet {
         eprintln!("{}", summary_line(verb, r, elapsed));
     }
     if r.failed == 0 && r.skipped_unasked == 0 {
@@ -266,14 +306,42 @@ mod tests {
     use super::*;
 
     fn report(copied: u64, bytes: u64, deleted: u64, failed: usize) -> BatchReport {
-        BatchReport {
-            copied,
-            deleted,
-            bytes,
-            failed: failed as u64,
-            failures: vec!["x".into(); failed],
-            ..BatchReport::default()
-        }
+        let mut r = BatchReport::default();
+        (r.copied, r.deleted, r.bytes) = (copied, deleted, bytes);
+        r.failed = failed as u64;
+        r.failures = vec!["x".into(); failed];
+        r
+    }
+
+    #[test]
+    fn the_ticker_gives_totals_and_an_eta_once_the_listing_is_known() {
+        use shoal_transfer::batch::Snapshot;
+        let listing = Snapshot {
+            done: 12,
+            failed: 0,
+            planned: 40,
+            planned_bytes: 40 << 20,
+            sized: true,
+            listed: false,
+        };
+        let two = Duration::from_secs(2);
+        assert_eq!(
+            ticker_line(&listing, 4 << 20, two),
+            "12 of 40 files listed so far, 4.00 MiB (2.00 MiB/s)"
+        );
+        let known = Snapshot {
+            listed: true,
+            failed: 3,
+            ..listing
+        };
+        assert_eq!(
+            ticker_line(&known, 4 << 20, two),
+            "12/40 files, 4.00 MiB/40.00 MiB (2.00 MiB/s), eta 18 s, 3 failed"
+        );
+        assert_eq!(
+            ticker_line(&known, 0, two),
+            "12/40 files, 0 B/40.00 MiB (0 B/s), 3 failed"
+        );
     }
 
     #[test]

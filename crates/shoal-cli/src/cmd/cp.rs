@@ -24,8 +24,7 @@ use super::outcome::{Done, NOT_REPLACED, refusal, say_skipped};
 use super::stdio;
 
 pub(crate) async fn run(ctx: &Context, a: CpArgs) -> CmdResult {
-    let matching = a.matching.any();
-    not_matched(go(ctx, a, false).await, matching)
+    each_source(ctx, a, false).await
 }
 
 /// A refused `--if-generation-match` / `--if-match` write says so (the
@@ -41,19 +40,133 @@ fn not_matched(r: CmdResult, matching: bool) -> CmdResult {
 
 /// `shoal mv`.
 pub(crate) async fn mv(ctx: &Context, a: CpArgs) -> CmdResult {
-    if a.src == "-" || a.dst == "-" {
+    each_source(ctx, a, true).await
+}
+
+/// `cp SRC DST`, or with several sources (`cp a.csv b.csv s3://b/x/`, as
+/// gcloud and cp(1)) each copied into the destination folder in turn, as
+/// it would be alone; one that fails is said and the others still go.
+/// Every source is parsed, and the destination checked to be a folder,
+/// before anything is copied.
+async fn each_source(ctx: &Context, a: CpArgs, moving: bool) -> CmdResult {
+    if let [one] = a.sources.as_slice() {
+        let a = CpArgs {
+            src: one.clone(),
+            ..a
+        };
+        return one_source(ctx, a, moving).await;
+    }
+    into_folder(&a, moving)?;
+    let (mut failed, mut usage) = (false, None::<String>);
+    for s in &a.sources {
+        let one = CpArgs {
+            src: s.clone(),
+            ..a.clone()
+        };
+        match one_source(ctx, one, moving).await {
+            Ok(()) => {}
+            Err(Failure::Reported) => failed = true,
+            Err(Failure::Failed(m)) => {
+                eprintln!("shoal: {m}");
+                failed = true;
+            }
+            Err(Failure::Usage(m)) => {
+                if let Some(before) = usage.replace(m) {
+                    eprintln!("shoal: {before}");
+                }
+            }
+        }
+    }
+    match (failed, usage) {
+        (false, None) => Ok(()),
+        (false, Some(m)) => Err(Failure::Usage(m)),
+        (true, u) => {
+            if let Some(m) = u {
+                eprintln!("shoal: {m}");
+            }
+            Err(Failure::Reported)
+        }
+    }
+}
+
+/// What several sources need: URLs and paths that parse, no `-`, and a
+/// destination that is a folder (a name ending in `/`, a bucket, an
+/// existing local folder), since each source keeps its own name in it.
+fn into_folder(a: &CpArgs, moving: bool) -> Result<(), Failure> {
+    let verb = if moving { "mv" } else { "cp" };
+    if a.dst == "-" || a.sources.iter().any(|s| s == "-") {
+        return Err(Failure::Usage(format!(
+            "{verb}: stdin and stdout are for one source (with several, the destination is a folder)"
+        )));
+    }
+    for s in &a.sources {
+        super::parse(s)?;
+    }
+    let dst = super::parse(&a.dst)?;
+    let folder = if dst.is_local() {
+        dst.key.ends_with('/') || Path::new(&dst.key).is_dir()
+    } else {
+        dst.is_prefix_like()
+    };
+    if !folder {
+        return Err(Failure::Usage(format!(
+            "{verb}: {} sources into {dst}: the destination must be a folder with several sources (end it with '/', e.g. {dst}/)",
+            a.sources.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Whether a copy is of many files (`-r`, a glob source): the batch
+/// engine's, with its own report.
+fn is_many(a: &CpArgs) -> bool {
+    a.recursive || is_glob(&a.src)
+}
+
+/// Whether a source is a glob of objects (`s3://b/logs/*.gz`).
+fn is_glob(src: &str) -> bool {
+    src != "-" && src.contains("://") && shoal_list::has_wildcard(src)
+}
+
+/// One source to the destination. A copy of one object that fails with
+/// `--json` says so on stdout too, as a batch does: a `fail` record with
+/// the source and destination, then the summary.
+async fn one_source(ctx: &Context, a: CpArgs, moving: bool) -> CmdResult {
+    if moving && (a.src == "-" || a.dst == "-") {
         return Err(Failure::Usage(
             "mv: stdin and stdout cannot be moved (use cp)".into(),
         ));
     }
     let matching = a.matching.any();
-    not_matched(go(ctx, a, true).await, matching)
+    let single = !is_many(&a);
+    let (src, dst) = (a.src.clone(), a.dst.clone());
+    let started = std::time::Instant::now();
+    let r = not_matched(go(ctx, a, moving).await, matching);
+    if let Err(Failure::Failed(m)) = &r
+        && single
+        && ctx.json
+        && dst != "-"
+    {
+        let verb = if moving { "mv" } else { "cp" };
+        println!(
+            "{}",
+            serde_json::json!({"action": "fail", "source": src, "destination": dst, "error": m})
+        );
+        println!(
+            "{}",
+            serde_json::json!({"summary": {
+                "verb": verb, "copied": 0, "bytes": 0, "deleted": 0, "skipped": 0,
+                "skipped_unasked": 0, "failed": 1, "seconds": started.elapsed().as_secs_f64(),
+            }})
+        );
+    }
+    r
 }
 
 async fn go(ctx: &Context, a: CpArgs, moving: bool) -> CmdResult {
     let verb = if moving { "mv" } else { "cp" };
     let mut opts = transfer_options(ctx, &a, verb)?;
-    let is_glob = a.src != "-" && a.src.contains("://") && shoal_list::has_wildcard(&a.src);
+    let is_glob = is_glob(&a.src);
     if a.matching.any() {
         preconditions(verb, &a, is_glob, &mut opts)?;
     }

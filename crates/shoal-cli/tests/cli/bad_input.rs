@@ -1628,3 +1628,93 @@ fn mv_refusals() {
     .assert_one_line_error(2, &["mv -r"]);
     assert!(f.exists(), "nothing deleted");
 }
+
+/// `cp --help` (and `cp -h`) shows cp's own options first, the flags
+/// every verb takes apart under their own heading.
+#[test]
+fn verb_help_sets_its_own_options_apart_from_the_global_ones() {
+    for flag in ["--help", "-h"] {
+        let r = run(with_args(shoal(), &["cp", flag]));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let (own, global) = r
+            .stdout
+            .split_once("Global options:")
+            .unwrap_or_else(|| panic!("a Global options heading: {}", r.stdout));
+        for f in ["--recursive", "--no-clobber", "--part-size"] {
+            assert!(own.contains(f), "cp's own {f}: {own}");
+        }
+        for f in ["--endpoint-url", "--workers", "--quiet"] {
+            assert!(!own.contains(f), "{f} is not cp's own: {own}");
+        }
+        for f in ["--endpoint-url", "--workers", "--quiet"] {
+            assert!(global.contains(f), "{f} under Global options: {global}");
+        }
+    }
+}
+
+/// A file size limit (`ulimit -f`): the write fails with "file too
+/// large", not a SIGXFSZ that kills shoal (exit 153) and leaves its
+/// working files; exit 1 and no `.shoal-tmp-*` left, for one download and
+/// for a tree.
+#[test]
+fn a_file_size_limit_fails_the_write_and_leaves_nothing() {
+    use std::os::unix::process::CommandExt;
+    let Some(bucket) = make_bucket(s3, "s3") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    for i in 0..4 {
+        std::fs::write(src.join(format!("big{i}.bin")), pattern(3 << 20, i)).unwrap();
+    }
+    let r = run(with_args(
+        s3().unwrap(),
+        &[
+            "-q",
+            "cp",
+            "-r",
+            src.to_str().unwrap(),
+            &format!("s3://{bucket}/"),
+        ],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let limited = |args: &[&str]| {
+        let mut c = with_args(s3().unwrap(), args);
+        // SAFETY: only setrlimit, async-signal-safe, between fork and exec.
+        unsafe {
+            c.pre_exec(|| {
+                let lim = libc::rlimit {
+                    rlim_cur: 256 << 10,
+                    rlim_max: 256 << 10,
+                };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        run(c)
+    };
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let one = format!("{}/one.bin", out.display());
+    let r = limited(&["cp", &format!("s3://{bucket}/src/big0.bin"), &one]);
+    r.assert_one_line_error(1, &["file too large", "one.bin"]);
+    assert_eq!(files_below(&out), Vec::<String>::new());
+
+    let r = limited(&[
+        "cp",
+        "-r",
+        &format!("s3://{bucket}/src"),
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("file too large"), "{}", r.stderr);
+    assert!(r.stderr.contains("4 FAILED"), "{}", r.stderr);
+    let left: Vec<String> = files_below(&out)
+        .into_iter()
+        .filter(|f| !f.ends_with('/'))
+        .collect();
+    assert_eq!(left, Vec::<String>::new(), "nothing left behind");
+}

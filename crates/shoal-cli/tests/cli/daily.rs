@@ -537,3 +537,218 @@ fn presign_rb_and_mv_speak_json() {
         "{lines:?}"
     );
 }
+
+/// `n` small local files `f00.csv`... in `dir`.
+fn small_files(dir: &std::path::Path, n: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    for i in 0..n {
+        std::fs::write(dir.join(format!("f{i:02}.csv")), format!("{i}\n")).unwrap();
+    }
+}
+
+/// The lines of stdout as JSON objects.
+fn json_lines(r: &Run) -> Vec<serde_json::Value> {
+    r.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// A batch where every file fails for one reason says it once, with the
+/// count and the first names, and still ends with its summary; `--json`
+/// names each failure's source and destination.
+#[test]
+fn a_batch_that_fails_whole_says_the_cause_once_and_sums_up() {
+    let Some(bucket) = make_bucket(s3, "s3") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    small_files(&src, 30);
+    let url = format!("s3://{bucket}/t/");
+    ok(with_args(
+        s3().unwrap(),
+        &["-q", "cp", "-r", src.to_str().unwrap(), &url],
+    ));
+
+    // Upload with no credentials: 30 refusals, one cause.
+    let mut c = s3().unwrap();
+    c.env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY");
+    let r = run(with_args(
+        c,
+        &[
+            "cp",
+            "-r",
+            src.to_str().unwrap(),
+            &format!("s3://{bucket}/u/"),
+        ],
+    ));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(
+        lines.len(),
+        2,
+        "one line for the cause, one summary: {:?}",
+        r.stderr
+    );
+    assert!(
+        lines[0].starts_with("shoal: 30 files failed: upload ")
+            && lines[0].contains("no AWS credentials")
+            && lines[0].contains("f00.csv, ")
+            && lines[0].ends_with(" and 27 more)"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].starts_with("Copied: 0 files") && lines[1].ends_with(", 30 FAILED"),
+        "{}",
+        lines[1]
+    );
+
+    // Download where the folder it needs is a file: one cause again.
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("t"), b"in the way").unwrap();
+    let out_s = format!("{}/", out.display());
+    let r = run(with_args(
+        s3().unwrap(),
+        &["cp", "-r", &format!("s3://{bucket}/t"), &out_s],
+    ));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{:?}", r.stderr);
+    assert!(lines[0].contains("30 files failed: ") && lines[0].contains("not a directory"));
+    assert!(lines[1].ends_with("30 FAILED"), "{}", lines[1]);
+
+    // The same with --json: a record per file naming both ends, then the
+    // summary.
+    let r = run(with_args(
+        s3().unwrap(),
+        &["cp", "-r", "--json", &format!("s3://{bucket}/t"), &out_s],
+    ));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let v = json_lines(&r);
+    assert_eq!(v.len(), 31, "{}", r.stdout);
+    for f in &v[..30] {
+        assert_eq!(f["action"], "fail", "{f}");
+        let (s, d) = (
+            f["source"].as_str().unwrap(),
+            f["destination"].as_str().unwrap(),
+        );
+        let name = s.rsplit('/').next().unwrap();
+        assert!(s.starts_with(&format!("s3://{bucket}/t/src/f")), "{f}");
+        assert_eq!(d, format!("{}/t/src/{name}", out.display()), "{f}");
+    }
+    assert_eq!(v[30]["summary"]["failed"], 30);
+    assert_eq!(v[30]["summary"]["copied"], 0);
+    assert_eq!(std::fs::read(out.join("t")).unwrap(), b"in the way");
+}
+
+/// `cp --json` of one object that fails says so on stdout too: a `fail`
+/// record and a summary, as a batch would.
+#[test]
+fn a_single_copy_that_fails_writes_json_too() {
+    let Some(bucket) = make_bucket(s3, "s3") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = format!("s3://{bucket}/missing.csv");
+    let dst = format!("{}/", dir.path().display());
+    let r = run(with_args(s3().unwrap(), &["cp", "--json", &src, &dst]));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("missing.csv"), "{}", r.stderr);
+    let v = json_lines(&r);
+    assert_eq!(v.len(), 2, "{}", r.stdout);
+    assert_eq!(v[0]["action"], "fail");
+    assert_eq!(v[0]["source"], src.as_str());
+    assert_eq!(v[0]["destination"], dst.as_str());
+    assert!(v[0]["error"].as_str().unwrap().contains("404"), "{}", v[0]);
+    assert_eq!(v[1]["summary"]["failed"], 1);
+    assert_eq!(v[1]["summary"]["copied"], 0);
+}
+
+/// `cp a b s3://x/` and `mv a b s3://x/` as gcloud and cp(1) take them:
+/// the last argument is the folder every source goes into; one source
+/// that fails does not stop the others; a destination that is not a
+/// folder is refused before anything is copied.
+#[test]
+fn several_sources_go_into_the_destination_folder() {
+    let Some(bucket) = make_bucket(s3, "s3") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    small_files(dir.path(), 3);
+    let f = |i: usize| {
+        dir.path()
+            .join(format!("f{i:02}.csv"))
+            .display()
+            .to_string()
+    };
+    let into = format!("s3://{bucket}/x/");
+    ok(with_args(s3().unwrap(), &["cp", &f(0), &f(1), &into]));
+    let listed = ok(with_args(s3().unwrap(), &["ls", &into])).stdout;
+    assert_eq!(
+        listed.lines().collect::<Vec<_>>(),
+        [format!("{into}f00.csv"), format!("{into}f01.csv")]
+    );
+
+    // Not a folder: one line, exit 2, nothing copied.
+    let r = run(with_args(
+        s3().unwrap(),
+        &["cp", &f(0), &f(2), &format!("s3://{bucket}/y")],
+    ));
+    r.assert_one_line_error(2, &["destination must be a folder", "y/"]);
+    let r = run(with_args(shoal(), &["cp", &f(0), &f(2), &f(1)]));
+    r.assert_one_line_error(2, &["destination must be a folder"]);
+    let listed = ok(with_args(
+        s3().unwrap(),
+        &["ls", &format!("s3://{bucket}/")],
+    ))
+    .stdout;
+    assert!(!listed.contains("/y"), "{listed}");
+
+    // mv: what exists moves, what does not is said, exit 1.
+    let missing = dir.path().join("nope.csv").display().to_string();
+    let r = run(with_args(
+        s3().unwrap(),
+        &["mv", &f(2), &missing, &f(0), &into],
+    ));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("nope.csv"), "{}", r.stderr);
+    assert!(!std::path::Path::new(&f(2)).exists() && !std::path::Path::new(&f(0)).exists());
+    let listed = ok(with_args(s3().unwrap(), &["ls", &into])).stdout;
+    assert_eq!(listed.lines().count(), 3, "{listed}");
+
+    // Back down into a local folder, and -r with a folder among them.
+    let back = tempfile::tempdir().unwrap();
+    let back_s = back.path().display().to_string();
+    ok(with_args(
+        s3().unwrap(),
+        &[
+            "cp",
+            &format!("{into}f00.csv"),
+            &format!("{into}f02.csv"),
+            &back_s,
+        ],
+    ));
+    assert_eq!(files_in(back.path()), ["f00.csv", "f02.csv"]);
+    let sub = dir.path().join("sub");
+    small_files(&sub, 2);
+    ok(with_args(
+        s3().unwrap(),
+        &[
+            "cp",
+            "-r",
+            sub.to_str().unwrap(),
+            &f(1),
+            &format!("s3://{bucket}/r/"),
+        ],
+    ));
+    let listed = ok(with_args(
+        s3().unwrap(),
+        &["ls", "-r", &format!("s3://{bucket}/r/")],
+    ))
+    .stdout;
+    assert_eq!(listed.lines().count(), 3, "{listed}");
+}
