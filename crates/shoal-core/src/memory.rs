@@ -198,6 +198,7 @@ impl MemoryStore {
             cache_control: opts.cache_control.clone(),
             content_disposition: opts.content_disposition.clone(),
             metadata: opts.metadata.clone(),
+            version_state: None,
         };
         b.insert(key.to_owned(), (data, meta.clone()));
         inner.parts.remove(&(bucket.to_owned(), key.to_owned()));

@@ -70,7 +70,7 @@ impl Client {
         let generation = match version {
             None => None,
             Some(ObjectVersion::Generation(g)) => Some(g.to_string()),
-            Some(v @ ObjectVersion::ETag(_)) => {
+            Some(v @ (ObjectVersion::ETag(_) | ObjectVersion::VersionId(_))) => {
                 return Err(Error::invalid(
                     Op::Download,
                     url,
@@ -241,6 +241,24 @@ impl Client {
         .await
     }
 
+    /// Deletes one generation for good (`?generation=`), live or
+    /// noncurrent; no other generation is touched. Gone already is done,
+    /// and so is a lost answer after which it is gone (a generation is
+    /// never written again, so a retry cannot delete anything else).
+    pub(crate) async fn delete_generation(&self, bucket: &str, key: &str, g: i64) -> Result<()> {
+        let url = gs_url(bucket, key);
+        let g = g.to_string();
+        let q = Query::new().add("generation", &g);
+        let http_url = format!("{}{}", self.object_url(bucket, key), q.as_str());
+        match self
+            .call_bytes(Op::Delete, &url, |c| c.delete(&http_url))
+            .await
+        {
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            r => r.map(|_| ()),
+        }
+    }
+
     /// Deletes, optionally only if the live generation is still `generation`.
     /// A lost answer is looked into before the delete is sent again
     /// (`retry::safe`): gone means done.
@@ -315,13 +333,13 @@ pub(crate) fn generation_match(opts: &PutOptions) -> Option<String> {
         Some(ObjectVersion::Generation(g)) => Some(g.to_string()),
         // An S3 ETag cannot be asked of GCS; the CLI and Python refuse it
         // before a request (see `check_write_version`).
-        Some(ObjectVersion::ETag(_)) | None => None,
+        Some(ObjectVersion::ETag(_) | ObjectVersion::VersionId(_)) | None => None,
     }
 }
 
 /// A write's `if_match` must be a generation here.
 pub(crate) fn check_write_version(opts: &PutOptions, op: Op, url: &str) -> Result<()> {
-    if let Some(ObjectVersion::ETag(e)) = &opts.if_match {
+    if let Some(ObjectVersion::ETag(e) | ObjectVersion::VersionId(e)) = &opts.if_match {
         return Err(Error::invalid(
             op,
             url,
