@@ -32,20 +32,32 @@ fn versioned_bucket(base: fn() -> Option<Command>, scheme: &str) -> Option<Strin
             .args(["-H", "content-type: application/json", "--data", &body])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     } else {
-        ok(with_args(base().unwrap(), &["-q", "mb", &format!("s3://{bucket}")]));
+        ok(with_args(
+            base().unwrap(),
+            &["-q", "mb", &format!("s3://{bucket}")],
+        ));
         let ep = std::env::var("SHOAL_TEST_S3").ok()?;
         let key = std::env::var("SHOAL_TEST_S3_KEY").unwrap_or_else(|_| "minioadmin".into());
         let secret = std::env::var("SHOAL_TEST_S3_SECRET").unwrap_or_else(|_| "minioadmin".into());
         let out = Command::new("curl")
             .args(["-sS", "--fail", "-X", "PUT", "--aws-sigv4", "aws:amz:us-east-1:s3"])
             .args(["--user", &format!("{key}:{secret}")])
+            .args(["-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"])
             .args(["--data", "<VersioningConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Status>Enabled</Status></VersioningConfiguration>"])
             .arg(format!("{ep}/{bucket}?versioning="))
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     Some(bucket)
 }
@@ -94,7 +106,10 @@ fn versions(base: fn() -> Option<Command>, args: &[&str]) -> Vec<Listed> {
 fn put(base: fn() -> Option<Command>, dir: &std::path::Path, url: &str, data: &[u8]) {
     let p = dir.join("body");
     std::fs::write(&p, data).unwrap();
-    ok(with_args(base().unwrap(), &["-q", "cp", p.to_str().unwrap(), url]));
+    ok(with_args(
+        base().unwrap(),
+        &["-q", "cp", p.to_str().unwrap(), url],
+    ));
 }
 
 fn cat(base: fn() -> Option<Command>, args: &[&str]) -> Vec<u8> {
@@ -119,7 +134,10 @@ fn versions_listed_read_restored_and_deleted(base: fn() -> Option<Command>, sche
     let second = v.iter().find(|l| l.size == 4).unwrap().version.clone();
 
     // One version read by its id: stat, cat, cp to a file.
-    let r = ok(with_args(base().unwrap(), &["stat", "--json", "--version-id", &first, &url]));
+    let r = ok(with_args(
+        base().unwrap(),
+        &["stat", "--json", "--version-id", &first, &url],
+    ));
     let s: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
     assert_eq!(s["size"], 3, "{}", r.stdout);
     assert_eq!(cat(base, &["--version-id", &first, &url]), b"one");
@@ -127,20 +145,40 @@ fn versions_listed_read_restored_and_deleted(base: fn() -> Option<Command>, sche
     let local = dir.path().join("old.txt");
     ok(with_args(
         base().unwrap(),
-        &["-q", "cp", "--version-id", &second, &url, local.to_str().unwrap()],
+        &[
+            "-q",
+            "cp",
+            "--version-id",
+            &second,
+            &url,
+            local.to_str().unwrap(),
+        ],
     ));
     assert_eq!(std::fs::read(&local).unwrap(), b"two!");
     // A version that does not exist: one line, exit 1.
-    let missing = if scheme == "gs" { "12345" } else { "no-such-version" };
-    let r = run(with_args(base().unwrap(), &["cat", "--version-id", missing, &url]));
+    let missing = if scheme == "gs" {
+        "12345"
+    } else {
+        "no-such-version"
+    };
+    let r = run(with_args(
+        base().unwrap(),
+        &["cat", "--version-id", missing, &url],
+    ));
     assert_eq!(r.code, 1, "{}", r.stderr);
     if scheme == "gs" {
-        let r = run(with_args(base().unwrap(), &["stat", "--version-id", "abc", &url]));
+        let r = run(with_args(
+            base().unwrap(),
+            &["stat", "--version-id", "abc", &url],
+        ));
         r.assert_one_line_error(2, &["not a GCS generation"]);
     }
 
     // Restore: the old version becomes the current one, a new version.
-    ok(with_args(base().unwrap(), &["-q", "cp", "--version-id", &first, &url, &url]));
+    ok(with_args(
+        base().unwrap(),
+        &["-q", "cp", "--version-id", &first, &url, &url],
+    ));
     assert_eq!(cat(base, &[&url]), b"one");
     let v = versions(base, &[&url]);
     assert_eq!(v.len(), 4, "{v:?}");
@@ -159,7 +197,10 @@ fn versions_listed_read_restored_and_deleted(base: fn() -> Option<Command>, sche
     assert_eq!(cat(base, &["--version-id", &second, &url]), b"two!");
 
     // One version deleted by its id; the others stay.
-    ok(with_args(base().unwrap(), &["-q", "rm", "--version-id", &second, &url]));
+    ok(with_args(
+        base().unwrap(),
+        &["-q", "rm", "--version-id", &second, &url],
+    ));
     let after = versions(base, &[&url]);
     assert_eq!(after.len(), v.len() - 1, "{after:?}");
     assert!(after.iter().all(|l| l.version != second), "{after:?}");
@@ -204,7 +245,10 @@ fn only_all_versions_touches_old_versions(base: fn() -> Option<Command>, scheme:
     }
     let count = |url: &str| {
         let v = versions(base, &["-r", url]);
-        (v.iter().filter(|l| !l.marker).count(), v.iter().filter(|l| l.marker).count())
+        (
+            v.iter().filter(|l| !l.marker).count(),
+            v.iter().filter(|l| l.marker).count(),
+        )
     };
     assert_eq!(count(&root), (6, 0));
 
@@ -215,14 +259,24 @@ fn only_all_versions_touches_old_versions(base: fn() -> Option<Command>, scheme:
     std::fs::write(src.join("a"), b"new!").unwrap();
     ok(with_args(
         base().unwrap(),
-        &["-q", "sync", "--delete", src.to_str().unwrap(), &root],
+        &[
+            "-q",
+            "sync",
+            "--delete",
+            "--size-only",
+            src.to_str().unwrap(),
+            &root,
+        ],
     ));
     let markers = usize::from(scheme == "s3");
     assert_eq!(count(&root), (6, 2 * markers));
 
     // mv -r of what is current (a): its versions stay at the source.
     let moved = format!("{scheme}://{bucket}/moved/");
-    ok(with_args(base().unwrap(), &["-q", "mv", "-r", &root, &moved]));
+    ok(with_args(
+        base().unwrap(),
+        &["-q", "mv", "-r", &root, &moved],
+    ));
     assert_eq!(count(&root), (6, 3 * markers));
     assert_eq!(cat(base, &[&format!("{moved}d/a")]), b"new!");
 
@@ -233,10 +287,19 @@ fn only_all_versions_touches_old_versions(base: fn() -> Option<Command>, scheme:
 
     // rb --force: current objects, then every version and marker.
     put(base, dir.path(), &format!("{moved}d/a"), b"again");
-    ok(with_args(base().unwrap(), &["-q", "rm", &format!("{moved}d/a")]));
+    ok(with_args(
+        base().unwrap(),
+        &["-q", "rm", &format!("{moved}d/a")],
+    ));
     let bucket_url = format!("{scheme}://{bucket}");
-    ok(with_args(base().unwrap(), &["-q", "rb", "--force", &bucket_url]));
-    let r = run(with_args(base().unwrap(), &["ls", &format!("{bucket_url}/")]));
+    ok(with_args(
+        base().unwrap(),
+        &["-q", "rb", "--force", &bucket_url],
+    ));
+    let r = run(with_args(
+        base().unwrap(),
+        &["ls", &format!("{bucket_url}/")],
+    ));
     assert_ne!(r.code, 0, "the bucket is still there: {}", r.stdout);
 }
 

@@ -159,7 +159,12 @@ impl Client {
                 Ok(r) => r,
                 Err(e) => {
                     return Err(self
-                        .why_refused(e, c, source.filter(|_| c.src.version_state.is_none()), &src_url)
+                        .why_refused(
+                            e,
+                            c,
+                            source.filter(|_| c.src.version_state.is_none()),
+                            &src_url,
+                        )
                         .await);
                 }
             };

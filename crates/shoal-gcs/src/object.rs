@@ -103,16 +103,25 @@ impl Client {
             ErrorKind::NotFound if generation.is_some() => changed(&url),
             _ => e,
         };
-        let mut resp = (self.get_media(&url, bucket, key, range, None).await).map_err(gone)?;
-        if let Some(g) = &generation
-            && resp
-                .headers()
+        // No live object (a versioned bucket's deleted key): the pinned
+        // request may still find the generation.
+        let first = match self.get_media(&url, bucket, key, range, None).await {
+            Err(e) if e.kind() == ErrorKind::NotFound && generation.is_some() => None,
+            r => Some(r.map_err(gone)?),
+        };
+        let stale = |r: &reqwest::Response| {
+            r.headers()
                 .get("x-goog-generation")
-                .is_some_and(|h| h.as_bytes() != g.as_bytes())
-        {
-            drop(resp);
-            resp = (self.get_media(&url, bucket, key, range, Some(g)).await).map_err(gone)?;
-        }
+                .zip(generation.as_ref())
+                .is_some_and(|(h, g)| h.as_bytes() != g.as_bytes())
+        };
+        let resp = match first {
+            Some(r) if !stale(&r) => r,
+            _ => {
+                let g = generation.as_deref();
+                (self.get_media(&url, bucket, key, range, g).await).map_err(gone)?
+            }
+        };
         let headers = resp.headers();
         if resp.status().as_u16() == 206
             && let Some(cr) = headers.get(CONTENT_RANGE).and_then(|v| v.to_str().ok())

@@ -253,7 +253,10 @@ mod tests {
             ]
             .into_iter(),
         );
-        assert!(b.contains("<Key>v</Key><VersionId>3&amp;L</VersionId></Object>"), "{b}");
+        assert!(
+            b.contains("<Key>v</Key><VersionId>3&amp;L</VersionId></Object>"),
+            "{b}"
+        );
         assert!(b.contains("<Key>a&amp;b</Key></Object>"), "{b}");
         assert!(b.contains("<ETag>&quot;e1&quot;</ETag>"), "{b}");
         assert!(b.contains("<Key>&lt;c&gt;</Key>"), "{b}");

@@ -68,7 +68,11 @@ impl Client {
             }
             (None, versions) => {
                 if let Some(after) = req.start_offset.as_deref().and_then(start_after_for) {
-                    let name = if versions { "key-marker" } else { "start-after" };
+                    let name = if versions {
+                        "key-marker"
+                    } else {
+                        "start-after"
+                    };
                     r = r.query(name, after);
                 }
             }
@@ -364,10 +368,9 @@ impl V2 {
         }
         self.page.next_page_token = match (self.truncated, self.token) {
             (false, _) => None,
-            (true, Some(t)) if !t.is_empty() && self.versions => Some(format!(
-                "{}\n{t}",
-                self.next_version.unwrap_or_default()
-            )),
+            (true, Some(t)) if !t.is_empty() && self.versions => {
+                Some(format!("{}\n{t}", self.next_version.unwrap_or_default()))
+            }
             (true, Some(t)) if !t.is_empty() => Some(t),
             // Following a truncated page without a token would loop forever.
             (true, _) => {
@@ -472,7 +475,13 @@ mod tests {
         let got: Vec<_> = (p.objects.iter())
             .map(|o| {
                 let s = o.version_state.unwrap();
-                (o.key.as_str(), o.version.clone().unwrap(), s.is_latest, s.delete_marker, o.size)
+                (
+                    o.key.as_str(),
+                    o.version.clone().unwrap(),
+                    s.is_latest,
+                    s.delete_marker,
+                    o.size,
+                )
             })
             .collect();
         let v = |s: &str| ObjectVersion::VersionId(s.into());

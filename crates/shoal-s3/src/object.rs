@@ -707,12 +707,14 @@ pub(crate) fn precondition(
     match &opts.if_match {
         None => Ok(None),
         Some(ObjectVersion::ETag(e)) => Ok(Some(("if-match", quoted_etag(e)))),
-        Some(v @ (ObjectVersion::Generation(_) | ObjectVersion::VersionId(_))) => Err(Error::invalid(
-            op,
-            url,
-            format!("S3 objects are matched by ETag, not by {v}"),
-        )
-        .with_hint("use --if-match ETAG (shoal stat shows the ETag)")),
+        Some(v @ (ObjectVersion::Generation(_) | ObjectVersion::VersionId(_))) => {
+            Err(Error::invalid(
+                op,
+                url,
+                format!("S3 objects are matched by ETag, not by {v}"),
+            )
+            .with_hint("use --if-match ETAG (shoal stat shows the ETag)"))
+        }
     }
 }
 

@@ -39,7 +39,8 @@ pub(crate) fn version_of(
             "{verb} --version-id: {loc} is not one object"
         )));
     }
-    (loc.scheme.parse_version_id(v)).map_err(|m| Failure::Usage(format!("{verb} --version-id {v}: {loc}: {m}")))
+    (loc.scheme.parse_version_id(v))
+        .map_err(|m| Failure::Usage(format!("{verb} --version-id {v}: {loc}: {m}")))
 }
 
 /// One stored version's metadata ([`shoal_core::Store::head_version`]).
