@@ -362,6 +362,7 @@ mod tests {
             max_results: Some(5000),
             match_glob: Some("a b/**.txt".into()),
             projection: Projection::NameOnly,
+            versions: false,
         };
         assert_eq!(
             list_query(&r).as_str(),

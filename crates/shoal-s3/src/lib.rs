@@ -333,6 +333,18 @@ impl Store for S3Store {
     }
 }
 
+/// The version id one stored version of an S3 object is named by.
+fn version_id<'v>(bucket: &str, key: &str, version: &'v ObjectVersion, op: Op) -> Result<&'v str> {
+    match version {
+        ObjectVersion::VersionId(v) => Ok(v),
+        v => Err(Error::invalid(
+            op,
+            format!("s3://{bucket}/{key}"),
+            format!("S3 versions are named by version id, not by {v}"),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,17 +365,5 @@ mod tests {
         );
         assert!(s.contains("unresolved"), "{s}");
         assert_eq!(store.capabilities().min_part_size, 5 * 1024 * 1024);
-    }
-}
-
-/// The version id one stored version of an S3 object is named by.
-fn version_id<'v>(bucket: &str, key: &str, version: &'v ObjectVersion, op: Op) -> Result<&'v str> {
-    match version {
-        ObjectVersion::VersionId(v) => Ok(v),
-        v => Err(Error::invalid(
-            op,
-            format!("s3://{bucket}/{key}"),
-            format!("S3 versions are named by version id, not by {v}"),
-        )),
     }
 }
