@@ -248,6 +248,9 @@ pub(crate) struct LsArgs {
     /// key ranges in memory until the earlier ones are done).
     #[arg(long)]
     pub(crate) sorted: bool,
+    /// Every version: noncurrent ones and S3 delete markers too (`url#VERSION` per line; -l adds a state and a version column; --json adds generation or version_id, is_latest, delete_marker).
+    #[arg(short = 'a', long)]
+    pub(crate) all_versions: bool,
     /// With -r: names are keys below the listed prefix (a glob's: below its literal folder).
     #[command(flatten)]
     pub(crate) filters: FilterFlags,
@@ -294,6 +297,9 @@ pub(crate) struct StatArgs {
     /// One JSON object.
     #[arg(long)]
     pub(crate) json: bool,
+    /// One stored version: a GCS generation or an S3 version id (`shoal ls -a` lists them).
+    #[arg(long, value_name = "VERSION")]
+    pub(crate) version_id: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -319,6 +325,9 @@ pub(crate) struct CatArgs {
     /// Copies of the --exec command (default: one per vCPU).
     #[arg(long, value_name = "N", requires = "exec", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub(crate) jobs: Option<u16>,
+    /// One stored version: a GCS generation or an S3 version id (`shoal ls -a` lists them).
+    #[arg(long, value_name = "VERSION")]
+    pub(crate) version_id: Option<String>,
     #[command(flatten)]
     pub(crate) limits: LimitFlags,
 }
@@ -385,6 +394,12 @@ pub(crate) struct RmArgs {
     pub(crate) force: bool,
     #[command(flatten)]
     pub(crate) matching: MatchFlags,
+    /// One stored version: a GCS generation or an S3 version id (`shoal ls -a` lists them).
+    #[arg(long, value_name = "VERSION")]
+    pub(crate) version_id: Option<String>,
+    /// Every version and S3 delete marker of each key named (a key, a glob, or with -r a prefix), each deleted for good by its own version.
+    #[arg(short = 'a', long, conflicts_with = "version_id")]
+    pub(crate) all_versions: bool,
     /// With -r or a glob: names are keys below the prefix (a glob's: below its literal folder).
     #[command(flatten)]
     pub(crate) filters: FilterFlags,
@@ -560,6 +575,9 @@ pub(crate) struct CpArgs {
     pub(crate) no_clobber: bool,
     #[command(flatten)]
     pub(crate) matching: MatchFlags,
+    /// The source's stored version: a GCS generation or an S3 version id. Copied over its own key, an old version is restored as the current one, the write pinned to the version current just before (a concurrent write wins).
+    #[arg(long, value_name = "VERSION")]
+    pub(crate) version_id: Option<String>,
     /// With -r or a glob source: print what would be copied, copy nothing.
     #[arg(long, short = 'n')]
     pub(crate) dry_run: bool,

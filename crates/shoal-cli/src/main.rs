@@ -153,7 +153,13 @@ fn parse_args() -> Result<Cli, ExitCode> {
                 .map_or(l.to_owned(), |t| format!("; {t}"))
         })
         .collect();
-    let problem = problem.join(" ").replace(" ;", ";");
+    let mut problem = problem.join(" ").replace(" ;", ";");
+    if e.kind() == K::MissingRequiredArgument && problem.contains("provided: <SRC>...") {
+        // `cp a`: clap takes the one path for the destination (the last
+        // positional) and names the sources as missing; it is the
+        // destination that was not given.
+        problem = problem.replace("provided: <SRC>...", "provided: <DST>");
+    }
     let problem = problem.trim_start_matches("error: ");
     eprintln!(
         "shoal: {} (see 'shoal --help')",

@@ -67,7 +67,18 @@ pub(crate) fn meta_json(url: &str, m: &ObjectMeta) -> serde_json::Value {
         Some(ObjectVersion::ETag(e)) => {
             o.insert("etag".into(), e.clone().into());
         }
+        Some(ObjectVersion::VersionId(v)) => {
+            o.insert("version_id".into(), v.clone().into());
+        }
         None => {}
+    }
+    if let Some(s) = &m.version_state {
+        if let Some(l) = s.is_latest {
+            o.insert("is_latest".into(), l.into());
+        }
+        if s.delete_marker {
+            o.insert("delete_marker".into(), true.into());
+        }
     }
     if let Some(sc) = &m.storage_class {
         o.insert("storage_class".into(), sc.clone().into());

@@ -32,7 +32,9 @@ pub mod workfile;
 pub mod xml;
 
 pub use error::{Error, ErrorKind, Op, Result};
-pub use meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion, Projection};
+pub use meta::{
+    ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion, Projection, VersionState,
+};
 pub use store::{
     Assemble, BoxByteStream, BucketInfo, Capabilities, CopyRequest, DeleteKey, Deleted,
     GetResponse, MAX_PRESIGN_EXPIRY, MultipartUpload, PartInfo, Presign, PresignMethod,

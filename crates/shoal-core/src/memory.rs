@@ -199,6 +199,7 @@ impl MemoryStore {
             content_disposition: opts.content_disposition.clone(),
             recorded: crate::file_time::Recorded::of(&opts.metadata),
             metadata: opts.metadata.clone(),
+            version_state: None,
         };
         b.insert(key.to_owned(), (data, meta.clone()));
         inner.parts.remove(&(bucket.to_owned(), key.to_owned()));

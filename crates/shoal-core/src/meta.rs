@@ -34,6 +34,14 @@ pub struct ObjectMeta {
     /// an answer that carries it but not the whole map (a GCS listing).
     /// Read it with [`ObjectMeta::recorded_time`].
     pub recorded: crate::file_time::Recorded,
+    /// Set when this describes one stored version, addressed as such: by
+    /// a listing of every version ([`ListRequest::versions`]) or a read of
+    /// one version ([`crate::Store::head_version`]). `version` then names
+    /// that version (a GCS generation, an S3
+    /// [`ObjectVersion::VersionId`]), and copies and reads of it ask for
+    /// that version (GCS `sourceGeneration`, S3 `?versionId=`), current
+    /// or not.
+    pub version_state: Option<VersionState>,
 }
 
 impl ObjectMeta {
@@ -62,6 +70,19 @@ impl ObjectMeta {
     }
 }
 
+/// One stored version, as a listing of every version (`ls
+/// --all-versions`) or a read by version id shows it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VersionState {
+    /// Whether it is the key's current version (S3 `IsLatest`; on GCS, a
+    /// generation without `timeDeleted`); None where the answer does not
+    /// say (an S3 HEAD by version id). A key whose latest entry is an S3
+    /// delete marker has no current object.
+    pub is_latest: Option<bool>,
+    /// An S3 delete marker: no bytes, only the record of a delete.
+    pub delete_marker: bool,
+}
+
 /// The token that pins one version of an object, so a download can detect
 /// that the object was replaced while it was being read.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -70,6 +91,12 @@ pub enum ObjectVersion {
     Generation(i64),
     /// S3 ETag, quotes included as the server sent it.
     ETag(String),
+    /// S3 version id (`x-amz-version-id`): one stored version of a key in
+    /// a versioned bucket, current or not. A read pinned to it asks for
+    /// that version (`?versionId=`), not whatever is current, so an old
+    /// version can be read, copied and deleted by it. GCS needs no such
+    /// variant: a generation is both the pin and the version's name.
+    VersionId(String),
 }
 
 impl std::fmt::Display for ObjectVersion {
@@ -77,6 +104,7 @@ impl std::fmt::Display for ObjectVersion {
         match self {
             ObjectVersion::Generation(g) => write!(f, "generation {g}"),
             ObjectVersion::ETag(e) => write!(f, "etag {e}"),
+            ObjectVersion::VersionId(v) => write!(f, "version id {v}"),
         }
     }
 }
@@ -160,6 +188,11 @@ pub struct ListRequest {
     pub match_glob: Option<String>,
     /// What each result needs to carry.
     pub projection: Projection,
+    /// Every version of each key, noncurrent ones and S3 delete markers
+    /// too (S3 ListObjectVersions, GCS `versions=true`), newest first
+    /// within a key, each with its [`ObjectMeta::version_state`]. The page
+    /// token is then the store's own (S3: key and version-id markers).
+    pub versions: bool,
 }
 
 /// One page of results.

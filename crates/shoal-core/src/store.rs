@@ -674,6 +674,41 @@ pub trait Store: Send + Sync + Debug {
         ))
     }
 
+    /// Metadata of one stored version of an object, current or not: a GCS
+    /// generation (`?generation=`), an S3 [`ObjectVersion::VersionId`]
+    /// (`?versionId=`). The answer's `version` is that same version, so a
+    /// download pinned to it ([`Store::get`]) reads that version's bytes.
+    /// Stores without versions answer `Unsupported`.
+    async fn head_version(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: &ObjectVersion,
+    ) -> Result<ObjectMeta> {
+        let _ = version;
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            Op::Stat,
+            format!("{bucket}/{key}"),
+            "this store has no object versions",
+        ))
+    }
+
+    /// Deletes one stored version for good (GCS `?generation=`, S3
+    /// `?versionId=`), current or noncurrent, or an S3 delete marker; no
+    /// other version of the key is touched, and no delete marker is made.
+    /// A version already gone counts as deleted. Stores without versions
+    /// answer `Unsupported`.
+    async fn delete_version(&self, bucket: &str, key: &str, version: &ObjectVersion) -> Result<()> {
+        let _ = version;
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            Op::Delete,
+            format!("{bucket}/{key}"),
+            "this store has no object versions",
+        ))
+    }
+
     /// How many keys one [`Store::delete_many`] call sends in one request
     /// (S3 DeleteObjects: 1,000). 1: the store has no batch delete, and
     /// callers send single deletes at their own concurrency.
@@ -692,6 +727,7 @@ pub trait Store: Send + Sync + Debug {
         let mut out = Vec::with_capacity(keys.len());
         for k in keys {
             let r = match &k.version {
+                Some(v) if k.exact => self.delete_version(bucket, &k.key, v).await,
                 Some(v) => match self.delete_if(bucket, &k.key, v).await {
                     Err(e) if e.kind() == ErrorKind::Unsupported => {
                         self.delete(bucket, &k.key).await
@@ -735,6 +771,11 @@ pub struct DeleteKey {
     pub key: String,
     /// The version it must still be at.
     pub version: Option<ObjectVersion>,
+    /// `version` names one stored version to delete for good
+    /// ([`Store::delete_version`]: GCS `generation=`, S3's `VersionId`
+    /// element), current or not, rather than the current object pinned
+    /// to it: what `rm --all-versions` sends.
+    pub exact: bool,
 }
 
 impl DeleteKey {
@@ -743,6 +784,7 @@ impl DeleteKey {
         DeleteKey {
             key: key.into(),
             version: None,
+            exact: false,
         }
     }
 }

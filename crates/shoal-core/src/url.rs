@@ -44,6 +44,19 @@ impl Scheme {
             Scheme::S3 | Scheme::File => Ok(ObjectVersion::ETag(v.to_owned())),
         }
     }
+
+    /// The stored version a user names with `--version-id` (or Python's
+    /// `version_id=`): a GCS generation (a number, as
+    /// [`Scheme::parse_version`] reads it), an S3 version id (any
+    /// non-empty text, taken as given). Local files have no versions.
+    pub fn parse_version_id(self, v: &str) -> std::result::Result<ObjectVersion, String> {
+        match self {
+            Scheme::Gs => self.parse_version(v),
+            Scheme::S3 if !v.is_empty() => Ok(ObjectVersion::VersionId(v.to_owned())),
+            Scheme::S3 => Err("an empty S3 version id".to_owned()),
+            Scheme::File => Err("local files have no versions".to_owned()),
+        }
+    }
 }
 
 /// A parsed URL: scheme, bucket and key. For local paths `bucket` is empty
@@ -246,6 +259,16 @@ mod tests {
             Scheme::Gs.parse_version("\"abc\"").unwrap_err(),
             "version \"\\\"abc\\\"\" is not a GCS generation (a number)"
         );
+        assert_eq!(
+            Scheme::S3.parse_version_id("3/L4kqtJl"),
+            Ok(ObjectVersion::VersionId("3/L4kqtJl".into()))
+        );
+        assert_eq!(
+            Scheme::Gs.parse_version_id("17"),
+            Ok(ObjectVersion::Generation(17))
+        );
+        assert!(Scheme::File.parse_version_id("1").is_err());
+        assert!(Scheme::S3.parse_version_id("").is_err());
         // An ETag is kept as given, quotes and all.
         assert_eq!(
             Scheme::S3.parse_version("\"abc\""),

@@ -101,9 +101,13 @@ impl Client {
                     // Deleted again alone, through the single delete's safe
                     // retry; gone by then is done.
                     tracing::debug!(%url, status, %message, "batched delete to be sent again alone");
-                    match self.delete_if(bucket, key, generation(k)).await {
+                    let again = match (k.exact, generation(k)) {
+                        (true, Some(g)) => self.delete_generation(bucket, key, g).await,
+                        (_, g) => self.delete_if(bucket, key, g).await.map(|_| ()),
+                    };
+                    match again {
                         Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-                        r => r.map(|_| ()),
+                        r => r,
                     }
                 }
                 Some((404, message)) => Err(Error::new(
@@ -149,7 +153,10 @@ impl Client {
         let mut body = String::new();
         for (i, k) in keys.iter().enumerate() {
             let query: Vec<String> = [
-                generation(k).map(|g| format!("ifGenerationMatch={g}")),
+                generation(k).map(|g| match k.exact {
+                    true => format!("generation={g}"),
+                    false => format!("ifGenerationMatch={g}"),
+                }),
                 self.user_project
                     .as_deref()
                     .map(|p| format!("userProject={}", encode(p))),

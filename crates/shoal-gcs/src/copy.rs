@@ -117,6 +117,13 @@ impl Client {
             Some(ObjectVersion::Generation(g)) => Some(g.to_string()),
             _ => None,
         };
+        // One stored version chosen (a restore): that generation is read
+        // (`sourceGeneration`), live or not. Otherwise the live object,
+        // which must still be the generation read.
+        let (pin, source) = match c.src.version_state {
+            Some(_) => ("sourceGeneration", generation.as_deref()),
+            None => ("ifSourceGenerationMatch", generation.as_deref()),
+        };
         crate::object::check_write_version(c.opts, Op::Copy, &url)?;
         let dst_generation = crate::object::generation_match(c.opts);
         let body = rewrite_body(c);
@@ -132,14 +139,14 @@ impl Client {
                 // The first call may finish the copy: a lost answer is
                 // looked into before it is sent again (retry::safe).
                 None => {
-                    self.first_rewrite(c, &base, generation.as_deref(), &body, &url)
+                    self.first_rewrite(c, &base, (pin, source), &body, &url)
                         .await
                 }
                 // Later calls continue the server's own copy, named by
                 // the token: sending one again repeats no write.
                 Some(t) => {
                     let q = Query::new()
-                        .add_opt("ifSourceGenerationMatch", generation.as_deref())
+                        .add_opt(pin, source)
                         .add_opt("ifGenerationMatch", dst_generation.as_deref())
                         .add("rewriteToken", t);
                     let http_url = format!("{base}{}", q.as_str());
@@ -152,7 +159,12 @@ impl Client {
                 Ok(r) => r,
                 Err(e) => {
                     return Err(self
-                        .why_refused(e, c, generation.as_deref(), &src_url)
+                        .why_refused(
+                            e,
+                            c,
+                            source.filter(|_| c.src.version_state.is_none()),
+                            &src_url,
+                        )
                         .await);
                 }
             };
@@ -175,7 +187,7 @@ impl Client {
         &self,
         c: &CopyRequest<'_>,
         base: &str,
-        generation: Option<&str>,
+        (pin, generation): (&str, Option<&str>),
         body: &Bytes,
         url: &str,
     ) -> Result<std::result::Result<ObjectMeta, String>> {
@@ -192,7 +204,7 @@ impl Client {
             |pre| async move {
                 let g = crate::object::generation_match(&pre.apply(&PutOptions::default()));
                 let q = Query::new()
-                    .add_opt("ifSourceGenerationMatch", generation)
+                    .add_opt(pin, generation)
                     .add_opt("ifGenerationMatch", g.as_deref());
                 let http_url = format!("{base}{}", q.as_str());
                 let req = rewrite_request(&self.http, &http_url, body);
@@ -218,6 +230,8 @@ impl Client {
         if e.kind() != ErrorKind::Precondition {
             return e;
         }
+        // `generation`: the live source's pin (None for a chosen
+        // generation, which cannot change: a 412 is the destination's).
         let source_changed = match (generation, c.opts.conditional()) {
             (None, _) => false,
             (Some(_), false) => true,

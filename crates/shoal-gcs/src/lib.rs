@@ -262,6 +262,28 @@ impl Store for GcsStore {
         self.client.delete_if(bucket, key, Some(*g)).await
     }
 
+    async fn head_version(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: &shoal_core::ObjectVersion,
+    ) -> Result<ObjectMeta> {
+        let g = generation_of(bucket, key, version, shoal_core::Op::Stat)?;
+        let mut meta = self.client.head_at(bucket, key, Some(g)).await?;
+        meta.version_state.get_or_insert(list::LATEST);
+        Ok(meta)
+    }
+
+    async fn delete_version(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: &shoal_core::ObjectVersion,
+    ) -> Result<()> {
+        let g = generation_of(bucket, key, version, shoal_core::Op::Delete)?;
+        self.client.delete_generation(bucket, key, g).await
+    }
+
     async fn create_bucket(&self, bucket: &str) -> Result<()> {
         self.client
             .create_bucket(bucket, self.project.as_deref())
@@ -462,5 +484,22 @@ impl GcsStore {
                 Err(err) => tracing::debug!("leftover parts not removed yet: {err}"),
             }
         }
+    }
+}
+
+/// The generation a version of a GCS object is named by.
+fn generation_of(
+    bucket: &str,
+    key: &str,
+    version: &shoal_core::ObjectVersion,
+    op: shoal_core::Op,
+) -> Result<i64> {
+    match version {
+        shoal_core::ObjectVersion::Generation(g) => Ok(*g),
+        v => Err(shoal_core::Error::invalid(
+            op,
+            format!("gs://{bucket}/{key}"),
+            format!("GCS versions are generations (numbers), not {v}"),
+        )),
     }
 }

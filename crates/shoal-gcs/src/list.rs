@@ -24,7 +24,9 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use shoal_core::checksum::{Checksums, crc32c_from_base64, md5_from_base64};
 use shoal_core::file_time::{self, Recorded};
-use shoal_core::{ListPage, ListRequest, ObjectMeta, ObjectVersion, Op, Projection, Result};
+use shoal_core::{
+    ListPage, ListRequest, ObjectMeta, ObjectVersion, Op, Projection, Result, VersionState,
+};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -67,6 +69,10 @@ pub(crate) struct RawObject<'a> {
     /// Of the custom metadata, only the file times (the rest is skipped).
     #[serde(borrow, default)]
     metadata: Option<RawTimes<'a>>,
+    /// Set on a noncurrent generation (a listing with `versions=true`,
+    /// a read of an old generation).
+    #[serde(borrow, default)]
+    time_deleted: Option<Cow<'a, str>>,
 }
 
 /// The file times an object's metadata may record
@@ -121,9 +127,16 @@ impl RawObject<'_> {
                 s.parse::<i64>().map_err(|_| bad("generation", s))?,
             )),
         };
+        // Noncurrent: said here; a current one only where every version
+        // was asked for (`list_page`, `head_version`).
+        let version_state = self.time_deleted.is_some().then_some(VersionState {
+            is_latest: Some(false),
+            delete_marker: false,
+        });
         Ok(ObjectMeta {
             size,
             updated_ns,
+            version_state,
             checksums: Checksums::default().with_crc32c(crc32c).with_md5(md5),
             version,
             storage_class: self.storage_class.map(Cow::into_owned),
@@ -228,13 +241,32 @@ impl Client {
         let body = self
             .call_bytes(Op::List, &url, |c| c.get(&http_url))
             .await?;
-        parse_list_page_at(&body, &url)
+        let mut page = parse_list_page_at(&body, &url)?;
+        if req.versions {
+            for o in &mut page.objects {
+                o.version_state.get_or_insert(LATEST);
+            }
+        }
+        Ok(page)
     }
 }
 
 /// The query string of one `objects.list` request.
+/// A generation without `timeDeleted`: the live one.
+pub(crate) const LATEST: VersionState = VersionState {
+    is_latest: Some(true),
+    delete_marker: false,
+};
+
 pub(crate) fn list_query(req: &ListRequest) -> Query {
     let fields = match req.projection {
+        // Every version: which generation, and whether it is live.
+        Projection::NameOnly if req.versions => {
+            Some("items(name,generation,timeDeleted),prefixes,nextPageToken")
+        }
+        Projection::NameSizeTime if req.versions => {
+            Some("items(name,size,updated,generation,timeDeleted),prefixes,nextPageToken")
+        }
         Projection::NameOnly => Some("items(name),prefixes,nextPageToken"),
         // The generation too: a sync's deletes are pinned to it. The
         // metadata for the file time recorded there, which a sync compares.
@@ -261,6 +293,7 @@ pub(crate) fn list_query(req: &ListRequest) -> Query {
         .add_opt("maxResults", max.as_deref())
         .add_opt("matchGlob", req.match_glob.as_deref())
         .add_opt("fields", fields)
+        .add_opt("versions", req.versions.then_some("true"))
 }
 
 #[cfg(test)]
@@ -362,6 +395,7 @@ mod tests {
             max_results: Some(5000),
             match_glob: Some("a b/**.txt".into()),
             projection: Projection::NameOnly,
+            versions: false,
         };
         assert_eq!(
             list_query(&r).as_str(),

@@ -66,7 +66,7 @@ impl Client {
         let generation = match version {
             None => None,
             Some(ObjectVersion::Generation(g)) => Some(g.to_string()),
-            Some(v @ ObjectVersion::ETag(_)) => {
+            Some(v @ (ObjectVersion::ETag(_) | ObjectVersion::VersionId(_))) => {
                 return Err(Error::invalid(
                     Op::Download,
                     url,
@@ -99,16 +99,25 @@ impl Client {
             ErrorKind::NotFound if generation.is_some() => changed(&url),
             _ => e,
         };
-        let mut resp = (self.get_media(&url, bucket, key, range, None).await).map_err(gone)?;
-        if let Some(g) = &generation
-            && resp
-                .headers()
+        // No live object (a versioned bucket's deleted key): the pinned
+        // request may still find the generation.
+        let first = match self.get_media(&url, bucket, key, range, None).await {
+            Err(e) if e.kind() == ErrorKind::NotFound && generation.is_some() => None,
+            r => Some(r.map_err(gone)?),
+        };
+        let stale = |r: &reqwest::Response| {
+            r.headers()
                 .get("x-goog-generation")
-                .is_some_and(|h| h.as_bytes() != g.as_bytes())
-        {
-            drop(resp);
-            resp = (self.get_media(&url, bucket, key, range, Some(g)).await).map_err(gone)?;
-        }
+                .zip(generation.as_ref())
+                .is_some_and(|(h, g)| h.as_bytes() != g.as_bytes())
+        };
+        let resp = match first {
+            Some(r) if !stale(&r) => r,
+            _ => {
+                let g = generation.as_deref();
+                (self.get_media(&url, bucket, key, range, g).await).map_err(gone)?
+            }
+        };
         let headers = resp.headers();
         if resp.status().as_u16() == 206
             && let Some(cr) = headers.get(CONTENT_RANGE).and_then(|v| v.to_str().ok())
@@ -276,6 +285,24 @@ impl Client {
         .await
     }
 
+    /// Deletes one generation for good (`?generation=`), live or
+    /// noncurrent; no other generation is touched. Gone already is done,
+    /// and so is a lost answer after which it is gone (a generation is
+    /// never written again, so a retry cannot delete anything else).
+    pub(crate) async fn delete_generation(&self, bucket: &str, key: &str, g: i64) -> Result<()> {
+        let url = gs_url(bucket, key);
+        let g = g.to_string();
+        let q = Query::new().add("generation", &g);
+        let http_url = format!("{}{}", self.object_url(bucket, key), q.as_str());
+        match self
+            .call_bytes(Op::Delete, &url, |c| c.delete(&http_url))
+            .await
+        {
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            r => r.map(|_| ()),
+        }
+    }
+
     /// Deletes, optionally only if the live generation is still `generation`.
     /// A lost answer is looked into before the delete is sent again
     /// (`retry::safe`): gone means done.
@@ -350,13 +377,13 @@ pub(crate) fn generation_match(opts: &PutOptions) -> Option<String> {
         Some(ObjectVersion::Generation(g)) => Some(g.to_string()),
         // An S3 ETag cannot be asked of GCS; the CLI and Python refuse it
         // before a request (see `check_write_version`).
-        Some(ObjectVersion::ETag(_)) | None => None,
+        Some(ObjectVersion::ETag(_) | ObjectVersion::VersionId(_)) | None => None,
     }
 }
 
 /// A write's `if_match` must be a generation here.
 pub(crate) fn check_write_version(opts: &PutOptions, op: Op, url: &str) -> Result<()> {
-    if let Some(ObjectVersion::ETag(e)) = &opts.if_match {
+    if let Some(ObjectVersion::ETag(e) | ObjectVersion::VersionId(e)) = &opts.if_match {
         return Err(Error::invalid(
             op,
             url,

@@ -28,6 +28,11 @@ pub struct ListOptions {
     pub sorted: bool,
     /// Keys per page (None: the backend's maximum).
     pub page_size: Option<u32>,
+    /// Every version of each key, noncurrent ones and S3 delete markers
+    /// too ([`ListRequest::versions`]): listed in one sequential stream
+    /// (a store's version markers do not split into key ranges), and a
+    /// literal name lists that key's versions rather than a HEAD.
+    pub versions: bool,
 }
 
 impl Default for ListOptions {
@@ -38,6 +43,7 @@ impl Default for ListOptions {
             workers: crate::parallel::DEFAULT_WORKERS,
             sorted: false,
             page_size: None,
+            versions: false,
         }
     }
 }
@@ -47,6 +53,8 @@ impl Default for ListOptions {
 pub(crate) enum Filter {
     /// Everything the request returns.
     All,
+    /// The key itself only (its versions).
+    Exact(String),
     /// The key itself or anything below `key/`.
     ExactOrBelow(String),
     /// Keys the glob matches (and common prefixes naming matching levels).
@@ -75,9 +83,17 @@ impl Plan {
         let base = ListRequest {
             projection: opts.projection,
             max_results: opts.page_size,
+            versions: opts.versions,
             ..Default::default()
         };
         let plan = match KeyGlob::parse(&url, &loc.key)? {
+            None if !opts.recursive && opts.versions => Plan {
+                request: ListRequest {
+                    prefix: loc.key.clone(),
+                    ..base
+                },
+                filter: Filter::Exact(loc.key.clone()),
+            },
             None if !opts.recursive => return Ok(None),
             None if loc.is_prefix_like() => Plan {
                 request: ListRequest {
@@ -146,6 +162,7 @@ impl Plan {
                 match_glob: caps.match_glob.then(|| g.match_glob_or_below()).flatten(),
                 projection: opts.projection,
                 max_results: opts.page_size,
+                versions: opts.versions,
                 ..Default::default()
             },
             filter: Filter::Glob(g),
@@ -154,13 +171,14 @@ impl Plan {
 
     /// Whether the listing can be split among workers (no delimiter).
     pub fn parallel_ok(&self) -> bool {
-        self.request.delimiter.as_deref().is_none_or(str::is_empty)
+        self.request.delimiter.as_deref().is_none_or(str::is_empty) && !self.request.versions
     }
 
     /// Whether an object from the listing is one the URL names.
     pub fn keep_object(&self, key: &str) -> bool {
         match &self.filter {
             Filter::All => key.starts_with(&self.request.prefix),
+            Filter::Exact(k) => key == k,
             Filter::ExactOrBelow(k) => {
                 key.len() >= k.len()
                     && key.starts_with(k.as_str())

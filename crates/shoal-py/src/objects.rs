@@ -69,7 +69,7 @@ impl ObjectInfo {
             composite_algorithm: sums.composite().map(|c| c.kind.name().to_owned()),
             version: m.version.map(|v| match v {
                 ObjectVersion::Generation(g) => g.to_string(),
-                ObjectVersion::ETag(e) => e,
+                ObjectVersion::ETag(e) | ObjectVersion::VersionId(e) => e,
             }),
             storage_class: m.storage_class,
             content_encoding: m.content_encoding,

@@ -29,6 +29,7 @@ fn to_wire(s: &Started) -> Wire {
     let version = s.version.as_ref().map(|v| match v {
         ObjectVersion::Generation(g) => ("g".to_owned(), g.to_string()),
         ObjectVersion::ETag(e) => ("e".to_owned(), e.clone()),
+        ObjectVersion::VersionId(v) => ("v".to_owned(), v.clone()),
     });
     let tasks = s
         .tasks
@@ -54,6 +55,7 @@ fn from_wire(w: Wire, dst_url: &str) -> PyResult<Started> {
         Some((k, v)) if k == "g" => Some(ObjectVersion::Generation(v.parse().map_err(|_| {
             pyo3::exceptions::PyValueError::new_err(format!("generation {v:?} is not a number"))
         })?)),
+        Some((k, v)) if k == "v" => Some(ObjectVersion::VersionId(v)),
         Some((_, v)) => Some(ObjectVersion::ETag(v)),
     };
     let dst = object(Op::Copy, dst_url).py()?;

@@ -54,7 +54,8 @@ type Extra = (String, Option<String>);
 fn version_text(v: &ObjectVersion) -> String {
     match v {
         ObjectVersion::Generation(g) => g.to_string(),
-        ObjectVersion::ETag(e) => e.clone(),
+        // A listing of current objects carries ETags, never version ids.
+        ObjectVersion::ETag(e) | ObjectVersion::VersionId(e) => e.clone(),
     }
 }
 
@@ -112,7 +113,11 @@ pub(crate) fn delete_extras(
             ),
             None => None,
         };
-        targets.push(shoal_transfer::delete::Target { loc, version });
+        targets.push(shoal_transfer::delete::Target {
+            loc,
+            version,
+            exact: false,
+        });
     }
     let locs: Vec<&Location> = targets.iter().map(|t| &t.loc).collect();
     let store_for = session.stores.store_for(&locs).py()?;

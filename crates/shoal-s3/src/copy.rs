@@ -194,7 +194,11 @@ impl Client {
 
     /// `x-amz-copy-source` (and its ETag pin) on a request.
     fn copy_source<'a>(req: Request<'a>, src: &CopyRequest<'_>, etag: Option<&str>) -> Request<'a> {
-        let source = format!("/{}/{}", src.src_bucket, encode_key(src.src_key));
+        let mut source = format!("/{}/{}", src.src_bucket, encode_key(src.src_key));
+        // One stored version (a restore): that version, current or not.
+        if let Some(ObjectVersion::VersionId(v)) = &src.src.version {
+            source = format!("{source}?versionId={}", encode_key(v));
+        }
         let req = req.header("x-amz-copy-source", source);
         match etag {
             Some(e) => req.header("x-amz-copy-source-if-match", e),

@@ -46,9 +46,10 @@ impl Client {
             (0..keys.len()).partition(|&i| xml_safe(&keys[i].key));
         let mut out: Vec<Result<()>> = keys.iter().map(|_| Ok(())).collect();
         for i in alone {
-            let r = match etag(&keys[i]) {
-                Some(e) => self.delete_if(bucket, &keys[i].key, e).await.map(|_| ()),
-                None => self.delete(bucket, &keys[i].key).await,
+            let r = match (etag(&keys[i]), version_id(&keys[i])) {
+                (_, Some(v)) => self.delete_version(bucket, &keys[i].key, v).await,
+                (Some(e), None) => self.delete_if(bucket, &keys[i].key, e).await.map(|_| ()),
+                (None, None) => self.delete(bucket, &keys[i].key).await,
             };
             out[i] = match r {
                 Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
@@ -61,7 +62,7 @@ impl Client {
         let body = delete_body(
             named
                 .iter()
-                .map(|&i| (keys[i].key.as_str(), etag(&keys[i]))),
+                .map(|&i| (keys[i].key.as_str(), etag(&keys[i]), version_id(&keys[i]))),
         );
         let req = Request::new(Method::POST, Op::Delete, bucket, None)
             .query("delete", "")
@@ -112,21 +113,38 @@ fn xml_safe(key: &str) -> bool {
 /// unpinned).
 fn etag(k: &DeleteKey) -> Option<&str> {
     match &k.version {
-        Some(ObjectVersion::ETag(e)) => Some(e),
+        Some(ObjectVersion::ETag(e)) if !k.exact => Some(e),
+        _ => None,
+    }
+}
+
+/// The version id of one stored version a key's delete names (an exact
+/// delete, `rm --all-versions`): that version goes, whatever is current.
+fn version_id(k: &DeleteKey) -> Option<&str> {
+    match &k.version {
+        Some(ObjectVersion::VersionId(v)) if k.exact => Some(v),
         _ => None,
     }
 }
 
 /// The quiet DeleteObjects document naming `keys`, each with the ETag it
-/// must still have (S3's conditional delete; MinIO ignores it).
-pub(crate) fn delete_body<'k>(keys: impl Iterator<Item = (&'k str, Option<&'k str>)>) -> String {
+/// must still have (S3's conditional delete; MinIO ignores it) or the
+/// version id of the one stored version to delete.
+pub(crate) fn delete_body<'k>(
+    keys: impl Iterator<Item = (&'k str, Option<&'k str>, Option<&'k str>)>,
+) -> String {
     let mut s = String::from(
         "<Delete xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Quiet>true</Quiet>",
     );
-    for (k, etag) in keys {
+    for (k, etag, version_id) in keys {
         s.push_str("<Object><Key>");
         s.push_str(&quick_xml::escape::escape(k));
         s.push_str("</Key>");
+        if let Some(v) = version_id {
+            s.push_str("<VersionId>");
+            s.push_str(&quick_xml::escape::escape(v));
+            s.push_str("</VersionId>");
+        }
         if let Some(e) = etag {
             s.push_str("<ETag>");
             s.push_str(&quick_xml::escape::escape(crate::object::quoted_etag(e)));
@@ -227,7 +245,18 @@ mod tests {
 
     #[test]
     fn body_escapes_keys() {
-        let b = delete_body([("a&b", None), ("<c>", Some("\"e1\""))].into_iter());
+        let b = delete_body(
+            [
+                ("a&b", None, None),
+                ("<c>", Some("\"e1\""), None),
+                ("v", None, Some("3&L")),
+            ]
+            .into_iter(),
+        );
+        assert!(
+            b.contains("<Key>v</Key><VersionId>3&amp;L</VersionId></Object>"),
+            "{b}"
+        );
         assert!(b.contains("<Key>a&amp;b</Key></Object>"), "{b}");
         assert!(b.contains("<ETag>&quot;e1&quot;</ETag>"), "{b}");
         assert!(b.contains("<Key>&lt;c&gt;</Key>"), "{b}");

@@ -218,6 +218,21 @@ impl Store for S3Store {
         }
     }
 
+    async fn head_version(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: &ObjectVersion,
+    ) -> Result<ObjectMeta> {
+        let id = version_id(bucket, key, version, Op::Stat)?;
+        self.client.head_at(bucket, key, Some(id)).await
+    }
+
+    async fn delete_version(&self, bucket: &str, key: &str, version: &ObjectVersion) -> Result<()> {
+        let id = version_id(bucket, key, version, Op::Delete)?;
+        self.client.delete_version(bucket, key, id).await
+    }
+
     async fn create_bucket(&self, bucket: &str) -> Result<()> {
         self.client.create_bucket(bucket).await
     }
@@ -315,6 +330,18 @@ impl Store for S3Store {
     async fn multipart_abort(&self, upload: &MultipartUpload) -> Result<()> {
         self.conditional_ids().remove(&upload.upload_id);
         self.client.multipart_abort(upload).await
+    }
+}
+
+/// The version id one stored version of an S3 object is named by.
+fn version_id<'v>(bucket: &str, key: &str, version: &'v ObjectVersion, op: Op) -> Result<&'v str> {
+    match version {
+        ObjectVersion::VersionId(v) => Ok(v),
+        v => Err(Error::invalid(
+            op,
+            format!("s3://{bucket}/{key}"),
+            format!("S3 versions are named by version id, not by {v}"),
+        )),
     }
 }
 

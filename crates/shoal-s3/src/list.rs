@@ -24,7 +24,9 @@
 use quick_xml::events::Event;
 use quick_xml::reader::Reader;
 use reqwest::Method;
-use shoal_core::{Error, ErrorKind, ListPage, ListRequest, ObjectMeta, ObjectVersion, Op, Result};
+use shoal_core::{
+    Error, ErrorKind, ListPage, ListRequest, ObjectMeta, ObjectVersion, Op, Result, VersionState,
+};
 
 use crate::client::{Client, Request};
 use shoal_core::xml::push_ref;
@@ -39,8 +41,12 @@ impl Client {
             .max_results
             .unwrap_or(MAX_LIST_PAGE)
             .clamp(1, MAX_LIST_PAGE);
-        let mut r = Request::new(Method::GET, Op::List, bucket, None)
-            .query("list-type", "2")
+        let mut r = Request::new(Method::GET, Op::List, bucket, None);
+        r = match req.versions {
+            true => r.query("versions", ""),
+            false => r.query("list-type", "2"),
+        };
+        r = r
             .query("encoding-type", "url")
             .query("max-keys", max.to_string());
         r.target = format!("s3://{bucket}/{}", req.prefix);
@@ -50,11 +56,26 @@ impl Client {
         if let Some(d) = req.delimiter.as_deref().filter(|d| !d.is_empty()) {
             r = r.query("delimiter", d);
         }
-        if let Some(t) = &req.page_token {
-            r = r.query("continuation-token", t.as_str());
-        }
-        if let Some(after) = req.start_offset.as_deref().and_then(start_after_for) {
-            r = r.query("start-after", after);
+        match (&req.page_token, req.versions) {
+            (Some(t), false) => r = r.query("continuation-token", t.as_str()),
+            // ListObjectVersions goes on from a key and a version id.
+            (Some(t), true) => {
+                let (version, key) = t.split_once('\n').unwrap_or(("", t));
+                r = r.query("key-marker", key);
+                if !version.is_empty() {
+                    r = r.query("version-id-marker", version);
+                }
+            }
+            (None, versions) => {
+                if let Some(after) = req.start_offset.as_deref().and_then(start_after_for) {
+                    let name = if versions {
+                        "key-marker"
+                    } else {
+                        "start-after"
+                    };
+                    r = r.query(name, after);
+                }
+            }
         }
         let target = r.target.clone();
         let mut page = self
@@ -126,6 +147,9 @@ enum Field {
     IsTruncated,
     NextToken,
     EncodingType,
+    VersionId,
+    IsLatest,
+    NextVersionIdMarker,
 }
 
 fn protocol(msg: impl AsRef<str>) -> Error {
@@ -137,8 +161,12 @@ fn protocol(msg: impl AsRef<str>) -> Error {
     )
 }
 
-/// Parses one ListObjectsV2 response body. Never panics; anything that is
-/// not a complete `ListBucketResult` is an `ErrorKind::Protocol` error.
+/// Parses one ListObjectsV2 response body, or a ListObjectVersions one
+/// (`ListVersionsResult`: each `Version` and `DeleteMarker` an object
+/// whose `version` is its version id, with its [`VersionState`]; the page
+/// token the next key and version-id markers, `VERSION\nKEY`). Never
+/// panics; anything that is not a complete result is an
+/// `ErrorKind::Protocol` error.
 pub fn parse_list_objects_v2(xml: &[u8]) -> Result<ListPage> {
     let mut reader = Reader::from_reader(xml);
     let mut st = V2::default();
@@ -187,6 +215,9 @@ struct V2 {
     truncated: bool,
     token: Option<String>,
     url_encoded: bool,
+    /// A ListVersionsResult.
+    versions: bool,
+    next_version: Option<String>,
 }
 
 impl V2 {
@@ -196,6 +227,7 @@ impl V2 {
         }
         self.depth += 1;
         match self.depth {
+            1 if name == "ListVersionsResult" => self.versions = true,
             1 if name != "ListBucketResult" => {
                 return Err(protocol(format!("got <{}>", name)));
             }
@@ -204,6 +236,18 @@ impl V2 {
                     self.in_contents = true;
                     self.obj = ObjectMeta::default();
                 }
+                "Version" | "DeleteMarker" if self.versions => {
+                    self.in_contents = true;
+                    self.obj = ObjectMeta {
+                        version_state: Some(VersionState {
+                            is_latest: Some(false),
+                            delete_marker: name == "DeleteMarker",
+                        }),
+                        ..Default::default()
+                    };
+                }
+                "NextKeyMarker" if self.versions => self.field = Field::NextToken,
+                "NextVersionIdMarker" => self.field = Field::NextVersionIdMarker,
                 "CommonPrefixes" => self.in_prefixes = true,
                 "IsTruncated" => self.field = Field::IsTruncated,
                 "NextContinuationToken" => self.field = Field::NextToken,
@@ -217,6 +261,8 @@ impl V2 {
                     "LastModified" => Field::LastModified,
                     "ETag" => Field::ETag,
                     "StorageClass" => Field::StorageClass,
+                    "VersionId" => Field::VersionId,
+                    "IsLatest" => Field::IsLatest,
                     _ => Field::None,
                 }
             }
@@ -256,7 +302,18 @@ impl V2 {
                         .ok_or_else(|| protocol(format!("bad <LastModified> {:?}", one(text))))?,
                 )
             }
-            (3, Field::ETag) => self.obj.version = Some(ObjectVersion::ETag(std::mem::take(text))),
+            (3, Field::ETag) if !self.versions => {
+                self.obj.version = Some(ObjectVersion::ETag(std::mem::take(text)))
+            }
+            (3, Field::VersionId) => {
+                self.obj.version = Some(ObjectVersion::VersionId(std::mem::take(text)))
+            }
+            (3, Field::IsLatest) => {
+                if let Some(s) = &mut self.obj.version_state {
+                    s.is_latest = Some(text.trim() == "true");
+                }
+            }
+            (2, Field::NextVersionIdMarker) => self.next_version = Some(std::mem::take(text)),
             (3, Field::StorageClass) => self.obj.storage_class = Some(std::mem::take(text)),
             (3, Field::Prefix) => self.page.prefixes.push(std::mem::take(text)),
             (2, Field::IsTruncated) => {
@@ -299,6 +356,9 @@ impl V2 {
             }));
         }
         if self.url_encoded {
+            if let Some(t) = self.token.as_mut().filter(|_| self.versions) {
+                *t = url_decode(t)?;
+            }
             for o in &mut self.page.objects {
                 o.key = url_decode(&o.key)?;
             }
@@ -308,6 +368,9 @@ impl V2 {
         }
         self.page.next_page_token = match (self.truncated, self.token) {
             (false, _) => None,
+            (true, Some(t)) if !t.is_empty() && self.versions => {
+                Some(format!("{}\n{t}", self.next_version.unwrap_or_default()))
+            }
             (true, Some(t)) if !t.is_empty() => Some(t),
             // Following a truncated page without a token would loop forever.
             (true, _) => {
@@ -398,6 +461,39 @@ mod tests {
             p.next_page_token.as_deref(),
             Some("1ueGcxLPRx1Tr/XYExHnhbYLgveDs2J/wm36Hy4vbOwM=")
         );
+    }
+
+    #[test]
+    fn versions_and_delete_markers() {
+        let xml = r#"<?xml version="1.0" encoding="UTF-8"?>
+<ListVersionsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name><Prefix></Prefix><KeyMarker></KeyMarker><VersionIdMarker></VersionIdMarker><NextKeyMarker>k%2Bb</NextKeyMarker><NextVersionIdMarker>v3</NextVersionIdMarker><MaxKeys>3</MaxKeys><EncodingType>url</EncodingType><IsTruncated>true</IsTruncated>
+<DeleteMarker><Key>a</Key><VersionId>v9</VersionId><IsLatest>true</IsLatest><LastModified>2024-01-02T03:04:05Z</LastModified></DeleteMarker>
+<Version><Key>a</Key><VersionId>v1</VersionId><IsLatest>false</IsLatest><LastModified>2024-01-02T03:04:05Z</LastModified><ETag>"x"</ETag><Size>3</Size><StorageClass>STANDARD</StorageClass></Version>
+<Version><Key>k%2Bb</Key><VersionId>null</VersionId><IsLatest>true</IsLatest><LastModified>2024-01-02T03:04:05Z</LastModified><ETag>"y"</ETag><Size>5</Size></Version>
+</ListVersionsResult>"#;
+        let p = parse_list_objects_v2(xml.as_bytes()).unwrap();
+        let got: Vec<_> = (p.objects.iter())
+            .map(|o| {
+                let s = o.version_state.unwrap();
+                (
+                    o.key.as_str(),
+                    o.version.clone().unwrap(),
+                    s.is_latest,
+                    s.delete_marker,
+                    o.size,
+                )
+            })
+            .collect();
+        let v = |s: &str| ObjectVersion::VersionId(s.into());
+        assert_eq!(
+            got,
+            vec![
+                ("a", v("v9"), Some(true), true, 0),
+                ("a", v("v1"), Some(false), false, 3),
+                ("k+b", v("null"), Some(true), false, 5),
+            ]
+        );
+        assert_eq!(p.next_page_token.as_deref(), Some("v3\nk+b"));
     }
 
     #[test]

@@ -31,10 +31,40 @@ use crate::endpoint::check_bucket;
 
 impl Client {
     pub(crate) async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {
+        self.head_at(bucket, key, None).await
+    }
+
+    /// HEAD of the current object, or with `version_id` of that stored
+    /// version (whose `version` is then that id: reads pinned to it ask
+    /// for it). A delete marker answers 405 (`x-amz-delete-marker: true`):
+    /// said as such.
+    pub(crate) async fn head_at(
+        &self,
+        bucket: &str,
+        key: &str,
+        version_id: Option<&str>,
+    ) -> Result<ObjectMeta> {
         check_bucket(Op::Stat, bucket)?;
-        let req = Request::new(Method::HEAD, Op::Stat, bucket, Some(key))
+        let mut req = Request::new(Method::HEAD, Op::Stat, bucket, Some(key))
             .header("x-amz-checksum-mode", "ENABLED");
-        let resp = self.send(&req).await?;
+        if let Some(v) = version_id {
+            req = req.query("versionId", v);
+        }
+        let resp = match self.send(&req).await {
+            Err(e) if version_id.is_some() && e.status() == Some(405) => {
+                return Err(Error::new(
+                    ErrorKind::InvalidInput,
+                    Op::Stat,
+                    &req.target,
+                    format!(
+                        "version {} is a delete marker: it has no bytes or metadata",
+                        version_id.unwrap_or_default()
+                    ),
+                )
+                .with_hint("shoal ls --all-versions lists the versions that hold data"));
+            }
+            r => r?,
+        };
         let size = header_u64(resp.headers(), "content-length")
             .ok_or_else(|| protocol(Op::Stat, &req.target, "expected a Content-Length on HEAD"))?;
         // Every S3 implementation sends an ETag with an object; a 200
@@ -46,7 +76,23 @@ impl Client {
                 "the answer has no ETag: is this an S3 endpoint?",
             ));
         }
-        Ok(meta_from_headers(key, size, resp.headers()))
+        let mut meta = meta_from_headers(key, size, resp.headers());
+        pinned_to(&mut meta, version_id);
+        Ok(meta)
+    }
+
+    /// DeleteObject of one stored version (`?versionId=`), or of a delete
+    /// marker: gone for good, no marker made, no other version touched.
+    /// Sending it again after a lost answer deletes nothing else (a
+    /// version id is never reused), so it is retried as a read would be.
+    pub(crate) async fn delete_version(&self, bucket: &str, key: &str, id: &str) -> Result<()> {
+        check_bucket(Op::Delete, bucket)?;
+        let req =
+            Request::new(Method::DELETE, Op::Delete, bucket, Some(key)).query("versionId", id);
+        match self.send(&req).await {
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            r => r.map(|_| ()),
+        }
     }
 
     pub(crate) async fn get(
@@ -57,13 +103,16 @@ impl Client {
         version: Option<&ObjectVersion>,
     ) -> Result<GetResponse> {
         check_bucket(Op::Download, bucket)?;
-        let etag = get_pin(bucket, key, range, version)?;
+        let (etag, version_id) = get_pin(bucket, key, range, version)?;
         if range.is_empty() {
             // `bytes=5-4` is not a valid Range and S3 would answer with the
             // whole object; an empty read needs only the metadata.
-            return self.get_empty(bucket, key, range, etag).await;
+            return self.get_empty(bucket, key, range, etag, version_id).await;
         }
         let mut req = Request::new(Method::GET, Op::Download, bucket, Some(key));
+        if let Some(v) = version_id {
+            req = req.query("versionId", v);
+        }
         match range.header_value() {
             Some(r) => req = req.header("range", r),
             // Only a whole-object answer can carry the whole object's CRC32C.
@@ -93,6 +142,7 @@ impl Client {
             }
         };
         let mut meta = meta_from_headers(key, size, headers);
+        pinned_to(&mut meta, version_id);
         if resolved.start != 0 || resolved.end != Some(size) {
             // A checksum header on a partial answer describes the whole
             // object at best; keep it only where it is unambiguous.
@@ -145,8 +195,12 @@ impl Client {
         key: &str,
         range: ByteRange,
         etag: Option<String>,
+        version_id: Option<&str>,
     ) -> Result<GetResponse> {
         let mut req = Request::new(Method::HEAD, Op::Download, bucket, Some(key));
+        if let Some(v) = version_id {
+            req = req.query("versionId", v);
+        }
         if let Some(e) = &etag {
             req = req.header("if-match", e.as_str());
         }
@@ -168,8 +222,10 @@ impl Client {
                 ),
             ));
         }
+        let mut meta = meta_from_headers(key, size, resp.headers());
+        pinned_to(&mut meta, version_id);
         Ok(GetResponse {
-            meta: meta_from_headers(key, size, resp.headers()),
+            meta,
             range,
             body: futures::stream::empty().boxed(),
         })
@@ -597,19 +653,35 @@ pub(crate) fn meta_from_headers(key: &str, size: u64, h: &HeaderMap) -> ObjectMe
         content_disposition: header_str(h, "content-disposition").map(str::to_owned),
         recorded: shoal_core::file_time::Recorded::of(&metadata),
         metadata,
+        version_state: None,
     }
 }
 
-/// The ETag a GET is pinned to, and the checks of its arguments: an S3
-/// object has no generation, and a range cannot end before it starts.
-fn get_pin(
+/// Metadata read from one stored version: its `version` is that version
+/// id, so later reads pinned to it ask for that version.
+fn pinned_to(meta: &mut ObjectMeta, version_id: Option<&str>) {
+    if let Some(v) = version_id {
+        meta.version = Some(ObjectVersion::VersionId(v.to_owned()));
+        meta.version_state = Some(shoal_core::VersionState::default());
+    }
+}
+
+/// The ETag a GET is pinned to, or the version id it reads, and the
+/// checks of its arguments: an S3 object has no generation, and a range
+/// cannot end before it starts.
+fn get_pin<'v>(
     bucket: &str,
     key: &str,
     range: ByteRange,
-    version: Option<&ObjectVersion>,
-) -> Result<Option<String>> {
+    version: Option<&'v ObjectVersion>,
+) -> Result<(Option<String>, Option<&'v str>)> {
+    let mut version_id = None;
     let etag = match version {
         Some(ObjectVersion::ETag(e)) => Some(e.clone()),
+        Some(ObjectVersion::VersionId(v)) => {
+            version_id = Some(v.as_str());
+            None
+        }
         Some(v @ ObjectVersion::Generation(_)) => {
             return Err(Error::invalid(
                 Op::Download,
@@ -629,7 +701,7 @@ fn get_pin(
             ),
         ));
     }
-    Ok(etag)
+    Ok((etag, version_id))
 }
 
 /// (object size, bytes the answer holds) of a GET's answer to `range`: a
@@ -682,12 +754,14 @@ pub(crate) fn precondition(
     match &opts.if_match {
         None => Ok(None),
         Some(ObjectVersion::ETag(e)) => Ok(Some(("if-match", quoted_etag(e)))),
-        Some(v @ ObjectVersion::Generation(_)) => Err(Error::invalid(
-            op,
-            url,
-            format!("S3 objects are matched by ETag, not by {v}"),
-        )
-        .with_hint("use --if-match ETAG (shoal stat shows the ETag)")),
+        Some(v @ (ObjectVersion::Generation(_) | ObjectVersion::VersionId(_))) => {
+            Err(Error::invalid(
+                op,
+                url,
+                format!("S3 objects are matched by ETag, not by {v}"),
+            )
+            .with_hint("use --if-match ETAG (shoal stat shows the ETag)"))
+        }
     }
 }
 

@@ -59,7 +59,11 @@ impl Client {
         let mut parts: Vec<StoredPart> = Vec::new();
         let mut marker = 0u32;
         loop {
-            let req = Request::new(Method::GET, Op::Stat, bucket, Some(key))
+            let mut req = Request::new(Method::GET, Op::Stat, bucket, Some(key));
+            if let Some(ObjectVersion::VersionId(v)) = version {
+                req = req.query("versionId", v.as_str());
+            }
+            let req = req
                 .query("attributes", "")
                 .header("x-amz-object-attributes", "ETag,ObjectParts")
                 .header("x-amz-max-parts", PAGE.to_string())

@@ -445,7 +445,11 @@ async fn run_deletes(
         while let Some(a) = actions.next().await {
             let item = match a {
                 Ok(Action::Delete { dst, version }) if !dst.is_local() => {
-                    Ok(crate::delete::Target { loc: dst, version })
+                    Ok(crate::delete::Target {
+                        loc: dst,
+                        version,
+                        exact: false,
+                    })
                 }
                 Ok(other) => {
                     others.push(other);

@@ -37,11 +37,46 @@ pub async fn copy_object(
     run: &Run,
     policy: &RetryPolicy,
 ) -> Result<Report> {
+    copy_from(src_store, src, None, dst_store, dst, run, policy).await
+}
+
+/// Copies one stored version of an object (`meta`, from
+/// [`Store::head_version`] or a listing of every version), current or
+/// not: server-side where the store can (S3 `?versionId=` in the copy
+/// source, GCS `sourceGeneration`), else streamed from reads of that
+/// version. Restoring an old version over its own key is this copy with
+/// the destination pinned by the caller's [`PutOptions::if_match`].
+pub async fn copy_version(
+    src_store: Arc<dyn Store>,
+    src: &Location,
+    meta: &ObjectMeta,
+    dst_store: Arc<dyn Store>,
+    dst: &Location,
+    run: &Run,
+    policy: &RetryPolicy,
+) -> Result<Report> {
+    copy_from(src_store, src, Some(meta), dst_store, dst, run, policy).await
+}
+
+async fn copy_from(
+    src_store: Arc<dyn Store>,
+    src: &Location,
+    known: Option<&ObjectMeta>,
+    dst_store: Arc<dyn Store>,
+    dst: &Location,
+    run: &Run,
+    policy: &RetryPolicy,
+) -> Result<Report> {
     let src_url = src.to_string();
-    run.budgets.rates.request().await;
-    let meta = (src_store.head(&src.bucket, &src.key))
-        .await
-        .map_err(|e| e.with_url(&src_url).with_op(Op::Copy))?;
+    let meta = match known {
+        Some(m) => m.clone(),
+        None => {
+            run.budgets.rates.request().await;
+            (src_store.head(&src.bucket, &src.key))
+                .await
+                .map_err(|e| e.with_url(&src_url).with_op(Op::Copy))?
+        }
+    };
     if run.opts.server_side
         && same_store(&src_store, &dst_store)
         && let Some(report) = server_copy(&src_store, src, &meta, dst, run).await?

@@ -17,7 +17,7 @@ use std::path::Path;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, StoreFor};
 
-use crate::cloud_copy::copy_object;
+use crate::cloud_copy::{copy_object, copy_version};
 use crate::download::{download_known, download_to_file};
 use crate::upload::upload_file;
 use crate::{Report, Run, SMALL_UPLOAD};
@@ -46,7 +46,12 @@ pub async fn copy_one(
                 _ => None,
             };
             let run = run.for_transfer(small);
-            copy_object(store_for(src)?, src, store_for(dst)?, dst, &run, policy).await
+            let (from, to) = (store_for(src)?, store_for(dst)?);
+            match meta.filter(|m| m.version_state.is_some()) {
+                // One stored version, chosen: that version is copied.
+                Some(m) => copy_version(from, src, m, to, dst, &run, policy).await,
+                None => copy_object(from, src, to, dst, &run, policy).await,
+            }
         }
         (true, true) => {
             shoal_core::local_path::make_folders(&dst.key, dst.local_root)?;

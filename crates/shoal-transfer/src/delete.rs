@@ -18,6 +18,11 @@
 //! so, not a failure. Servers that ignore a delete's precondition
 //! (fake-gcs-server, MinIO) delete it anyway.
 //!
+//! A target marked [`Target::exact`] names one stored version (`rm
+//! --all-versions`): its delete removes that version or delete marker for
+//! good (GCS `generation=`, S3's `VersionId`), whatever is current, and
+//! touches no other version.
+//!
 //! Deletes that carry a version (a move's, `rm --if-…`) are not made
 //! here: they stay single requests with their precondition
 //! (`batch::delete_at`), and so do objects named one by one
@@ -37,11 +42,19 @@ pub struct Target {
     pub loc: Location,
     /// The version the listing saw.
     pub version: Option<ObjectVersion>,
+    /// `version` names one stored version to delete for good, current or
+    /// not ([`Store::delete_version`]), not the current object pinned to
+    /// it: `rm --all-versions`, one target per version and delete marker.
+    pub exact: bool,
 }
 
 impl From<Location> for Target {
     fn from(loc: Location) -> Target {
-        Target { loc, version: None }
+        Target {
+            loc,
+            version: None,
+            exact: false,
+        }
     }
 }
 
@@ -150,6 +163,7 @@ async fn run(
                 .map(|t| DeleteKey {
                     key: t.loc.key.clone(),
                     version: t.version.clone(),
+                    exact: t.exact,
                 })
                 .collect();
             match store.delete_many(&locs[0].loc.bucket, &keys).await {
@@ -251,6 +265,8 @@ async fn not_found(store: &Arc<dyn Store>, loc: &Location) -> Error {
 
 async fn one(store: &Arc<dyn Store>, t: Target, gone_is_done: bool) -> Result<Location> {
     let r = match &t.version {
+        Some(v) if t.exact => (store.delete_version(&t.loc.bucket, &t.loc.key, v).await)
+            .map(|()| shoal_core::Deleted::Gone),
         Some(v) => match store.delete_if(&t.loc.bucket, &t.loc.key, v).await {
             Err(e) if e.kind() == ErrorKind::Unsupported => store
                 .delete(&t.loc.bucket, &t.loc.key)

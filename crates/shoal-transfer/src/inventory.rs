@@ -171,7 +171,7 @@ impl Part {
         match version {
             Some(ObjectVersion::Generation(g)) => self.generation = Some(*g),
             Some(ObjectVersion::ETag(e)) => self.etag = Some(e.clone()),
-            None => {}
+            Some(ObjectVersion::VersionId(_)) | None => {}
         }
     }
 

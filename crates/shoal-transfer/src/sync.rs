@@ -663,6 +663,7 @@ fn version_text(v: &shoal_core::ObjectVersion) -> String {
     match v {
         shoal_core::ObjectVersion::Generation(g) => format!("g:{g}"),
         shoal_core::ObjectVersion::ETag(e) => format!("e:{e}"),
+        shoal_core::ObjectVersion::VersionId(v) => format!("v:{v}"),
     }
 }
 
@@ -671,6 +672,7 @@ fn version_from(t: &str) -> Option<shoal_core::ObjectVersion> {
     match t.split_once(':')? {
         ("g", g) => g.parse().ok().map(shoal_core::ObjectVersion::Generation),
         ("e", e) => Some(shoal_core::ObjectVersion::ETag(e.to_owned())),
+        ("v", v) => Some(shoal_core::ObjectVersion::VersionId(v.to_owned())),
         _ => None,
     }
 }

@@ -270,9 +270,22 @@ fn summary_line(verb: &str, r: &BatchReport, elapsed: Duration) -> String {
     line
 }
 
+/// A run whose one failure is all that happened (a plan refused, the one
+/// file of a batch of one): its line is the whole story, as for any bad
+/// input; a summary under it would only repeat it.
+fn alone(r: &BatchReport) -> bool {
+    r.failed == 1
+        && r.copied == 0
+        && r.deleted == 0
+        && r.skipped == 0
+        && r.skipped_unasked == 0
+        && r.causes.len() == 1
+}
+
 /// Prints the failures, a line per cause, and the summary, always (`Copied:
 /// 0 files in 3 ms, 30 FAILED` when every file failed: a script or a
-/// reader looking for the count finds it); exit 1 if anything failed or
+/// reader looking for the count finds it; a lone failure is its one line,
+/// see [`alone`]); exit 1 if anything failed or
 /// was skipped without being asked to.
 pub(crate) fn finish(ctx: &Context, r: &BatchReport, elapsed: Duration, verb: &str) -> CmdResult {
     for c in &r.causes {
@@ -291,7 +304,7 @@ pub(crate) fn finish(ctx: &Context, r: &BatchReport, elapsed: Duration, verb: &s
                 "failed": r.failed, "seconds": elapsed.as_secs_f64(),
             }})
         );
-    } else if !ctx.quiet {
+    } else if !ctx.quiet && !alone(r) {
         eprintln!("{}", summary_line(verb, r, elapsed));
     }
     if r.failed == 0 && r.skipped_unasked == 0 {

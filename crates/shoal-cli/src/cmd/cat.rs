@@ -26,7 +26,10 @@ use crate::config::Context;
 use crate::failure::{CmdResult, Failure};
 
 pub(crate) async fn run(ctx: &Context, a: CatArgs) -> CmdResult {
-    let sources = sources(ctx, &a.urls, true)?;
+    let sources = match &a.version_id {
+        Some(v) => version_source(ctx, &a.urls, v).await?,
+        None => sources(ctx, &a.urls, true)?,
+    };
     let opts = ReadOptions {
         workers: ctx.transfer.workers,
         requests: ctx.transfer.small_workers,
@@ -122,6 +125,21 @@ pub(crate) fn sources(
         locs.push(loc);
     }
     Ok(read_sources(locs, &|l| ctx.store(l), sorted)?)
+}
+
+/// `cat --version-id V URL`: that one stored version, its reads pinned to it.
+async fn version_source(
+    ctx: &Context,
+    urls: &[String],
+    v: &str,
+) -> Result<BoxStream<'static, shoal_core::Result<Source>>, Failure> {
+    let [url] = urls else {
+        return Err(Failure::Usage("cat --version-id: for one object".into()));
+    };
+    let loc = super::parse(url)?;
+    let meta = super::head_version(ctx, "cat", &loc, v).await?;
+    let source = Source::object(ctx.store(&loc)?, loc, meta);
+    Ok(Box::pin(futures::stream::iter([Ok(source)])))
 }
 
 /// "404, check the bucket and key" was the answer to a prefix, which sent

@@ -170,6 +170,9 @@ async fn go(ctx: &Context, a: CpArgs, moving: bool) -> CmdResult {
     if a.matching.any() {
         preconditions(verb, &a, is_glob, &mut opts)?;
     }
+    if let Some(v) = &a.version_id {
+        return copy_version(ctx, &a, v, opts, moving, is_glob).await;
+    }
     if a.recursive || is_glob {
         return copy_many(ctx, &a, opts, moving).await;
     }
@@ -242,6 +245,55 @@ fn endpoint(arg: &str) -> Result<Option<Location>, Failure> {
         return Ok(None);
     }
     Ok(Some(super::parse(arg)?))
+}
+
+/// `cp --version-id V SRC DST`: one stored version of `SRC` copied, to a
+/// file or an object. Over a cloud object (its own key: a restore) the
+/// write is pinned to what the destination held just before (GCS
+/// `ifGenerationMatch`, S3 `If-Match`; nothing: it must not exist), so a
+/// version written meanwhile is never replaced: the copy fails and says
+/// so. `--if-generation-match`/`--if-match`/`--no-clobber` choose the pin
+/// instead.
+async fn copy_version(
+    ctx: &Context,
+    a: &CpArgs,
+    v: &str,
+    mut opts: TransferOptions,
+    moving: bool,
+    is_glob: bool,
+) -> CmdResult {
+    let verb = if moving { "mv" } else { "cp" };
+    if moving || a.recursive || is_glob || a.src == "-" || a.dst == "-" {
+        return Err(Failure::Usage(format!(
+            "{verb} --version-id: copies one object version to a file or an object (cp, not -r, a glob, mv or stdin/stdout; cat --version-id writes one to stdout)"
+        )));
+    }
+    refuse_batch_flags(a, verb)?;
+    let src = super::parse(&a.src)?;
+    let meta = super::head_version(ctx, verb, &src, v).await?;
+    let dst = named_destination(&src, &super::parse(&a.dst)?)?;
+    let store_for = ctx.store_for(&[&src, &dst])?;
+    if !dst.is_local() && !a.matching.any() && !a.no_clobber {
+        let store = store_for(&dst)?;
+        match store.head(&dst.bucket, &dst.key).await {
+            Ok(now) => opts.put.if_match = now.version,
+            Err(e) if e.kind() == ErrorKind::NotFound => opts.put.if_not_exists = true,
+            Err(e) => return Err(e.with_url(dst.to_string()).into()),
+        }
+    }
+    let progress = Progress::start(Some(meta.size), ctx.quiet);
+    let run = ctx.run(opts).with_progress(progress.counter());
+    let r = shoal_transfer::copy::copy_one(&src, Some(&meta), &dst, &store_for, &run, &ctx.retry)
+        .await
+        .map_err(|e| match e.kind() {
+            ErrorKind::Precondition if !a.matching.any() && !a.no_clobber => Failure::Failed(format!(
+                "{verb} --version-id {v} {src} {dst}: not copied: {dst} was written since it was read (a newer version is kept); run it again to restore over that one"
+            )),
+            _ => refusal(e),
+        })?;
+    let from = format!("{src}#{v}");
+    say_done(ctx, false, &r, (&from, &dst.to_string()), progress.finish());
+    Ok(())
 }
 
 /// What a copy of one object refuses before it starts: a prefix as the

@@ -41,6 +41,7 @@ pub(crate) async fn run(ctx: &Context, a: DuArgs) -> CmdResult {
         (false, None) => GroupBy::Prefix(1),
     };
     let opts = ListOptions {
+        versions: false,
         recursive: true,
         projection: group_by.projection(),
         workers: a

@@ -49,7 +49,11 @@ impl Printer<'_> {
         {
             return Ok(());
         }
-        let url = loc.with_key(m.key.clone()).to_string();
+        let mut url = loc.with_key(m.key.clone()).to_string();
+        if self.args.all_versions && !self.args.json {
+            // gcloud's `gs://b/k#GENERATION`; an S3 version id likewise.
+            url = format!("{url}#{}", version_text(m));
+        }
         self.objects += 1;
         self.records += 1;
         self.bytes += m.size;
@@ -61,6 +65,21 @@ impl Printer<'_> {
             } else {
                 m.size.to_string()
             };
+            if self.args.all_versions {
+                let state = match m.version_state {
+                    Some(s) if s.delete_marker => "marker",
+                    Some(s) if s.is_latest == Some(false) => "noncurrent",
+                    _ => "latest",
+                };
+                return writeln!(
+                    self.out,
+                    "{:>12}  {:<20}  {:<10}  {}",
+                    size,
+                    rfc3339(m.updated_ns),
+                    state,
+                    escape_controls(&url)
+                );
+            }
             writeln!(
                 self.out,
                 "{:>12}  {:<20}  {}",
@@ -211,13 +230,14 @@ async fn list(
             .map_or(shoal_list::parallel::DEFAULT_WORKERS, |n| n as usize),
         sorted: a.sorted,
         page_size: None,
+        versions: a.all_versions,
     };
     let delimiter = (!a.recursive).then(|| "/".to_owned());
     if let Some(entries) = shoal_list::entries(store.clone(), loc, &opts)? {
         // A glob: matching objects (and, one level, matching "directories").
         return print_entries(loc, entries, p).await;
     }
-    if a.recursive {
+    if a.recursive || (a.all_versions && !loc.is_prefix_like()) {
         // Everything below a literal prefix or name, listed in parallel
         // once it proves to be more than a page.
         let objects = Box::pin(shoal_list::expand(store.clone(), loc, &opts));
@@ -363,6 +383,7 @@ async fn list_into(
         prefix: prefix.to_owned(),
         delimiter,
         projection,
+        versions: p.args.all_versions,
         ..Default::default()
     };
     let mut stream = Box::pin(pages(store.clone(), loc.bucket.clone(), req));
@@ -386,6 +407,16 @@ async fn list_into(
         }
     }
     Ok(any)
+}
+
+/// The version an `ls -a` line names: a GCS generation, an S3 version id.
+fn version_text(m: &ObjectMeta) -> String {
+    match &m.version {
+        Some(shoal_core::ObjectVersion::Generation(g)) => g.to_string(),
+        Some(shoal_core::ObjectVersion::VersionId(v)) => v.clone(),
+        Some(shoal_core::ObjectVersion::ETag(e)) => e.clone(),
+        None => String::new(),
+    }
 }
 
 /// Output errors: a closed pipe (`| head`) ends quietly.

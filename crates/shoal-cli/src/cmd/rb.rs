@@ -4,8 +4,10 @@
 //! is removed. An empty one goes at once; a non-empty one is refused, with
 //! the count of objects one list page saw, unless `--force`, which deletes
 //! every object the way `rm -r` does (streamed as listed, in parallel) and
-//! then the bucket. Object versions kept by a versioned S3 bucket are not
-//! deleted by that; the server then refuses the bucket and says so.
+//! then the bucket. A versioned bucket keeps noncurrent versions and
+//! delete markers after that: they are listed (S3 ListObjectVersions, GCS
+//! `versions=true`) and each deleted by its own version, in batches, and
+//! then the bucket goes.
 
 use shoal_core::{ErrorKind, ListRequest, Op, Projection};
 
@@ -32,7 +34,16 @@ pub(crate) async fn run(ctx: &Context, a: RbArgs) -> CmdResult {
     let store = ctx.store(&loc)?;
     let bucket_url = format!("{}{}", loc.scheme.prefix(), loc.bucket);
     if a.force {
-        let (deleted, failed) = super::rm::delete_below(ctx, &loc.with_key(""), false).await?;
+        let (mut deleted, mut failed) =
+            super::rm::delete_below(ctx, &loc.with_key(""), false).await?;
+        if failed == 0 {
+            // A versioned bucket still holds noncurrent versions and
+            // delete markers (the deletes above made markers): each goes
+            // by its own version, in batches.
+            (deleted, failed) = super::rm::delete_versions_below(ctx, &loc.with_key(""))
+                .await
+                .map(|(d, f)| (d + deleted, f))?;
+        }
         if failed > 0 {
             return Err(Failure::Failed(format!(
                 "remove bucket {bucket_url}: {failed} objects could not be deleted ({deleted} were); the bucket is kept"

@@ -24,6 +24,9 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
     if a.matching.any() {
         return delete_matching(ctx, &a, locs).await;
     }
+    if let Some(v) = &a.version_id {
+        return delete_version(ctx, &a, &locs, v).await;
+    }
     let filter = a.filters.filter_for_delete()?;
     if filter.is_some() && !a.recursive && !a.urls.iter().any(|u| shoal_list::has_wildcard(u)) {
         return Err(Failure::Usage(
@@ -38,7 +41,7 @@ pub(crate) async fn run(ctx: &Context, a: RmArgs) -> CmdResult {
     for loc in locs {
         let (deleted, f) = if loc.is_local() {
             remove_local(ctx, &loc.key, a.dry_run)
-        } else if !a.recursive && !shoal_list::has_wildcard(&loc.key) {
+        } else if !a.recursive && !a.all_versions && !shoal_list::has_wildcard(&loc.key) {
             if shoal_list::names_bucket(&loc) {
                 return Err(Failure::Usage(format!(
                     "rm {loc}: needs an object; use -r to delete everything in the bucket"
@@ -94,7 +97,7 @@ async fn delete_listed(
     loc: &Location,
     filter: &Option<Arc<shoal_list::Filter>>,
 ) -> Result<(u64, usize), Failure> {
-    let targets = targets(ctx, loc, a.recursive)?;
+    let targets = targets(ctx, loc, a.recursive, a.all_versions)?;
     // A dry run counts what the rules keep from deletion.
     let tally = filter
         .as_ref()
@@ -144,18 +147,65 @@ pub(crate) async fn delete_below(
     loc: &Location,
     dry_run: bool,
 ) -> Result<(u64, usize), Failure> {
-    let targets = targets(ctx, loc, true)?;
+    let targets = targets(ctx, loc, true, false)?;
     Ok(delete_all(ctx, dry_run, targets, &[loc]).await)
+}
+
+/// Every version and delete marker below `loc` (`rb --force` after the
+/// current objects went: what a versioned bucket still holds), each
+/// deleted by its own version; returns (deleted, failed).
+pub(crate) async fn delete_versions_below(
+    ctx: &Context,
+    loc: &Location,
+) -> Result<(u64, usize), Failure> {
+    let targets = targets(ctx, loc, true, true)?;
+    Ok(delete_all(ctx, false, targets, &[loc]).await)
+}
+
+/// `rm --version-id V URL`: that one stored version (or S3 delete
+/// marker) deleted for good; no other version is touched.
+async fn delete_version(ctx: &Context, a: &RmArgs, locs: &[Location], v: &str) -> CmdResult {
+    let [loc] = locs else {
+        return Err(Failure::Usage("rm --version-id: for one object".into()));
+    };
+    if a.recursive {
+        return Err(Failure::Usage(
+            "rm --version-id: for one object, not rm -r (rm -a deletes every version)".into(),
+        ));
+    }
+    let version = super::version_of("rm", loc, v)?;
+    let shown = format!("{loc}#{v}");
+    if a.dry_run {
+        removed(ctx, &shown, true);
+        return Ok(());
+    }
+    let store = ctx.store(loc)?;
+    match store.delete_version(&loc.bucket, &loc.key, &version).await {
+        Ok(()) => {
+            removed(ctx, &shown, false);
+            Ok(())
+        }
+        Err(e) => {
+            let e = e.with_url(loc.to_string());
+            failed_json(ctx, &e);
+            Err(e.into())
+        }
+    }
 }
 
 /// The objects a glob (with `recursive`, and everything below each level
 /// it matches) or a prefix (`-r`: the object and what lies below `key/`,
 /// not `key-b`) names, as they are listed, a page at a time while the
 /// previous page's keys are being deleted.
+///
+/// With `versions`, every version and S3 delete marker of those keys
+/// (the literal key too, without -r), each a target of its own exact
+/// version: nothing current is deleted in its place.
 fn targets(
     ctx: &Context,
     loc: &Location,
     recursive: bool,
+    versions: bool,
 ) -> Result<BoxStream<'static, shoal_core::Result<Target>>, Failure> {
     let store = ctx.store(loc)?;
     shoal_list::check(loc)?;
@@ -170,6 +220,7 @@ fn targets(
     let opts = shoal_list::ListOptions {
         recursive,
         workers: 1,
+        versions,
         ..Default::default()
     };
     let base = loc.clone();
@@ -179,6 +230,7 @@ fn targets(
             Ok(Target {
                 loc: base.with_key(m.key),
                 version: m.version,
+                exact: versions,
             })
         })
         .boxed())

@@ -11,6 +11,12 @@ use crate::output::{meta_json, rfc3339};
 
 pub(crate) async fn run(ctx: &Context, a: StatArgs) -> CmdResult {
     let loc = super::require_object(&a.url, "stat")?;
+    if a.version_id.is_some() && loc.is_local() {
+        return Err(crate::failure::Failure::Usage(format!(
+            "stat --version-id: {} is a local path; local files have no versions",
+            loc.key
+        )));
+    }
     let meta = if loc.is_local() {
         let md = std::fs::metadata(&loc.key).map_err(|e| Error::io(Op::Stat, &loc.key, e))?;
         ObjectMeta {
@@ -24,10 +30,14 @@ pub(crate) async fn run(ctx: &Context, a: StatArgs) -> CmdResult {
             ..Default::default()
         }
     } else {
-        let store = ctx.store(&loc)?;
-        (store.head(&loc.bucket, &loc.key))
-            .await
-            .map_err(|e| e.with_url(loc.to_string()))?
+        if let Some(v) = &a.version_id {
+            super::head_version(ctx, "stat", &loc, v).await?
+        } else {
+            let store = ctx.store(&loc)?;
+            (store.head(&loc.bucket, &loc.key))
+                .await
+                .map_err(|e| e.with_url(loc.to_string()))?
+        }
     };
     let url = loc.to_string();
     if a.json {
@@ -58,6 +68,7 @@ pub(crate) async fn run(ctx: &Context, a: StatArgs) -> CmdResult {
     match &meta.version {
         Some(ObjectVersion::Generation(g)) => println!("    Generation:       {g}"),
         Some(ObjectVersion::ETag(e)) => println!("    ETag:             {e}"),
+        Some(ObjectVersion::VersionId(v)) => println!("    Version id:       {v}"),
         None => {}
     }
     if let Some(sc) = &meta.storage_class {

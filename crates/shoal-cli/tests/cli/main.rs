@@ -37,3 +37,4 @@ mod skips;
 mod soak;
 mod sync_checksums;
 mod upload_methods;
+mod versions;
