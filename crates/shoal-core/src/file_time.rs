@@ -23,7 +23,6 @@ use std::collections::BTreeMap;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::url::Scheme;
 
 /// gsutil's and gcloud's key.
 pub const GCS_KEY: &str = "goog-reserved-file-mtime";
@@ -116,16 +115,23 @@ pub fn parse(v: &str) -> Option<FileTime> {
     })
 }
 
-/// The metadata entry that records the file time `ns` on `scheme`'s store
-/// (None for local files, whose time is their own).
-pub fn record(scheme: Scheme, ns: i128) -> Option<(&'static str, String)> {
-    match scheme {
-        Scheme::Gs => Some((GCS_KEY, ns.div_euclid(NS).to_string())),
-        Scheme::S3 => Some((
+/// The form a store's objects record a file time in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// `goog-reserved-file-mtime`, whole seconds, as gcloud writes it (GCS).
+    Gcloud,
+    /// `mtime`, decimal seconds, as rclone writes it (S3).
+    Rclone,
+}
+
+/// The metadata entry that records the file time `ns` in `form`.
+pub fn record(form: Form, ns: i128) -> (&'static str, String) {
+    match form {
+        Form::Gcloud => (GCS_KEY, ns.div_euclid(NS).to_string()),
+        Form::Rclone => (
             MTIME_KEY,
             format!("{}.{:09}", ns.div_euclid(NS), ns.rem_euclid(NS)),
-        )),
-        _ => None,
+        ),
     }
 }
 
@@ -169,14 +175,13 @@ mod tests {
     #[test]
     fn written_as_each_tool_writes_and_read_back() {
         let ns = 1_577_836_800 * NS + 123_456_789;
-        let (k, v) = record(Scheme::Gs, ns).unwrap();
+        let (k, v) = record(Form::Gcloud, ns);
         assert_eq!((k, v.as_str()), (GCS_KEY, "1577836800"));
-        let (k, v) = record(Scheme::S3, ns).unwrap();
+        let (k, v) = record(Form::Rclone, ns);
         assert_eq!((k, v.as_str()), (MTIME_KEY, "1577836800.123456789"));
         assert_eq!(parse(&v).unwrap().ns, ns);
-        let (_, v) = record(Scheme::S3, -NS / 2).unwrap();
+        let (_, v) = record(Form::Rclone, -NS / 2);
         assert_eq!(v, "-1.500000000");
-        assert_eq!(record(Scheme::File, ns), None);
     }
 
     #[test]

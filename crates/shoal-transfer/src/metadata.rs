@@ -49,9 +49,15 @@ pub fn record_file_time(put: &mut PutOptions, scheme: Scheme, md: &std::fs::Meta
         return;
     };
     let ns = system_time_ns(modified);
-    if let Some((k, v)) = shoal_core::file_time::record(scheme, ns) {
-        put.metadata.entry(k.to_owned()).or_insert(v);
-    }
+    use shoal_core::file_time::{Form, record};
+    let form = match scheme {
+        Scheme::Gs => Form::Gcloud,
+        Scheme::S3 => Form::Rclone,
+        // A local file's time is its own.
+        Scheme::File => return,
+    };
+    let (k, v) = record(form, ns);
+    put.metadata.entry(k.to_owned()).or_insert(v);
 }
 
 /// A time as nanoseconds since the epoch (before it: negative).
