@@ -23,7 +23,6 @@ use std::collections::BTreeMap;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-
 /// gsutil's and gcloud's key.
 pub const GCS_KEY: &str = "goog-reserved-file-mtime";
 /// rclone's key.
