@@ -264,42 +264,104 @@ pub fn error_from_reqwest(op: Op, url: &str, err: reqwest::Error) -> Error {
     transport_failure(op, url, kind, unsent, err.without_url())
 }
 
-/// The body of an answer, `expected` bytes long (where known), as a stream whose
+/// The body of an answer, `expected` bytes long, as a stream whose
 /// failures say how much of it had arrived: a body cut short is the
 /// server's answer broken off ("the connection closed after 1048576 of
 /// 4194304 bytes of the answer"), not a server that could not be reached,
 /// so it carries no hint about the endpoint. Both stores' downloads read
 /// through it.
+///
+/// `sent_length`: whether the answer said its length (Content-Length or
+/// Content-Range), which the HTTP stack then holds it to; one sent
+/// without (chunked, or until the server closes) is held to `expected`
+/// here.
 pub fn answer_body(
     resp: reqwest::Response,
     op: Op,
     url: String,
-    expected: Option<u64>,
+    expected: u64,
+    sent_length: bool,
 ) -> crate::store::BoxByteStream {
     use futures::StreamExt;
     let mut got = 0u64;
-    Box::pin(resp.bytes_stream().map(move |r| match r {
+    let target = url.clone();
+    let body = Box::pin(resp.bytes_stream().map(move |r| match r {
         Ok(b) => {
             got += b.len() as u64;
             Ok(b)
         }
         Err(e) => Err(cut_short(op, &url, got, expected, e)),
-    }))
+    }));
+    if sent_length {
+        body
+    } else {
+        held_to_length(body, expected, op, target)
+    }
+}
+
+/// A body sent without a length (chunked, or until the server closes),
+/// held to the `size` learnt elsewhere (the range asked, a HEAD of the
+/// same version): more or fewer bytes is an error where it shows (a whole
+/// object longer than the range asked, or one that changed since its size
+/// was learnt).
+fn held_to_length(
+    body: crate::store::BoxByteStream,
+    size: u64,
+    op: Op,
+    target: String,
+) -> crate::store::BoxByteStream {
+    use futures::StreamExt;
+    let wrong = move |got: u64| {
+        let what = if got > size {
+            format!("runs past the {size} bytes expected")
+        } else {
+            format!("ended after {got} of the {size} bytes expected")
+        };
+        Error::new(
+            ErrorKind::Integrity,
+            op,
+            &target,
+            format!("the answer, sent without a length, {what}"),
+        )
+        .with_hint("the object may have changed while being read; run the command again")
+    };
+    let state = (body, 0u64, false);
+    Box::pin(futures::stream::unfold(
+        state,
+        move |(mut body, n, done)| {
+            let wrong = wrong.clone();
+            async move {
+                if done {
+                    return None;
+                }
+                match body.next().await {
+                    Some(Ok(c)) => {
+                        let n = n + c.len() as u64;
+                        let item = if n > size { Err(wrong(n)) } else { Ok(c) };
+                        let done = item.is_err();
+                        Some((item, (body, n, done)))
+                    }
+                    Some(Err(e)) => Some((Err(e), (body, n, true))),
+                    None if n == size => None,
+                    None => Some((Err(wrong(n)), (body, n, true))),
+                }
+            }
+        },
+    ))
 }
 
 /// A failure reading an answer's body after `got` of its `expected` bytes.
-fn cut_short(op: Op, url: &str, got: u64, expected: Option<u64>, err: reqwest::Error) -> Error {
+fn cut_short(op: Op, url: &str, got: u64, expected: u64, err: reqwest::Error) -> Error {
     let protocol = err.is_decode() && !chain_has_transport_error(&err);
     if err.is_timeout() || chain_has_timeout(&err) || protocol {
         return error_from_reqwest(op, url, err);
     }
-    let of = expected.map_or_else(String::new, |n| format!(" of {n}"));
     Error::new(
         ErrorKind::Connect,
         op,
         url,
         format!(
-            "the connection closed after {got}{of} bytes of the answer: {}",
+            "the connection closed after {got} of {expected} bytes of the answer: {}",
             chain_message(&err.without_url())
         ),
     )

@@ -99,6 +99,18 @@ pub enum ObjectVersion {
     VersionId(String),
 }
 
+impl ObjectVersion {
+    /// The version as its store writes it: a generation's digits, an ETag
+    /// or version id as sent. [`crate::Scheme::parse_version`] reads a
+    /// generation or an ETag back.
+    pub fn text(&self) -> String {
+        match self {
+            ObjectVersion::Generation(g) => g.to_string(),
+            ObjectVersion::ETag(e) | ObjectVersion::VersionId(e) => e.clone(),
+        }
+    }
+}
+
 impl std::fmt::Display for ObjectVersion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

@@ -31,52 +31,6 @@ use crate::url::Scheme;
 /// A stream of body chunks.
 pub type BoxByteStream = Pin<Box<dyn Stream<Item = Result<Bytes>> + Send>>;
 
-/// A body sent without a length (chunked, or until the server closes),
-/// held to the `size` learnt elsewhere (the range asked, a HEAD of the
-/// same version): more or fewer bytes is an error where it shows (a whole
-/// object longer than the range asked, or one that changed since its size
-/// was learnt). Both stores' downloads use it.
-pub fn held_to_length(body: BoxByteStream, size: u64, op: Op, target: String) -> BoxByteStream {
-    use futures::StreamExt;
-    let wrong = move |got: u64| {
-        let what = if got > size {
-            format!("runs past the {size} bytes expected")
-        } else {
-            format!("ended after {got} of the {size} bytes expected")
-        };
-        Error::new(
-            ErrorKind::Integrity,
-            op,
-            &target,
-            format!("the answer, sent without a length, {what}"),
-        )
-        .with_hint("the object may have changed while being read; run the command again")
-    };
-    let state = (body, 0u64, false);
-    Box::pin(futures::stream::unfold(
-        state,
-        move |(mut body, n, done)| {
-            let wrong = wrong.clone();
-            async move {
-                if done {
-                    return None;
-                }
-                match body.next().await {
-                    Some(Ok(c)) => {
-                        let n = n + c.len() as u64;
-                        let item = if n > size { Err(wrong(n)) } else { Ok(c) };
-                        let done = item.is_err();
-                        Some((item, (body, n, done)))
-                    }
-                    Some(Err(e)) => Some((Err(e), (body, n, true))),
-                    None if n == size => None,
-                    None => Some((Err(wrong(n)), (body, n, true))),
-                }
-            }
-        },
-    ))
-}
-
 /// What a backend can do, declared rather than sniffed from endpoint names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Capabilities {

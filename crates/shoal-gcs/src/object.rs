@@ -149,11 +149,14 @@ impl Client {
         };
         let mut meta = meta_from_headers(key, headers);
         meta.size = size;
-        let body = shoal_core::http::answer_body(resp, Op::Download, url.clone(), resolved.len());
-        let body = match sized {
-            Some(_) => body,
-            None => shoal_core::store::held_to_length(body, size, Op::Download, url.clone()),
-        };
+        let expected = resolved.end.unwrap_or(size) - resolved.start;
+        let body = shoal_core::http::answer_body(
+            resp,
+            Op::Download,
+            url.clone(),
+            expected,
+            sized.is_some(),
+        );
         Ok(GetResponse {
             meta,
             range: resolved,

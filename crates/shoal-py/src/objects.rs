@@ -67,10 +67,7 @@ impl ObjectInfo {
             },
             composite: sums.composite().map(|c| c.to_string()),
             composite_algorithm: sums.composite().map(|c| c.kind.name().to_owned()),
-            version: m.version.map(|v| match v {
-                ObjectVersion::Generation(g) => g.to_string(),
-                ObjectVersion::ETag(e) | ObjectVersion::VersionId(e) => e,
-            }),
+            version: m.version.as_ref().map(ObjectVersion::text),
             storage_class: m.storage_class,
             content_encoding: m.content_encoding,
             content_type: m.content_type,

@@ -51,14 +51,6 @@ fn prefixes(src: &str, dst: &str) -> PyResult<(Location, Location)> {
 /// (a GCS generation or an S3 ETag, as text), which its delete names.
 type Extra = (String, Option<String>);
 
-fn version_text(v: &ObjectVersion) -> String {
-    match v {
-        ObjectVersion::Generation(g) => g.to_string(),
-        // A listing of current objects carries ETags, never version ids.
-        ObjectVersion::ETag(e) | ObjectVersion::VersionId(e) => e.clone(),
-    }
-}
-
 /// Whether a sync split across workers may delete its `extras` (the
 /// engine's rule, [`shoal_transfer::sync::deletes_held`]): None, or why
 /// not as `(reason, n)`: `("source_empty", 0)`, `("failures", failed)`
@@ -245,7 +237,7 @@ pub(crate) fn sync_range<'py>(
                     h.0 += 1;
                     if delete {
                         // With the version listed: the delete is pinned to it.
-                        h.1.push((dst.to_string(), version.map(|v| version_text(&v))));
+                        h.1.push((dst.to_string(), version.as_ref().map(ObjectVersion::text)));
                     }
                     None
                 }

@@ -148,13 +148,9 @@ impl Client {
             // object at best; keep it only where it is unambiguous.
             meta.checksums = meta.checksums.with_crc32c(None).with_other_crc(None);
         }
-        let sized = answered.is_some();
-        let body = shoal_core::http::answer_body(resp, Op::Download, target, resolved.len());
-        let body = if sized {
-            body
-        } else {
-            shoal_core::store::held_to_length(body, size, Op::Download, req.target.clone())
-        };
+        let expected = resolved.end.unwrap_or(size) - resolved.start;
+        let body =
+            shoal_core::http::answer_body(resp, Op::Download, target, expected, answered.is_some());
         Ok(GetResponse {
             meta,
             range: resolved,
