@@ -24,6 +24,7 @@ pub mod network;
 pub mod paginate;
 pub mod resume;
 pub mod retry;
+pub mod sent;
 pub mod store;
 pub mod transport;
 pub mod url;

@@ -1016,10 +1016,20 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
 
 /// A request body as hyper takes it, noting when hyper has taken the end
 /// of it (`taken`): until then the connection is busy with the request,
-/// whatever the answer says.
+/// whatever the answer says. A body sent inside [`crate::sent::counting`]
+/// goes in slices, each counted as hyper takes it.
 struct SendBody {
     inner: reqwest::Body,
     taken: Arc<AtomicBool>,
+    counter: Option<Counting>,
+}
+
+/// Where a counted body is: the rest of a frame cut into slices, and the
+/// offset of the next byte.
+struct Counting {
+    sent: crate::sent::Sent,
+    rest: Bytes,
+    offset: u64,
 }
 
 impl SendBody {
@@ -1027,7 +1037,26 @@ impl SendBody {
         if inner.is_end_stream() {
             taken.store(true, Ordering::Relaxed);
         }
-        SendBody { inner, taken }
+        let long = inner
+            .size_hint()
+            .exact()
+            .is_some_and(|n| n >= 2 * crate::sent::SLICE as u64);
+        let counter = (crate::sent::current())
+            .filter(|_| long)
+            .map(|sent| Counting {
+                sent,
+                rest: Bytes::new(),
+                offset: 0,
+            });
+        SendBody {
+            inner,
+            taken,
+            counter,
+        }
+    }
+
+    fn pending(&self) -> u64 {
+        self.counter.as_ref().map_or(0, |c| c.rest.len() as u64)
     }
 }
 
@@ -1039,16 +1068,37 @@ impl HttpBody for SendBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, reqwest::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None)) {
-            self.taken.store(true, Ordering::Relaxed);
+        let this = &mut *self;
+        let Some(c) = &mut this.counter else {
+            let polled = Pin::new(&mut this.inner).poll_frame(cx);
+            if matches!(polled, Poll::Ready(None)) {
+                this.taken.store(true, Ordering::Relaxed);
+            }
+            return polled;
+        };
+        if c.rest.is_empty() {
+            match Pin::new(&mut this.inner).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => c.rest = data,
+                    Err(frame) => return Poll::Ready(Some(Ok(frame))),
+                },
+                Poll::Ready(None) => {
+                    this.taken.store(true, Ordering::Relaxed);
+                    return Poll::Ready(None);
+                }
+                other => return other,
+            }
         }
-        polled
+        let slice = c.rest.split_to(c.rest.len().min(crate::sent::SLICE));
+        // The slice before this one has been taken by the connection.
+        c.sent.reached(c.offset);
+        c.offset += slice.len() as u64;
+        Poll::Ready(Some(Ok(Frame::data(slice))))
     }
 
     fn is_end_stream(&self) -> bool {
         // hyper asks this after each frame, and takes no more once true.
-        let end = self.inner.is_end_stream();
+        let end = self.pending() == 0 && self.inner.is_end_stream();
         if end {
             self.taken.store(true, Ordering::Relaxed);
         }
@@ -1056,7 +1106,14 @@ impl HttpBody for SendBody {
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        let inner = self.inner.size_hint();
+        let pending = self.pending();
+        let mut hint = SizeHint::new();
+        hint.set_lower(inner.lower() + pending);
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper + pending);
+        }
+        hint
     }
 }
 

@@ -116,11 +116,11 @@ impl Multipart {
                 ));
             }
             let crc = shoal_core::checksum::crc32c_append(0, &data);
-            let info = (store.multipart_put(&upload, number, data.clone(), crc))
+            let put = store.multipart_put(&upload, number, data.clone(), crc);
+            let info = (run.budgets.sending(len, put))
                 .await
                 .map_err(|e| e.with_url(&url))?;
             sent(data);
-            run.budgets.add_progress(len);
             Ok(info)
         });
         Ok(())

@@ -18,6 +18,8 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
+use shoal_core::sent::{self, Sent};
+
 use crate::{TransferOptions, rate};
 
 /// Granule of a [`SmallBudget`]'s memory.
@@ -136,6 +138,28 @@ impl Budgets {
         if let Some(p) = &self.progress {
             p.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
         }
+    }
+
+    /// Runs `upload`, which sends one body of `len` bytes, counting the
+    /// body in the progress total as the connection takes it (see
+    /// [`shoal_core::sent`]), and all of it once `upload` succeeds; a
+    /// failed one takes back what it counted, so an attempt made again
+    /// counts from the start.
+    pub(crate) async fn sending<T>(
+        &self,
+        len: u64,
+        upload: impl Future<Output = shoal_core::Result<T>>,
+    ) -> shoal_core::Result<T> {
+        let Some(total) = &self.progress else {
+            return upload.await;
+        };
+        let sent = Sent::new(total.clone());
+        let result = sent::counting(sent.clone(), upload).await;
+        match &result {
+            Ok(_) => sent.done(len),
+            Err(_) => sent.undo(),
+        }
+        result
     }
 }
 

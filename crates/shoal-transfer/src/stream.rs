@@ -127,10 +127,10 @@ pub(crate) async fn put_one(
     };
     let size = data.len() as u64;
     run.budgets.rates.bytes(size).await;
-    let meta = (store.put(&dst.bucket, &dst.key, data, &put))
+    let put = store.put(&dst.bucket, &dst.key, data, &put);
+    let meta = (run.budgets.sending(size, put))
         .await
         .map_err(|e| e.with_url(&url))?;
-    run.budgets.add_progress(size);
     Ok(Report {
         resumed: 0,
         bytes: size,

@@ -560,3 +560,35 @@ async fn bodies_without_a_content_length_are_read_to_their_end() {
     }
     assert_eq!(s.accepted.load(Ordering::SeqCst), 3);
 }
+
+/// A big body sent inside `sent::counting` is counted as the connection
+/// takes it: with the server reading 1 of 3 MiB and then stopping, the
+/// count moves past the first slices and stays short of the body (before
+/// slicing it stayed 0 until the answer, then jumped by the whole body).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_counted_body_is_counted_as_the_connection_takes_it() {
+    use std::sync::atomic::AtomicU64;
+    let s = serve_with(small_listener(), |sock| {
+        reads_slowly(sock, 16 << 10, Duration::from_millis(1), 1 << 20)
+    });
+    let http = client_sending_slowly(Duration::from_secs(30), 16 << 10);
+    let url = format!("{}/k", s.base);
+    let total = Arc::new(AtomicU64::new(0));
+    let sent = crate::sent::Sent::new(total.clone());
+    let send = tokio::spawn(async move {
+        let put = http.put(&url).body(Bytes::from(vec![7u8; 3 << 20]));
+        crate::sent::counting(sent, http.send(Op::Upload, &url, put)).await
+    });
+    // The server has read 1 MiB (16 KiB a millisecond): the count follows.
+    let mut seen = 0;
+    for _ in 0..3000 {
+        seen = total.load(Ordering::Relaxed);
+        if seen >= 512 << 10 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(seen >= 512 << 10, "counted {seen} bytes");
+    assert!(total.load(Ordering::Relaxed) < 3 << 20);
+    send.abort();
+}
