@@ -76,7 +76,7 @@ def _ls_args(url: str, recursive: bool):
     return ("prefix", url)
 
 
-def ls(url: str, *, recursive: bool = False, session: _shoal.Session | None = None, **options: Any) -> Listing:
+def ls(url: str, *, recursive: bool = False, versions: bool = False, session: _shoal.Session | None = None, **options: Any) -> Listing:
     """Lists a bucket, a "directory" or a glob (gcloud glob semantics).
 
     ``ls("gs://b/dir")`` lists one level below ``dir/``; ``recursive=True``
@@ -84,6 +84,11 @@ def ls(url: str, *, recursive: bool = False, session: _shoal.Session | None = No
     and ``ls("s3://")`` list the buckets the credentials see (GCS: in the
     project ``GOOGLE_CLOUD_PROJECT`` names), as prefixes
     (``"s3://bucket/"``), as ``shoal ls s3://`` does.
+
+    ``versions=True`` lists every stored version (``shoal ls -a``):
+    noncurrent ones and S3 delete markers too, each with its
+    ``generation`` (GCS) or ``version_id`` (S3), ``is_latest`` and
+    ``delete_marker``; a URL naming one key lists that key's versions.
     """
     s = resolve(session, options)
     scheme = _provider(url)
@@ -91,6 +96,8 @@ def ls(url: str, *, recursive: bool = False, session: _shoal.Session | None = No
         if recursive:
             raise ValueError(f"ls {url}: lists buckets; name a bucket to list recursively")
         return _buckets(scheme, _shoal.list_buckets(s, scheme))
+    if versions:
+        return Listing(*_shoal.list_versions(s, url, recursive))
     how, u = _ls_args(url, recursive)
     if how == "glob":
         if recursive:
@@ -103,7 +110,7 @@ def ls(url: str, *, recursive: bool = False, session: _shoal.Session | None = No
     return Listing(objs, prefixes)
 
 
-async def ls_async(url: str, *, recursive: bool = False, session: _shoal.Session | None = None, **options: Any) -> Listing:
+async def ls_async(url: str, *, recursive: bool = False, versions: bool = False, session: _shoal.Session | None = None, **options: Any) -> Listing:
     """:func:`ls` for asyncio."""
     s = resolve(session, options)
     scheme = _provider(url)
@@ -111,6 +118,8 @@ async def ls_async(url: str, *, recursive: bool = False, session: _shoal.Session
         if recursive:
             raise ValueError(f"ls {url}: lists buckets; name a bucket to list recursively")
         return _buckets(scheme, await _shoal.list_buckets_async(s, scheme))
+    if versions:
+        return Listing(*(await _shoal.list_versions_async(s, url, recursive)))
     how, u = _ls_args(url, recursive)
     if how == "glob":
         if recursive:
@@ -177,29 +186,46 @@ async def du_async(url: str, *, group_by: str | None = None, session: _shoal.Ses
     return _du(await _shoal.du_async(resolve(session, options), url, group_by))
 
 
-def stat(url: str, *, session: _shoal.Session | None = None, **options: Any) -> ObjectInfo:
-    """Metadata of one object."""
-    return _shoal.stat(resolve(session, options), url)
+def _version_id(call: str, version_id: Any) -> str | None:
+    if version_id is None:
+        return None
+    if isinstance(version_id, bool) or not isinstance(version_id, (str, int)):
+        raise TypeError(f"{call}: version_id is a GCS generation (int or str) or an S3 version id (str), not {type(version_id).__name__}")
+    return str(version_id)
 
 
-async def stat_async(url: str, *, session: _shoal.Session | None = None, **options: Any) -> ObjectInfo:
+def stat(url: str, *, version_id: str | int | None = None, session: _shoal.Session | None = None, **options: Any) -> ObjectInfo:
+    """Metadata of one object; with ``version_id`` (a GCS generation, an
+    S3 version id), of that stored version, current or not."""
+    s = resolve(session, options)
+    v = _version_id("stat", version_id)
+    if v is not None:
+        return _shoal.stat_version(s, url, v)
+    return _shoal.stat(s, url)
+
+
+async def stat_async(url: str, *, version_id: str | int | None = None, session: _shoal.Session | None = None, **options: Any) -> ObjectInfo:
     """:func:`stat` for asyncio."""
-    return await _shoal.stat_async(resolve(session, options), url)
+    s = resolve(session, options)
+    v = _version_id("stat", version_id)
+    if v is not None:
+        return await _shoal.stat_version_async(s, url, v)
+    return await _shoal.stat_async(s, url)
 
 
-def cat(url: str, start: int | None = None, end: int | None = None, *, session: _shoal.Session | None = None, **options: Any) -> bytes:
+def cat(url: str, start: int | None = None, end: int | None = None, *, version_id: str | int | None = None, session: _shoal.Session | None = None, **options: Any) -> bytes:
     """The object's bytes ``[start, end)``, fetched with parallel ranged
     reads. A whole object is checked against the store's checksum (CRC32C,
     CRC32, CRC64NVME, a composite one part by part, else MD5) and a
     mismatch raises :class:`shoal.errors.IntegrityError`; a range of an
     object cannot be (no stored checksum covers it) and is checked by its
-    length."""
-    return _shoal.cat(resolve(session, options), url, start, end)
+    length. ``version_id`` reads that stored version, current or not."""
+    return _shoal.cat(resolve(session, options), url, start, end, None, _version_id("cat", version_id))
 
 
-async def cat_async(url: str, start: int | None = None, end: int | None = None, *, session: _shoal.Session | None = None, **options: Any) -> bytes:
+async def cat_async(url: str, start: int | None = None, end: int | None = None, *, version_id: str | int | None = None, session: _shoal.Session | None = None, **options: Any) -> bytes:
     """:func:`cat` for asyncio."""
-    return await _shoal.cat_async(resolve(session, options), url, start, end)
+    return await _shoal.cat_async(resolve(session, options), url, start, end, None, _version_id("cat", version_id))
 
 
 #: What a write stores beside its bytes: the keywords of ``put``,
@@ -399,18 +425,36 @@ def _raise_first(results: Sequence[Any]) -> None:
             raise r
 
 
-def rm(urls: str | Iterable[str], *, max_workers: int | None = None, session: _shoal.Session | None = None, **options: Any) -> None:
+def _one_url(call: str, urls: Any) -> str:
+    u = _urls(urls)
+    if len(u) != 1:
+        raise ValueError(f"{call} with version_id: one URL, not {len(u)}")
+    return u[0]
+
+
+def rm(urls: str | Iterable[str], *, version_id: str | int | None = None, max_workers: int | None = None, session: _shoal.Session | None = None, **options: Any) -> None:
     """Deletes objects (a URL or a list of them); raises the first failure.
     A URL naming only a bucket is refused (``InvalidInputError``), never
-    sent: on S3 it would delete the bucket."""
-    u = _urls(urls)
-    _raise_first(_shoal.delete_many(resolve(session, options), u, max_workers))
+    sent: on S3 it would delete the bucket. ``version_id`` deletes that one
+    stored version (or S3 delete marker) of one object for good; no other
+    version is touched. Without it, a versioned bucket keeps what a delete
+    replaces."""
+    s = resolve(session, options)
+    v = _version_id("rm", version_id)
+    if v is not None:
+        _shoal.delete_version(s, _one_url("rm", urls), v)
+        return
+    _raise_first(_shoal.delete_many(s, _urls(urls), max_workers))
 
 
-async def rm_async(urls: str | Iterable[str], *, max_workers: int | None = None, session: _shoal.Session | None = None, **options: Any) -> None:
+async def rm_async(urls: str | Iterable[str], *, version_id: str | int | None = None, max_workers: int | None = None, session: _shoal.Session | None = None, **options: Any) -> None:
     """:func:`rm` for asyncio."""
-    u = _urls(urls)
-    _raise_first(await _shoal.delete_many_async(resolve(session, options), u, max_workers))
+    s = resolve(session, options)
+    v = _version_id("rm", version_id)
+    if v is not None:
+        await _shoal.delete_version_async(s, _one_url("rm", urls), v)
+        return
+    _raise_first(await _shoal.delete_many_async(s, _urls(urls), max_workers))
 
 
 def mb(url: str, *, session: _shoal.Session | None = None, **options: Any) -> None:
@@ -423,19 +467,30 @@ async def mb_async(url: str, *, session: _shoal.Session | None = None, **options
     await _shoal.make_bucket_async(resolve(session, options), url)
 
 
-def copy(src: str | os.PathLike, dst: str | os.PathLike, *, max_workers: int | None = None, chunk_size: int | None = None, session: _shoal.Session | None = None, **options: Any) -> int:
+def copy(src: str | os.PathLike, dst: str | os.PathLike, *, version_id: str | int | None = None, max_workers: int | None = None, chunk_size: int | None = None, session: _shoal.Session | None = None, **options: Any) -> int:
     """Copies one object or file (local ↔ cloud, cloud ↔ cloud); returns
     bytes. A destination ending in ``/`` (or a bare bucket, or a local
-    folder) receives it under the source's name, as ``shoal cp`` does."""
-    r = _shoal.copy_many(resolve(session, options), [(os.fspath(src), os.fspath(dst))], max_workers, chunk_size)[0]
+    folder) receives it under the source's name, as ``shoal cp`` does.
+
+    ``version_id`` copies that stored version of ``src``; copied over its
+    own key it is a restore, which never replaces a version written since
+    it looked (``PreconditionError``: run it again to restore over it)."""
+    s = resolve(session, options)
+    v = _version_id("copy", version_id)
+    if v is not None:
+        return _shoal.copy_version(s, os.fspath(src), os.fspath(dst), v, max_workers)
+    r = _shoal.copy_many(s, [(os.fspath(src), os.fspath(dst))], max_workers, chunk_size)[0]
     if isinstance(r, BaseException):
         raise r
     return r
 
 
-async def copy_async(src: str | os.PathLike, dst: str | os.PathLike, *, max_workers: int | None = None, chunk_size: int | None = None, session: _shoal.Session | None = None, **options: Any) -> int:
+async def copy_async(src: str | os.PathLike, dst: str | os.PathLike, *, version_id: str | int | None = None, max_workers: int | None = None, chunk_size: int | None = None, session: _shoal.Session | None = None, **options: Any) -> int:
     """:func:`copy` for asyncio."""
     s = resolve(session, options)
+    v = _version_id("copy", version_id)
+    if v is not None:
+        return await _shoal.copy_version_async(s, os.fspath(src), os.fspath(dst), v, max_workers)
     r = (await _shoal.copy_many_async(s, [(os.fspath(src), os.fspath(dst))], max_workers, chunk_size))[0]
     if isinstance(r, BaseException):
         raise r

@@ -118,9 +118,14 @@ class ShoalFileSystem(AsyncFileSystem):
     #: The store scheme when paths do not carry it (``gs``/``s3`` subclasses).
     scheme: str | None = None
 
-    def __init__(self, *args: Any, session: _shoal.Session | None = None, asynchronous: bool = False, loop: Any = None, batch_size: int | None = None, **options: Any):
-        super().__init__(*args, asynchronous=asynchronous, loop=loop, batch_size=batch_size, session=session, **options)
+    def __init__(self, *args: Any, session: _shoal.Session | None = None, asynchronous: bool = False, loop: Any = None, batch_size: int | None = None, version_aware: bool = False, **options: Any):
+        super().__init__(*args, asynchronous=asynchronous, loop=loop, batch_size=batch_size, session=session, version_aware=version_aware, **options)
         self.session = resolve(session, options)
+        #: As s3fs's and gcsfs's: paths may name a stored version
+        #: (``s3/b/k?versionId=V``, ``gs/b/k#GENERATION``), ``ls`` takes
+        #: ``versions=True`` and ``open``/``info``/``cat_file`` take
+        #: ``version_id=``.
+        self.version_aware = version_aware
         # path -> (info of a file, when): what the last listing or stat
         # gave, for opens within _KEEP seconds (see `_open`).
         self._known: dict[str, tuple[dict[str, Any], float]] = {}
@@ -189,6 +194,36 @@ class ShoalFileSystem(AsyncFileSystem):
         rest = rest.rstrip("/")
         return rest if self.scheme is not None else f"{scheme}/{rest}"
 
+    def _split_version(self, path: str, version_id: Any = None) -> tuple[str, str | None]:
+        """``path`` without a version suffix, and the version it or
+        ``version_id`` names (None: the current object). Suffixes are read
+        only by a ``version_aware`` filesystem, as s3fs and gcsfs do (a key
+        may hold ``#`` or ``?``)."""
+        path = self._strip_protocol(path)
+        named = None
+        if self.version_aware:
+            if self._url(path).startswith("s3://"):
+                base, sep, v = path.rpartition("?versionId=")
+                if sep:
+                    path, named = base, v
+            else:
+                base, sep, v = path.rpartition("#")
+                if sep and v.isdigit():
+                    path, named = base, v
+        if version_id is not None:
+            if not self.version_aware:
+                raise ValueError("version_id= needs a filesystem made with version_aware=True")
+            if named is not None and named != str(version_id):
+                raise ValueError(f"{path}: the path names version {named} and version_id= {version_id}")
+            named = str(version_id)
+        return path, named
+
+    def _versioned_name(self, o: _shoal.ObjectInfo) -> str:
+        path = self._path(o.url)
+        if o.version_id is not None:
+            return f"{path}?versionId={o.version_id}"
+        return f"{path}#{o.generation}" if o.generation is not None else path
+
     def _is_root(self, path: str) -> bool:
         path = self._strip_protocol(path)
         return path == "" or (self.scheme is None and path in ("gs", "s3"))
@@ -211,6 +246,12 @@ class ShoalFileSystem(AsyncFileSystem):
             "composite": o.composite,
             "composite_algorithm": o.composite_algorithm,
             "version": o.version,
+            "generation": o.generation,
+            "version_id": o.version_id,
+            # s3fs's name for it.
+            "VersionId": o.version_id,
+            "is_latest": o.is_latest,
+            "delete_marker": o.delete_marker,
             "storage_class": o.storage_class,
             "content_encoding": o.content_encoding,
             # What a stat shows (None/empty in listings).
@@ -223,8 +264,11 @@ class ShoalFileSystem(AsyncFileSystem):
     def _dir_info(self, path: str) -> dict[str, Any]:
         return {"name": self._strip_protocol(path), "size": 0, "type": "directory"}
 
-    async def _info(self, path: str, **kwargs: Any) -> dict[str, Any]:
-        path = self._strip_protocol(path)
+    async def _info(self, path: str, version_id: Any = None, **kwargs: Any) -> dict[str, Any]:
+        path, version = self._split_version(path, version_id)
+        if version is not None:
+            # One stored version: never kept for opens of the current one.
+            return self._file_info(await _shoal.stat_version_async(self.session, self._url(path), version))
         if self._is_root(path):
             return self._dir_info(path)
         kept = self._kept(path)
@@ -244,12 +288,16 @@ class ShoalFileSystem(AsyncFileSystem):
             return self._keep(self._dir_info(path))
         raise FileNotFoundError(path)
 
-    async def _ls(self, path: str, detail: bool = True, **kwargs: Any) -> list[Any]:
+    async def _ls(self, path: str, detail: bool = True, versions: bool = False, **kwargs: Any) -> list[Any]:
         path = self._strip_protocol(path)
         if self._is_root(path):
             out = await self._ls_buckets(path)
             return out if detail else [i["name"] for i in out]
         url = self._url(path)
+        if versions:
+            if not self.version_aware:
+                raise ValueError("ls(versions=True) needs a filesystem made with version_aware=True")
+            return await self._ls_versions(path, url, detail)
         objs, prefixes = await _shoal.list_prefix_async(self.session, url + "/", True, "full")
         out = [self._keep(self._file_info(o)) for o in objs if not o.key.endswith("/")]
         out += [self._dir_info(self._path(p)) for p in prefixes]
@@ -260,6 +308,29 @@ class ShoalFileSystem(AsyncFileSystem):
             out = [info]
         out.sort(key=lambda i: i["name"])
         return out if detail else [i["name"] for i in out]
+
+    async def _ls_versions(self, path: str, url: str, detail: bool) -> list[Any]:
+        """Every stored version of the objects one level below ``path``
+        (or of the object ``path``), named with their version suffix so
+        each can be opened as it is; and the level's folders."""
+        objs, prefixes = await _shoal.list_versions_async(self.session, url + "/", False)
+        if not objs and not prefixes:
+            objs, prefixes = await _shoal.list_versions_async(self.session, url, False)
+        out = [dict(self._file_info(o), name=self._versioned_name(o)) for o in objs if not o.key.endswith("/")]
+        out += [self._dir_info(self._path(p)) for p in prefixes]
+        if not out and not self._is_bucket(path):
+            raise FileNotFoundError(path)
+        return out if detail else [i["name"] for i in out]
+
+    def object_version_info(self, path: str) -> list[dict[str, Any]]:
+        """Every stored version of one object, newest first on S3 (as
+        s3fs's ``object_version_info``): noncurrent ones and delete
+        markers too."""
+        if not self.version_aware:
+            raise ValueError("object_version_info needs a filesystem made with version_aware=True")
+        path, _ = self._split_version(path)
+        objs, _ = _shoal.list_versions(self.session, self._url(path), False)
+        return [dict(self._file_info(o), name=self._versioned_name(o)) for o in objs]
 
     async def _ls_buckets(self, path: str) -> list[dict[str, Any]]:
         """The buckets below a root: one store's (``gs``, ``s3``, or the
@@ -356,10 +427,11 @@ class ShoalFileSystem(AsyncFileSystem):
 
     # -- bytes -----------------------------------------------------------
 
-    async def _cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
+    async def _cat_file(self, path: str, start: int | None = None, end: int | None = None, version_id: Any = None, **kwargs: Any) -> bytes:
         # One GET: its answer gives the size, version and checksum a HEAD
         # would have (shoal_transfer::into_memory).
-        return await _shoal.cat_async(self.session, self._url(path), start, end)
+        path, version = self._split_version(path, version_id)
+        return await _shoal.cat_async(self.session, self._url(path), start, end, None, version)
 
     async def _cat(self, path: Any, recursive: bool = False, on_error: str = "raise", batch_size: int | None = None, **kwargs: Any) -> Any:
         """``cat`` of one object or many (a list, a glob, ``recursive``):
@@ -671,8 +743,9 @@ class ShoalFileSystem(AsyncFileSystem):
             # _KEEP seconds serve this open, so it costs no HEAD (an object
             # replaced since fails its first read with ChangedError, which
             # drops them). Without them, one HEAD (size and version,
-            # pinned from then on).
-            known = self._kept(self._strip_protocol(path))
+            # pinned from then on). A stored version is read by its id.
+            path, version = self._split_version(path, kwargs.pop("version_id", None))
+            known = self.info(path, version_id=version) if version is not None else self._kept(path)
             kwargs.setdefault("cache_type", ReadAheadCache.name)
             if known is not None and known["type"] == "file":
                 kwargs["details"] = known
@@ -805,7 +878,11 @@ class ShoalFile(AbstractBufferedFile):
     def _fetch_range(self, start: int, end: int) -> bytes:
         # Pinned to the version `details` saw when the file was opened.
         try:
-            return _shoal.cat(self.fs.session, self.fs._url(self.path), start, end, self.details.get("version"))
+            details = self.details
+            if details.get("version_id") is not None:
+                # Opened as one stored version (a version_aware open).
+                return _shoal.cat(self.fs.session, self.fs._url(self.path), start, end, None, details["version_id"])
+            return _shoal.cat(self.fs.session, self.fs._url(self.path), start, end, details.get("version"))
         except _shoal_errors().ChangedError:
             self.fs._forget(self.path)  # the next open asks the store again
             raise

@@ -39,13 +39,24 @@ fn cat_impl(
     start: Option<i64>,
     end: Option<i64>,
     version: Option<String>,
+    version_id: Option<String>,
 ) -> impl Future<Output = PyResult<Py<PyBytes>>> + use<> {
     let stores = s.stores.clone();
     let run = Run::new(s.transfer_options(None, None));
     let policy = s.retry();
     async move {
         let loc = object(Op::Download, &url).py()?;
-        let pinned = version.map(|v| parse_version(&loc, &url, &v)).transpose()?;
+        let pinned = match (version, version_id) {
+            (Some(_), Some(_)) => {
+                return Err(to_py(Error::invalid(
+                    Op::Download,
+                    &url,
+                    "give version (a pin to what was listed) or version_id (a stored version), not both",
+                )));
+            }
+            (_, Some(v)) => Some(shoal_transfer::versions::parse(Op::Download, &loc, &v).py()?),
+            (v, None) => v.map(|v| parse_version(&loc, &url, &v)).transpose()?,
+        };
         let store = stores.store(&loc).py()?;
         let fresh = |n| FreshBytes::new(n, &url);
         let read = read_into(
@@ -205,9 +216,10 @@ blocking_and_async! {
     /// MD5), a range by its length.
     /// With `version` (an `ObjectInfo.version`: GCS generation, S3 ETag),
     /// only that version is read: a ChangedError if the object was
-    /// replaced since.
-    #[pyo3(signature = (session, url, start=None, end=None, version=None))]
-    fn cat / cat_async(url: String, start: Option<i64>, end: Option<i64>, version: Option<String>) -> Py<PyBytes> = cat_impl;
+    /// replaced since. With `version_id` (a GCS generation, an S3 version
+    /// id), that stored version, current or not.
+    #[pyo3(signature = (session, url, start=None, end=None, version=None, version_id=None))]
+    fn cat / cat_async(url: String, start: Option<i64>, end: Option<i64>, version: Option<String>, version_id: Option<String>) -> Py<PyBytes> = cat_impl;
 }
 
 blocking_and_async! {

@@ -37,6 +37,7 @@ mod session;
 mod split;
 mod sync;
 mod transfer;
+mod versions;
 
 use pyo3::prelude::*;
 
@@ -77,5 +78,6 @@ fn _shoal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cat::register(m)?;
     presign::register(m)?;
     read::register(m)?;
+    versions::register(m)?;
     Ok(())
 }

@@ -32,8 +32,17 @@ pub(crate) struct ObjectInfo {
     composite: Option<String>,
     /// The algorithm of `composite`'s CRCs: `CRC32` or `CRC32C`.
     composite_algorithm: Option<String>,
-    /// GCS generation or S3 ETag.
+    /// GCS generation or S3 ETag (an S3 version id in a listing of
+    /// versions): what pins a read to this object.
     version: Option<String>,
+    /// GCS generation, as a number.
+    generation: Option<i64>,
+    /// S3 version id, where the answer named one (a versioned bucket).
+    version_id: Option<String>,
+    /// In a listing of versions: whether this is the key's current one.
+    is_latest: Option<bool>,
+    /// An S3 delete marker (no bytes: the record of a delete).
+    delete_marker: bool,
     storage_class: Option<String>,
     content_encoding: Option<String>,
     /// What a stat (HEAD) says the object stores beside its bytes;
@@ -68,6 +77,16 @@ impl ObjectInfo {
             composite: sums.composite().map(|c| c.to_string()),
             composite_algorithm: sums.composite().map(|c| c.kind.name().to_owned()),
             version: m.version.as_ref().map(ObjectVersion::text),
+            generation: match m.version {
+                Some(ObjectVersion::Generation(g)) => Some(g),
+                _ => None,
+            },
+            version_id: match &m.version {
+                Some(ObjectVersion::VersionId(v)) => Some(v.clone()),
+                _ => None,
+            },
+            is_latest: m.version_state.and_then(|s| s.is_latest),
+            delete_marker: m.version_state.is_some_and(|s| s.delete_marker),
             storage_class: m.storage_class,
             content_encoding: m.content_encoding,
             content_type: m.content_type,

@@ -56,6 +56,7 @@ pub mod sync;
 pub mod tree;
 pub mod upload;
 mod verify;
+pub mod versions;
 
 pub(crate) use run::Slot;
 pub use run::{Budgets, MEMORY_UNIT, Run, SMALL_MEMORY, SmallBudget, WRITE_BUFFER_UNITS};

@@ -258,7 +258,7 @@ async fn copy_version(
     ctx: &Context,
     a: &CpArgs,
     v: &str,
-    mut opts: TransferOptions,
+    opts: TransferOptions,
     moving: bool,
     is_glob: bool,
 ) -> CmdResult {
@@ -273,24 +273,24 @@ async fn copy_version(
     let meta = super::head_version(ctx, verb, &src, v).await?;
     let dst = named_destination(&src, &super::parse(&a.dst)?)?;
     let store_for = ctx.store_for(&[&src, &dst])?;
-    if !dst.is_local() && !a.matching.any() && !a.no_clobber {
-        let store = store_for(&dst)?;
-        match store.head(&dst.bucket, &dst.key).await {
-            Ok(now) => opts.put.if_match = now.version,
-            Err(e) if e.kind() == ErrorKind::NotFound => opts.put.if_not_exists = true,
-            Err(e) => return Err(e.with_url(dst.to_string()).into()),
-        }
-    }
+    let caller_pinned = a.matching.any() || a.no_clobber;
     let progress = Progress::start(Some(meta.size), ctx.quiet);
     let run = ctx.run(opts).with_progress(progress.counter());
-    let r = shoal_transfer::copy::copy_one(&src, Some(&meta), &dst, &store_for, &run, &ctx.retry)
-        .await
-        .map_err(|e| match e.kind() {
-            ErrorKind::Precondition if !a.matching.any() && !a.no_clobber => Failure::Failed(format!(
-                "{verb} --version-id {v} {src} {dst}: not copied: {dst} was written since it was read (a newer version is kept); run it again to restore over that one"
-            )),
-            _ => refusal(e),
-        })?;
+    let copied = shoal_transfer::versions::copy(
+        &src,
+        &meta,
+        &dst,
+        &store_for,
+        &run,
+        &ctx.retry,
+        caller_pinned,
+    );
+    let r = copied.await.map_err(|e| match e.kind() {
+        ErrorKind::Precondition if !caller_pinned => Failure::Failed(format!(
+            "{verb} --version-id {v} {src} {dst}: not copied: {dst} was written since it was read (a newer version is kept); run it again to restore over that one"
+        )),
+        _ => refusal(e),
+    })?;
     let from = format!("{src}#{v}");
     say_done(ctx, false, &r, (&from, &dst.to_string()), progress.finish());
     Ok(())

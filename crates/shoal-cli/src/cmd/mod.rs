@@ -27,36 +27,27 @@ pub(crate) fn parse(url: &str) -> Result<Location, Failure> {
     Location::parse(url).map_err(|e| Failure::Usage(e.to_string()))
 }
 
-/// The stored version `--version-id V` names on `loc` (one object, no
-/// glob): [`shoal_core::Scheme::parse_version_id`]'s reading; a usage
-/// error otherwise.
+/// The stored version `--version-id V` names on `loc`
+/// ([`shoal_transfer::versions::parse`]); a usage error otherwise.
 pub(crate) fn version_of(
     verb: &str,
     loc: &Location,
     v: &str,
 ) -> Result<shoal_core::ObjectVersion, Failure> {
-    if shoal_list::names_bucket(loc) || loc.key.ends_with('/') || shoal_list::has_wildcard(&loc.key)
-    {
-        return Err(Failure::Usage(format!(
-            "{verb} --version-id: {loc} is not one object"
-        )));
-    }
-    (loc.scheme.parse_version_id(v))
-        .map_err(|m| Failure::Usage(format!("{verb} --version-id {v}: {loc}: {m}")))
+    (shoal_transfer::versions::parse(shoal_core::Op::Stat, loc, v))
+        .map_err(|e| Failure::Usage(format!("{verb} --version-id {v}: {loc}: {}", e.message())))
 }
 
-/// One stored version's metadata ([`shoal_core::Store::head_version`]).
+/// One stored version's metadata ([`shoal_transfer::versions::head`]).
 pub(crate) async fn head_version(
     ctx: &crate::config::Context,
     verb: &str,
     loc: &Location,
     v: &str,
 ) -> Result<shoal_core::ObjectMeta, Failure> {
-    let version = version_of(verb, loc, v)?;
+    version_of(verb, loc, v)?;
     let store = ctx.store(loc)?;
-    (store.head_version(&loc.bucket, &loc.key, &version))
-        .await
-        .map_err(|e| e.with_url(loc.to_string()).into())
+    Ok(shoal_transfer::versions::head(store.as_ref(), loc, v).await?)
 }
 
 /// Requires a URL that is not only a bucket (for verbs that act on one

@@ -173,14 +173,14 @@ async fn delete_version(ctx: &Context, a: &RmArgs, locs: &[Location], v: &str) -
             "rm --version-id: for one object, not rm -r (rm -a deletes every version)".into(),
         ));
     }
-    let version = super::version_of("rm", loc, v)?;
+    super::version_of("rm", loc, v)?;
     let shown = format!("{loc}#{v}");
     if a.dry_run {
         removed(ctx, &shown, true);
         return Ok(());
     }
     let store = ctx.store(loc)?;
-    match store.delete_version(&loc.bucket, &loc.key, &version).await {
+    match shoal_transfer::versions::delete(store.as_ref(), loc, v).await {
         Ok(()) => {
             removed(ctx, &shown, false);
             Ok(())

@@ -1,0 +1,95 @@
+//! One stored version of an object, named as its store names it (a GCS
+//! generation, an S3 version id): read, copied (a restore when copied
+//! over its own key) and deleted, for `--version-id` in the CLI and
+//! `version_id=` in Python alike.
+//!
+//! The rules live here so every front end keeps them:
+//! - a version id is read by [`Scheme::parse_version_id`] and names one
+//!   object, never a bucket, a prefix or a glob;
+//! - a restore never replaces a newer version than the one it saw: unless
+//!   the caller chose a precondition, the write is pinned to what the
+//!   destination held just before it (GCS `ifGenerationMatch`, S3
+//!   `If-Match`; nothing there: it must not exist), and a write landing
+//!   between the two wins ([`ErrorKind::Precondition`], saying so);
+//! - a delete by version deletes that version and nothing else.
+//!
+//! [`Scheme::parse_version_id`]: shoal_core::Scheme::parse_version_id
+
+use std::sync::Arc;
+
+use shoal_core::retry::RetryPolicy;
+use shoal_core::{
+    Error, ErrorKind, Location, ObjectMeta, ObjectVersion, Op, Result, Store, StoreFor,
+};
+
+use crate::{Report, Run};
+
+/// The stored version `v` names on `loc`: one object (not a bucket, a
+/// prefix or a glob), `v` a GCS generation or an S3 version id.
+pub fn parse(op: Op, loc: &Location, v: &str) -> Result<ObjectVersion> {
+    let url = loc.to_string();
+    if shoal_list::names_bucket(loc) || loc.key.ends_with('/') || shoal_list::has_wildcard(&loc.key)
+    {
+        return Err(Error::invalid(
+            op,
+            &url,
+            "a version id names a version of one object, and this is not one object",
+        ));
+    }
+    (loc.scheme.parse_version_id(v)).map_err(|m| Error::invalid(op, &url, m))
+}
+
+/// The metadata of the version `v` of `loc`, which reads and copies of it
+/// then ask for (current or not).
+pub async fn head(store: &dyn Store, loc: &Location, v: &str) -> Result<ObjectMeta> {
+    let version = parse(Op::Stat, loc, v)?;
+    (store.head_version(&loc.bucket, &loc.key, &version))
+        .await
+        .map_err(|e| e.with_url(loc.to_string()))
+}
+
+/// Copies the version `meta` (from [`head`]) of `src` to `dst`: a file or
+/// an object; over a cloud object, a restore. Unless `caller_pinned` (the
+/// caller's run already carries a precondition), the write is pinned to
+/// what `dst` holds now, so a version written meanwhile is kept and the
+/// copy fails with [`ErrorKind::Precondition`].
+pub async fn copy(
+    src: &Location,
+    meta: &ObjectMeta,
+    dst: &Location,
+    store_for: &StoreFor,
+    run: &Run,
+    policy: &RetryPolicy,
+    caller_pinned: bool,
+) -> Result<Report> {
+    let mut pinned = run.clone();
+    if !dst.is_local() && !caller_pinned {
+        let store = store_for(dst)?;
+        let mut opts = (*run.opts).clone();
+        match store.head(&dst.bucket, &dst.key).await {
+            Ok(now) => opts.put.if_match = now.version,
+            Err(e) if e.kind() == ErrorKind::NotFound => opts.put.if_not_exists = true,
+            Err(e) => return Err(e.with_url(dst.to_string())),
+        }
+        pinned.opts = Arc::new(opts);
+    }
+    let copied = crate::copy::copy_one(src, Some(meta), dst, store_for, &pinned, policy).await;
+    copied.map_err(|e| match e.kind() {
+        ErrorKind::Precondition if !caller_pinned => Error::new(
+            ErrorKind::Precondition,
+            Op::Copy,
+            dst.to_string(),
+            "not copied: the destination was written since it was read (a newer version is kept); copy again to restore over that one",
+        ),
+        _ => e,
+    })
+}
+
+/// Deletes the version `v` of `loc` (an S3 delete marker too) for good;
+/// no other version is touched.
+pub async fn delete(store: &dyn Store, loc: &Location, v: &str) -> Result<()> {
+    let version = parse(Op::Delete, loc, v)?;
+    (store.delete_version(&loc.bucket, &loc.key, &version))
+        .await
+        .map_err(|e| e.with_url(loc.to_string()))
+}
