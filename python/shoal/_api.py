@@ -76,7 +76,7 @@ def _ls_args(url: str, recursive: bool):
     return ("prefix", url)
 
 
-def ls(url: str, *, recursive: bool = False, versions: bool = False, session: _shoal.Session | None = None, **options: Any) -> Listing:
+def ls(url: str, *, recursive: bool = False, versions: bool = False, soft_deleted: bool = False, session: _shoal.Session | None = None, **options: Any) -> Listing:
     """Lists a bucket, a "directory" or a glob (gcloud glob semantics).
 
     ``ls("gs://b/dir")`` lists one level below ``dir/``; ``recursive=True``
@@ -89,6 +89,8 @@ def ls(url: str, *, recursive: bool = False, versions: bool = False, session: _s
     noncurrent ones and S3 delete markers too, each with its
     ``generation`` (GCS) or ``version_id`` (S3), ``is_latest`` and
     ``delete_marker``; a URL naming one key lists that key's versions.
+    ``soft_deleted=True`` lists GCS soft-deleted generations only
+    (``shoal ls --soft-deleted``), for :func:`restore`.
     """
     s = resolve(session, options)
     scheme = _provider(url)
@@ -96,8 +98,8 @@ def ls(url: str, *, recursive: bool = False, versions: bool = False, session: _s
         if recursive:
             raise ValueError(f"ls {url}: lists buckets; name a bucket to list recursively")
         return _buckets(scheme, _shoal.list_buckets(s, scheme))
-    if versions:
-        return Listing(*_shoal.list_versions(s, url, recursive))
+    if versions or soft_deleted:
+        return Listing(*_shoal.list_versions(s, url, recursive, soft_deleted))
     how, u = _ls_args(url, recursive)
     if how == "glob":
         if recursive:
@@ -110,7 +112,7 @@ def ls(url: str, *, recursive: bool = False, versions: bool = False, session: _s
     return Listing(objs, prefixes)
 
 
-async def ls_async(url: str, *, recursive: bool = False, versions: bool = False, session: _shoal.Session | None = None, **options: Any) -> Listing:
+async def ls_async(url: str, *, recursive: bool = False, versions: bool = False, soft_deleted: bool = False, session: _shoal.Session | None = None, **options: Any) -> Listing:
     """:func:`ls` for asyncio."""
     s = resolve(session, options)
     scheme = _provider(url)
@@ -118,8 +120,8 @@ async def ls_async(url: str, *, recursive: bool = False, versions: bool = False,
         if recursive:
             raise ValueError(f"ls {url}: lists buckets; name a bucket to list recursively")
         return _buckets(scheme, await _shoal.list_buckets_async(s, scheme))
-    if versions:
-        return Listing(*(await _shoal.list_versions_async(s, url, recursive)))
+    if versions or soft_deleted:
+        return Listing(*(await _shoal.list_versions_async(s, url, recursive, soft_deleted)))
     how, u = _ls_args(url, recursive)
     if how == "glob":
         if recursive:
@@ -455,6 +457,24 @@ async def rm_async(urls: str | Iterable[str], *, version_id: str | int | None = 
         await _shoal.delete_version_async(s, _one_url("rm", urls), v)
         return
     _raise_first(await _shoal.delete_many_async(s, _urls(urls), max_workers))
+
+
+def restore(url: str, version_id: str | int, *, allow_overwrite: bool = False, session: _shoal.Session | None = None, **options: Any) -> bool:
+    """Makes a stored version the live object again (``shoal restore``): a
+    GCS soft-deleted generation (``ls(url, soft_deleted=True)`` lists them)
+    or any noncurrent version, copied onto its key. A key that has a live
+    object is left alone (``PreconditionError``) unless
+    ``allow_overwrite``. Returns whether the version was soft-deleted."""
+    v = _version_id("restore", version_id)
+    assert v is not None
+    return _shoal.restore(resolve(session, options), url, v, allow_overwrite)
+
+
+async def restore_async(url: str, version_id: str | int, *, allow_overwrite: bool = False, session: _shoal.Session | None = None, **options: Any) -> bool:
+    """:func:`restore` for asyncio."""
+    v = _version_id("restore", version_id)
+    assert v is not None
+    return await _shoal.restore_async(resolve(session, options), url, v, allow_overwrite)
 
 
 def mb(url: str, *, session: _shoal.Session | None = None, **options: Any) -> None:

@@ -116,6 +116,8 @@ pub(crate) enum Command {
     Du(DuArgs),
     /// Show an object's metadata.
     Stat(StatArgs),
+    /// Bring back a stored version as the live object: a GCS soft-deleted generation (`ls --soft-deleted` lists them), or any noncurrent version (`ls -a`).
+    Restore(RestoreArgs),
     /// Write objects (or globs) to stdout in order; -d decompresses zstd and gzip.
     Cat(CatArgs),
     /// Delete objects.
@@ -251,6 +253,9 @@ pub(crate) struct LsArgs {
     /// Every version: noncurrent ones and S3 delete markers too (`url#VERSION` per line; -l adds a state and a version column; --json adds generation or version_id, is_latest, delete_marker).
     #[arg(short = 'a', long)]
     pub(crate) all_versions: bool,
+    /// GCS soft-deleted objects only (`url#GENERATION` per line, for `shoal restore`); a server without soft delete lists none.
+    #[arg(long, conflicts_with = "all_versions")]
+    pub(crate) soft_deleted: bool,
     /// With -r: names are keys below the listed prefix (a glob's: below its literal folder).
     #[command(flatten)]
     pub(crate) filters: FilterFlags,
@@ -300,6 +305,18 @@ pub(crate) struct StatArgs {
     /// One stored version: a GCS generation or an S3 version id (`shoal ls -a` lists them).
     #[arg(long, value_name = "VERSION")]
     pub(crate) version_id: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RestoreArgs {
+    /// The object: `gs://b/k#GENERATION` as gcloud writes it, or with --version-id.
+    pub(crate) url: String,
+    /// The version to restore: a GCS generation or an S3 version id.
+    #[arg(long, value_name = "VERSION")]
+    pub(crate) version_id: Option<String>,
+    /// Replace the key's live object if it has one (by default a restore only fills a key that has none).
+    #[arg(long)]
+    pub(crate) allow_overwrite: bool,
 }
 
 #[derive(Debug, Args)]

@@ -221,6 +221,7 @@ async fn dispatch(ctx: &Context, command: Command) -> CmdResult {
         Command::Ls(a) => cmd::ls::run(ctx, a).await,
         Command::Du(a) => cmd::du::run(ctx, a).await,
         Command::Stat(a) => cmd::stat::run(ctx, a).await,
+        Command::Restore(a) => cmd::restore::run(ctx, a).await,
         Command::Cat(a) => cmd::cat::run(ctx, a).await,
         Command::Rm(a) => cmd::rm::run(ctx, a).await,
         Command::Mb(a) => cmd::mb::run(ctx, a).await,

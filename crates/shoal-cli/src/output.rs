@@ -76,6 +76,9 @@ pub(crate) fn meta_json(url: &str, m: &ObjectMeta) -> serde_json::Value {
         if let Some(l) = s.is_latest {
             o.insert("is_latest".into(), l.into());
         }
+        if s.soft_deleted {
+            o.insert("soft_deleted".into(), true.into());
+        }
         if s.delete_marker {
             o.insert("delete_marker".into(), true.into());
         }

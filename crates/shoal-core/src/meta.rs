@@ -81,6 +81,9 @@ pub struct VersionState {
     pub is_latest: Option<bool>,
     /// An S3 delete marker: no bytes, only the record of a delete.
     pub delete_marker: bool,
+    /// A GCS soft-deleted generation ([`ListRequest::soft_deleted`]):
+    /// gone from the bucket, restorable until its retention ends.
+    pub soft_deleted: bool,
 }
 
 /// The token that pins one version of an object, so a download can detect
@@ -205,6 +208,12 @@ pub struct ListRequest {
     /// within a key, each with its [`ObjectMeta::version_state`]. The page
     /// token is then the store's own (S3: key and version-id markers).
     pub versions: bool,
+    /// Only soft-deleted generations (GCS `softDeleted=true`, on buckets
+    /// with a soft-delete policy), each marked
+    /// [`VersionState::soft_deleted`]. A server that ignores the
+    /// parameter answers live objects, which the backend drops: such a
+    /// listing is empty, never live objects taken for deleted ones.
+    pub soft_deleted: bool,
 }
 
 /// One page of results.

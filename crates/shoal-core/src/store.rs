@@ -663,6 +663,27 @@ pub trait Store: Send + Sync + Debug {
         ))
     }
 
+    /// Brings a soft-deleted generation back as the key's live object
+    /// (GCS `objects.restore`); with `only_if_absent`, only while the key
+    /// has no live object (`ifGenerationMatch=0`), so a restore never
+    /// replaces a newer object unless asked. Stores without soft delete
+    /// answer `Unsupported`.
+    async fn restore_soft_deleted(
+        &self,
+        bucket: &str,
+        key: &str,
+        generation: i64,
+        only_if_absent: bool,
+    ) -> Result<ObjectMeta> {
+        let _ = (generation, only_if_absent);
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            Op::Copy,
+            format!("{bucket}/{key}"),
+            "this store has no soft delete",
+        ))
+    }
+
     /// How many keys one [`Store::delete_many`] call sends in one request
     /// (S3 DeleteObjects: 1,000). 1: the store has no batch delete, and
     /// callers send single deletes at their own concurrency.

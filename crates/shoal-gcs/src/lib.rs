@@ -284,6 +284,18 @@ impl Store for GcsStore {
         self.client.delete_generation(bucket, key, g).await
     }
 
+    async fn restore_soft_deleted(
+        &self,
+        bucket: &str,
+        key: &str,
+        generation: i64,
+        only_if_absent: bool,
+    ) -> Result<shoal_core::ObjectMeta> {
+        self.client
+            .restore_generation(bucket, key, generation, only_if_absent)
+            .await
+    }
+
     async fn create_bucket(&self, bucket: &str) -> Result<()> {
         self.client
             .create_bucket(bucket, self.project.as_deref())

@@ -73,6 +73,9 @@ pub(crate) struct RawObject<'a> {
     /// a read of an old generation).
     #[serde(borrow, default)]
     time_deleted: Option<Cow<'a, str>>,
+    /// Set on a soft-deleted generation (a listing with `softDeleted=true`).
+    #[serde(borrow, default)]
+    soft_delete_time: Option<Cow<'a, str>>,
 }
 
 /// The file times an object's metadata may record
@@ -129,9 +132,11 @@ impl RawObject<'_> {
         };
         // Noncurrent: said here; a current one only where every version
         // was asked for (`list_page`, `head_version`).
-        let version_state = self.time_deleted.is_some().then_some(VersionState {
+        let soft_deleted = self.soft_delete_time.is_some();
+        let version_state = (self.time_deleted.is_some() || soft_deleted).then_some(VersionState {
             is_latest: Some(false),
             delete_marker: false,
+            soft_deleted,
         });
         Ok(ObjectMeta {
             size,
@@ -242,6 +247,11 @@ impl Client {
             .call_bytes(Op::List, &url, |c| c.get(&http_url))
             .await?;
         let mut page = parse_list_page_at(&body, &url)?;
+        if req.soft_deleted {
+            // A server that ignores `softDeleted` lists live objects.
+            page.objects
+                .retain(|o| o.version_state.is_some_and(|s| s.soft_deleted));
+        }
         if req.versions {
             for o in &mut page.objects {
                 o.version_state.get_or_insert(LATEST);
@@ -256,10 +266,13 @@ impl Client {
 pub(crate) const LATEST: VersionState = VersionState {
     is_latest: Some(true),
     delete_marker: false,
+    soft_deleted: false,
 };
 
 pub(crate) fn list_query(req: &ListRequest) -> Query {
     let fields = match req.projection {
+        // Whole resources: what tells a soft-deleted generation.
+        _ if req.soft_deleted => None,
         // Every version: which generation, and whether it is live.
         Projection::NameOnly if req.versions => {
             Some("items(name,generation,timeDeleted),prefixes,nextPageToken")
@@ -294,6 +307,7 @@ pub(crate) fn list_query(req: &ListRequest) -> Query {
         .add_opt("matchGlob", req.match_glob.as_deref())
         .add_opt("fields", fields)
         .add_opt("versions", req.versions.then_some("true"))
+        .add_opt("softDeleted", req.soft_deleted.then_some("true"))
 }
 
 #[cfg(test)]
@@ -396,6 +410,7 @@ mod tests {
             match_glob: Some("a b/**.txt".into()),
             projection: Projection::NameOnly,
             versions: false,
+            soft_deleted: false,
         };
         assert_eq!(
             list_query(&r).as_str(),

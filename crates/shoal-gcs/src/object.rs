@@ -306,6 +306,28 @@ impl Client {
         }
     }
 
+    /// `objects.restore` of a soft-deleted generation; with
+    /// `only_if_absent`, `ifGenerationMatch=0` (no live object may be
+    /// replaced), which also makes sending it again safe.
+    pub(crate) async fn restore_generation(
+        &self,
+        bucket: &str,
+        key: &str,
+        g: i64,
+        only_if_absent: bool,
+    ) -> Result<ObjectMeta> {
+        let url = gs_url(bucket, key);
+        let g = g.to_string();
+        let q = Query::new()
+            .add("generation", &g)
+            .add_opt("ifGenerationMatch", only_if_absent.then_some("0"));
+        let http_url = format!("{}/restore{}", self.object_url(bucket, key), q.as_str());
+        let body = self
+            .call_bytes(Op::Copy, &url, |c| c.post(&http_url))
+            .await?;
+        crate::list::parse_object(&body, Op::Copy, &url)
+    }
+
     /// Deletes, optionally only if the live generation is still `generation`.
     /// A lost answer is looked into before the delete is sent again
     /// (`retry::safe`): gone means done.

@@ -43,6 +43,8 @@ pub(crate) struct ObjectInfo {
     is_latest: Option<bool>,
     /// An S3 delete marker (no bytes: the record of a delete).
     delete_marker: bool,
+    /// A GCS soft-deleted generation (`ls(soft_deleted=True)`).
+    soft_deleted: bool,
     storage_class: Option<String>,
     content_encoding: Option<String>,
     /// What a stat (HEAD) says the object stores beside its bytes;
@@ -87,6 +89,7 @@ impl ObjectInfo {
             },
             is_latest: m.version_state.and_then(|s| s.is_latest),
             delete_marker: m.version_state.is_some_and(|s| s.delete_marker),
+            soft_deleted: m.version_state.is_some_and(|s| s.soft_deleted),
             storage_class: m.storage_class,
             content_encoding: m.content_encoding,
             content_type: m.content_type,

@@ -95,19 +95,77 @@ blocking_and_async! {
     fn delete_version / delete_version_async(url: String, version_id: String) -> () = delete_version_impl;
 }
 
+fn restore_impl(
+    s: &Session,
+    url: String,
+    version_id: String,
+    allow_overwrite: bool,
+) -> impl Future<Output = PyResult<bool>> + use<> {
+    let stores = s.stores.clone();
+    let run = Run::new(s.transfer_options(None, None));
+    let policy = s.retry();
+    async move {
+        let loc = object(Op::Copy, &url).py()?;
+        let store_for = stores.store_for(&[&loc]).py()?;
+        let done = versions::restore(
+            &loc,
+            &version_id,
+            &store_for,
+            &run,
+            &policy,
+            allow_overwrite,
+        )
+        .await
+        .py()?;
+        Ok(done == versions::Restored::SoftDeleted)
+    }
+}
+
+blocking_and_async! {
+    /// Makes one stored version the live object again (a GCS soft-deleted
+    /// generation, or any version copied onto its key); a live object is
+    /// replaced only with `allow_overwrite`. True when it was soft-deleted.
+    #[pyo3(signature = (session, url, version_id, allow_overwrite=false))]
+    fn restore / restore_async(url: String, version_id: String, allow_overwrite: bool) -> bool = restore_impl;
+}
+
 type Listing = (Vec<ObjectInfo>, Vec<String>);
 
 fn list_versions_impl(
     s: &Session,
     url: String,
     recursive: bool,
+    soft_deleted: bool,
 ) -> impl Future<Output = PyResult<Listing>> + use<> {
     let stores = s.stores.clone();
     async move {
         let loc = cloud(&url)?;
         let store = stores.store(&loc).py()?;
         let (mut objects, mut prefixes) = (Vec::new(), Vec::new());
-        if recursive || !loc.is_prefix_like() || shoal_list::has_wildcard(&loc.key) {
+        if soft_deleted {
+            // One sequential listing; a name lists its prefix, kept to it.
+            let req = ListRequest {
+                prefix: loc.key.clone(),
+                delimiter: (!recursive && loc.is_prefix_like()).then(|| "/".to_owned()),
+                projection: Projection::Full,
+                soft_deleted: true,
+                ..Default::default()
+            };
+            let mut p = std::pin::pin!(pages(store, loc.bucket.clone(), req));
+            while let Some(page) = p.next().await {
+                let page = page.map_err(|e| to_py(e.with_url(&url)))?;
+                objects.extend(
+                    (page.objects.into_iter())
+                        .filter(|m| loc.is_prefix_like() || m.key == loc.key)
+                        .map(|m| ObjectInfo::new(&loc, m)),
+                );
+                prefixes.extend(
+                    page.prefixes
+                        .into_iter()
+                        .map(|p| loc.with_key(p).to_string()),
+                );
+            }
+        } else if recursive || !loc.is_prefix_like() || shoal_list::has_wildcard(&loc.key) {
             // Every version below, of one key, or of what a glob names.
             let opts = ListOptions {
                 recursive,
@@ -151,8 +209,9 @@ blocking_and_async! {
     /// Every stored version (noncurrent ones and S3 delete markers
     /// included) of a key, one level of a prefix (with its `/`-prefixes),
     /// a glob's matches, or with `recursive` everything below.
-    #[pyo3(signature = (session, url, recursive=false))]
-    fn list_versions / list_versions_async(url: String, recursive: bool) -> Listing = list_versions_impl;
+    /// With `soft_deleted`, GCS soft-deleted generations only.
+    #[pyo3(signature = (session, url, recursive=false, soft_deleted=false))]
+    fn list_versions / list_versions_async(url: String, recursive: bool, soft_deleted: bool) -> Listing = list_versions_impl;
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -165,6 +224,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(delete_version, m)?,
         wrap_pyfunction!(delete_version_async, m)?,
         wrap_pyfunction!(list_versions, m)?,
+        wrap_pyfunction!(restore, m)?,
+        wrap_pyfunction!(restore_async, m)?,
         wrap_pyfunction!(list_versions_async, m)?,
     ] {
         m.add_function(f)?;

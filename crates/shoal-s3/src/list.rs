@@ -242,6 +242,7 @@ impl V2 {
                         version_state: Some(VersionState {
                             is_latest: Some(false),
                             delete_marker: name == "DeleteMarker",
+                            soft_deleted: false,
                         }),
                         ..Default::default()
                     };

@@ -93,3 +93,85 @@ pub async fn delete(store: &dyn Store, loc: &Location, v: &str) -> Result<()> {
         .await
         .map_err(|e| e.with_url(loc.to_string()))
 }
+
+/// What [`restore`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restored {
+    /// A soft-deleted generation brought back by the store itself (GCS
+    /// `objects.restore`), as the new live generation.
+    SoftDeleted,
+    /// A stored version copied onto its own key (checked against the
+    /// version's checksum): so many bytes.
+    Copied(u64),
+}
+
+/// Makes the version `v` of `loc` the key's live object again: a stored
+/// version a read reaches (a noncurrent one, on S3 or GCS) by [`copy`]
+/// onto its own key; a GCS generation no read reaches (soft-deleted)
+/// through the store's restore.
+///
+/// Unless `allow_overwrite`, only while the key has no live object (GCS
+/// `ifGenerationMatch=0`, else a write that must not find one); with it,
+/// a live object is replaced, the copy pinned to the one seen. Either way
+/// a refused restore is [`ErrorKind::Precondition`] saying which.
+pub async fn restore(
+    loc: &Location,
+    v: &str,
+    store_for: &StoreFor,
+    run: &Run,
+    policy: &RetryPolicy,
+    allow_overwrite: bool,
+) -> Result<Restored> {
+    let url = loc.to_string();
+    let version = parse(Op::Copy, loc, v)?;
+    let store = store_for(loc)?;
+    let live = || {
+        Error::new(
+            ErrorKind::Precondition,
+            Op::Copy,
+            &url,
+            "not restored: the key has a live object (--allow-overwrite replaces it)",
+        )
+    };
+    // A stored version readable as it is (noncurrent on a versioned
+    // bucket) is copied; on GCS, a generation no read reaches may be
+    // soft-deleted, which the store itself restores.
+    let meta = match (store.head_version(&loc.bucket, &loc.key, &version)).await {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            let ObjectVersion::Generation(g) = version else {
+                return Err(e.with_url(&url));
+            };
+            return match (store.restore_soft_deleted(&loc.bucket, &loc.key, g, !allow_overwrite))
+                .await
+            {
+                Ok(_) => Ok(Restored::SoftDeleted),
+                Err(e) if e.kind() == ErrorKind::Precondition => Err(live()),
+                Err(e) => Err(e.with_url(&url)),
+            };
+        }
+        Err(e) => return Err(e.with_url(&url)),
+    };
+    let mut pinned = run.clone();
+    if !allow_overwrite {
+        let mut opts = (*run.opts).clone();
+        opts.put.if_not_exists = true;
+        opts.put.if_match = None;
+        pinned.opts = Arc::new(opts);
+    }
+    match copy(
+        loc,
+        &meta,
+        loc,
+        store_for,
+        &pinned,
+        policy,
+        !allow_overwrite,
+    )
+    .await
+    {
+        Ok(r) => Ok(Restored::Copied(r.bytes)),
+        Err(e) if e.kind() == ErrorKind::Precondition && !allow_overwrite => Err(live()),
+        Err(e) => Err(e),
+    }
+}

@@ -49,8 +49,12 @@ impl Printer<'_> {
         {
             return Ok(());
         }
+        if self.args.soft_deleted && !loc.is_prefix_like() && m.key != loc.key {
+            // `ls --soft-deleted gs://b/k` lists a prefix: keep `k` only.
+            return Ok(());
+        }
         let mut url = loc.with_key(m.key.clone()).to_string();
-        if self.args.all_versions && !self.args.json {
+        if (self.args.all_versions || self.args.soft_deleted) && !self.args.json {
             // gcloud's `gs://b/k#GENERATION`; an S3 version id likewise.
             url = format!("{url}#{}", version_text(m));
         }
@@ -65,8 +69,9 @@ impl Printer<'_> {
             } else {
                 m.size.to_string()
             };
-            if self.args.all_versions {
+            if self.args.all_versions || self.args.soft_deleted {
                 let state = match m.version_state {
+                    Some(s) if s.soft_deleted => "soft-deleted",
                     Some(s) if s.delete_marker => "marker",
                     Some(s) if s.is_latest == Some(false) => "noncurrent",
                     _ => "latest",
@@ -136,6 +141,11 @@ pub(crate) async fn run(ctx: &Context, a: LsArgs) -> CmdResult {
     }
     // A bad glob is a usage error before any store is built.
     shoal_list::check(&loc)?;
+    if a.soft_deleted && (loc.scheme != Scheme::Gs || shoal_list::has_wildcard(&loc.key)) {
+        return Err(Failure::Usage(format!(
+            "ls --soft-deleted {url}: lists a GCS prefix or object (no glob); S3 keeps deleted objects as versions: ls -a"
+        )));
+    }
     let store = ctx.store(&loc)?;
     let stdout = std::io::stdout();
     let mut p = Printer {
@@ -233,6 +243,13 @@ async fn list(
         versions: a.all_versions,
     };
     let delimiter = (!a.recursive).then(|| "/".to_owned());
+    if a.soft_deleted {
+        // One sequential listing (soft-deleted generations do not split
+        // into key ranges); a name lists its prefix, kept to the name.
+        let delimiter = delimiter.filter(|_| loc.is_prefix_like());
+        let any = list_into(store, loc, &loc.key, delimiter, opts.projection, p).await?;
+        return Ok(any || loc.key.is_empty() || !loc.is_prefix_like());
+    }
     if let Some(entries) = shoal_list::entries(store.clone(), loc, &opts)? {
         // A glob: matching objects (and, one level, matching "directories").
         return print_entries(loc, entries, p).await;
@@ -384,6 +401,7 @@ async fn list_into(
         delimiter,
         projection,
         versions: p.args.all_versions,
+        soft_deleted: p.args.soft_deleted,
         ..Default::default()
     };
     let mut stream = Box::pin(pages(store.clone(), loc.bucket.clone(), req));

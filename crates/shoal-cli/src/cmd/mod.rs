@@ -12,6 +12,7 @@ pub(crate) mod mb;
 mod outcome;
 pub(crate) mod presign;
 pub(crate) mod rb;
+pub(crate) mod restore;
 pub(crate) mod rm;
 pub(crate) mod run;
 pub(crate) mod stat;
