@@ -83,9 +83,32 @@ impl RetryPolicy {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T>>,
     {
+        self.run_when(what, f, Error::is_retryable).await
+    }
+
+    /// Like [`RetryPolicy::run`], but an attempt the server may have
+    /// carried out ([`Error::may_have_been_applied`]: a lost answer, a 5xx
+    /// after the request was sent) is not sent again: its error is
+    /// returned at once, for the caller to look at the store before
+    /// anything more is sent. For requests that [`safe`] cannot wrap
+    /// (a batch of deletes, each key with its own outcome).
+    pub async fn run_unless_applied<T, F, Fut>(&self, what: &str, f: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        self.run_when(what, f, |e| e.is_retryable() && !e.may_have_been_applied())
+            .await
+    }
+
+    async fn run_when<T, F, Fut>(&self, what: &str, f: F, again: fn(&Error) -> bool) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
         f.retry(self.builder())
             .sleep(tokio::time::sleep)
-            .when(|e: &Error| e.is_retryable())
+            .when(again)
             .adjust(|e: &Error, dur: Option<Duration>| {
                 let after = e.retry_after().map(|a| a.min(Duration::from_secs(60)));
                 match (dur, after) {
@@ -120,6 +143,27 @@ mod tests {
             .await;
         assert_eq!(r.unwrap(), 7);
         assert_eq!(n.load(Ordering::SeqCst), 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unless_applied_sends_again_only_what_never_took_effect() {
+        let n = AtomicU32::new(0);
+        let r = RetryPolicy::default()
+            .run_unless_applied("t", || async {
+                match n.fetch_add(1, Ordering::SeqCst) {
+                    // Never reached the server, then refused before any work.
+                    0 => Err(Error::new(ErrorKind::Connect, Op::Delete, "u", "refused").unsent()),
+                    1 => {
+                        Err(Error::new(ErrorKind::ServerBusy, Op::Delete, "u", "429")
+                            .with_status(429))
+                    }
+                    // Sent, its answer lost: not sent again.
+                    _ => Err::<(), _>(Error::new(ErrorKind::Connect, Op::Delete, "u", "reset")),
+                }
+            })
+            .await;
+        assert_eq!(r.unwrap_err().message(), "reset");
+        assert_eq!(n.load(Ordering::SeqCst), 3);
     }
 
     #[test]

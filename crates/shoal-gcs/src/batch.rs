@@ -15,6 +15,12 @@
 //! the caller falls back to single deletes, and this client remembers it
 //! and stops offering batches ([`Client::batch_refused`]).
 //!
+//! A batch whose answer is lost, or that got a 5xx after it was sent, is
+//! not sent again (fake-gcs-server ignores the inner calls'
+//! preconditions, so a second batch could delete an object another
+//! writer stored meanwhile): the error goes to the caller, which reads
+//! each key before deleting anything more (shoal-transfer `delete`).
+//!
 //! A key pinned to the generation its delete was planned against carries
 //! it as the inner call's `ifGenerationMatch` (a 412 for that key: it was
 //! written again since, and stays). The multipart framing is parsed
@@ -54,11 +60,18 @@ impl Client {
         let body = Bytes::from(self.batch_body(bucket, keys, &boundary));
         let url = format!("{}/batch/storage/v1", self.base);
         let content_type = format!("multipart/mixed; boundary={boundary}");
+        // Never sent again once the server may have acted on it
+        // (fake-gcs-server ignores the inner calls' `ifGenerationMatch`):
+        // the caller looks at each key first (shoal-transfer `delete`).
         let answer = self
-            .call(Op::Delete, &target, |http| {
-                http.post(&url)
+            .retry
+            .run_unless_applied(&target, || {
+                let req = self
+                    .http
+                    .post(&url)
                     .header("content-type", &content_type)
-                    .body(body.clone())
+                    .body(body.clone());
+                self.attempt(Op::Delete, &target, req)
             })
             .await;
         let resp = match answer {

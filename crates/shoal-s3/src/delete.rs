@@ -26,7 +26,7 @@ use shoal_core::checksum::{md5_digest, md5_to_base64};
 use shoal_core::xml::{error_code_kind, push_ref};
 use shoal_core::{DeleteKey, Error, ErrorKind, ObjectVersion, Op, Result};
 
-use crate::client::{Client, Request};
+use crate::client::{Client, Request, read_body};
 use crate::endpoint::check_bucket;
 use crate::object::protocol;
 
@@ -70,9 +70,17 @@ impl Client {
             .header("content-md5", md5_to_base64(&md5_digest(body.as_bytes())))
             .body(Bytes::from(body));
         let target = req.target.clone();
+        // Never sent again once the server may have acted on it: MinIO
+        // ignores the keys' ETags, so a second DeleteObjects after a lost
+        // answer would delete what another writer stored meanwhile. The
+        // caller looks at each key first (shoal-transfer `delete`).
+        let what = format!("{} {}", req.op, req.target);
         let failed = self
-            .send_parse(&req, |_, body| {
-                parse_delete_result(body).map_err(|m| {
+            .retry
+            .run_unless_applied(&what, || async {
+                let resp = self.send_once(&req).await?;
+                let body = read_body(resp, req.op, &req.target).await?;
+                parse_delete_result(&body).map_err(|m| {
                     protocol(Op::Delete, &target, format!("expected DeleteResult: {m}"))
                 })
             })

@@ -18,6 +18,14 @@
 //! so, not a failure. Servers that ignore a delete's precondition
 //! (fake-gcs-server, MinIO) delete it anyway.
 //!
+//! A batch whose answer is lost (a reset, a 5xx after it was sent) is
+//! never sent again as it was: the stores send it once
+//! ([`shoal_core::retry::RetryPolicy::run_unless_applied`]), and each of
+//! its keys is read before anything more is sent (`after_unknown`):
+//! gone is done, the version the listing saw is deleted at it, and
+//! another version (stored by another writer after the batch deleted
+//! ours) is kept and said, exit 0.
+//!
 //! A target marked [`Target::exact`] names one stored version (`rm
 //! --all-versions`): its delete removes that version or delete marker for
 //! good (GCS `generation=`, S3's `VersionId`), whatever is current, and
@@ -172,6 +180,16 @@ async fn run(
                     .zip(results)
                     .map(|(t, r)| outcome(t, r.map(|()| shoal_core::Deleted::Gone)))
                     .collect(),
+                // Sent, its answer lost: each key is looked at before
+                // anything is sent again.
+                Err(e) if e.may_have_been_applied() => {
+                    tracing::debug!(error = %e, "a batch delete's outcome is unknown; each key is looked at");
+                    futures::stream::iter(locs)
+                        .map(|t| after_unknown(&store, t, gone_is_done))
+                        .buffer_unordered(slots.max(1))
+                        .collect()
+                        .await
+                }
                 refused => {
                     let e = match refused {
                         Err(e) => e,
@@ -285,6 +303,40 @@ async fn one(store: &Arc<dyn Store>, t: Target, gone_is_done: bool) -> Result<Lo
     }
 }
 
+/// One key of a batch whose outcome is unknown (its answer lost, a 5xx
+/// after it was sent): read first, since the batch may have deleted it
+/// and another writer may have stored the key again since, and servers
+/// that ignore a delete's precondition (fake-gcs-server, MinIO) would
+/// delete that object if the delete were simply sent again. Gone: done.
+/// Still at the version the listing saw: deleted at it. Another version:
+/// the planned one is gone (ours, or someone's) and the newer object is
+/// kept and said ([`shoal_core::Deleted::Replaced`]), as a single
+/// delete's lost answer is (`shoal_core::retry::safe::delete`). A key
+/// planned against no version that holds an object is not deleted: whose
+/// it is cannot be told. A stored version named exactly (`rm -a`) is
+/// deleted again: no other version can take its place.
+async fn after_unknown(store: &Arc<dyn Store>, t: Target, gone_is_done: bool) -> Result<Location> {
+    if t.exact {
+        return one(store, t, gone_is_done).await;
+    }
+    let now = match store.head(&t.loc.bucket, &t.loc.key).await {
+        Ok(m) => m,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(t.loc),
+        Err(e) => return Err(e.with_url(t.loc.to_string())),
+    };
+    match &t.version {
+        Some(v) if now.version.as_ref() == Some(v) => one(store, t, gone_is_done).await,
+        Some(_) => outcome(t, Ok(shoal_core::Deleted::Replaced(now.version))),
+        None => Err(Error::new(
+            ErrorKind::Precondition,
+            shoal_core::Op::Delete,
+            t.loc.to_string(),
+            "the batch delete's answer was lost and the key holds an object; it was not deleted again, since it may be one another writer stored meanwhile",
+        )
+        .with_hint("look at the object; delete it again if it should go")),
+    }
+}
+
 /// A key's outcome: a pinned key written again since its listing is a
 /// skip that says so (it stays); one stored again after a lost answer is
 /// deleted as planned, and said.
@@ -309,5 +361,182 @@ fn outcome(t: Target, r: Result<shoal_core::Deleted>) -> Result<Location> {
             ),
         )),
         Err(e) => Err(e.with_url(t.loc.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use bytes::Bytes;
+    use shoal_core::memory::MemoryStore;
+    use shoal_core::{
+        ByteRange, GetResponse, ListPage, ListRequest, MultipartUpload, ObjectMeta, PartInfo,
+        PutOptions,
+    };
+
+    use super::*;
+
+    /// A store with batch deletes whose every batch is carried out (all
+    /// but `spared`), after which another writer stores `victim` again,
+    /// and whose answer is then lost: a reset after the request was sent.
+    #[derive(Debug)]
+    struct LostBatch {
+        inner: Arc<MemoryStore>,
+        victim: String,
+        spared: String,
+        batches: AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl Store for LostBatch {
+        fn scheme(&self) -> shoal_core::Scheme {
+            self.inner.scheme()
+        }
+        fn capabilities(&self) -> &shoal_core::Capabilities {
+            self.inner.capabilities()
+        }
+        async fn head(&self, b: &str, k: &str) -> Result<ObjectMeta> {
+            self.inner.head(b, k).await
+        }
+        async fn list_page(&self, b: &str, r: &ListRequest) -> Result<ListPage> {
+            self.inner.list_page(b, r).await
+        }
+        async fn get(
+            &self,
+            b: &str,
+            k: &str,
+            r: ByteRange,
+            v: Option<&ObjectVersion>,
+        ) -> Result<GetResponse> {
+            self.inner.get(b, k, r, v).await
+        }
+        async fn put(&self, b: &str, k: &str, d: Bytes, o: &PutOptions) -> Result<ObjectMeta> {
+            self.inner.put(b, k, d, o).await
+        }
+        async fn delete(&self, b: &str, k: &str) -> Result<()> {
+            self.inner.delete(b, k).await
+        }
+        async fn create_bucket(&self, b: &str) -> Result<()> {
+            self.inner.create_bucket(b).await
+        }
+        async fn delete_bucket(&self, b: &str) -> Result<()> {
+            self.inner.delete_bucket(b).await
+        }
+        async fn list_buckets(&self) -> Result<Vec<shoal_core::BucketInfo>> {
+            self.inner.list_buckets().await
+        }
+        async fn multipart_start(
+            &self,
+            b: &str,
+            k: &str,
+            o: &PutOptions,
+        ) -> Result<MultipartUpload> {
+            self.inner.multipart_start(b, k, o).await
+        }
+        async fn multipart_put(
+            &self,
+            u: &MultipartUpload,
+            n: u32,
+            d: Bytes,
+            c: u32,
+        ) -> Result<PartInfo> {
+            self.inner.multipart_put(u, n, d, c).await
+        }
+        async fn multipart_complete(
+            &self,
+            u: &MultipartUpload,
+            p: &[PartInfo],
+            c: Option<u32>,
+        ) -> Result<ObjectMeta> {
+            self.inner.multipart_complete(u, p, c).await
+        }
+        async fn multipart_abort(&self, u: &MultipartUpload) -> Result<()> {
+            self.inner.multipart_abort(u).await
+        }
+        fn delete_batch(&self) -> usize {
+            100
+        }
+        async fn delete_many(&self, b: &str, keys: &[DeleteKey]) -> Result<Vec<Result<()>>> {
+            self.batches.fetch_add(1, Ordering::SeqCst);
+            for k in keys.iter().filter(|k| k.key != self.spared) {
+                self.inner.delete(b, &k.key).await?;
+            }
+            let theirs = Bytes::from_static(b"theirs");
+            self.inner
+                .put(b, &self.victim, theirs, &PutOptions::default())
+                .await?;
+            Err(Error::new(
+                ErrorKind::Connect,
+                shoal_core::Op::Delete,
+                format!("gs://{b}"),
+                "connection reset",
+            ))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_lost_batch_is_not_sent_again_and_keeps_a_newer_object() {
+        let inner = Arc::new(MemoryStore::new());
+        inner.create_bucket("b").await.unwrap();
+        let mut targets = Vec::new();
+        for k in ["a", "victim", "spared", "z"] {
+            let m = inner
+                .put(
+                    "b",
+                    k,
+                    Bytes::from(k.as_bytes().to_vec()),
+                    &PutOptions::default(),
+                )
+                .await
+                .unwrap();
+            targets.push(Ok(Target {
+                loc: Location::parse(&format!("gs://b/{k}")).unwrap(),
+                version: m.version,
+                exact: false,
+            }));
+        }
+        let store = Arc::new(LostBatch {
+            inner: inner.clone(),
+            victim: "victim".into(),
+            spared: "spared".into(),
+            batches: AtomicUsize::new(0),
+        });
+        let s: Arc<dyn Store> = store.clone();
+        let store_for: StoreFor = Arc::new(move |_| Ok(s.clone()));
+        let fell_back = Arc::new(AtomicUsize::new(0));
+        let f = fell_back.clone();
+        let out: Vec<Result<Location>> = delete_all(
+            futures::stream::iter(targets).boxed(),
+            store_for,
+            4,
+            true,
+            Arc::new(move |_| {
+                f.fetch_add(1, Ordering::SeqCst);
+            }),
+        )
+        .collect()
+        .await;
+        // Every key done: three gone, the victim kept as the writer left it.
+        assert_eq!(out.len(), 4);
+        assert!(out.iter().all(|r| r.is_ok()), "{out:?}");
+        assert_eq!(store.batches.load(Ordering::SeqCst), 1, "sent once");
+        assert_eq!(fell_back.load(Ordering::SeqCst), 0, "not a refusal");
+        for k in ["a", "spared", "z"] {
+            assert_eq!(
+                inner.head("b", k).await.unwrap_err().kind(),
+                ErrorKind::NotFound,
+                "{k}"
+            );
+        }
+        let mut r = inner
+            .get("b", "victim", ByteRange::from(0), None)
+            .await
+            .unwrap();
+        let mut body = Vec::new();
+        while let Some(c) = r.body.next().await {
+            body.extend_from_slice(&c.unwrap());
+        }
+        assert_eq!(body, b"theirs");
     }
 }
