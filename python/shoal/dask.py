@@ -233,6 +233,27 @@ class _Range:
         return list(zip(bounds, bounds[1:]))
 
 
+class _Spread:
+    """Where the pieces of one listed partition are copied: the first on
+    the worker holding the partition, the next ones on the next workers
+    in turn (a hint, ``allow_other_workers``). Dask places a task where its
+    inputs are, so every piece of a partition (4 x 32 MiB listed as one)
+    queued on that one worker while the others sat idle; a partition's
+    columns are a few MiB at most, little to move beside the bytes its
+    pieces copy."""
+
+    def __init__(self, c: Any, futures: list[Any]) -> None:
+        self.workers = sorted(c.scheduler_info(n_workers=-1)["workers"]) if futures else []
+        self.home = c.who_has(futures) if futures else {}
+
+    def hint(self, data: Any, j: int) -> dict[str, Any]:
+        held = self.home.get(data.key) or ()
+        if not self.workers or not held or held[0] not in self.workers:
+            return {}
+        w = self.workers[(self.workers.index(held[0]) + j) % len(self.workers)]
+        return {"workers": [w], "allow_other_workers": True}
+
+
 def _slots(c: Any) -> int:
     """Task slots: the distributed cluster's worker threads, else the
     local scheduler's (one a CPU)."""
@@ -644,9 +665,10 @@ def copy(src: str, dst: str, *, client: Any = None, npartitions: int | None = No
         base = _base(_as_dir(src))
         tok = _token()
         futs, bigs = [], []
+        spread = _Spread(c, [r.data for r in ranges])
         for r in ranges:
-            for lo, hi in r.pieces(budget, keys_per_task):
-                futs.append(c.submit(_copy_listed, r.data, base, dst, s, max_workers, chunk_size, lo, hi, budget, key=f"shoal-copy-{len(futs)}-{tok}"))
+            for j, (lo, hi) in enumerate(r.pieces(budget, keys_per_task)):
+                futs.append(c.submit(_copy_listed, r.data, base, dst, s, max_workers, chunk_size, lo, hi, budget, key=f"shoal-copy-{len(futs)}-{tok}", **spread.hint(r.data, j)))
             if r.largest > budget:
                 bigs.append(c.submit(_too_big, r.data, budget, key=f"shoal-copy-big-{len(bigs)}-{tok}"))
         res = CopyResult(tasks=len(futs), bytes_per_task=budget)

@@ -337,9 +337,14 @@ def test_copies_and_syncs_spread_over_the_workers_by_default(client, s3_bucket):
     for k, v in data.items():
         shoal.put(f"{s3_bucket}/{k}", v)
     dst = new_bucket("s3")
-    res = sd.copy(f"{s3_bucket}/four/", f"{dst}/out/", client=client)
+    with distributed.get_task_stream(client=client) as ts:
+        res = sd.copy(f"{s3_bucket}/four/", f"{dst}/out/", client=client)
     assert (res.failures, res.copied, res.bytes) == ([], 4, 96 * mib)
     assert (res.tasks, res.bytes_per_task) == (2, 48 * mib), res
+    # One listed partition, two pieces: one on each worker, not both
+    # where the partition is (Dask's placement by inputs).
+    ran = [t["worker"] for t in ts.data if str(t["key"]).startswith("shoal-copy-")]
+    assert len(ran) == 2 and len(set(ran)) == 2, ts.data
     assert shoal.cat(f"{dst}/out/o3") == data["four/o3"]
     # The same plan listed on the client (a glob): the same two tasks.
     res = sd.copy(f"{s3_bucket}/four/o*", f"{dst}/glob/", client=client)
