@@ -5,7 +5,7 @@ shoal-benchserver's ``list-N`` buckets behind toxiproxy for latency).
 
     python bench/dask_listing.py --endpoint http://127.0.0.1:PORT \\
         --bucket list-10000000 --workers 1 2 4 [--keys-per-task 100000] \\
-        [--connections 16] [--cli target/release/shoal] [--runs 1]
+        [--connections 16] [--cli target/release/shoal] [--runs 1] [--drop]
 
 Each worker process has one thread; each listing task runs shoal's
 parallel lister on its range with ``--connections`` requests at once. The
@@ -15,6 +15,11 @@ length). With ``--cli``, one ``shoal ls -r`` and one ``shoal ls -r
 second) run before each Dask measurement, so they share the machine's state;
 medians over ``--runs``. The client's RSS is this process's peak, which
 includes the listing's bookkeeping and nothing per key.
+
+``--drop``: each task lists its range and drops the keys (what
+``shoal.dask.sync`` does to find its ranges), so a listing bigger than the
+workers' memory (100 million keys on one machine: ~170 bytes a key held)
+measures the listing itself; worker memory is then the lister's own.
 """
 
 from __future__ import annotations
@@ -59,6 +64,7 @@ def main() -> None:
     ap.add_argument("--connections", type=int, default=None)
     ap.add_argument("--cli", default=None, help="a shoal binary to list the same bucket with, for comparison")
     ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--drop", action="store_true", help="keep no keys on the workers (list and count only)")
     a = ap.parse_args()
     os.environ.update(AWS_ENDPOINT_URL=a.endpoint, AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="y",
                       AWS_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")
@@ -80,9 +86,16 @@ def main() -> None:
                 stats = sd.ListingStats()
                 cpu0 = sum(c.run(_cpu).values())
                 t = time.perf_counter()
-                parts = sd.list_partitions(url, client=c, keys_per_task=a.keys_per_task, stats=stats,
-                                           list_connections=a.connections)
-                total = sum(c.gather([c.submit(len, p) for p in parts]))
+                if a.drop:
+                    from shoal._session import resolve
+
+                    parts = sd._list_ranges(url, c, a.keys_per_task, None, "size", stats, resolve(None, {}), keep=False,
+                                            connections=a.connections)
+                    total = stats.objects
+                else:
+                    parts = sd.list_partitions(url, client=c, keys_per_task=a.keys_per_task, stats=stats,
+                                               list_connections=a.connections)
+                    total = sum(c.gather([c.submit(len, p) for p in parts]))
                 secs = time.perf_counter() - t
                 rates.append(total / secs)
                 wcpu.append(sum(c.run(_cpu).values()) - cpu0)
@@ -91,9 +104,10 @@ def main() -> None:
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             # The workers hold the partitions (as columns): their peak.
             wrss = max(c.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss).values()) / 1024
+            wrss_each = sorted(round(v / 1024) for v in c.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss).values())
             line = (f"workers={n}: {total} keys, {rate:,.0f} keys/s ({rate / n:,.0f} per worker); "
                     f"{stats.tasks} tasks, {stats.splits} splits; workers' CPU {statistics.median(wcpu):.1f} s; client peak RSS {rss:.0f} MiB, "
-                    f"largest worker peak RSS {wrss:.0f} MiB")
+                    f"largest worker peak RSS {wrss:.0f} MiB (each: {wrss_each} MiB)")
             if cli_here:
                 cs = statistics.median(x[0] for x in cli_here)
                 cli_rate = total / cs

@@ -65,6 +65,7 @@ import pyarrow.fs as pafs
 
 from . import _exit, _shoal
 from ._session import resolve
+from ._tails import Tails
 
 #: A file this small is read whole on its first read (one request,
 #: checksum-verified) instead of footer first: a footer read of a small
@@ -120,10 +121,8 @@ class ShoalHandler(pafs.FileSystemHandler):
         # URL -> (size, version, when): what the last listing or stat
         # said, for opens within KEEP seconds.
         self._known: dict[str, tuple[int, str | None, float]] = {}
-        # URL -> (version, start, bytes) of a first read, oldest first,
-        # and their bytes in all.
-        self._tails: dict[str, tuple[str, int, bytes]] = {}
-        self._tail_bytes = 0
+        # First reads, for the next open of the same version.
+        self._tails = Tails(TAILS)
 
     def __reduce__(self) -> Any:
         return (ShoalHandler, (self.session, self.store))
@@ -213,31 +212,13 @@ class ShoalHandler(pafs.FileSystemHandler):
         if known is None or time.monotonic() - known[2] > KEEP:
             o = _shoal.stat(self.session, url)
             known = (o.size, o.version, 0.0)
-        with self._lock:
-            tail = self._tails.get(url)
-        held = tail[1:] if tail is not None and tail[0] == known[1] else None
-        return ShoalInputFile(self.session, url, known[0], known[1], self._forget, self._tail, held)
-
-    def _tail(self, url: str, version: str | None, at: int, data: bytes) -> None:
-        """Keeps a file's first read for the next open of ``version``."""
-        if version is None or len(data) > TAILS:
-            return
-        with self._lock:
-            self._drop_tail(url)
-            self._tails[url] = (version, at, data)
-            self._tail_bytes += len(data)
-            while self._tail_bytes > TAILS:
-                self._drop_tail(next(iter(self._tails)))
-
-    def _drop_tail(self, url: str) -> None:
-        gone = self._tails.pop(url, None)
-        if gone is not None:
-            self._tail_bytes -= len(gone[2])
+        held = self._tails.get(url, known[1])
+        return ShoalInputFile(self.session, url, known[0], known[1], self._forget, self._tails.put, held)
 
     def _forget(self, url: str) -> None:
         with self._lock:
             self._known.pop(url, None)
-            self._drop_tail(url)
+        self._tails.drop(url)
 
     def open_input_file(self, path: str) -> pa.NativeFile:
         return pa.PythonFile(self._opened(path), mode="r")

@@ -15,10 +15,13 @@ parallel lister (``list_connections`` requests at once, default 8, two
 tasks at once a worker thread), stopped after about ``keys_per_task``
 keys at a key below which it listed everything, so one worker lists at
 about the CLI's rate and the ranges tile the prefix.
-Copies and syncs are cut by bytes too (``bytes_per_task``, default 1 GiB):
-an object bigger than that is copied by several tasks as one multipart
-upload (``shoal_transfer::split_copy`` decides and checks; Python only
-places the tasks). Otherwise (no distributed
+Copies and syncs are cut by bytes too (``bytes_per_task``): by default
+the plan's bytes over the cluster's worker threads, at least 16 MiB and at
+most 1 GiB a task (``shoal_transfer::task_size``), so a copy a few times
+16 MiB already runs on every worker; an object bigger than a task is
+copied by several tasks as one multipart upload
+(``shoal_transfer::split_copy`` decides and checks; Python only places the
+tasks). Otherwise (no distributed
 client, or ``npartitions`` asked for), the listing is made once on the
 client (parallel, one request per thousand keys) and cut into partitions
 balanced by bytes. Each partition is one Dask task that copies, reads or
@@ -148,12 +151,15 @@ def _leave_thread_pool() -> None:
         pass  # not on a distributed worker: run in place
 
 
-def _list_task(session: _shoal.Session, url: str, start: str, end: str | None, max_keys: int, detail: str, keep: bool = True, connections: int | None = None, bytes_per_task: int | None = None, keys_per_piece: int | None = None):
+def _list_task(session: _shoal.Session, url: str, start: str, end: str | None, max_keys: int, detail: str, keep: bool = True, connections: int | None = None, cut: tuple[int | None, int] | None = None, keys_per_piece: int | None = None):
     """One range's share (runs on a worker): its records (a
     ``_shoal.Records``, columns read as dicts; empty unless ``keep``), and
     a summary for the client (count, first and last key, where to go on,
-    and with ``bytes_per_task`` where to cut it into pieces by bytes and
-    which objects are too big for one piece). The range is listed by
+    and with ``cut`` = ``(bytes_per_task, slots)`` where to cut it into
+    pieces, each piece's bytes and keys, and its largest object's size:
+    ``Records.byte_pieces``; with ``bytes_per_task`` None the pieces are
+    fine enough to be joined into tasks of any default size once the
+    total is known). The range is listed by
     shoal's parallel lister with up to ``connections`` requests at once
     (default :data:`TASK_LIST_CONNECTIONS`), outside the worker's thread
     pool (:func:`_leave_thread_pool`)."""
@@ -161,8 +167,8 @@ def _list_task(session: _shoal.Session, url: str, start: str, end: str | None, m
     recs, nxt = _shoal.list_range(session, url, start, end, max_keys, detail, connections or TASK_LIST_CONNECTIONS, True)
     first = recs.key(0) if len(recs) else None
     last = recs.key(-1) if len(recs) else None
-    cuts, big = recs.byte_cuts(bytes_per_task, keys_per_piece) if bytes_per_task else ([], [])
-    return (recs if keep else []), (len(recs), first, last, nxt, cuts, big)
+    cuts, pieces, largest = recs.byte_pieces(cut[1], cut[0], keys_per_piece) if cut is not None else ([], [], 0)
+    return (recs if keep else []), (len(recs), first, last, nxt, cuts, pieces, largest)
 
 
 @dataclass
@@ -203,18 +209,63 @@ def list_partitions(url: str, *, client: Any = None, keys_per_task: int = 100_00
 @dataclass
 class _Range:
     """One listed range: ``[start, stop)`` (stop None: the prefix's end),
-    its records' future, and, when cut by bytes, the keys where its pieces
-    start and its objects too big for one task."""
+    its records' future, and, when cut by bytes, the keys where its fine
+    pieces start, each piece's ``(bytes, keys)`` and its largest object's
+    size."""
 
     start: str
     stop: str | None
     data: Any
     cuts: list[str] = field(default_factory=list)
-    big: list[tuple[str, int]] = field(default_factory=list)
+    sizes: list[tuple[int, int]] = field(default_factory=list)
+    largest: int = 0
 
-    def pieces(self) -> list[tuple[str, str | None]]:
+    def bytes(self) -> int:
+        return sum(b for b, _ in self.sizes)
+
+    def pieces(self, max_bytes: int, max_keys: int) -> list[tuple[str, str | None]]:
+        """``[lo, hi)`` of each task: neighbouring pieces joined while a
+        task holds at most ``max_bytes`` and ``max_keys`` (the engine's
+        ``task_size::join``). They tile the range, an empty one too."""
         bounds = [self.start, *self.cuts, self.stop]
+        if self.sizes:
+            bounds = [bounds[i] for i in _shoal.join_pieces(self.sizes, max_bytes, max_keys)] + [self.stop]
         return list(zip(bounds, bounds[1:]))
+
+
+class _Spread:
+    """Where the pieces of one listed partition are copied: the first on
+    the worker holding the partition, the next ones on the next workers
+    in turn (a hint, ``allow_other_workers``). Dask places a task where its
+    inputs are, so every piece of a partition (4 x 32 MiB listed as one)
+    queued on that one worker while the others sat idle; a partition's
+    columns are a few MiB at most, little to move beside the bytes its
+    pieces copy."""
+
+    def __init__(self, c: Any, futures: list[Any]) -> None:
+        self.workers = sorted(c.scheduler_info(n_workers=-1)["workers"]) if futures else []
+        self.home = c.who_has(futures) if futures else {}
+
+    def hint(self, data: Any, j: int) -> dict[str, Any]:
+        held = self.home.get(data.key) or ()
+        if not self.workers or not held or held[0] not in self.workers:
+            return {}
+        w = self.workers[(self.workers.index(held[0]) + j) % len(self.workers)]
+        return {"workers": [w], "allow_other_workers": True}
+
+
+def _slots(c: Any) -> int:
+    """Task slots: the distributed cluster's worker threads, else the
+    local scheduler's (one a CPU)."""
+    if c is not None:
+        return max(1, sum(c.nthreads().values()))
+    return os.cpu_count() or 1
+
+
+def _task_bytes(bytes_per_task: int | None, total: int, slots: int) -> int:
+    """The caller's ``bytes_per_task``, else the engine's default for a
+    plan of ``total`` bytes on ``slots`` task slots."""
+    return bytes_per_task if bytes_per_task else _shoal.task_bytes(total, slots)
 
 
 def _token() -> str:
@@ -225,12 +276,13 @@ def _token() -> str:
     return "0" + uuid.uuid4().hex[:15]
 
 
-def _list_ranges(url: str, c: Any, keys_per_task: int, max_tasks: int | None, detail: str, stats: ListingStats | None, s: _shoal.Session, keep: bool = True, connections: int | None = None, bytes_per_task: int | None = None, keys_per_piece: int | None = None) -> list[_Range]:
+def _list_ranges(url: str, c: Any, keys_per_task: int, max_tasks: int | None, detail: str, stats: ListingStats | None, s: _shoal.Session, keep: bool = True, connections: int | None = None, cut: tuple[int | None, int] | None = None, keys_per_piece: int | None = None) -> list[_Range]:
     """:func:`list_partitions`' work: ``(start, stop, future)`` for each
     listed range, in key order; the ranges tile the prefix (``stop`` None:
     to its end), so another listing cut at the same keys (a sync's
     destination) meets each key in exactly one of them. Without ``keep``
-    the futures hold empty lists: only the ranges are wanted."""
+    the futures hold empty lists: only the ranges are wanted. With ``cut``
+    each range also says where it may be cut (see :func:`_list_task`)."""
     from distributed import as_completed
 
     prefix = _key(url)
@@ -244,7 +296,7 @@ def _list_ranges(url: str, c: Any, keys_per_task: int, max_tasks: int | None, de
 
     def submit(start: str, end: str | None) -> None:
         i = st.tasks
-        t = c.submit(_list_task, s, url, start, end, keys_per_task, detail, keep, connections, bytes_per_task, keys_per_piece, key=f"shoal-list-{i}-{tok}")
+        t = c.submit(_list_task, s, url, start, end, keys_per_task, detail, keep, connections, cut, keys_per_piece, key=f"shoal-list-{i}-{tok}")
         summary = c.submit(operator.itemgetter(1), t, key=f"shoal-list-summary-{i}-{tok}")
         running[summary] = (start, end, c.submit(operator.itemgetter(0), t, key=f"shoal-listed-{i}-{tok}"))
         done.add(summary)
@@ -253,9 +305,9 @@ def _list_ranges(url: str, c: Any, keys_per_task: int, max_tasks: int | None, de
     submit(prefix, None)
     for summary in done:
         start, end, data = running.pop(summary)
-        n, first, last, nxt, cuts, big = summary.result()
+        n, first, last, nxt, cuts, sizes, largest = summary.result()
         summary.release()
-        parts.append(_Range(start, nxt if nxt is not None else end, data, cuts, big))
+        parts.append(_Range(start, nxt if nxt is not None else end, data, cuts, sizes, largest))
         st.objects += n
         for k in (first, last):
             if k is not None:
@@ -275,7 +327,7 @@ def _list_ranges(url: str, c: Any, keys_per_task: int, max_tasks: int | None, de
     return parts
 
 
-def _on_cluster(url: str, npartitions: int | None, client: Any, keys_per_task: int, s: _shoal.Session, stats: ListingStats | None = None, bytes_per_task: int | None = None, list_connections: int | None = None) -> tuple[Any, list[_Range]]:
+def _on_cluster(url: str, npartitions: int | None, client: Any, keys_per_task: int, s: _shoal.Session, stats: ListingStats | None = None, bytes_per_task: int | None = None, list_connections: int | None = None, cut: bool = False) -> tuple[Any, list[_Range]]:
     """The cluster and its listed ranges when ``url`` is a prefix to list
     there; ``(None, [])`` when the client lists instead: a glob, an
     explicit ``npartitions``, no distributed client, a URL naming one
@@ -291,7 +343,7 @@ def _on_cluster(url: str, npartitions: int | None, client: Any, keys_per_task: i
         except FileNotFoundError:
             pass
     st = stats if stats is not None else ListingStats()
-    ranges = _list_ranges(_as_dir(url), c, keys_per_task, None, "size", st, s, connections=list_connections, bytes_per_task=bytes_per_task, keys_per_piece=keys_per_task)
+    ranges = _list_ranges(_as_dir(url), c, keys_per_task, None, "size", st, s, connections=list_connections, cut=(bytes_per_task, _slots(c)) if cut else None, keys_per_piece=keys_per_task)
     if st.objects == 0:
         return None, []
     return c, ranges
@@ -392,6 +444,9 @@ class CopyResult:
     tasks: int = 0
     #: Objects copied by several tasks (one multipart upload each).
     split_objects: int = 0
+    #: The most bytes a task was given (the caller's, or the default
+    #: chosen for the plan and the cluster).
+    bytes_per_task: int = 0
 
 
 def _copy_part(pairs: list[tuple[str, str]], session: _shoal.Session, max_workers: int | None, chunk_size: int | None) -> tuple[int, int, list[tuple[str, str, str]]]:
@@ -435,6 +490,12 @@ def plan_copy(src: str, dst: str, *, session: _shoal.Session | None = None, **op
         except (_errors.InvalidInputError, _errors.UnsupportedError) as e:
             refused.append((r["url"], dst, str(e)))
     return plan, refused
+
+
+def _too_big(recs: _shoal.Records, budget: int) -> list[tuple[str, int]]:
+    """A listed partition's objects bigger than one task (runs on the
+    worker holding it): ``(url, size)``, to be split by byte range."""
+    return recs.byte_cuts(budget)[1]
 
 
 def _copy_listed(recs: _shoal.Records, base: str, dst: str, session: _shoal.Session, max_workers: int | None, chunk_size: int | None, lo: str | None = None, hi: str | None = None, skip_above: int | None = None) -> tuple[int, int, list[tuple[str, str, str]]]:
@@ -567,18 +628,24 @@ def _pieces(plan: list[tuple[str, str, int]], bytes_per_task: int, keys_per_task
     return out
 
 
-def copy(src: str, dst: str, *, client: Any = None, npartitions: int | None = None, max_workers: int | None = None, chunk_size: int | None = None, keys_per_task: int = 100_000, bytes_per_task: int = 1 << 30, part_size: int | None = None, list_connections: int | None = None, progress: bool = False, on_task: Any = None, session: _shoal.Session | None = None, **options: Any) -> CopyResult:
+def copy(src: str, dst: str, *, client: Any = None, npartitions: int | None = None, max_workers: int | None = None, chunk_size: int | None = None, keys_per_task: int = 100_000, bytes_per_task: int | None = None, part_size: int | None = None, list_connections: int | None = None, progress: bool = False, on_task: Any = None, session: _shoal.Session | None = None, **options: Any) -> CopyResult:
     """Copies everything below ``src`` to ``dst`` as Dask tasks (on
     ``client``'s cluster, or the current Dask scheduler). On a distributed
     cluster a prefix is listed by the workers (:func:`list_partitions`) and
     each listed partition is copied where it was listed: the client holds
     no listing, only each task's counts and failures.
 
-    Each copy task holds at most ``bytes_per_task`` bytes (default 1 GiB)
-    and ``keys_per_task`` objects. On a distributed cluster an object
+    Each copy task holds at most ``bytes_per_task`` bytes and
+    ``keys_per_task`` objects. By default ``bytes_per_task`` follows the
+    plan and the cluster: the bytes to copy over the worker threads, at
+    least 16 MiB (below that a task's fixed cost dominates) and at most
+    1 GiB, so 4 x 32 MiB on two workers is two tasks of 64 MiB
+    (``shoal_transfer::task_size``; ``CopyResult.bytes_per_task`` says
+    what was chosen). On a distributed cluster an object
     bigger than ``bytes_per_task`` is copied by several tasks: one
     multipart upload on the destination, its parts (``part_size``, default
-    64 MiB) read by ranged GETs and written by different tasks, completed
+    64 MiB, or one task's bytes when that is less) read by ranged GETs and
+    written by different tasks, completed
     only when every part is in and their CRC32Cs combine into the
     source's; on any failure the upload is aborted and its parts deleted
     (objects without a stored CRC32C are copied whole). Tasks are named
@@ -592,28 +659,30 @@ def copy(src: str, dst: str, *, client: Any = None, npartitions: int | None = No
     (``InvalidInputError``, a ``ValueError``)."""
     _shoal.check_copy(src, dst)
     s = resolve(session, options)
-    c, ranges = _on_cluster(src, npartitions, client, keys_per_task, s, bytes_per_task=bytes_per_task, list_connections=list_connections)
+    c, ranges = _on_cluster(src, npartitions, client, keys_per_task, s, bytes_per_task=bytes_per_task, list_connections=list_connections, cut=True)
     if c is not None:
+        budget = _task_bytes(bytes_per_task, sum(r.bytes() for r in ranges), _slots(c))
         base = _base(_as_dir(src))
         tok = _token()
-        futs = []
-        big = []
+        futs, bigs = [], []
+        spread = _Spread(c, [r.data for r in ranges])
         for r in ranges:
-            for lo, hi in r.pieces():
-                futs.append(c.submit(_copy_listed, r.data, base, dst, s, max_workers, chunk_size, lo, hi, bytes_per_task, key=f"shoal-copy-{len(futs)}-{tok}"))
-            big.extend(r.big)
-        res = CopyResult(tasks=len(futs))
+            for j, (lo, hi) in enumerate(r.pieces(budget, keys_per_task)):
+                futs.append(c.submit(_copy_listed, r.data, base, dst, s, max_workers, chunk_size, lo, hi, budget, key=f"shoal-copy-{len(futs)}-{tok}", **spread.hint(r.data, j)))
+            if r.largest > budget:
+                bigs.append(c.submit(_too_big, r.data, budget, key=f"shoal-copy-big-{len(bigs)}-{tok}"))
+        res = CopyResult(tasks=len(futs), bytes_per_task=budget)
         for copied, nbytes, failures in _run_tasks(c, futs, progress, on_task, lambda o: (o[0], o[1], len(o[2]))):
             res.copied += copied
             res.bytes += nbytes
             res.failures.extend(failures)
         pairs = []
-        for u, _ in big:
+        for u, _ in (b for found in c.gather(bigs) for b in found):
             try:
                 pairs.append((u, _shoal.destination(dst, u[len(base) :], u)))
             except (_errors.InvalidInputError, _errors.UnsupportedError) as e:
                 res.failures.append((u, dst, str(e)))
-        whole = _split_copies(c, pairs, s, bytes_per_task, part_size, max_workers, progress, on_task, res)
+        whole = _split_copies(c, pairs, s, budget, part_size, max_workers, progress, on_task, res)
         if whole:
             f = c.submit(_copy_part, whole, s, max_workers, chunk_size, key=f"shoal-copy-whole-{tok}")
             copied, nbytes, failures = f.result()
@@ -623,17 +692,18 @@ def copy(src: str, dst: str, *, client: Any = None, npartitions: int | None = No
             res.failures.extend(failures)
         return res
     plan, refused = plan_copy(src, dst, session=s)
-    res = CopyResult(failures=list(refused))
     dc = _distributed_client(client)
-    if dc is not None and npartitions is None and any(p[2] > bytes_per_task for p in plan):
-        big = [(a, b) for a, b, n in plan if n > bytes_per_task]
-        plan = [p for p in plan if p[2] <= bytes_per_task]
-        whole = _split_copies(dc, big, s, bytes_per_task, part_size, max_workers, progress, on_task, res)
-        plan.extend((a, b, bytes_per_task) for a, b in whole)
+    budget = _task_bytes(bytes_per_task, sum(p[2] for p in plan), _slots(dc))
+    res = CopyResult(failures=list(refused), bytes_per_task=budget)
+    if dc is not None and npartitions is None and any(p[2] > budget for p in plan):
+        big = [(a, b) for a, b, n in plan if n > budget]
+        plan = [p for p in plan if p[2] <= budget]
+        whole = _split_copies(dc, big, s, budget, part_size, max_workers, progress, on_task, res)
+        plan.extend((a, b, budget) for a, b in whole)
     if npartitions is not None:
         parts = split_by_bytes(plan, npartitions, size=lambda p: p[2])
     else:
-        parts = _pieces(plan, bytes_per_task, keys_per_task)
+        parts = _pieces(plan, budget, keys_per_task)
     tok = _token()
     tasks = [dask.delayed(_copy_part)([(a, b) for a, b, _ in p], s, max_workers, chunk_size, dask_key_name=f"shoal-copy-{i}-{tok}") for i, p in enumerate(parts)]
     outs = client.gather(client.compute(tasks)) if client is not None else dask.compute(*tasks)
@@ -754,6 +824,9 @@ class SyncResult:
     failures: list[str] = field(default_factory=list)
     #: Ranges the source listing was split into (one sync task each).
     tasks: int = 0
+    #: The most source bytes a task was given (the caller's, or the
+    #: default chosen for the plan and the cluster).
+    bytes_per_task: int = 0
 
 
 def _sync_range(session: _shoal.Session, src: str, dst: str, start: str, stop: str | None, delete: bool, compare: dict[str, bool], max_workers: int | None, chunk_size: int | None) -> tuple[dict[str, Any], list[tuple[str, str | None]]]:
@@ -773,7 +846,7 @@ def _delete_listed(extras: list[tuple[str, str | None]], session: _shoal.Session
     return _shoal.delete_extras(session, extras, workers=max_workers)
 
 
-def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_delete: int | None = None, delete_when_source_empty: bool = False, ignore_errors: bool = False, checksum: bool = False, size_only: bool = False, update: bool = False, no_clobber: bool = False, keys_per_task: int = 100_000, bytes_per_task: int = 1 << 30, max_workers: int | None = None, chunk_size: int | None = None, list_connections: int | None = None, progress: bool = False, on_task: Any = None, session: _shoal.Session | None = None, **options: Any) -> SyncResult:
+def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_delete: int | None = None, delete_when_source_empty: bool = False, ignore_errors: bool = False, checksum: bool = False, size_only: bool = False, update: bool = False, no_clobber: bool = False, keys_per_task: int = 100_000, bytes_per_task: int | None = None, max_workers: int | None = None, chunk_size: int | None = None, list_connections: int | None = None, progress: bool = False, on_task: Any = None, session: _shoal.Session | None = None, **options: Any) -> SyncResult:
     """Makes the bucket prefix ``dst`` hold what ``src`` holds, on a
     distributed cluster, as ``shoal sync`` does on one machine and by the
     same engine: an object is copied when the destination lacks it, its
@@ -784,8 +857,9 @@ def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_de
     range is one task that lists that range of both sides page by page
     and merges them in key order (``shoal_transfer::sync::sync_range``),
     so no process holds either listing whole. A range is cut further so
-    that its source holds at most ``bytes_per_task`` bytes (default 1
-    GiB) and ``keys_per_task`` keys (an object bigger than that is one
+    that its source holds at most ``bytes_per_task`` bytes (by default
+    chosen as :func:`copy` chooses it: the source's bytes over the worker
+    threads, 16 MiB to 1 GiB) and ``keys_per_task`` keys (an object bigger than that is one
     range of its own, copied whole by the engine: splitting one object
     across tasks is :func:`copy`'s). Tasks are named ``shoal-sync-…`` in
     the dashboard; ``progress`` and ``on_task`` as in :func:`copy`.
@@ -809,7 +883,9 @@ def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_de
     src, dst = _as_dir(src), _as_dir(dst)
     s = resolve(session, options)
     st = ListingStats()
-    ranges = _list_ranges(src, c, keys_per_task, None, "size", st, s, keep=False, connections=list_connections, bytes_per_task=bytes_per_task, keys_per_piece=keys_per_task)
+    slots = _slots(c)
+    ranges = _list_ranges(src, c, keys_per_task, None, "size", st, s, keep=False, connections=list_connections, cut=(bytes_per_task, slots), keys_per_piece=keys_per_task)
+    budget = _task_bytes(bytes_per_task, sum(r.bytes() for r in ranges), slots)
     if delete and _shoal.sync_deletes_held(extras=0, source_listed=st.objects, failed=0, delete_when_source_empty=delete_when_source_empty):
         raise ValueError(
             f"sync --delete {src}: the source lists nothing, so this would delete everything in {dst}; nothing was done"
@@ -819,12 +895,12 @@ def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_de
     summaries, extras = [], []
     tok = _token()
     for rg in ranges:
-        for start, stop in rg.pieces():
+        for start, stop in rg.pieces(budget, keys_per_task):
             i = len(summaries)
             t = c.submit(_sync_range, s, src, dst, start, stop, delete, compare, max_workers, chunk_size, key=f"shoal-sync-{i}-{tok}")
             summaries.append(c.submit(operator.itemgetter(0), t, key=f"shoal-sync-summary-{i}-{tok}"))
             extras.append(c.submit(operator.itemgetter(1), t, key=f"shoal-sync-extras-{i}-{tok}"))
-    res = SyncResult(tasks=len(summaries))
+    res = SyncResult(tasks=len(summaries), bytes_per_task=budget)
     failed = 0
     # A failed task raises here, before anything is deleted.
     for r in _run_tasks(c, summaries, progress, on_task, lambda r: (r["copied"], r["bytes"], r["failed"])):

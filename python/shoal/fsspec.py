@@ -81,6 +81,7 @@ reads of a bigger file are only pinned to its version and their length.
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import tempfile
@@ -99,6 +100,7 @@ from fsspec.spec import AbstractBufferedFile
 from . import _exit, _shoal
 from ._api import _split_shape, presign, write_keywords
 from ._session import resolve
+from ._tails import Tails
 
 #: Past this, a file opened for writing spills to a temporary file.
 _SPILL = 64 << 20
@@ -129,6 +131,9 @@ class ShoalFileSystem(AsyncFileSystem):
         # path -> (info of a file, when): what the last listing or stat
         # gave, for opens within _KEEP seconds (see `_open`).
         self._known: dict[str, tuple[dict[str, Any], float]] = {}
+        # First reads (footers, small files), for the next open of the
+        # same version (pyarrow opens a dataset's first file twice).
+        self._tails = Tails(_TAILS)
 
     def _keep(self, info: dict[str, Any]) -> dict[str, Any]:
         self._known[info["name"]] = (info, time.monotonic())
@@ -144,6 +149,10 @@ class ShoalFileSystem(AsyncFileSystem):
     def _forget(self, path: str) -> None:
         # The path, and its parents (a folder may have lost its last file).
         path = self._strip_protocol(path)
+        try:
+            self._tails.drop(self._url(path))
+        except ValueError:
+            pass  # not an object's path
         while path:
             self._known.pop(path, None)
             path = path.rpartition("/")[0]
@@ -749,6 +758,11 @@ class ShoalFileSystem(AsyncFileSystem):
             kwargs.setdefault("cache_type", ReadAheadCache.name)
             if known is not None and known["type"] == "file":
                 kwargs["details"] = known
+                if kwargs["cache_type"] == ReadAheadCache.name:
+                    # An earlier open's first read of this version serves
+                    # this one's; this one's first read serves the next.
+                    url, version = self._url(path), known.get("version")
+                    cache_options = {"held": self._tails.get(url, version), "keep": functools.partial(self._tails.put, url, version), **(cache_options or {})}
         return ShoalFile(self, path, mode, block_size=block_size or "default", autocommit=autocommit, cache_options=cache_options, **kwargs)
 
 
@@ -767,6 +781,9 @@ _FOOTER = 64 << 10
 #: First read-ahead of a run of sequential reads; it doubles up to the
 #: file's block size.
 _AHEAD = 1 << 20
+#: Bytes of first reads (footers, small files) kept for later opens of
+#: the same version of the same object.
+_TAILS = 4 << 20
 
 
 class ReadAheadCache(BaseCache):
@@ -784,20 +801,28 @@ class ReadAheadCache(BaseCache):
       bytes is read whole instead (verified: see the module);
     - a read that does not follow the previous one (a column chunk) is
       fetched exactly;
-    - a read that follows the previous one (a CSV read in pieces, a file
-      copied) starts a read-ahead of 1 MiB that doubles up to the block
-      size, so sequential reading stays a few large requests.
+    - a small read that follows the previous one (a CSV read in pieces)
+      starts a read-ahead of 1 MiB that doubles up to the block size, so
+      sequential reading stays a few large requests. A read of 1 MiB or
+      more is fetched exactly even when it follows the previous one:
+      Arrow's coalesced column chunks of consecutive row groups are such
+      reads, and reading ahead of them fetched bytes beyond the file's
+      needs and copied every chunk twice under the GIL (sliced out of the
+      longer answer, then joined to the next).
     """
 
     name = "shoal"
 
-    def __init__(self, blocksize: int, fetcher: Any, size: int, **kwargs: Any) -> None:
+    def __init__(self, blocksize: int, fetcher: Any, size: int, held: tuple[int, bytes] | None = None, keep: Any = None, **kwargs: Any) -> None:
+        """``held``: an earlier open's first read of this version, ``(start,
+        bytes)``; ``keep(start, bytes)`` is called with this one's."""
         super().__init__(blocksize, fetcher, size)
-        self._tail: tuple[int, bytes] | None = None
+        self._tail: tuple[int, bytes] | None = held
+        self._keep = keep
         self._buf: tuple[int, bytes] = (0, b"")
         self._end = 0
         self._ahead = 0
-        self._first = True
+        self._first = held is None
 
     def _fetch(self, start: int | None, stop: int | None) -> bytes:
         start = 0 if start is None else start
@@ -816,13 +841,15 @@ class ReadAheadCache(BaseCache):
                 at = 0 if self.size <= _WHOLE else min(start, self.size - _FOOTER)
                 data = self.fetcher(at, self.size)
                 self._tail = (at, data)
+                if self._keep is not None:
+                    self._keep(at, data)
                 self.total_requested_bytes += len(data)
                 return data[start - at : stop - at]
         b0, b = self._buf
         head = b""
         if b0 <= start < b0 + len(b):
             head = b[start - b0 :]  # the part already held
-        if start == self._end or head:
+        if head or (start == self._end and stop - start < _AHEAD):
             self._ahead = min(max(2 * self._ahead, _AHEAD), max(self.blocksize, _AHEAD))
             at = start + len(head)
             data = head + self.fetcher(at, min(self.size, max(stop, start + self._ahead)))

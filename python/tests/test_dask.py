@@ -320,6 +320,57 @@ def test_copy_splits_tasks_by_bytes_and_one_object_across_tasks(client, s3_bucke
     assert _uploads_left(dst_bucket) == []
 
 
+def test_copies_and_syncs_spread_over_the_workers_by_default(client, s3_bucket):
+    """Without ``bytes_per_task`` a task's bytes follow the plan and the
+    cluster (2 worker threads here): 4 x 24 MiB is two tasks of 48 MiB
+    (the old 1 GiB default made it one), one 72 MiB object is copied by
+    two part tasks, a sync of the 4 objects is two tasks; a plan below
+    the 16 MiB floor stays one task."""
+    import os
+
+    from .conftest import new_bucket
+
+    mib = 1 << 20
+    slots = sum(client.nthreads().values())
+    assert slots == 2
+    data = {f"four/o{i}": os.urandom(24 * mib) for i in range(4)}
+    for k, v in data.items():
+        shoal.put(f"{s3_bucket}/{k}", v)
+    dst = new_bucket("s3")
+    with distributed.get_task_stream(client=client) as ts:
+        res = sd.copy(f"{s3_bucket}/four/", f"{dst}/out/", client=client)
+    assert (res.failures, res.copied, res.bytes) == ([], 4, 96 * mib)
+    assert (res.tasks, res.bytes_per_task) == (2, 48 * mib), res
+    # One listed partition, two pieces: one on each worker, not both
+    # where the partition is (Dask's placement by inputs).
+    ran = [t["worker"] for t in ts.data if str(t["key"]).startswith("shoal-copy-")]
+    assert len(ran) == 2 and len(set(ran)) == 2, ts.data
+    assert shoal.cat(f"{dst}/out/o3") == data["four/o3"]
+    # The same plan listed on the client (a glob): the same two tasks.
+    res = sd.copy(f"{s3_bucket}/four/o*", f"{dst}/glob/", client=client)
+    assert (res.failures, res.copied, res.tasks, res.bytes_per_task) == ([], 4, 2, 48 * mib), res
+    # One object of 72 MiB: parts of one task's 36 MiB, a task each.
+    big = os.urandom(72 * mib)
+    shoal.put(f"{s3_bucket}/one/big.bin", big)
+    reports = []
+    res = sd.copy(f"{s3_bucket}/one/", f"{dst}/big/", client=client, on_task=reports.append)
+    assert (res.failures, res.copied, res.split_objects) == ([], 1, 1), res
+    assert sum(r.name.startswith("shoal-copy-part") for r in reports) == 2
+    assert shoal.cat(f"{dst}/big/big.bin") == big
+    assert _uploads_left(dst) == []
+    # Sync: the 4 objects to an empty prefix, two ranges.
+    res = sd.sync(f"{s3_bucket}/four/", f"{dst}/synced/", client=client)
+    assert (res.failures, res.copied, res.tasks, res.bytes_per_task) == ([], 4, 2, 48 * mib), res
+    # Below the floor a task's fixed cost dominates: one task.
+    for i in range(4):
+        shoal.put(f"{s3_bucket}/small/s{i}", os.urandom(mib))
+    res = sd.copy(f"{s3_bucket}/small/", f"{dst}/small/", client=client)
+    assert (res.copied, res.tasks, res.bytes_per_task) == (4, 1, 16 * mib), res
+    # The caller's budget still rules.
+    res = sd.copy(f"{s3_bucket}/four/", f"{dst}/asked/", client=client, bytes_per_task=24 * mib)
+    assert (res.copied, res.tasks, res.bytes_per_task) == (4, 4, 24 * mib), res
+
+
 def test_a_failed_part_aborts_the_split_copy(client, s3_bucket, gs_bucket, monkeypatch):
     """The source replaced after the upload began: the part tasks' reads,
     pinned to the version begun with, fail; the upload is aborted, its

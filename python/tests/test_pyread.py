@@ -190,6 +190,45 @@ def test_fsspec_sequential_reads_grow_a_read_ahead(bucket):
         assert f.cache.miss_count <= 4
 
 
+def test_fsspec_dataset_read_fetches_each_footer_once(dataset, monkeypatch):
+    """pyarrow through its fsspec bridge opens a dataset's first file
+    twice (schema, then rows): the second open takes the first one's
+    footer, as shoal.arrow's files do; a new version is read anew."""
+    bucket, data = dataset
+    fs = shoal.fsspec.ShoalFileSystem(skip_instance_cache=True)
+    root = fs._strip_protocol(f"{bucket}/ds")
+    cats = CatCounter(monkeypatch)
+    t = pq.read_table(root, filesystem=fs, columns=["x"])
+    assert t.num_rows == 360_000
+    tails = [u for u, start, end in cats.reads if end == len(data)]
+    assert sorted(tails) == [f"{bucket}/ds/part-{i}.parquet" for i in range(3)], cats.reads
+    new = parquet_bytes(rows=80_000)
+    shoal.put(f"{bucket}/ds/part-0.parquet", new)
+    fs.invalidate_cache()
+    cats.reads.clear()
+    t = pq.read_table(root, filesystem=fs, columns=["x"])
+    assert t.num_rows == 80_000 + 2 * 120_000
+    assert sum(1 for u, _, end in cats.reads if u.endswith("part-0.parquet") and end == len(new)) == 1, cats.reads
+
+
+def test_fsspec_consecutive_big_reads_are_fetched_exactly(bucket, monkeypatch):
+    """Arrow's coalesced column chunks of consecutive row groups: each
+    read of 1 MiB or more is one request for exactly its bytes, never a
+    read-ahead past it (which fetched more and copied every chunk twice)."""
+    fs = fsspec.filesystem("shoal")
+    body = bytes(range(256)) * 40_960  # 10 MiB
+    fs.pipe(f"{bucket}/rg.bin", body)
+    fs.ls(bucket)
+    cats = CatCounter(monkeypatch)
+    cuts = [0, 3 << 20, (5 << 20) + 7, 8 << 20, len(body) - (64 << 10)]
+    with fs.open(f"{bucket}/rg.bin") as f:
+        for a, b in zip(cuts, cuts[1:]):
+            f.seek(a)
+            assert f.read(b - a) == body[a:b]
+        assert f.cache.total_requested_bytes == cuts[-1]
+    assert [(s, e) for _, s, e in cats.reads] == list(zip(cuts, cuts[1:])), cats.reads
+
+
 def test_fsspec_cat_ranges_at_once_in_order_with_errors_in_place(bucket):
     fs = fsspec.filesystem("shoal")
     body = bytes(range(256)) * 4096

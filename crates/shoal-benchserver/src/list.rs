@@ -22,7 +22,15 @@
 //! A name not in the set is a 404. No `md5Hash` is given (as for GCS
 //! composite objects) and the S3 ETag is not an MD5, so no client checks a
 //! made-up digest. Any other bucket lists as empty.
+//!
+//! Past ten million (`list-100000000`, up to [`MAX_COUNTED`]) the keys are
+//! not held: key `i` is computed from `i` in an order that is also the
+//! byte order (10% under `misc/shard-NNN/`, 1,000 shards in a row, the
+//! rest flat under the hot prefix, every index 11 digits wide, ASCII
+//! only), so a page is found by binary search over computed keys and the
+//! server's memory stays flat: a stand-in for buckets of billions of keys.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -31,8 +39,10 @@ use base64::Engine;
 use crate::http::{crc_b64, xml_escape};
 use crate::stored::Stored;
 
-/// The largest `list-N` served (~1.3 GB of keys).
+/// The largest `list-N` whose keys are held (~1.3 GB of keys).
 const MAX_KEYS: usize = 10_000_000;
+/// The largest `list-N` served (computed keys past [`MAX_KEYS`]).
+pub const MAX_COUNTED: usize = 100_000_000_000;
 /// Both APIs cap a page at this many entries (keys plus prefixes).
 const MAX_PAGE: usize = 1000;
 /// Where 90% of the keys live.
@@ -42,7 +52,87 @@ const MTIME: &str = "2024-01-01T00:00:00.000Z";
 /// N from a bucket named `list-N`.
 pub fn size_of_bucket(bucket: &str) -> Option<usize> {
     let n: usize = bucket.strip_prefix("list-")?.parse().ok()?;
-    (n <= MAX_KEYS).then_some(n)
+    (n <= MAX_COUNTED).then_some(n)
+}
+
+/// The keys of one `list-N` bucket: held and sorted, or computed.
+pub enum KeySet {
+    Held(Vec<String>),
+    /// N keys, key `i` from [`KeySet::counted_key`].
+    Counted(usize),
+}
+
+impl Default for KeySet {
+    fn default() -> Self {
+        KeySet::Held(Vec::new())
+    }
+}
+
+impl KeySet {
+    pub fn new(n: usize) -> Self {
+        if n <= MAX_KEYS {
+            KeySet::Held(keys(n))
+        } else {
+            KeySet::Counted(n)
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            KeySet::Held(v) => v.len(),
+            KeySet::Counted(n) => *n,
+        }
+    }
+
+    /// Key `i` (`i < len()`).
+    pub fn key(&self, i: usize) -> Cow<'_, str> {
+        match self {
+            KeySet::Held(v) => Cow::Borrowed(v[i].as_str()),
+            KeySet::Counted(n) => Cow::Owned(Self::counted_key(*n, i)),
+        }
+    }
+
+    fn get(&self, i: usize) -> Option<Cow<'_, str>> {
+        (i < self.len()).then(|| self.key(i))
+    }
+
+    /// Key `i` of `n` computed keys: the first tenth `misc/shard-NNN/obj-…`
+    /// (shards in a row), the rest under [`HOT`]; byte order is index order.
+    pub fn counted_key(n: usize, i: usize) -> String {
+        let misc = n / 10;
+        if i < misc {
+            let shard = i * 1000 / misc;
+            format!("misc/shard-{shard:03}/obj-{i:011}.bin")
+        } else {
+            format!("{HOT}part-{:011}.json.zst", i - misc)
+        }
+    }
+
+    /// The first index whose key is not `before` (keys with `before` true
+    /// come first, as for `slice::partition_point`).
+    fn partition_point(&self, before: impl Fn(&str) -> bool) -> usize {
+        match self {
+            KeySet::Held(v) => v.partition_point(|x| before(x)),
+            KeySet::Counted(n) => {
+                let (mut lo, mut hi) = (0, *n);
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if before(&Self::counted_key(*n, mid)) {
+                        lo = mid + 1;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                lo
+            }
+        }
+    }
+
+    /// Whether `name` is one of the keys.
+    pub fn contains(&self, name: &str) -> bool {
+        let i = self.partition_point(|k| k < name);
+        self.get(i).is_some_and(|k| k == name)
+    }
 }
 
 /// The keys of `list-N`, sorted (Rust orders `str` by bytes, as S3 and GCS do).
@@ -87,38 +177,42 @@ pub fn object_of(key: &str) -> Stored {
 
 /// The key sets built so far, by N.
 #[derive(Default)]
-pub struct Lists(Mutex<HashMap<usize, Arc<Vec<String>>>>);
+pub struct Lists(Mutex<HashMap<usize, Arc<KeySet>>>);
 
 impl Lists {
     /// The keys of `bucket` if it is a `list-N` bucket (built on first use).
-    pub fn get(&self, bucket: &str) -> Option<Arc<Vec<String>>> {
+    pub fn get(&self, bucket: &str) -> Option<Arc<KeySet>> {
         let n = size_of_bucket(bucket)?;
         let mut m = self.0.lock().unwrap();
-        Some(m.entry(n).or_insert_with(|| Arc::new(keys(n))).clone())
+        Some(
+            m.entry(n)
+                .or_insert_with(|| Arc::new(KeySet::new(n)))
+                .clone(),
+        )
     }
 }
 
 /// One page: keys, common prefixes, and the key the next page starts at.
 struct Page<'a> {
-    keys: Vec<&'a str>,
-    prefixes: Vec<&'a str>,
-    next: Option<&'a str>,
+    keys: Vec<Cow<'a, str>>,
+    prefixes: Vec<String>,
+    next: Option<String>,
 }
 
 /// Index of the first key >= `k`.
-fn lower(keys: &[String], k: &str) -> usize {
-    keys.partition_point(|x| x.as_str() < k)
+fn lower(keys: &KeySet, k: &str) -> usize {
+    keys.partition_point(|x| x < k)
 }
 
 /// Index of the first key past `p` and everything that starts with `p`.
-fn past_prefix(keys: &[String], p: &str) -> usize {
-    keys.partition_point(|x| x.as_str() < p || x.starts_with(p))
+fn past_prefix(keys: &KeySet, p: &str) -> usize {
+    keys.partition_point(|x| x < p || x.starts_with(p))
 }
 
 /// Walks from `start` while keys have `prefix` (and are < `end`), rolling
 /// keys with `delim` after the prefix into one common prefix each.
 fn page<'a>(
-    keys: &'a [String],
+    keys: &'a KeySet,
     prefix: &str,
     delim: &str,
     mut i: usize,
@@ -131,18 +225,18 @@ fn page<'a>(
         next: None,
     };
     while let Some(k) = keys.get(i) {
-        if !k.starts_with(prefix) || end.is_some_and(|e| k.as_str() >= e) {
+        if !k.starts_with(prefix) || end.is_some_and(|e| &*k >= e) {
             break;
         }
         if p.keys.len() + p.prefixes.len() == max {
-            p.next = Some(k);
+            p.next = Some(k.into_owned());
             break;
         }
         match k[prefix.len()..].find(delim).filter(|_| !delim.is_empty()) {
             Some(d) => {
-                let cp = &k[..prefix.len() + d + delim.len()];
+                let cp = k[..prefix.len() + d + delim.len()].to_owned();
+                i = past_prefix(keys, &cp);
                 p.prefixes.push(cp);
-                i = past_prefix(keys, cp);
             }
             None => {
                 p.keys.push(k);
@@ -218,11 +312,11 @@ impl<'q> S3Query<'q> {
     /// The index of the page's first key: past the prefix's start, the
     /// start-after key or marker, and the continuation token. `None` when
     /// the token is not one this server made.
-    fn start(&self, keys: &[String]) -> Option<usize> {
+    fn start(&self, keys: &KeySet) -> Option<usize> {
         let mut start = lower(keys, self.prefix);
         let after = self.after;
         if !after.is_empty() {
-            let mut i = keys.partition_point(|x| x.as_str() <= after);
+            let mut i = keys.partition_point(|x| x <= after);
             // A V1 NextMarker that is a common prefix resumes past all of it.
             if !self.v2 && !self.delim.is_empty() && after.ends_with(self.delim) {
                 i = past_prefix(keys, after);
@@ -238,7 +332,7 @@ impl<'q> S3Query<'q> {
 
 /// S3 `GET /B?list-type=2` (or V1 without it): the ListBucketResult XML.
 /// `None` when a continuation token is not one this server made.
-pub fn s3(keys: &[String], bucket: &str, q: &HashMap<String, String>) -> Option<String> {
+pub fn s3(keys: &KeySet, bucket: &str, q: &HashMap<String, String>) -> Option<String> {
     let q = S3Query::parse(q);
     let p = page(keys, q.prefix, q.delim, q.start(keys)?, None, q.max);
     let mut x = String::with_capacity(256 + 240 * (p.keys.len() + p.prefixes.len()));
@@ -280,7 +374,7 @@ fn s3_resume_v2(x: &mut String, q: &S3Query, p: &Page) {
             xml_escape(q.token)
         );
     }
-    if let Some(n) = p.next {
+    if let Some(n) = &p.next {
         *x += &format!(
             "<NextContinuationToken>{}</NextContinuationToken>",
             token(n)
@@ -295,8 +389,12 @@ fn s3_resume_v2(x: &mut String, q: &S3Query, p: &Page) {
 fn s3_resume_v1(x: &mut String, q: &S3Query, p: &Page) {
     *x += &format!("<Marker>{}</Marker>", q.enc(q.after));
     // The last entry of this page, as S3 gives it (V1 clients resume there).
-    let last = p.keys.last().max(p.prefixes.last());
-    if let (Some(_), Some(l)) = (p.next, last) {
+    let last = p
+        .keys
+        .last()
+        .map(|k| &**k)
+        .max(p.prefixes.last().map(String::as_str));
+    if let (Some(_), Some(l)) = (&p.next, last) {
         *x += &format!("<NextMarker>{}</NextMarker>", q.enc(l));
     }
 }
@@ -361,7 +459,7 @@ fn gcs_fields(fields: Option<&str>) -> (Option<Vec<&str>>, bool, bool) {
 
 /// GCS `GET /storage/v1/b/B/o`: the objects.list JSON. `None` when a page
 /// token is not one this server made.
-pub fn gcs(keys: &[String], bucket: &str, q: &HashMap<String, String>) -> Option<String> {
+pub fn gcs(keys: &KeySet, bucket: &str, q: &HashMap<String, String>) -> Option<String> {
     let get = |k: &str| q.get(k).map(String::as_str).unwrap_or("");
     let (prefix, delim) = (get("prefix"), get("delimiter"));
     let mut start = lower(keys, prefix);
@@ -421,7 +519,7 @@ pub fn gcs(keys: &[String], bucket: &str, q: &HashMap<String, String>) -> Option
         let ps: Vec<String> = p.prefixes.iter().map(|s| jstr(s)).collect();
         x += &format!(",\"prefixes\":[{}]", ps.join(","));
     }
-    if let (true, Some(n)) = (want_token, p.next) {
+    if let (true, Some(n)) = (want_token, &p.next) {
         x += &format!(",\"nextPageToken\":\"{}\"", token(n));
     }
     x.push('}');
@@ -431,6 +529,10 @@ pub fn gcs(keys: &[String], bucket: &str, q: &HashMap<String, String>) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn held(k: &[String]) -> KeySet {
+        KeySet::Held(k.to_vec())
+    }
 
     fn q(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         pairs
@@ -448,7 +550,8 @@ mod tests {
             if let Some(t) = &tok {
                 qq.insert("pageToken".into(), t.clone());
             }
-            let v: serde_json::Value = serde_json::from_str(&gcs(keys, "b", &qq).unwrap()).unwrap();
+            let v: serde_json::Value =
+                serde_json::from_str(&gcs(&held(keys), "b", &qq).unwrap()).unwrap();
             pages += 1;
             for i in v["items"].as_array().into_iter().flatten() {
                 names.push(i["name"].as_str().unwrap().to_owned());
@@ -474,6 +577,48 @@ mod tests {
     }
 
     #[test]
+    fn counted_keys_are_in_byte_order_and_found_by_search() {
+        let n = 20_000_000;
+        let ks = KeySet::Counted(n);
+        let at = [0, 1, 1_999_999, 2_000_000, 2_000_001, n / 2, n - 1];
+        for w in at.windows(2) {
+            assert!(
+                ks.key(w[0]) < ks.key(w[1]),
+                "{} < {}",
+                ks.key(w[0]),
+                ks.key(w[1])
+            );
+        }
+        for &i in &at {
+            assert_eq!(lower(&ks, &ks.key(i)), i);
+            assert!(ks.contains(&ks.key(i)));
+        }
+        assert!(!ks.contains("misc/shard-000/obj-x"));
+        assert_eq!(
+            ks.key(n - 1),
+            format!("{HOT}part-{:011}.json.zst", n - n / 10 - 1)
+        );
+        // A page from the middle, and the prefix roll-up.
+        let qq = q(&[("list-type", "2"), ("prefix", HOT), ("max-keys", "3")]);
+        let x = s3(&ks, "b", &qq).unwrap();
+        assert!(
+            x.contains(&format!("<Key>{HOT}part-00000000000.json.zst</Key>")),
+            "{x}"
+        );
+        assert!(x.contains("<KeyCount>3</KeyCount>") && x.contains("<IsTruncated>true"));
+        let v: serde_json::Value =
+            serde_json::from_str(&gcs(&ks, "b", &q(&[("delimiter", "/")])).unwrap()).unwrap();
+        let prefixes: Vec<&str> = v["prefixes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p.as_str().unwrap())
+            .collect();
+        assert_eq!(prefixes, ["misc/", "warehouse/"]);
+        assert_eq!(size_of_bucket("list-100000000"), Some(100_000_000));
+    }
+
+    #[test]
     fn gcs_pages_cover_every_key_once() {
         let k = keys(2500);
         let (names, _, pages) = gcs_all(&k, &[("fields", "items(name),nextPageToken")]);
@@ -494,7 +639,7 @@ mod tests {
         assert_eq!(prefixes, ["misc/", "warehouse/"]);
         let v: serde_json::Value = serde_json::from_str(
             &gcs(
-                &k,
+                &held(&k),
                 "b",
                 &q(&[
                     ("prefix", "misc/"),
@@ -524,7 +669,7 @@ mod tests {
             if !tok.is_empty() {
                 qq.insert("continuation-token".into(), tok.clone());
             }
-            let x = s3(&k, "b", &qq).unwrap();
+            let x = s3(&held(&k), "b", &qq).unwrap();
             for e in key_rx(&x) {
                 got.push(
                     percent_encoding::percent_decode_str(&e)
@@ -540,7 +685,7 @@ mod tests {
         }
         assert_eq!(got, k);
         let x = s3(
-            &k,
+            &held(&k),
             "b",
             &q(&[("list-type", "2"), ("start-after", &k[2497])]),
         )
@@ -552,9 +697,14 @@ mod tests {
     #[test]
     fn s3_v1_markers_skip_a_rolled_up_prefix() {
         let k = keys(2500);
-        let x = s3(&k, "b", &q(&[("delimiter", "/"), ("max-keys", "1")])).unwrap();
+        let x = s3(&held(&k), "b", &q(&[("delimiter", "/"), ("max-keys", "1")])).unwrap();
         assert!(x.contains("<NextMarker>misc/</NextMarker>"), "{x}");
-        let x = s3(&k, "b", &q(&[("delimiter", "/"), ("marker", "misc/")])).unwrap();
+        let x = s3(
+            &held(&k),
+            "b",
+            &q(&[("delimiter", "/"), ("marker", "misc/")]),
+        )
+        .unwrap();
         assert!(x.contains("<Prefix>warehouse/</Prefix>") && !x.contains("<Prefix>misc/"));
     }
 
@@ -563,6 +713,6 @@ mod tests {
         assert_eq!(size_of_bucket("list-1000"), Some(1000));
         assert_eq!(size_of_bucket("list-x"), None);
         assert_eq!(size_of_bucket("bench"), None);
-        assert_eq!(size_of_bucket("list-99999999999"), None);
+        assert_eq!(size_of_bucket("list-999999999999"), None);
     }
 }

@@ -114,8 +114,9 @@ fn main() {
                 .and_then(|s| list::size_of_bucket(&format!("list-{s}")))
                 .unwrap_or_else(|| usage());
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-            for k in list::keys(n) {
-                if writeln!(out, "{k}").is_err() {
+            let keys = list::KeySet::new(n);
+            for i in 0..keys.len() {
+                if writeln!(out, "{}", keys.key(i)).is_err() {
                     std::process::exit(1);
                 }
             }

@@ -32,10 +32,7 @@ impl State {
     /// elsewhere uploaded ones first, then generated.
     pub fn lookup(&self, bucket: &str, name: &str) -> Option<Stored> {
         if let Some(keys) = self.lists.get(bucket) {
-            return keys
-                .binary_search_by(|k| k.as_str().cmp(name))
-                .ok()
-                .map(|_| crate::list::object_of(name));
+            return keys.contains(name).then(|| crate::list::object_of(name));
         }
         if let Some(s) = self
             .objects

@@ -70,6 +70,8 @@ fn _shoal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(pyo3::wrap_pyfunction!(inventory::inventory_open, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(inventory::inventory_rows, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(split::split_copy_begin, m)?)?;
+    m.add_function(pyo3::wrap_pyfunction!(split::task_bytes, m)?)?;
+    m.add_function(pyo3::wrap_pyfunction!(split::join_pieces, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(split::split_copy_parts, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(split::split_copy_finish, m)?)?;
     m.add_function(pyo3::wrap_pyfunction!(split::split_copy_abort, m)?)?;

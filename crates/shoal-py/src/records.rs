@@ -295,23 +295,54 @@ impl Records {
         bytes_per_piece: u64,
         keys_per_piece: Option<usize>,
     ) -> (Vec<&str>, Vec<(String, u64)>) {
-        let (mut cuts, mut big) = (Vec::new(), Vec::new());
+        let (cuts, _) = self.cut(bytes_per_piece, keys_per_piece);
+        let big = (0..self.len())
+            .filter(|&i| self.sizes[i] > bytes_per_piece)
+            .map(|i| (self.url_at(i), self.sizes[i]))
+            .collect();
+        (cuts, big)
+    }
+
+    /// Pieces to be joined into tasks once the plan's total is known
+    /// (`shoal_transfer::task_size`): the keys where pieces start as
+    /// [`Self::byte_cuts`] cuts them, by `bytes_per_piece` or else by the
+    /// grain for `slots` task slots; each piece's `(bytes, keys)`; and the
+    /// largest object's size (whether any could need a split copy).
+    #[pyo3(signature = (slots, bytes_per_piece=None, keys_per_piece=None))]
+    fn byte_pieces(
+        &self,
+        slots: usize,
+        bytes_per_piece: Option<u64>,
+        keys_per_piece: Option<usize>,
+    ) -> (Vec<&str>, Vec<(u64, u64)>, u64) {
+        let budget = bytes_per_piece
+            .unwrap_or_else(|| shoal_transfer::task_size::grain(self.total_size(), slots));
+        let (cuts, pieces) = self.cut(budget, keys_per_piece);
+        let largest = self.sizes.iter().copied().max().unwrap_or(0);
+        (cuts, pieces, largest)
+    }
+}
+
+impl Records {
+    /// The cuts of [`Records::byte_cuts`] and each piece's bytes and keys.
+    fn cut(&self, budget: u64, keys_per_piece: Option<usize>) -> (Vec<&str>, Vec<(u64, u64)>) {
+        let (mut cuts, mut pieces) = (Vec::new(), Vec::new());
         let (mut used, mut n) = (0u64, 0usize);
         for i in 0..self.len() {
             let size = self.sizes[i];
-            let full = used.saturating_add(size) > bytes_per_piece
-                || keys_per_piece.is_some_and(|k| n >= k);
+            let full = used.saturating_add(size) > budget || keys_per_piece.is_some_and(|k| n >= k);
             if n > 0 && full {
                 cuts.push(self.key_at(i));
+                pieces.push((used, n as u64));
                 (used, n) = (0, 0);
             }
             used = used.saturating_add(size);
             n += 1;
-            if size > bytes_per_piece {
-                big.push((self.url_at(i), size));
-            }
         }
-        (cuts, big)
+        if n > 0 {
+            pieces.push((used, n as u64));
+        }
+        (cuts, pieces)
     }
 }
 
@@ -372,6 +403,15 @@ mod tests {
         // Two keys a piece as well.
         let (cuts, _) = r.byte_cuts(100, Some(2));
         assert_eq!(cuts, ["c", "e"]);
+        // The same cuts with each piece's bytes and keys, and the largest.
+        let (cuts, pieces, largest) = r.byte_pieces(1, Some(10), None);
+        assert_eq!(cuts, ["c", "d"]);
+        assert_eq!(pieces, [(5, 2), (20, 1), (7, 2)]);
+        assert_eq!(largest, 20);
+        // Without a budget, the grain: 32 bytes fit one piece.
+        let (cuts, pieces, _) = r.byte_pieces(4, None, None);
+        assert!(cuts.is_empty());
+        assert_eq!(pieces, [(32, 5)]);
         assert_eq!(
             r.urls_between(Some("b"), Some("e"), Some(10)),
             ["s3://b/b/é", "s3://b/d"]

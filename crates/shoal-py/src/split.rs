@@ -12,6 +12,7 @@
 use pyo3::prelude::*;
 use shoal_core::{MultipartUpload, ObjectVersion, Op, PartInfo, PutOptions};
 use shoal_transfer::split_copy::{self, PartRange, Started};
+use shoal_transfer::task_size;
 
 use crate::errors::{IntoPyResult, to_py};
 use crate::list::object;
@@ -90,17 +91,19 @@ fn from_wire(w: Wire, dst_url: &str) -> PyResult<Started> {
 /// `(wire, None)` with the upload started and the parts grouped into
 /// tasks of at most `bytes_per_task` bytes, or `(None, why)` when it is
 /// copied whole (it fits one task, or has no CRC32C to check parts
-/// against).
+/// against). Parts are `part_size` bytes, by default the engine's for
+/// that task size (`shoal_transfer::task_size::part_size`).
 #[pyfunction]
-#[pyo3(signature = (session, src, dst, bytes_per_task, part_size=64 << 20))]
+#[pyo3(signature = (session, src, dst, bytes_per_task, part_size=None))]
 pub(crate) fn split_copy_begin(
     py: Python<'_>,
     session: PyRef<'_, Session>,
     src: String,
     dst: String,
     bytes_per_task: u64,
-    part_size: u64,
+    part_size: Option<u64>,
 ) -> PyResult<(Option<Wire>, Option<String>)> {
+    let part_size = part_size.unwrap_or_else(|| task_size::part_size(bytes_per_task));
     let (s, d) = (object(Op::Copy, &src).py()?, object(Op::Copy, &dst).py()?);
     let (ss, ds) = (
         session.stores.store(&s).py()?,
@@ -206,4 +209,20 @@ pub(crate) fn split_copy_abort(
             .await
             .map_err(|e| to_py(e.with_url(&dst)))
     })
+}
+
+/// Bytes one copy or sync task holds when the caller does not say: the
+/// plan's `total` over the cluster's task `slots`, between a floor and a
+/// ceiling (`shoal_transfer::task_size::task_bytes`).
+#[pyfunction]
+pub(crate) fn task_bytes(total: u64, slots: usize) -> u64 {
+    task_size::task_bytes(total, slots)
+}
+
+/// Which of a range's consecutive pieces `(bytes, keys)` start a task
+/// when neighbours are joined within `max_bytes` and `max_keys`
+/// (`shoal_transfer::task_size::join`).
+#[pyfunction]
+pub(crate) fn join_pieces(pieces: Vec<(u64, u64)>, max_bytes: u64, max_keys: u64) -> Vec<usize> {
+    task_size::join(&pieces, max_bytes, max_keys)
 }

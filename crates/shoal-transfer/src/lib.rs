@@ -53,6 +53,7 @@ pub mod sources;
 pub mod split_copy;
 pub mod stream;
 pub mod sync;
+pub mod task_size;
 pub mod tree;
 pub mod upload;
 mod verify;
