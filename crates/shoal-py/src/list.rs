@@ -338,9 +338,12 @@ fn delete_many_impl(
                     }
                     let loc = object(Op::Delete, &url)?;
                     let store = stores.store(&loc)?;
-                    store
-                        .delete(&loc.bucket, &loc.key)
+                    // The engine's one rule for a named object: read, then
+                    // delete at that version, so a lost answer never
+                    // deletes what another writer stored meanwhile.
+                    shoal_transfer::delete::delete_current(&store, &loc)
                         .await
+                        .map(|_| ())
                         .map_err(|e| e.with_url(&url))
                 }
             })

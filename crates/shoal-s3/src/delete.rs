@@ -84,7 +84,15 @@ impl Client {
                     protocol(Op::Delete, &target, format!("expected DeleteResult: {m}"))
                 })
             })
-            .await?;
+            .await
+            // A server without DeleteObjects did none of it.
+            .map_err(|e| {
+                if e.status() == Some(501) {
+                    e.unsent()
+                } else {
+                    e
+                }
+            })?;
         for f in failed {
             // Matched by key; a key named twice gets the failure twice.
             for &i in named.iter().filter(|&&i| keys[i].key == f.key) {
