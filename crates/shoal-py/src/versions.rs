@@ -142,30 +142,9 @@ fn list_versions_impl(
         let loc = cloud(&url)?;
         let store = stores.store(&loc).py()?;
         let (mut objects, mut prefixes) = (Vec::new(), Vec::new());
-        if soft_deleted {
-            // One sequential listing; a name lists its prefix, kept to it.
-            let req = ListRequest {
-                prefix: loc.key.clone(),
-                delimiter: (!recursive && loc.is_prefix_like()).then(|| "/".to_owned()),
-                projection: Projection::Full,
-                soft_deleted: true,
-                ..Default::default()
-            };
-            let mut p = std::pin::pin!(pages(store, loc.bucket.clone(), req));
-            while let Some(page) = p.next().await {
-                let page = page.map_err(|e| to_py(e.with_url(&url)))?;
-                objects.extend(
-                    (page.objects.into_iter())
-                        .filter(|m| loc.is_prefix_like() || m.key == loc.key)
-                        .map(|m| ObjectInfo::new(&loc, m)),
-                );
-                prefixes.extend(
-                    page.prefixes
-                        .into_iter()
-                        .map(|p| loc.with_key(p).to_string()),
-                );
-            }
-        } else if recursive || !loc.is_prefix_like() || shoal_list::has_wildcard(&loc.key) {
+        if !soft_deleted
+            && (recursive || !loc.is_prefix_like() || shoal_list::has_wildcard(&loc.key))
+        {
             // Every version below, of one key, or of what a glob names.
             let opts = ListOptions {
                 recursive,
@@ -182,18 +161,25 @@ fn list_versions_impl(
                 ));
             }
         } else {
-            // One level: every version of its objects, and its prefixes.
+            // One level (every version of its objects, and its prefixes),
+            // or soft-deleted generations: one sequential listing, where
+            // a name lists its prefix, kept to the name.
             let req = ListRequest {
                 prefix: loc.key.clone(),
-                delimiter: Some("/".to_owned()),
+                delimiter: (!recursive && loc.is_prefix_like()).then(|| "/".to_owned()),
                 projection: Projection::Full,
-                versions: true,
+                versions: !soft_deleted,
+                soft_deleted,
                 ..Default::default()
             };
             let mut p = std::pin::pin!(pages(store, loc.bucket.clone(), req));
             while let Some(page) = p.next().await {
                 let page = page.map_err(|e| to_py(e.with_url(&url)))?;
-                objects.extend(page.objects.into_iter().map(|m| ObjectInfo::new(&loc, m)));
+                objects.extend(
+                    (page.objects.into_iter())
+                        .filter(|m| loc.is_prefix_like() || m.key == loc.key)
+                        .map(|m| ObjectInfo::new(&loc, m)),
+                );
                 prefixes.extend(
                     page.prefixes
                         .into_iter()

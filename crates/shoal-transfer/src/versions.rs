@@ -62,18 +62,19 @@ pub async fn copy(
     policy: &RetryPolicy,
     caller_pinned: bool,
 ) -> Result<Report> {
-    let mut pinned = run.clone();
-    if !dst.is_local() && !caller_pinned {
+    let run = if !dst.is_local() && !caller_pinned {
         let store = store_for(dst)?;
-        let mut opts = (*run.opts).clone();
         match store.head(&dst.bucket, &dst.key).await {
-            Ok(now) => opts.put.if_match = now.version,
-            Err(e) if e.kind() == ErrorKind::NotFound => opts.put.if_not_exists = true,
+            Ok(now) => with_put(run, |put| put.if_match = now.version),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                with_put(run, |put| put.if_not_exists = true)
+            }
             Err(e) => return Err(e.with_url(dst.to_string())),
         }
-        pinned.opts = Arc::new(opts);
-    }
-    let copied = crate::copy::copy_one(src, Some(meta), dst, store_for, &pinned, policy).await;
+    } else {
+        run.clone()
+    };
+    let copied = crate::copy::copy_one(src, Some(meta), dst, store_for, &run, policy).await;
     copied.map_err(|e| match e.kind() {
         ErrorKind::Precondition if !caller_pinned => Error::new(
             ErrorKind::Precondition,
@@ -83,6 +84,16 @@ pub async fn copy(
         ),
         _ => e,
     })
+}
+
+/// `run` with its writes' preconditions changed by `pin`.
+fn with_put(run: &Run, pin: impl FnOnce(&mut shoal_core::PutOptions)) -> Run {
+    let mut opts = (*run.opts).clone();
+    pin(&mut opts.put);
+    Run {
+        opts: Arc::new(opts),
+        budgets: run.budgets.clone(),
+    }
 }
 
 /// Deletes the version `v` of `loc` (an S3 delete marker too) for good;
@@ -152,24 +163,15 @@ pub async fn restore(
         }
         Err(e) => return Err(e.with_url(&url)),
     };
-    let mut pinned = run.clone();
-    if !allow_overwrite {
-        let mut opts = (*run.opts).clone();
-        opts.put.if_not_exists = true;
-        opts.put.if_match = None;
-        pinned.opts = Arc::new(opts);
-    }
-    match copy(
-        loc,
-        &meta,
-        loc,
-        store_for,
-        &pinned,
-        policy,
-        !allow_overwrite,
-    )
-    .await
-    {
+    let run = if allow_overwrite {
+        run.clone()
+    } else {
+        with_put(run, |put| {
+            put.if_not_exists = true;
+            put.if_match = None;
+        })
+    };
+    match copy(loc, &meta, loc, store_for, &run, policy, !allow_overwrite).await {
         Ok(r) => Ok(Restored::Copied(r.bytes)),
         Err(e) if e.kind() == ErrorKind::Precondition && !allow_overwrite => Err(live()),
         Err(e) => Err(e),

@@ -1188,32 +1188,11 @@ fn new_env(versioned: bool) -> Option<Env> {
 /// (`versioning.enabled`), MinIO's (made) by `PUT ?versioning`.
 fn versioning_on(gs_bucket: &str, s3_bucket: &str) {
     let gcs = shoal_testkit_server("SHOAL_TEST_GCS").unwrap();
-    let body = format!(r#"{{"name":"{gs_bucket}","versioning":{{"enabled":true}}}}"#);
-    let out = Command::new("curl")
-        .args(["-sS", "--fail", "-X", "POST"])
-        .arg(format!("{gcs}/storage/v1/b?project=test"))
-        .args(["-H", "content-type: application/json", "--data", &body])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    gcs_bucket_with(
+        &gcs,
+        &format!(r#"{{"name":"{gs_bucket}","versioning":{{"enabled":true}}}}"#),
     );
-    let s3 = shoal_testkit_server("SHOAL_TEST_S3").unwrap();
-    let out = Command::new("curl")
-        .args(["-sS", "--fail", "-X", "PUT", "--aws-sigv4", "aws:amz:us-east-1:s3"])
-        .args(["--user", &format!("minioadmin:{SECRET}")])
-        .args(["-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"])
-        .args(["--data", "<VersioningConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Status>Enabled</Status></VersioningConfiguration>"])
-        .arg(format!("{s3}/{s3_bucket}?versioning="))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    s3_versioning_on(s3_bucket);
 }
 
 /// Percent-encodes everything but unreserved characters (a query value).

@@ -23,39 +23,16 @@ fn versioned_bucket(base: fn() -> Option<Command>, scheme: &str) -> Option<Strin
     let bucket = unique("ver");
     if scheme == "gs" {
         let host = std::env::var("STORAGE_EMULATOR_HOST").ok()?;
-        let body = format!(r#"{{"name":"{bucket}","versioning":{{"enabled":true}}}}"#);
-        let out = Command::new("curl")
-            .args(["-sS", "--fail", "-X", "POST"])
-            .arg(format!("{host}/storage/v1/b?project=test"))
-            .args(["-H", "content-type: application/json", "--data", &body])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        gcs_bucket_with(
+            &host,
+            &format!(r#"{{"name":"{bucket}","versioning":{{"enabled":true}}}}"#),
         );
     } else {
         ok(with_args(
             base().unwrap(),
             &["-q", "mb", &format!("s3://{bucket}")],
         ));
-        let ep = std::env::var("SHOAL_TEST_S3").ok()?;
-        let key = std::env::var("SHOAL_TEST_S3_KEY").unwrap_or_else(|_| "minioadmin".into());
-        let secret = std::env::var("SHOAL_TEST_S3_SECRET").unwrap_or_else(|_| "minioadmin".into());
-        let out = Command::new("curl")
-            .args(["-sS", "--fail", "-X", "PUT", "--aws-sigv4", "aws:amz:us-east-1:s3"])
-            .args(["--user", &format!("{key}:{secret}")])
-            .args(["-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"])
-            .args(["--data", "<VersioningConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Status>Enabled</Status></VersioningConfiguration>"])
-            .arg(format!("{ep}/{bucket}?versioning="))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        s3_versioning_on(&bucket);
     }
     Some(bucket)
 }
@@ -404,19 +381,11 @@ fn soft_deleted_objects_are_listed_and_restored() {
         Some(c)
     };
     let bucket = unique("soft");
-    let body = format!(
-        r#"{{"name":"{bucket}","softDeletePolicy":{{"retentionDurationSeconds":"604800"}}}}"#
-    );
-    let out = Command::new("curl")
-        .args(["-sS", "--fail", "-X", "POST"])
-        .arg(format!("{tb}/storage/v1/b?project=test"))
-        .args(["-H", "content-type: application/json", "--data", &body])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    gcs_bucket_with(
+        &tb,
+        &format!(
+            r#"{{"name":"{bucket}","softDeletePolicy":{{"retentionDurationSeconds":"604800"}}}}"#
+        ),
     );
     let dir = tempfile::tempdir().unwrap();
     let url = format!("gs://{bucket}/d/k.txt");

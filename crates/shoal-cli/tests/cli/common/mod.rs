@@ -470,3 +470,40 @@ pub fn md5_hex(bytes: &[u8]) -> String {
         .unwrap();
     String::from_utf8(out.stdout).unwrap()[..32].to_owned()
 }
+
+/// Creates a GCS bucket through the JSON API at `endpoint` with the
+/// resource `json` (its name and settings: versioning, a soft-delete
+/// policy), which `shoal mb` does not set.
+pub fn gcs_bucket_with(endpoint: &str, json: &str) {
+    let out = Command::new("curl")
+        .args(["-sS", "--fail", "-X", "POST"])
+        .arg(format!("{endpoint}/storage/v1/b?project=test"))
+        .args(["-H", "content-type: application/json", "--data", json])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Turns versioning on for the MinIO bucket `bucket` (`PUT ?versioning`).
+pub fn s3_versioning_on(bucket: &str) {
+    let ep = shoal_testkit_server("SHOAL_TEST_S3").unwrap();
+    let key = std::env::var("SHOAL_TEST_S3_KEY").unwrap_or_else(|_| "minioadmin".into());
+    let secret = std::env::var("SHOAL_TEST_S3_SECRET").unwrap_or_else(|_| SECRET.into());
+    let out = Command::new("curl")
+        .args(["-sS", "--fail", "-X", "PUT", "--aws-sigv4", "aws:amz:us-east-1:s3"])
+        .args(["--user", &format!("{key}:{secret}")])
+        .args(["-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD"])
+        .args(["--data", "<VersioningConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Status>Enabled</Status></VersioningConfiguration>"])
+        .arg(format!("{ep}/{bucket}?versioning="))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
