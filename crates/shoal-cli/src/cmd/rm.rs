@@ -221,6 +221,9 @@ fn targets(
         recursive,
         workers: 1,
         versions,
+        // With the generation (a GCS name-only listing has none), so each
+        // delete is pinned to the version listed.
+        projection: shoal_core::Projection::NameSizeTime,
         ..Default::default()
     };
     let base = loc.clone();
