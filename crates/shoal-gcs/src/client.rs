@@ -76,6 +76,8 @@ pub(crate) struct Client {
     pub(crate) retry: RetryPolicy,
     /// `userProject` added to every request (requester pays).
     pub(crate) user_project: Option<String>,
+    /// `--encryption-key`, added where requests need it (`encryption.rs`).
+    pub(crate) encryption: shoal_core::encryption::GcsEncryption,
     /// The server refused a batch request (`batch`): no more are offered.
     pub(crate) batch_refused: std::sync::atomic::AtomicBool,
 }
@@ -88,6 +90,7 @@ impl Client {
             auth: Auth::new(cfg.anonymous),
             retry: cfg.retry,
             user_project: cfg.user_project.clone(),
+            encryption: cfg.encryption.clone(),
             batch_refused: std::sync::atomic::AtomicBool::new(false),
         })
     }
@@ -123,8 +126,9 @@ impl Client {
         if resp.status().is_success() {
             Ok(resp)
         } else {
-            Err(classify(
-                error_from_response(op, url, resp, server_message).await,
+            Err(crate::encryption::explain(
+                self.encryption.key.as_ref(),
+                classify(error_from_response(op, url, resp, server_message).await),
             ))
         }
     }
@@ -136,6 +140,9 @@ impl Client {
             req.url_mut()
                 .query_pairs_mut()
                 .append_pair("userProject", p);
+        }
+        if let Some(k) = &self.encryption.key {
+            crate::encryption::apply(k, &mut req);
         }
         req
     }

@@ -16,6 +16,7 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use reqwest::Method;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use shoal_core::encryption::{S3Encryption, S3RequestKind};
 use shoal_core::http::{error_from_reqwest, error_from_response, hint_for, status_hint};
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{Error, ErrorKind, Op, Result};
@@ -94,6 +95,8 @@ pub(crate) struct Client {
     pub(crate) retry: RetryPolicy,
     /// Add [`REQUEST_PAYER`] to every request (`--request-payer`).
     pub(crate) request_payer: bool,
+    /// Keys added to every request that reads or writes an object's bytes.
+    pub(crate) encryption: shoal_core::encryption::S3Encryption,
 }
 
 /// The header (and presigned-URL parameter) by which a requester agrees to
@@ -133,8 +136,16 @@ impl Client {
         let url = self.endpoint.url(req.bucket, req.key, &req.query);
         let creds = self.creds.get(req.op, &req.target).await?;
         let payer;
-        let req = if self.request_payer {
-            payer = req.clone().header(REQUEST_PAYER.0, REQUEST_PAYER.1);
+        let encryption = encryption_headers(&self.encryption, req);
+        let req = if self.request_payer || !encryption.is_empty() {
+            let mut r = req.clone();
+            if self.request_payer {
+                r = r.header(REQUEST_PAYER.0, REQUEST_PAYER.1);
+            }
+            for (name, value) in encryption {
+                r = r.header(name, value);
+            }
+            payer = r;
             &payer
         } else {
             req
@@ -148,7 +159,9 @@ impl Client {
                     format!("{name:?} cannot be sent as a header name"),
                 )
             })?;
-            headers.insert(header, header_value(req.op, &req.target, name, value)?);
+            let mut value = header_value(req.op, &req.target, name, value)?;
+            value.set_sensitive(S3Encryption::is_secret_header(name));
+            headers.insert(header, value);
         }
         if let Some(creds) = &creds {
             let signed = sign_request(
@@ -178,6 +191,7 @@ impl Client {
             return Ok(resp);
         }
         let err = s3_error(req.op, &req.target, resp).await;
+        let err = key_error(&self.encryption, req, err);
         if creds.is_none() && err.kind() == ErrorKind::PermissionDenied {
             let msg = err.message().to_owned();
             return Err(rebuild(
@@ -190,6 +204,61 @@ impl Client {
         }
         Err(err)
     }
+}
+
+/// The encryption headers `req` takes, by what it does: S3 refuses SSE
+/// headers on reads and wants the customer key on every request that
+/// touches the object's bytes (a part, a range, a HEAD), and nowhere else.
+fn encryption_headers(e: &S3Encryption, req: &Request<'_>) -> Vec<(String, String)> {
+    if e.is_empty() || req.key.is_none() {
+        return Vec::new();
+    }
+    let has = |name: &str| req.query.iter().any(|(n, _)| *n == name);
+    let copy = req.headers.iter().any(|(n, _)| n == "x-amz-copy-source");
+    // Sub-resources (tagging, acl, retention...) take no keys.
+    let plain = req.query.iter().all(|(n, _)| {
+        matches!(
+            *n,
+            "versionId" | "partNumber" | "uploadId" | "uploads" | "attributes"
+        )
+    });
+    if !plain {
+        return Vec::new();
+    }
+    let kind = match req.method {
+        Method::PUT if has("partNumber") => S3RequestKind::Access,
+        Method::PUT => S3RequestKind::Create,
+        Method::POST if has("uploads") => S3RequestKind::Create,
+        Method::GET | Method::HEAD if !has("uploadId") => S3RequestKind::Access,
+        _ => return Vec::new(),
+    };
+    e.headers(kind, copy)
+}
+
+/// A refusal that a missing or wrong SSE-C key explains, said so: which
+/// key was sent (by its MD5, as S3 names keys) and what to try.
+fn key_error(e: &S3Encryption, req: &Request<'_>, err: Error) -> Error {
+    if !matches!(req.method, Method::GET | Method::HEAD)
+        || !matches!(
+            err.kind(),
+            ErrorKind::PermissionDenied | ErrorKind::InvalidInput
+        )
+    {
+        return err;
+    }
+    let msg = match &e.customer_key {
+        None if err.kind() == ErrorKind::InvalidInput => format!(
+            "{}; the object may be encrypted with a customer key (SSE-C): give it with --sse-c-key-file (Python: sse_c_key=)",
+            err.message()
+        ),
+        Some(k) if err.kind() == ErrorKind::PermissionDenied => format!(
+            "{}; the customer key given (MD5 {}) may not be the object's: give the key it was written with (--sse-c-key-file)",
+            err.message(),
+            k.md5_base64()
+        ),
+        _ => return err,
+    };
+    rebuild(&err, req.op, &req.target, msg, None)
 }
 
 /// Refuses keys the HTTP stack would rewrite (see `endpoint.rs`).

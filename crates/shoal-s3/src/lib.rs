@@ -105,6 +105,7 @@ impl S3Store {
                 region: cfg.region,
                 retry: cfg.retry,
                 request_payer: cfg.request_payer,
+                encryption: cfg.encryption,
             },
             caps: capabilities(),
             conditional: Mutex::new(HashMap::new()),
