@@ -31,6 +31,26 @@ pub(crate) struct EncryptionFlags {
     /// key name projects/.../cryptoKeys/... (CMEK, for new objects).
     #[arg(long, global = true, value_name = "KEY", value_parser = parse_gcs_key, hide_possible_values = true)]
     pub(crate) encryption_key: Option<GcsKey>,
+    /// GCS: more customer-supplied keys (base64, comma-separated) that
+    /// objects to read may be under, as gcloud takes them; each read uses
+    /// the one its object was written with. Never used to write.
+    #[arg(long, global = true, value_name = "KEY,...", value_parser = parse_decryption_keys)]
+    pub(crate) decryption_keys: Option<DecryptionKeys>,
+}
+
+/// `--decryption-keys`' keys (a newtype: clap takes a `Vec` as a list of
+/// occurrences).
+#[derive(Debug, Clone)]
+pub(crate) struct DecryptionKeys(Vec<CustomerKey>);
+
+/// Like [`parse_gcs_key`]: the refusal never echoes the value.
+fn parse_decryption_keys(v: &str) -> Result<DecryptionKeys, String> {
+    GcsEncryption::parse_decryption_keys(v)
+        .map(DecryptionKeys)
+        .map_err(|e| {
+            eprintln!("shoal: --decryption-keys: {}", e.message());
+            std::process::exit(2)
+        })
 }
 
 /// clap would echo a refused value in its error, and this one may be a
@@ -51,6 +71,11 @@ impl EncryptionFlags {
     pub(crate) fn gcs(&self) -> GcsEncryption {
         GcsEncryption {
             key: self.encryption_key.clone(),
+            decryption_keys: self
+                .decryption_keys
+                .as_ref()
+                .map(|d| d.0.clone())
+                .unwrap_or_default(),
         }
     }
 

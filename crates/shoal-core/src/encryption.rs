@@ -183,6 +183,42 @@ impl S3Encryption {
         out
     }
 
+    /// The keys a read (GET, HEAD) of an object may need, in the order to
+    /// try them: the customer key, the copy source's key (a copy's source
+    /// is read, by HEAD, before it is copied), then none (an object under
+    /// no customer key refuses one). Empty when no customer key is given.
+    pub fn read_keys(&self) -> Vec<Option<&CustomerKey>> {
+        let mut out: Vec<Option<&CustomerKey>> = Vec::new();
+        for k in [&self.customer_key, &self.copy_source_key]
+            .into_iter()
+            .flatten()
+        {
+            if !out.contains(&Some(k)) {
+                out.push(Some(k));
+            }
+        }
+        if !out.is_empty() {
+            out.push(None);
+        }
+        out
+    }
+
+    /// [`S3Encryption::headers`] with `customer` in place of the customer
+    /// key (a read's candidate from [`S3Encryption::read_keys`]).
+    pub fn headers_with(
+        &self,
+        kind: S3RequestKind,
+        copy: bool,
+        customer: Option<&CustomerKey>,
+    ) -> Vec<(String, String)> {
+        S3Encryption {
+            customer_key: customer.cloned(),
+            copy_source_key: self.copy_source_key.clone().or(self.customer_key.clone()),
+            sse: self.sse.clone(),
+        }
+        .headers(kind, copy)
+    }
+
     /// Whether a header (lowercase name) carries key material, so must not
     /// be shown.
     pub fn is_secret_header(name: &str) -> bool {
@@ -228,6 +264,53 @@ impl GcsKey {
 pub struct GcsEncryption {
     /// The key for new objects (and, a CSEK, for reads too).
     pub key: Option<GcsKey>,
+    /// More customer keys objects may be under (`--decryption-keys`), as
+    /// gcloud takes them: reads only, never used to write.
+    pub decryption_keys: Vec<CustomerKey>,
+}
+
+impl GcsEncryption {
+    /// The keys a read of an object's bytes may need, in the order to try
+    /// them: `--encryption-key` (a CSEK), each `--decryption-keys`, then no
+    /// key (an object under none, or under Cloud KMS, refuses a CSEK).
+    /// Empty when no customer key is given: reads send none.
+    pub fn read_keys(&self) -> Vec<Option<&CustomerKey>> {
+        let mut out: Vec<Option<&CustomerKey>> = Vec::new();
+        if let Some(GcsKey::Customer(k)) = &self.key {
+            out.push(Some(k));
+        }
+        for k in &self.decryption_keys {
+            if !out.contains(&Some(k)) {
+                out.push(Some(k));
+            }
+        }
+        if !out.is_empty() {
+            out.push(None);
+        }
+        out
+    }
+
+    /// `--decryption-keys`' value: comma-separated base64 keys of 32
+    /// bytes; none is ever echoed.
+    pub fn parse_decryption_keys(value: &str) -> Result<Vec<CustomerKey>> {
+        value
+            .split(',')
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .enumerate()
+            .map(|(i, v)| match GcsKey::parse(v) {
+                Ok(GcsKey::Customer(k)) => Ok(k),
+                _ => Err(Error::invalid(
+                    Op::Read,
+                    "--decryption-keys",
+                    format!(
+                        "key {} of the list is not base64 of 32 bytes (a customer-supplied key)",
+                        i + 1
+                    ),
+                )),
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -283,5 +366,18 @@ mod tests {
         assert_eq!(GcsKey::parse(name).unwrap(), GcsKey::Kms(name.into()));
         let err = GcsKey::parse("c2VjcmV0").unwrap_err().to_string();
         assert!(!err.contains("c2VjcmV0"), "{err}");
+        let a = CustomerKey::new([1; 32]);
+        let b = CustomerKey::new([2; 32]);
+        let list = format!("{}, {}", b.to_base64(), a.to_base64());
+        let e = GcsEncryption {
+            key: Some(GcsKey::Customer(a.clone())),
+            decryption_keys: GcsEncryption::parse_decryption_keys(&list).unwrap(),
+        };
+        assert_eq!(e.read_keys(), vec![Some(&a), Some(&b), None]);
+        assert!(GcsEncryption::default().read_keys().is_empty());
+        let err = GcsEncryption::parse_decryption_keys(&format!("{},c2VjcmV0", a.to_base64()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("key 2") && !err.contains("c2VjcmV0"), "{err}");
     }
 }

@@ -5,6 +5,14 @@
 //! under the same key); a Cloud KMS key (CMEK) as `kmsKeyName` on inserts
 //! and composes, `destinationKmsKeyName` on rewrites. Applied in
 //! [`crate::client::Client::finish`], which every request passes.
+//!
+//! Reads are different: an object takes exactly the key it was written
+//! with, and a key sent to an object under another one (or none) is
+//! refused. As gcloud does with `--decryption-keys`, a read tries the keys
+//! given (`--encryption-key`, then each decryption key, then none), starting
+//! from the one that last worked, so a bucket under one key costs one
+//! refusal per run, not one per object. Only reads are tried again: they
+//! have no body and change nothing.
 
 use aws_lc_rs::digest::{SHA256, digest};
 use base64::Engine;
@@ -27,8 +35,45 @@ fn set(req: &mut reqwest::Request, name: &'static str, value: &str, secret: bool
     }
 }
 
-/// Adds what `key` asks of `req`.
-pub(crate) fn apply(key: &GcsKey, req: &mut reqwest::Request) {
+/// Whether `req` reads an object (its bytes or its metadata): the
+/// requests that take the key the object was written with, whichever of
+/// the keys given that is (see [`Client::attempt`](crate::client::Client)).
+pub(crate) fn is_object_read(req: &reqwest::Request) -> bool {
+    let path = req.url().path();
+    matches!(*req.method(), Method::GET | Method::HEAD)
+        && path.starts_with("/storage/v1/")
+        && path.contains("/o/")
+}
+
+fn set_customer(req: &mut reqwest::Request, prefix: &'static [&'static str; 3], k: &CustomerKey) {
+    let (b64, sha) = (k.to_base64(), key_sha256(k));
+    set(req, prefix[0], "AES256", false);
+    set(req, prefix[1], &b64, true);
+    set(req, prefix[2], &sha, false);
+}
+
+const KEY: [&str; 3] = [
+    "x-goog-encryption-algorithm",
+    "x-goog-encryption-key",
+    "x-goog-encryption-key-sha256",
+];
+const SOURCE_KEY: [&str; 3] = [
+    "x-goog-copy-source-encryption-algorithm",
+    "x-goog-copy-source-encryption-key",
+    "x-goog-copy-source-encryption-key-sha256",
+];
+
+/// Adds what the keys ask of `req`: writes take `key` (`--encryption-key`);
+/// a read of an object takes `read`, the candidate its caller chose
+/// ([`GcsEncryption::read_keys`](shoal_core::encryption::GcsEncryption::read_keys)).
+pub(crate) fn apply(key: Option<&GcsKey>, read: Option<&CustomerKey>, req: &mut reqwest::Request) {
+    if is_object_read(req) {
+        if let Some(k) = read {
+            set_customer(req, &KEY, k);
+        }
+        return;
+    }
+    let Some(key) = key else { return };
     let path = req.url().path().to_owned();
     let method = req.method().clone();
     let json = path.starts_with("/storage/v1/");
@@ -41,7 +86,7 @@ pub(crate) fn apply(key: &GcsKey, req: &mut reqwest::Request) {
     match key {
         GcsKey::Customer(k) => {
             let takes = upload
-                || (object && matches!(method, Method::GET | Method::POST))
+                || (object && method == Method::POST)
                 || (xml
                     && matches!(
                         method,
@@ -50,19 +95,9 @@ pub(crate) fn apply(key: &GcsKey, req: &mut reqwest::Request) {
             if !takes {
                 return;
             }
-            let (b64, sha) = (k.to_base64(), key_sha256(k));
-            set(req, "x-goog-encryption-algorithm", "AES256", false);
-            set(req, "x-goog-encryption-key", &b64, true);
-            set(req, "x-goog-encryption-key-sha256", &sha, false);
+            set_customer(req, &KEY, k);
             if rewrite {
-                set(
-                    req,
-                    "x-goog-copy-source-encryption-algorithm",
-                    "AES256",
-                    false,
-                );
-                set(req, "x-goog-copy-source-encryption-key", &b64, true);
-                set(req, "x-goog-copy-source-encryption-key-sha256", &sha, false);
+                set_customer(req, &SOURCE_KEY, k);
             }
         }
         GcsKey::Kms(name) => {
@@ -78,28 +113,35 @@ pub(crate) fn apply(key: &GcsKey, req: &mut reqwest::Request) {
     }
 }
 
-/// A refusal a missing or wrong CSEK explains, said so, naming the key
-/// sent by its SHA256 (never the key).
-pub(crate) fn explain(key: Option<&GcsKey>, err: Error) -> Error {
+/// Whether the server refused a request for its customer key: none given
+/// where the object has one, one given where it has none, or another one.
+pub(crate) fn is_key_refusal(err: &Error) -> bool {
     if !matches!(
         err.kind(),
-        ErrorKind::InvalidInput | ErrorKind::PermissionDenied
+        ErrorKind::InvalidInput | ErrorKind::PermissionDenied | ErrorKind::Rejected
     ) {
-        return err;
+        return false;
     }
     let m = err.message().to_ascii_lowercase();
-    if !(m.contains("encryption key") || m.contains("csek") || m.contains("encrypted")) {
+    m.contains("encryption key") || m.contains("csek") || m.contains("encrypted")
+}
+
+/// A refusal a missing or wrong CSEK explains, said so, naming the keys
+/// tried by their SHA256 (never the keys).
+pub(crate) fn explain(tried: &[Option<&CustomerKey>], err: Error) -> Error {
+    if !is_key_refusal(&err) {
         return err;
     }
-    match key {
-        Some(GcsKey::Customer(k)) => err.with_hint(format!(
-            "the object may be under another key than the one given (SHA256 {}): give the key it was written with (--encryption-key, Python encryption_key=)",
-            key_sha256(k)
-        )),
-        _ => err.with_hint(
-            "the object is encrypted with a customer-supplied key: give it with --encryption-key (Python encryption_key=)",
-        ),
+    let shas: Vec<String> = tried.iter().flatten().map(|k| key_sha256(k)).collect();
+    if shas.is_empty() {
+        return err.with_hint(
+            "the object is encrypted with a customer-supplied key: give it with --encryption-key or --decryption-keys (Python encryption_key=, decryption_keys=)",
+        );
     }
+    err.with_hint(format!(
+        "the object is under none of the keys given (SHA256 {}): give the key it was written with (--encryption-key or --decryption-keys; Python encryption_key=, decryption_keys=)",
+        shas.join(", ")
+    ))
 }
 
 #[cfg(test)]
@@ -112,19 +154,24 @@ mod tests {
 
     #[test]
     fn csek_goes_on_object_requests_only() {
-        let k = GcsKey::Customer(CustomerKey::new([9; 32]));
+        let ck = CustomerKey::new([9; 32]);
+        let k = GcsKey::Customer(ck.clone());
         let mut r = req(Method::GET, "http://h/storage/v1/b/b/o/k?alt=media");
-        apply(&k, &mut r);
+        apply(Some(&k), Some(&ck), &mut r);
         assert!(r.headers().contains_key("x-goog-encryption-key"));
         assert!(r.headers()["x-goog-encryption-key"].is_sensitive());
+        // A read takes the candidate its caller chose, not the write key.
+        let mut r = req(Method::GET, "http://h/storage/v1/b/b/o/k?alt=media");
+        apply(Some(&k), None, &mut r);
+        assert!(r.headers().is_empty());
         let mut r = req(Method::GET, "http://h/storage/v1/b/b/o?prefix=x");
-        apply(&k, &mut r);
+        apply(Some(&k), Some(&ck), &mut r);
         assert!(r.headers().is_empty());
         let mut r = req(
             Method::POST,
             "http://h/storage/v1/b/b/o/k/rewriteTo/b/b2/o/k2",
         );
-        apply(&k, &mut r);
+        apply(Some(&k), None, &mut r);
         assert!(
             r.headers()
                 .contains_key("x-goog-copy-source-encryption-key")
@@ -138,10 +185,10 @@ mod tests {
             Method::POST,
             "http://h/upload/storage/v1/b/b/o?uploadType=media",
         );
-        apply(&k, &mut r);
+        apply(Some(&k), None, &mut r);
         assert!(r.url().query().unwrap().contains("kmsKeyName=projects"));
         let mut r = req(Method::GET, "http://h/storage/v1/b/b/o/k");
-        apply(&k, &mut r);
+        apply(Some(&k), None, &mut r);
         assert!(!r.url().query().unwrap_or("").contains("kms"));
     }
 }

@@ -84,6 +84,7 @@ struct EncryptionKeywords {
     sse_c_key: Option<Vec<u8>>,
     sse_c_copy_source_key: Option<Vec<u8>>,
     encryption_key: Option<String>,
+    decryption_keys: Option<Vec<String>>,
 }
 
 impl EncryptionKeywords {
@@ -105,6 +106,9 @@ impl EncryptionKeywords {
                 kwargs.set_item(k, pyo3::types::PyBytes::new(kwargs.py(), v))?;
             }
         }
+        if let Some(v) = &self.decryption_keys {
+            kwargs.set_item("decryption_keys", v.clone())?;
+        }
         Ok(())
     }
 
@@ -119,7 +123,21 @@ impl EncryptionKeywords {
                     e.message().replace("--encryption-key", "encryption_key="),
                 )
             })?;
-        Ok(shoal_core::encryption::GcsEncryption { key })
+        let decryption_keys = match &self.decryption_keys {
+            Some(keys) => {
+                shoal_core::encryption::GcsEncryption::parse_decryption_keys(&keys.join(","))
+                    .map_err(|e| {
+                        pyo3::exceptions::PyValueError::new_err(
+                            e.message().replace("--decryption-keys", "decryption_keys="),
+                        )
+                    })?
+            }
+            None => Vec::new(),
+        };
+        Ok(shoal_core::encryption::GcsEncryption {
+            key,
+            decryption_keys,
+        })
     }
 
     fn s3(&self) -> PyResult<shoal_core::encryption::S3Encryption> {
@@ -330,7 +348,7 @@ impl Session {
         s3_addressing="auto", workers=None, attempts=None, read_timeout=None,
         connect_timeout=None, proxy=None, ca_bundle=None, billing_project=None,
         request_payer=false, sse=None, sse_kms_key_id=None, sse_c_key=None,
-        sse_c_copy_source_key=None, encryption_key=None,
+        sse_c_copy_source_key=None, encryption_key=None, decryption_keys=None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -357,6 +375,7 @@ impl Session {
         sse_c_key: Option<Vec<u8>>,
         sse_c_copy_source_key: Option<Vec<u8>>,
         encryption_key: Option<String>,
+        decryption_keys: Option<Vec<String>>,
     ) -> PyResult<Self> {
         let kw = Keywords {
             endpoint_url,
@@ -382,6 +401,7 @@ impl Session {
                 sse_c_key,
                 sse_c_copy_source_key,
                 encryption_key,
+                decryption_keys,
             },
         };
         let kwargs = kw.to_dict(py)?;
@@ -426,6 +446,7 @@ impl Session {
             "sse_c_key",
             "sse_c_copy_source_key",
             "encryption_key",
+            "decryption_keys",
         ] {
             if kw.contains(k)? {
                 kw.set_item(k, "***")?;
