@@ -34,6 +34,7 @@ TOXI_PORT=${SHOAL_TOXI_PORT:-8474}
 GCSEMU_PORT=${SHOAL_GCSEMU_PORT:-9023}
 MOTO_PORT=${SHOAL_MOTO_PORT:-5000}
 TESTBENCH_PORT=${SHOAL_TESTBENCH_PORT:-9024}
+S3TLS_PORT=${SHOAL_S3TLS_PORT:-9443}
 
 # Files shared beside the project (Google's storage-testbench, the GCS
 # conformance files): ../shared from the checkout, or SHOAL_SHARED. A clone
@@ -172,6 +173,34 @@ start_s3() {
     --console-address "127.0.0.1:$((S3_PORT + 1))" "$RUN/minio-data"
   wait_ours minio "http://127.0.0.1:$S3_PORT/minio/health/live" 60
 }
+# A second MinIO for encryption tests (docs/encryption.md): over TLS
+# (MinIO takes customer keys, SSE-C, only over TLS) with a static KMS key
+# (SSE-S3 and SSE-KMS need one). Its certificate comes from a CA made here
+# with openssl; clients trust it with SHOAL_TEST_CA_BUNDLE. The KMS key is
+# a test constant, not a secret.
+start_s3tls() {
+  install_s3
+  if [ -f "$RUN/minio-tls.pid" ] && kill -0 "$(cat "$RUN/minio-tls.pid")" 2>/dev/null; then return 0; fi
+  local certs=$RUN/minio-tls-certs
+  rm -rf "$certs" "$RUN/minio-tls-data"; mkdir -p "$certs/CAs" "$RUN/minio-tls-data"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=shoal test CA" \
+    -keyout "$certs/ca.key" -out "$certs/ca.crt" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
+    -keyout "$certs/private.key" -out "$certs/server.csr" 2>/dev/null
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n' > "$certs/ext.cnf"
+  openssl x509 -req -in "$certs/server.csr" -CA "$certs/ca.crt" -CAkey "$certs/ca.key" \
+    -CAcreateserial -days 2 -extfile "$certs/ext.cnf" -out "$certs/public.crt" 2>/dev/null
+  MINIO_ROOT_USER=minioadmin MINIO_ROOT_PASSWORD=minioadmin MINIO_BROWSER=off \
+    MINIO_KMS_SECRET_KEY=shoal-test-key:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY= \
+    start_one minio-tls "$BIN/minio" server --quiet --certs-dir "$certs" \
+    --address "127.0.0.1:$S3TLS_PORT" --console-address "127.0.0.1:$((S3TLS_PORT + 1))" \
+    "$RUN/minio-tls-data"
+  for _ in $(seq 600); do
+    curl -sf --cacert "$certs/ca.crt" "https://127.0.0.1:$S3TLS_PORT/minio/health/live" >/dev/null && return 0
+    sleep 0.1
+  done
+  log "minio-tls did not answer on port $S3TLS_PORT"; return 1
+}
 start_toxiproxy() {
   install_toxiproxy
   start_one toxiproxy "$BIN/toxiproxy-server" -host 127.0.0.1 -port "$TOXI_PORT"
@@ -229,6 +258,10 @@ export SHOAL_TEST_S3_KEY=minioadmin
 export SHOAL_TEST_S3_SECRET=minioadmin
 EOT
   if [ -f "$RUN/moto.pid" ]; then echo "export SHOAL_TEST_MOTO=http://127.0.0.1:$MOTO_PORT"; fi
+  if [ -f "$RUN/minio-tls.pid" ]; then
+    echo "export SHOAL_TEST_S3_TLS=https://127.0.0.1:$S3TLS_PORT"
+    echo "export SHOAL_TEST_CA_BUNDLE=$RUN/minio-tls-certs/ca.crt"
+  fi
   # Only when this script started it: tests skip without it.
   if [ -f "$RUN/testbench.pid" ]; then
     echo "export SHOAL_TEST_GCS_TESTBENCH=http://127.0.0.1:$TESTBENCH_PORT"
@@ -249,5 +282,5 @@ case "$cmd" in
     ;;
   stop) stop_all ;;
   env) print_env ;;
-  *) echo "usage: $0 install|start [gcs s3 toxiproxy gcsemu moto testbench]|stop|env" >&2; exit 2 ;;
+  *) echo "usage: $0 install|start [gcs s3 s3tls toxiproxy gcsemu moto testbench]|stop|env" >&2; exit 2 ;;
 esac

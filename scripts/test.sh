@@ -20,16 +20,19 @@ export SHOAL_RUN_DIR=${SHOAL_RUN_DIR:-$(mktemp -d /tmp/shoal-test.XXXXXX)}
 . scripts/lib.sh
 # Our servers: fake-gcs-server, MinIO (its console on the next port) and
 # toxiproxy; the bench smoke run below starts its own at a block of 60.
-p=$(free_block 7)
+# The second MinIO (TLS + KMS key, for encryption tests) takes p+7 and
+# its console p+8.
+p=$(free_block 9)
 export SHOAL_GCS_PORT=${SHOAL_GCS_PORT:-$p}
 export SHOAL_S3_PORT=${SHOAL_S3_PORT:-$((p + 2))}
 export SHOAL_TOXI_PORT=${SHOAL_TOXI_PORT:-$((p + 4))}
 export SHOAL_MOTO_PORT=${SHOAL_MOTO_PORT:-$((p + 5))}
+export SHOAL_S3TLS_PORT=${SHOAL_S3TLS_PORT:-$((p + 7))}
 
 cleanup() { scripts/servers.sh stop || true; rm -rf "$SHOAL_RUN_DIR"; }
 trap cleanup EXIT
 
-scripts/servers.sh start gcs s3 toxiproxy moto
+scripts/servers.sh start gcs s3 s3tls toxiproxy moto
 # Google's storage-testbench, where ../shared has it (the retry
 # conformance tests skip with one line without it): cached venv, a few
 # minutes the first time. SHOAL_TESTBENCH=0 leaves it out.

@@ -17,7 +17,13 @@ applies), ``ca_bundle`` (a PEM file of extra CA certificates), and for
 requester-pays buckets ``billing_project`` (GCS: the project billed, sent
 as ``userProject``; default ``CLOUDSDK_BILLING_QUOTA_PROJECT``) and
 ``request_payer=True`` (S3: ``x-amz-request-payer: requester``), as the
-CLI's ``--billing-project`` and ``--request-payer``.
+CLI's ``--billing-project`` and ``--request-payer``. Encryption keys, as
+the CLI's flags (``docs/encryption.md``): ``sse`` (``"AES256"`` or
+``"aws:kms"``), ``sse_kms_key_id``, ``sse_c_key`` and
+``sse_c_copy_source_key`` (32 bytes) for S3; ``encryption_key`` (a base64
+customer-supplied key or a Cloud KMS key name) and ``decryption_keys`` (a
+list of base64 keys objects to read may be under) for GCS. A session's repr
+never shows a key.
 """
 
 from __future__ import annotations
@@ -33,7 +39,9 @@ _sessions: dict[tuple, _shoal.Session] = {}
 
 def session(**options: Any) -> _shoal.Session:
     """The shared session for these options (built on first use)."""
-    key = tuple(sorted((k, v) for k, v in options.items() if v is not None))
+    key = tuple(
+        sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.items() if v is not None)
+    )
     with _lock:
         s = _sessions.get(key)
         if s is None:

@@ -30,6 +30,12 @@ class Session:
         ca_bundle: str | PathLike[str] | None = None,
         billing_project: str | None = None,
         request_payer: bool = False,
+        sse: str | None = None,
+        sse_kms_key_id: str | None = None,
+        sse_c_key: bytes | None = None,
+        sse_c_copy_source_key: bytes | None = None,
+        encryption_key: str | None = None,
+        decryption_keys: list[str] | None = None,
     ) -> None: ...
     @property
     def workers(self) -> int: ...

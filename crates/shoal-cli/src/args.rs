@@ -92,6 +92,8 @@ pub(crate) struct Global {
     /// More log output (-v info, -vv debug, -vvv trace), on stderr.
     #[arg(long, short = 'v', global = true, action = clap::ArgAction::Count)]
     pub(crate) verbose: u8,
+    #[command(flatten)]
+    pub(crate) encryption: crate::encryption::EncryptionFlags,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -74,6 +74,8 @@ impl Context {
                 .map(|f| shoal_config::Sourced::new("--ca-bundle", f.clone())),
             billing_project: g.billing_project.clone(),
             request_payer: g.request_payer.is_some(),
+            s3_encryption: g.encryption.s3(),
+            gcs_encryption: g.encryption.gcs(),
             gcs_upload,
             ..Overrides::default()
         };

@@ -29,6 +29,7 @@ macro_rules! println {
 mod args;
 mod cmd;
 mod config;
+mod encryption;
 mod failure;
 mod listing_file;
 mod output;

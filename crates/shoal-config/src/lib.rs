@@ -56,6 +56,11 @@ pub struct Overrides {
     pub billing_project: Option<String>,
     /// S3 requester pays: send `x-amz-request-payer: requester`.
     pub request_payer: bool,
+    /// S3 server-side encryption and customer keys (`--sse`,
+    /// `--sse-c-key-file`...), sent with every object request.
+    pub s3_encryption: shoal_core::encryption::S3Encryption,
+    /// GCS customer-supplied or Cloud KMS key (`--encryption-key`).
+    pub gcs_encryption: shoal_core::encryption::GcsEncryption,
     /// How GCS takes uploads (`--gcs-upload`).
     pub gcs_upload: shoal_core::UploadMethod,
 }
@@ -176,6 +181,7 @@ impl Stores {
         if o.billing_project.is_some() {
             cfg.user_project = o.billing_project.clone();
         }
+        cfg.encryption = o.gcs_encryption.clone();
         cfg.upload = o.gcs_upload;
         cfg.http = self.http.clone();
         cfg.http.plain_http = is_plain_http(cfg.endpoint.as_deref());
@@ -202,6 +208,7 @@ impl Stores {
         cfg.anonymous = o.no_sign_request;
         cfg.addressing = o.addressing;
         cfg.request_payer = o.request_payer;
+        cfg.encryption = o.s3_encryption.clone();
         cfg.http = self.http.clone();
         cfg.http.ca_files.extend(self.s3_ca_file.clone());
         cfg.http.plain_http = is_plain_http(cfg.endpoint.as_deref());

@@ -14,9 +14,12 @@
 //! - A success status whose body we cannot read as expected is a `Protocol`
 //!   error with a one-line "expected ..." message, never a panic.
 
+use std::sync::atomic::Ordering;
+
 use bytes::Bytes;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
+use shoal_core::encryption::CustomerKey;
 use shoal_core::http::{error_from_reqwest, error_from_response};
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{Error, ErrorKind, ObjectMeta, Op, Result};
@@ -76,8 +79,13 @@ pub(crate) struct Client {
     pub(crate) retry: RetryPolicy,
     /// `userProject` added to every request (requester pays).
     pub(crate) user_project: Option<String>,
+    /// `--encryption-key`, added where requests need it (`encryption.rs`).
+    pub(crate) encryption: shoal_core::encryption::GcsEncryption,
     /// The server refused a batch request (`batch`): no more are offered.
     pub(crate) batch_refused: std::sync::atomic::AtomicBool,
+    /// Which of [`GcsEncryption::read_keys`](shoal_core::encryption::GcsEncryption::read_keys)
+    /// the last read of an object was taken with.
+    read_key: std::sync::atomic::AtomicUsize,
 }
 
 impl Client {
@@ -88,7 +96,9 @@ impl Client {
             auth: Auth::new(cfg.anonymous),
             retry: cfg.retry,
             user_project: cfg.user_project.clone(),
+            encryption: cfg.encryption.clone(),
             batch_refused: std::sync::atomic::AtomicBool::new(false),
+            read_key: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -107,7 +117,9 @@ impl Client {
         format!("{}/upload/storage/v1/b/{}/o", self.base, encode(bucket))
     }
 
-    /// One attempt: authorize, send, and fail on a non-2xx status.
+    /// One attempt: authorize, send, and fail on a non-2xx status. A read
+    /// of an object, when customer keys are given, goes through
+    /// [`Client::read_with_keys`].
     pub(crate) async fn attempt(
         &self,
         op: Op,
@@ -118,7 +130,18 @@ impl Client {
             Some(h) => req.headers(h),
             None => req,
         };
-        let req = self.finish(req.build().map_err(|e| error_from_reqwest(op, url, e))?);
+        let req = req.build().map_err(|e| error_from_reqwest(op, url, e))?;
+        let keys = self.encryption.read_keys();
+        if keys.len() > 1 && crate::encryption::is_object_read(&req) {
+            return self.read_with_keys(op, url, req, &keys).await;
+        }
+        let req = self.finish(req);
+        self.send(op, url, req)
+            .await
+            .map_err(|e| crate::encryption::explain(&keys, e))
+    }
+
+    async fn send(&self, op: Op, url: &str, req: reqwest::Request) -> Result<reqwest::Response> {
         let resp = self.http.execute(op, url, req).await?;
         if resp.status().is_success() {
             Ok(resp)
@@ -129,14 +152,62 @@ impl Client {
         }
     }
 
-    /// What every request carries whatever built it: `userProject` for
-    /// requester-pays buckets.
-    pub(crate) fn finish(&self, mut req: reqwest::Request) -> reqwest::Request {
+    /// A read sent with each candidate key in turn until one is taken
+    /// (see `encryption.rs`): the one that last worked first.
+    async fn read_with_keys(
+        &self,
+        op: Op,
+        url: &str,
+        req: reqwest::Request,
+        keys: &[Option<&CustomerKey>],
+    ) -> Result<reqwest::Response> {
+        let first = self.read_key.load(Ordering::Relaxed) % keys.len();
+        let mut refused = None;
+        for i in (0..keys.len()).map(|n| (first + n) % keys.len()) {
+            let Some(mut r) = req.try_clone() else { break };
+            self.add_project(&mut r);
+            crate::encryption::apply(None, keys[i], &mut r);
+            match self.send(op, url, r).await {
+                Ok(resp) => {
+                    self.read_key.store(i, Ordering::Relaxed);
+                    return Ok(resp);
+                }
+                Err(e) if crate::encryption::is_key_refusal(&e) => refused = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(crate::encryption::explain(
+            keys,
+            refused.unwrap_or_else(|| {
+                Error::new(
+                    ErrorKind::Protocol,
+                    op,
+                    url,
+                    "a read with a body cannot be sent again",
+                )
+            }),
+        ))
+    }
+
+    fn add_project(&self, req: &mut reqwest::Request) {
         if let Some(p) = &self.user_project {
             req.url_mut()
                 .query_pairs_mut()
                 .append_pair("userProject", p);
         }
+    }
+
+    /// What every request carries whatever built it: `userProject` for
+    /// requester-pays buckets, and the keys (`encryption.rs`; a read of an
+    /// object takes the key that last worked).
+    pub(crate) fn finish(&self, mut req: reqwest::Request) -> reqwest::Request {
+        self.add_project(&mut req);
+        let keys = self.encryption.read_keys();
+        let read = keys
+            .get(self.read_key.load(Ordering::Relaxed) % keys.len().max(1))
+            .copied()
+            .flatten();
+        crate::encryption::apply(self.encryption.key.as_ref(), read, &mut req);
         req
     }
 

@@ -27,6 +27,8 @@ pub struct GcsConfig {
     /// Project billed for requests to requester-pays buckets: sent as
     /// `userProject` on every request (`--billing-project`).
     pub user_project: Option<String>,
+    /// `--encryption-key`: CSEK or CMEK for every object request.
+    pub encryption: shoal_core::encryption::GcsEncryption,
     /// HTTP client settings.
     pub http: HttpConfig,
     /// Retry policy for every request.

@@ -34,6 +34,7 @@ mod compose;
 mod config;
 mod copy;
 mod credential;
+mod encryption;
 mod leftovers;
 mod list;
 mod object;

@@ -71,6 +71,100 @@ struct Keywords<'a> {
     ca_bundle: Option<std::path::PathBuf>,
     billing_project: Option<String>,
     request_payer: bool,
+    encryption: EncryptionKeywords,
+}
+
+/// `sse=`, `sse_kms_key_id=`, `sse_c_key=`, `sse_c_copy_source_key=`: the
+/// CLI's `--sse`, `--sse-kms-key-id`, `--sse-c-key-file` and
+/// `--sse-c-copy-source-key-file`, keys as bytes (32 raw, or their base64).
+#[derive(Default)]
+struct EncryptionKeywords {
+    sse: Option<String>,
+    sse_kms_key_id: Option<String>,
+    sse_c_key: Option<Vec<u8>>,
+    sse_c_copy_source_key: Option<Vec<u8>>,
+    encryption_key: Option<String>,
+    decryption_keys: Option<Vec<String>>,
+}
+
+impl EncryptionKeywords {
+    fn to_dict(&self, kwargs: &Bound<'_, PyDict>) -> PyResult<()> {
+        for (k, v) in [
+            ("sse", &self.sse),
+            ("sse_kms_key_id", &self.sse_kms_key_id),
+            ("encryption_key", &self.encryption_key),
+        ] {
+            if let Some(v) = v {
+                kwargs.set_item(k, v)?;
+            }
+        }
+        for (k, v) in [
+            ("sse_c_key", &self.sse_c_key),
+            ("sse_c_copy_source_key", &self.sse_c_copy_source_key),
+        ] {
+            if let Some(v) = v {
+                kwargs.set_item(k, pyo3::types::PyBytes::new(kwargs.py(), v))?;
+            }
+        }
+        if let Some(v) = &self.decryption_keys {
+            kwargs.set_item("decryption_keys", v.clone())?;
+        }
+        Ok(())
+    }
+
+    fn gcs(&self) -> PyResult<shoal_core::encryption::GcsEncryption> {
+        let key = self
+            .encryption_key
+            .as_deref()
+            .map(shoal_core::encryption::GcsKey::parse)
+            .transpose()
+            .map_err(|e| {
+                pyo3::exceptions::PyValueError::new_err(
+                    e.message().replace("--encryption-key", "encryption_key="),
+                )
+            })?;
+        let decryption_keys = match &self.decryption_keys {
+            Some(keys) => {
+                shoal_core::encryption::GcsEncryption::parse_decryption_keys(&keys.join(","))
+                    .map_err(|e| {
+                        pyo3::exceptions::PyValueError::new_err(
+                            e.message().replace("--decryption-keys", "decryption_keys="),
+                        )
+                    })?
+            }
+            None => Vec::new(),
+        };
+        Ok(shoal_core::encryption::GcsEncryption {
+            key,
+            decryption_keys,
+        })
+    }
+
+    fn s3(&self) -> PyResult<shoal_core::encryption::S3Encryption> {
+        use shoal_core::encryption::{CustomerKey, Sse};
+        let err =
+            |e: shoal_core::Error| pyo3::exceptions::PyValueError::new_err(e.message().to_owned());
+        let key = |name: &str, v: &Option<Vec<u8>>| {
+            v.as_deref()
+                .map(|b| CustomerKey::from_slice(name, b))
+                .transpose()
+                .map_err(err)
+        };
+        let sse = match &self.sse {
+            Some(s) => Some(Sse::parse(s, self.sse_kms_key_id.clone()).map_err(err)?),
+            None if self.sse_kms_key_id.is_some() => {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "sse_kms_key_id= goes with sse='aws:kms'",
+                ));
+            }
+            None => None,
+        };
+        Ok(shoal_core::encryption::S3Encryption {
+            sse,
+            customer_key: key("sse_c_key=", &self.sse_c_key)?,
+            copy_source_key: key("sse_c_copy_source_key=", &self.sse_c_copy_source_key)?,
+        })
+    }
 }
 
 impl Keywords<'_> {
@@ -115,6 +209,7 @@ impl Keywords<'_> {
         if self.request_payer {
             kwargs.set_item("request_payer", true)?;
         }
+        self.encryption.to_dict(&kwargs)?;
         Ok(kwargs)
     }
 
@@ -132,8 +227,8 @@ impl Keywords<'_> {
     }
 
     /// The keywords as overrides of the environment's configuration.
-    fn into_overrides(self, addressing: Addressing) -> Overrides {
-        Overrides {
+    fn into_overrides(self, addressing: Addressing) -> PyResult<Overrides> {
+        Ok(Overrides {
             endpoint_url: self.endpoint_url,
             gcs_endpoint_url: self.gcs_endpoint_url,
             s3_endpoint_url: self.s3_endpoint_url,
@@ -152,8 +247,10 @@ impl Keywords<'_> {
             // CLOUDSDK_BILLING_QUOTA_PROJECT), S3 sends the payer header.
             billing_project: self.billing_project,
             request_payer: self.request_payer,
+            s3_encryption: self.encryption.s3()?,
+            gcs_encryption: self.encryption.gcs()?,
             gcs_upload: shoal_core::UploadMethod::Auto,
-        }
+        })
     }
 }
 
@@ -250,7 +347,8 @@ impl Session {
         no_sign_request=false, region=None, profile=None, key=None, secret=None,
         s3_addressing="auto", workers=None, attempts=None, read_timeout=None,
         connect_timeout=None, proxy=None, ca_bundle=None, billing_project=None,
-        request_payer=false,
+        request_payer=false, sse=None, sse_kms_key_id=None, sse_c_key=None,
+        sse_c_copy_source_key=None, encryption_key=None, decryption_keys=None,
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -272,6 +370,12 @@ impl Session {
         ca_bundle: Option<std::path::PathBuf>,
         billing_project: Option<String>,
         request_payer: bool,
+        sse: Option<String>,
+        sse_kms_key_id: Option<String>,
+        sse_c_key: Option<Vec<u8>>,
+        sse_c_copy_source_key: Option<Vec<u8>>,
+        encryption_key: Option<String>,
+        decryption_keys: Option<Vec<String>>,
     ) -> PyResult<Self> {
         let kw = Keywords {
             endpoint_url,
@@ -291,6 +395,14 @@ impl Session {
             ca_bundle,
             billing_project,
             request_payer,
+            encryption: EncryptionKeywords {
+                sse,
+                sse_kms_key_id,
+                sse_c_key,
+                sse_c_copy_source_key,
+                encryption_key,
+                decryption_keys,
+            },
         };
         let kwargs = kw.to_dict(py)?;
         let addressing = kw.check()?;
@@ -302,7 +414,7 @@ impl Session {
             kw.workers,
             kw.attempts,
             timeouts,
-            kw.into_overrides(addressing),
+            kw.into_overrides(addressing)?,
             kwargs,
         ))
     }
@@ -329,8 +441,16 @@ impl Session {
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
         let kw = self.kwargs.bind(py).copy()?;
-        if kw.contains("secret")? {
-            kw.set_item("secret", "***")?;
+        for k in [
+            "secret",
+            "sse_c_key",
+            "sse_c_copy_source_key",
+            "encryption_key",
+            "decryption_keys",
+        ] {
+            if kw.contains(k)? {
+                kw.set_item(k, "***")?;
+            }
         }
         if let Some(p) = kw.get_item("proxy")? {
             // A proxy URL may carry a password.

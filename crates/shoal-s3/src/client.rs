@@ -11,11 +11,13 @@
 //! never the HTTP URL (which may be a virtual host the user never typed).
 
 use std::borrow::Cow;
+use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
 use bytes::Bytes;
 use reqwest::Method;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use shoal_core::encryption::{CustomerKey, S3Encryption, S3RequestKind};
 use shoal_core::http::{error_from_reqwest, error_from_response, hint_for, status_hint};
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{Error, ErrorKind, Op, Result};
@@ -94,6 +96,11 @@ pub(crate) struct Client {
     pub(crate) retry: RetryPolicy,
     /// Add [`REQUEST_PAYER`] to every request (`--request-payer`).
     pub(crate) request_payer: bool,
+    /// Keys added to every request that reads or writes an object's bytes.
+    pub(crate) encryption: shoal_core::encryption::S3Encryption,
+    /// Which of [`S3Encryption::read_keys`] the last read of an object was
+    /// taken with.
+    pub(crate) read_key: std::sync::atomic::AtomicUsize,
 }
 
 /// The header (and presigned-URL parameter) by which a requester agrees to
@@ -125,16 +132,67 @@ impl Client {
             .await
     }
 
-    /// One attempt.
+    /// One attempt. A read of an object, when customer keys are given, is
+    /// sent with each key it may be under in turn (the one that last worked
+    /// first) until one is taken: the key, the copy source's key, none. A
+    /// copy's source and its destination are read under their own keys;
+    /// only reads go again, which have no body and change nothing.
     pub(crate) async fn send_once(&self, req: &Request<'_>) -> Result<reqwest::Response> {
+        let keys = self.encryption.read_keys();
+        if keys.len() < 2 || !is_object_read(req) {
+            return self.send_with(req, None).await;
+        }
+        let first = self.read_key.load(Ordering::Relaxed) % keys.len();
+        let mut refused = None;
+        for i in (0..keys.len()).map(|n| (first + n) % keys.len()) {
+            match self.send_with(req, Some(keys[i])).await {
+                Ok(resp) => {
+                    self.read_key.store(i, Ordering::Relaxed);
+                    return Ok(resp);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::PermissionDenied | ErrorKind::InvalidInput | ErrorKind::Rejected
+                    ) =>
+                {
+                    refused = Some(e)
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let err = refused.expect("at least two keys were tried");
+        Err(key_error(&keys, req, err))
+    }
+
+    /// One attempt; `read`: the customer key a read goes with (None: the
+    /// configured keys, by the request's kind).
+    async fn send_with(
+        &self,
+        req: &Request<'_>,
+        read: Option<Option<&CustomerKey>>,
+    ) -> Result<reqwest::Response> {
         if let Some(key) = req.key {
             check_key(req.op, &req.target, key)?;
         }
         let url = self.endpoint.url(req.bucket, req.key, &req.query);
         let creds = self.creds.get(req.op, &req.target).await?;
         let payer;
-        let req = if self.request_payer {
-            payer = req.clone().header(REQUEST_PAYER.0, REQUEST_PAYER.1);
+        let encryption = match read {
+            Some(k) => self
+                .encryption
+                .headers_with(S3RequestKind::Access, false, k),
+            None => encryption_headers(&self.encryption, req),
+        };
+        let req = if self.request_payer || !encryption.is_empty() {
+            let mut r = req.clone();
+            if self.request_payer {
+                r = r.header(REQUEST_PAYER.0, REQUEST_PAYER.1);
+            }
+            for (name, value) in encryption {
+                r = r.header(name, value);
+            }
+            payer = r;
             &payer
         } else {
             req
@@ -148,7 +206,9 @@ impl Client {
                     format!("{name:?} cannot be sent as a header name"),
                 )
             })?;
-            headers.insert(header, header_value(req.op, &req.target, name, value)?);
+            let mut value = header_value(req.op, &req.target, name, value)?;
+            value.set_sensitive(S3Encryption::is_secret_header(name));
+            headers.insert(header, value);
         }
         if let Some(creds) = &creds {
             let signed = sign_request(
@@ -178,6 +238,10 @@ impl Client {
             return Ok(resp);
         }
         let err = s3_error(req.op, &req.target, resp).await;
+        let err = match read {
+            Some(_) => err,
+            None => key_error(&self.encryption.read_keys(), req, err),
+        };
         if creds.is_none() && err.kind() == ErrorKind::PermissionDenied {
             let msg = err.message().to_owned();
             return Err(rebuild(
@@ -190,6 +254,76 @@ impl Client {
         }
         Err(err)
     }
+}
+
+/// The encryption headers `req` takes, by what it does: S3 refuses SSE
+/// headers on reads and wants the customer key on every request that
+/// touches the object's bytes (a part, a range, a HEAD), and nowhere else.
+fn encryption_headers(e: &S3Encryption, req: &Request<'_>) -> Vec<(String, String)> {
+    if e.is_empty() || req.key.is_none() {
+        return Vec::new();
+    }
+    let has = |name: &str| req.query.iter().any(|(n, _)| *n == name);
+    let copy = req.headers.iter().any(|(n, _)| n == "x-amz-copy-source");
+    // Sub-resources (tagging, acl, retention...) take no keys.
+    let plain = req.query.iter().all(|(n, _)| {
+        matches!(
+            *n,
+            "versionId" | "partNumber" | "uploadId" | "uploads" | "attributes"
+        )
+    });
+    if !plain {
+        return Vec::new();
+    }
+    let kind = match req.method {
+        Method::PUT if has("partNumber") => S3RequestKind::Access,
+        Method::PUT => S3RequestKind::Create,
+        Method::POST if has("uploads") => S3RequestKind::Create,
+        // CompleteMultipartUpload: S3 wants the key when the parts carry
+        // checksums (ours always do) to compute the whole object's.
+        Method::POST if has("uploadId") => S3RequestKind::Access,
+        Method::GET | Method::HEAD if !has("uploadId") => S3RequestKind::Access,
+        _ => return Vec::new(),
+    };
+    e.headers(kind, copy)
+}
+
+/// Whether `req` reads an object (GetObject, HeadObject, of a version or
+/// a part number), the requests [`Client::send_once`] tries keys for.
+fn is_object_read(req: &Request<'_>) -> bool {
+    matches!(req.method, Method::GET | Method::HEAD)
+        && req.key.is_some()
+        && req
+            .query
+            .iter()
+            .all(|(n, _)| matches!(*n, "versionId" | "partNumber"))
+}
+
+/// A read refusal that a missing or wrong SSE-C key explains, said so:
+/// which keys were sent (by their MD5, as S3 names keys) and what to try.
+fn key_error(tried: &[Option<&CustomerKey>], req: &Request<'_>, err: Error) -> Error {
+    if !is_object_read(req)
+        || !matches!(
+            err.kind(),
+            ErrorKind::PermissionDenied | ErrorKind::InvalidInput | ErrorKind::Rejected
+        )
+    {
+        return err;
+    }
+    let md5s: Vec<String> = tried.iter().flatten().map(|k| k.md5_base64()).collect();
+    let hint = if md5s.is_empty() {
+        if err.kind() == ErrorKind::PermissionDenied {
+            return err;
+        }
+        "the object may be encrypted with a customer key (SSE-C): give it with --sse-c-key-file (Python: sse_c_key=)".to_owned()
+    } else {
+        format!(
+            "the object is under none of the customer keys given (MD5 {}): give the key it was written with (--sse-c-key-file, Python: sse_c_key=)",
+            md5s.join(", ")
+        )
+    };
+    let msg = err.message().to_owned();
+    rebuild(&err, req.op, &req.target, msg, Some(hint))
 }
 
 /// Refuses keys the HTTP stack would rewrite (see `endpoint.rs`).

@@ -49,6 +49,9 @@ pub struct S3Config {
     /// Send `x-amz-request-payer: requester` on every request (and put it
     /// in presigned URLs): this account pays for a requester-pays bucket.
     pub request_payer: bool,
+    /// Server-side encryption and customer keys for every object request
+    /// (`--sse`, `--sse-kms-key-id`, `--sse-c-key-file`).
+    pub encryption: shoal_core::encryption::S3Encryption,
     /// HTTP client settings.
     pub http: HttpConfig,
     /// Retry policy for every request.
@@ -71,6 +74,7 @@ impl Default for S3Config {
             session_token: None,
             profile: None,
             request_payer: false,
+            encryption: Default::default(),
             http: HttpConfig::default(),
             retry: RetryPolicy::default(),
         }
@@ -118,6 +122,7 @@ impl fmt::Debug for S3Config {
             .field("session_token", &redacted(&self.session_token))
             .field("profile", &self.profile)
             .field("request_payer", &self.request_payer)
+            .field("encryption", &self.encryption)
             .field("http", &self.http)
             .field("retry", &self.retry)
             .finish()

@@ -105,6 +105,8 @@ impl S3Store {
                 region: cfg.region,
                 retry: cfg.retry,
                 request_payer: cfg.request_payer,
+                encryption: cfg.encryption,
+                read_key: std::sync::atomic::AtomicUsize::new(0),
             },
             caps: capabilities(),
             conditional: Mutex::new(HashMap::new()),

@@ -12,6 +12,7 @@ mod composite_checksums;
 mod crash;
 mod daily;
 mod data_safety;
+mod encryption;
 mod faults;
 mod filters;
 mod gcs_batch_delete;
