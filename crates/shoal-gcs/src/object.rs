@@ -245,7 +245,8 @@ impl Client {
                 let g = generation_match(&pre.apply(&PutOptions::default()));
                 let q = Query::new()
                     .add("uploadType", "multipart")
-                    .add_opt("ifGenerationMatch", g.as_deref());
+                    .add_opt("ifGenerationMatch", g.as_deref())
+                    .add_opt("predefinedAcl", opts.acl.as_deref());
                 let http_url = format!("{}{}", self.upload_url(bucket), q.as_str());
                 let req = self
                     .http
@@ -262,6 +263,61 @@ impl Client {
         .await?;
         check_stored_crc(op, &url, &stored, crc)?;
         Ok(stored)
+    }
+
+    /// objects.patch of the descriptive fields and custom metadata,
+    /// pinned with `ifGenerationMatch` to the generation seen (a metadata
+    /// change keeps the generation, so a retry after a lost answer asks
+    /// the same of the same object). Keys of `seen` not kept are sent as
+    /// null, which removes them.
+    pub(crate) async fn patch(
+        &self,
+        bucket: &str,
+        key: &str,
+        seen: &ObjectMeta,
+        opts: &PutOptions,
+    ) -> Result<ObjectMeta> {
+        let url = gs_url(bucket, key);
+        let Some(ObjectVersion::Generation(g)) = &seen.version else {
+            return Err(Error::invalid(
+                Op::Update,
+                &url,
+                "no generation seen to pin the update to",
+            ));
+        };
+        let mut m = serde_json::Map::new();
+        descriptive_metadata(
+            &mut m,
+            &PutOptions {
+                storage_class: None,
+                ..opts.clone()
+            },
+        );
+        let mut metadata: serde_json::Map<String, serde_json::Value> = opts
+            .metadata
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().into()))
+            .collect();
+        for k in seen.metadata.keys() {
+            if !opts.metadata.contains_key(k) {
+                metadata.insert(k.clone(), serde_json::Value::Null);
+            }
+        }
+        m.insert("metadata".into(), serde_json::Value::Object(metadata));
+        let body = Bytes::from(serde_json::Value::Object(m).to_string());
+        let g = g.to_string();
+        let q = Query::new()
+            .add("ifGenerationMatch", &g)
+            .add_opt("predefinedAcl", opts.acl.as_deref());
+        let http_url = format!("{}{}", self.object_url(bucket, key), q.as_str());
+        let resp = self
+            .call_bytes(Op::Update, &url, |h| {
+                h.request(reqwest::Method::PATCH, &http_url)
+                    .header(CONTENT_TYPE, "application/json")
+                    .body(body.clone())
+            })
+            .await?;
+        parse_object(&resp, Op::Update, &url)
     }
 
     pub(crate) async fn delete(&self, bucket: &str, key: &str) -> Result<()> {
