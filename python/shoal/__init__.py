@@ -53,6 +53,8 @@ from ._api import (
     rm_async,
     stat,
     stat_async,
+    update,
+    update_async,
     upload,
     upload_async,
 )
@@ -107,6 +109,8 @@ __all__ = [
     "stat",
     "stat_async",
     "transfer_manager",
+    "update",
+    "update_async",
     "upload",
     "upload_async",
 ] + errors.__all__

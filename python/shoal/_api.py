@@ -477,6 +477,71 @@ async def restore_async(url: str, version_id: str | int, *, allow_overwrite: boo
     return await _shoal.restore_async(resolve(session, options), url, v, allow_overwrite)
 
 
+def _update_keywords(call: str, kwargs: dict[str, Any], remove_metadata: Iterable[str] | None) -> dict[str, Any]:
+    acl = {k: kwargs.pop(k) for k in ("acl", "predefined_acl")}
+    w = write_keywords(call, kwargs)
+    for k, v in acl.items():
+        if v is not None and not isinstance(v, str):
+            raise TypeError(f"{call}(): {k} must be a str, not {type(v).__name__}")
+        w[k] = v
+    if remove_metadata is not None:
+        if isinstance(remove_metadata, str) or not all(isinstance(k, str) for k in remove_metadata):
+            raise TypeError(f"{call}(): remove_metadata must be a list of str")
+        w["remove_metadata"] = list(remove_metadata)
+    return w
+
+
+def update(
+    url: str,
+    *,
+    content_type: str | None = None,
+    content_encoding: str | None = None,
+    cache_control: str | None = None,
+    content_disposition: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+    remove_metadata: Iterable[str] | None = None,
+    storage_class: str | None = None,
+    acl: str | None = None,
+    predefined_acl: str | None = None,
+    dry_run: bool = False,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> bool:
+    """Changes one object's metadata on the server, as ``shoal update``:
+    the fields given replace the object's, ``metadata`` keys are added or
+    replaced, ``remove_metadata`` keys dropped, the rest kept; ``acl``
+    (s3://) or ``predefined_acl`` (gs://) sets a canned ACL. No byte moves
+    through this machine, and the write is pinned to the version read: an
+    object replaced meanwhile is left as it is and ``PreconditionError``
+    raised. Returns False when the object already held what was asked
+    (nothing sent) or ``dry_run``; True when it was changed."""
+    w = _update_keywords("update", dict(content_type=content_type, content_encoding=content_encoding, cache_control=cache_control, content_disposition=content_disposition, metadata=metadata, storage_class=storage_class, acl=acl, predefined_acl=predefined_acl), remove_metadata)
+    out = _shoal.update(resolve(session, options), url, dry_run=bool(dry_run), **w)
+    return out == "updated" and not dry_run
+
+
+async def update_async(
+    url: str,
+    *,
+    content_type: str | None = None,
+    content_encoding: str | None = None,
+    cache_control: str | None = None,
+    content_disposition: str | None = None,
+    metadata: Mapping[str, str] | None = None,
+    remove_metadata: Iterable[str] | None = None,
+    storage_class: str | None = None,
+    acl: str | None = None,
+    predefined_acl: str | None = None,
+    dry_run: bool = False,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> bool:
+    """:func:`update` for asyncio."""
+    w = _update_keywords("update_async", dict(content_type=content_type, content_encoding=content_encoding, cache_control=cache_control, content_disposition=content_disposition, metadata=metadata, storage_class=storage_class, acl=acl, predefined_acl=predefined_acl), remove_metadata)
+    out = await _shoal.update_async(resolve(session, options), url, dry_run=bool(dry_run), **w)
+    return out == "updated" and not dry_run
+
+
 def mb(url: str, *, session: _shoal.Session | None = None, **options: Any) -> None:
     """Creates a bucket."""
     _shoal.make_bucket(resolve(session, options), url)

@@ -688,6 +688,35 @@ class ShoalFileSystem(AsyncFileSystem):
     async def _makedirs(self, path: str, exist_ok: bool = False) -> None:
         await self._mkdir(path)
 
+    def setxattrs(self, path: str, content_type: str | None = None, content_encoding: str | None = None, fixed_key_metadata: dict[str, str] | None = None, **kwargs: str | None) -> None:
+        """Changes an object's metadata on the server, as gcsfs's
+        ``setxattrs``: ``content_type``, ``content_encoding``,
+        ``fixed_key_metadata`` (``cache_control``, ``content_disposition``,
+        ``content_encoding``) and custom metadata as keywords (a value of
+        None removes the key); the rest is kept. Pinned to the version read
+        (``shoal.update``): an object replaced meanwhile is left as it is
+        and ``PreconditionError`` raised."""
+        fixed = dict(fixed_key_metadata or {})
+        unknown = set(fixed) - {"cache_control", "content_disposition", "content_encoding"}
+        if unknown:
+            raise ValueError(f"setxattrs: fixed_key_metadata takes cache_control, content_disposition, content_encoding, not {', '.join(sorted(unknown))}")
+        path, _ = self._split_version(self._strip_protocol(path))
+        set_md = {k: v for k, v in kwargs.items() if v is not None}
+        remove = [k for k, v in kwargs.items() if v is None]
+        from ._api import update
+
+        update(
+            self._url(path),
+            content_type=content_type,
+            content_encoding=fixed.get("content_encoding", content_encoding),
+            cache_control=fixed.get("cache_control"),
+            content_disposition=fixed.get("content_disposition"),
+            metadata=set_md or None,
+            remove_metadata=remove or None,
+            session=self.session,
+        )
+        self._forget(path)
+
     def sign(self, path: str, expiration: int = 100, **kwargs: Any) -> str:
         """A presigned URL for the object (:func:`shoal.presign`): usable
         without credentials for ``expiration`` seconds (1 s to 7 days);

@@ -137,6 +137,8 @@ pub(crate) enum Command {
     Mv(CpArgs),
     /// Make DST hold what SRC holds: copy what is missing or differs (`--delete` removes extras).
     Sync(SyncArgs),
+    /// Change objects' type, encoding, cache control, disposition, metadata or storage class on the server, without moving their bytes; pinned to the version seen (a concurrent write wins and is reported); `-r` for prefixes, globs for sets.
+    Update(UpdateArgs),
     /// Run `cp`/`rm` lines from a file (or `-` for stdin) concurrently.
     Run(RunArgs),
     /// Print the CRC32C and MD5 of files (computed) and objects (as the store keeps them; --compute reads them).
@@ -182,6 +184,7 @@ impl Command {
             Command::Sync(a) => a.json,
             Command::Run(a) => a.json,
             Command::Rm(a) => a.json,
+            Command::Update(a) => a.json,
             Command::Mb(a) => a.json,
             Command::Rb(a) => a.json,
             Command::Presign(a) => a.json,
@@ -428,6 +431,45 @@ pub(crate) struct RmArgs {
 }
 
 #[derive(Debug, Args)]
+pub(crate) struct UpdateArgs {
+    /// Objects or globs to change (gs:// or s3://).
+    #[arg(required = true)]
+    pub(crate) urls: Vec<String>,
+    /// Change everything below each URL taken as a prefix.
+    #[arg(short = 'r', long)]
+    pub(crate) recursive: bool,
+    #[command(flatten)]
+    pub(crate) metadata: MetadataFlags,
+    /// Remove this custom metadata key (repeatable).
+    #[arg(long, value_name = "KEY")]
+    pub(crate) remove_metadata: Vec<String>,
+    #[command(flatten)]
+    pub(crate) matching: MatchFlags,
+    /// Print what would change (`would update URL`), change nothing.
+    #[arg(long, short = 'n')]
+    pub(crate) dry_run: bool,
+    /// Print one JSON object per line on stdout: each action as it finishes, then a summary object.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+impl UpdateArgs {
+    /// The flags as the engine's change, checked; `dst` names the store
+    /// the storage class must be one of.
+    pub(crate) fn change(
+        &self,
+        dst: &shoal_core::Location,
+    ) -> Result<shoal_transfer::update::Change, String> {
+        let change = shoal_transfer::update::Change {
+            put: self.metadata.put(dst)?,
+            remove: self.remove_metadata.iter().cloned().collect(),
+        };
+        change.check()?;
+        Ok(change)
+    }
+}
+
+#[derive(Debug, Args)]
 pub(crate) struct MbArgs {
     /// gs://bucket or s3://bucket.
     pub(crate) url: String,
@@ -592,6 +634,9 @@ pub(crate) struct CpArgs {
     /// Never replace a destination that exists (atomically: the store's precondition, or a rename that does not replace); those are counted as skipped. No short letter: gcloud's and s5cmd's `cp -n` is this flag, shoal's `-n` is --dry-run.
     #[arg(long)]
     pub(crate) no_clobber: bool,
+    /// Uploads record each file's mode, owner and group (GCS: goog-reserved-posix-mode/uid/gid as gcloud; S3: mode/uid/gid as rclone); downloads give them back (the mode always, never setuid/setgid/sticky; owner and group where this process may).
+    #[arg(short = 'P', long)]
+    pub(crate) preserve_posix: bool,
     #[command(flatten)]
     pub(crate) matching: MatchFlags,
     /// The source's stored version: a GCS generation or an S3 version id. Copied over its own key, an old version is restored as the current one, the write pinned to the version current just before (a concurrent write wins).
@@ -790,6 +835,9 @@ pub(crate) struct MetadataFlags {
     /// Content-Type of every object written (default: from the file name, index.html → text/html, else application/octet-stream; a cloud copy keeps the source's).
     #[arg(long, value_name = "TYPE", value_parser = parse_header_value)]
     pub(crate) content_type: Option<String>,
+    /// Content-Encoding of every object written (e.g. gzip: readers decompress; the bytes are stored as given).
+    #[arg(long, value_name = "ENCODING", value_parser = parse_header_value)]
+    pub(crate) content_encoding: Option<String>,
     /// Cache-Control of every object written (e.g. 'public, max-age=3600').
     #[arg(long, value_name = "VALUE", value_parser = parse_header_value)]
     pub(crate) cache_control: Option<String>,
@@ -802,6 +850,12 @@ pub(crate) struct MetadataFlags {
     /// Storage class of every object written (gs: STANDARD, NEARLINE, COLDLINE, ARCHIVE; s3: STANDARD, STANDARD_IA, INTELLIGENT_TIERING, GLACIER_IR, ...). Default: the bucket's.
     #[arg(long, value_name = "CLASS", value_parser = parse_storage_class)]
     pub(crate) storage_class: Option<String>,
+    /// Canned ACL of every s3:// object written: private, public-read, public-read-write, authenticated-read, bucket-owner-read, bucket-owner-full-control, aws-exec-read.
+    #[arg(long, value_name = "ACL")]
+    pub(crate) acl: Option<String>,
+    /// Predefined ACL of every gs:// object written: authenticatedRead, bucketOwnerFullControl, bucketOwnerRead, private, projectPrivate, publicRead.
+    #[arg(long, value_name = "ACL")]
+    pub(crate) predefined_acl: Option<String>,
 }
 
 impl MetadataFlags {
@@ -819,9 +873,15 @@ impl MetadataFlags {
         }
         Ok(shoal_core::PutOptions {
             content_type: self.content_type.clone(),
+            content_encoding: self.content_encoding.clone(),
             cache_control: self.cache_control.clone(),
             content_disposition: self.content_disposition.clone(),
             storage_class: self.storage_class.clone(),
+            acl: shoal_transfer::metadata::acl(
+                self.acl.as_deref(),
+                self.predefined_acl.as_deref(),
+                dst.scheme,
+            )?,
             metadata,
             ..Default::default()
         })
@@ -995,6 +1055,9 @@ pub(crate) struct SyncArgs {
     /// Never replace a destination that exists: only what it lacks is copied (atomically, as cp --no-clobber); the rest is counted as skipped. No short letter: `-n` is --dry-run.
     #[arg(long)]
     pub(crate) no_clobber: bool,
+    /// Uploads record each file's mode, owner and group (GCS: goog-reserved-posix-mode/uid/gid as gcloud; S3: mode/uid/gid as rclone); downloads give them back (the mode always, never setuid/setgid/sticky; owner and group where this process may).
+    #[arg(short = 'P', long)]
+    pub(crate) preserve_posix: bool,
     /// Names are keys relative to SRC and DST; an excluded destination file is never deleted.
     #[command(flatten)]
     pub(crate) filters: FilterFlags,

@@ -225,6 +225,7 @@ async fn dispatch(ctx: &Context, command: Command) -> CmdResult {
         Command::Restore(a) => cmd::restore::run(ctx, a).await,
         Command::Cat(a) => cmd::cat::run(ctx, a).await,
         Command::Rm(a) => cmd::rm::run(ctx, a).await,
+        Command::Update(a) => cmd::update::run(ctx, a).await,
         Command::Mb(a) => cmd::mb::run(ctx, a).await,
         Command::Rb(a) => cmd::rb::run(ctx, a).await,
         Command::Presign(a) => cmd::presign::run(ctx, a).await,

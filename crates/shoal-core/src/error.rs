@@ -87,6 +87,8 @@ pub enum Op {
     Parse,
     Read,
     Write,
+    /// Metadata changed in place (`shoal update`).
+    Update,
 }
 
 impl fmt::Display for Op {
@@ -108,6 +110,7 @@ impl fmt::Display for Op {
             Op::Parse => "parse",
             Op::Read => "read",
             Op::Write => "write",
+            Op::Update => "update",
         })
     }
 }

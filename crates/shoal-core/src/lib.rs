@@ -23,6 +23,7 @@ pub mod memory;
 pub mod meta;
 pub mod network;
 pub mod paginate;
+pub mod posix;
 pub mod resume;
 pub mod retry;
 pub mod sent;

@@ -105,6 +105,11 @@ pub struct PutOptions {
     pub metadata: BTreeMap<String, String>,
     /// Storage class for the new object; None: the bucket's default.
     pub storage_class: Option<String>,
+    /// A canned ACL for the new object, in its store's spelling (S3
+    /// `x-amz-acl`: `public-read`; GCS `predefinedAcl`: `publicRead`);
+    /// None: the bucket's default. Checked by
+    /// `shoal_transfer::metadata::acl`.
+    pub acl: Option<String>,
     /// How `multipart_start` assembles the upload, where there is a choice.
     pub assemble: Assemble,
 }
@@ -564,6 +569,29 @@ pub trait Store: Send + Sync + Debug {
             Op::Copy,
             format!("{}/{}", req.src_bucket, req.src_key),
             "this store has no server-side copy",
+        ))
+    }
+
+    /// Changes what an object stores beside its bytes in place (GCS
+    /// objects.patch), pinned to `seen.version`: `opts`'s type, encoding,
+    /// cache control, disposition and custom metadata become the object's
+    /// (a key of `seen.metadata` absent from `opts.metadata` is removed).
+    /// An object at another version fails with `Precondition` and is left
+    /// alone. Stores without it answer `Unsupported`; callers then copy
+    /// the object onto itself ([`Store::copy`]).
+    async fn patch(
+        &self,
+        bucket: &str,
+        key: &str,
+        seen: &ObjectMeta,
+        opts: &PutOptions,
+    ) -> Result<ObjectMeta> {
+        let _ = (seen, opts);
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            Op::Update,
+            format!("{bucket}/{key}"),
+            "this store has no metadata patch",
         ))
     }
 

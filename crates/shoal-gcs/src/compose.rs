@@ -49,7 +49,7 @@ use shoal_core::{
     PutOptions, Result,
 };
 
-use crate::client::{Client, gs_url};
+use crate::client::{Client, Query, gs_url};
 use crate::list::parse_object;
 use crate::object::check_stored_crc;
 
@@ -120,10 +120,11 @@ impl Client {
             Planned::of_put(opts),
             ours,
             |pre| async move {
-                let q = match crate::object::generation_match(&pre.apply(&PutOptions::default())) {
-                    Some(g) => format!("?ifGenerationMatch={g}"),
-                    None => String::new(),
-                };
+                let g = crate::object::generation_match(&pre.apply(&PutOptions::default()));
+                let q = Query::new()
+                    .add_opt("ifGenerationMatch", g.as_deref())
+                    .add_opt("destinationPredefinedAcl", opts.acl.as_deref());
+                let q = q.as_str();
                 let http_url = format!("{}/compose{q}", self.object_url(bucket, dest));
                 let req = self
                     .http

@@ -148,6 +148,7 @@ impl Client {
                     let q = Query::new()
                         .add_opt(pin, source)
                         .add_opt("ifGenerationMatch", dst_generation.as_deref())
+                        .add_opt("destinationPredefinedAcl", c.opts.acl.as_deref())
                         .add("rewriteToken", t);
                     let http_url = format!("{base}{}", q.as_str());
                     self.call_bytes(Op::Copy, &url, |h| rewrite_request(h, &http_url, &body))
@@ -205,7 +206,8 @@ impl Client {
                 let g = crate::object::generation_match(&pre.apply(&PutOptions::default()));
                 let q = Query::new()
                     .add_opt(pin, generation)
-                    .add_opt("ifGenerationMatch", g.as_deref());
+                    .add_opt("ifGenerationMatch", g.as_deref())
+                    .add_opt("destinationPredefinedAcl", c.opts.acl.as_deref());
                 let http_url = format!("{base}{}", q.as_str());
                 let req = rewrite_request(&self.http, &http_url, body);
                 let resp = self.once_bytes(Op::Copy, url, req).await?;

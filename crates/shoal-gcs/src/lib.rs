@@ -222,6 +222,16 @@ impl Store for GcsStore {
         self.client.copy(req).await
     }
 
+    async fn patch(
+        &self,
+        bucket: &str,
+        key: &str,
+        seen: &ObjectMeta,
+        opts: &PutOptions,
+    ) -> Result<ObjectMeta> {
+        self.client.patch(bucket, key, seen, opts).await
+    }
+
     async fn delete(&self, bucket: &str, key: &str) -> Result<()> {
         self.client.delete(bucket, key).await
     }

@@ -169,7 +169,8 @@ impl Client {
         let g = crate::object::generation_match(opts);
         let q = Query::new()
             .add("uploadType", "resumable")
-            .add_opt("ifGenerationMatch", g.as_deref());
+            .add_opt("ifGenerationMatch", g.as_deref())
+            .add_opt("predefinedAcl", opts.acl.as_deref());
         let http_url = format!("{}{}", self.upload_url(bucket), q.as_str());
         let resp = self
             .call(Op::Upload, url, |c| {

@@ -89,6 +89,21 @@ fn initiate_headers(opts: &PutOptions) -> std::result::Result<HeaderMap, String>
             h.insert(name.clone(), value(name.as_str(), v)?);
         }
     }
+    // The XML API spells the JSON API's predefined ACLs in kebab case
+    // (`publicRead` → `public-read`).
+    if let Some(acl) = &opts.acl {
+        let mut kebab = String::new();
+        for c in acl.chars() {
+            if c.is_ascii_uppercase() {
+                kebab.push('-');
+            }
+            kebab.push(c.to_ascii_lowercase());
+        }
+        h.insert(
+            HeaderName::from_static("x-goog-acl"),
+            value("x-goog-acl", &kebab)?,
+        );
+    }
     for (k, v) in &opts.metadata {
         let name = HeaderName::try_from(format!("x-goog-meta-{k}"))
             .map_err(|_| format!("metadata key {k:?} cannot be sent as a header"))?;

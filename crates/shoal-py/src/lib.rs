@@ -37,6 +37,7 @@ mod session;
 mod split;
 mod sync;
 mod transfer;
+mod update;
 mod versions;
 
 use pyo3::prelude::*;
@@ -81,5 +82,6 @@ fn _shoal(m: &Bound<'_, PyModule>) -> PyResult<()> {
     presign::register(m)?;
     read::register(m)?;
     versions::register(m)?;
+    update::register(m)?;
     Ok(())
 }

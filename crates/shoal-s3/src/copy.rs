@@ -189,6 +189,7 @@ impl Client {
         };
         opts.if_not_exists = c.opts.if_not_exists;
         opts.if_match = c.opts.if_match.clone();
+        opts.acl = c.opts.acl.clone();
         opts
     }
 
@@ -211,8 +212,13 @@ impl Client {
         req = Self::copy_source(req, c, etag);
         if c.replace_metadata {
             req = with_object_headers(req.header("x-amz-metadata-directive", "REPLACE"), c.opts);
-        } else if let Some(class) = &c.opts.storage_class {
-            req = req.header("x-amz-storage-class", class.as_str());
+        } else {
+            if let Some(class) = &c.opts.storage_class {
+                req = req.header("x-amz-storage-class", class.as_str());
+            }
+            if let Some(acl) = &c.opts.acl {
+                req = req.header("x-amz-acl", acl.as_str());
+            }
         }
         // The destination keeps a whole-object CRC of its own, as an
         // upload would: CRC32C, or the algorithm of a composite source's

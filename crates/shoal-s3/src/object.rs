@@ -437,6 +437,7 @@ pub(crate) fn with_object_headers<'a>(mut req: Request<'a>, opts: &PutOptions) -
         ("cache-control", &opts.cache_control),
         ("content-disposition", &opts.content_disposition),
         ("x-amz-storage-class", &opts.storage_class),
+        ("x-amz-acl", &opts.acl),
     ];
     for (name, value) in fixed {
         if let Some(v) = value {

@@ -194,6 +194,7 @@ async fn download_planned(
             run.opts.workers.max(1),
         )));
     }
+    let job_posix = run.opts.preserve_posix;
     let job = SliceJob {
         store,
         src: src.clone(),
@@ -229,6 +230,9 @@ async fn download_planned(
         Err(e) => return Err(failed(e, work.partial)),
     };
     keep_time(&file, meta, &dest_s);
+    if job_posix {
+        crate::metadata::give_posix(&file, meta, &dest_s);
+    }
     persist(
         work.tmp,
         file,

@@ -55,6 +55,7 @@ pub mod stream;
 pub mod sync;
 pub mod task_size;
 pub mod tree;
+pub mod update;
 pub mod upload;
 mod verify;
 pub mod versions;
@@ -108,6 +109,11 @@ pub struct TransferOptions {
     /// ([`shoal_core::Store::copy`]), moving no bytes through the client.
     /// On by default; off (`--no-server-side`) streams them through.
     pub server_side: bool,
+    /// `-P` / `--preserve-posix`: uploads record a file's mode, owner and
+    /// group in the object's metadata, downloads give them back (the mode
+    /// always, the owner and group where this process may)
+    /// ([`shoal_core::posix`]). Off by default.
+    pub preserve_posix: bool,
 }
 
 /// Cheap requests in flight in a batch by default (see
@@ -192,6 +198,7 @@ impl Default for TransferOptions {
             no_clobber: false,
             put: shoal_core::PutOptions::default(),
             server_side: true,
+            preserve_posix: false,
         }
     }
 }

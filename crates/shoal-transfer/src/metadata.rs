@@ -60,6 +60,60 @@ pub fn record_file_time(put: &mut PutOptions, scheme: Scheme, md: &std::fs::Meta
     put.metadata.entry(k.to_owned()).or_insert(v);
 }
 
+/// Records a file's mode, owner and group in `put`'s metadata (`-P`), in
+/// the form `scheme`'s store is read in by other tools
+/// ([`shoal_core::posix`]), unless the caller set those keys itself.
+pub fn record_posix(put: &mut PutOptions, scheme: Scheme, md: &std::fs::Metadata) {
+    use shoal_core::file_time::Form;
+    use std::os::unix::fs::MetadataExt;
+    let form = match scheme {
+        Scheme::Gs => Form::Gcloud,
+        Scheme::S3 => Form::Rclone,
+        Scheme::File => return,
+    };
+    let p = shoal_core::posix::Posix {
+        mode: md.mode(),
+        uid: md.uid(),
+        gid: md.gid(),
+    };
+    for (k, v) in shoal_core::posix::record(form, p) {
+        put.metadata.entry(k.to_owned()).or_insert(v);
+    }
+}
+
+/// Gives a downloaded `file` the mode, owner and group its object
+/// recorded (`-P`): the permission bits always (never setuid, setgid or
+/// sticky), the owner and group only where this process may (as root, or
+/// an owner that is its own and a group it is in). What cannot be given
+/// is said in the log; the bytes are kept either way.
+pub fn give_posix(file: &std::fs::File, meta: &shoal_core::ObjectMeta, dest: &str) {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let (mode, uid, gid) = shoal_core::posix::from_metadata(&meta.metadata);
+    if let Some(m) = mode
+        && let Err(e) = file.set_permissions(std::fs::Permissions::from_mode(m))
+    {
+        tracing::warn!(file = dest, error = %e, "the recorded mode could not be given to the file");
+    }
+    if uid.is_none() && gid.is_none() {
+        return;
+    }
+    let Ok(own) = file.metadata() else {
+        return;
+    };
+    // The file was just made by this process: its owner is this process's.
+    let root = own.uid() == 0;
+    let uid = uid.filter(|u| *u != own.uid() && root);
+    let gid = gid.filter(|g| *g != own.gid());
+    if uid.is_none() && gid.is_none() {
+        return;
+    }
+    // Not root, the group is only given if the system allows it (a group
+    // this user is in); a refusal is no failure.
+    if let Err(e) = std::os::unix::fs::fchown(file, uid, gid) {
+        tracing::debug!(file = dest, error = %e, "the recorded owner or group could not be given to the file");
+    }
+}
+
 /// A time as nanoseconds since the epoch (before it: negative).
 pub fn system_time_ns(t: std::time::SystemTime) -> i128 {
     match t.duration_since(std::time::UNIX_EPOCH) {
@@ -103,6 +157,70 @@ pub const S3_STORAGE_CLASSES: &[&str] = &[
     "SNOW",
     "EXPRESS_ONEZONE",
 ];
+
+/// S3's canned ACLs (`x-amz-acl`), for `--acl` and `acl=`.
+pub const S3_ACLS: &[&str] = &[
+    "private",
+    "public-read",
+    "public-read-write",
+    "authenticated-read",
+    "bucket-owner-read",
+    "bucket-owner-full-control",
+    "aws-exec-read",
+];
+/// GCS's predefined ACLs (`predefinedAcl`), for `--predefined-acl` and
+/// `predefined_acl=`.
+pub const GCS_ACLS: &[&str] = &[
+    "authenticatedRead",
+    "bucketOwnerFullControl",
+    "bucketOwnerRead",
+    "private",
+    "projectPrivate",
+    "publicRead",
+];
+
+/// The canned ACL to send to `scheme`'s store: `s3` (S3's spelling, from
+/// `--acl`) and `gcs` (GCS's, from `--predefined-acl`), at most the one
+/// that store takes, and a value it knows. The error is one line naming
+/// the valid values.
+pub fn acl(s3: Option<&str>, gcs: Option<&str>, scheme: Scheme) -> Result<Option<String>, String> {
+    let (given, flag, known, other) = match (scheme, s3, gcs) {
+        (_, None, None) => return Ok(None),
+        (Scheme::S3, Some(a), _) => (a, "--acl", S3_ACLS, None),
+        (Scheme::Gs, _, Some(a)) => (a, "--predefined-acl", GCS_ACLS, None),
+        (Scheme::S3, None, Some(_)) => (
+            "",
+            "--predefined-acl",
+            S3_ACLS,
+            Some("s3:// objects take --acl"),
+        ),
+        (Scheme::Gs, Some(_), None) => (
+            "",
+            "--acl",
+            GCS_ACLS,
+            Some("gs:// objects take --predefined-acl"),
+        ),
+        (Scheme::File, _, _) => {
+            return Err("--acl/--predefined-acl: local files have no ACL".into());
+        }
+    };
+    if let Some(hint) = other {
+        return Err(format!(
+            "{flag} is for the other store: {hint} ({})",
+            known.join(", ")
+        ));
+    }
+    known
+        .iter()
+        .find(|k| k.eq_ignore_ascii_case(given.trim()))
+        .map(|k| Some((*k).to_owned()))
+        .ok_or_else(|| {
+            format!(
+                "{flag}: unknown ACL '{given}' (one of: {})",
+                known.join(", ")
+            )
+        })
+}
 
 /// A storage class in upper case, as both stores spell them; one either
 /// store knows.
@@ -200,5 +318,27 @@ mod tests {
             typed(&put, "a.html").content_type.as_deref(),
             Some("text/html")
         );
+    }
+
+    #[test]
+    fn acls_are_the_stores_own() {
+        assert_eq!(
+            acl(Some("Public-Read"), None, Scheme::S3)
+                .unwrap()
+                .as_deref(),
+            Some("public-read")
+        );
+        assert_eq!(
+            acl(None, Some("publicread"), Scheme::Gs)
+                .unwrap()
+                .as_deref(),
+            Some("publicRead")
+        );
+        assert_eq!(acl(None, None, Scheme::Gs).unwrap(), None);
+        let e = acl(Some("world"), None, Scheme::S3).unwrap_err();
+        assert!(e.contains("bucket-owner-full-control"), "{e}");
+        let e = acl(Some("public-read"), None, Scheme::Gs).unwrap_err();
+        assert!(e.contains("--predefined-acl"), "{e}");
+        assert!(acl(None, Some("private"), Scheme::File).is_err());
     }
 }

@@ -78,6 +78,9 @@ pub async fn upload_file_with(
         ..crate::metadata::typed(put, &path_s).into_owned()
     };
     crate::metadata::record_file_time(&mut put, dst.scheme, &md);
+    if run.opts.preserve_posix {
+        crate::metadata::record_posix(&mut put, dst.scheme, &md);
+    }
     let put = &put;
     if md.is_dir() {
         return Err(Error::invalid(Op::Read, &path_s, "is a folder")

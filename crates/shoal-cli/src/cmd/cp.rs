@@ -217,6 +217,7 @@ fn transfer_options(ctx: &Context, a: &CpArgs, verb: &str) -> Result<TransferOpt
         opts.part_size = p;
     }
     opts.no_clobber = a.no_clobber;
+    opts.preserve_posix = a.preserve_posix;
     if a.dst != "-" {
         let d = super::parse(&a.dst)?;
         opts.put = (a.metadata.put(&d)).map_err(|m| Failure::Usage(format!("{verb} {d}: {m}")))?;

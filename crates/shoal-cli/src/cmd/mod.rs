@@ -18,6 +18,7 @@ pub(crate) mod run;
 pub(crate) mod stat;
 mod stdio;
 pub(crate) mod sync;
+pub(crate) mod update;
 
 use shoal_core::Location;
 

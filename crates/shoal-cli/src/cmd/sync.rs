@@ -98,6 +98,7 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
         return done;
     }
     transfer.no_clobber = a.no_clobber;
+    transfer.preserve_posix = a.preserve_posix;
     // Deletes wait for every copy, and go only if none failed.
     let mode = shoal_transfer::batch::Mode {
         moving: false,

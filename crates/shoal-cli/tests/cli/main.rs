@@ -37,5 +37,6 @@ mod server_side;
 mod skips;
 mod soak;
 mod sync_checksums;
+mod update;
 mod upload_methods;
 mod versions;

@@ -10,17 +10,6 @@ use shoal_testkit::faultproxy::{Fault, FaultProxy, Rule, Script, When};
 
 const MIB: usize = 1 << 20;
 
-/// `shoal` aimed at moto (any credentials), or None when it is not there.
-fn moto() -> Option<Command> {
-    let ep = shoal_testkit_server("SHOAL_TEST_MOTO")?;
-    let mut c = shoal();
-    c.env("AWS_ENDPOINT_URL", ep)
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("AWS_REGION", "us-east-1");
-    Some(c)
-}
-
 /// Both servers, by name, each with its endpoint.
 type Server = (&'static str, fn() -> Option<Command>, String);
 

@@ -88,6 +88,17 @@ pub fn gcs() -> Option<Command> {
     Some(c)
 }
 
+/// `shoal` aimed at moto (any credentials), or None when it is not there.
+pub fn moto() -> Option<Command> {
+    let ep = shoal_testkit_server("SHOAL_TEST_MOTO")?;
+    let mut c = shoal();
+    c.env("AWS_ENDPOINT_URL", ep)
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_REGION", "us-east-1");
+    Some(c)
+}
+
 /// `shoal` aimed at MinIO with valid credentials.
 pub fn s3() -> Option<Command> {
     let ep = shoal_testkit_server("SHOAL_TEST_S3")?;
