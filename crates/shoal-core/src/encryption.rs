@@ -85,6 +85,39 @@ impl fmt::Debug for CustomerKey {
     }
 }
 
+/// Sends a read with each of `keys` in turn (a store's `read_keys`),
+/// starting from the one `last` says worked last, until one is taken;
+/// records it in `last`. An error `is_refusal` does not call a key refusal
+/// ends the turn; when every key is refused, the last refusal is returned.
+/// Both stores' reads go through it: an object takes exactly the key it was
+/// written with, and a bucket under one key should cost one refusal per
+/// run, not one per object. Callers give at least one key.
+pub async fn read_with_keys<'k, T, Fut>(
+    keys: &[Option<&'k CustomerKey>],
+    last: &std::sync::atomic::AtomicUsize,
+    is_refusal: impl Fn(&Error) -> bool,
+    mut send: impl FnMut(Option<&'k CustomerKey>) -> Fut,
+) -> Result<T>
+where
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    use std::sync::atomic::Ordering;
+    let n = keys.len();
+    let first = last.load(Ordering::Relaxed) % n.max(1);
+    let mut refused = None;
+    for i in (0..n).map(|j| (first + j) % n) {
+        match send(keys[i]).await {
+            Ok(v) => {
+                last.store(i, Ordering::Relaxed);
+                return Ok(v);
+            }
+            Err(e) if is_refusal(&e) => refused = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(refused.expect("read_with_keys is given at least one key"))
+}
+
 /// S3 server-side encryption at rest (`x-amz-server-side-encryption`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Sse {

@@ -161,32 +161,29 @@ impl Client {
         req: reqwest::Request,
         keys: &[Option<&CustomerKey>],
     ) -> Result<reqwest::Response> {
-        let first = self.read_key.load(Ordering::Relaxed) % keys.len();
-        let mut refused = None;
-        for i in (0..keys.len()).map(|n| (first + n) % keys.len()) {
-            let Some(mut r) = req.try_clone() else { break };
-            self.add_project(&mut r);
-            crate::encryption::apply(None, keys[i], &mut r);
-            match self.send(op, url, r).await {
-                Ok(resp) => {
-                    self.read_key.store(i, Ordering::Relaxed);
-                    return Ok(resp);
-                }
-                Err(e) if crate::encryption::is_key_refusal(&e) => refused = Some(e),
-                Err(e) => return Err(e),
-            }
-        }
-        Err(crate::encryption::explain(
+        let sent = shoal_core::encryption::read_with_keys(
             keys,
-            refused.unwrap_or_else(|| {
-                Error::new(
-                    ErrorKind::Protocol,
-                    op,
-                    url,
-                    "a read with a body cannot be sent again",
-                )
-            }),
-        ))
+            &self.read_key,
+            crate::encryption::is_key_refusal,
+            |k| {
+                let r = req.try_clone();
+                async move {
+                    let Some(mut r) = r else {
+                        return Err(Error::new(
+                            ErrorKind::Protocol,
+                            op,
+                            url,
+                            "a read with a body cannot be sent again",
+                        ));
+                    };
+                    self.add_project(&mut r);
+                    crate::encryption::apply(None, k, &mut r);
+                    self.send(op, url, r).await
+                }
+            },
+        )
+        .await;
+        sent.map_err(|e| crate::encryption::explain(keys, e))
     }
 
     fn add_project(&self, req: &mut reqwest::Request) {

@@ -11,7 +11,6 @@
 //! never the HTTP URL (which may be a virtual host the user never typed).
 
 use std::borrow::Cow;
-use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -142,27 +141,19 @@ impl Client {
         if keys.len() < 2 || !is_object_read(req) {
             return self.send_with(req, None).await;
         }
-        let first = self.read_key.load(Ordering::Relaxed) % keys.len();
-        let mut refused = None;
-        for i in (0..keys.len()).map(|n| (first + n) % keys.len()) {
-            match self.send_with(req, Some(keys[i])).await {
-                Ok(resp) => {
-                    self.read_key.store(i, Ordering::Relaxed);
-                    return Ok(resp);
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::PermissionDenied | ErrorKind::InvalidInput | ErrorKind::Rejected
-                    ) =>
-                {
-                    refused = Some(e)
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        let err = refused.expect("at least two keys were tried");
-        Err(key_error(&keys, req, err))
+        let sent = shoal_core::encryption::read_with_keys(
+            &keys,
+            &self.read_key,
+            |e| {
+                matches!(
+                    e.kind(),
+                    ErrorKind::PermissionDenied | ErrorKind::InvalidInput | ErrorKind::Rejected
+                )
+            },
+            |k| self.send_with(req, Some(k)),
+        )
+        .await;
+        sent.map_err(|e| key_error(&keys, req, e))
     }
 
     /// One attempt; `read`: the customer key a read goes with (None: the
