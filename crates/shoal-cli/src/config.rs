@@ -106,6 +106,15 @@ impl Context {
         self.stores.store(loc)
     }
 
+    /// See [`Stores::presign_headers`].
+    pub(crate) fn presign_headers(
+        &self,
+        loc: &Location,
+        method: shoal_core::PresignMethod,
+    ) -> Vec<(String, String)> {
+        self.stores.presign_headers(loc.scheme, method)
+    }
+
     /// See [`Stores::store_for`].
     pub(crate) fn store_for(&self, locs: &[&Location]) -> Result<shoal_core::StoreFor> {
         self.stores.store_for(locs)

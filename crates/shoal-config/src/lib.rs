@@ -131,6 +131,20 @@ impl Stores {
     pub fn retry(&self) -> RetryPolicy {
         self.retry
     }
+    /// The headers a presigned `method` request to a `scheme` store must
+    /// be sent with: the encryption keys it was given, signed into the URL
+    /// by its `presign` (shown to the user, the key itself masked).
+    pub fn presign_headers(
+        &self,
+        scheme: Scheme,
+        method: shoal_core::PresignMethod,
+    ) -> Vec<(String, String)> {
+        match scheme {
+            Scheme::S3 => self.overrides.s3_encryption.presign_headers(method),
+            Scheme::Gs => self.overrides.gcs_encryption.presign_headers(method),
+            Scheme::File => Vec::new(),
+        }
+    }
 
     /// The store serving `loc`'s scheme, built on first use.
     pub fn store(&self, loc: &Location) -> Result<Arc<dyn Store>> {

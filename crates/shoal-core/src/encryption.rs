@@ -17,7 +17,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use md5::{Digest, Md5};
 
-use crate::{Error, Op, Result};
+use crate::{Error, Op, PresignMethod, Result};
 
 /// A 256-bit customer-supplied key. Its bytes never leave through `Debug`
 /// or `Display`; only the headers built from it carry them.
@@ -76,6 +76,13 @@ impl CustomerKey {
     /// (`x-amz-server-side-encryption-customer-key-MD5`).
     pub fn md5_base64(&self) -> String {
         STANDARD.encode(Md5::digest(self.0))
+    }
+
+    /// Base64 of the key's SHA256: how GCS names a CSEK
+    /// (`customerEncryption.keySha256`, `x-goog-encryption-key-sha256`).
+    pub fn sha256_base64(&self) -> String {
+        use aws_lc_rs::digest::{SHA256, digest};
+        STANDARD.encode(digest(&SHA256, &self.0).as_ref())
     }
 }
 
@@ -252,10 +259,22 @@ impl S3Encryption {
         .headers(kind, copy)
     }
 
+    /// The headers a presigned request of `method` must be sent with (a
+    /// GET or HEAD: the customer key; a PUT: SSE and the customer key),
+    /// signed into the URL, so its holder reads or writes under the keys
+    /// this store was given, as a request of ours would.
+    pub fn presign_headers(&self, method: PresignMethod) -> Vec<(String, String)> {
+        match method {
+            PresignMethod::Get | PresignMethod::Head => self.headers(S3RequestKind::Access, false),
+            PresignMethod::Put => self.headers(S3RequestKind::Create, false),
+            PresignMethod::Delete | PresignMethod::Post => Vec::new(),
+        }
+    }
+
     /// Whether a header (lowercase name) carries key material, so must not
     /// be shown.
     pub fn is_secret_header(name: &str) -> bool {
-        name.ends_with("-customer-key")
+        name.ends_with("-customer-key") || name.ends_with("-encryption-key")
     }
 }
 
@@ -321,6 +340,24 @@ impl GcsEncryption {
             out.push(None);
         }
         out
+    }
+
+    /// The headers a presigned request of `method` must be sent with: a
+    /// CSEK on a GET, HEAD or PUT (a signed URL carries no key itself, so
+    /// its holder sends the key, and the signature binds which). A Cloud
+    /// KMS key needs nothing: the bucket's or the object's key is used.
+    pub fn presign_headers(&self, method: PresignMethod) -> Vec<(String, String)> {
+        let Some(GcsKey::Customer(k)) = &self.key else {
+            return Vec::new();
+        };
+        match method {
+            PresignMethod::Get | PresignMethod::Head | PresignMethod::Put => vec![
+                ("x-goog-encryption-algorithm".into(), "AES256".into()),
+                ("x-goog-encryption-key".into(), k.to_base64()),
+                ("x-goog-encryption-key-sha256".into(), k.sha256_base64()),
+            ],
+            PresignMethod::Delete | PresignMethod::Post => Vec::new(),
+        }
     }
 
     /// `--decryption-keys`' value: comma-separated base64 keys of 32

@@ -392,6 +392,18 @@ pub struct Presign {
 }
 
 impl Presign {
+    /// With `extra` signed too, where the caller did not already give a
+    /// header of that name (a store's encryption headers, for one).
+    pub fn with_headers(&self, extra: Vec<(String, String)>) -> Presign {
+        let mut p = self.clone();
+        for (name, value) in extra {
+            if !p.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(&name)) {
+                p.headers.push((name, value));
+            }
+        }
+        p
+    }
+
     /// `method` for `expires`, path style, at the store's endpoint, now.
     pub fn new(method: PresignMethod, expires: std::time::Duration) -> Presign {
         Presign {

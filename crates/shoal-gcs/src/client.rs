@@ -132,7 +132,7 @@ impl Client {
         };
         let req = req.build().map_err(|e| error_from_reqwest(op, url, e))?;
         let keys = self.encryption.read_keys();
-        if keys.len() > 1 && crate::encryption::is_object_read(&req) {
+        if keys.len() > 1 && crate::encryption::reads_an_object(&req) {
             return self.read_with_keys(op, url, req, &keys).await;
         }
         let req = self.finish(req);
@@ -177,7 +177,7 @@ impl Client {
                         ));
                     };
                     self.add_project(&mut r);
-                    crate::encryption::apply(None, k, &mut r);
+                    crate::encryption::apply(self.encryption.key.as_ref(), k, &mut r);
                     self.send(op, url, r).await
                 }
             },

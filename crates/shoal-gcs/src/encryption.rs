@@ -1,8 +1,6 @@
 //! `--encryption-key` on every request that needs it (issue #54): a
 //! customer-supplied key (CSEK) as `x-goog-encryption-*` headers on
-//! uploads, media and metadata reads, composes and rewrites (with the
-//! `x-goog-copy-source-encryption-*` headers for the source, taken to be
-//! under the same key); a Cloud KMS key (CMEK) as `kmsKeyName` on inserts
+//! uploads, media and metadata reads, composes and rewrites; a Cloud KMS key (CMEK) as `kmsKeyName` on inserts
 //! and composes, `destinationKmsKeyName` on rewrites. Applied in
 //! [`crate::client::Client::finish`], which every request passes.
 //!
@@ -11,12 +9,12 @@
 //! refused. As gcloud does with `--decryption-keys`, a read tries the keys
 //! given (`--encryption-key`, then each decryption key, then none), starting
 //! from the one that last worked, so a bucket under one key costs one
-//! refusal per run, not one per object. Only reads are tried again: they
-//! have no body and change nothing.
+//! refusal per run, not one per object. A rewrite's source is read the same
+//! way (the `x-goog-copy-source-encryption-*` headers), so an object under
+//! a decryption key is copied server-side, as gcloud copies it, into the
+//! destination's key or none. Only reads and rewrites are tried again: a
+//! refused one changed nothing.
 
-use aws_lc_rs::digest::{SHA256, digest};
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use reqwest::Method;
 use reqwest::header::{HeaderName, HeaderValue};
 use shoal_core::encryption::{CustomerKey, GcsKey};
@@ -25,7 +23,7 @@ use shoal_core::{Error, ErrorKind};
 /// Base64 of the key's SHA256: how GCS names a CSEK
 /// (`customerEncryption.keySha256`).
 pub(crate) fn key_sha256(k: &CustomerKey) -> String {
-    STANDARD.encode(digest(&SHA256, k.bytes()).as_ref())
+    k.sha256_base64()
 }
 
 fn set(req: &mut reqwest::Request, name: &'static str, value: &str, secret: bool) {
@@ -43,6 +41,20 @@ pub(crate) fn is_object_read(req: &reqwest::Request) -> bool {
     matches!(*req.method(), Method::GET | Method::HEAD)
         && path.starts_with("/storage/v1/")
         && path.contains("/o/")
+}
+
+/// Whether `req` is a server-side copy (`rewriteTo`, `copyTo`): it reads
+/// its source under the source's own key, as a read does, whatever key
+/// the destination is written with.
+pub(crate) fn is_rewrite(req: &reqwest::Request) -> bool {
+    let path = req.url().path();
+    path.starts_with("/storage/v1/") && (path.contains("/rewriteTo/") || path.contains("/copyTo/"))
+}
+
+/// Whether `req` takes one of the read keys: an object read, or a
+/// rewrite's source.
+pub(crate) fn reads_an_object(req: &reqwest::Request) -> bool {
+    is_object_read(req) || is_rewrite(req)
 }
 
 fn set_customer(req: &mut reqwest::Request, prefix: &'static [&'static str; 3], k: &CustomerKey) {
@@ -64,7 +76,8 @@ const SOURCE_KEY: [&str; 3] = [
 ];
 
 /// Adds what the keys ask of `req`: writes take `key` (`--encryption-key`);
-/// a read of an object takes `read`, the candidate its caller chose
+/// a read of an object, and a rewrite's source, take `read`, the candidate
+/// its caller chose
 /// ([`GcsEncryption::read_keys`](shoal_core::encryption::GcsEncryption::read_keys)).
 pub(crate) fn apply(key: Option<&GcsKey>, read: Option<&CustomerKey>, req: &mut reqwest::Request) {
     if is_object_read(req) {
@@ -73,12 +86,15 @@ pub(crate) fn apply(key: Option<&GcsKey>, read: Option<&CustomerKey>, req: &mut 
         }
         return;
     }
+    let rewrite = is_rewrite(req);
+    if rewrite && let Some(k) = read {
+        set_customer(req, &SOURCE_KEY, k);
+    }
     let Some(key) = key else { return };
     let path = req.url().path().to_owned();
     let method = req.method().clone();
     let json = path.starts_with("/storage/v1/");
     let upload = path.starts_with("/upload/storage/v1/");
-    let rewrite = json && (path.contains("/rewriteTo/") || path.contains("/copyTo/"));
     let compose = json && path.ends_with("/compose");
     let object = json && path.contains("/o/");
     // The XML API (`/bucket/key`): multipart uploads on Google.
@@ -96,9 +112,6 @@ pub(crate) fn apply(key: Option<&GcsKey>, read: Option<&CustomerKey>, req: &mut 
                 return;
             }
             set_customer(req, &KEY, k);
-            if rewrite {
-                set_customer(req, &SOURCE_KEY, k);
-            }
         }
         GcsKey::Kms(name) => {
             let param = if rewrite {
@@ -171,11 +184,36 @@ mod tests {
             Method::POST,
             "http://h/storage/v1/b/b/o/k/rewriteTo/b/b2/o/k2",
         );
-        apply(Some(&k), None, &mut r);
+        apply(Some(&k), Some(&ck), &mut r);
         assert!(
             r.headers()
                 .contains_key("x-goog-copy-source-encryption-key")
         );
+        // A rewrite's source takes the read candidate, its destination the
+        // write key; with no read candidate the source goes without one.
+        let sha = |r: &reqwest::Request, h: &str| {
+            r.headers().get(h).map(|v| v.to_str().unwrap().to_owned())
+        };
+        let mut r = req(
+            Method::POST,
+            "http://h/storage/v1/b/b/o/k/rewriteTo/b/b2/o/k2",
+        );
+        let other = CustomerKey::new([7; 32]);
+        apply(Some(&k), Some(&other), &mut r);
+        assert_eq!(
+            sha(&r, "x-goog-copy-source-encryption-key-sha256"),
+            Some(key_sha256(&other))
+        );
+        assert_eq!(
+            sha(&r, "x-goog-encryption-key-sha256"),
+            Some(key_sha256(&ck))
+        );
+        let mut r = req(
+            Method::POST,
+            "http://h/storage/v1/b/b/o/k/rewriteTo/b/b2/o/k2",
+        );
+        apply(None, None, &mut r);
+        assert!(r.headers().is_empty());
     }
 
     #[test]

@@ -328,6 +328,7 @@ impl Store for GcsStore {
     async fn presign(&self, bucket: &str, key: &str, p: &Presign) -> Result<String> {
         let target = format!("gs://{bucket}/{key}");
         let signer = credential::service_account_signer(&target)?;
+        let p = &p.with_headers(self.client.encryption.presign_headers(p.method));
         signed_url::presign(
             &signer,
             &self.client.base,

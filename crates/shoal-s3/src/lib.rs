@@ -276,6 +276,7 @@ impl Store for S3Store {
             )
             .with_hint("drop --no-sign-request and give AWS credentials"));
         };
+        let p = &p.with_headers(self.client.encryption.presign_headers(p.method));
         let mut query: Vec<(&str, String)> = if self.client.request_payer {
             vec![(client::REQUEST_PAYER.0, client::REQUEST_PAYER.1.to_owned())]
         } else {

@@ -2,6 +2,12 @@
 //! write) without credentials until it expires. S3: SigV4 in the query
 //! string; GCS: a V4 signed URL from a service-account key. Signing is
 //! local: nothing is sent, and the object need not exist yet.
+//!
+//! Under an encryption key (`--sse-c-key-file`, `--sse`, a GCS
+//! `--encryption-key` CSEK) the store signs the headers a request of ours
+//! would carry, and the URL works only when its holder sends them: they
+//! are listed on stderr (and under `"headers"` with `--json`), the key's
+//! own value masked, since whoever holds the key file can fill it in.
 
 use shoal_core::{Presign, PresignMethod};
 
@@ -40,6 +46,24 @@ pub(crate) async fn run(ctx: &Context, a: PresignArgs) -> CmdResult {
     let url = (store.presign(&loc.bucket, &loc.key, &p))
         .await
         .map_err(|e| e.with_url(loc.to_string()))?;
+    // What the holder must send beside the URL: the caller's own
+    // `--header`s and the store's encryption headers, secrets masked.
+    let mut send: Vec<(String, String)> = p.headers.clone();
+    let keys = ctx.presign_headers(&loc, method);
+    let keyed = !keys.is_empty();
+    for (name, value) in keys {
+        if !send.iter().any(|(n, _)| n.eq_ignore_ascii_case(&name)) {
+            let secret = shoal_core::encryption::S3Encryption::is_secret_header(&name);
+            send.push((
+                name,
+                if secret {
+                    "<the key, base64>".to_owned()
+                } else {
+                    value
+                },
+            ));
+        }
+    }
     if ctx.json {
         let method = method.as_str();
         let expires = std::time::SystemTime::now() + a.expires;
@@ -52,10 +76,18 @@ pub(crate) async fn run(ctx: &Context, a: PresignArgs) -> CmdResult {
                 "action": "presign", "url": url, "object": loc.to_string(),
                 "method": method, "expires_in_seconds": a.expires.as_secs(),
                 "expires_unix": expires_unix,
+                "headers": send
+                    .iter()
+                    .map(|(n, v)| (n.clone(), serde_json::Value::from(v.as_str())))
+                    .collect::<serde_json::Map<_, _>>(),
             })
         );
     } else {
         println!("{url}");
+        if keyed && !ctx.quiet {
+            let list: Vec<String> = send.iter().map(|(n, v)| format!("{n}: {v}")).collect();
+            eprintln!("send with the headers: {}", list.join("; "));
+        }
     }
     Ok(())
 }

@@ -150,7 +150,7 @@ fn presigned_s3_url_works_without_credentials_and_only_as_signed() {
 }
 
 /// A service-account key made for this test (openssl), as a JSON key file.
-fn service_account_file(dir: &std::path::Path) -> std::path::PathBuf {
+pub(crate) fn service_account_file(dir: &std::path::Path) -> std::path::PathBuf {
     let pem = dir.join("key.pem");
     let out = Command::new("openssl")
         .args([

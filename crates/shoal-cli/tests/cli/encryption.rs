@@ -459,3 +459,150 @@ fn gcs_decryption_keys_read_each_object_with_its_key() {
         r.stderr
     );
 }
+
+/// Sends `method` to a presigned `url` with python's urllib (from the
+/// moto venv, trusting the test CA), with the SSE-C headers of `key` when
+/// given; the body read, or None when the server refused.
+fn fetch(url: &str, method: &str, key: Option<&[u8; 32]>, body: &str) -> Option<String> {
+    const SCRIPT: &str = r#"
+import sys, ssl, urllib.request, urllib.error, base64, hashlib
+url, ca, method, key, body = sys.argv[1:6]
+h = {}
+if key:
+    k = bytes.fromhex(key)
+    h = {"x-amz-server-side-encryption-customer-algorithm": "AES256",
+         "x-amz-server-side-encryption-customer-key": base64.b64encode(k).decode(),
+         "x-amz-server-side-encryption-customer-key-MD5":
+             base64.b64encode(hashlib.md5(k).digest()).decode()}
+req = urllib.request.Request(url, data=body.encode() if method == "PUT" else None,
+                             method=method, headers=h)
+try:
+    r = urllib.request.urlopen(req, context=ssl.create_default_context(cafile=ca))
+    sys.stdout.write(r.read().decode())
+except urllib.error.HTTPError:
+    sys.exit(3)
+"#;
+    let ca = std::env::var("SHOAL_TEST_CA_BUNDLE").unwrap();
+    let cache = std::env::var("SHOAL_CACHE")
+        .unwrap_or_else(|_| format!("{}/.cache/shoal", std::env::var("HOME").unwrap()));
+    let hex: String = key
+        .map(|k| k.iter().map(|b| format!("{b:02x}")).collect())
+        .unwrap_or_default();
+    let out = Command::new(format!("{cache}/venv-moto/bin/python"))
+        .args(["-c", SCRIPT, url, &ca, method, &hex, body])
+        .output()
+        .expect("python from the moto venv");
+    match out.status.code() {
+        Some(0) => Some(String::from_utf8_lossy(&out.stdout).into_owned()),
+        Some(3) => None,
+        _ => panic!("urllib {method}: {}", String::from_utf8_lossy(&out.stderr)),
+    }
+}
+
+/// `presign` under an SSE-C key signs the key's headers into the URL, so
+/// its holder reads (GET) or writes (PUT) under that key, and only with
+/// it; the headers to send are listed, the key itself masked.
+#[test]
+fn presigned_urls_carry_the_customer_key() {
+    let Some(bucket) = make_bucket(s3tls, "s3") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let ka = key_file(dir.path(), "a.key", &KEY_A);
+    std::fs::write(dir.path().join("f"), "secret bytes").unwrap();
+    let url = format!("s3://{bucket}/f");
+    let with_key = |args: &[&str]| {
+        let mut c = s3tls().unwrap();
+        c.args(["--sse-c-key-file", &ka]).args(args);
+        run(c)
+    };
+    let r = with_key(&["cp", dir.path().join("f").to_str().unwrap(), &url]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+
+    let r = with_key(&["presign", &url]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let get = r.stdout.trim().to_owned();
+    assert!(
+        get.contains("x-amz-server-side-encryption-customer-key-md5"),
+        "signed: {get}"
+    );
+    let a64 = base64_of(&KEY_A);
+    assert!(
+        r.stderr
+            .contains("x-amz-server-side-encryption-customer-key-md5")
+            && !r.stderr.contains(&a64)
+            && !get.contains(&a64),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        fetch(&get, "GET", Some(&KEY_A), "").as_deref(),
+        Some("secret bytes")
+    );
+    assert_eq!(fetch(&get, "GET", None, ""), None, "read without the key");
+    assert_eq!(
+        fetch(&get, "GET", Some(&KEY_B), ""),
+        None,
+        "read with another key"
+    );
+
+    // A presigned PUT writes under the key: only the key reads it back.
+    let r = with_key(&[
+        "presign",
+        "--json",
+        "--method",
+        "PUT",
+        &format!("s3://{bucket}/up"),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v: serde_json::Value = serde_json::from_str(r.stdout.trim()).unwrap();
+    assert_eq!(
+        v["headers"]["x-amz-server-side-encryption-customer-algorithm"],
+        "AES256"
+    );
+    assert!(!r.stdout.contains(&a64), "{}", r.stdout);
+    let put = v["url"].as_str().unwrap();
+    assert_eq!(fetch(put, "PUT", None, "up"), None, "PUT without the key");
+    assert!(fetch(put, "PUT", Some(&KEY_A), "uploaded").is_some());
+    assert!(head(&format!("{bucket}/up"), None).is_none());
+    let r = with_key(&["cat", &format!("s3://{bucket}/up")]);
+    assert_eq!((r.code, r.stdout.as_str()), (0, "uploaded"), "{}", r.stderr);
+}
+
+fn base64_of(k: &[u8; 32]) -> String {
+    shoal_core::encryption::CustomerKey::new(*k).to_base64()
+}
+
+/// A GCS signed URL under a CSEK signs the `x-goog-encryption-*` headers
+/// (fake-gcs-server checks neither signatures nor keys, so the shape is
+/// what is checked), naming the key by its SHA256 only.
+#[test]
+fn gcs_signed_urls_sign_the_customer_key() {
+    let Some(mut c) = gcs() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let sa = crate::daily::service_account_file(dir.path());
+    let key = base64_of(&KEY_A);
+    c.env("GOOGLE_APPLICATION_CREDENTIALS", &sa).args([
+        "--encryption-key",
+        &key,
+        "presign",
+        "gs://b/k",
+    ]);
+    let r = run(c);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains(
+            "X-Goog-SignedHeaders=host%3Bx-goog-encryption-algorithm%3Bx-goog-encryption-key%3Bx-goog-encryption-key-sha256&"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stderr.contains("x-goog-encryption-key-sha256: "),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stdout.contains(&key) && !r.stderr.contains(&key));
+}
