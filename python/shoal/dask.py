@@ -62,6 +62,42 @@ def _records(objs: Sequence[_shoal.ObjectInfo]) -> list[dict[str, Any]]:
     return [{"url": o.url, "key": o.key, "size": o.size, "updated": o.updated} for o in objs]
 
 
+def _version_records(objs: Sequence[_shoal.ObjectInfo]) -> list[dict[str, Any]]:
+    """Records of a listing of every version: the object's fields and which
+    version it is (``version_id`` on S3, ``generation`` on GCS), whether it
+    is the live one, and whether it is an S3 delete marker."""
+    return [
+        {
+            "url": o.url,
+            "key": o.key,
+            "size": o.size,
+            "updated": o.updated,
+            "version_id": o.version_id,
+            "generation": o.generation,
+            "is_latest": o.is_latest,
+            "delete_marker": o.delete_marker,
+        }
+        for o in objs
+    ]
+
+
+def _versions_part(session: _shoal.Session, url: str, start: str, stop: str | None) -> list[dict[str, Any]]:
+    """Every version of the keys in ``[start, stop)`` below ``url`` (runs
+    on a worker)."""
+    objs, _ = _shoal.list_versions(session, url, True, False, start=start, end=stop)
+    return _version_records(objs)
+
+
+def _versions_bag(url: str, c: Any, keys_per_task: int, s: _shoal.Session) -> db.Bag:
+    """Every version below a prefix, listed by the workers: the live
+    listing cuts the key space into ranges that tile the prefix (each at
+    most ``keys_per_task`` live keys; a key with no live object, only
+    noncurrent versions or a delete marker, still lies in one of them), and
+    each range's versions are listed by one task."""
+    ranges = _list_ranges(url, c, keys_per_task, None, "name", None, s, keep=False)
+    return db.from_delayed([dask.delayed(_versions_part)(s, url, r.start, r.stop) for r in ranges])
+
+
 def split_by_bytes(items: Sequence[Any], n: int, size=lambda x: x["size"]) -> list[list[Any]]:
     """``items`` cut into at most ``n`` non-empty parts of similar total
     size (greedy, biggest first; each part keeps the listing's order)."""
@@ -360,13 +396,21 @@ def _use_cluster(url: str, npartitions: int | None, client: Any) -> Any:
     return _distributed_client(client)
 
 
-def ls_bag(url: str, *, npartitions: int | None = None, client: Any = None, keys_per_task: int = 100_000, session: _shoal.Session | None = None, **options: Any) -> db.Bag:
+def ls_bag(url: str, *, npartitions: int | None = None, client: Any = None, keys_per_task: int = 100_000, versions: bool = False, session: _shoal.Session | None = None, **options: Any) -> db.Bag:
     """Every object below a URL (or matching a glob) as a bag of dicts
     (``url``, ``key``, ``size``, ``updated``). On a distributed cluster a
     prefix is listed by the workers (:func:`list_partitions`), partitions
     in key order; a glob, or an explicit ``npartitions``, is listed on the
-    client and split by bytes."""
+    client and split by bytes.
+
+    ``versions=True`` lists every stored version (``shoal ls -a -r``,
+    ``shoal.ls(versions=True)``): noncurrent ones and S3 delete markers
+    too, each dict with ``version_id`` (S3) or ``generation`` (GCS),
+    ``is_latest`` and ``delete_marker``; on a cluster by key ranges, one
+    task each."""
     c = _use_cluster(url, npartitions, client)
+    if versions:
+        return _ls_versions(url, c, npartitions, keys_per_task, resolve(session, options))
     if c is not None:
         parts = list_partitions(_as_dir(url), client=c, keys_per_task=keys_per_task, session=session, **options)
         # Each future inside a task of the bag's graph: the graph holds it,
@@ -376,6 +420,14 @@ def ls_bag(url: str, *, npartitions: int | None = None, client: Any = None, keys
     s = resolve(session, options)
     recs = _listing(url, s)
     parts = split_by_bytes(recs, npartitions or _default_partitions(None))
+    return db.from_sequence(parts, npartitions=max(1, len(parts))).flatten()
+
+
+def _ls_versions(url: str, c: Any, npartitions: int | None, keys_per_task: int, s: _shoal.Session) -> db.Bag:
+    if c is not None and not _api._has_wildcard(url):
+        return _versions_bag(_as_dir(url), c, keys_per_task, s)
+    objs, _ = _shoal.list_versions(s, url, True, False)
+    parts = split_by_bytes(_version_records(objs), npartitions or _default_partitions(None))
     return db.from_sequence(parts, npartitions=max(1, len(parts))).flatten()
 
 
@@ -405,11 +457,15 @@ def inventory_bag(manifest: str, *, prefix: str = "", session: _shoal.Session | 
     return db.from_delayed([dask.delayed(_shoal.inventory_rows)(p, bucket_url, prefix, s) for p in parts])
 
 
-def ls_dataframe(url: str, *, npartitions: int | None = None, client: Any = None, keys_per_task: int = 100_000, session: _shoal.Session | None = None, **options: Any):
+def ls_dataframe(url: str, *, npartitions: int | None = None, client: Any = None, keys_per_task: int = 100_000, versions: bool = False, session: _shoal.Session | None = None, **options: Any):
     """:func:`ls_bag` as a ``dask.dataframe`` (columns ``url``, ``key``,
-    ``size``, ``updated``)."""
+    ``size``, ``updated``; with ``versions=True`` also ``version_id``,
+    ``generation``, ``is_latest`` and ``delete_marker``)."""
     import dask.dataframe as dd
 
+    if versions:
+        bag = ls_bag(url, npartitions=npartitions, client=client, keys_per_task=keys_per_task, versions=True, session=session, **options)
+        return dd.from_delayed([dask.delayed(_version_frame)(p) for p in bag.to_delayed()], meta=_version_frame([]))
     meta = _frame([])
     c = _use_cluster(url, npartitions, client)
     if c is not None:
@@ -430,6 +486,14 @@ def _frame(recs: Sequence[dict[str, Any]]):
         cols = {"url": recs.urls(), "key": recs.keys(), "size": recs.sizes(), "updated": recs.updated()}
         return pd.DataFrame(cols).astype({"url": "str", "key": "str", "size": "int64", "updated": "float64"})
     return pd.DataFrame.from_records(recs, columns=["url", "key", "size", "updated"]).astype({"url": "str", "key": "str", "size": "int64", "updated": "float64"})
+
+
+def _version_frame(recs: Sequence[dict[str, Any]]):
+    import pandas as pd
+
+    cols = ["url", "key", "size", "updated", "version_id", "generation", "is_latest", "delete_marker"]
+    types = {"url": "str", "key": "str", "size": "int64", "updated": "float64", "version_id": "object", "generation": "Int64", "is_latest": "boolean", "delete_marker": "bool"}
+    return pd.DataFrame.from_records(list(recs), columns=cols).astype(types)
 
 
 @dataclass

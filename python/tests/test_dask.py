@@ -786,3 +786,74 @@ def test_a_worker_lost_mid_copy_leaves_the_object_whole_or_absent(s3_bucket, dst
         c.close()
         cluster.close()
         drop()
+
+
+from .test_versions import _vid, versioned  # noqa: E402,F401 - the fixture, shared
+
+
+def test_versions_listed_by_the_workers(client, versioned):  # noqa: F811 - the fixture
+    """``ls_bag(versions=True)`` on a cluster: the live listing cuts the
+    key space into ranges, each range's versions are listed by a task, and
+    together they are exactly what one ``shoal.ls(versions=True)`` lists:
+    noncurrent versions and the versions (S3: delete marker) of a key with
+    no live object too."""
+    url = f"{versioned}/v/"
+    for i in range(6):
+        shoal.put(f"{url}k{i}", b"a")
+        shoal.put(f"{url}k{i}", b"bb")
+    shoal.rm(f"{url}k0")
+    want = sorted((o.key, _vid(o)) for o in shoal.ls(url, recursive=True, versions=True).objects)
+    assert len(want) >= 12
+    def ids(recs):
+        return sorted((r["key"], r["version_id"] if r["version_id"] is not None else str(r["generation"])) for r in recs)
+
+    recs = sd.ls_bag(url, client=client, versions=True, keys_per_task=2).compute()
+    assert ids(recs) == want
+    # A task's range holds every version of its keys and no other key's
+    # (a range is cut where a page of the live listing ends; a few keys
+    # make one page, so the ranges are cut by hand here).
+    s = shoal.Session()
+    cuts = ["v/", "v/k1", "v/k3", "v/k3\x00", None]
+    parts = [sd._versions_part(s, url, lo, hi) for lo, hi in zip(cuts, cuts[1:])]
+    assert [sorted({r["key"] for r in p}) for p in parts] == [["v/k0"], ["v/k1", "v/k2"], ["v/k3"], ["v/k4", "v/k5"]]
+    assert ids([r for p in parts for r in p]) == want
+    assert sum(1 for r in recs if r["is_latest"] and not r["delete_marker"]) == 5
+    assert not any(r["key"] == "v/k0" and r["is_latest"] and not r["delete_marker"] for r in recs)
+    df = sd.ls_dataframe(url, client=client, versions=True, keys_per_task=2).compute()
+    assert len(df) == len(want) and set(df.columns) >= {"version_id", "generation", "is_latest", "delete_marker"}
+    # Without a cluster (npartitions given): listed here, same versions.
+    local = sd.ls_bag(url, npartitions=3, versions=True).compute()
+    assert sorted((r["key"], r["version_id"] if r["version_id"] is not None else str(r["generation"])) for r in local) == want
+
+
+def test_encryption_keys_reach_the_workers(client):
+    """A Session's customer key travels with every task: a copy on the
+    cluster reads and writes under it (storage-testbench keeps
+    ``customerEncryption``), a read on the workers needs it."""
+    import base64
+    import json
+    import urllib.request
+    import uuid
+
+    tb = os.environ.get("SHOAL_TEST_GCS_TESTBENCH")
+    if not tb:
+        pytest.skip("no storage-testbench (SHOAL_TEST_GCS_TESTBENCH)")
+    raw = b"0123456789abcdef0123456789ABCDEF"
+    key = base64.b64encode(raw).decode()
+    s = shoal.Session(gcs_endpoint_url=tb, encryption_key=key)
+    bucket = f"gs://py-{uuid.uuid4().hex[:12]}"
+    shoal.mb(bucket, session=s)
+    data = {f"f{i}": os.urandom(1000 + i) for i in range(4)}
+    for name, body in data.items():
+        shoal.put(f"{bucket}/in/{name}", body, session=s)
+    res = sd.copy(f"{bucket}/in/", f"{bucket}/out/", client=client, npartitions=2, session=s)
+    assert (res.copied, res.failures) == (4, [])
+    import hashlib
+
+    sha = base64.b64encode(hashlib.sha256(raw).digest()).decode()
+    meta = json.load(urllib.request.urlopen(f"{tb}/storage/v1/b/{bucket[5:]}/o/out%2Ff0"))
+    assert meta["customerEncryption"]["keySha256"] == sha
+    got = sd.read_bag(f"{bucket}/out/", lines=False, session=s).compute()
+    assert sorted(got) == sorted(data.values())
+    with pytest.raises(shoal.ShoalError):
+        sd.read_bag(f"{bucket}/out/", lines=False, gcs_endpoint_url=tb).compute()

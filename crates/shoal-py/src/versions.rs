@@ -136,13 +136,21 @@ fn list_versions_impl(
     url: String,
     recursive: bool,
     soft_deleted: bool,
+    start: Option<String>,
+    end: Option<String>,
 ) -> impl Future<Output = PyResult<Listing>> + use<> {
     let stores = s.stores.clone();
+    // `[start, end)`: one key range of a listing split over Dask tasks
+    // (python/shoal/dask.py), every version of the keys in it, below the
+    // prefix: one sequential listing (the stores page versions by key
+    // marker, so a range holds each key's versions whole).
+    let range = start.is_some() || end.is_some();
     async move {
         let loc = cloud(&url)?;
         let store = stores.store(&loc).py()?;
         let (mut objects, mut prefixes) = (Vec::new(), Vec::new());
         if !soft_deleted
+            && !range
             && (recursive || !loc.is_prefix_like() || shoal_list::has_wildcard(&loc.key))
         {
             // Every version below, of one key, or of what a glob names.
@@ -166,7 +174,9 @@ fn list_versions_impl(
             // a name lists its prefix, kept to the name.
             let req = ListRequest {
                 prefix: loc.key.clone(),
-                delimiter: (!recursive && loc.is_prefix_like()).then(|| "/".to_owned()),
+                delimiter: (!recursive && !range && loc.is_prefix_like()).then(|| "/".to_owned()),
+                start_offset: start.filter(|s| s.as_str() > loc.key.as_str()),
+                end_offset: end,
                 projection: Projection::Full,
                 versions: !soft_deleted,
                 soft_deleted,
@@ -195,9 +205,11 @@ blocking_and_async! {
     /// Every stored version (noncurrent ones and S3 delete markers
     /// included) of a key, one level of a prefix (with its `/`-prefixes),
     /// a glob's matches, or with `recursive` everything below.
-    /// With `soft_deleted`, GCS soft-deleted generations only.
-    #[pyo3(signature = (session, url, recursive=false, soft_deleted=false))]
-    fn list_versions / list_versions_async(url: String, recursive: bool, soft_deleted: bool) -> Listing = list_versions_impl;
+    /// With `soft_deleted`, GCS soft-deleted generations only. `start` and
+    /// `end`: only keys in `[start, end)` below the prefix (a Dask task's
+    /// range).
+    #[pyo3(signature = (session, url, recursive=false, soft_deleted=false, *, start=None, end=None))]
+    fn list_versions / list_versions_async(url: String, recursive: bool, soft_deleted: bool, start: Option<String>, end: Option<String>) -> Listing = list_versions_impl;
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
