@@ -120,6 +120,8 @@ pub(crate) enum Command {
     Stat(StatArgs),
     /// Bring back a stored version as the live object: a GCS soft-deleted generation (`ls --soft-deleted` lists them), or any noncurrent version (`ls -a`).
     Restore(RestoreArgs),
+    /// List the multipart uploads in progress below a URL; --abort discards those older than --older-than.
+    Uploads(UploadsArgs),
     /// Write objects (or globs) to stdout in order; -d decompresses zstd and gzip.
     Cat(CatArgs),
     /// Delete objects.
@@ -188,6 +190,7 @@ impl Command {
             Command::Mb(a) => a.json,
             Command::Rb(a) => a.json,
             Command::Presign(a) => a.json,
+            Command::Uploads(a) => a.json,
             _ => false,
         }
     }
@@ -322,6 +325,50 @@ pub(crate) struct RestoreArgs {
     /// Replace the key's live object if it has one (by default a restore only fills a key that has none).
     #[arg(long)]
     pub(crate) allow_overwrite: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct UploadsArgs {
+    /// A bucket or a key prefix: s3://bucket/prefix.
+    pub(crate) url: String,
+    /// Abort the uploads listed that were started at least --older-than ago (their parts are deleted).
+    #[arg(long)]
+    pub(crate) abort: bool,
+    /// With --abort: only uploads started at least this long ago (N[s|m|h|d]; 0 for all).
+    #[arg(long, default_value = "1h", value_name = "AGE", value_parser = parse_age)]
+    pub(crate) older_than: std::time::Duration,
+    /// One JSON object a line: each upload, then a summary.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+fn parse_age(s: &str) -> Result<std::time::Duration, String> {
+    if s.trim() == "0" {
+        return Ok(std::time::Duration::ZERO);
+    }
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let scale: u64 = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86400,
+        _ => u64::MAX,
+    };
+    match digits
+        .parse::<u64>()
+        .ok()
+        .zip((scale != u64::MAX).then_some(scale))
+    {
+        Some((n, scale)) => n
+            .checked_mul(scale)
+            .map(std::time::Duration::from_secs)
+            .ok_or_else(|| format!("'{s}' is too long an age")),
+        None => Err(format!(
+            "'{s}' is not an age: write N, Ns, Nm, Nh or Nd (e.g. 1h, 0 for all)"
+        )),
+    }
 }
 
 #[derive(Debug, Args)]

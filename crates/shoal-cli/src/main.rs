@@ -223,6 +223,7 @@ async fn dispatch(ctx: &Context, command: Command) -> CmdResult {
         Command::Du(a) => cmd::du::run(ctx, a).await,
         Command::Stat(a) => cmd::stat::run(ctx, a).await,
         Command::Restore(a) => cmd::restore::run(ctx, a).await,
+        Command::Uploads(a) => cmd::uploads::run(ctx, a).await,
         Command::Cat(a) => cmd::cat::run(ctx, a).await,
         Command::Rm(a) => cmd::rm::run(ctx, a).await,
         Command::Update(a) => cmd::update::run(ctx, a).await,

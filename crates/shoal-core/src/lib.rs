@@ -40,7 +40,8 @@ pub use meta::{
 };
 pub use store::{
     Assemble, BoxByteStream, BucketInfo, Capabilities, CopyRequest, DeleteKey, Deleted,
-    GetResponse, MAX_PRESIGN_EXPIRY, MultipartUpload, PartInfo, Presign, PresignMethod,
-    PresignStyle, PutOptions, Store, StoreFor, StoredPart, UploadMethod, check_presign_expiry,
+    GetResponse, ListedPart, MAX_PRESIGN_EXPIRY, MultipartUpload, PartInfo, PendingUpload, Presign,
+    PresignMethod, PresignStyle, PutOptions, Store, StoreFor, StoredPart, UploadMethod,
+    check_presign_expiry,
 };
 pub use url::{Location, Scheme};

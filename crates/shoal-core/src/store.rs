@@ -287,6 +287,33 @@ impl PartInfo {
     }
 }
 
+/// A part of an upload in progress as the store lists it (S3
+/// ListParts): what a resumed upload checks against the file before it
+/// trusts the part.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedPart {
+    /// 1-based part number.
+    pub part_number: u32,
+    /// The store's token for the part (ETag, quoted as sent).
+    pub etag: String,
+    /// Bytes.
+    pub size: u64,
+    /// The part's CRC32C, when it was sent with one and the store says.
+    pub crc32c: Option<u32>,
+}
+
+/// A multipart upload started and neither completed nor aborted, as the
+/// store lists it (S3 ListMultipartUploads).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingUpload {
+    /// The key the upload writes.
+    pub key: String,
+    /// The store's upload id.
+    pub upload_id: String,
+    /// When it was started, Unix nanoseconds, when the store says.
+    pub initiated_ns: Option<i128>,
+}
+
 /// One part of a stored multipart object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoredPart {
@@ -567,6 +594,44 @@ pub trait Store: Send + Sync + Debug {
     ) -> Result<Option<Vec<StoredPart>>> {
         let _ = (bucket, key, version);
         Ok(None)
+    }
+
+    /// Whether an upload this store started in an earlier run can be
+    /// picked up ([`Store::multipart_resume`]): S3 multipart uploads, whose
+    /// parts the server keeps until the upload is completed or aborted.
+    fn resumes_uploads(&self) -> bool {
+        false
+    }
+
+    /// Picks up upload `upload_id` to `bucket`/`key`, started by an
+    /// earlier run with the same `opts` (their precondition applies again
+    /// at completion), and lists the parts the server holds. An upload
+    /// that no longer exists (completed, aborted, expired) is `NotFound`.
+    async fn multipart_resume(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        opts: &PutOptions,
+    ) -> Result<(MultipartUpload, Vec<ListedPart>)> {
+        let _ = (upload_id, opts);
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            Op::Multipart,
+            format!("{bucket}/{key}"),
+            "this store does not resume uploads",
+        ))
+    }
+
+    /// The multipart uploads in progress in `bucket` whose keys start with
+    /// `prefix`, every page of them.
+    async fn multipart_uploads(&self, bucket: &str, prefix: &str) -> Result<Vec<PendingUpload>> {
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            Op::Multipart,
+            format!("{bucket}/{prefix}"),
+            "this store cannot list uploads in progress",
+        ))
     }
 
     /// Copies an object to another bucket or key of this store on the

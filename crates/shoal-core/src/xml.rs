@@ -102,6 +102,96 @@ pub fn read_simple(xml: &[u8], fields: &[&str]) -> Result<Simple, String> {
     }
 }
 
+/// A listing-like document: the root's direct text children (`top`), and
+/// each `record` child's own direct text children, in order.
+#[derive(Debug, Default)]
+pub struct Records {
+    /// The root element's local name.
+    pub root: String,
+    /// `(name, text)` of the root's direct children that hold text.
+    pub top: Vec<(String, String)>,
+    /// Each record: `(name, text)` of its direct children.
+    pub items: Vec<Vec<(String, String)>>,
+}
+
+impl Records {
+    /// The text of the root's first child named `name`.
+    pub fn top(&self, name: &str) -> Option<&str> {
+        self.top
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The text of a record's first field named `name`.
+pub fn field<'a>(item: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    item.iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Reads a document of repeated `record` elements under the root (S3
+/// ListParts' `<Part>`, ListMultipartUploads' `<Upload>`). Elements nested
+/// deeper than a record's children are skipped. Fails on malformed or
+/// truncated XML.
+pub fn read_records(xml: &[u8], record: &str) -> Result<Records, String> {
+    let mut reader = Reader::from_reader(xml);
+    let mut out = Records::default();
+    let mut path: Vec<String> = Vec::new();
+    let mut text = String::new();
+    let mut closed = false;
+    loop {
+        let ev = reader
+            .read_event()
+            .map_err(|e| format!("malformed XML at byte {}: {e}", reader.buffer_position()))?;
+        match ev {
+            Event::Start(e) => {
+                let name = AsRef::<str>::as_ref(&e.local_name()).to_owned();
+                if path.is_empty() {
+                    if closed {
+                        return Err("more than one XML root element".into());
+                    }
+                    out.root = name.clone();
+                } else if path.len() == 1 && name == record {
+                    out.items.push(Vec::new());
+                }
+                path.push(name);
+                text.clear();
+            }
+            Event::End(_) => {
+                let name = path.pop().unwrap_or_default();
+                let in_record = path.len() == 2 && path[1] == record;
+                if path.len() == 1 && name != record {
+                    out.top.push((name, std::mem::take(&mut text)));
+                } else if in_record && let Some(item) = out.items.last_mut() {
+                    item.push((name, std::mem::take(&mut text)));
+                }
+                text.clear();
+                if path.is_empty() {
+                    closed = true;
+                }
+            }
+            Event::Empty(e) if path.is_empty() => {
+                out.root = AsRef::<str>::as_ref(&e.local_name()).to_owned();
+                closed = true;
+            }
+            Event::Text(t) => text.push_str(&t.xml10_content()),
+            Event::CData(t) => text.push_str(&t.xml10_content()),
+            Event::GeneralRef(r) => push_ref(&mut text, &r)?,
+            Event::Eof => break,
+            _ => {}
+        }
+    }
+    if out.root.is_empty() {
+        return Err("no XML element in the response".into());
+    }
+    if !closed {
+        return Err("XML response is truncated".into());
+    }
+    Ok(out)
+}
+
 /// `Code: Message` from an S3 or GCS XML `<Error>` body, for error messages.
 pub fn error_code_message(body: &str) -> Option<String> {
     let doc = read_simple(body.as_bytes(), &["Code", "Message"]).ok()?;
@@ -221,5 +311,19 @@ mod tests {
         assert!(read_simple(b"\xff\xfe<", &["A"]).is_err());
         assert!(read_simple(b"<R>&bogus;</R>", &[]).is_ok()); // not captured: ignored
         assert!(read_simple(b"<R><A>&bogus;</A></R>", &["A"]).is_err());
+    }
+
+    #[test]
+    fn records_of_a_list_parts_answer() {
+        let doc = br#"<?xml version="1.0"?><ListPartsResult xmlns="x"><Bucket>b</Bucket><IsTruncated>true</IsTruncated><NextPartNumberMarker>2</NextPartNumberMarker><Owner><ID>o</ID></Owner><Part><PartNumber>1</PartNumber><ETag>&quot;e1&quot;</ETag><Size>5</Size><ChecksumCRC32C>AAAAAQ==</ChecksumCRC32C></Part><Part><PartNumber>2</PartNumber><ETag>"e2"</ETag><Size>6</Size></Part></ListPartsResult>"#;
+        let r = read_records(doc, "Part").unwrap();
+        assert_eq!(r.root, "ListPartsResult");
+        assert_eq!(r.top("IsTruncated"), Some("true"));
+        assert_eq!(r.top("NextPartNumberMarker"), Some("2"));
+        assert_eq!(r.items.len(), 2);
+        assert_eq!(field(&r.items[0], "ETag"), Some("\"e1\""));
+        assert_eq!(field(&r.items[0], "ChecksumCRC32C"), Some("AAAAAQ=="));
+        assert_eq!(field(&r.items[1], "ChecksumCRC32C"), None);
+        assert!(read_records(b"<A><Part>", "Part").is_err());
     }
 }

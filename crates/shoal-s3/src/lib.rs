@@ -334,6 +334,39 @@ impl Store for S3Store {
         self.conditional_ids().remove(&upload.upload_id);
         self.client.multipart_abort(upload).await
     }
+
+    fn resumes_uploads(&self) -> bool {
+        true
+    }
+
+    async fn multipart_resume(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        opts: &PutOptions,
+    ) -> Result<(MultipartUpload, Vec<shoal_core::ListedPart>)> {
+        let url = format!("s3://{bucket}/{key}");
+        let condition = object::precondition(opts, Op::Multipart, &url)?;
+        let upload = MultipartUpload {
+            bucket: bucket.to_owned(),
+            key: key.to_owned(),
+            upload_id: upload_id.to_owned(),
+        };
+        let parts = self.client.list_parts(&upload).await?;
+        if let Some(c) = condition {
+            self.conditional_ids().insert(upload.upload_id.clone(), c);
+        }
+        Ok((upload, parts))
+    }
+
+    async fn multipart_uploads(
+        &self,
+        bucket: &str,
+        prefix: &str,
+    ) -> Result<Vec<shoal_core::PendingUpload>> {
+        self.client.list_uploads(bucket, prefix).await
+    }
 }
 
 /// The version id one stored version of an S3 object is named by.

@@ -18,14 +18,16 @@ use bytes::Bytes;
 use reqwest::Method;
 use shoal_core::checksum::{Checksums, PartKind, crc32c_from_base64, crc32c_to_base64};
 use shoal_core::{
-    Assemble, Error, ErrorKind, MultipartUpload, ObjectMeta, ObjectVersion, Op, PartInfo,
-    PutOptions, Result,
+    Assemble, Error, ErrorKind, ListedPart, MultipartUpload, ObjectMeta, ObjectVersion, Op,
+    PartInfo, PendingUpload, PutOptions, Result,
 };
 
 use crate::client::{Client, Request};
 use crate::endpoint::check_bucket;
 use crate::object::{full_object_crc, integrity, protocol, with_object_headers};
-use shoal_core::xml::{complete_multipart_body_as, error_code_kind, read_simple};
+use shoal_core::xml::{
+    complete_multipart_body_as, error_code_kind, field, read_records, read_simple,
+};
 
 impl Client {
     pub(crate) async fn multipart_start(
@@ -369,6 +371,117 @@ fn parse_complete(body: &[u8], target: &str) -> Result<(Option<String>, Option<u
             target,
             expected("CompleteMultipartUploadResult", &format!("got <{other}>")),
         )),
+    }
+}
+
+/// Resuming uploads (issue #55): the parts an upload holds, and the
+/// uploads a bucket holds, each every page of them.
+impl Client {
+    /// ListParts of `upload`: what a resumed upload checks against its
+    /// file. An upload that no longer exists is `NotFound`.
+    pub(crate) async fn list_parts(&self, upload: &MultipartUpload) -> Result<Vec<ListedPart>> {
+        check_bucket(Op::Multipart, &upload.bucket)?;
+        let mut out: Vec<ListedPart> = Vec::new();
+        let mut marker: Option<String> = None;
+        loop {
+            let mut req = Request::new(
+                Method::GET,
+                Op::Multipart,
+                &upload.bucket,
+                Some(&upload.key),
+            )
+            .query("uploadId", upload.upload_id.as_str());
+            if let Some(m) = &marker {
+                req = req.query("part-number-marker", m.as_str());
+            }
+            let target = req.target.clone();
+            let doc = self
+                .send_parse(&req, |_, body| {
+                    read_records(body, "Part").map_err(|m| {
+                        protocol(Op::Multipart, &target, expected("ListPartsResult", &m))
+                    })
+                })
+                .await?;
+            for item in &doc.items {
+                let number = field(item, "PartNumber").and_then(|n| n.trim().parse().ok());
+                let size = field(item, "Size").and_then(|n| n.trim().parse().ok());
+                let (Some(part_number), Some(size)) = (number, size) else {
+                    return Err(protocol(
+                        Op::Multipart,
+                        &target,
+                        "a <Part> without a PartNumber or Size",
+                    ));
+                };
+                out.push(ListedPart {
+                    part_number,
+                    etag: field(item, "ETag").unwrap_or_default().to_owned(),
+                    size,
+                    crc32c: field(item, "ChecksumCRC32C").and_then(crc32c_from_base64),
+                });
+            }
+            let next = doc.top("NextPartNumberMarker").map(str::to_owned);
+            if doc.top("IsTruncated") != Some("true") || next.is_none() || next == marker {
+                return Ok(out);
+            }
+            marker = next;
+        }
+    }
+
+    /// ListMultipartUploads of `bucket` below `prefix`.
+    pub(crate) async fn list_uploads(
+        &self,
+        bucket: &str,
+        prefix: &str,
+    ) -> Result<Vec<PendingUpload>> {
+        check_bucket(Op::Multipart, bucket)?;
+        let mut out = Vec::new();
+        let mut markers: Option<(String, String)> = None;
+        loop {
+            let mut req = Request::new(Method::GET, Op::Multipart, bucket, None)
+                .query("uploads", "")
+                .query("prefix", prefix);
+            if let Some((k, u)) = &markers {
+                req = req
+                    .query("key-marker", k.as_str())
+                    .query("upload-id-marker", u.as_str());
+            }
+            let target = req.target.clone();
+            let doc = self
+                .send_parse(&req, |_, body| {
+                    read_records(body, "Upload").map_err(|m| {
+                        protocol(
+                            Op::Multipart,
+                            &target,
+                            expected("ListMultipartUploadsResult", &m),
+                        )
+                    })
+                })
+                .await?;
+            for item in &doc.items {
+                let (Some(key), Some(upload_id)) = (field(item, "Key"), field(item, "UploadId"))
+                else {
+                    return Err(protocol(
+                        Op::Multipart,
+                        &target,
+                        "an <Upload> without a Key or UploadId",
+                    ));
+                };
+                out.push(PendingUpload {
+                    key: key.to_owned(),
+                    upload_id: upload_id.to_owned(),
+                    initiated_ns: field(item, "Initiated")
+                        .and_then(|t| crate::list::parse_rfc3339(t.trim())),
+                });
+            }
+            let next = match (doc.top("NextKeyMarker"), doc.top("NextUploadIdMarker")) {
+                (Some(k), Some(u)) if !k.is_empty() => Some((k.to_owned(), u.to_owned())),
+                _ => None,
+            };
+            if doc.top("IsTruncated") != Some("true") || next.is_none() || next == markers {
+                return Ok(out);
+            }
+            markers = next;
+        }
     }
 }
 

@@ -57,6 +57,8 @@ pub mod task_size;
 pub mod tree;
 pub mod update;
 pub mod upload;
+mod upload_journal;
+pub mod uploads;
 mod verify;
 pub mod versions;
 

@@ -8,7 +8,10 @@
 //! what the store reports for the assembled object. Any failure, and any
 //! way out before completion (Ctrl-C, a cancelled task: the
 //! [`crate::cleanup::AbortUpload`] guard), aborts it, so no orphaned parts
-//! keep costing money.
+//! keep costing money, unless the upload is written down to be resumed
+//! ([`crate::upload_journal`]): then a way out that leaves it completable
+//! (Ctrl-C, a lost connection) keeps it for the next run, and only one
+//! that does not (a changed file, a checksum, a precondition) aborts it.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -23,6 +26,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::cleanup::{AbortUpload, abort_quietly};
+use crate::upload_journal::Journal;
 use crate::verify::check_sent;
 use crate::{Report, Run};
 
@@ -30,7 +34,14 @@ use crate::{Report, Run};
 pub(crate) struct Multipart {
     store: Arc<dyn Store>,
     upload: MultipartUpload,
-    guard: AbortUpload,
+    /// Aborts on any way out; None while `journal` keeps the upload.
+    guard: Option<AbortUpload>,
+    /// The upload is written down to be resumed by a later run.
+    journal: Option<Journal>,
+    /// Parts a resumed upload found stored and checked: not sent again.
+    kept: std::collections::HashSet<u32>,
+    /// Their bytes.
+    kept_bytes: u64,
     run: Run,
     url: String,
     workers: Arc<Semaphore>,
@@ -59,17 +70,62 @@ impl Multipart {
         let upload = (store.multipart_start(&dst.bucket, &dst.key, &start_opts))
             .await
             .map_err(|e| e.with_url(&url))?;
-        Ok(Multipart {
-            guard: AbortUpload::new(store, &upload),
+        Ok(Multipart::new(store, upload, run, url, None, Vec::new()))
+    }
+
+    fn new(
+        store: &Arc<dyn Store>,
+        upload: MultipartUpload,
+        run: &Run,
+        url: String,
+        journal: Option<Journal>,
+        kept: Vec<PartInfo>,
+    ) -> Multipart {
+        Multipart {
+            guard: journal.is_none().then(|| AbortUpload::new(store, &upload)),
+            journal,
+            kept: kept.iter().map(|p| p.part_number).collect(),
+            kept_bytes: kept.iter().map(|p| p.size).sum(),
             store: store.clone(),
             upload,
             run: run.clone(),
             url,
             workers: Arc::new(Semaphore::new(run.opts.workers.max(1))),
             tasks: JoinSet::new(),
-            parts: Vec::new(),
+            parts: kept,
             stop: Arc::new(AtomicBool::new(false)),
-        })
+        }
+    }
+
+    /// An upload an earlier run started, picked up with the parts it
+    /// holds that were checked against the source (`kept`), and written
+    /// down in `journal` still.
+    pub(crate) fn resumed(
+        store: &Arc<dyn Store>,
+        dst: &Location,
+        upload: MultipartUpload,
+        run: &Run,
+        journal: Journal,
+        kept: Vec<PartInfo>,
+    ) -> Multipart {
+        Multipart::new(store, upload, run, dst.to_string(), Some(journal), kept)
+    }
+
+    /// Writes the upload down in `journal`, so that a run that ends early
+    /// keeps it for the next one; left as it is (aborted on any way out)
+    /// when the journal cannot be written.
+    pub(crate) fn keep_in(&mut self, journal: Journal) {
+        if journal.write(&self.upload.upload_id) {
+            if let Some(g) = self.guard.take() {
+                g.disarm();
+            }
+            self.journal = Some(journal);
+        }
+    }
+
+    /// Whether part `number` is already stored (a resumed upload's).
+    pub(crate) fn has(&self, number: u32) -> bool {
+        self.kept.contains(&number)
     }
 
     /// Sends part `number` of `len` bytes once a worker is free: `data`
@@ -146,6 +202,12 @@ impl Multipart {
             // sent see `stop` and are not sent.
             self.stop.store(true, Ordering::SeqCst);
             while self.tasks.join_next().await.is_some() {}
+            if self.journal.is_some() && completable_after(&e) {
+                // Kept for the next run, which goes on from these parts.
+                return Err(e.with_hint(
+                    "the parts sent are kept: run the same command again to resume the upload (--no-resume starts over; `shoal uploads --abort` discards it)",
+                ));
+            }
             self.abort().await;
             return Err(e);
         }
@@ -159,15 +221,23 @@ impl Multipart {
         .await;
         let meta = match completed {
             Ok(m) => m,
+            Err(e) if self.journal.is_some() && completable_after(&e) => {
+                return Err(e.with_url(self.url.clone()));
+            }
             Err(e) => {
                 let url = self.url.clone();
                 self.abort().await;
                 return Err(e.with_url(url));
             }
         };
-        self.guard.disarm();
+        if let Some(g) = self.guard.take() {
+            g.disarm();
+        }
+        if let Some(j) = &self.journal {
+            j.remove();
+        }
         Ok(Report {
-            resumed: 0,
+            resumed: self.kept_bytes,
             bytes: parts.iter().map(|p| p.size).sum(),
             pieces: parts.len(),
             verified: check_sent(&meta.checksums, crc, &self.url)?,
@@ -184,10 +254,31 @@ impl Multipart {
     }
 
     /// Aborts now, in this task, rather than from the guard's spawn.
-    async fn abort(self) {
-        self.guard.disarm();
+    async fn abort(mut self) {
+        if let Some(g) = self.guard.take() {
+            g.disarm();
+        }
         abort_quietly(&self.store, &self.upload).await;
+        if let Some(j) = &self.journal {
+            j.remove();
+        }
     }
+}
+
+/// Whether an upload that failed with `e` may still be completed by a
+/// later run from the parts it holds: not when the source changed, a
+/// checksum did not match, the destination's precondition failed or the
+/// input is wrong (those abort it).
+fn completable_after(e: &Error) -> bool {
+    !matches!(
+        e.kind(),
+        ErrorKind::Changed
+            | ErrorKind::Integrity
+            | ErrorKind::Precondition
+            | ErrorKind::InvalidInput
+            | ErrorKind::Protocol
+            | ErrorKind::NotFound
+    )
 }
 
 /// Unwraps a finished task: its own error, or a panic/cancel as an error.

@@ -10,6 +10,11 @@
 //! If the file changes while it is being read (size or mtime differ after
 //! the last part), the upload is aborted: the object would be a mix of two
 //! versions of the file.
+//!
+//! A multipart upload to a store that keeps parts across runs (S3) is
+//! written down to be resumed ([`crate::upload_journal`]): run again, the
+//! same command goes on from the parts already stored, each checked
+//! against the file first.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -128,11 +133,110 @@ pub async fn upload_file_with(
         check_unchanged(&file, stamp, &path_s)?;
         return Ok(report);
     }
-    let mut upload = Multipart::start(&store, dst, put, run).await?;
+    let journal = (run.opts.resume && store.resumes_uploads())
+        .then(|| crate::upload_journal::Journal::for_upload(path, &md, dst, part, put))
+        .flatten();
+    let mut upload = match journal {
+        Some(j) => start_or_resume(&store, dst, put, run, j, &file, size, part, &path_s).await?,
+        None => Multipart::start(&store, dst, put, run).await?,
+    };
     let fed = feed(&mut upload, &file, size, part, &path_s).await;
     upload
         .finish(fed, || check_unchanged(&file, stamp, &path_s))
         .await
+}
+
+/// Goes on with the upload `journal` names if it fits this one (the same
+/// file, unchanged, in the same parts, with the same options) and the
+/// store still has it, keeping the stored parts whose bytes are the
+/// file's; otherwise aborts it (when the file changed) and starts anew,
+/// written down in `journal`.
+#[allow(clippy::too_many_arguments)] // one upload's whole context
+async fn start_or_resume(
+    store: &Arc<dyn Store>,
+    dst: &Location,
+    put: &PutOptions,
+    run: &Run,
+    journal: crate::upload_journal::Journal,
+    file: &Arc<File>,
+    size: u64,
+    part: u64,
+    path: &str,
+) -> Result<Multipart> {
+    if let Some(old) = journal.read() {
+        if old.fits(&journal.now) {
+            run.budgets.rates.request().await;
+            match (store.multipart_resume(&dst.bucket, &dst.key, &old.upload_id, put)).await {
+                Ok((upload, listed)) => {
+                    let kept = check_parts(listed, file, size, part, path).await?;
+                    return Ok(Multipart::resumed(store, dst, upload, run, journal, kept));
+                }
+                // Completed, aborted or expired since: start over.
+                Err(e) if e.kind() == shoal_core::ErrorKind::NotFound => {}
+                Err(e) => return Err(e.with_url(dst.to_string())),
+            }
+        } else {
+            // Another version of the file (or other parts or options): its
+            // parts can never be completed into this one.
+            let old_upload = shoal_core::MultipartUpload {
+                bucket: dst.bucket.clone(),
+                key: dst.key.clone(),
+                upload_id: old.upload_id.clone(),
+            };
+            crate::cleanup::abort_quietly(store, &old_upload).await;
+        }
+        journal.remove();
+    }
+    let mut upload = Multipart::start(store, dst, put, run).await?;
+    upload.keep_in(journal);
+    Ok(upload)
+}
+
+/// The stored parts `listed` whose bytes are the file's at their offsets
+/// (same size, and the same CRC32C, or MD5 ETag where the store keeps no
+/// CRC32C), as parts to complete with; the others are sent again.
+async fn check_parts(
+    listed: Vec<shoal_core::ListedPart>,
+    file: &Arc<File>,
+    size: u64,
+    part: u64,
+    path: &str,
+) -> Result<Vec<shoal_core::PartInfo>> {
+    let parts = size.div_ceil(part);
+    let mut kept = Vec::new();
+    for p in listed {
+        let n = u64::from(p.part_number);
+        if n == 0 || n > parts {
+            continue;
+        }
+        let offset = (n - 1) * part;
+        let len = part.min(size - offset);
+        if p.size != len {
+            continue;
+        }
+        let data = read_at(file, offset, len as usize, path).await?;
+        let crc = shoal_core::checksum::crc32c_append(0, &data);
+        let same = match p.crc32c {
+            Some(theirs) => theirs == crc,
+            None => {
+                use md5::Digest;
+                let md5: String = md5::Md5::digest(&data)
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect();
+                p.etag.trim_matches('"') == md5
+            }
+        };
+        if same {
+            kept.push(shoal_core::PartInfo {
+                part_number: p.part_number,
+                etag: p.etag,
+                crc32c: crc,
+                size: len,
+            });
+        }
+    }
+    Ok(kept)
 }
 
 fn check_unchanged(
@@ -221,6 +325,9 @@ async fn feed(
 ) -> Result<()> {
     let buffers = Arc::new(Buffers::default());
     for i in 0..size.div_ceil(part) {
+        if upload.has((i + 1) as u32) {
+            continue;
+        }
         let offset = i * part;
         let len = part.min(size - offset);
         let (file, path, pool) = (file.clone(), path.to_owned(), buffers.clone());

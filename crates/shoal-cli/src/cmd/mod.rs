@@ -19,6 +19,7 @@ pub(crate) mod stat;
 mod stdio;
 pub(crate) mod sync;
 pub(crate) mod update;
+pub(crate) mod uploads;
 
 use shoal_core::Location;
 

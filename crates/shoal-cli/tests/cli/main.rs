@@ -39,4 +39,5 @@ mod soak;
 mod sync_checksums;
 mod update;
 mod upload_methods;
+mod upload_resume;
 mod versions;

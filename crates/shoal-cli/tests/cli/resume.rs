@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::*;
 
-fn toxi(method: &str, path: &str, body: &str) -> String {
+pub(crate) fn toxi(method: &str, path: &str, body: &str) -> String {
     let ep = shoal_testkit_server("SHOAL_TEST_TOXIPROXY").expect("toxiproxy");
     let host = ep.trim_start_matches("http://").to_owned();
     let mut s = std::net::TcpStream::connect(&host).unwrap();

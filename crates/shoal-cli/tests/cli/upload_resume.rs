@@ -1,0 +1,311 @@
+//! Uploads that resume (issue #55) on MinIO: a multipart upload killed with
+//! SIGKILL part-way (slowed by a toxiproxy bandwidth toxic on the way up)
+//! goes on, run again, from the parts the server holds, each checked
+//! against the file; a changed file starts over and aborts the old upload;
+//! `--no-resume` starts over; `shoal uploads` lists and aborts what is left.
+//! What the server holds is read with boto3 (from the moto venv).
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use crate::resume::toxi;
+
+const PART: usize = 5 << 20;
+const SIZE: usize = 6 * PART + 1234;
+
+/// Parts the server holds for the uploads below `bucket`, by boto3.
+fn stored_parts(bucket: &str) -> (usize, usize) {
+    const SCRIPT: &str = r#"
+import sys, boto3
+ep, bucket = sys.argv[1:3]
+c = boto3.client("s3", endpoint_url=ep, region_name="us-east-1",
+                 aws_access_key_id="minioadmin", aws_secret_access_key="minioadmin")
+ups = c.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+parts = sum(len(c.list_parts(Bucket=bucket, Key=u["Key"], UploadId=u["UploadId"]).get("Parts", [])) for u in ups)
+print(len(ups), parts)
+"#;
+    let ep = std::env::var("SHOAL_TEST_S3").unwrap();
+    let cache = std::env::var("SHOAL_CACHE")
+        .unwrap_or_else(|_| format!("{}/.cache/shoal", std::env::var("HOME").unwrap()));
+    let out = Command::new(format!("{cache}/venv-moto/bin/python"))
+        .args(["-c", SCRIPT, &ep, bucket])
+        .output()
+        .expect("boto3 from the moto venv");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut n = text.split_whitespace().map(|x| x.parse::<usize>().unwrap());
+    (n.next().unwrap(), n.next().unwrap())
+}
+
+fn data(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+#[derive(PartialEq, Clone, Copy)]
+enum Then {
+    /// The same command again: the stored parts are kept.
+    Rerun,
+    /// The file rewritten first: the old upload is aborted, all sent anew.
+    Changed,
+    /// The first part's bytes changed in place, the time set back: the
+    /// journal fits, but that part's CRC32C does not, so it is sent again.
+    Sneaky,
+    /// `--no-resume`: all sent anew, the old upload left for `uploads`.
+    NoResume,
+}
+
+struct Killed {
+    dir: tempfile::TempDir,
+    state: std::path::PathBuf,
+    src: std::path::PathBuf,
+    bucket: String,
+    url: String,
+    parts_before: usize,
+}
+
+fn shoal_s3(state: &Path) -> Command {
+    let mut c = s3().unwrap();
+    c.env("SHOAL_STATE_DIR", state);
+    c
+}
+
+/// Starts a 7-part upload through a slow proxy and kills it with SIGKILL
+/// once the server holds two parts.
+fn kill_mid_upload() -> Option<Killed> {
+    let (Some(upstream), Some(_)) = (
+        shoal_testkit_server("SHOAL_TEST_S3"),
+        shoal_testkit_server("SHOAL_TEST_TOXIPROXY"),
+    ) else {
+        return None;
+    };
+    let bucket = make_bucket(s3, "s3")?;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let src = dir.path().join("src");
+    std::fs::write(&src, data(SIZE, 7)).unwrap();
+    let url = format!("s3://{bucket}/big.bin");
+
+    let name = unique("slowup");
+    let up = upstream.trim_start_matches("http://");
+    let body = toxi(
+        "POST",
+        "/proxies",
+        &format!(r#"{{"name":"{name}","listen":"127.0.0.1:0","upstream":"{up}","enabled":true}}"#),
+    );
+    let v: serde_json::Value = serde_json::from_str(body.trim()).unwrap();
+    let slow = format!("http://{}", v["listen"].as_str().unwrap());
+    toxi(
+        "POST",
+        &format!("/proxies/{name}/toxics"),
+        r#"{"name":"bw","type":"bandwidth","stream":"upstream","attributes":{"rate":3000}}"#,
+    );
+    let mut c = with_args(
+        shoal_s3(&state),
+        &[
+            "--workers",
+            "2",
+            "cp",
+            "--part-size",
+            "5MiB",
+            src.to_str().unwrap(),
+            &url,
+        ],
+    );
+    c.env("AWS_ENDPOINT_URL", &slow)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let t0 = Instant::now();
+    loop {
+        if stored_parts(&bucket).1 >= 2 {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(90), "no part stored");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "upload ended before the kill"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap(); // SIGKILL: no cleanup runs
+    child.wait().unwrap();
+    toxi("DELETE", &format!("/proxies/{name}"), "");
+    // Counted after the kill: a part may have landed since the last look.
+    let parts_before = stored_parts(&bucket).1;
+    Some(Killed {
+        dir,
+        state,
+        src,
+        bucket,
+        url,
+        parts_before,
+    })
+}
+
+fn upload_then(then: Then) {
+    let Some(k) = kill_mid_upload() else {
+        return;
+    };
+    assert!(
+        k.parts_before < 7,
+        "killed part-way ({} of 7 parts)",
+        k.parts_before
+    );
+    let (uploads, _) = stored_parts(&k.bucket);
+    assert_eq!(uploads, 1, "the killed upload is left on the server");
+    assert_eq!(
+        files_in(&k.state.join("uploads")).len(),
+        1,
+        "and written down"
+    );
+
+    let mut want = std::fs::read(&k.src).unwrap();
+    match then {
+        Then::Changed => {
+            want = data(SIZE, 8);
+            std::fs::write(&k.src, &want).unwrap();
+        }
+        Then::Sneaky => {
+            use std::os::unix::fs::FileExt;
+            let before = std::fs::metadata(&k.src).unwrap().modified().unwrap();
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&k.src)
+                .unwrap();
+            f.write_all_at(b"changed in place", 100).unwrap();
+            f.set_modified(before).unwrap();
+            drop(f);
+            want[100..116].copy_from_slice(b"changed in place");
+        }
+        Then::Rerun | Then::NoResume => {}
+    }
+    let mut args = vec!["cp", "--json", "--part-size", "5MiB"];
+    if then == Then::NoResume {
+        args.push("--no-resume");
+    }
+    args.extend([k.src.to_str().unwrap(), k.url.as_str()]);
+    let r = run(with_args(shoal_s3(&k.state), &args));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.contains("\"resumed_bytes\""))
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    let resumed = v["resumed_bytes"].as_u64().unwrap() as usize;
+    match then {
+        Then::Rerun => assert!(
+            resumed >= 2 * PART,
+            "{resumed} bytes kept of {} parts stored",
+            k.parts_before
+        ),
+        // Part 1 differs: every stored part but that one is kept.
+        Then::Sneaky => assert!(
+            resumed >= PART && resumed < k.parts_before * PART,
+            "{resumed} bytes kept"
+        ),
+        Then::Changed | Then::NoResume => assert_eq!(resumed, 0, "started over"),
+    }
+    // The object is the file as it is now, byte for byte.
+    let out = k.dir.path().join("back");
+    let r = run(with_args(
+        shoal_s3(&k.state),
+        &["cp", &k.url, out.to_str().unwrap()],
+    ));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        std::fs::read(&out).unwrap() == want,
+        "byte-identical to the file now"
+    );
+
+    let left = stored_parts(&k.bucket).0;
+    if then == Then::NoResume {
+        // The old upload is still there: `uploads` lists it, a young one is
+        // not aborted by default, `--older-than 0` aborts it.
+        assert_eq!(left, 1);
+        let r = run(with_args(
+            shoal_s3(&k.state),
+            &["uploads", "--json", &format!("s3://{}/", k.bucket)],
+        ));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(
+            r.stdout
+                .lines()
+                .filter(|l| l.contains("\"upload_id\""))
+                .count(),
+            1,
+            "{}",
+            r.stdout
+        );
+        assert!(r.stdout.contains("\"key\":\"big.bin\""), "{}", r.stdout);
+        let r = run(with_args(
+            shoal_s3(&k.state),
+            &["uploads", "--abort", &format!("s3://{}", k.bucket)],
+        ));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(stored_parts(&k.bucket).0, 1, "younger than 1h: left");
+        let r = run(with_args(
+            shoal_s3(&k.state),
+            &[
+                "uploads",
+                "--abort",
+                "--older-than",
+                "0",
+                &format!("s3://{}", k.bucket),
+            ],
+        ));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stderr.contains("Aborted 1 upload"), "{}", r.stderr);
+        assert_eq!(stored_parts(&k.bucket).0, 0);
+    } else {
+        assert_eq!(left, 0, "the upload completed, or the old one was aborted");
+        assert!(
+            files_in(&k.state.join("uploads")).is_empty(),
+            "journal entry removed"
+        );
+    }
+}
+
+#[test]
+fn a_killed_upload_resumes_from_the_stored_parts() {
+    upload_then(Then::Rerun);
+}
+
+#[test]
+fn a_changed_file_starts_over_and_aborts_the_old_upload() {
+    upload_then(Then::Changed);
+}
+
+#[test]
+fn a_part_changed_in_place_is_sent_again() {
+    upload_then(Then::Sneaky);
+}
+
+#[test]
+fn no_resume_starts_over_and_uploads_aborts_what_is_left() {
+    upload_then(Then::NoResume);
+}
+
+#[test]
+fn uploads_refuses_bad_input_in_one_line() {
+    run(with_args(
+        shoal(),
+        &["uploads", "--abort", "--older-than", "soon", "s3://b"],
+    ))
+    .assert_one_line_error(2, &["soon"]);
+    run(with_args(shoal(), &["uploads", "./local"])).assert_one_line_error(2, &["s3://"]);
+}

@@ -1,0 +1,100 @@
+//! Multipart uploads in progress in a bucket (`shoal uploads`): listed,
+//! and aborted when older than an age. Parts of an upload that will never
+//! be completed cost storage until it is aborted; uploads a killed run left
+//! are resumed by running it again ([`crate::upload_journal`]), and the
+//! ones no one will resume are aborted here.
+//!
+//! An abort is justified by the store's state only: the uploads aborted
+//! are those the store lists now, each by its upload id, and only those
+//! started at least `older_than` ago (an upload another process is
+//! sending right now is young; with no start time it is left alone unless
+//! `older_than` is zero).
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use shoal_core::{Error, Location, MultipartUpload, PendingUpload, Result, Store};
+
+/// The uploads in progress below `loc` (a bucket, or a key prefix).
+pub async fn list(store: &Arc<dyn Store>, loc: &Location) -> Result<Vec<PendingUpload>> {
+    (store.multipart_uploads(&loc.bucket, &loc.key))
+        .await
+        .map_err(|e| e.with_url(loc.to_string()))
+}
+
+/// What [`abort`] did.
+#[derive(Debug, Default)]
+pub struct Aborted {
+    /// Uploads aborted.
+    pub aborted: Vec<PendingUpload>,
+    /// Uploads left: younger than the age given (or of unknown age).
+    pub young: Vec<PendingUpload>,
+    /// Uploads whose abort failed, with why.
+    pub failed: Vec<(PendingUpload, Error)>,
+}
+
+/// Whether `u`, listed at `now`, was started at least `older_than` ago.
+pub fn is_older(u: &PendingUpload, older_than: Duration, now: SystemTime) -> bool {
+    if older_than.is_zero() {
+        return true;
+    }
+    let Some(started) = u.initiated_ns else {
+        return false;
+    };
+    let now_ns = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128);
+    now_ns - started >= older_than.as_nanos() as i128
+}
+
+/// Aborts the uploads below `loc` the store lists now that were started at
+/// least `older_than` ago.
+pub async fn abort(
+    store: &Arc<dyn Store>,
+    loc: &Location,
+    older_than: Duration,
+) -> Result<Aborted> {
+    let listed = list(store, loc).await?;
+    let now = SystemTime::now();
+    let mut out = Aborted::default();
+    for u in listed {
+        if !is_older(&u, older_than, now) {
+            out.young.push(u);
+            continue;
+        }
+        let upload = MultipartUpload {
+            bucket: loc.bucket.clone(),
+            key: u.key.clone(),
+            upload_id: u.upload_id.clone(),
+        };
+        match store.multipart_abort(&upload).await {
+            Ok(()) => out.aborted.push(u),
+            Err(e) => out.failed.push((u, e)),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn age_decides_and_an_unknown_age_is_young() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(10_000);
+        let at = |secs: i128| PendingUpload {
+            key: "k".into(),
+            upload_id: "u".into(),
+            initiated_ns: Some(secs * 1_000_000_000),
+        };
+        let hour = Duration::from_secs(3600);
+        assert!(is_older(&at(10_000 - 3600), hour, now));
+        assert!(!is_older(&at(10_000 - 3599), hour, now));
+        let unknown = PendingUpload {
+            initiated_ns: None,
+            ..at(0)
+        };
+        assert!(!is_older(&unknown, hour, now));
+        assert!(is_older(&unknown, Duration::ZERO, now));
+    }
+}
