@@ -264,6 +264,15 @@ fn clean_up_after(runtime: tokio::runtime::Runtime, sig: u8) -> ExitCode {
     } else {
         eprintln!("shoal: {name}; transfers in flight were cancelled and cleaned up");
     }
+    let kept = shoal_transfer::cleanup::kept();
+    if !kept.is_empty() {
+        eprintln!(
+            "shoal: {} multipart upload(s) kept to resume ({}{}): run the same command again to go on, or `shoal uploads --abort --older-than 0 URL` to discard",
+            kept.len(),
+            shoal_core::error::escape_controls(&kept[0]),
+            if kept.len() > 1 { ", ..." } else { "" }
+        );
+    }
     ExitCode::from(sig)
 }
 

@@ -18,6 +18,23 @@ use std::sync::Arc;
 
 static PENDING: Mutex<Vec<tokio::task::JoinHandle<()>>> = Mutex::new(Vec::new());
 
+/// Uploads left on purpose when their transfer was cancelled: written
+/// down to be resumed ([`crate::upload_journal`]), not aborted.
+static KEPT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Notes that the upload to `url` was left to be resumed.
+pub(crate) fn note_kept(url: &str) {
+    KEPT.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(url.to_owned());
+}
+
+/// The uploads left to be resumed so far (their destinations' URLs), for
+/// the front end to say after an interrupt.
+pub fn kept() -> Vec<String> {
+    KEPT.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
 /// Runs `fut` on the current runtime and remembers it for [`finish`].
 /// Outside a runtime there is nothing to run it on: it is dropped.
 pub fn spawn(fut: impl Future<Output = ()> + Send + 'static) {

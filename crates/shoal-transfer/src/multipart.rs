@@ -50,6 +50,18 @@ pub(crate) struct Multipart {
     /// Set when the upload is to be aborted: parts not yet sent are not
     /// sent, parts in flight end (see [`Multipart::finish`]).
     stop: Arc<AtomicBool>,
+    /// Completed or aborted: nothing is left of it to resume.
+    ended: bool,
+}
+
+impl Drop for Multipart {
+    fn drop(&mut self) {
+        // Dropped unfinished (Ctrl-C, a failure that keeps it): left on the
+        // store for the next run, which the front end says.
+        if self.journal.is_some() && !self.ended {
+            crate::cleanup::note_kept(&self.url);
+        }
+    }
 }
 
 impl Multipart {
@@ -94,6 +106,7 @@ impl Multipart {
             tasks: JoinSet::new(),
             parts: kept,
             stop: Arc::new(AtomicBool::new(false)),
+            ended: false,
         }
     }
 
@@ -236,6 +249,7 @@ impl Multipart {
         if let Some(j) = &self.journal {
             j.remove();
         }
+        self.ended = true;
         Ok(Report {
             resumed: self.kept_bytes,
             bytes: parts.iter().map(|p| p.size).sum(),
@@ -262,6 +276,7 @@ impl Multipart {
         if let Some(j) = &self.journal {
             j.remove();
         }
+        self.ended = true;
     }
 }
 

@@ -343,8 +343,10 @@ fn keys_with_control_characters_are_shown_escaped_s3() {
 /// S3 upload, no GCS composite part left), the destination keeps what it
 /// had, and the exit code is 130. Parts are held at a fault proxy so the
 /// signal always lands mid-upload; the test waits for a part request to
-/// reach the proxy, not for a time.
-fn interrupted_upload(scheme: &str) {
+/// reach the proxy, not for a time. With `resume` (S3, the default), the
+/// upload is kept and written down instead, and the message says so
+/// (tests/cli/upload_resume.rs resumes such uploads).
+fn interrupted_upload(scheme: &str, resume: bool) {
     use shoal_testkit::faultproxy::{Fault, FaultProxy, Rule, Script, When};
     let base = if scheme == "gs" { gcs } else { s3 };
     let Some(bucket) = make_bucket(base, scheme) else {
@@ -397,7 +399,12 @@ fn interrupted_upload(scheme: &str) {
     if scheme == "gs" {
         args.extend(["--gcs-upload", "compose"]);
     }
+    if !resume {
+        args.push("--no-resume");
+    }
     args.extend([big.to_str().unwrap(), url.as_str()]);
+    let state = dir.path().join("state");
+    c.env("SHOAL_STATE_DIR", &state);
     let child = with_args(c, &args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -426,7 +433,20 @@ fn interrupted_upload(scheme: &str) {
         got.stdout_bytes, b"the old object",
         "the destination keeps its old content"
     );
-    if scheme == "s3" {
+    if scheme == "s3" && resume {
+        let ep = shoal_testkit_server("SHOAL_TEST_S3").unwrap();
+        assert_eq!(
+            open_s3_uploads(&ep, &bucket).len(),
+            1,
+            "the multipart upload is kept to resume"
+        );
+        assert!(err.contains("kept to resume"), "{err}");
+        assert_eq!(
+            files_in(&state.join("uploads")).len(),
+            1,
+            "and written down"
+        );
+    } else if scheme == "s3" {
         let ep = shoal_testkit_server("SHOAL_TEST_S3").unwrap();
         assert!(
             open_s3_uploads(&ep, &bucket).is_empty(),
@@ -447,12 +467,17 @@ fn interrupted_upload(scheme: &str) {
 
 #[test]
 fn ctrl_c_aborts_an_upload_s3() {
-    interrupted_upload("s3");
+    interrupted_upload("s3", false);
+}
+
+#[test]
+fn ctrl_c_keeps_a_resumable_upload_s3() {
+    interrupted_upload("s3", true);
 }
 
 #[test]
 fn ctrl_c_aborts_an_upload_gcs_compose() {
-    interrupted_upload("gs");
+    interrupted_upload("gs", true);
 }
 
 /// A composite upload killed outright (SIGKILL: no cleanup can run)
