@@ -43,4 +43,4 @@ pub use store::{
     GetResponse, MAX_PRESIGN_EXPIRY, MultipartUpload, PartInfo, Presign, PresignMethod,
     PresignStyle, PutOptions, Store, StoreFor, StoredPart, UploadMethod, check_presign_expiry,
 };
-pub use url::{Location, Scheme};
+pub use url::{Location, Scheme, StoreName};
