@@ -246,3 +246,36 @@ fn only_declared_names_are_schemes() {
     let r = run(with_args(c, &["cat", "lake:x"]));
     assert_eq!((r.code, r.stdout.as_str()), (0, "local"), "{}", r.stderr);
 }
+
+/// `cp -r` between named stores and down to a folder lays the tree out
+/// as everywhere else in shoal (and gcloud): the source folder's name is
+/// kept under the destination, `cp -r A://b/t/ out` making `out/t/...`.
+#[test]
+fn cp_r_between_named_stores_keeps_the_folder_name() {
+    let Some(s) = Setup::new() else {
+        return;
+    };
+    let (minio, moto) = (s.bucket("minio"), s.bucket("moto"));
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("t");
+    std::fs::create_dir_all(tree.join("sub")).unwrap();
+    let (a, b) = (pattern(5_000, 5), pattern(6_000, 6));
+    std::fs::write(tree.join("a.bin"), &a).unwrap();
+    std::fs::write(tree.join("sub/b.bin"), &b).unwrap();
+    s.ok(&["cp", "-r", tree.to_str().unwrap(), &format!("{minio}/")]);
+    assert_eq!(cat(&s, &format!("{minio}/t/sub/b.bin")), b);
+
+    s.ok(&["cp", "-r", &format!("{minio}/t/"), &format!("{moto}/copy/")]);
+    assert_eq!(cat(&s, &format!("{moto}/copy/t/a.bin")), a);
+    assert_eq!(cat(&s, &format!("{moto}/copy/t/sub/b.bin")), b);
+
+    let out = dir.path().join("out");
+    s.ok(&[
+        "cp",
+        "-r",
+        &format!("{moto}/copy/t/"),
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(std::fs::read(out.join("t/a.bin")).unwrap(), a);
+    assert_eq!(std::fs::read(out.join("t/sub/b.bin")).unwrap(), b);
+}
