@@ -16,15 +16,22 @@
 //! stays a local path. A store's settings are its own: the global flags for
 //! `gs://` and `s3://` (`--endpoint-url`, `--region`, `--profile`…) do not
 //! change a named store, while the process-wide ones (timeouts, proxy,
-//! `--ca-bundle`, retries) apply to every store. A secret in the file is
-//! never printed: `Debug` hides it and errors name the file, line and key,
-//! never a value.
+//! `--ca-bundle`, retries) apply to every store. Encryption is a store's
+//! setting too (`sse`, `sse_kms_key_id`, `sse_c_key_file`,
+//! `sse_c_copy_source_key_file` for S3; `encryption_key`,
+//! `decryption_keys` for GCS), given to the store once when it is built;
+//! an encryption flag given for the run (`--sse-c-key-file`…, or the
+//! Python session's keyword) replaces the file's setting of that name, so
+//! a key typed for a run is never dropped because its URL names a store.
+//! A secret in the file is never printed: `Debug` hides it and errors name
+//! the file, line and key, never a value.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use shoal_core::encryption::{CustomerKey, GcsEncryption, GcsKey, S3Encryption, Sse};
 use shoal_core::{Error, Op, Result, Scheme, StoreName};
 
 /// The kind of a named store.
@@ -104,6 +111,94 @@ pub struct StoreSettings {
     /// S3 requester pays (`true`, or `"requester"` as the flag takes).
     #[serde(default, deserialize_with = "request_payer")]
     pub request_payer: bool,
+    /// S3: encryption at rest for new objects, `"AES256"` or `"aws:kms"`.
+    pub sse: Option<String>,
+    /// S3: the KMS key id or ARN for `sse = "aws:kms"`.
+    pub sse_kms_key_id: Option<String>,
+    /// S3: customer-provided key (SSE-C) of every object written and read:
+    /// a file of 32 raw bytes or their base64, read when the store is
+    /// first used.
+    pub sse_c_key_file: Option<PathBuf>,
+    /// S3: the SSE-C key of a server-side copy's source, when it differs.
+    pub sse_c_copy_source_key_file: Option<PathBuf>,
+    /// GCS: a customer-supplied key (base64 of 32 bytes) or a Cloud KMS
+    /// key name for every object written and read.
+    pub encryption_key: Option<Secret>,
+    /// GCS: more customer-supplied keys objects to read may be under: a
+    /// list, or one comma-separated string as the flag takes them.
+    #[serde(default, deserialize_with = "key_list")]
+    pub decryption_keys: Option<Secret>,
+}
+
+/// `decryption_keys`: a list of keys or one comma-separated string, kept
+/// as the flag's comma-separated form.
+fn key_list<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<Secret>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Keys {
+        One(String),
+        List(Vec<String>),
+    }
+    match Keys::deserialize(d) {
+        Ok(Keys::One(s)) => Ok(Some(Secret(s))),
+        Ok(Keys::List(l)) => Ok(Some(Secret(l.join(",")))),
+        // serde's own message for an untagged miss would not say which
+        // forms are taken; never the value either way.
+        Err(_) => Err(serde::de::Error::custom(
+            "decryption_keys is a list of base64 keys or one comma-separated string",
+        )),
+    }
+}
+
+impl StoreSettings {
+    /// The S3 encryption settings of this store; `from` (the file and
+    /// section) names where a key file that cannot be read was set.
+    pub fn s3_encryption(&self, from: &str) -> Result<S3Encryption> {
+        let sse = self
+            .sse
+            .as_deref()
+            .map(|v| Sse::parse(v, self.sse_kms_key_id.clone()))
+            .transpose()?;
+        let key = |name: &str, path: &Option<PathBuf>| {
+            path.as_deref()
+                .map(|p| {
+                    CustomerKey::from_file(p).map_err(|e| {
+                        Error::invalid(
+                            Op::Read,
+                            format!("{from} {name}"),
+                            format!("{}: {}", p.display(), e.message()),
+                        )
+                    })
+                })
+                .transpose()
+        };
+        Ok(S3Encryption {
+            sse,
+            customer_key: key("sse_c_key_file", &self.sse_c_key_file)?,
+            copy_source_key: key(
+                "sse_c_copy_source_key_file",
+                &self.sse_c_copy_source_key_file,
+            )?,
+        })
+    }
+
+    /// The GCS encryption settings of this store (checked when the file
+    /// was read).
+    pub fn gcs_encryption(&self) -> Result<GcsEncryption> {
+        Ok(GcsEncryption {
+            key: self
+                .encryption_key
+                .as_ref()
+                .map(|k| GcsKey::parse(&k.0))
+                .transpose()?,
+            decryption_keys: match &self.decryption_keys {
+                Some(k) => GcsEncryption::parse_decryption_keys(&k.0)?,
+                None => Vec::new(),
+            },
+        })
+    }
 }
 
 fn request_payer<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<bool, D::Error> {
@@ -227,11 +322,20 @@ fn check(s: &StoreSettings) -> std::result::Result<(), String> {
         ("session_token", s.session_token.is_some()),
         ("addressing", s.addressing != FileAddressing::Auto),
         ("request_payer", s.request_payer),
+        ("sse", s.sse.is_some()),
+        ("sse_kms_key_id", s.sse_kms_key_id.is_some()),
+        ("sse_c_key_file", s.sse_c_key_file.is_some()),
+        (
+            "sse_c_copy_source_key_file",
+            s.sse_c_copy_source_key_file.is_some(),
+        ),
     ];
     let gs_only = [
         ("credentials_file", s.credentials_file.is_some()),
         ("project", s.project.is_some()),
         ("billing_project", s.billing_project.is_some()),
+        ("encryption_key", s.encryption_key.is_some()),
+        ("decryption_keys", s.decryption_keys.is_some()),
     ];
     let (wrong, kind) = match s.kind {
         StoreType::S3 => (&gs_only[..], "s3"),
@@ -245,6 +349,23 @@ fn check(s: &StoreSettings) -> std::result::Result<(), String> {
     }
     if s.proxy.is_some() && s.no_proxy {
         return Err("proxy and no_proxy contradict each other".into());
+    }
+    // Keys and algorithms are checked now, so a typo is the file's error
+    // (with its line) rather than the first request's; the messages name
+    // the setting, never a key. Key files are read when the store is used.
+    match s.sse.as_deref() {
+        None | Some("AES256") | Some("aws:kms") => {}
+        Some(_) => return Err("sse is \"AES256\" or \"aws:kms\"".into()),
+    }
+    if s.sse_kms_key_id.is_some() && s.sse.as_deref() != Some("aws:kms") {
+        return Err("sse_kms_key_id goes with sse = \"aws:kms\"".into());
+    }
+    if let Some(k) = &s.encryption_key {
+        GcsKey::parse(&k.0).map_err(|e| format!("encryption_key: {}", e.message()))?;
+    }
+    if let Some(k) = &s.decryption_keys {
+        GcsEncryption::parse_decryption_keys(&k.0)
+            .map_err(|e| format!("decryption_keys: {}", e.message()))?;
     }
     Ok(())
 }
@@ -310,5 +431,63 @@ mod tests {
         );
         let e = parse("[stores.x5]\ntype = \"s3\"\naccess_key_id = \"a\"\n").unwrap_err();
         assert!(e.to_string().contains("go together"), "{e}");
+    }
+
+    /// 32 bytes of base64 (a CSEK).
+    const KEY: &str = "aGVsbG8taGVsbG8taGVsbG8taGVsbG8taGVsbG8tMTI=";
+
+    #[test]
+    fn encryption_settings_are_checked_with_the_file_and_never_shown() {
+        let f = parse(&format!(
+            "[stores.enc-g]\ntype = \"gs\"\nencryption_key = \"{KEY}\"\n\
+             decryption_keys = [\"{KEY}\"]\n\
+             [stores.enc-s]\ntype = \"s3\"\nsse = \"aws:kms\"\nsse_kms_key_id = \"alias/k\"\n"
+        ))
+        .unwrap();
+        assert!(!format!("{f:?}").contains(KEY));
+        let (_, g) = &f.stores[0];
+        let enc = g.gcs_encryption().unwrap();
+        assert!(matches!(enc.key, Some(GcsKey::Customer(_))));
+        assert_eq!(enc.decryption_keys.len(), 1);
+        let (_, s3) = &f.stores[1];
+        let enc = s3.s3_encryption("here").unwrap();
+        assert_eq!(enc.sse, Some(Sse::Kms(Some("alias/k".into()))));
+        assert!(enc.customer_key.is_none());
+
+        let e =
+            parse("[stores.e1]\ntype = \"gs\"\nencryption_key = \"not-a-key-7\"\n").unwrap_err();
+        let m = e.to_string();
+        assert!(m.contains("line 1") && m.contains("encryption_key"), "{m}");
+        assert!(!m.contains("not-a-key-7"), "{m}");
+        let e = parse("[stores.e2]\ntype = \"s3\"\nsse = \"AES128\"\n").unwrap_err();
+        assert!(e.to_string().contains("sse is"), "{e}");
+        let e = parse("[stores.e3]\ntype = \"s3\"\nsse = \"AES256\"\nsse_kms_key_id = \"k\"\n")
+            .unwrap_err();
+        assert!(e.to_string().contains("goes with"), "{e}");
+        let e = parse(&format!(
+            "[stores.e4]\ntype = \"s3\"\nencryption_key = \"{KEY}\"\n"
+        ))
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("encryption_key is not a setting of a s3 store"),
+            "{e}"
+        );
+        assert!(!e.to_string().contains(KEY), "{e}");
+        let e = parse("[stores.e5]\ntype = \"gs\"\ndecryption_keys = 7\n").unwrap_err();
+        assert!(e.to_string().contains("line 3"), "{e}");
+
+        // A key file is read when the store is built; its error names the
+        // setting and the file.
+        let f = parse("[stores.e6]\ntype = \"s3\"\nsse_c_key_file = \"/no/such/key\"\n").unwrap();
+        let e = f.stores[0]
+            .1
+            .s3_encryption("/etc/x.toml [stores.e6]")
+            .unwrap_err();
+        let m = e.to_string();
+        assert!(
+            m.contains("[stores.e6] sse_c_key_file") && m.contains("/no/such/key"),
+            "{m}"
+        );
     }
 }

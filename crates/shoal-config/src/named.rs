@@ -5,10 +5,11 @@
 
 use std::sync::{Arc, OnceLock};
 
+use shoal_core::encryption::{GcsEncryption, S3Encryption};
 use shoal_core::{Error, Location, Op, Result, Store, StoreName};
 
 use crate::file::{FileAddressing, StoreFile, StoreSettings, StoreType};
-use crate::{Sourced, Stores, get_or_try_init, is_plain_http};
+use crate::{Overrides, Sourced, Stores, get_or_try_init, is_plain_http};
 
 /// One named store: its settings and, once built, the store.
 #[derive(Debug)]
@@ -81,6 +82,7 @@ fn build(stores: &Stores, n: &Named) -> Result<Arc<dyn Store>> {
                 FileAddressing::Virtual => shoal_s3::Addressing::VirtualHost,
             };
             cfg.request_payer = s.request_payer;
+            cfg.encryption = s3_encryption(s.s3_encryption(&n.from)?, &stores.overrides);
             cfg.http = http;
             cfg.http.ca_files.extend(stores.s3_ca_file.clone());
             cfg.retry = stores.retry;
@@ -97,10 +99,40 @@ fn build(stores: &Stores, n: &Named) -> Result<Arc<dyn Store>> {
             if s.billing_project.is_some() {
                 cfg.user_project = s.billing_project.clone();
             }
+            cfg.encryption = gcs_encryption(s.gcs_encryption()?, &stores.overrides);
             cfg.upload = stores.overrides.gcs_upload;
             cfg.http = http;
             cfg.retry = stores.retry;
             Ok(Arc::new(shoal_gcs::GcsStore::new(cfg)?))
         }
     }
+}
+
+/// The file's S3 encryption settings, each replaced by the one given on
+/// the command line (or to the Python session) when given: a key typed
+/// for this run is never silently dropped because the store is named.
+fn s3_encryption(mut file: S3Encryption, o: &Overrides) -> S3Encryption {
+    let given = &o.s3_encryption;
+    if given.sse.is_some() {
+        file.sse = given.sse.clone();
+    }
+    if given.customer_key.is_some() {
+        file.customer_key = given.customer_key.clone();
+    }
+    if given.copy_source_key.is_some() {
+        file.copy_source_key = given.copy_source_key.clone();
+    }
+    file
+}
+
+/// Like [`s3_encryption`], for GCS keys.
+fn gcs_encryption(mut file: GcsEncryption, o: &Overrides) -> GcsEncryption {
+    let given = &o.gcs_encryption;
+    if given.key.is_some() {
+        file.key = given.key.clone();
+    }
+    if !given.decryption_keys.is_empty() {
+        file.decryption_keys = given.decryption_keys.clone();
+    }
+    file
 }

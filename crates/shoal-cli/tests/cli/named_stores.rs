@@ -279,3 +279,96 @@ fn cp_r_between_named_stores_keeps_the_folder_name() {
     assert_eq!(std::fs::read(out.join("t/a.bin")).unwrap(), a);
     assert_eq!(std::fs::read(out.join("t/sub/b.bin")).unwrap(), b);
 }
+
+/// Encryption is a named store's setting: an SSE-C key file for the TLS
+/// MinIO and a customer-supplied key for storage-testbench, each given to
+/// its store only; a copy between them reads with one key and writes with
+/// the other. Without the key (the default `s3://` store at the same
+/// endpoint) the object is refused; a key given on the command line wins
+/// over the file's.
+#[test]
+fn encryption_keys_in_a_named_store() {
+    let Some(tls) = shoal_testkit_server("SHOAL_TEST_S3_TLS") else {
+        return;
+    };
+    let Some(tb) = shoal_testkit_server("SHOAL_TEST_GCS_TESTBENCH") else {
+        return;
+    };
+    let ca = std::env::var("SHOAL_TEST_CA_BUNDLE").expect("SHOAL_TEST_CA_BUNDLE with s3tls");
+    let key = std::env::var("SHOAL_TEST_S3_KEY").unwrap_or_else(|_| "minioadmin".into());
+    let secret = std::env::var("SHOAL_TEST_S3_SECRET").unwrap_or_else(|_| SECRET.into());
+    let dir = tempfile::tempdir().unwrap();
+    let (key_a, key_b) = (dir.path().join("a.key"), dir.path().join("b.key"));
+    std::fs::write(&key_a, b"0123456789abcdef0123456789ABCDEF").unwrap();
+    std::fs::write(&key_b, b"ffffffffffffffffeeeeeeeeeeeeeeee").unwrap();
+    let csek =
+        shoal_core::encryption::CustomerKey::new(*b"gggggggggggggggghhhhhhhhhhhhhhhh").to_base64();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[stores.vault]\ntype = \"s3\"\nendpoint_url = \"{tls}\"\nregion = \"us-east-1\"\n\
+             ca_bundle = \"{ca}\"\naccess_key_id = \"{key}\"\nsecret_access_key = \"{secret}\"\n\
+             sse_c_key_file = \"{}\"\n\n\
+             [stores.bench]\ntype = \"gs\"\nendpoint_url = \"{tb}\"\nproject = \"test\"\n\
+             no_sign_request = true\nencryption_key = \"{csek}\"\n",
+            key_a.display()
+        ),
+    )
+    .unwrap();
+    let s = Setup {
+        _dir: tempfile::tempdir().unwrap(),
+        config,
+    };
+    let (vault, bench) = (s.bucket("vault"), s.bucket("bench"));
+    let data = pattern(7 << 20, 7); // multipart with 5 MiB parts
+    let src = dir.path().join("f");
+    std::fs::write(&src, &data).unwrap();
+    s.ok(&[
+        "cp",
+        "--part-size",
+        "5MiB",
+        src.to_str().unwrap(),
+        &format!("{vault}/f"),
+    ]);
+    assert_eq!(cat(&s, &format!("{vault}/f")), data);
+
+    // The same object through the default s3:// store, which has no key.
+    let plain = format!("s3://{}/f", vault.split_once("://").unwrap().1);
+    let mut c = s.cmd();
+    c.env("AWS_ENDPOINT_URL", &tls)
+        .env("AWS_CA_BUNDLE", &ca)
+        .env("AWS_ACCESS_KEY_ID", &key)
+        .env("AWS_SECRET_ACCESS_KEY", &secret)
+        .env("AWS_REGION", "us-east-1");
+    let r = run(with_args(c, &["cat", &plain]));
+    assert_ne!(r.code, 0, "read without the key");
+
+    // S3 (key file) to GCS (CSEK): streamed, each side with its key.
+    s.ok(&["cp", &format!("{vault}/f"), &format!("{bench}/g")]);
+    assert_eq!(cat(&s, &format!("{bench}/g")), data);
+    let name = bench.split_once("://").unwrap().1;
+    let meta = Command::new("curl")
+        .args(["-sS", &format!("{tb}/storage/v1/b/{name}/o/g")])
+        .output()
+        .expect("curl");
+    let meta = String::from_utf8_lossy(&meta.stdout);
+    assert!(meta.contains("customerEncryption"), "{meta}");
+
+    // A key on the command line replaces the file's for this run.
+    let b = key_b.to_str().unwrap();
+    s.ok(&[
+        "--sse-c-key-file",
+        b,
+        "cp",
+        src.to_str().unwrap(),
+        &format!("{vault}/under-b"),
+    ]);
+    let r = run(with_args(s.cmd(), &["cat", &format!("{vault}/under-b")]));
+    assert_ne!(r.code, 0, "read under-b with the file's key");
+    let r = s.ok(&["--sse-c-key-file", b, "cat", &format!("{vault}/under-b")]);
+    assert!(r.stdout_bytes == data);
+    for secret in [csek.as_str(), secret.as_str()] {
+        assert!(!r.stderr.contains(secret));
+    }
+}
