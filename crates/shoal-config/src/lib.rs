@@ -172,7 +172,9 @@ impl Stores {
                 stores.push((l, self.store(l)?));
             }
         }
-        let stores: Vec<((Scheme, Option<shoal_core::StoreName>), Arc<dyn Store>)> = stores
+        /// Which store: its scheme and, for a named one, its name.
+        type Key = (Scheme, Option<shoal_core::StoreName>);
+        let stores: Vec<(Key, Arc<dyn Store>)> = stores
             .into_iter()
             .map(|(l, s)| ((l.scheme, l.store), s))
             .collect();
