@@ -53,10 +53,11 @@ class DiskUsage:
 
 
 def _provider(url: str) -> str | None:
-    """``"gs"`` or ``"s3"`` for a URL naming a whole provider (``gs://``,
-    ``s3://``), else None."""
+    """``"gs"``, ``"s3"`` or a store's name for a URL naming a whole
+    provider (``gs://``, ``s3://``, ``NAME://`` of a store in the config
+    file), else None."""
     scheme, sep, rest = url.partition("://")
-    if sep and not rest and scheme in ("gs", "gcs", "s3"):
+    if sep and not rest and scheme != "file":
         return "gs" if scheme == "gcs" else scheme
     return None
 

@@ -4,7 +4,9 @@ Protocol ``shoal``, with the store's scheme as the first path level:
 ``shoal://gs/bucket/key`` and ``shoal://s3/bucket/key``. One protocol name
 of its own, so installing shoal never changes what ``gs://`` or ``s3://``
 mean for code that uses gcsfs or s3fs; plain ``gs://…``/``s3://…`` URLs are
-accepted as paths too. To serve ``gs://`` and ``s3://`` themselves (pandas,
+accepted as paths too. A store named in the config file
+(``[stores.NAME]``, see the README's "Named stores") is a first level of its
+own: ``shoal://NAME/bucket/key`` (or ``NAME://bucket/key``). To serve ``gs://`` and ``s3://`` themselves (pandas,
 pyarrow, xarray…), opt in::
 
     import shoal.fsspec
@@ -84,6 +86,7 @@ from __future__ import annotations
 import functools
 import io
 import os
+import re
 import tempfile
 import time
 from typing import Any
@@ -101,6 +104,10 @@ from . import _exit, _shoal
 from ._api import _split_shape, presign, write_keywords
 from ._session import resolve
 from ._tails import Tails
+
+#: A store's name as a URL scheme (gs, s3, or a config file's NAME).
+_STORE_NAME = re.compile(r"[a-z][a-z0-9._-]*")
+_STORE_URL = re.compile(r"([a-z][a-z0-9._-]*)://")
 
 #: Past this, a file opened for writing spills to a temporary file.
 _SPILL = 64 << 20
@@ -173,10 +180,11 @@ class ShoalFileSystem(AsyncFileSystem):
                 break
         else:
             if cls.scheme is None:
-                # gs://b/k and s3://b/k name the same objects.
-                for s in ("gs", "s3"):
-                    if path.startswith(s + "://"):
-                        path = s + "/" + path[len(s) + 3 :]
+                # gs://b/k, s3://b/k and NAME://b/k (a store of the config
+                # file) name the same objects as gs/b/k, s3/b/k, NAME/b/k.
+                m = _STORE_URL.match(path)
+                if m:
+                    path = m.group(1) + "/" + path[m.end() :]
         return path.rstrip("/")
 
     @classmethod
@@ -193,8 +201,8 @@ class ShoalFileSystem(AsyncFileSystem):
         if self.scheme is not None:
             return f"{self.scheme}://{path}"
         scheme, _, rest = path.partition("/")
-        if scheme not in ("gs", "s3") or not rest:
-            raise ValueError(f"{path!r}: shoal paths start with the store, e.g. 'gs/bucket/key' (shoal://gs/bucket/key)")
+        if not _STORE_NAME.fullmatch(scheme) or scheme == "file" or not rest:
+            raise ValueError(f"{path!r}: shoal paths start with the store, e.g. 'gs/bucket/key' (shoal://gs/bucket/key), or a store named in the config file (shoal://NAME/bucket/key)")
         return f"{scheme}://{rest}"
 
     def _path(self, url: str) -> str:
@@ -235,7 +243,8 @@ class ShoalFileSystem(AsyncFileSystem):
 
     def _is_root(self, path: str) -> bool:
         path = self._strip_protocol(path)
-        return path == "" or (self.scheme is None and path in ("gs", "s3"))
+        # Without a scheme, the first level is the stores: gs, s3, NAME.
+        return path == "" or (self.scheme is None and "/" not in path)
 
     def _is_bucket(self, path: str) -> bool:
         return "/" not in self._url(path).partition("://")[2]
@@ -349,7 +358,7 @@ class ShoalFileSystem(AsyncFileSystem):
         if self.scheme is not None:
             schemes = [self.scheme]
         else:
-            schemes = [path] if path in ("gs", "s3") else ["gs", "s3"]
+            schemes = [path] if path else ["gs", "s3"]
         out = []
         for scheme in schemes:
             for name, created in await _shoal.list_buckets_async(self.session, scheme):

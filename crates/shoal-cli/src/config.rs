@@ -101,6 +101,12 @@ impl Context {
         }
     }
 
+    /// The stores of the config file, as `NAME://bucket/key`.
+    pub(crate) fn with_store_file(mut self, file: shoal_config::StoreFile) -> Self {
+        self.stores = self.stores.with_store_file(file);
+        self
+    }
+
     /// The store serving `loc`'s scheme, built on first use.
     pub(crate) fn store(&self, loc: &Location) -> Result<Arc<dyn Store>> {
         self.stores.store(loc)
@@ -111,8 +117,8 @@ impl Context {
         &self,
         loc: &Location,
         method: shoal_core::PresignMethod,
-    ) -> Vec<(String, String)> {
-        self.stores.presign_headers(loc.scheme, method)
+    ) -> Result<Vec<(String, String)>> {
+        self.stores.presign_headers(loc, method)
     }
 
     /// See [`Stores::store_for`].

@@ -324,7 +324,7 @@ fn check_closing(
     }
     let same = Location::parse(url).ok().is_some_and(|l| {
         !l.is_local()
-            && l.scheme == side.scheme
+            && l.same_store(side)
             && l.bucket == side.bucket
             && !shoal_list::has_wildcard(&l.key)
             && sync_root(&l) == root
@@ -356,7 +356,7 @@ fn entry(line: &str, side: &Location, root: &str) -> std::result::Result<Option<
     let text = |k: &str| v.get(k).and_then(|x| x.as_str());
     let url = text("url").ok_or("no \"url\"")?;
     let loc = Location::parse(url).map_err(|e| e.to_string())?;
-    if loc.scheme != side.scheme || loc.bucket != side.bucket || !loc.key.starts_with(root) {
+    if !loc.same_store(side) || loc.bucket != side.bucket || !loc.key.starts_with(root) {
         return Err(format!(
             "{url} is not under {side}: this listing is of another place"
         ));

@@ -55,12 +55,21 @@ fn main() -> ExitCode {
         Ok(r) => r,
         Err(code) => return code,
     };
+    // The named stores (`NAME://`) must be known before any URL is parsed.
+    let store_file = match shoal_config::StoreFile::load() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("shoal: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let ctx = Context::new(
         &cli.global,
         cli.command.limits(),
         cli.command.json(),
         cli.command.gcs_upload(),
-    );
+    )
+    .with_store_file(store_file);
     // Ctrl-C or SIGTERM drops the command: every transfer in flight is
     // cancelled, working files are removed by their guards, multipart
     // uploads are aborted (GCS composite parts deleted) by the cleanups

@@ -9,6 +9,11 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
+mod file;
+mod named;
+
+pub use file::{Secret, StoreFile, StoreSettings, StoreType};
+
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
@@ -77,6 +82,8 @@ pub struct Stores {
     gcs: OnceLock<Arc<dyn Store>>,
     s3: OnceLock<Arc<dyn Store>>,
     local: OnceLock<Arc<dyn Store>>,
+    /// The stores named in the config file, each built on first use.
+    named: Vec<named::Named>,
 }
 
 impl Stores {
@@ -108,7 +115,15 @@ impl Stores {
             gcs: OnceLock::new(),
             s3: OnceLock::new(),
             local: OnceLock::new(),
+            named: Vec::new(),
         }
+    }
+
+    /// The stores of a config file ([`StoreFile::load`]), as
+    /// `NAME://bucket/key`.
+    pub fn with_store_file(mut self, file: StoreFile) -> Self {
+        self.named = named::Named::all(file);
+        self
     }
 
     /// Longest silence on a connection (no byte of a request taken by the
@@ -131,23 +146,29 @@ impl Stores {
     pub fn retry(&self) -> RetryPolicy {
         self.retry
     }
-    /// The headers a presigned `method` request to a `scheme` store must
+    /// The headers a presigned `method` request to `loc`'s store must
     /// be sent with: the encryption keys it was given, signed into the URL
     /// by its `presign` (shown to the user, the key itself masked).
     pub fn presign_headers(
         &self,
-        scheme: Scheme,
+        loc: &Location,
         method: shoal_core::PresignMethod,
-    ) -> Vec<(String, String)> {
-        match scheme {
+    ) -> Result<Vec<(String, String)>> {
+        if let Some(name) = loc.store {
+            return named::presign_headers(self, name, method);
+        }
+        Ok(match loc.scheme {
             Scheme::S3 => self.overrides.s3_encryption.presign_headers(method),
             Scheme::Gs => self.overrides.gcs_encryption.presign_headers(method),
             Scheme::File => Vec::new(),
-        }
+        })
     }
 
     /// The store serving `loc`'s scheme, built on first use.
     pub fn store(&self, loc: &Location) -> Result<Arc<dyn Store>> {
+        if let Some(name) = loc.store {
+            return named::store(self, name, loc);
+        }
         match loc.scheme {
             Scheme::Gs => get_or_try_init(&self.gcs, || self.build_gcs()),
             Scheme::S3 => get_or_try_init(&self.s3, || self.build_s3()),
@@ -162,16 +183,22 @@ impl Stores {
     /// built now (so a credential problem stops the batch before it starts)
     /// and shared by every action.
     pub fn store_for(&self, locs: &[&Location]) -> Result<StoreFor> {
-        let mut stores: Vec<(Scheme, Arc<dyn Store>)> = Vec::new();
+        let mut stores: Vec<(&Location, Arc<dyn Store>)> = Vec::new();
         for l in locs {
-            if !stores.iter().any(|(s, _)| *s == l.scheme) {
-                stores.push((l.scheme, self.store(l)?));
+            if !stores.iter().any(|(s, _)| s.same_store(l)) {
+                stores.push((l, self.store(l)?));
             }
         }
+        /// Which store: its scheme and, for a named one, its name.
+        type Key = (Scheme, Option<shoal_core::StoreName>);
+        let stores: Vec<(Key, Arc<dyn Store>)> = stores
+            .into_iter()
+            .map(|(l, s)| ((l.scheme, l.store), s))
+            .collect();
         Ok(Arc::new(move |loc: &Location| {
             stores
                 .iter()
-                .find(|(s, _)| *s == loc.scheme)
+                .find(|(s, _)| *s == (loc.scheme, loc.store))
                 .map(|(_, st)| st.clone())
                 .ok_or_else(|| {
                     shoal_core::Error::invalid(

@@ -44,4 +44,4 @@ pub use store::{
     PresignMethod, PresignStyle, PutOptions, Store, StoreFor, StoredPart, UploadMethod,
     check_presign_expiry,
 };
-pub use url::{Location, Scheme};
+pub use url::{Location, Scheme, StoreName};

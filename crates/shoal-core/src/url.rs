@@ -59,6 +59,72 @@ impl Scheme {
     }
 }
 
+/// A store the user named in their config file (`[stores.NAME]`), whose
+/// URLs are `NAME://bucket/key`. Names are declared once per process
+/// ([`declare_store`]) and kept for its life, so the value is `Copy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StoreName(&'static str);
+
+impl StoreName {
+    /// The name as written in the config file.
+    pub fn as_str(self) -> &'static str {
+        self.0
+    }
+}
+
+impl fmt::Display for StoreName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// The named stores declared in this process: name and the kind of store.
+static NAMED: std::sync::RwLock<Vec<(StoreName, Scheme)>> = std::sync::RwLock::new(Vec::new());
+
+/// Why `name` cannot name a store, if it cannot: a URL scheme must start
+/// with a lowercase letter and hold only lowercase letters, digits, `-`,
+/// `_` and `.`, and the built-in schemes (and their aliases) are taken.
+pub fn check_store_name(name: &str) -> std::result::Result<(), String> {
+    let ok_start = name.starts_with(|c: char| c.is_ascii_lowercase());
+    let ok_rest = name
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "-_.".contains(c));
+    if !ok_start || !ok_rest || name.len() > 63 {
+        return Err(format!(
+            "store name {name:?} is not usable as a URL scheme (lowercase letters, digits, \
+             '-', '_' and '.', starting with a letter, at most 63)"
+        ));
+    }
+    if matches!(name, "gs" | "gcs" | "s3" | "s3a" | "file" | "shoal") {
+        return Err(format!("store name {name:?} is taken by shoal's own URLs"));
+    }
+    Ok(())
+}
+
+/// Declares a named store of kind `scheme` (`Gs` or `S3`): from now on
+/// `NAME://bucket/key` parses to a [`Location`] naming it. Declaring the
+/// same name again keeps one entry (the kind of the last declaration).
+pub fn declare_store(name: &str, scheme: Scheme) -> std::result::Result<StoreName, String> {
+    check_store_name(name)?;
+    if scheme == Scheme::File {
+        return Err(format!("store {name:?}: a named store is gs or s3"));
+    }
+    let mut named = NAMED.write().unwrap_or_else(|e| e.into_inner());
+    if let Some(entry) = named.iter_mut().find(|(n, _)| n.0 == name) {
+        entry.1 = scheme;
+        return Ok(entry.0);
+    }
+    let n = StoreName(Box::leak(name.to_owned().into_boxed_str()));
+    named.push((n, scheme));
+    Ok(n)
+}
+
+/// The declared store called `name` and its kind.
+pub fn named_store(name: &str) -> Option<(StoreName, Scheme)> {
+    let named = NAMED.read().unwrap_or_else(|e| e.into_inner());
+    named.iter().find(|(n, _)| n.0 == name).copied()
+}
+
 /// A parsed URL: scheme, bucket and key. For local paths `bucket` is empty
 /// and `key` is the path as given.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -75,6 +141,9 @@ pub struct Location {
     /// there never follows a link ([`crate::local_path::make_folders`]).
     /// None when the user named the whole path.
     pub local_root: Option<usize>,
+    /// The named store (`NAME://`) serving this location, when not the
+    /// scheme's default one. `scheme` is then that store's kind.
+    pub store: Option<StoreName>,
 }
 
 /// The URL `input` (no `://`) was meant to be, when it starts with a
@@ -83,7 +152,7 @@ pub struct Location {
 fn url_meant(input: &str) -> Option<String> {
     let (scheme, rest) = input.split_once(':')?;
     let scheme = scheme.to_ascii_lowercase();
-    if !matches!(scheme.as_str(), "gs" | "gcs" | "s3" | "s3a") {
+    if !matches!(scheme.as_str(), "gs" | "gcs" | "s3" | "s3a") && named_store(&scheme).is_none() {
         return None;
     }
     let rest = rest.trim_start_matches('/');
@@ -122,8 +191,10 @@ impl Location {
                 bucket: String::new(),
                 key: input.to_owned(),
                 local_root: None,
+                store: None,
             });
         };
+        let mut store = None;
         let scheme = match scheme.to_ascii_lowercase().as_str() {
             "gs" => Scheme::Gs,
             "s3" => Scheme::S3,
@@ -142,7 +213,13 @@ impl Location {
                     bucket: String::new(),
                     key: path.to_owned(),
                     local_root: None,
+                    store: None,
                 });
+            }
+            other if named_store(other).is_some() => {
+                let (name, kind) = named_store(other).expect("checked above");
+                store = Some(name);
+                kind
             }
             other => {
                 return Err(Error::invalid(
@@ -150,7 +227,9 @@ impl Location {
                     input,
                     format!("unknown scheme '{other}://'"),
                 )
-                .with_hint("use gs://, s3://, file:// or a local path"));
+                .with_hint(
+                    "use gs://, s3://, file://, a local path, or a store named in the config file",
+                ));
             }
         };
         let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
@@ -160,6 +239,7 @@ impl Location {
             bucket: bucket.to_owned(),
             key: key.to_owned(),
             local_root: None,
+            store,
         })
     }
 
@@ -170,7 +250,23 @@ impl Location {
             bucket: self.bucket.clone(),
             key: key.into(),
             local_root: None,
+            store: self.store,
         }
+    }
+
+    /// The URL prefix of this location's store: `NAME://` for a named
+    /// store, else the scheme's (`gs://`, `s3://`, empty for paths).
+    pub fn prefix(&self) -> std::borrow::Cow<'static, str> {
+        match self.store {
+            Some(n) => format!("{n}://").into(),
+            None => self.scheme.prefix().into(),
+        }
+    }
+
+    /// Whether `other` is served by the same store as this (same scheme,
+    /// same named store or both the scheme's default).
+    pub fn same_store(&self, other: &Location) -> bool {
+        self.scheme == other.scheme && self.store == other.store
     }
 
     /// Whether this is a local path.
@@ -219,7 +315,7 @@ impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.scheme {
             Scheme::File => f.write_str(&self.key),
-            s => write!(f, "{}{}/{}", s.prefix(), self.bucket, self.key),
+            _ => write!(f, "{}{}/{}", self.prefix(), self.bucket, self.key),
         }
     }
 }
@@ -329,6 +425,26 @@ mod tests {
         assert!(e.to_string().contains("contains ' '"), "{e}");
         assert!(Location::parse("").is_err());
         assert!(Location::parse("gs://b/\0").is_err());
+    }
+
+    #[test]
+    fn named_stores_parse_only_once_declared() {
+        assert!(Location::parse("minio-a://b/k").is_err());
+        assert!(Location::parse("minio-a:b").unwrap().is_local());
+        let n = declare_store("minio-a", Scheme::S3).unwrap();
+        let loc = Location::parse("minio-a://b/k").unwrap();
+        assert_eq!(loc.scheme, Scheme::S3);
+        assert_eq!(loc.store, Some(n));
+        assert_eq!(loc.to_string(), "minio-a://b/k");
+        assert_eq!(loc.with_key("x").to_string(), "minio-a://b/x");
+        assert!(!loc.same_store(&Location::parse("s3://b/k").unwrap()));
+        let e = Location::parse("minio-a:/b/k").unwrap_err();
+        assert!(e.to_string().contains("did you mean minio-a://b/k?"), "{e}");
+        for taken in ["gs", "s3", "file", "gcs"] {
+            assert!(declare_store(taken, Scheme::S3).is_err(), "{taken}");
+        }
+        assert!(declare_store("Bad Name", Scheme::S3).is_err());
+        assert!(declare_store("x", Scheme::File).is_err());
     }
 
     #[test]

@@ -93,7 +93,7 @@ impl Client {
         Ok(Client {
             http: cfg.http.build()?,
             base: cfg.base_url(),
-            auth: Auth::new(cfg.anonymous),
+            auth: Auth::new(cfg.anonymous, cfg.credentials_file.clone()),
             retry: cfg.retry,
             user_project: cfg.user_project.clone(),
             encryption: cfg.encryption.clone(),

@@ -48,6 +48,10 @@ pub struct GcsConfig {
     /// How uploads are made (`--gcs-upload`), which the engine asks for
     /// through [`shoal_core::Store::upload_method`].
     pub upload: shoal_core::UploadMethod,
+    /// A credentials JSON file (service-account key or a user's
+    /// `authorized_user` file) used instead of Application Default
+    /// Credentials' search; read on the first request that needs it.
+    pub credentials_file: Option<std::path::PathBuf>,
 }
 
 impl GcsConfig {

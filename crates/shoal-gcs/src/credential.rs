@@ -38,6 +38,8 @@ pub(crate) enum Auth {
 }
 
 pub(crate) struct Adc {
+    /// A credentials file named in the config instead of ADC's search.
+    file: Option<PathBuf>,
     creds: OnceCell<Credentials>,
     /// A token was obtained at least once: later failures are refreshes.
     ever_ok: AtomicBool,
@@ -54,11 +56,12 @@ impl std::fmt::Debug for Auth {
 }
 
 impl Auth {
-    pub(crate) fn new(anonymous: bool) -> Self {
+    pub(crate) fn new(anonymous: bool, file: Option<PathBuf>) -> Self {
         if anonymous {
             Auth::Anonymous
         } else {
             Auth::Adc(Adc {
+                file,
                 creds: OnceCell::new(),
                 ever_ok: AtomicBool::new(false),
             })
@@ -75,6 +78,12 @@ impl Auth {
         let creds = adc
             .creds
             .get_or_try_init(|| async {
+                if let Some(path) = &adc.file {
+                    return from_file(path).map_err(|msg| {
+                        Error::new(ErrorKind::Unauthenticated, op, url, msg)
+                            .with_hint("check the store's credentials_file in the config file")
+                    });
+                }
                 Builder::default().build().map_err(|e| {
                     let what = if adc_file().is_none() {
                         "no Google credentials found"
@@ -111,6 +120,25 @@ impl Auth {
             )),
         }
     }
+}
+
+/// Credentials from a JSON file the user named: a service-account key or
+/// an `authorized_user` file. The error names the file, never its contents.
+fn from_file(path: &std::path::Path) -> std::result::Result<Credentials, String> {
+    use google_cloud_auth::credentials::{service_account, user_account};
+    let json = read_key_file(path)?;
+    let kind = json.get("type").and_then(|t| t.as_str()).unwrap_or("");
+    let built = match kind {
+        "service_account" => service_account::Builder::new(json).build(),
+        "authorized_user" => user_account::Builder::new(json).build(),
+        other => {
+            return Err(format!(
+                "the credentials file {} holds type '{other}', not service_account or authorized_user",
+                path.display()
+            ));
+        }
+    };
+    built.map_err(|e| format!("the credentials file {}: {e}", path.display()))
 }
 
 fn token_error(op: Op, url: &str, e: &CredentialsError, ever_ok: bool) -> Error {

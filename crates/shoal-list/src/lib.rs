@@ -82,7 +82,7 @@ pub fn object(op: Op, loc: &Location) -> Result<()> {
             loc.to_string(),
             format!(
                 "names a bucket, not an object (write {}{}/KEY)",
-                loc.scheme.prefix(),
+                loc.prefix(),
                 loc.bucket
             ),
         ));

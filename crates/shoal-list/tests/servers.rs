@@ -56,6 +56,7 @@ async fn expand_set(
         bucket: bucket.into(),
         key: key.into(),
         local_root: None,
+        store: None,
     };
     let opts = ListOptions {
         recursive,

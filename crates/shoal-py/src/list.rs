@@ -273,20 +273,24 @@ fn list_buckets_impl(
 ) -> impl Future<Output = PyResult<Vec<(String, Option<String>)>>> + use<> {
     let stores = s.stores.clone();
     async move {
-        let scheme = match scheme.as_str() {
-            "gs" | "gcs" => Scheme::Gs,
-            "s3" => Scheme::S3,
-            other => {
-                return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                    "buckets are listed for 'gs' or 's3', not {other:?}"
-                )));
-            }
+        let (scheme, store) = match scheme.as_str() {
+            "gs" | "gcs" => (Scheme::Gs, None),
+            "s3" => (Scheme::S3, None),
+            other => match shoal_core::url::named_store(other) {
+                Some((name, kind)) => (kind, Some(name)),
+                None => {
+                    return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                        "buckets are listed for 'gs', 's3' or a store named in the config file, not {other:?}"
+                    )));
+                }
+            },
         };
         let loc = Location {
             scheme,
             bucket: String::new(),
             key: String::new(),
             local_root: None,
+            store,
         };
         let store = stores.store(&loc).py()?;
         let buckets = store.list_buckets().await.py()?;

@@ -13,6 +13,8 @@ use shoal_config::{Addressing, Overrides, Stores};
 use shoal_core::retry::RetryPolicy;
 use shoal_transfer::TransferOptions;
 
+use crate::errors::IntoPyResult;
+
 /// Stores and defaults for a group of calls.
 #[pyclass(frozen, module = "shoal._shoal")]
 pub(crate) struct Session {
@@ -310,7 +312,7 @@ impl Session {
         timeouts: Timeouts,
         overrides: Overrides,
         kwargs: Bound<'_, PyDict>,
-    ) -> Self {
+    ) -> PyResult<Self> {
         let explicit_workers = workers.map(|w| w.max(1));
         let workers = workers
             .unwrap_or_else(|| TransferOptions::default().workers)
@@ -330,12 +332,15 @@ impl Session {
         if let Some(t) = timeouts.connect {
             stores = stores.with_connect_timeout(t);
         }
-        Session {
+        // The named stores of the config file (`NAME://bucket/key`), read
+        // again by every session so a changed file is seen.
+        stores = stores.with_store_file(shoal_config::StoreFile::load().py()?);
+        Ok(Session {
             stores: Arc::new(stores),
             workers,
             explicit_workers,
             kwargs: kwargs.unbind(),
-        }
+        })
     }
 }
 
@@ -410,13 +415,13 @@ impl Session {
             read: seconds("read_timeout", kw.read_timeout)?,
             connect: seconds("connect_timeout", kw.connect_timeout)?,
         };
-        Ok(Session::build(
+        Session::build(
             kw.workers,
             kw.attempts,
             timeouts,
             kw.into_overrides(addressing)?,
             kwargs,
-        ))
+        )
     }
 
     /// Requests in flight per call unless the call says otherwise.

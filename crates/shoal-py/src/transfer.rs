@@ -61,6 +61,7 @@ fn local(path: &std::path::Path) -> Location {
         bucket: String::new(),
         key: path.to_string_lossy().into_owned(),
         local_root: None,
+        store: None,
     }
 }
 

@@ -67,7 +67,7 @@ pub fn resolve(path: &Path) -> PathBuf {
 /// Refuses `src` → `dst` when one folder lies inside the other (or they
 /// are the same): `verb` names the command in the error.
 pub fn refuse_overlap(verb: &str, src: &Location, dst: &Location) -> Result<()> {
-    if src.scheme != dst.scheme || src.bucket != dst.bucket {
+    if !src.same_store(dst) || src.bucket != dst.bucket {
         return Ok(());
     }
     let (a, b) = (folder(src), folder(dst));
@@ -116,7 +116,7 @@ pub fn refuse_glob_overlap(
     dst: &Location,
     recursive: bool,
 ) -> Result<()> {
-    if src.is_local() || src.scheme != dst.scheme || src.bucket != dst.bucket {
+    if src.is_local() || !src.same_store(dst) || src.bucket != dst.bucket {
         return Ok(());
     }
     let Some(glob) = shoal_list::KeyGlob::parse(&src.to_string(), &src.key)? else {
@@ -126,7 +126,7 @@ pub fn refuse_glob_overlap(
     if !glob.may_match_under(&under, recursive) {
         return Ok(());
     }
-    let place = format!("{}{}/{under}", dst.scheme.prefix(), dst.bucket);
+    let place = format!("{}{}/{under}", dst.prefix(), dst.bucket);
     Err(Error::invalid(
         Op::Copy,
         format!("{verb} {src} {dst}"),

@@ -263,6 +263,7 @@ fn local_entry(path: &Path, rel: String, md: &std::fs::Metadata) -> Entry {
             bucket: String::new(),
             key: key.clone(),
             local_root: None,
+            store: None,
         },
         rel,
         meta: ObjectMeta {

@@ -148,7 +148,7 @@ fn refuse_prefix(u: &str, loc: &shoal_core::Location) -> Result<(), Failure> {
     if loc.key.is_empty() || (loc.key.ends_with('/') && !shoal_list::has_wildcard(&loc.key)) {
         return Err(Failure::Usage(format!(
             "{u}: names a folder (prefix), not an object; read everything below it with '{}{}/{}**'",
-            loc.scheme.prefix(),
+            loc.prefix(),
             loc.bucket,
             loc.key
         )));

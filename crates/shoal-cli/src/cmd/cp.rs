@@ -423,7 +423,7 @@ fn refuse_self_move(src: &Location, dst: &Location) -> Result<(), Failure> {
     let same = match (src.is_local(), dst.is_local()) {
         (false, false) => {
             let d = cloud_dest(dst, src.basename());
-            d.scheme == src.scheme && d.bucket == src.bucket && d.key == src.key
+            d.same_store(src) && d.bucket == src.bucket && d.key == src.key
         }
         (true, true) => {
             let from = Path::new(&src.key);
@@ -545,7 +545,7 @@ async fn destination_bucket_exists(
         projection: shoal_core::Projection::NameOnly,
         ..Default::default()
     };
-    let bucket = format!("{}{}", dst.scheme.prefix(), dst.bucket);
+    let bucket = format!("{}{}", dst.prefix(), dst.bucket);
     match store.list_page(&dst.bucket, &probe).await {
         Err(e) if e.kind() == ErrorKind::NotFound || e.status() == Some(400) => {
             Err(Failure::Failed(format!(

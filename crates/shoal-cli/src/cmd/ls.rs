@@ -122,12 +122,23 @@ impl Printer<'_> {
 
 pub(crate) async fn run(ctx: &Context, a: LsArgs) -> CmdResult {
     let Some(url) = a.url.as_deref() else {
-        return ls_buckets(ctx, &a, &[Scheme::Gs, Scheme::S3]).await;
+        return ls_buckets(ctx, &a, &[store_root(Scheme::Gs), store_root(Scheme::S3)]).await;
     };
     for scheme in [Scheme::Gs, Scheme::S3] {
         if url.eq_ignore_ascii_case(scheme.prefix()) {
-            return ls_buckets(ctx, &a, &[scheme]).await;
+            return ls_buckets(ctx, &a, &[store_root(scheme)]).await;
         }
+    }
+    // `NAME://`: the buckets of a store named in the config file.
+    if let Some((name, scheme)) = url
+        .strip_suffix("://")
+        .and_then(shoal_core::url::named_store)
+    {
+        let root = Location {
+            store: Some(name),
+            ..store_root(scheme)
+        };
+        return ls_buckets(ctx, &a, &[root]).await;
     }
     let loc = super::parse(url)?;
     if a.filters.any() && !a.recursive {
@@ -305,7 +316,17 @@ async fn list_named(
 /// credentials see (GCS: in the project). With both, each provider is
 /// listed in turn and a failing one is reported on its own line, the other
 /// still listed.
-async fn ls_buckets(ctx: &Context, a: &LsArgs, schemes: &[Scheme]) -> CmdResult {
+fn store_root(scheme: Scheme) -> Location {
+    Location {
+        scheme,
+        bucket: String::new(),
+        key: String::new(),
+        local_root: None,
+        store: None,
+    }
+}
+
+async fn ls_buckets(ctx: &Context, a: &LsArgs, schemes: &[Location]) -> CmdResult {
     if a.recursive || a.filters.any() || a.sorted || a.parallel.is_some() {
         return Err(Failure::Usage(
             "ls of buckets takes only -l and --json; name a bucket to list its objects".into(),
@@ -315,14 +336,8 @@ async fn ls_buckets(ctx: &Context, a: &LsArgs, schemes: &[Scheme]) -> CmdResult 
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut failures = Vec::new();
     let (started, mut count) = (now(), 0);
-    for &scheme in schemes {
-        let loc = Location {
-            scheme,
-            bucket: String::new(),
-            key: String::new(),
-            local_root: None,
-        };
-        let listed = match ctx.store(&loc) {
+    for loc in schemes {
+        let listed = match ctx.store(loc) {
             Ok(store) => store.list_buckets().await,
             Err(e) => Err(e),
         };
@@ -336,7 +351,7 @@ async fn ls_buckets(ctx: &Context, a: &LsArgs, schemes: &[Scheme]) -> CmdResult 
         };
         for b in buckets {
             count += 1;
-            let url = format!("{}{}", scheme.prefix(), b.name);
+            let url = format!("{}{}", loc.prefix(), b.name);
             let r = if a.json {
                 writeln!(
                     out,

@@ -18,7 +18,7 @@ pub(crate) async fn run(ctx: &Context, a: MbArgs) -> CmdResult {
         return Err(Failure::Usage(format!(
             "mb {}: a bucket URL has no key (write {}{})",
             a.url,
-            loc.scheme.prefix(),
+            loc.prefix(),
             loc.bucket
         )));
     }
@@ -32,7 +32,7 @@ pub(crate) async fn run(ctx: &Context, a: MbArgs) -> CmdResult {
     (store.create_bucket(&loc.bucket))
         .await
         .map_err(|e| e.with_url(loc.to_string()))?;
-    let url = format!("{}{}", loc.scheme.prefix(), loc.bucket);
+    let url = format!("{}{}", loc.prefix(), loc.bucket);
     if ctx.json {
         println!(
             "{}",

@@ -60,7 +60,7 @@ pub(crate) fn require_object(url: &str, verb: &str) -> Result<Location, Failure>
     if shoal_list::names_bucket(&loc) {
         return Err(Failure::Usage(format!(
             "{verb} {url}: needs an object, not a bucket (write {}{}/KEY)",
-            loc.scheme.prefix(),
+            loc.prefix(),
             loc.bucket
         )));
     }

@@ -49,7 +49,7 @@ pub(crate) async fn run(ctx: &Context, a: PresignArgs) -> CmdResult {
     // What the holder must send beside the URL: the caller's own
     // `--header`s and the store's encryption headers, secrets masked.
     let mut send: Vec<(String, String)> = p.headers.clone();
-    let keys = ctx.presign_headers(&loc, method);
+    let keys = ctx.presign_headers(&loc, method)?;
     let keyed = !keys.is_empty();
     for (name, value) in keys {
         if !send.iter().any(|(n, _)| n.eq_ignore_ascii_case(&name)) {

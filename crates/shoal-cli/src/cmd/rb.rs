@@ -27,12 +27,12 @@ pub(crate) async fn run(ctx: &Context, a: RbArgs) -> CmdResult {
         return Err(Failure::Usage(format!(
             "rb {}: removes a whole bucket, named exactly (write {}{}); to delete objects below a prefix use rm -r",
             a.url,
-            loc.scheme.prefix(),
+            loc.prefix(),
             loc.bucket
         )));
     }
     let store = ctx.store(&loc)?;
-    let bucket_url = format!("{}{}", loc.scheme.prefix(), loc.bucket);
+    let bucket_url = format!("{}{}", loc.prefix(), loc.bucket);
     if a.force {
         let (mut deleted, mut failed) =
             super::rm::delete_below(ctx, &loc.with_key(""), false).await?;

@@ -251,7 +251,7 @@ fn check(file: &std::fs::File, name: &str, run_len: usize) -> Result<Vec<Locatio
             Step::One(Action::Delete { dst, .. }) | Step::DeleteGlob(dst) => [Some(dst), None],
         };
         for l in locs.into_iter().flatten() {
-            if !schemes.iter().any(|s| s.scheme == l.scheme) {
+            if !schemes.iter().any(|s| s.same_store(l)) {
                 schemes.push(l.clone());
             }
         }
@@ -269,6 +269,7 @@ fn check(file: &std::fs::File, name: &str, run_len: usize) -> Result<Vec<Locatio
             bucket: String::new(),
             key: String::new(),
             local_root: None,
+            store: None,
         });
     }
     Ok(schemes)

@@ -24,6 +24,7 @@ mod lost_responses;
 mod ls_glob;
 mod many_files;
 mod metadata;
+mod named_stores;
 mod network;
 mod other_checksums;
 mod overlap;
