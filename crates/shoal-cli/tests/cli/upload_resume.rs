@@ -16,7 +16,7 @@ const PART: usize = 5 << 20;
 const SIZE: usize = 6 * PART + 1234;
 
 /// Parts the server holds for the uploads below `bucket`, by boto3.
-fn stored_parts(bucket: &str) -> (usize, usize) {
+pub(crate) fn stored_parts(bucket: &str) -> (usize, usize) {
     const SCRIPT: &str = r#"
 import sys, boto3
 ep, bucket = sys.argv[1:3]
@@ -43,7 +43,7 @@ print(len(ups), parts)
     (n.next().unwrap(), n.next().unwrap())
 }
 
-fn data(n: usize, seed: u64) -> Vec<u8> {
+pub(crate) fn data(n: usize, seed: u64) -> Vec<u8> {
     let mut x = seed | 1;
     (0..n)
         .map(|_| {
@@ -308,4 +308,199 @@ fn uploads_refuses_bad_input_in_one_line() {
     ))
     .assert_one_line_error(2, &["soon"]);
     run(with_args(shoal(), &["uploads", "./local"])).assert_one_line_error(2, &["s3://"]);
+}
+
+/// What happens to the file (or the command) between the interrupted run
+/// and the next one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Between {
+    Nothing,
+    /// New bytes, same size.
+    Rewritten,
+    /// A few bytes changed in one part, the file's time set back: the
+    /// journal entry still fits; only the parts' checksums tell.
+    InPlace,
+    /// Bytes appended.
+    Grown,
+    /// The next run asks for other metadata (`--content-type`).
+    OtherOptions,
+    /// The next run says `--no-resume`.
+    NoResume,
+}
+
+/// Random interrupted uploads (seeded by `SHOAL_PLAN_SEED`, as the random
+/// plans): a 4 to 7 part upload to MinIO whose parts past a random K are
+/// held at a fault proxy, interrupted (SIGINT or SIGKILL) once part K+1 is
+/// on its way, then one of [`Between`], then the same command run again.
+/// Whatever happened, the object is the file as it is at the end, byte
+/// for byte; the parts kept are at least those the first run must have
+/// finished when nothing changed, and none when the file, the part size's
+/// file or the options changed; no upload is left on the server (after
+/// `--no-resume`, `shoal uploads --abort` removes the old one) and no
+/// journal entry is left behind.
+#[test]
+fn random_interrupted_uploads_never_mix_two_files() {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    use shoal_testkit::faultproxy::{Fault, FaultProxy, Rule, Script, When};
+
+    let Some(upstream) = shoal_testkit_server("SHOAL_TEST_S3") else {
+        return;
+    };
+    let Some(bucket) = make_bucket(s3, "s3") else {
+        return;
+    };
+    let seed: u64 = std::env::var("SHOAL_PLAN_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(26);
+    let cases: usize = std::env::var("SHOAL_PLANS")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+        .map_or(6, |n| (n / 10).max(1));
+    let mut rng = StdRng::seed_from_u64(seed ^ 0x5e5);
+    let all = [
+        Between::Nothing,
+        Between::Rewritten,
+        Between::InPlace,
+        Between::Grown,
+        Between::OtherOptions,
+        Between::NoResume,
+    ];
+    for case in 0..cases {
+        let between = all[(case + rng.random_range(0..all.len())) % all.len()];
+        let parts = rng.random_range(4..=7usize);
+        let size = parts * PART - rng.random_range(0..PART / 2);
+        let k = rng.random_range(1..parts);
+        let kill = rng.random_bool(0.5);
+        let label = format!(
+            "case {case}: {between:?}, {parts} parts, held after {k}, {}",
+            if kill { "SIGKILL" } else { "SIGINT" }
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let src = dir.path().join("src");
+        let mut want = data(size, seed + case as u64);
+        std::fs::write(&src, &want).unwrap();
+        let url = format!("s3://{bucket}/case-{case}");
+        let proxy = FaultProxy::start(
+            &upstream,
+            Script::new().rule(
+                Rule::new(
+                    When::method("PUT"),
+                    Fault::DelayHeaders(Duration::from_secs(20)),
+                )
+                .nth(k + 1)
+                .times(usize::MAX),
+            ),
+        );
+        let mut c = with_args(
+            shoal_s3(&state),
+            &[
+                "--workers",
+                "2",
+                "cp",
+                "--part-size",
+                "5MiB",
+                src.to_str().unwrap(),
+                &url,
+            ],
+        );
+        c.env("AWS_ENDPOINT_URL", proxy.url())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        let mut child = c.spawn().unwrap();
+        let t0 = Instant::now();
+        while proxy.injected().is_empty() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(90),
+                "{label}: part {} never sent",
+                k + 1
+            );
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "{label}: ended before the interrupt"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let sig = if kill { libc::SIGKILL } else { libc::SIGINT };
+        unsafe {
+            libc::kill(child.id() as i32, sig);
+        }
+        child.wait().unwrap();
+        drop(proxy);
+
+        let mut args = vec!["cp", "--json", "--part-size", "5MiB"];
+        match between {
+            Between::Nothing => {}
+            Between::Rewritten => {
+                want = data(size, seed + 1000 + case as u64);
+                std::fs::write(&src, &want).unwrap();
+            }
+            Between::InPlace => {
+                use std::os::unix::fs::FileExt;
+                let at = rng.random_range(0..size - 8);
+                let before = std::fs::metadata(&src).unwrap().modified().unwrap();
+                let f = std::fs::OpenOptions::new().write(true).open(&src).unwrap();
+                let new: Vec<u8> = want[at..at + 8].iter().map(|b| !b).collect();
+                f.write_all_at(&new, at as u64).unwrap();
+                f.set_modified(before).unwrap();
+                want[at..at + 8].copy_from_slice(&new);
+            }
+            Between::Grown => {
+                want.extend_from_slice(b"and then some");
+                std::fs::write(&src, &want).unwrap();
+            }
+            Between::OtherOptions => args.extend(["--content-type", "text/x-other"]),
+            Between::NoResume => args.push("--no-resume"),
+        }
+        args.extend([src.to_str().unwrap(), url.as_str()]);
+        let r = run(with_args(shoal_s3(&state), &args));
+        assert_eq!(r.code, 0, "{label}: {}", r.stderr);
+        let line = r
+            .stdout
+            .lines()
+            .find(|l| l.contains("\"resumed_bytes\""))
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let resumed = v["resumed_bytes"].as_u64().unwrap() as usize;
+        match between {
+            // With two workers, part K+1 went once K-1 parts had finished.
+            Between::Nothing => assert!(resumed >= (k - 1) * PART, "{label}: kept {resumed}"),
+            Between::InPlace => {
+                assert!(resumed >= (k.max(2) - 2) * PART, "{label}: kept {resumed}")
+            }
+            _ => assert_eq!(resumed, 0, "{label}: started over"),
+        }
+        let back = dir.path().join("back");
+        let r = run(with_args(
+            shoal_s3(&state),
+            &["cp", &url, back.to_str().unwrap()],
+        ));
+        assert_eq!(r.code, 0, "{label}: {}", r.stderr);
+        assert!(
+            std::fs::read(&back).unwrap() == want,
+            "{label}: the object is the file now"
+        );
+        if between == Between::NoResume {
+            let r = run(with_args(
+                shoal_s3(&state),
+                &[
+                    "uploads",
+                    "--abort",
+                    "--older-than",
+                    "0",
+                    &format!("s3://{bucket}/case-{case}"),
+                ],
+            ));
+            assert_eq!(r.code, 0, "{label}: {}", r.stderr);
+            // The entry of the run that was not resumed names an upload
+            // that is gone now; the next upload of the file starts over.
+            std::fs::remove_dir_all(state.join("uploads")).ok();
+        }
+        assert_eq!(stored_parts(&bucket).0, 0, "{label}: no upload left");
+        let entries = std::fs::read_dir(state.join("uploads")).map_or(0, |d| d.count());
+        assert_eq!(entries, 0, "{label}: no journal entry left");
+    }
 }
