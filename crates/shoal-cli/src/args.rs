@@ -343,32 +343,7 @@ pub(crate) struct UploadsArgs {
 }
 
 fn parse_age(s: &str) -> Result<std::time::Duration, String> {
-    if s.trim() == "0" {
-        return Ok(std::time::Duration::ZERO);
-    }
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let scale: u64 = match unit {
-        "" | "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86400,
-        _ => u64::MAX,
-    };
-    match digits
-        .parse::<u64>()
-        .ok()
-        .zip((scale != u64::MAX).then_some(scale))
-    {
-        Some((n, scale)) => n
-            .checked_mul(scale)
-            .map(std::time::Duration::from_secs)
-            .ok_or_else(|| format!("'{s}' is too long an age")),
-        None => Err(format!(
-            "'{s}' is not an age: write N, Ns, Nm, Nh or Nd (e.g. 1h, 0 for all)"
-        )),
-    }
+    parse_secs(s).map(std::time::Duration::from_secs)
 }
 
 #[derive(Debug, Args)]
@@ -597,9 +572,8 @@ fn parse_query_param(s: &str) -> Result<(String, String), String> {
     }
 }
 
-/// `90`, `90s`, `15m`, `1h`, `7d`: whole seconds, within what both
-/// signature versions allow (1 s to 7 days).
-fn parse_expires(s: &str) -> Result<std::time::Duration, String> {
+/// `90`, `90s`, `15m`, `1h`, `7d`: whole seconds.
+fn parse_secs(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, unit) = t.split_at(split);
@@ -608,22 +582,25 @@ fn parse_expires(s: &str) -> Result<std::time::Duration, String> {
         "m" => 60,
         "h" => 3600,
         "d" => 86400,
-        _ => {
-            return Err(format!(
-                "'{s}' is not a duration: write N, Ns, Nm, Nh or Nd (e.g. 1h)"
-            ));
-        }
+        _ => 0,
     };
-    if digits.is_empty() {
+    if digits.is_empty() || scale == 0 {
         return Err(format!(
             "'{s}' is not a duration: write N, Ns, Nm, Nh or Nd (e.g. 1h)"
         ));
     }
-    let max = shoal_core::MAX_PRESIGN_EXPIRY.as_secs();
-    let secs = digits
+    digits
         .parse::<u64>()
         .ok()
         .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("'{s}' is too long a duration"))
+}
+
+/// A presigned URL's lifetime ([`parse_secs`]), within what both signature
+/// versions allow (1 s to 7 days).
+fn parse_expires(s: &str) -> Result<std::time::Duration, String> {
+    let max = shoal_core::MAX_PRESIGN_EXPIRY.as_secs();
+    let secs = Some(parse_secs(s)?)
         .filter(|n| (1..=max).contains(n))
         .ok_or_else(|| format!("'{s}' is out of range: a presigned URL lives 1s to 7d"))?;
     Ok(std::time::Duration::from_secs(secs))

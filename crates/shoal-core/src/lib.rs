@@ -27,6 +27,7 @@ pub mod posix;
 pub mod resume;
 pub mod retry;
 pub mod sent;
+pub mod state;
 pub mod store;
 pub mod transport;
 pub mod url;

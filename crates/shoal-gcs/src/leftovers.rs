@@ -41,15 +41,7 @@ pub(crate) struct Entry {
 
 /// The journal's folder, if there is a place for it.
 fn journal_dir() -> Option<PathBuf> {
-    let var = |n: &str| {
-        std::env::var_os(n)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    let root = var("SHOAL_STATE_DIR")
-        .or_else(|| var("XDG_STATE_HOME").map(|d| d.join("shoal")))
-        .or_else(|| var("HOME").map(|h| h.join(".local/state/shoal")))?;
-    Some(root.join("composite"))
+    Some(shoal_core::state::dir()?.join("composite"))
 }
 
 /// The start time of process `pid`, if it runs (and `/proc` says so).

@@ -99,15 +99,7 @@ pub(crate) struct Journal {
 }
 
 fn state_dir() -> Option<PathBuf> {
-    let var = |n: &str| {
-        std::env::var_os(n)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    let root = var("SHOAL_STATE_DIR")
-        .or_else(|| var("XDG_STATE_HOME").map(|d| d.join("shoal")))
-        .or_else(|| var("HOME").map(|h| h.join(".local/state/shoal")))?;
-    Some(root.join("uploads"))
+    Some(shoal_core::state::dir()?.join("uploads"))
 }
 
 /// A digest of what an upload fixes at its start. `Debug` of the options

@@ -43,18 +43,6 @@ print(len(ups), parts)
     (n.next().unwrap(), n.next().unwrap())
 }
 
-pub(crate) fn data(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 #[derive(PartialEq, Clone, Copy)]
 enum Then {
     /// The same command again: the stored parts are kept.
@@ -96,7 +84,7 @@ fn kill_mid_upload() -> Option<Killed> {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let src = dir.path().join("src");
-    std::fs::write(&src, data(SIZE, 7)).unwrap();
+    std::fs::write(&src, pattern(SIZE, 7)).unwrap();
     let url = format!("s3://{bucket}/big.bin");
 
     let name = unique("slowup");
@@ -176,7 +164,7 @@ fn upload_then(then: Then) {
     let mut want = std::fs::read(&k.src).unwrap();
     match then {
         Then::Changed => {
-            want = data(SIZE, 8);
+            want = pattern(SIZE, 8);
             std::fs::write(&k.src, &want).unwrap();
         }
         Then::Sneaky => {
@@ -381,7 +369,7 @@ fn random_interrupted_uploads_never_mix_two_files() {
         let dir = tempfile::tempdir().unwrap();
         let state = dir.path().join("state");
         let src = dir.path().join("src");
-        let mut want = data(size, seed + case as u64);
+        let mut want = pattern(size, seed + case as u64);
         std::fs::write(&src, &want).unwrap();
         let url = format!("s3://{bucket}/case-{case}");
         let proxy = FaultProxy::start(
@@ -435,7 +423,7 @@ fn random_interrupted_uploads_never_mix_two_files() {
         match between {
             Between::Nothing => {}
             Between::Rewritten => {
-                want = data(size, seed + 1000 + case as u64);
+                want = pattern(size, seed + 1000 + case as u64);
                 std::fs::write(&src, &want).unwrap();
             }
             Between::InPlace => {
