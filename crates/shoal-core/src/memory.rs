@@ -200,6 +200,7 @@ impl MemoryStore {
             recorded: crate::file_time::Recorded::of(&opts.metadata),
             metadata: opts.metadata.clone(),
             version_state: None,
+            metageneration: None,
         };
         b.insert(key.to_owned(), (data, meta.clone()));
         inner.parts.remove(&(bucket.to_owned(), key.to_owned()));

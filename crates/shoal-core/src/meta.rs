@@ -42,6 +42,11 @@ pub struct ObjectMeta {
     /// that version (GCS `sourceGeneration`, S3 `?versionId=`), current
     /// or not.
     pub version_state: Option<VersionState>,
+    /// GCS metageneration: bumped by every change of the object's metadata
+    /// (the generation changes only with its bytes). An update of the
+    /// metadata is pinned to both (`ifMetagenerationMatch`), so a change
+    /// made meanwhile by another writer is never overwritten.
+    pub metageneration: Option<i64>,
 }
 
 impl ObjectMeta {

@@ -63,6 +63,8 @@ pub(crate) struct RawObject<'a> {
     #[serde(borrow, default)]
     generation: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
+    metageneration: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
     storage_class: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     content_encoding: Option<Cow<'a, str>>,
@@ -130,6 +132,10 @@ impl RawObject<'_> {
                 s.parse::<i64>().map_err(|_| bad("generation", s))?,
             )),
         };
+        let metageneration = match self.metageneration.as_deref() {
+            None => None,
+            Some(s) => Some(s.parse::<i64>().map_err(|_| bad("metageneration", s))?),
+        };
         // Noncurrent: said here; a current one only where every version
         // was asked for (`list_page`, `head_version`).
         let soft_deleted = self.soft_delete_time.is_some();
@@ -144,6 +150,7 @@ impl RawObject<'_> {
             version_state,
             checksums: Checksums::default().with_crc32c(crc32c).with_md5(md5),
             version,
+            metageneration,
             storage_class: self.storage_class.map(Cow::into_owned),
             content_encoding: self
                 .content_encoding

@@ -266,10 +266,12 @@ impl Client {
     }
 
     /// objects.patch of the descriptive fields and custom metadata,
-    /// pinned with `ifGenerationMatch` to the generation seen (a metadata
-    /// change keeps the generation, so a retry after a lost answer asks
-    /// the same of the same object). Keys of `seen` not kept are sent as
-    /// null, which removes them.
+    /// pinned with `ifGenerationMatch` to the generation seen and with
+    /// `ifMetagenerationMatch` to its metadata's (when the answer that was
+    /// seen said it: HEADs do, listings do not). A retry after a lost
+    /// answer that meets its own change is told from another writer's by
+    /// what the object holds. Keys of `seen` not kept are sent as null,
+    /// which removes them.
     ///
     /// fake-gcs-server 1.56 stores a key sent as null as `""` instead of
     /// removing it (and ignores `ifGenerationMatch` on PATCH and PUT). An
@@ -315,16 +317,23 @@ impl Client {
         }
         m.insert("metadata".into(), serde_json::Value::Object(metadata));
         let g = g.to_string();
-        let q = Query::new()
-            .add("ifGenerationMatch", &g)
-            .add_opt("predefinedAcl", opts.acl.as_deref());
-        let http_url = format!("{}{}", self.object_url(bucket, key), q.as_str());
-        let send = |method: reqwest::Method, body: Bytes| {
-            let (http_url, url) = (&http_url, &url);
+        // Pinned to the metadata seen too (`ifMetagenerationMatch`): a
+        // change another writer made to it since (same bytes, same
+        // generation) fails this one rather than being overwritten.
+        let query = |mg: Option<i64>| {
+            let mg = mg.map(|m| m.to_string());
+            let q = Query::new()
+                .add("ifGenerationMatch", &g)
+                .add_opt("ifMetagenerationMatch", mg.as_deref())
+                .add_opt("predefinedAcl", opts.acl.as_deref());
+            format!("{}{}", self.object_url(bucket, key), q.as_str())
+        };
+        let send = |method: reqwest::Method, body: Bytes, mg: Option<i64>| {
+            let (http_url, url) = (query(mg), &url);
             async move {
                 let resp = self
                     .call_bytes(Op::Update, url, |h| {
-                        h.request(method.clone(), http_url)
+                        h.request(method.clone(), &http_url)
                             .header(CONTENT_TYPE, "application/json")
                             .body(body.clone())
                     })
@@ -333,13 +342,24 @@ impl Client {
             }
         };
         let body = Bytes::from(serde_json::Value::Object(m.clone()).to_string());
-        let patched = send(reqwest::Method::PATCH, body).await?;
+        let patched = match send(reqwest::Method::PATCH, body, seen.metageneration).await {
+            // A retry after a lost answer meets the metageneration its own
+            // first send made: told from another writer's change by what
+            // the object holds now.
+            Err(e) if e.kind() == ErrorKind::Precondition && seen.metageneration.is_some() => {
+                match self.head(bucket, key).await {
+                    Ok(now) if now.version == seen.version && holds(&now, opts) => now,
+                    _ => return Err(e),
+                }
+            }
+            r => r?,
+        };
         if !removed.iter().any(|k| patched.metadata.contains_key(*k)) {
             return Ok(patched);
         }
         m.insert("metadata".into(), serde_json::Value::Object(kept));
         let body = Bytes::from(serde_json::Value::Object(m).to_string());
-        let updated = send(reqwest::Method::PUT, body).await?;
+        let updated = send(reqwest::Method::PUT, body, patched.metageneration).await?;
         if let Some(k) = removed.iter().find(|k| updated.metadata.contains_key(**k)) {
             return Err(Error::new(
                 ErrorKind::Protocol,
@@ -479,6 +499,15 @@ impl Client {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Whether `now` holds what a patch of `opts` sets (its own answer lost).
+fn holds(now: &ObjectMeta, opts: &PutOptions) -> bool {
+    now.metadata == opts.metadata
+        && now.content_type == opts.content_type
+        && now.cache_control == opts.cache_control
+        && now.content_disposition == opts.content_disposition
+        && now.content_encoding == opts.content_encoding
 }
 
 /// The `ifGenerationMatch` a write carries: `0` for one that must not

@@ -651,6 +651,7 @@ pub(crate) fn meta_from_headers(key: &str, size: u64, h: &HeaderMap) -> ObjectMe
         recorded: shoal_core::file_time::Recorded::of(&metadata),
         metadata,
         version_state: None,
+        metageneration: None,
     }
 }
 
