@@ -504,6 +504,12 @@ pub fn check_presign_expiry(expires: std::time::Duration, target: &str) -> Resul
     Ok(())
 }
 
+/// What a store answers for a capability it lacks (the trait's defaults):
+/// `Unsupported`, which callers take as "go another way".
+fn unsupported(op: Op, target: String, what: &str) -> Error {
+    Error::new(ErrorKind::Unsupported, op, target, what)
+}
+
 /// An object store: the primitives shoal's engines are built from.
 #[async_trait::async_trait]
 pub trait Store: Send + Sync + Debug {
@@ -615,8 +621,7 @@ pub trait Store: Send + Sync + Debug {
         opts: &PutOptions,
     ) -> Result<(MultipartUpload, Vec<ListedPart>)> {
         let _ = (upload_id, opts);
-        Err(Error::new(
-            ErrorKind::Unsupported,
+        Err(unsupported(
             Op::Multipart,
             format!("{bucket}/{key}"),
             "this store does not resume uploads",
@@ -626,8 +631,7 @@ pub trait Store: Send + Sync + Debug {
     /// The multipart uploads in progress in `bucket` whose keys start with
     /// `prefix`, every page of them.
     async fn multipart_uploads(&self, bucket: &str, prefix: &str) -> Result<Vec<PendingUpload>> {
-        Err(Error::new(
-            ErrorKind::Unsupported,
+        Err(unsupported(
             Op::Multipart,
             format!("{bucket}/{prefix}"),
             "this store cannot list uploads in progress",
@@ -641,8 +645,7 @@ pub trait Store: Send + Sync + Debug {
     /// Stores that cannot answer `Unsupported`; callers then stream the
     /// bytes through the client.
     async fn copy(&self, req: &CopyRequest<'_>) -> Result<ObjectMeta> {
-        Err(Error::new(
-            ErrorKind::Unsupported,
+        Err(unsupported(
             Op::Copy,
             format!("{}/{}", req.src_bucket, req.src_key),
             "this store has no server-side copy",
@@ -664,8 +667,7 @@ pub trait Store: Send + Sync + Debug {
         opts: &PutOptions,
     ) -> Result<ObjectMeta> {
         let _ = (seen, opts);
-        Err(Error::new(
-            ErrorKind::Unsupported,
+        Err(unsupported(
             Op::Update,
             format!("{bucket}/{key}"),
             "this store has no metadata patch",
@@ -694,8 +696,7 @@ pub trait Store: Send + Sync + Debug {
         opts: &PutOptions,
     ) -> Result<ObjectMeta> {
         let _ = (body, opts);
-        Err(Error::new(
-            ErrorKind::Unsupported,
+        Err(unsupported(
             Op::Upload,
             format!("{bucket}/{key}"),
             "this store has no single-session streaming upload",
@@ -709,8 +710,7 @@ pub trait Store: Send + Sync + Debug {
     /// the object need not exist. Stores that cannot answer `Unsupported`.
     async fn presign(&self, bucket: &str, key: &str, p: &Presign) -> Result<String> {
         let _ = p;
-        Err(Error::new(
-            ErrorKind::Unsupported,
+        Err(unsupported(
             Op::Presign,
             format!("{bucket}/{key}"),
             "this store has no presigned URLs",
@@ -725,8 +725,7 @@ pub trait Store: Send + Sync + Debug {
     /// answer `Unsupported`.
     async fn delete_if(&self, bucket: &str, key: &str, version: &ObjectVersion) -> Result<Deleted> {
         let _ = version;
-        Err(Error::new(
-            ErrorKind::Unsupported,
+        Err(unsupported(
             Op::Delete,
             format!("{bucket}/{key}"),
             "this store has no object versions to match",
@@ -745,8 +744,7 @@ pub trait Store: Send + Sync + Debug {
         version: &ObjectVersion,
     ) -> Result<ObjectMeta> {
         let _ = version;
-        Err(Error::new(
-            ErrorKind::Unsupported,
+        Err(unsupported(
             Op::Stat,
             format!("{bucket}/{key}"),
             "this store has no object versions",
@@ -760,8 +758,7 @@ pub trait Store: Send + Sync + Debug {
     /// answer `Unsupported`.
     async fn delete_version(&self, bucket: &str, key: &str, version: &ObjectVersion) -> Result<()> {
         let _ = version;
-        Err(Error::new(
-            ErrorKind::Unsupported,
+        Err(unsupported(
             Op::Delete,
             format!("{bucket}/{key}"),
             "this store has no object versions",
@@ -781,8 +778,7 @@ pub trait Store: Send + Sync + Debug {
         only_if_absent: bool,
     ) -> Result<ObjectMeta> {
         let _ = (generation, only_if_absent);
-        Err(Error::new(
-            ErrorKind::Unsupported,
+        Err(unsupported(
             Op::Copy,
             format!("{bucket}/{key}"),
             "this store has no soft delete",

@@ -119,6 +119,23 @@ impl S3Store {
         self.conditional.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The precondition `opts` puts on a multipart upload's completion.
+    fn condition(
+        &self,
+        bucket: &str,
+        key: &str,
+        opts: &PutOptions,
+    ) -> Result<Option<(&'static str, String)>> {
+        object::precondition(opts, Op::Multipart, &format!("s3://{bucket}/{key}"))
+    }
+
+    /// Keeps `condition` for `upload`'s completion (a started or resumed one).
+    fn remember(&self, upload: &MultipartUpload, condition: Option<(&'static str, String)>) {
+        if let Some(c) = condition {
+            self.conditional_ids().insert(upload.upload_id.clone(), c);
+        }
+    }
+
     /// The region requests are signed for.
     pub fn region(&self) -> &str {
         &self.client.region
@@ -293,12 +310,9 @@ impl Store for S3Store {
         key: &str,
         opts: &PutOptions,
     ) -> Result<MultipartUpload> {
-        let url = format!("s3://{bucket}/{key}");
-        let condition = object::precondition(opts, Op::Multipart, &url)?;
+        let condition = self.condition(bucket, key, opts)?;
         let upload = self.client.multipart_start(bucket, key, opts).await?;
-        if let Some(c) = condition {
-            self.conditional_ids().insert(upload.upload_id.clone(), c);
-        }
+        self.remember(&upload, condition);
         Ok(upload)
     }
 
@@ -346,17 +360,14 @@ impl Store for S3Store {
         upload_id: &str,
         opts: &PutOptions,
     ) -> Result<(MultipartUpload, Vec<shoal_core::ListedPart>)> {
-        let url = format!("s3://{bucket}/{key}");
-        let condition = object::precondition(opts, Op::Multipart, &url)?;
+        let condition = self.condition(bucket, key, opts)?;
         let upload = MultipartUpload {
             bucket: bucket.to_owned(),
             key: key.to_owned(),
             upload_id: upload_id.to_owned(),
         };
         let parts = self.client.list_parts(&upload).await?;
-        if let Some(c) = condition {
-            self.conditional_ids().insert(upload.upload_id.clone(), c);
-        }
+        self.remember(&upload, condition);
         Ok((upload, parts))
     }
 

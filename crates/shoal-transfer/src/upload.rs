@@ -219,12 +219,8 @@ async fn check_parts(
         let same = match p.crc32c {
             Some(theirs) => theirs == crc,
             None => {
-                use md5::Digest;
-                let md5: String = md5::Md5::digest(&data)
-                    .iter()
-                    .map(|b| format!("{b:02x}"))
-                    .collect();
-                p.etag.trim_matches('"') == md5
+                use shoal_core::checksum::{hex, md5_digest};
+                p.etag.trim_matches('"') == hex(&md5_digest(&data))
             }
         };
         if same {

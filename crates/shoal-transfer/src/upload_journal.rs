@@ -43,6 +43,7 @@ use std::path::{Path, PathBuf};
 
 use md5::{Digest, Md5};
 use serde::{Deserialize, Serialize};
+use shoal_core::checksum::{hex, md5_digest};
 use shoal_core::{Location, PutOptions};
 
 /// The source file as an upload saw it.
@@ -105,11 +106,7 @@ fn state_dir() -> Option<PathBuf> {
 /// A digest of what an upload fixes at its start. `Debug` of the options
 /// names keys only by their digests (`CustomerKey`'s `Debug`).
 fn options_digest(put: &PutOptions) -> String {
-    hex(&Md5::digest(format!("{put:?}").as_bytes()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex(&md5_digest(format!("{put:?}").as_bytes()))
 }
 
 impl Journal {

@@ -24,8 +24,14 @@ pub(crate) fn toxi(method: &str, path: &str, body: &str) -> String {
     body.to_owned()
 }
 
-/// A toxiproxy proxy to `upstream` where every connection gets `kib_s` KiB/s.
+/// A toxiproxy proxy to `upstream` where every connection gets `kib_s` KiB/s
+/// on the way down.
 fn slow_proxy(upstream: &str, kib_s: u32) -> (String, String) {
+    slow_proxy_on(upstream, kib_s, "downstream")
+}
+
+/// [`slow_proxy`] on `stream` (`"upstream"`: what the client sends).
+pub(crate) fn slow_proxy_on(upstream: &str, kib_s: u32, stream: &str) -> (String, String) {
     let name = unique("slow");
     let up = upstream.trim_start_matches("http://");
     let body = toxi(
@@ -39,7 +45,7 @@ fn slow_proxy(upstream: &str, kib_s: u32) -> (String, String) {
         "POST",
         &format!("/proxies/{name}/toxics"),
         &format!(
-            r#"{{"name":"bw","type":"bandwidth","stream":"downstream","attributes":{{"rate":{kib_s}}}}}"#
+            r#"{{"name":"bw","type":"bandwidth","stream":"{stream}","attributes":{{"rate":{kib_s}}}}}"#
         ),
     );
     (name, format!("http://{listen}"))

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use crate::resume::toxi;
+use crate::resume::{slow_proxy_on, toxi};
 
 const PART: usize = 5 << 20;
 const SIZE: usize = 6 * PART + 1234;
@@ -87,20 +87,7 @@ fn kill_mid_upload() -> Option<Killed> {
     std::fs::write(&src, pattern(SIZE, 7)).unwrap();
     let url = format!("s3://{bucket}/big.bin");
 
-    let name = unique("slowup");
-    let up = upstream.trim_start_matches("http://");
-    let body = toxi(
-        "POST",
-        "/proxies",
-        &format!(r#"{{"name":"{name}","listen":"127.0.0.1:0","upstream":"{up}","enabled":true}}"#),
-    );
-    let v: serde_json::Value = serde_json::from_str(body.trim()).unwrap();
-    let slow = format!("http://{}", v["listen"].as_str().unwrap());
-    toxi(
-        "POST",
-        &format!("/proxies/{name}/toxics"),
-        r#"{"name":"bw","type":"bandwidth","stream":"upstream","attributes":{"rate":3000}}"#,
-    );
+    let (name, slow) = slow_proxy_on(&upstream, 3000, "upstream");
     let mut c = with_args(
         shoal_s3(&state),
         &[
