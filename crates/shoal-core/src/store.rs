@@ -634,7 +634,7 @@ pub trait Store: Send + Sync + Debug {
         Err(unsupported(
             Op::Multipart,
             format!("{bucket}/{prefix}"),
-            "this store cannot list uploads in progress",
+            "this store keeps no multipart uploads to list (S3 does)",
         ))
     }
 

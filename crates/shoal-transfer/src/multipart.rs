@@ -253,7 +253,8 @@ impl Multipart {
         Ok(Report {
             resumed: self.kept_bytes,
             bytes: parts.iter().map(|p| p.size).sum(),
-            pieces: parts.len(),
+            // Requests this run made: the parts kept were sent by another.
+            pieces: parts.len() - self.kept.len(),
             verified: check_sent(&meta.checksums, crc, &self.url)?,
             crc32c: crc,
             source_version: None,

@@ -35,6 +35,18 @@ fn line(ctx: &Context, action: &str, url: &str, u: &PendingUpload) {
     }
 }
 
+/// `--older-than` as it is typed: `1h`, `90m`, `45s`.
+fn age(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0 => "0s".to_owned(),
+        _ if s % 86_400 == 0 => format!("{}d", s / 86_400),
+        _ if s % 3600 == 0 => format!("{}h", s / 3600),
+        _ if s % 60 == 0 => format!("{}m", s / 60),
+        _ => format!("{s}s"),
+    }
+}
+
 pub(crate) async fn run(ctx: &Context, a: UploadsArgs) -> CmdResult {
     let loc = super::parse(&a.url)?;
     if loc.is_local() {
@@ -79,10 +91,10 @@ pub(crate) async fn run(ctx: &Context, a: UploadsArgs) -> CmdResult {
         );
     } else if !ctx.quiet {
         eprintln!(
-            "Aborted {} upload(s); {} younger than {}s left alone",
+            "Aborted {} upload(s); {} younger than {} left alone",
             done.aborted.len(),
             done.young.len(),
-            a.older_than.as_secs()
+            age(a.older_than)
         );
     }
     if done.failed.is_empty() {
