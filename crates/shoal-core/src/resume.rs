@@ -146,7 +146,7 @@ impl State {
         tracing::debug!(url = %self.url, pos = self.pos, error = %e, "download stream broke; resuming");
         self.failures += 1;
         self.body = None;
-        tokio::time::sleep(self.policy.delay(self.failures)).await;
+        tokio::time::sleep(self.policy.wait_before(self.failures, &e)).await;
         ControlFlow::Continue(())
     }
 

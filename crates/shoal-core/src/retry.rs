@@ -64,9 +64,18 @@ impl RetryPolicy {
             .with_jitter()
     }
 
-    /// The wait before retry number `retry` (1 for the first), on the same
-    /// schedule [`RetryPolicy::run`] uses: for loops that retry by hand
-    /// (a download stream resumed from its last byte).
+    /// The wait before retry number `retry` (1 for the first) after
+    /// `error`: the schedule's wait, or the server's `Retry-After` when
+    /// that is longer (capped at [`RETRY_AFTER_CAP`]). Every retry loop
+    /// waits by it: [`RetryPolicy::run`], [`safe`]'s writes and deletes,
+    /// a download stream resumed from its last byte.
+    pub fn wait_before(&self, retry: u32, error: &Error) -> Duration {
+        longer_if_asked(self.delay(retry), error)
+    }
+
+    /// The schedule's wait before retry number `retry` (1 for the first),
+    /// whatever the error: [`RetryPolicy::wait_before`] without a server's
+    /// word.
     pub fn delay(&self, retry: u32) -> Duration {
         use backon::BackoffBuilder;
         self.builder()
@@ -109,17 +118,24 @@ impl RetryPolicy {
         f.retry(self.builder())
             .sleep(tokio::time::sleep)
             .when(again)
-            .adjust(|e: &Error, dur: Option<Duration>| {
-                let after = e.retry_after().map(|a| a.min(Duration::from_secs(60)));
-                match (dur, after) {
-                    (Some(d), Some(a)) => Some(d.max(a)),
-                    (d, _) => d,
-                }
-            })
+            .adjust(|e: &Error, dur: Option<Duration>| dur.map(|d| longer_if_asked(d, e)))
             .notify(|e: &Error, dur: Duration| {
                 tracing::debug!(what, error = %e, wait_ms = dur.as_millis() as u64, "retrying");
             })
             .await
+    }
+}
+
+/// The longest a server's `Retry-After` may make one wait: a server asking
+/// for an hour would otherwise hang the command without a word.
+pub const RETRY_AFTER_CAP: Duration = Duration::from_secs(60);
+
+/// `wait`, or the server's `Retry-After` on `error` when that is longer
+/// (capped at [`RETRY_AFTER_CAP`]).
+fn longer_if_asked(wait: Duration, error: &Error) -> Duration {
+    match error.retry_after() {
+        Some(asked) => wait.max(asked.min(RETRY_AFTER_CAP)),
+        None => wait,
     }
 }
 
@@ -128,6 +144,22 @@ mod tests {
     use super::*;
     use crate::error::{ErrorKind, Op};
     use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[test]
+    fn a_servers_retry_after_lengthens_the_wait_up_to_the_cap() {
+        let p = RetryPolicy::default();
+        let busy = || Error::new(ErrorKind::ServerBusy, Op::Stat, "u", "503");
+        // Without a word from the server: the schedule's wait (the first
+        // step plus at most one more of jitter).
+        assert!(p.wait_before(1, &busy()) <= 2 * p.initial_delay);
+        let asked = busy().with_retry_after(Duration::from_secs(5));
+        assert_eq!(p.wait_before(1, &asked), Duration::from_secs(5));
+        let hour = busy().with_retry_after(Duration::from_secs(3600));
+        assert_eq!(p.wait_before(1, &hour), RETRY_AFTER_CAP);
+        // A shorter ask does not shorten the schedule's wait.
+        let short = busy().with_retry_after(Duration::ZERO);
+        assert!(p.wait_before(8, &short) >= p.initial_delay);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn retries_retryable_then_succeeds() {

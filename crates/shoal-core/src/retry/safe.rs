@@ -34,7 +34,6 @@
 //! [`Planned`] onto the `PutOptions` fields it already sends.
 
 use std::future::Future;
-use std::time::Duration;
 
 use crate::checksum::Checksums;
 use crate::error::{Error, ErrorKind, Result};
@@ -165,11 +164,7 @@ fn conflict(e: &Error, why: String) -> Error {
 }
 
 async fn wait(policy: &RetryPolicy, retry: u32, e: &Error) {
-    let mut d = policy.delay(retry);
-    if let Some(a) = e.retry_after() {
-        d = d.max(a.min(Duration::from_secs(60)));
-    }
-    tokio::time::sleep(d).await;
+    tokio::time::sleep(policy.wait_before(retry, e)).await;
 }
 
 /// Writes with `attempt` (one request, sent with the precondition it is
