@@ -21,9 +21,8 @@ use pyo3::types::PyDict;
 use shoal_core::{Error, Location, ObjectVersion, Op};
 use shoal_transfer::Run;
 use shoal_transfer::batch::{Action, BatchCounters};
-use shoal_transfer::sync::{
-    Compare, KeyRange, SyncOptions, deletes_held, sync_range as plan_range,
-};
+use shoal_transfer::safety::deletes::{Held, deletes_held};
+use shoal_transfer::sync::{Compare, KeyRange, SyncOptions, sync_range as plan_range};
 
 use crate::errors::IntoPyResult;
 use crate::list::cloud;
@@ -43,7 +42,7 @@ fn prefixes(src: &str, dst: &str) -> PyResult<(Location, Location)> {
             )));
         }
     }
-    shoal_transfer::guard::refuse_overlap("sync", &a, &b).py()?;
+    shoal_transfer::safety::overlap::refuse_overlap("sync", &a, &b).py()?;
     Ok((a, b))
 }
 
@@ -52,7 +51,7 @@ fn prefixes(src: &str, dst: &str) -> PyResult<(Location, Location)> {
 type Extra = (String, Option<String>);
 
 /// Whether a sync split across workers may delete its `extras` (the
-/// engine's rule, [`shoal_transfer::sync::deletes_held`]): None, or why
+/// engine's rule, [`shoal_transfer::safety::deletes::deletes_held`]): None, or why
 /// not as `(reason, n)`: `("source_empty", 0)`, `("failures", failed)`
 /// or `("max_delete", max)`, which `shoal.dask.sync` words.
 #[pyfunction]
@@ -74,7 +73,6 @@ pub(crate) fn sync_deletes_held(
         no_clobber: false,
         confirm_extras: None,
     };
-    use shoal_transfer::sync::Held;
     deletes_held(&opts, extras, source_listed, failed, ignore_errors).map(|h| match h {
         Held::SourceEmpty => ("source_empty", 0),
         Held::Failures(n) => ("failures", n),
@@ -144,14 +142,14 @@ pub(crate) fn check_sync(src: &str, dst: &str) -> PyResult<()> {
 
 /// Refuses copying what `src` names (a folder's contents, a prefix or a
 /// glob) into the folder `dst` when the copy could write what it reads
-/// (`shoal_transfer::guard::refuse_tree_overlap`, the check `cp -r`
+/// (`shoal_transfer::safety::overlap::refuse_tree_overlap`, the check `cp -r`
 /// makes): one prefix inside the other, or a glob that can match keys
 /// below `dst` (InvalidInputError, a ValueError).
 #[pyfunction]
 pub(crate) fn check_copy(src: &str, dst: &str) -> PyResult<()> {
     let a = Location::parse(src).py()?;
     let b = Location::parse(dst).py()?;
-    shoal_transfer::guard::refuse_tree_overlap("copy", &a, &b, true).py()
+    shoal_transfer::safety::overlap::refuse_tree_overlap("copy", &a, &b, true).py()
 }
 
 /// The comparison the CLI's `--checksum` / `--size-only` flags choose.

@@ -374,7 +374,7 @@ fn pairs_impl(
             .iter()
             .filter_map(|p| p.as_ref().ok().cloned())
             .collect();
-        shoal_transfer::conflicts::check_pairs(&checked, moving).py()?;
+        shoal_transfer::safety::conflicts::check_pairs(&checked, moving).py()?;
         drop(checked);
         let locs: Vec<&Location> = parsed
             .iter()

@@ -43,6 +43,8 @@ use shoal_core::walk::is_skip;
 use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result};
 
 use crate::copy::copy_one;
+use crate::safety;
+use crate::safety::deletes::{LocalStamp, delete_at, delete_moved, delete_object, remove_local};
 use crate::{Run, SmallBudget};
 
 pub use shoal_core::StoreFor;
@@ -348,7 +350,7 @@ async fn run_with(
     if !mode.hold_deletes {
         return report;
     }
-    if report.failed > 0 || report.skipped_unasked > 0 {
+    if safety::deletes::batch_holds_deletes(report.failed, report.skipped_unasked) {
         let mut held = 0u64;
         while let Some(a) = actions.next().await {
             match a {
@@ -365,25 +367,9 @@ async fn run_with(
             }
         }
         if held > 0 {
-            let why = if report.failed > 0 {
-                format!("{} failed in this run", plural(report.failed, "transfer"))
-            } else {
-                format!(
-                    "{} not copied in this run",
-                    plural(report.skipped_unasked, "item")
-                )
-            };
-            report.add(
-                Err(Error::invalid(
-                    Op::Delete,
-                    "sync --delete",
-                    format!(
-                        "{} not deleted: {why}, and a failed copy may be the only other home of what a delete would remove (--ignore-errors deletes anyway)",
-                        plural(held, "extra")
-                    ),
-                )),
-                false,
-            );
+            let e =
+                safety::deletes::held_deletes_error(held, report.failed, report.skipped_unasked);
+            report.add(Err(e), false);
         }
         return report;
     }
@@ -488,7 +474,7 @@ async fn run_deletes(
 }
 
 /// `n thing`, `n things`.
-fn plural(n: u64, thing: &str) -> String {
+pub(crate) fn plural(n: u64, thing: &str) -> String {
     format!("{n} {thing}{}", if n == 1 { "" } else { "s" })
 }
 
@@ -783,144 +769,6 @@ pub async fn execute_move(
         .with_hint("the object is now in both places; delete the source with shoal rm"));
     }
     Ok(report.bytes)
-}
-
-/// What a local source was when a move started reading it: a move deletes
-/// it only if it is still that file, unchanged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LocalStamp {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime_ns: i128,
-}
-
-impl LocalStamp {
-    /// The stamp of a local `src` (None for an object).
-    pub fn of(src: &Location) -> Result<Option<LocalStamp>> {
-        use std::os::unix::fs::MetadataExt;
-        if !src.is_local() {
-            return Ok(None);
-        }
-        let m =
-            std::fs::symlink_metadata(&src.key).map_err(|e| Error::io(Op::Read, &src.key, e))?;
-        Ok(Some(LocalStamp {
-            dev: m.dev(),
-            ino: m.ino(),
-            size: m.size(),
-            mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
-        }))
-    }
-}
-
-/// A move's last step, once its copy is in place and verified: deletes the
-/// source only if it is still what was copied. An object is deleted at
-/// the version the copy read (`copied`): read back first, since some
-/// servers ignore a delete's precondition, then deleted with it (GCS
-/// `ifGenerationMatch`, S3 `If-Match`), so a version written meanwhile is
-/// kept, never deleted uncopied. A local file is deleted only while it is
-/// the same file (device, inode) with the size and time it had when the
-/// copy began. A source already gone is done. Refusals are
-/// [`ErrorKind::Changed`], naming both versions.
-pub async fn delete_moved(
-    src: &Location,
-    copied: Option<&shoal_core::ObjectVersion>,
-    stamp: Option<LocalStamp>,
-    store_for: &StoreFor,
-) -> Result<()> {
-    let kept = |now: String| {
-        Error::new(
-            ErrorKind::Changed,
-            Op::Delete,
-            src.to_string(),
-            format!("changed since it was copied ({now}); the source was kept"),
-        )
-        .with_hint("the destination holds the version that was copied; move the source again to move the new one")
-    };
-    if src.is_local() {
-        let now = LocalStamp::of(src);
-        return match now {
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e),
-            Ok(now) if now != stamp => {
-                Err(kept("it is another file now, or was written to".into()))
-            }
-            Ok(_) => remove_local(&src.key),
-        };
-    }
-    let store = store_for(src)?;
-    let Some(version) = copied else {
-        return delete_object(&store, src).await;
-    };
-    match delete_at(&store, src, version).await {
-        Err(e) if e.kind() == ErrorKind::Precondition => Err(kept(e.message().to_string())),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-        Ok(shoal_core::Deleted::Gone) => Ok(()),
-        // The version that was copied is gone: the move is complete. What
-        // the key holds now is another writer's, and stays.
-        Ok(shoal_core::Deleted::Replaced(now)) => {
-            tracing::warn!(
-                "{src}: moved; the source key now holds {}, stored by another writer after the move's delete; kept",
-                now.map_or("a newer object".into(), |v| format!("a newer object ({v})"))
-            );
-            Ok(())
-        }
-    }
-}
-
-/// Removes a local file; one already gone is done (see [`execute`]).
-fn remove_local(path: &str) -> Result<()> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(Op::Delete, path, e)),
-        _ => Ok(()),
-    }
-}
-
-/// Deletes an object; one already gone is done (see [`execute`]).
-async fn delete_object(store: &Arc<dyn shoal_core::Store>, loc: &Location) -> Result<()> {
-    match store.delete(&loc.bucket, &loc.key).await {
-        Err(e) if e.kind() != ErrorKind::NotFound => Err(e.with_url(loc.to_string())),
-        _ => Ok(()),
-    }
-}
-
-/// Deletes the object at `loc` only if it is at `version`: read back first
-/// (a server may ignore the precondition), then deleted with it. Another
-/// version is [`ErrorKind::Precondition`] naming both; a store without
-/// conditional deletes gets a plain delete after the read-back. A lost
-/// answer never deletes a version stored meanwhile
-/// ([`shoal_core::Deleted::Replaced`]).
-pub async fn delete_at(
-    store: &Arc<dyn shoal_core::Store>,
-    loc: &Location,
-    version: &shoal_core::ObjectVersion,
-) -> Result<shoal_core::Deleted> {
-    let now = store.head(&loc.bucket, &loc.key).await;
-    match now {
-        Ok(m) if m.version.as_ref() == Some(version) => {}
-        Ok(m) => {
-            return Err(Error::new(
-                ErrorKind::Precondition,
-                Op::Delete,
-                loc.to_string(),
-                format!(
-                    "the object is at {}, not {version}; it was not deleted",
-                    m.version
-                        .map_or("an unknown version".into(), |v| v.to_string())
-                ),
-            ));
-        }
-        Err(e) => return Err(e.with_url(loc.to_string())),
-    }
-    match store.delete_if(&loc.bucket, &loc.key, version).await {
-        Err(e) if e.kind() == ErrorKind::Unsupported => store
-            .delete(&loc.bucket, &loc.key)
-            .await
-            .map(|()| shoal_core::Deleted::Gone),
-        r => r,
-    }
-    .map_err(|e| e.with_url(loc.to_string()))
 }
 
 /// A move's `--no-clobber` refusal: the source is kept, which is not what

@@ -33,7 +33,7 @@
 //!
 //! Deletes that carry a version (a move's, `rm --if-…`) are not made
 //! here: they stay single requests with their precondition
-//! (`batch::delete_at`), and so do objects named one by one
+//! (`safety::deletes::delete_at`), and so do objects named one by one
 //! ([`delete_current`]).
 
 use std::sync::Arc;

@@ -44,6 +44,7 @@ use shoal_core::{
 
 use crate::batch::Action;
 use crate::rate::Rates;
+use crate::safety::deletes::{Held, deletes_held};
 use crate::same::same_bytes;
 use crate::tree::{Entry, destination, sync_root};
 
@@ -91,49 +92,6 @@ pub struct SyncOptions {
     /// around the extras (one page answers for up to 1,000 of them); extras the live source
     /// holds are kept, and counted in one line.
     pub confirm_extras: Option<Location>,
-}
-
-/// Why a sync's extras are held back instead of deleted: the rules that
-/// `shoal sync --delete` applies when its listings end, and that a sync
-/// split across Dask workers applies once every range has ended
-/// ([`deletes_held`]). Each front end words them with its own names for
-/// the options.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Held {
-    /// The source listed nothing: most likely a mistyped URL, and the
-    /// delete would empty the destination (held even with no extra).
-    SourceEmpty,
-    /// This many copies or listing pages failed: rsync and rclone hold
-    /// deletes back after an error.
-    Failures(u64),
-    /// More extras than the most a run may delete.
-    MoreThan(u64),
-}
-
-/// Whether `extras` names only the destination holds may be deleted after
-/// a sync whose source listed `source_listed` entries and in which
-/// `failed` copies or listing pages failed (`ignore_errors`: delete
-/// anyway). `None`: delete them.
-pub fn deletes_held(
-    opts: &SyncOptions,
-    extras: u64,
-    source_listed: u64,
-    failed: u64,
-    ignore_errors: bool,
-) -> Option<Held> {
-    if source_listed == 0 && !opts.delete_when_source_empty {
-        return Some(Held::SourceEmpty);
-    }
-    if extras == 0 {
-        return None;
-    }
-    if failed > 0 && !ignore_errors {
-        return Some(Held::Failures(failed));
-    }
-    match opts.max_delete {
-        Some(max) if extras > max => Some(Held::MoreThan(max)),
-        _ => None,
-    }
 }
 
 /// Counts of what the plan holds, for tests (and a debug log line).

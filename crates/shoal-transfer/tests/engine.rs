@@ -821,7 +821,8 @@ async fn deletes_are_held_back_after_a_failed_copy() {
 /// written meanwhile is kept (and said), one already gone is done.
 #[tokio::test]
 async fn a_move_deletes_only_the_version_it_copied() {
-    use shoal_transfer::batch::{Action, Mode, delete_moved};
+    use shoal_transfer::batch::{Action, Mode};
+    use shoal_transfer::safety::deletes::delete_moved;
     let s = mem_with("a", b"first").await;
     let copied = s.head("b", "a").await.unwrap().version.unwrap();
     s.put(
@@ -872,7 +873,7 @@ async fn a_move_deletes_only_the_version_it_copied() {
 /// A local source that changed after its copy began is kept.
 #[tokio::test]
 async fn a_move_keeps_a_local_file_written_meanwhile() {
-    use shoal_transfer::batch::{LocalStamp, delete_moved};
+    use shoal_transfer::safety::deletes::{LocalStamp, delete_moved};
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("f");
     std::fs::write(&p, b"one").unwrap();

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use shoal_core::local_path::key_to_relative_path;
 use shoal_core::{Error, ErrorKind, Location, Op};
-use shoal_transfer::batch::{LocalStamp, delete_moved};
 use shoal_transfer::download::check_destination;
+use shoal_transfer::safety::deletes::{LocalStamp, delete_moved};
 use shoal_transfer::{Report, TransferOptions};
 
 use crate::args::CpArgs;
@@ -457,7 +457,7 @@ fn refuse_self_move(src: &Location, dst: &Location) -> Result<(), Failure> {
 }
 
 /// `mv`'s last step, once the copy is in place and verified: the engine's
-/// [`shoal_transfer::batch::delete_moved`], so only what was copied goes.
+/// [`shoal_transfer::safety::deletes::delete_moved`], so only what was copied goes.
 async fn delete_source(
     ctx: &Context,
     src: &Location,
@@ -620,7 +620,7 @@ fn check_many(a: &CpArgs, src: &Location, dst: &Location, verb: &str) -> Result<
                 .unwrap_or(dst.clone()),
             None => dst.clone(),
         };
-        shoal_transfer::guard::refuse_tree_overlap(verb, src, &lands, a.recursive)
+        shoal_transfer::safety::overlap::refuse_tree_overlap(verb, src, &lands, a.recursive)
             .map_err(|e| Failure::Usage(e.to_string()))?;
     }
     Ok(())

@@ -265,7 +265,7 @@ async fn delete_matching(ctx: &Context, a: &RmArgs, locs: Vec<Location>) -> CmdR
         return Ok(());
     }
     let store = ctx.store(loc)?;
-    match shoal_transfer::batch::delete_at(&store, loc, &version).await {
+    match shoal_transfer::safety::deletes::delete_at(&store, loc, &version).await {
         Ok(d) => {
             removed(ctx, &loc.to_string(), false);
             replaced(loc, &d);

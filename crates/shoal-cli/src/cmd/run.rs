@@ -18,7 +18,7 @@
 //! deletes (`cp a b` + `rm a`, the chain `cp a b` + `cp b c`), or a place
 //! written twice or written and deleted. Places are compared normalised:
 //! local paths absolute with `.`, `..` and the links of their existing
-//! part resolved (`shoal_transfer::guard::resolve`: `/o/f` is `/o/./f`),
+//! part resolved (`shoal_transfer::safety::overlap::resolve`: `/o/f` is `/o/./f`),
 //! cloud keys byte for byte; a glob stands for every key starting with its
 //! literal prefix (conservative: `rm gs://b/p/*.tmp` holds `gs://b/p/x`).
 //!
@@ -26,7 +26,7 @@
 //! by line: a plan of a hundred million lines costs no more memory than
 //! one of ten. Standard input is kept in a temporary file for the second
 //! reading, and the places are checked by an external sort
-//! ([`shoal_transfer::conflicts::Conflicts`]): sorted runs of [`RUN_LEN`] in temporary
+//! ([`shoal_transfer::safety::conflicts::Conflicts`]): sorted runs of [`RUN_LEN`] in temporary
 //! files, merged.
 
 use std::io::{BufRead, BufReader, Seek};
@@ -41,9 +41,9 @@ use shoal_transfer::tree::{Walk, copy_actions, copy_root, destination, enumerate
 use crate::args::RunArgs;
 use crate::config::Context;
 use crate::failure::{CmdResult, Failure};
-use shoal_transfer::conflicts::{Conflicts, How, Places, Touch};
+use shoal_transfer::safety::conflicts::{Conflicts, How, Places, Touch};
 
-use shoal_transfer::conflicts::RUN_LEN;
+use shoal_transfer::safety::conflicts::RUN_LEN;
 
 pub(crate) async fn run(ctx: &Context, a: RunArgs) -> CmdResult {
     let name = a.file.clone();

@@ -130,7 +130,7 @@ fn check(a: &SyncArgs, src: &Location, dst: &Location) -> Result<(), Failure> {
             dst.key
         )));
     }
-    shoal_transfer::guard::refuse_overlap("sync", src, dst)
+    shoal_transfer::safety::overlap::refuse_overlap("sync", src, dst)
         .map_err(|e| Failure::Usage(e.to_string()))?;
     for (l, listing) in [(src, &a.source_listing), (dst, &a.dest_listing)] {
         if l.is_local() && listing.is_some() {

@@ -272,7 +272,7 @@ impl Places {
     }
 
     /// `loc` as the key it is compared by: the URL, or for a local path
-    /// what `guard::resolve` makes of it.
+    /// what `overlap::resolve` makes of it.
     pub fn of(&mut self, loc: &Location) -> String {
         if !loc.is_local() {
             return loc.to_string();
@@ -283,7 +283,7 @@ impl Places {
                 let folder = match &self.folder {
                     Some((given, real)) if given == parent => real.clone(),
                     _ => {
-                        let real = crate::guard::resolve(parent);
+                        let real = super::overlap::resolve(parent);
                         self.folder = Some((parent.to_path_buf(), real.clone()));
                         real
                     }
@@ -291,7 +291,7 @@ impl Places {
                 let out = folder.join(name);
                 std::fs::canonicalize(&out).unwrap_or(out)
             }
-            _ => crate::guard::resolve(&abs),
+            _ => super::overlap::resolve(&abs),
         };
         resolved.display().to_string()
     }

@@ -1,0 +1,24 @@
+//! The promises a plan keeps before it writes or deletes anything, in one
+//! place: every command of this crate (copy, move, sync, delete, run
+//! files, Python's lists of pairs, Dask's split syncs) goes through these,
+//! and a front end adds none of its own.
+//!
+//! | Promise | Kept by |
+//! |---|---|
+//! | Never read what the plan writes, never delete what it reads: source and destination do not overlap | [`overlap`] |
+//! | A plan given as a list touches each place once, and no step reads what another writes or deletes | [`conflicts`] |
+//! | Deletes wait for a complete, successful plan: an empty source, a failure or more than `--max-delete` holds them all | [`deletes::deletes_held`], [`deletes::batch_holds_deletes`] |
+//! | A delete names the version it was planned against; a version written meanwhile is kept | [`deletes::delete_at`], [`deletes::delete_moved`] |
+//! | An extra is deleted only if the live source does not hold it (a kept listing or an inventory report is a hint) | [`crate::sync`]'s `confirm_extras` |
+//!
+//! Kept below this crate, where the backends need them:
+//!
+//! | Promise | Kept by |
+//! |---|---|
+//! | Retry only what is safe: a retried write or delete carries its precondition, a lost answer is looked at before anything is sent again | [`shoal_core::retry::safe`] |
+//! | Never write outside the destination, whatever a key holds or a link points at | [`shoal_core::local_path`] |
+//! | A file is written under a temporary name this run owns and renamed once its checksum matches | [`shoal_core::workfile`] |
+
+pub mod conflicts;
+pub mod deletes;
+pub mod overlap;
