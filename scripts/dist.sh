@@ -16,7 +16,12 @@
 # Both builds link with zig from PyPI (ziglang, through cargo-zigbuild and
 # maturin --zig): it brings the musl C toolchain the C dependencies (aws-lc,
 # zstd) need, and glibc 2.28's symbols for the wheel, whatever this
-# machine's glibc is. Those tools live in a venv in $SHOAL_CACHE/dist-tools
+# machine's glibc is (2.28: the oldest glibc still supported by the
+# distributions people run, Debian 10 and RHEL 8). Zig rather than a
+# manylinux container or musl-gcc: it needs only Python and pip, which the
+# project needs anyway. The musl build keeps musl's allocator (the
+# `mallopt` tuning in shoal-cli's main is glibc-only).
+# Those tools live in a venv in $SHOAL_CACHE/dist-tools
 # (pinned by scripts/dist-requirements.txt), the release builds in
 # $SHOAL_CACHE/dist-target and dist-target-wheel, so a second run on the same machine only
 # relinks what changed. Everything is made in a staging folder next to the

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fails when modules of a crate import each other in a cycle, at any depth.
 
-Layering within a crate (ARCHITECTURE.md says which way each crate's
+Layering within a crate (ARCHITECTURE.md says which way shoal-transfer's
 imports go) decays one convenient `use` at a time; a cycle is the first
 sign, and nothing in the compiler objects to it. This reads every path
 that names a module of the same crate (`crate::a::b`, `super::x`,

@@ -2,7 +2,8 @@
 //!
 //! Each case takes a [`Target`] (a store and a fresh bucket) and panics with
 //! a message naming the case on failure. `tests/conformance.rs` runs every
-//! case against memory, local, fake-gcs-server and MinIO. Where a server
+//! case against memory, local, fake-gcs-server, Google's storage-testbench
+//! (where it is available), MinIO and moto. Where a server
 //! cannot do something, the gap is a [`crate::Quirks`] flag, not a silent
 //! skip.
 

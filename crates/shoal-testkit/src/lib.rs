@@ -8,6 +8,17 @@
 //! tests for that backend print a skip line; with `SHOAL_REQUIRE_SERVERS=1`
 //! (set by the test script and CI) a missing server is a failure instead,
 //! so a green CI run cannot hide skipped backends.
+//!
+//! Tests assert what the code decided (requests sent, splits made, bytes
+//! in flight, peaks) on tokio's paused clock or with seeded randomness,
+//! never wall time or how the OS happened to schedule threads; a CLI test
+//! that must act mid-transfer waits for an event the server or the fault
+//! proxy saw, not a sleep. `scripts/flakes.sh` runs the suite repeatedly
+//! and lists any test that failed once.
+//!
+//! Faults are injected between the real client and a real server, never
+//! into a mock store: a client's failure handling is only as good as what
+//! it does with the bytes a broken network or server actually sends.
 
 pub mod conformance;
 pub mod faultproxy;

@@ -156,7 +156,8 @@ pub(crate) async fn file_io<T: Send + 'static>(
 /// Why the knob: on a machine shared with other busy processes, each extra
 /// async thread is one more to park and wake per burst of small requests,
 /// so fewer threads can help many small files there while they slow down
-/// big ones (ARCHITECTURE.md has the figures).
+/// big ones (2 vCPUs beside MinIO, 1 thread instead of 2: 5,000 small
+/// downloads 8% faster on 13% less client CPU, 200 x 8 MiB 9% slower).
 ///
 /// A value that is not a whole number from 1 to [`MAX_THREADS`] is an
 /// error naming it (`SHOAL_THREADS=100000` made the runtime abort).
