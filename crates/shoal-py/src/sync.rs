@@ -21,7 +21,7 @@ use pyo3::types::PyDict;
 use shoal_core::{Error, Location, ObjectVersion, Op};
 use shoal_transfer::Run;
 use shoal_transfer::batch::{Action, BatchCounters};
-use shoal_transfer::safety::deletes::{Held, deletes_held};
+use shoal_transfer::safety::deletes::{DeleteLimits, Held, deletes_held};
 use shoal_transfer::sync::{Compare, KeyRange, SyncOptions, sync_range as plan_range};
 
 use crate::errors::IntoPyResult;
@@ -64,16 +64,11 @@ pub(crate) fn sync_deletes_held(
     delete_when_source_empty: bool,
     ignore_errors: bool,
 ) -> Option<(&'static str, u64)> {
-    let opts = SyncOptions {
-        compare: Compare::SizeAndTime,
-        delete: true,
+    let limits = DeleteLimits {
         max_delete,
         delete_when_source_empty,
-        update: false,
-        no_clobber: false,
-        confirm_extras: None,
     };
-    deletes_held(&opts, extras, source_listed, failed, ignore_errors).map(|h| match h {
+    deletes_held(&limits, extras, source_listed, failed, ignore_errors).map(|h| match h {
         Held::SourceEmpty => ("source_empty", 0),
         Held::Failures(n) => ("failures", n),
         Held::MoreThan(n) => ("max_delete", n),

@@ -474,7 +474,7 @@ async fn run_deletes(
 }
 
 /// `n thing`, `n things`.
-pub(crate) fn plural(n: u64, thing: &str) -> String {
+fn plural(n: u64, thing: &str) -> String {
     format!("{n} {thing}{}", if n == 1 { "" } else { "s" })
 }
 

@@ -44,7 +44,7 @@ use shoal_core::{
 
 use crate::batch::Action;
 use crate::rate::Rates;
-use crate::safety::deletes::{Held, deletes_held};
+use crate::safety::deletes::{DeleteLimits, Held, deletes_held};
 use crate::same::same_bytes;
 use crate::tree::{Entry, destination, sync_root};
 
@@ -92,6 +92,16 @@ pub struct SyncOptions {
     /// around the extras (one page answers for up to 1,000 of them); extras the live source
     /// holds are kept, and counted in one line.
     pub confirm_extras: Option<Location>,
+}
+
+impl SyncOptions {
+    /// The limits on this sync's deletes, as [`crate::safety`] applies them.
+    pub fn delete_limits(&self) -> DeleteLimits {
+        DeleteLimits {
+            max_delete: self.max_delete,
+            delete_when_source_empty: self.delete_when_source_empty,
+        }
+    }
 }
 
 /// Counts of what the plan holds, for tests (and a debug log line).
@@ -792,7 +802,7 @@ impl Merge {
         let n = self.extras.count;
         // Failures of copies are held by the batch (`Mode::hold_deletes`),
         // those of listings and skips below.
-        let held = deletes_held(&self.opts, n, self.src.seen, 0, false);
+        let held = deletes_held(&self.opts.delete_limits(), n, self.src.seen, 0, false);
         if self.opts.delete
             && held == Some(Held::SourceEmpty)
             && !self.source_incomplete

@@ -302,13 +302,13 @@ impl Places {
         let mut folder = if dst.is_local() {
             self.of(dst)
         } else {
-            return format!(
-                "{}{}",
-                crate::tree::destination(dst, "", "")
-                    .map(|d| d.to_string())
-                    .unwrap_or_default(),
-                start
-            );
+            // The folder as a tree copy names it (`tree::destination`).
+            let sep = if dst.key.is_empty() || dst.key.ends_with('/') {
+                ""
+            } else {
+                "/"
+            };
+            return format!("{}{start}", dst.with_key(format!("{}{sep}", dst.key)));
         };
         if !folder.ends_with('/') {
             folder.push('/');

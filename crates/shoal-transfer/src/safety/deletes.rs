@@ -20,9 +20,17 @@ use std::sync::Arc;
 
 use shoal_core::{Error, ErrorKind, Location, Op, Result};
 
-use crate::batch::plural;
-use crate::sync::SyncOptions;
 use shoal_core::StoreFor;
+
+/// The limits a user sets on a sync's deletes (`--max-delete`,
+/// `--delete-when-source-empty`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeleteLimits {
+    /// The most extras a run may delete; more deletes none.
+    pub max_delete: Option<u64>,
+    /// Delete the extras even when the source lists nothing.
+    pub delete_when_source_empty: bool,
+}
 
 /// Why a sync's extras are held back instead of deleted: the rules that
 /// `shoal sync --delete` applies when its listings end, and that a sync
@@ -46,13 +54,13 @@ pub enum Held {
 /// `failed` copies or listing pages failed (`ignore_errors`: delete
 /// anyway). `None`: delete them.
 pub fn deletes_held(
-    opts: &SyncOptions,
+    limits: &DeleteLimits,
     extras: u64,
     source_listed: u64,
     failed: u64,
     ignore_errors: bool,
 ) -> Option<Held> {
-    if source_listed == 0 && !opts.delete_when_source_empty {
+    if source_listed == 0 && !limits.delete_when_source_empty {
         return Some(Held::SourceEmpty);
     }
     if extras == 0 {
@@ -61,7 +69,7 @@ pub fn deletes_held(
     if failed > 0 && !ignore_errors {
         return Some(Held::Failures(failed));
     }
-    match opts.max_delete {
+    match limits.max_delete {
         Some(max) if extras > max => Some(Held::MoreThan(max)),
         _ => None,
     }
@@ -160,7 +168,10 @@ pub(crate) fn remove_local(path: &str) -> Result<()> {
 }
 
 /// Deletes an object; one already gone is done (see [`execute`]).
-pub(crate) async fn delete_object(store: &Arc<dyn shoal_core::Store>, loc: &Location) -> Result<()> {
+pub(crate) async fn delete_object(
+    store: &Arc<dyn shoal_core::Store>,
+    loc: &Location,
+) -> Result<()> {
     match store.delete(&loc.bucket, &loc.key).await {
         Err(e) if e.kind() != ErrorKind::NotFound => Err(e.with_url(loc.to_string())),
         _ => Ok(()),
@@ -228,4 +239,8 @@ pub fn held_deletes_error(held: u64, failed: u64, skipped_unasked: u64) -> Error
             plural(held, "extra")
         ),
     )
+}
+
+fn plural(n: u64, thing: &str) -> String {
+    format!("{n} {thing}{}", if n == 1 { "" } else { "s" })
 }
