@@ -108,7 +108,10 @@ def _url(path: str, store: str | None = None) -> str:
         return "s3://" + path[6:].rstrip("/")
     if store is not None and "://" not in path:
         return f"{store}://{path.strip('/')}"
-    raise ValueError(f"{path!r}: shoal's arrow filesystem takes gs://bucket/key or s3://bucket/key URLs (or bucket/key with shoal.arrow.filesystem('gs'/'s3'))")
+    raise ValueError(
+        f"{path!r}: shoal's arrow filesystem takes gs://bucket/key or s3://bucket/key URLs (or bucket/key with "
+        "shoal.arrow.filesystem('gs'/'s3'))"
+    )
 
 
 class ShoalHandler(pafs.FileSystemHandler):
@@ -130,7 +133,11 @@ class ShoalHandler(pafs.FileSystemHandler):
     def __eq__(self, other: Any) -> bool:
         # Same configuration (a session pickles as its keywords: Dask
         # compares a filesystem with its unpickled copy).
-        return isinstance(other, ShoalHandler) and other.store == self.store and (other.session is self.session or other.session.__reduce__() == self.session.__reduce__())
+        return (
+            isinstance(other, ShoalHandler)
+            and other.store == self.store
+            and (other.session is self.session or other.session.__reduce__() == self.session.__reduce__())
+        )
 
     def __ne__(self, other: Any) -> bool:
         return not self == other
@@ -205,7 +212,7 @@ class ShoalHandler(pafs.FileSystemHandler):
 
     # -- reading ---------------------------------------------------------
 
-    def _opened(self, path: str) -> "ShoalInputFile":
+    def _opened(self, path: str) -> ShoalInputFile:
         url = self._u(path)
         with self._lock:
             known = self._known.get(url)
@@ -241,7 +248,9 @@ class ShoalHandler(pafs.FileSystemHandler):
         raise NotImplementedError(f"delete_dir {self._u(path)}: not supported here; use shoal.rm or the CLI's rm -r")
 
     def delete_dir_contents(self, path: str, missing_dir_ok: bool = False) -> None:
-        raise NotImplementedError(f"delete_dir_contents {self._u(path)}: not supported here; use shoal.rm or the CLI's rm -r")
+        raise NotImplementedError(
+            f"delete_dir_contents {self._u(path)}: not supported here; use shoal.rm or the CLI's rm -r"
+        )
 
     def delete_root_dir_contents(self) -> None:
         raise NotImplementedError("deleting every bucket's contents is not supported")
@@ -264,7 +273,16 @@ class ShoalInputFile(io.RawIOBase):
     """One object as a seekable file for ``pyarrow.PythonFile``: each read
     is a ranged read of the version opened (see the module)."""
 
-    def __init__(self, session: _shoal.Session, url: str, size: int, version: str | None, forget: Any = None, keep: Any = None, held: tuple[int, bytes] | None = None) -> None:
+    def __init__(
+        self,
+        session: _shoal.Session,
+        url: str,
+        size: int,
+        version: str | None,
+        forget: Any = None,
+        keep: Any = None,
+        held: tuple[int, bytes] | None = None,
+    ) -> None:
         """``forget(url)`` is called when the object turned out replaced,
         ``keep(url, version, start, bytes)`` with the first read; ``held``
         is an earlier open's first read of this version."""
