@@ -172,13 +172,13 @@ def _requests_only(store: str, row: str) -> str:
     plan = json.loads(Path(os.environ["PYREAD_PLAN"]).read_text())
     s = shoal.session()
     base = f"{store}://{BUCKET}/ds/"
-    _shoal.list_prefix(s, base, True, "full")
+    _shoal.list_prefix(s, base, delimiter=True, detail="full")
     files = plan["files"]
     got = _shoal.cat_ranges(s, [base + n for n, _ in files], [z - (64 << 10) for _, z in files], [z for _, z in files])
     ranges = plan["rows"][row]
     # Ranges of a file within 8 KiB joined, up to 32 MiB: Arrow's coalescing.
     got += _shoal.cat_ranges(
-        s, [base + n for n, _, _ in ranges], [a for _, a, _ in ranges], [b for _, _, b in ranges], None, 8 << 10
+        s, [base + n for n, _, _ in ranges], [a for _, a, _ in ranges], [b for _, _, b in ranges], hole=8 << 10
     )
     bad = [g for g in got if not isinstance(g, bytes)]
     if bad:

@@ -108,16 +108,16 @@ def ls(
             raise ValueError(f"ls {url}: lists buckets; name a bucket to list recursively")
         return _buckets(scheme, _shoal.list_buckets(s, scheme))
     if versions or soft_deleted:
-        return Listing(*_shoal.list_versions(s, url, recursive, soft_deleted))
+        return Listing(*_shoal.list_versions(s, url, recursive=recursive, soft_deleted=soft_deleted))
     how, u = _ls_args(url, recursive)
     if how == "glob":
         if recursive:
-            return Listing(_shoal.expand(s, u, True), [])
+            return Listing(_shoal.expand(s, u, recursive=True), [])
         objs, prefixes = _shoal.entries(s, u)
         return Listing(objs, prefixes)
     if how == "expand":
-        return Listing(_shoal.expand(s, u, True), [])
-    objs, prefixes = _shoal.list_prefix(s, u, True)
+        return Listing(_shoal.expand(s, u, recursive=True), [])
+    objs, prefixes = _shoal.list_prefix(s, u, delimiter=True)
     return Listing(objs, prefixes)
 
 
@@ -138,16 +138,16 @@ async def ls_async(
             raise ValueError(f"ls {url}: lists buckets; name a bucket to list recursively")
         return _buckets(scheme, await _shoal.list_buckets_async(s, scheme))
     if versions or soft_deleted:
-        return Listing(*(await _shoal.list_versions_async(s, url, recursive, soft_deleted)))
+        return Listing(*(await _shoal.list_versions_async(s, url, recursive=recursive, soft_deleted=soft_deleted)))
     how, u = _ls_args(url, recursive)
     if how == "glob":
         if recursive:
-            return Listing(await _shoal.expand_async(s, u, True), [])
+            return Listing(await _shoal.expand_async(s, u, recursive=True), [])
         objs, prefixes = await _shoal.entries_async(s, u)
         return Listing(objs, prefixes)
     if how == "expand":
-        return Listing(await _shoal.expand_async(s, u, True), [])
-    objs, prefixes = await _shoal.list_prefix_async(s, u, True)
+        return Listing(await _shoal.expand_async(s, u, recursive=True), [])
+    objs, prefixes = await _shoal.list_prefix_async(s, u, delimiter=True)
     return Listing(objs, prefixes)
 
 
@@ -157,14 +157,14 @@ def glob(
     """Every object a glob names, in key order (``*`` and ``?`` within a
     level, ``**`` across levels, ``[...]`` classes); a literal URL is that
     one object (``NotFoundError`` when missing)."""
-    return _shoal.expand(resolve(session, options), pattern, recursive)
+    return _shoal.expand(resolve(session, options), pattern, recursive=recursive)
 
 
 async def glob_async(
     pattern: str, *, recursive: bool = False, session: _shoal.Session | None = None, **options: Any
 ) -> list[ObjectInfo]:
     """:func:`glob` for asyncio."""
-    return await _shoal.expand_async(resolve(session, options), pattern, recursive)
+    return await _shoal.expand_async(resolve(session, options), pattern, recursive=recursive)
 
 
 def iter_objects(
@@ -176,7 +176,7 @@ def iter_objects(
     many keys there are. ``recursive`` takes everything below each match;
     ``detail`` is ``"name"``, ``"size"`` or ``"full"``. A glob matching
     nothing raises ``NotFoundError`` when the iteration reaches its end."""
-    stream = _shoal.iter_objects(resolve(session, options), url, recursive, detail)
+    stream = _shoal.iter_objects(resolve(session, options), url, recursive=recursive, detail=detail)
     try:
         for page in stream:
             yield from page
@@ -188,7 +188,7 @@ async def iter_objects_async(
     url: str, *, recursive: bool = False, detail: str = "full", session: _shoal.Session | None = None, **options: Any
 ) -> AsyncIterator[ObjectInfo]:
     """:func:`iter_objects` for asyncio (``async for``)."""
-    stream = _shoal.iter_objects(resolve(session, options), url, recursive, detail)
+    stream = _shoal.iter_objects(resolve(session, options), url, recursive=recursive, detail=detail)
     try:
         async for page in stream:
             for o in page:
@@ -205,14 +205,14 @@ def _du(res) -> DiskUsage:
 def du(url: str, *, group_by: str | None = None, session: _shoal.Session | None = None, **options: Any) -> DiskUsage:
     """Total bytes and objects below a URL or glob; ``group_by`` is
     ``"prefix:N"``, ``"suffix"``, ``"age"`` or ``"storage-class"``."""
-    return _du(_shoal.du(resolve(session, options), url, group_by))
+    return _du(_shoal.du(resolve(session, options), url, group_by=group_by))
 
 
 async def du_async(
     url: str, *, group_by: str | None = None, session: _shoal.Session | None = None, **options: Any
 ) -> DiskUsage:
     """:func:`du` for asyncio."""
-    return _du(await _shoal.du_async(resolve(session, options), url, group_by))
+    return _du(await _shoal.du_async(resolve(session, options), url, group_by=group_by))
 
 
 def _version_id(call: str, version_id: Any) -> str | None:
@@ -264,7 +264,7 @@ def cat(
     mismatch raises :class:`shoal.errors.IntegrityError`; a range of an
     object cannot be (no stored checksum covers it) and is checked by its
     length. ``version_id`` reads that stored version, current or not."""
-    return _shoal.cat(resolve(session, options), url, start, end, None, _version_id("cat", version_id))
+    return _shoal.cat(resolve(session, options), url, start=start, end=end, version_id=_version_id("cat", version_id))
 
 
 async def cat_async(
@@ -277,7 +277,9 @@ async def cat_async(
     **options: Any,
 ) -> bytes:
     """:func:`cat` for asyncio."""
-    return await _shoal.cat_async(resolve(session, options), url, start, end, None, _version_id("cat", version_id))
+    return await _shoal.cat_async(
+        resolve(session, options), url, start=start, end=end, version_id=_version_id("cat", version_id)
+    )
 
 
 #: What a write stores beside its bytes: the keywords of ``put``,
@@ -504,7 +506,9 @@ def presign(
     datetime or Unix seconds) signs for another time than now: the URL is
     valid from then for ``expires``."""
     shape = _presign_shape("presign", _split_shape(options))
-    return _shoal.presign(resolve(session, options), url, _expires("presign", expires), method, shape)
+    return _shoal.presign(
+        resolve(session, options), url, expires=_expires("presign", expires), method=method, shape=shape
+    )
 
 
 async def presign_async(
@@ -517,7 +521,9 @@ async def presign_async(
 ) -> str:
     """:func:`presign` for asyncio."""
     shape = _presign_shape("presign_async", _split_shape(options))
-    return await _shoal.presign_async(resolve(session, options), url, _expires("presign_async", expires), method, shape)
+    return await _shoal.presign_async(
+        resolve(session, options), url, expires=_expires("presign_async", expires), method=method, shape=shape
+    )
 
 
 def _raise_first(results: Sequence[Any]) -> None:
@@ -552,7 +558,7 @@ def rm(
     if v is not None:
         _shoal.delete_version(s, _one_url("rm", urls), v)
         return
-    _raise_first(_shoal.delete_many(s, _urls(urls), max_workers))
+    _raise_first(_shoal.delete_many(s, _urls(urls), workers=max_workers))
 
 
 async def rm_async(
@@ -569,7 +575,7 @@ async def rm_async(
     if v is not None:
         await _shoal.delete_version_async(s, _one_url("rm", urls), v)
         return
-    _raise_first(await _shoal.delete_many_async(s, _urls(urls), max_workers))
+    _raise_first(await _shoal.delete_many_async(s, _urls(urls), workers=max_workers))
 
 
 def restore(
@@ -587,7 +593,7 @@ def restore(
     ``allow_overwrite``. Returns whether the version was soft-deleted."""
     v = _version_id("restore", version_id)
     assert v is not None
-    return _shoal.restore(resolve(session, options), url, v, allow_overwrite)
+    return _shoal.restore(resolve(session, options), url, v, allow_overwrite=allow_overwrite)
 
 
 async def restore_async(
@@ -601,7 +607,7 @@ async def restore_async(
     """:func:`restore` for asyncio."""
     v = _version_id("restore", version_id)
     assert v is not None
-    return await _shoal.restore_async(resolve(session, options), url, v, allow_overwrite)
+    return await _shoal.restore_async(resolve(session, options), url, v, allow_overwrite=allow_overwrite)
 
 
 def _update_keywords(call: str, kwargs: dict[str, Any], remove_metadata: Iterable[str] | None) -> dict[str, Any]:
@@ -725,8 +731,8 @@ def copy(
     s = resolve(session, options)
     v = _version_id("copy", version_id)
     if v is not None:
-        return _shoal.copy_version(s, os.fspath(src), os.fspath(dst), v, max_workers)
-    r = _shoal.copy_many(s, [(os.fspath(src), os.fspath(dst))], max_workers, chunk_size)[0]
+        return _shoal.copy_version(s, os.fspath(src), os.fspath(dst), v, workers=max_workers)
+    r = _shoal.copy_many(s, [(os.fspath(src), os.fspath(dst))], workers=max_workers, chunk_size=chunk_size)[0]
     if isinstance(r, BaseException):
         raise r
     return r
@@ -746,8 +752,10 @@ async def copy_async(
     s = resolve(session, options)
     v = _version_id("copy", version_id)
     if v is not None:
-        return await _shoal.copy_version_async(s, os.fspath(src), os.fspath(dst), v, max_workers)
-    r = (await _shoal.copy_many_async(s, [(os.fspath(src), os.fspath(dst))], max_workers, chunk_size))[0]
+        return await _shoal.copy_version_async(s, os.fspath(src), os.fspath(dst), v, workers=max_workers)
+    r = (
+        await _shoal.copy_many_async(s, [(os.fspath(src), os.fspath(dst))], workers=max_workers, chunk_size=chunk_size)
+    )[0]
     if isinstance(r, BaseException):
         raise r
     return r
@@ -764,7 +772,7 @@ def copy_many(
     """Copies ``(source, destination)`` pairs under one budget of
     ``max_workers`` requests; one result per pair (bytes, or the exception)."""
     p = [(os.fspath(a), os.fspath(b)) for a, b in pairs]
-    return _shoal.copy_many(resolve(session, options), p, max_workers, chunk_size)
+    return _shoal.copy_many(resolve(session, options), p, workers=max_workers, chunk_size=chunk_size)
 
 
 async def copy_many_async(
@@ -777,7 +785,7 @@ async def copy_many_async(
 ) -> list[int | BaseException]:
     """:func:`copy_many` for asyncio."""
     p = [(os.fspath(a), os.fspath(b)) for a, b in pairs]
-    return await _shoal.copy_many_async(resolve(session, options), p, max_workers, chunk_size)
+    return await _shoal.copy_many_async(resolve(session, options), p, workers=max_workers, chunk_size=chunk_size)
 
 
 def download(
@@ -792,7 +800,9 @@ def download(
     """Downloads one object to a file (sliced, verified, renamed into
     place); a folder, or a path ending in ``/``, receives it under the
     object's name."""
-    return _shoal.download(resolve(session, options), url, os.fspath(filename), max_workers, chunk_size)
+    return _shoal.download(
+        resolve(session, options), url, os.fspath(filename), workers=max_workers, chunk_size=chunk_size
+    )
 
 
 async def download_async(
@@ -805,7 +815,9 @@ async def download_async(
     **options: Any,
 ) -> Report:
     """:func:`download` for asyncio."""
-    return await _shoal.download_async(resolve(session, options), url, os.fspath(filename), max_workers, chunk_size)
+    return await _shoal.download_async(
+        resolve(session, options), url, os.fspath(filename), workers=max_workers, chunk_size=chunk_size
+    )
 
 
 def upload(
@@ -838,7 +850,9 @@ def upload(
             storage_class=storage_class,
         ),
     )
-    return _shoal.upload(resolve(session, options), os.fspath(filename), url, max_workers, chunk_size, **w)
+    return _shoal.upload(
+        resolve(session, options), os.fspath(filename), url, workers=max_workers, chunk_size=chunk_size, **w
+    )
 
 
 async def upload_async(
@@ -868,11 +882,20 @@ async def upload_async(
             storage_class=storage_class,
         ),
     )
-    return await _shoal.upload_async(resolve(session, options), os.fspath(filename), url, max_workers, chunk_size, **w)
+    return await _shoal.upload_async(
+        resolve(session, options), os.fspath(filename), url, workers=max_workers, chunk_size=chunk_size, **w
+    )
 
 
 def _stream(urls, lines, decompress, unordered, read_ahead, session, options) -> _shoal.ReadStream:
-    return _shoal.read(resolve(session, options), _urls(urls), lines, decompress, not unordered, read_ahead)
+    return _shoal.read(
+        resolve(session, options),
+        _urls(urls),
+        boundaries=lines,
+        decompress=decompress,
+        ordered=not unordered,
+        read_ahead=read_ahead,
+    )
 
 
 def read(

@@ -122,18 +122,21 @@ class Records(Sequence[dict[str, Any]]):
     def sizes(self) -> list[int]: ...
     def updated(self) -> list[float]: ...
     def total_size(self) -> int: ...
-    def urls_between(self, lo: str | None = None, hi: str | None = None, max_size: int | None = None) -> list[str]: ...
+    def urls_between(
+        self, lo: str | None = None, hi: str | None = None, *, max_size: int | None = None
+    ) -> list[str]: ...
     def byte_cuts(
-        self, bytes_per_piece: int, keys_per_piece: int | None = None
+        self, bytes_per_piece: int, *, keys_per_piece: int | None = None
     ) -> tuple[list[str], list[tuple[str, int]]]: ...
     def byte_pieces(
-        self, slots: int, bytes_per_piece: int | None = None, keys_per_piece: int | None = None
+        self, slots: int, *, bytes_per_piece: int | None = None, keys_per_piece: int | None = None
     ) -> tuple[list[str], list[tuple[int, int]], int]: ...
 
-def iter_objects(session: Session, url: str, recursive: bool = False, detail: str = "full") -> ObjectStream: ...
+def iter_objects(session: Session, url: str, *, recursive: bool = False, detail: str = "full") -> ObjectStream: ...
 def list_range(
     session: Session,
     url: str,
+    *,
     start: str,
     end: str | None = None,
     max_keys: int = 100_000,
@@ -141,8 +144,10 @@ def list_range(
     connections: int | None = None,
     records: bool = False,
 ) -> tuple[list[ObjectInfo] | Records, str | None]: ...
-def inventory_open(manifest: str, prefix: str = "", session: Session | None = None) -> tuple[str, str, list[str]]: ...
-def inventory_rows(part: str, bucket_url: str, prefix: str = "", session: Session | None = None) -> Records: ...
+def inventory_open(
+    manifest: str, *, prefix: str = "", session: Session | None = None
+) -> tuple[str, str, list[str]]: ...
+def inventory_rows(part: str, bucket_url: str, *, prefix: str = "", session: Session | None = None) -> Records: ...
 def check_sync(src: str, dst: str) -> None: ...
 def sync_deletes_held(
     *,
@@ -160,9 +165,9 @@ def sync_range(
     session: Session,
     src: str,
     dst: str,
+    *,
     start: str,
     stop: str | None = None,
-    *,
     delete: bool = False,
     checksum: bool = False,
     size_only: bool = False,
@@ -175,16 +180,16 @@ def sync_range(
 _SplitWire = tuple[str, tuple[str, str] | None, int, int, str, str, str, list[list[tuple[int, int, int]]]]
 
 def split_copy_begin(
-    session: Session, src: str, dst: str, bytes_per_task: int, part_size: int | None = None
+    session: Session, src: str, dst: str, *, bytes_per_task: int, part_size: int | None = None
 ) -> tuple[_SplitWire | None, str | None]: ...
 def split_copy_parts(
-    session: Session, wire: _SplitWire, dst: str, task: int, workers: int = 4
+    session: Session, wire: _SplitWire, dst: str, task: int, *, workers: int = 4
 ) -> list[tuple[int, str, int, int]]: ...
 def split_copy_finish(session: Session, wire: _SplitWire, dst: str, parts: list[tuple[int, str, int, int]]) -> int: ...
 def split_copy_abort(session: Session, wire: _SplitWire, dst: str) -> None: ...
-def task_bytes(total: int, slots: int) -> int: ...
-def join_pieces(pieces: list[tuple[int, int]], max_bytes: int, max_keys: int) -> list[int]: ...
-def cut_range(lo: str, hi: str | None, prefix: str, alphabet: str, page_first: str | None = None) -> str | None: ...
+def task_bytes(total: int, *, slots: int) -> int: ...
+def join_pieces(pieces: list[tuple[int, int]], *, max_bytes: int, max_keys: int) -> list[int]: ...
+def cut_range(lo: str, hi: str | None, *, prefix: str, alphabet: str, page_first: str | None = None) -> str | None: ...
 
 class ReadStream(Iterator[bytes], AsyncIterator[bytes]):
     def __iter__(self) -> ReadStream: ...
@@ -200,22 +205,23 @@ _Path = str | PathLike[str]
 def stat(session: Session, url: str) -> ObjectInfo: ...
 def stat_async(session: Session, url: str) -> Awaitable[ObjectInfo]: ...
 def list_prefix(
-    session: Session, url: str, delimiter: bool = True, detail: str = "full", limit: int | None = None
+    session: Session, url: str, *, delimiter: bool = True, detail: str = "full", limit: int | None = None
 ) -> _Listing: ...
 def list_prefix_async(
-    session: Session, url: str, delimiter: bool = True, detail: str = "full", limit: int | None = None
+    session: Session, url: str, *, delimiter: bool = True, detail: str = "full", limit: int | None = None
 ) -> Awaitable[_Listing]: ...
-def expand(session: Session, url: str, recursive: bool = False, detail: str = "full") -> list[ObjectInfo]: ...
+def expand(session: Session, url: str, *, recursive: bool = False, detail: str = "full") -> list[ObjectInfo]: ...
 def expand_async(
-    session: Session, url: str, recursive: bool = False, detail: str = "full"
+    session: Session, url: str, *, recursive: bool = False, detail: str = "full"
 ) -> Awaitable[list[ObjectInfo]]: ...
 def entries(session: Session, url: str) -> _Listing | None: ...
 def entries_async(session: Session, url: str) -> Awaitable[_Listing | None]: ...
-def du(session: Session, url: str, group_by: str | None = None) -> _DuResult: ...
-def du_async(session: Session, url: str, group_by: str | None = None) -> Awaitable[_DuResult]: ...
+def du(session: Session, url: str, *, group_by: str | None = None) -> _DuResult: ...
+def du_async(session: Session, url: str, *, group_by: str | None = None) -> Awaitable[_DuResult]: ...
 def update(
     session: Session,
     url: str,
+    *,
     content_type: str | None = None,
     content_encoding: str | None = None,
     cache_control: str | None = None,
@@ -230,6 +236,7 @@ def update(
 def update_async(
     session: Session,
     url: str,
+    *,
     content_type: str | None = None,
     content_encoding: str | None = None,
     cache_control: str | None = None,
@@ -245,40 +252,41 @@ def make_bucket(session: Session, url: str) -> None: ...
 def make_bucket_async(session: Session, url: str) -> Awaitable[None]: ...
 def stat_version(session: Session, url: str, version_id: str) -> ObjectInfo: ...
 def stat_version_async(session: Session, url: str, version_id: str) -> Awaitable[ObjectInfo]: ...
-def copy_version(session: Session, src: str, dst: str, version_id: str, workers: int | None = None) -> int: ...
+def copy_version(session: Session, src: str, dst: str, version_id: str, *, workers: int | None = None) -> int: ...
 def copy_version_async(
-    session: Session, src: str, dst: str, version_id: str, workers: int | None = None
+    session: Session, src: str, dst: str, version_id: str, *, workers: int | None = None
 ) -> Awaitable[int]: ...
 def delete_version(session: Session, url: str, version_id: str) -> None: ...
 def delete_version_async(session: Session, url: str, version_id: str) -> Awaitable[None]: ...
 def list_versions(
     session: Session,
     url: str,
+    *,
     recursive: bool = False,
     soft_deleted: bool = False,
-    *,
     start: str | None = None,
     end: str | None = None,
 ) -> _Listing: ...
 def list_versions_async(
     session: Session,
     url: str,
+    *,
     recursive: bool = False,
     soft_deleted: bool = False,
-    *,
     start: str | None = None,
     end: str | None = None,
 ) -> Awaitable[_Listing]: ...
-def restore(session: Session, url: str, version_id: str, allow_overwrite: bool = False) -> bool: ...
-def restore_async(session: Session, url: str, version_id: str, allow_overwrite: bool = False) -> Awaitable[bool]: ...
-def delete_many(session: Session, urls: list[str], workers: int | None = None) -> list[BaseException | None]: ...
+def restore(session: Session, url: str, version_id: str, *, allow_overwrite: bool = False) -> bool: ...
+def restore_async(session: Session, url: str, version_id: str, *, allow_overwrite: bool = False) -> Awaitable[bool]: ...
+def delete_many(session: Session, urls: list[str], *, workers: int | None = None) -> list[BaseException | None]: ...
 def delete_many_async(
-    session: Session, urls: list[str], workers: int | None = None
+    session: Session, urls: list[str], *, workers: int | None = None
 ) -> Awaitable[list[BaseException | None]]: ...
 def download(
     session: Session,
     url: str,
     filename: _Path,
+    *,
     workers: int | None = None,
     chunk_size: int | None = None,
     slices: int | None = None,
@@ -288,6 +296,7 @@ def download_async(
     session: Session,
     url: str,
     filename: _Path,
+    *,
     workers: int | None = None,
     chunk_size: int | None = None,
     slices: int | None = None,
@@ -297,6 +306,7 @@ def upload(
     session: Session,
     filename: _Path,
     url: str,
+    *,
     workers: int | None = None,
     chunk_size: int | None = None,
     content_type: str | None = None,
@@ -312,6 +322,7 @@ def upload_async(
     session: Session,
     filename: _Path,
     url: str,
+    *,
     workers: int | None = None,
     chunk_size: int | None = None,
     content_type: str | None = None,
@@ -326,6 +337,7 @@ def upload_async(
 def copy_many(
     session: Session,
     pairs: list[tuple[str, str]],
+    *,
     workers: int | None = None,
     chunk_size: int | None = None,
     content_type: str | None = None,
@@ -336,6 +348,7 @@ def copy_many(
 def copy_many_async(
     session: Session,
     pairs: list[tuple[str, str]],
+    *,
     workers: int | None = None,
     chunk_size: int | None = None,
     content_type: str | None = None,
@@ -346,6 +359,7 @@ def copy_many_async(
 def move_many(
     session: Session,
     pairs: list[tuple[str, str]],
+    *,
     workers: int | None = None,
     chunk_size: int | None = None,
     deadline: float | None = None,
@@ -354,6 +368,7 @@ def move_many(
 def move_many_async(
     session: Session,
     pairs: list[tuple[str, str]],
+    *,
     workers: int | None = None,
     chunk_size: int | None = None,
     deadline: float | None = None,
@@ -363,6 +378,7 @@ def put(
     session: Session,
     url: str,
     data: bytes,
+    *,
     content_type: str | None = None,
     if_not_exists: bool = False,
     content_encoding: str | None = None,
@@ -375,6 +391,7 @@ def put_async(
     session: Session,
     url: str,
     data: bytes,
+    *,
     content_type: str | None = None,
     if_not_exists: bool = False,
     content_encoding: str | None = None,
@@ -386,6 +403,7 @@ def put_async(
 def guess_type(name: str) -> str: ...
 def check_write(
     url: str,
+    *,
     content_type: str | None = None,
     content_encoding: str | None = None,
     cache_control: str | None = None,
@@ -394,16 +412,17 @@ def check_write(
     storage_class: str | None = None,
 ) -> None: ...
 def presign(
-    session: Session, url: str, expires: int = 3600, method: str = "GET", shape: dict[str, Any] | None = None
+    session: Session, url: str, *, expires: int = 3600, method: str = "GET", shape: dict[str, Any] | None = None
 ) -> str: ...
 def presign_async(
-    session: Session, url: str, expires: int = 3600, method: str = "GET", shape: dict[str, Any] | None = None
+    session: Session, url: str, *, expires: int = 3600, method: str = "GET", shape: dict[str, Any] | None = None
 ) -> Awaitable[str]: ...
 def list_buckets(session: Session, scheme: str) -> list[tuple[str, str | None]]: ...
 def list_buckets_async(session: Session, scheme: str) -> Awaitable[list[tuple[str, str | None]]]: ...
 def cat(
     session: Session,
     url: str,
+    *,
     start: int | None = None,
     end: int | None = None,
     version: str | None = None,
@@ -412,6 +431,7 @@ def cat(
 def cat_async(
     session: Session,
     url: str,
+    *,
     start: int | None = None,
     end: int | None = None,
     version: str | None = None,
@@ -422,6 +442,7 @@ def cat_ranges(
     urls: list[str],
     starts: list[int | None],
     ends: list[int | None],
+    *,
     versions: list[str | None] | None = None,
     hole: int = 0,
 ) -> list[bytes | BaseException]: ...
@@ -430,6 +451,7 @@ def cat_ranges_async(
     urls: list[str],
     starts: list[int | None],
     ends: list[int | None],
+    *,
     versions: list[str | None] | None = None,
     hole: int = 0,
 ) -> Awaitable[list[bytes | BaseException]]: ...
@@ -437,6 +459,7 @@ def destination(dst: str, rel: str, src_url: str) -> str: ...
 def read(
     session: Session,
     urls: list[str],
+    *,
     boundaries: bool = False,
     decompress: bool | None = None,
     ordered: bool = True,

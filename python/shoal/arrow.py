@@ -173,7 +173,7 @@ class ShoalHandler(pafs.FileSystemHandler):
         rest = url.partition("://")[2]
         if "/" not in rest:  # a bucket
             try:
-                _shoal.list_prefix(self.session, url + "/", True, "name", 1)
+                _shoal.list_prefix(self.session, url + "/", delimiter=True, detail="name", limit=1)
             except FileNotFoundError:
                 return pafs.FileInfo(self._out(url), pafs.FileType.NotFound)
             return pafs.FileInfo(self._out(url), pafs.FileType.Directory)
@@ -181,14 +181,16 @@ class ShoalHandler(pafs.FileSystemHandler):
             return self._file(_shoal.stat(self.session, url))
         except FileNotFoundError:
             pass
-        objs, prefixes = _shoal.list_prefix(self.session, url + "/", True, "name", 1)
+        objs, prefixes = _shoal.list_prefix(self.session, url + "/", delimiter=True, detail="name", limit=1)
         kind = pafs.FileType.Directory if objs or prefixes else pafs.FileType.NotFound
         return pafs.FileInfo(self._out(url), kind)
 
     def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
         base = self._u(selector.base_dir)
         try:
-            objs, prefixes = _shoal.list_prefix(self.session, base + "/", not selector.recursive, "full")
+            objs, prefixes = _shoal.list_prefix(
+                self.session, base + "/", delimiter=not selector.recursive, detail="full"
+            )
         except FileNotFoundError:
             if selector.allow_not_found:
                 return []
@@ -355,16 +357,16 @@ class ShoalInputFile(io.RawIOBase):
             self._first = False
             if self._size <= WHOLE:
                 # Whole: one request, verified against the store's checksum.
-                data = _shoal.cat(self.session, self.url, None, None, self.version)
+                data = _shoal.cat(self.session, self.url, version=self.version)
                 self._hold(0, data)
                 return data[start:end]
             if end > self._size - FOOTER:
                 # The footer read: the tail, kept for the metadata reads after.
                 at = min(start, self._size - FOOTER)
-                data = _shoal.cat(self.session, self.url, at, self._size, self.version)
+                data = _shoal.cat(self.session, self.url, start=at, end=self._size, version=self.version)
                 self._hold(at, data)
                 return data[start - at : end - at]
-        return _shoal.cat(self.session, self.url, start, end, self.version)
+        return _shoal.cat(self.session, self.url, start=start, end=end, version=self.version)
 
     def _hold(self, at: int, data: bytes) -> None:
         self._held = (at, data)

@@ -44,6 +44,7 @@ configuration keywords; every worker process builds its own stores.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import operator
@@ -86,7 +87,7 @@ def _version_records(objs: Sequence[_shoal.ObjectInfo]) -> list[dict[str, Any]]:
 def _versions_part(session: _shoal.Session, url: str, start: str, stop: str | None) -> list[dict[str, Any]]:
     """Every version of the keys in ``[start, stop)`` below ``url`` (runs
     on a worker)."""
-    objs, _ = _shoal.list_versions(session, url, True, False, start=start, end=stop)
+    objs, _ = _shoal.list_versions(session, url, recursive=True, soft_deleted=False, start=start, end=stop)
     return _version_records(objs)
 
 
@@ -134,13 +135,13 @@ def _as_dir(url: str) -> str:
 def _listing(url: str, s: _shoal.Session) -> list[dict[str, Any]]:
     """Every object a glob names, or the object / everything below a URL."""
     if _api._has_wildcard(url):
-        return _records(_shoal.expand(s, url, False, "size"))
+        return _records(_shoal.expand(s, url, recursive=False, detail="size"))
     if _key(url) and not url.endswith("/"):
         try:
             return _records([_shoal.stat(s, url)])
         except FileNotFoundError:
             pass
-    objs, _ = _shoal.list_prefix(s, _as_dir(url), False, "size")
+    objs, _ = _shoal.list_prefix(s, _as_dir(url), delimiter=False, detail="size")
     return _records(objs)
 
 
@@ -218,11 +219,22 @@ def _list_task(
     pool (:func:`_leave_thread_pool`)."""
     _leave_thread_pool()
     recs, nxt = _shoal.list_range(
-        session, url, start, end, max_keys, detail, connections or TASK_LIST_CONNECTIONS, True
+        session,
+        url,
+        start=start,
+        end=end,
+        max_keys=max_keys,
+        detail=detail,
+        connections=connections or TASK_LIST_CONNECTIONS,
+        records=True,
     )
     first = recs.key(0) if len(recs) else None
     last = recs.key(-1) if len(recs) else None
-    cuts, pieces, largest = recs.byte_pieces(cut[1], cut[0], keys_per_piece) if cut is not None else ([], [], 0)
+    cuts, pieces, largest = (
+        recs.byte_pieces(cut[1], bytes_per_piece=cut[0], keys_per_piece=keys_per_piece)
+        if cut is not None
+        else ([], [], 0)
+    )
     return (recs if keep else []), (len(recs), first, last, nxt, cuts, pieces, largest)
 
 
@@ -297,7 +309,8 @@ class _Range:
         ``task_size::join``). They tile the range, an empty one too."""
         bounds = [self.start, *self.cuts, self.stop]
         if self.sizes:
-            bounds = [bounds[i] for i in _shoal.join_pieces(self.sizes, max_bytes, max_keys)] + [self.stop]
+            starts = _shoal.join_pieces(self.sizes, max_bytes=max_bytes, max_keys=max_keys)
+            bounds = [bounds[i] for i in starts] + [self.stop]
         return list(itertools.pairwise(bounds))
 
 
@@ -333,7 +346,7 @@ def _slots(c: Any) -> int:
 def _task_bytes(bytes_per_task: int | None, total: int, slots: int) -> int:
     """The caller's ``bytes_per_task``, else the engine's default for a
     plan of ``total`` bytes on ``slots`` task slots."""
-    return bytes_per_task if bytes_per_task else _shoal.task_bytes(total, slots)
+    return bytes_per_task if bytes_per_task else _shoal.task_bytes(total, slots=slots)
 
 
 def _token() -> str:
@@ -409,7 +422,7 @@ def _list_ranges(
             continue
         mid = None
         if len(running) + 2 <= limit:
-            mid = _shoal.cut_range(last, end, prefix, "".join(sorted(alphabet)), first)
+            mid = _shoal.cut_range(last, end, prefix=prefix, alphabet="".join(sorted(alphabet)), page_first=first)
         if mid is not None and mid > nxt and (end is None or mid < end):
             st.splits += 1
             submit(nxt, mid)
@@ -513,7 +526,7 @@ def ls_bag(
 def _ls_versions(url: str, c: Any, npartitions: int | None, keys_per_task: int, s: _shoal.Session) -> db.Bag:
     if c is not None and not _api._has_wildcard(url):
         return _versions_bag(_as_dir(url), c, keys_per_task, s)
-    objs, _ = _shoal.list_versions(s, url, True, False)
+    objs, _ = _shoal.list_versions(s, url, recursive=True, soft_deleted=False)
     parts = split_by_bytes(_version_records(objs), npartitions or _default_partitions(None))
     return db.from_sequence(parts, npartitions=max(1, len(parts))).flatten()
 
@@ -540,8 +553,10 @@ def inventory_bag(manifest: str, *, prefix: str = "", session: _shoal.Session | 
     and ``compute()`` makes the task raise ``InvalidInputError`` naming
     the manifest, never yield another report's rows."""
     s = resolve(session, options)
-    bucket_url, _made_at, parts = _shoal.inventory_open(manifest, prefix, s)
-    return db.from_delayed([dask.delayed(_shoal.inventory_rows)(p, bucket_url, prefix, s) for p in parts])
+    bucket_url, _made_at, parts = _shoal.inventory_open(manifest, prefix=prefix, session=s)
+    return db.from_delayed(
+        [dask.delayed(_shoal.inventory_rows)(p, bucket_url, prefix=prefix, session=s) for p in parts]
+    )
 
 
 def ls_dataframe(
@@ -631,7 +646,7 @@ class CopyResult:
 def _copy_part(
     pairs: list[tuple[str, str]], session: _shoal.Session, max_workers: int | None, chunk_size: int | None
 ) -> tuple[int, int, list[tuple[str, str, str]]]:
-    results = _shoal.copy_many(session, pairs, max_workers, chunk_size)
+    results = _shoal.copy_many(session, pairs, workers=max_workers, chunk_size=chunk_size)
     copied, nbytes, failures = 0, 0, []
     for (src, dst), r in zip(pairs, results, strict=True):
         if isinstance(r, BaseException):
@@ -697,7 +712,7 @@ def _copy_listed(
     :func:`plan_copy`. Objects bigger than ``skip_above`` are left to a
     split copy (:func:`_split_copies`)."""
     pairs, refused = [], []
-    for u in recs.urls_between(lo, hi, skip_above):
+    for u in recs.urls_between(lo, hi, max_size=skip_above):
         try:
             pairs.append((u, _shoal.destination(dst, u[len(base) :], u)))
         except (_errors.InvalidInputError, _errors.UnsupportedError) as e:
@@ -771,17 +786,19 @@ def _split_copies(
     whole: list[tuple[str, str]] = []
     started: list[tuple[str, str, Any, list[Any]]] = []
     kw = {} if part_size is None else {"part_size": part_size}
+    # The engine's workers keyword bound here: Client.submit keeps a
+    # `workers` keyword of its own (where the task may run).
+    parts = functools.partial(_shoal.split_copy_parts, workers=max_workers or 4)
     try:
         for src, dst in big:
-            wire, _why = _shoal.split_copy_begin(s, src, dst, bytes_per_task, **kw)
+            wire, _why = _shoal.split_copy_begin(s, src, dst, bytes_per_task=bytes_per_task, **kw)
             if wire is None:
                 whole.append((src, dst))
                 continue
             started.append((src, dst, wire, []))
             tok = _token()
             started[-1][3].extend(
-                c.submit(_shoal.split_copy_parts, s, wire, dst, i, max_workers or 4, key=f"shoal-copy-part-{i}-{tok}")
-                for i in range(len(wire[7]))
+                c.submit(parts, s, wire, dst, i, key=f"shoal-copy-part-{i}-{tok}") for i in range(len(wire[7]))
             )
         futs = [f for *_, fs in started for f in fs]
         if progress and futs:
@@ -977,9 +994,9 @@ def copy(
 
 def _read_part(urls: list[str], session: _shoal.Session, lines: bool) -> list[bytes]:
     if lines:
-        return list(_api._lines(_shoal.read(session, urls, True)))
+        return list(_api._lines(_shoal.read(session, urls, boundaries=True)))
     out, cur = [], []
-    for chunk in _shoal.read(session, urls, True):
+    for chunk in _shoal.read(session, urls, boundaries=True):
         if chunk:
             cur.append(chunk)
         else:
@@ -1059,7 +1076,7 @@ def du(
             sizes = c.gather([c.submit(_size_listed, r.data, pure=False) for r in ranges])
             return _api.DiskUsage(sum(b for b, _ in sizes), sum(n for _, n in sizes), {})
     url = _as_dir(url)
-    objs, prefixes = _shoal.list_prefix(s, url, True, "size")
+    objs, prefixes = _shoal.list_prefix(s, url, delimiter=True, detail="size")
     k = npartitions or _default_partitions(client)
     parts = [prefixes[i::k] for i in range(k)]
     tasks = [dask.delayed(_du_part)(p, s, group_by) for p in parts if p]
@@ -1121,7 +1138,7 @@ def _sync_range(
     URL with the version its listing saw), which stay on the worker until
     the second phase deletes them."""
     r = _shoal.sync_range(
-        session, src, dst, start, stop, delete=delete, workers=max_workers, chunk_size=chunk_size, **compare
+        session, src, dst, start=start, stop=stop, delete=delete, workers=max_workers, chunk_size=chunk_size, **compare
     )
     return r, r.pop("extra_urls")
 

@@ -315,13 +315,13 @@ class ShoalFileSystem(AsyncFileSystem):
         url = self._url(path)
         if self._is_bucket(path):
             # Raises NotFoundError when the bucket does not exist.
-            await _shoal.list_prefix_async(self.session, url + "/", True, "name", 1)
+            await _shoal.list_prefix_async(self.session, url + "/", delimiter=True, detail="name", limit=1)
             return self._dir_info(path)
         try:
             return self._keep(self._file_info(await _shoal.stat_async(self.session, url)))
         except FileNotFoundError:
             pass
-        objs, prefixes = await _shoal.list_prefix_async(self.session, url + "/", True, "name", 1)
+        objs, prefixes = await _shoal.list_prefix_async(self.session, url + "/", delimiter=True, detail="name", limit=1)
         if objs or prefixes:
             return self._keep(self._dir_info(path))
         raise FileNotFoundError(path)
@@ -336,7 +336,7 @@ class ShoalFileSystem(AsyncFileSystem):
             if not self.version_aware:
                 raise ValueError("ls(versions=True) needs a filesystem made with version_aware=True")
             return await self._ls_versions(path, url, detail)
-        objs, prefixes = await _shoal.list_prefix_async(self.session, url + "/", True, "full")
+        objs, prefixes = await _shoal.list_prefix_async(self.session, url + "/", delimiter=True, detail="full")
         out = [self._keep(self._file_info(o)) for o in objs if not o.key.endswith("/")]
         out += [self._dir_info(self._path(p)) for p in prefixes]
         if not out:
@@ -351,9 +351,9 @@ class ShoalFileSystem(AsyncFileSystem):
         """Every stored version of the objects one level below ``path``
         (or of the object ``path``), named with their version suffix so
         each can be opened as it is; and the level's folders."""
-        objs, prefixes = await _shoal.list_versions_async(self.session, url + "/", False)
+        objs, prefixes = await _shoal.list_versions_async(self.session, url + "/", recursive=False)
         if not objs and not prefixes:
-            objs, prefixes = await _shoal.list_versions_async(self.session, url, False)
+            objs, prefixes = await _shoal.list_versions_async(self.session, url, recursive=False)
         out = [dict(self._file_info(o), name=self._versioned_name(o)) for o in objs if not o.key.endswith("/")]
         out += [self._dir_info(self._path(p)) for p in prefixes]
         if not out and not self._is_bucket(path):
@@ -367,7 +367,7 @@ class ShoalFileSystem(AsyncFileSystem):
         if not self.version_aware:
             raise ValueError("object_version_info needs a filesystem made with version_aware=True")
         path, _ = self._split_version(path)
-        objs, _ = _shoal.list_versions(self.session, self._url(path), False)
+        objs, _ = _shoal.list_versions(self.session, self._url(path), recursive=False)
         return [dict(self._file_info(o), name=self._versioned_name(o)) for o in objs]
 
     async def _ls_buckets(self, path: str) -> list[dict[str, Any]]:
@@ -398,7 +398,7 @@ class ShoalFileSystem(AsyncFileSystem):
         if maxdepth is not None or not any("**" in part and part != "**" for part in stripped.split("/")):
             return await super()._glob(path, maxdepth=maxdepth, **kwargs)
         try:
-            objs = await _shoal.expand_async(self.session, self._url(stripped), False)
+            objs = await _shoal.expand_async(self.session, self._url(stripped), recursive=False)
         except FileNotFoundError:
             objs = []
         infos = [self._keep(self._file_info(o)) for o in objs if not o.key.endswith("/")]
@@ -413,7 +413,7 @@ class ShoalFileSystem(AsyncFileSystem):
         if maxdepth is not None or self._is_root(path):
             return await super()._find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail, **kwargs)
         url = self._url(path)
-        objs, _ = await _shoal.list_prefix_async(self.session, url + "/", False, "full")
+        objs, _ = await _shoal.list_prefix_async(self.session, url + "/", delimiter=False, detail="full")
         out: dict[str, dict[str, Any]] = {}
         for o in objs:
             if o.key.endswith("/"):
@@ -475,7 +475,7 @@ class ShoalFileSystem(AsyncFileSystem):
         # One GET: its answer gives the size, version and checksum a HEAD
         # would have (shoal_transfer::into_memory).
         path, version = self._split_version(path, version_id)
-        return await _shoal.cat_async(self.session, self._url(path), start, end, None, version)
+        return await _shoal.cat_async(self.session, self._url(path), start=start, end=end, version_id=version)
 
     async def _cat(
         self, path: Any, recursive: bool = False, on_error: str = "raise", batch_size: int | None = None, **kwargs: Any
@@ -507,7 +507,7 @@ class ShoalFileSystem(AsyncFileSystem):
         n = len(paths)
         start, end = kwargs.get("start"), kwargs.get("end")
         urls = [self._url(p) for p in paths]
-        out = await _shoal.cat_ranges_async(self.session, urls, [start] * n, [end] * n, None, 0)
+        out = await _shoal.cat_ranges_async(self.session, urls, [start] * n, [end] * n)
         if on_error == "raise":
             for r in out:
                 if isinstance(r, BaseException):
@@ -545,7 +545,7 @@ class ShoalFileSystem(AsyncFileSystem):
             )
         urls = [self._url(p) for p in paths]
         hole = _HOLE if max_gap is None else max_gap
-        out = await _shoal.cat_ranges_async(self.session, urls, starts, ends, None, hole)
+        out = await _shoal.cat_ranges_async(self.session, urls, starts, ends, hole=hole)
         if on_error == "raise":
             for r in out:
                 if isinstance(r, BaseException):
@@ -574,7 +574,7 @@ class ShoalFileSystem(AsyncFileSystem):
         self._forget(rpath)
         try:
             await _shoal.upload_async(
-                self.session, os.fspath(lpath), self._url(rpath), None, None, if_not_exists=mode == "create", **write
+                self.session, os.fspath(lpath), self._url(rpath), if_not_exists=mode == "create", **write
             )
         except _shoal_errors().PreconditionError as e:
             raise FileExistsError(rpath) from e
@@ -583,7 +583,7 @@ class ShoalFileSystem(AsyncFileSystem):
         if os.path.isdir(lpath):
             return
         self._refuse_key(rpath, lpath)
-        await _shoal.download_async(self.session, self._url(rpath), os.fspath(lpath), None, None, None)
+        await _shoal.download_async(self.session, self._url(rpath), os.fspath(lpath))
 
     def _refuse_key(self, rpath: str, lpath: str) -> None:
         """fsspec's recursive `get` makes local paths by joining the remote
@@ -640,9 +640,7 @@ class ShoalFileSystem(AsyncFileSystem):
         pairs = await self._pairs(path1, path2, recursive, maxdepth)
         if not pairs:
             return
-        results = await _shoal.copy_many_async(
-            self.session, [(self._url(a), self._url(b)) for a, b in pairs], None, None
-        )
+        results = await _shoal.copy_many_async(self.session, [(self._url(a), self._url(b)) for a, b in pairs])
         for _, b in pairs:
             self._forget(b)
         for r in results:
@@ -661,9 +659,7 @@ class ShoalFileSystem(AsyncFileSystem):
         pairs = await self._pairs(path1, path2, recursive, maxdepth)
         if not pairs:
             raise FileNotFoundError(path1)
-        results = await _shoal.move_many_async(
-            self.session, [(self._url(a), self._url(b)) for a, b in pairs], None, None
-        )
+        results = await _shoal.move_many_async(self.session, [(self._url(a), self._url(b)) for a, b in pairs])
         self.invalidate_cache()
         for r in results:
             if isinstance(r, BaseException):
@@ -719,7 +715,7 @@ class ShoalFileSystem(AsyncFileSystem):
         if callback is not None:
             callback.set_size(len(pairs))
         results = await _shoal.copy_many_async(
-            self.session, [(self._url(r), os.fspath(lp)) for r, lp in pairs], None, None, local_root=root
+            self.session, [(self._url(r), os.fspath(lp)) for r, lp in pairs], local_root=root
         )
         for r in results:
             if isinstance(r, BaseException):
@@ -729,13 +725,13 @@ class ShoalFileSystem(AsyncFileSystem):
 
     async def _cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         self._forget(path2)
-        (r,) = await _shoal.copy_many_async(self.session, [(self._url(path1), self._url(path2))], None, None)
+        (r,) = await _shoal.copy_many_async(self.session, [(self._url(path1), self._url(path2))])
         if isinstance(r, BaseException):
             raise r
 
     async def _rm_file(self, path: str, **kwargs: Any) -> None:
         self._forget(path)
-        (r,) = await _shoal.delete_many_async(self.session, [self._url(path)], None)
+        (r,) = await _shoal.delete_many_async(self.session, [self._url(path)])
         if r is not None:
             raise r
 
@@ -750,7 +746,7 @@ class ShoalFileSystem(AsyncFileSystem):
                 pass
         for p in files:
             self._forget(p)
-        results = await _shoal.delete_many_async(self.session, [self._url(p) for p in files], None)
+        results = await _shoal.delete_many_async(self.session, [self._url(p) for p in files])
         for r in results:
             if r is not None and not isinstance(r, FileNotFoundError):
                 raise r
@@ -1078,8 +1074,12 @@ class ShoalFile(AbstractBufferedFile):
             details = self.details
             if details.get("version_id") is not None:
                 # Opened as one stored version (a version_aware open).
-                return _shoal.cat(self.fs.session, self.fs._url(self.path), start, end, None, details["version_id"])
-            return _shoal.cat(self.fs.session, self.fs._url(self.path), start, end, details.get("version"))
+                return _shoal.cat(
+                    self.fs.session, self.fs._url(self.path), start=start, end=end, version_id=details["version_id"]
+                )
+            return _shoal.cat(
+                self.fs.session, self.fs._url(self.path), start=start, end=end, version=details.get("version")
+            )
         except _shoal_errors().ChangedError:
             self.fs._forget(self.path)  # the next open asks the store again
             raise
@@ -1117,7 +1117,7 @@ class ShoalFile(AbstractBufferedFile):
                     held.flush()
                     # Typed by the object's name, not the temporary file's.
                     write.setdefault("content_type", _shoal.guess_type(url))
-                    _shoal.upload(self.fs.session, held.name, url, None, None, if_not_exists=create, **write)
+                    _shoal.upload(self.fs.session, held.name, url, if_not_exists=create, **write)
             except _shoal_errors().PreconditionError as e:
                 raise FileExistsError(self.path) from e
         finally:

@@ -196,11 +196,11 @@ def _blob_attributes(
     return chunk_size, content_type
 
 
-def _timed(fn: Any, *args: Any) -> Any:
-    """``fn(*args)``; a passed deadline as ``concurrent.futures.TimeoutError``
+def _timed(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``; a passed deadline as ``concurrent.futures.TimeoutError``
     (the builtin one from Python 3.11 on), as google-cloud-storage raises."""
     try:
-        return fn(*args)
+        return fn(*args, **kwargs)
     except TimeoutError as e:
         if type(e) is TimeoutError and concurrent.futures.TimeoutError is not TimeoutError:
             raise concurrent.futures.TimeoutError(str(e)) from e
@@ -226,7 +226,14 @@ def _run_pairs(
     results: list[Any] = [None] * len(pairs)
     todo = [i for i, p in enumerate(pairs) if not (skip and skip(p))]
     done = _timed(
-        _shoal.copy_many, s, [pairs[i] for i in todo], max_workers, chunk_size, content_type, if_not_exists, deadline
+        _shoal.copy_many,
+        s,
+        [pairs[i] for i in todo],
+        workers=max_workers,
+        chunk_size=chunk_size,
+        content_type=content_type,
+        if_not_exists=if_not_exists,
+        deadline=deadline,
     )
     for i, r in zip(todo, done, strict=True):
         results[i] = r
@@ -453,7 +460,15 @@ def download_chunks_concurrently(
             raise ValueError(f"download_kwargs[{k!r}]: download_chunks_concurrently downloads the whole object")
     _download_kwargs(download_kwargs)
     s = resolve(session, options)
-    _timed(_shoal.download, s, _blob_url(blob), os.fspath(filename), max_workers, chunk_size, None, deadline)
+    _timed(
+        _shoal.download,
+        s,
+        _blob_url(blob),
+        os.fspath(filename),
+        workers=max_workers,
+        chunk_size=chunk_size,
+        deadline=deadline,
+    )
 
 
 def upload_chunks_concurrently(
@@ -485,7 +500,14 @@ def upload_chunks_concurrently(
         raise _unsupported("retry", retry, "shoal retries by its own policy; attempts= in shoal.session")
     s = resolve(session, options)
     _timed(
-        _shoal.upload, s, os.fspath(filename), _blob_url(blob), max_workers, chunk_size, content_type, False, deadline
+        _shoal.upload,
+        s,
+        os.fspath(filename),
+        _blob_url(blob),
+        workers=max_workers,
+        chunk_size=chunk_size,
+        content_type=content_type,
+        deadline=deadline,
     )
 
 

@@ -232,7 +232,7 @@ def test_sync_deletes_extras_at_the_version_listed(gs_bucket, s3_bucket):
         shoal.put(f"{src}a", b"a")
         shoal.put(f"{dst}a", b"a")
         shoal.put(f"{dst}extra", b"old")
-        r = shoal._shoal.sync_range(s, src, dst, "", None, delete=True)
+        r = shoal._shoal.sync_range(s, src, dst, start="", stop=None, delete=True)
         extras = r["extra_urls"]
         assert [u for u, _ in extras] == [f"{dst}extra"] and all(v for _, v in extras), extras
         if bucket.startswith("gs://"):
@@ -281,13 +281,21 @@ def test_listing_tasks_tile_the_prefix_with_awkward_keys(client, bucket):
     # A range whose bounds are existing keys: the start is listed, the end
     # is not, and the key to go on from lies right after the last listed.
     s = shoal.Session()
-    objs, nxt = shoal._shoal.list_range(s, f"{bucket}/p/", "p/a-b", "p/a/c/d", 100, "size", 3)
+    objs, nxt = shoal._shoal.list_range(
+        s, f"{bucket}/p/", start="p/a-b", end="p/a/c/d", max_keys=100, detail="size", connections=3
+    )
     assert [o.key for o in objs] == [k for k in want if "p/a-b" <= k < "p/a/c/d"] and nxt is None
     assert [o.key for o in objs][:3] == ["p/a-b", "p/a.b", "p/a/b"]
-    objs, nxt = shoal._shoal.list_range(s, f"{bucket}/p/", "p/", None, 2, "size", 3)
+    objs, nxt = shoal._shoal.list_range(
+        s, f"{bucket}/p/", start="p/", end=None, max_keys=2, detail="size", connections=3
+    )
     # (fake-gcs-server answers with one page of everything: then it is done.)
     assert len(objs) >= 2 and (nxt is None or objs[-1].key < nxt)
-    objs2, _ = shoal._shoal.list_range(s, f"{bucket}/p/", nxt, None, 100_000, "size", 3) if nxt else ([], None)
+    objs2, _ = (
+        shoal._shoal.list_range(s, f"{bucket}/p/", start=nxt, end=None, max_keys=100_000, detail="size", connections=3)
+        if nxt
+        else ([], None)
+    )
     assert [o.key for o in objs + objs2] == want
 
 

@@ -70,9 +70,9 @@ class CatCounter:
         self.reads: list[tuple[str, int | None, int | None]] = []
         real = _shoal.cat
 
-        def spy(session, url, start=None, end=None, version=None):
+        def spy(session, url, *, start=None, end=None, version=None):
             self.reads.append((url, start, end))
-            return real(session, url, start, end, version)
+            return real(session, url, start=start, end=end, version=version)
 
         monkeypatch.setattr(_shoal, "cat", spy)
 
@@ -112,11 +112,11 @@ def test_cat_fills_the_bytes_it_returns(bucket):
     shoal.put(f"{bucket}/empty.bin", b"")
     s = shoal.session()
     assert _shoal.cat(s, f"{bucket}/big.bin") == body
-    assert _shoal.cat(s, f"{bucket}/big.bin", 7, 3_000_007) == body[7:3_000_007]
-    assert _shoal.cat(s, f"{bucket}/big.bin", 7, 9_000_007) == body[7:]
-    assert _shoal.cat(s, f"{bucket}/big.bin", -5) == body[-5:]
+    assert _shoal.cat(s, f"{bucket}/big.bin", start=7, end=3_000_007) == body[7:3_000_007]
+    assert _shoal.cat(s, f"{bucket}/big.bin", start=7, end=9_000_007) == body[7:]
+    assert _shoal.cat(s, f"{bucket}/big.bin", start=-5) == body[-5:]
     assert _shoal.cat(s, f"{bucket}/empty.bin") == b""
-    assert _shoal.cat(s, f"{bucket}/big.bin", 10, 10) == b""
+    assert _shoal.cat(s, f"{bucket}/big.bin", start=10, end=10) == b""
 
 
 def test_arrow_filesystem_reads_a_dataset_as_users_write_it(dataset, monkeypatch):
