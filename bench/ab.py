@@ -77,12 +77,14 @@ def main() -> None:
     args = ap.parse_args()
     minio = os.environ.get("SHOAL_TEST_S3")
     if not minio:
-        sys.exit("ab: SHOAL_TEST_S3 is not set (eval \"$(scripts/servers.sh env)\" first)")
+        sys.exit('ab: SHOAL_TEST_S3 is not set (eval "$(scripts/servers.sh env)" first)')
     builds = {"before": args.before, "after": args.after}
 
     work = Path(tempfile.mkdtemp(prefix="shoal-ab-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
     port = free_port()
-    server = subprocess.Popen([args.benchserver, "serve", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [args.benchserver, "serve", "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         for _ in range(100):
             try:
@@ -92,9 +94,13 @@ def main() -> None:
                 time.sleep(0.05)
         bench = f"http://127.0.0.1:{port}"
         base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "STORAGE_EMULATOR", "GOOGLE_"))}
-        base.update(NO_PROXY="*", AWS_EC2_METADATA_DISABLED="true", AWS_REGION="us-east-1",
-                    AWS_ACCESS_KEY_ID=os.environ.get("SHOAL_TEST_S3_KEY", "minioadmin"),
-                    AWS_SECRET_ACCESS_KEY=os.environ.get("SHOAL_TEST_S3_SECRET", "minioadmin"))
+        base.update(
+            NO_PROXY="*",
+            AWS_EC2_METADATA_DISABLED="true",
+            AWS_REGION="us-east-1",
+            AWS_ACCESS_KEY_ID=os.environ.get("SHOAL_TEST_S3_KEY", "minioadmin"),
+            AWS_SECRET_ACCESS_KEY=os.environ.get("SHOAL_TEST_S3_SECRET", "minioadmin"),
+        )
         on_bench = dict(base, AWS_ENDPOINT_URL=bench, STORAGE_EMULATOR_HOST=bench)
         on_minio = dict(base, AWS_ENDPOINT_URL=minio)
 
@@ -108,7 +114,9 @@ def main() -> None:
         bucket = f"ab-{uuid.uuid4().hex[:10]}"
         subprocess.run([args.after, "mb", f"s3://{bucket}"], env=on_minio, check=True, capture_output=True)
         # `cp -r DIR s3://b/` makes s3://b/src/... (the folder's name kept).
-        subprocess.run([args.after, "cp", "-r", str(src), f"s3://{bucket}/"], env=on_minio, check=True, capture_output=True)
+        subprocess.run(
+            [args.after, "cp", "-r", str(src), f"s3://{bucket}/"], env=on_minio, check=True, capture_output=True
+        )
         up = work / "up.bin"
         # Written a block at a time: a child's peak RSS as wait4 reports it
         # starts from this process's at the fork, so this one stays small.
@@ -125,8 +133,14 @@ def main() -> None:
         def rows():
             yield "download 1 GiB, S3 (benchserver)", lambda b: down_big(b, "s3")
             yield "download 1 GiB, GCS (benchserver)", lambda b: down_big(b, "gs")
-            yield "upload 256 MiB, S3 (benchserver)", lambda b: ([b, "cp", str(up), f"s3://benchup/ab-{uuid.uuid4().hex[:8]}"], on_bench, None)
-            yield "ls -r 1,000,000 keys, S3 (benchserver)", lambda b: ([b, "ls", "-r", "s3://list-1000000/"], on_bench, None)
+            yield (
+                "upload 256 MiB, S3 (benchserver)",
+                lambda b: ([b, "cp", str(up), f"s3://benchup/ab-{uuid.uuid4().hex[:8]}"], on_bench, None),
+            )
+            yield (
+                "ls -r 1,000,000 keys, S3 (benchserver)",
+                lambda b: ([b, "ls", "-r", "s3://list-1000000/"], on_bench, None),
+            )
 
             def small_up(b):
                 dst = f"s3://{bucket}/up-{uuid.uuid4().hex[:8]}/"
@@ -169,14 +183,17 @@ def main() -> None:
         f"(before: `{args.before}`, after: `{args.after}`), runs interleaved, medians; load average at the end "
         f"{os.getloadavg()[0]:.2f}.",
         "",
-        "| row | wall s before | wall s after | after ÷ before | CPU s before | CPU s after | after ÷ before | peak RSS MiB before / after |",
+        "| row | wall s before | wall s after | after ÷ before | CPU s before | CPU s after | after ÷ before | peak "
+        "RSS MiB before / after |",
         "|---|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for name in names:
         b, a = results[(name, "before")], results[(name, "after")]
         wb, wa, cb, ca = med(b, 0), med(a, 0), med(b, 1), med(a, 1)
-        lines.append(f"| {name} | {wb:.2f} | {wa:.2f} | {wa / wb:.2f} | {cb:.2f} | {ca:.2f} | {ca / cb:.2f} | "
-                     f"{med(b, 2):.0f} / {med(a, 2):.0f} |")
+        lines.append(
+            f"| {name} | {wb:.2f} | {wa:.2f} | {wa / wb:.2f} | {cb:.2f} | {ca:.2f} | {ca / cb:.2f} | "
+            f"{med(b, 2):.0f} / {med(a, 2):.0f} |"
+        )
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

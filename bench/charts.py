@@ -8,6 +8,7 @@ MiB/s), listings show milliseconds (shorter is better). shoal's bar is the
 dark one; failed runs are drawn red and say FAILED; tools without a result
 are named with the reason.
 """
+
 import json
 import statistics
 import sys
@@ -37,7 +38,7 @@ def main() -> None:
         height = sum(max(2, len(v)) * 0.42 + 0.9 for v in groups.values())
         fig, axes = plt.subplots(n, 1, figsize=(10, height), squeeze=False)
         by_bytes = sc["unit"] in ("bytes", "stream")  # stream: decompressed bytes
-        for ax, ((target, profile), rows) in zip(axes[:, 0], groups.items()):
+        for ax, ((target, profile), rows) in zip(axes[:, 0], groups.items(), strict=True):
             names, vals, colors, labels = [], [], [], []
             for r in rows:
                 runs = r["runs"]
@@ -64,7 +65,7 @@ def main() -> None:
             ax.set_yticks(list(y), names)
             ax.invert_yaxis()
             top = max(vals) if max(vals) > 0 else 1
-            for i, (v, lab, c) in enumerate(zip(vals, labels, colors)):
+            for i, (v, lab, c) in enumerate(zip(vals, labels, colors, strict=True)):
                 ax.text(v + top * 0.01, i, lab, va="center", fontsize=8, color=BAD if c == BAD else "black")
             ax.set_xlim(0, top * 1.45)
             ax.set_title(f"{target}, {profile}", fontsize=10, loc="left")

@@ -21,6 +21,7 @@ to the request written (connect, request built), request to the last
 response byte read (the server), and from there to exit (parse, print,
 exit). Prints a Markdown table (docs/cold-start.md quotes it).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,10 +54,29 @@ def start_server(work: Path, port: int) -> subprocess.Popen:
         name = f"ABC{i:05d}.zip" if i % 66 == 0 and i // 66 < 150 else f"f{i:05d}.dat"
         (g / name).write_text("x")
     cache = Path(os.environ.get("SHOAL_CACHE", Path.home() / ".cache" / "shoal"))
-    proc = subprocess.Popen([str(cache / "bin" / "fake-gcs-server"), "-scheme", "http", "-host", "127.0.0.1",
-                             "-port", str(port), "-backend", "memory", "-data", str(work / "data"),
-                             "-external-url", f"http://127.0.0.1:{port}", "-public-host", f"127.0.0.1:{port}",
-                             "-log-level", "warn"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            str(cache / "bin" / "fake-gcs-server"),
+            "-scheme",
+            "http",
+            "-host",
+            "127.0.0.1",
+            "-port",
+            str(port),
+            "-backend",
+            "memory",
+            "-data",
+            str(work / "data"),
+            "-external-url",
+            f"http://127.0.0.1:{port}",
+            "-public-host",
+            f"127.0.0.1:{port}",
+            "-log-level",
+            "warn",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(600):
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/_internal/healthcheck", timeout=1).close()
@@ -80,9 +100,23 @@ def phases(shoal: str, url: str) -> list[tuple[str, float]]:
     """One strace'd run, cut at the first socket, the request written, the
     last read from the socket, and exit."""
     with tempfile.NamedTemporaryFile("r", suffix=".strace") as log:
-        subprocess.run(["strace", "-f", "-ttt", "-e", "trace=execve,socket,connect,sendto,write,writev,"
-                        "recvfrom,read,exit_group", "-o", log.name, shoal, "ls", url],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        subprocess.run(
+            [
+                "strace",
+                "-f",
+                "-ttt",
+                "-e",
+                "trace=execve,socket,connect,sendto,write,writev,recvfrom,read,exit_group",
+                "-o",
+                log.name,
+                shoal,
+                "ls",
+                url,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=True,
+        )
         lines = log.read().splitlines()
     ts = lambda line: float(line.split()[1])  # noqa: E731  "PID SECONDS call(...)"
     start = ts(lines[0])
@@ -92,10 +126,12 @@ def phases(shoal: str, url: str) -> list[tuple[str, float]]:
     sent = next(ts(line) for line in lines if re.search(rf" (sendto|write|writev)\({fd},", line))
     reads = [ts(line) for line in lines if re.search(rf" (recvfrom|read)\({fd},", line)]
     end = ts(lines[-1])
-    return [("exec → first socket (loading, runtime, config, HTTP client)", sock - start),
-            ("socket → request sent (connect, request built)", sent - sock),
-            ("request sent → last response byte (server + network)", max(reads) - sent),
-            ("last byte → exit (parse, glob check, print)", end - max(reads))]
+    return [
+        ("exec → first socket (loading, runtime, config, HTTP client)", sock - start),
+        ("socket → request sent (connect, request built)", sent - sock),
+        ("request sent → last response byte (server + network)", max(reads) - sent),
+        ("last byte → exit (parse, glob check, print)", end - max(reads)),
+    ]
 
 
 def main() -> None:
@@ -122,12 +158,21 @@ def measure(shoal: str, ep: str, runs: int) -> None:
     if len(got) != 150:
         sys.exit(f"coldstart: shoal ls printed {len(got)} lines, expected 150")
     # The request shoal sends for this glob (what `-v -v` logs), sent raw by curl.
-    q = urllib.parse.urlencode({"prefix": PREFIX, "delimiter": "/", "matchGlob": PREFIX + GLOB,
-                                "fields": "items(name),prefixes,nextPageToken", "maxResults": "1000"})
+    q = urllib.parse.urlencode(
+        {
+            "prefix": PREFIX,
+            "delimiter": "/",
+            "matchGlob": PREFIX + GLOB,
+            "fields": "items(name),prefixes,nextPageToken",
+            "maxResults": "1000",
+        }
+    )
     curl = ["curl", "-sf", "-o", "/dev/null", f"{ep}/storage/v1/b/{BUCKET}/o?{q}"]
-    rows = [("`shoal --version` (process start-up floor)", timed([shoal, "--version"], runs)),
-            ("`curl` of the list request (one round trip)", timed(curl, runs)),
-            (f"`shoal ls '{url}'`", timed([shoal, "ls", url], runs))]
+    rows = [
+        ("`shoal --version` (process start-up floor)", timed([shoal, "--version"], runs)),
+        ("`curl` of the list request (one round trip)", timed(curl, runs)),
+        (f"`shoal ls '{url}'`", timed([shoal, "ls", url], runs)),
+    ]
     print(f"| command (median of {runs}, new process each) | wall ms |\n|---|--:|")
     for name, s in rows:
         print(f"| {name} | {s * 1000:.1f} |")

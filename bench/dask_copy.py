@@ -41,12 +41,20 @@ def main() -> None:
     ap.add_argument("--big-mib", type=int, default=4096)
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--runs", type=int, default=1)
-    ap.add_argument("--cli", default=None, help="a shoal binary: one `shoal cp` of the big object per run, for the floor")
-    ap.add_argument("--budgets", nargs="+", default=["object"], help="bytes_per_task of the runs: object, default, or MiB")
+    ap.add_argument(
+        "--cli", default=None, help="a shoal binary: one `shoal cp` of the big object per run, for the floor"
+    )
+    ap.add_argument(
+        "--budgets", nargs="+", default=["object"], help="bytes_per_task of the runs: object, default, or MiB"
+    )
     a = ap.parse_args()
-    os.environ.update(AWS_ENDPOINT_URL=a.s3, AWS_ACCESS_KEY_ID=os.environ.get("AWS_ACCESS_KEY_ID", "minioadmin"),
-                      AWS_SECRET_ACCESS_KEY=os.environ.get("AWS_SECRET_ACCESS_KEY", "minioadmin"),
-                      AWS_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")
+    os.environ.update(
+        AWS_ENDPOINT_URL=a.s3,
+        AWS_ACCESS_KEY_ID=os.environ.get("AWS_ACCESS_KEY_ID", "minioadmin"),
+        AWS_SECRET_ACCESS_KEY=os.environ.get("AWS_SECRET_ACCESS_KEY", "minioadmin"),
+        AWS_REGION="us-east-1",
+        AWS_EC2_METADATA_DISABLED="true",
+    )
     if a.gcs:
         os.environ.update(STORAGE_EMULATOR_HOST=a.gcs, GOOGLE_CLOUD_PROJECT="shoal-bench")
     import distributed
@@ -88,12 +96,18 @@ def main() -> None:
     for i in range(a.objects):
         write(f"{src}/many/o{i}", a.object_mib)
     write(f"{src}/big/one", a.big_mib)
-    budgets = {b: (a.object_mib * mib if b == "object" else None if b == "default" else int(b) * mib) for b in a.budgets}
+    budgets = {
+        b: (a.object_mib * mib if b == "object" else None if b == "default" else int(b) * mib) for b in a.budgets
+    }
     cases = [("many", f"{src}/many/", a.objects * a.object_mib * mib), ("big", f"{src}/big/", a.big_mib * mib)]
     for scheme, dst in dsts.items():
         for n in a.workers:
-            with distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                          dashboard_address=None) as cluster, distributed.Client(cluster) as c:
+            with (
+                distributed.LocalCluster(
+                    n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None
+                ) as cluster,
+                distributed.Client(cluster) as c,
+            ):
                 c.run(lambda: None)
                 for name, url, nbytes in cases:
                     secs: dict = {b: [] for b in budgets}
@@ -106,15 +120,24 @@ def main() -> None:
                                 res = sd.copy(url, out, client=c, bytes_per_task=budget)
                                 secs[b].append(time.perf_counter() - t)
                             assert not res.failures and res.bytes == nbytes, res
-                            workers = {x["worker"] for x in ts.data if "shoal-copy" in str(x["key"]) and "shoal-copy-big" not in str(x["key"])}
+                            workers = {
+                                x["worker"]
+                                for x in ts.data
+                                if "shoal-copy" in str(x["key"]) and "shoal-copy-big" not in str(x["key"])
+                            }
                             seen[b] = (res.tasks, res.split_objects, res.bytes_per_task, len(workers))
                             shoal.rm([o.url for o in shoal.ls(out, recursive=True).objects])
                     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
                     for b in budgets:
                         s = statistics.median(secs[b])
                         tasks, split, chosen, nw = seen[b]
-                        print(f"{scheme} workers={n} {name} bytes_per_task={b} ({chosen / mib:.0f} MiB): {nbytes / mib:.0f} MiB in {s:.2f} s = "
-                              f"{nbytes / s / 1e6:,.0f} MB/s; {tasks} tasks on {nw} worker(s), split objects {split}; client peak RSS {rss:.0f} MiB", flush=True)
+                        print(
+                            f"{scheme} workers={n} {name} bytes_per_task={b} ({chosen / mib:.0f} MiB): "
+                            f"{nbytes / mib:.0f} MiB in {s:.2f} s = "
+                            f"{nbytes / s / 1e6:,.0f} MB/s; {tasks} tasks on {nw} worker(s), split objects {split}; "
+                            f"client peak RSS {rss:.0f} MiB",
+                            flush=True,
+                        )
         if a.cli:
             secs = []
             for r in range(a.runs):
@@ -123,7 +146,11 @@ def main() -> None:
                 secs.append(time.perf_counter() - t)
                 shoal.rm(f"{dst}/cli-{r}")
             s = statistics.median(secs)
-            print(f"{scheme} shoal cp (one process): {a.big_mib} MiB in {s:.1f} s = {a.big_mib * mib / s / 1e6:,.0f} MB/s", flush=True)
+            print(
+                f"{scheme} shoal cp (one process): {a.big_mib} MiB in {s:.1f} s = {a.big_mib * mib / s / 1e6:,.0f} "
+                "MB/s",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

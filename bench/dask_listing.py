@@ -39,8 +39,12 @@ def cli_run(cli: str, url: str, sort: bool = False) -> tuple[float, float, float
     partitions included)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    p = subprocess.run(["/usr/bin/time", "-f", "%M", cli, "ls", "-r", *(["--sorted"] if sort else []), url], stdout=subprocess.DEVNULL,
-                       stderr=subprocess.PIPE, text=True)
+    p = subprocess.run(
+        ["/usr/bin/time", "-f", "%M", cli, "ls", "-r", *(["--sorted"] if sort else []), url],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     if p.returncode != 0:
         raise SystemExit(f"shoal ls -r {url} failed: {p.stderr.strip()}")
     secs = time.perf_counter() - t
@@ -66,8 +70,13 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--drop", action="store_true", help="keep no keys on the workers (list and count only)")
     a = ap.parse_args()
-    os.environ.update(AWS_ENDPOINT_URL=a.endpoint, AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="y",
-                      AWS_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")
+    os.environ.update(
+        AWS_ENDPOINT_URL=a.endpoint,
+        AWS_ACCESS_KEY_ID="x",
+        AWS_SECRET_ACCESS_KEY="y",
+        AWS_REGION="us-east-1",
+        AWS_EC2_METADATA_DISABLED="true",
+    )
     import distributed
 
     import shoal.dask as sd
@@ -75,8 +84,12 @@ def main() -> None:
     url = f"s3://{a.bucket}/"
     cli_rates: list[float] = []
     for n in a.workers:
-        with distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                      dashboard_address=None) as cluster, distributed.Client(cluster) as c:
+        with (
+            distributed.LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None
+            ) as cluster,
+            distributed.Client(cluster) as c,
+        ):
             c.run(lambda: None)  # workers up before the clock starts
             rates, cli_here, cli_sorted, wcpu = [], [], [], []
             for _ in range(a.runs):
@@ -89,12 +102,22 @@ def main() -> None:
                 if a.drop:
                     from shoal._session import resolve
 
-                    parts = sd._list_ranges(url, c, a.keys_per_task, None, "size", stats, resolve(None, {}), keep=False,
-                                            connections=a.connections)
+                    parts = sd._list_ranges(
+                        url,
+                        c,
+                        a.keys_per_task,
+                        None,
+                        "size",
+                        stats,
+                        resolve(None, {}),
+                        keep=False,
+                        connections=a.connections,
+                    )
                     total = stats.objects
                 else:
-                    parts = sd.list_partitions(url, client=c, keys_per_task=a.keys_per_task, stats=stats,
-                                               list_connections=a.connections)
+                    parts = sd.list_partitions(
+                        url, client=c, keys_per_task=a.keys_per_task, stats=stats, list_connections=a.connections
+                    )
                     total = sum(c.gather([c.submit(len, p) for p in parts]))
                 secs = time.perf_counter() - t
                 rates.append(total / secs)
@@ -104,19 +127,29 @@ def main() -> None:
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             # The workers hold the partitions (as columns): their peak.
             wrss = max(c.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss).values()) / 1024
-            wrss_each = sorted(round(v / 1024) for v in c.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss).values())
-            line = (f"workers={n}: {total} keys, {rate:,.0f} keys/s ({rate / n:,.0f} per worker); "
-                    f"{stats.tasks} tasks, {stats.splits} splits; workers' CPU {statistics.median(wcpu):.1f} s; client peak RSS {rss:.0f} MiB, "
-                    f"largest worker peak RSS {wrss:.0f} MiB (each: {wrss_each} MiB)")
+            wrss_each = sorted(
+                round(v / 1024) for v in c.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss).values()
+            )
+            line = (
+                f"workers={n}: {total} keys, {rate:,.0f} keys/s ({rate / n:,.0f} per worker); "
+                f"{stats.tasks} tasks, {stats.splits} splits; workers' CPU {statistics.median(wcpu):.1f} s; client "
+                f"peak RSS {rss:.0f} MiB, "
+                f"largest worker peak RSS {wrss:.0f} MiB (each: {wrss_each} MiB)"
+            )
             if cli_here:
                 cs = statistics.median(x[0] for x in cli_here)
                 cli_rate = total / cs
                 cli_rates.append(cli_rate)
-                line += (f" | shoal ls -r: {cli_rate:,.0f} keys/s, CPU {statistics.median(x[1] for x in cli_here):.1f} s, "
-                         f"peak RSS {max(x[2] for x in cli_here):.0f} MiB; one worker = {rate / n / cli_rate:.2f}x the CLI")
+                line += (
+                    f" | shoal ls -r: {cli_rate:,.0f} keys/s, CPU {statistics.median(x[1] for x in cli_here):.1f} s, "
+                    f"peak RSS {max(x[2] for x in cli_here):.0f} MiB; one worker = {rate / n / cli_rate:.2f}x the CLI"
+                )
                 sorted_rate = total / statistics.median(x[0] for x in cli_sorted)
-                line += (f" | shoal ls -r --sorted: {sorted_rate:,.0f} keys/s, CPU {statistics.median(x[1] for x in cli_sorted):.1f} s; "
-                         f"one worker = {rate / n / sorted_rate:.2f}x")
+                line += (
+                    f" | shoal ls -r --sorted: {sorted_rate:,.0f} keys/s, CPU "
+                    f"{statistics.median(x[1] for x in cli_sorted):.1f} s; "
+                    f"one worker = {rate / n / sorted_rate:.2f}x"
+                )
             print(line, flush=True)
 
 

@@ -45,26 +45,43 @@ def write_report(benchserver: str, n: int, files: int, d: Path) -> Path:
         return manifest
     data.mkdir(parents=True, exist_ok=True)
     mdir.mkdir(parents=True, exist_ok=True)
-    outs = [gzip.open(data / f"f{i}.csv.gz", "wt", compresslevel=1, encoding="utf-8", newline="\n") for i in range(files)]
+    outs = [
+        gzip.open(data / f"f{i}.csv.gz", "wt", compresslevel=1, encoding="utf-8", newline="\n") for i in range(files)
+    ]
     p = subprocess.Popen([benchserver, "list-keys", str(n)], stdout=subprocess.PIPE, text=True, encoding="utf-8")
     t = time.perf_counter()
     assert p.stdout is not None
     for i, line in enumerate(p.stdout):
         key = urllib.parse.quote(line.rstrip("\n"), safe="/")
-        outs[i % files].write(f'"{bucket}","{key}","1024","2024-01-01T00:00:00.000Z","00000000000000000000000000000000","STANDARD"\n')
+        outs[i % files].write(
+            f'"{bucket}","{key}","1024","2024-01-01T00:00:00.000Z","00000000000000000000000000000000","STANDARD"\n'
+        )
     if p.wait() != 0:
         raise SystemExit("shoal-benchserver list-keys failed")
     listed = []
     for i, f in enumerate(outs):
         f.close()
         path = data / f"f{i}.csv.gz"
-        listed.append({"key": f"inv/{bucket}/cfg/data/f{i}.csv.gz", "size": path.stat().st_size,
-                       "MD5checksum": hashlib.md5(path.read_bytes()).hexdigest()})
-    manifest.write_text(json.dumps({
-        "sourceBucket": bucket, "destinationBucket": "arn:aws:s3:::inv", "version": "2016-11-30",
-        "creationTimestamp": str(int(time.time() * 1000)), "fileFormat": "CSV",
-        "fileSchema": "Bucket, Key, Size, LastModifiedDate, ETag, StorageClass", "files": listed,
-    }))
+        listed.append(
+            {
+                "key": f"inv/{bucket}/cfg/data/f{i}.csv.gz",
+                "size": path.stat().st_size,
+                "MD5checksum": hashlib.md5(path.read_bytes()).hexdigest(),
+            }
+        )
+    manifest.write_text(
+        json.dumps(
+            {
+                "sourceBucket": bucket,
+                "destinationBucket": "arn:aws:s3:::inv",
+                "version": "2016-11-30",
+                "creationTimestamp": str(int(time.time() * 1000)),
+                "fileFormat": "CSV",
+                "fileSchema": "Bucket, Key, Size, LastModifiedDate, ETag, StorageClass",
+                "files": listed,
+            }
+        )
+    )
     print(f"wrote {n:,} rows in {files} files in {time.perf_counter() - t:.0f} s: {manifest}", flush=True)
     return manifest
 
@@ -73,7 +90,13 @@ def run(cmd: list[str], env: dict) -> tuple[float, float, float, str]:
     """Wall s, CPU s, peak RSS MiB, last stderr line."""
     before = os.times()
     t = time.perf_counter()
-    p = subprocess.run(["/usr/bin/time", "-f", "%e %U %S %M", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    p = subprocess.run(
+        ["/usr/bin/time", "-f", "%e %U %S %M", *cmd],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     wall = time.perf_counter() - t
     lines = p.stderr.strip().splitlines()
     if p.returncode != 0:
@@ -95,8 +118,14 @@ def main() -> None:
     ap.add_argument("--only", choices=["report", "live"], default=None)
     a = ap.parse_args()
     manifest = write_report(a.benchserver, a.keys, a.files, Path(a.dir))
-    env = dict(os.environ, AWS_ENDPOINT_URL=a.endpoint, AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="y",
-               AWS_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")
+    env = dict(
+        os.environ,
+        AWS_ENDPOINT_URL=a.endpoint,
+        AWS_ACCESS_KEY_ID="x",
+        AWS_SECRET_ACCESS_KEY="y",
+        AWS_REGION="us-east-1",
+        AWS_EC2_METADATA_DISABLED="true",
+    )
     src, dst = f"s3://list-{a.keys}/", "s3://empty-dst/"
     ways = {
         "report": [a.cli, "sync", "--dry-run", "--source-listing", str(manifest), src, dst],
@@ -108,16 +137,23 @@ def main() -> None:
     load = [os.getloadavg()[0]]
     for i in range(a.runs):
         names = list(ways)
-        names = names[i % len(names):] + names[:i % len(names)]
+        names = names[i % len(names) :] + names[: i % len(names)]
         for k in names:
             r = run(ways[k], env)
             got[k].append(r)
-            print(f"run {i + 1} {k}: {r[0]:.1f} s, CPU {r[1]:.1f} s, peak RSS {r[2]:.0f} MiB, {a.keys / r[0]:,.0f} rows/s | {r[3]}", flush=True)
+            print(
+                f"run {i + 1} {k}: {r[0]:.1f} s, CPU {r[1]:.1f} s, peak RSS {r[2]:.0f} MiB, {a.keys / r[0]:,.0f} "
+                f"rows/s | {r[3]}",
+                flush=True,
+            )
     load.append(os.getloadavg()[0])
     for k, rs in got.items():
         wall = statistics.median(r[0] for r in rs)
-        print(f"{k}: median {wall:.1f} s, {a.keys / wall:,.0f} rows/s, CPU {statistics.median(r[1] for r in rs):.1f} s "
-              f"({statistics.median(r[1] for r in rs) / a.keys * 1e6:.2f} µs a row), peak RSS {max(r[2] for r in rs):.0f} MiB")
+        print(
+            f"{k}: median {wall:.1f} s, {a.keys / wall:,.0f} rows/s, CPU {statistics.median(r[1] for r in rs):.1f} s "
+            f"({statistics.median(r[1] for r in rs) / a.keys * 1e6:.2f} µs a row), peak RSS "
+            f"{max(r[2] for r in rs):.0f} MiB"
+        )
     print(f"load average {load[0]:.1f} before, {load[1]:.1f} after")
 
 

@@ -88,7 +88,9 @@ def _fs(store: str, client: str):
     if client == "s3fs":
         import s3fs
 
-        fs = s3fs.S3FileSystem(key=key, secret=secret, endpoint_url=s3, config_kwargs={"s3": {"addressing_style": "path"}})
+        fs = s3fs.S3FileSystem(
+            key=key, secret=secret, endpoint_url=s3, config_kwargs={"s3": {"addressing_style": "path"}}
+        )
         return fs, f"{BUCKET}/ds", f"{BUCKET}/small"
     if client == "gcsfs":
         os.environ["GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT"] = "false"
@@ -99,7 +101,15 @@ def _fs(store: str, client: str):
         from obstore.fsspec import FsspecStore
 
         if store == "s3":
-            fs = FsspecStore("s3", endpoint=s3, access_key_id=key, secret_access_key=secret, region="us-east-1", virtual_hosted_style_request=False, client_options={"allow_http": True})
+            fs = FsspecStore(
+                "s3",
+                endpoint=s3,
+                access_key_id=key,
+                secret_access_key=secret,
+                region="us-east-1",
+                virtual_hosted_style_request=False,
+                client_options={"allow_http": True},
+            )
         else:
             fs = FsspecStore("gs", base_url=gcs, bearer_token="x", client_options={"allow_http": True})
         return fs, f"{BUCKET}/ds", f"{BUCKET}/small"
@@ -107,12 +117,22 @@ def _fs(store: str, client: str):
         import pyarrow.fs as pafs
 
         host = s3.split("://", 1)[1]
-        return pafs.S3FileSystem(access_key=key, secret_key=secret, endpoint_override=host, scheme="http", region="us-east-1"), f"{BUCKET}/ds", None
+        return (
+            pafs.S3FileSystem(
+                access_key=key, secret_key=secret, endpoint_override=host, scheme="http", region="us-east-1"
+            ),
+            f"{BUCKET}/ds",
+            None,
+        )
     if client == "pyarrow-Gcs":
         import pyarrow.fs as pafs
 
         host = gcs.split("://", 1)[1]
-        return pafs.GcsFileSystem(anonymous=True, endpoint_override=host, scheme="http", project_id="test"), f"{BUCKET}/ds", None
+        return (
+            pafs.GcsFileSystem(anonymous=True, endpoint_override=host, scheme="http", project_id="test"),
+            f"{BUCKET}/ds",
+            None,
+        )
     raise SystemExit(f"unknown client {client}")
 
 
@@ -152,12 +172,14 @@ def _requests_only(store: str, row: str) -> str:
     plan = json.loads(Path(os.environ["PYREAD_PLAN"]).read_text())
     s = shoal.session()
     base = f"{store}://{BUCKET}/ds/"
-    _shoal.list_prefix(s, base, True, "full")
+    _shoal.list_prefix(s, base, delimiter=True, detail="full")
     files = plan["files"]
     got = _shoal.cat_ranges(s, [base + n for n, _ in files], [z - (64 << 10) for _, z in files], [z for _, z in files])
     ranges = plan["rows"][row]
     # Ranges of a file within 8 KiB joined, up to 32 MiB: Arrow's coalescing.
-    got += _shoal.cat_ranges(s, [base + n for n, _, _ in ranges], [a for _, a, _ in ranges], [b for _, _, b in ranges], None, 8 << 10)
+    got += _shoal.cat_ranges(
+        s, [base + n for n, _, _ in ranges], [a for _, a, _ in ranges], [b for _, _, b in ranges], hole=8 << 10
+    )
     bad = [g for g in got if not isinstance(g, bytes)]
     if bad:
         raise bad[0]
@@ -213,7 +235,10 @@ def child(store: str, row: str, client: str) -> None:
         import dask.dataframe as dd
         from distributed import Client, LocalCluster
 
-        with LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None) as cluster, Client(cluster):
+        with (
+            LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None) as cluster,
+            Client(cluster),
+        ):
             t1 = time.perf_counter()
             df = dd.read_parquet(ds, filesystem=fs, columns=["c03"])
             total = df["c03"].sum().compute()
@@ -234,8 +259,10 @@ def _minio() -> tuple[float, float] | None:
         text = urllib.request.urlopen(os.environ["SHOAL_TEST_S3"] + "/minio/v2/metrics/node", timeout=5).read().decode()
     except Exception:
         return None
-    reqs = sum(float(m.group(1)) for m in re.finditer(r'^minio_s3_requests_total\{[^}]*\} ([0-9.e+]+)$', text, re.M))
-    sent = sum(float(m.group(1)) for m in re.finditer(r'^minio_s3_traffic_sent_bytes\{[^}]*\} ([0-9.e+]+)$', text, re.M))
+    reqs = sum(float(m.group(1)) for m in re.finditer(r"^minio_s3_requests_total\{[^}]*\} ([0-9.e+]+)$", text, re.M))
+    sent = sum(
+        float(m.group(1)) for m in re.finditer(r"^minio_s3_traffic_sent_bytes\{[^}]*\} ([0-9.e+]+)$", text, re.M)
+    )
     return reqs, sent
 
 
@@ -292,7 +319,13 @@ def run(args) -> None:
                     if r.get("skip"):
                         continue
                     results.setdefault((store, row, client), []).append(r)
-                    print(store, row, client, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()}, flush=True)
+                    print(
+                        store,
+                        row,
+                        client,
+                        {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()},
+                        flush=True,
+                    )
     args.load.append(os.getloadavg()[0])
     write(results, stores, rows, args)
 
@@ -319,7 +352,8 @@ def write(results: dict, stores: list[str], rows: list[str], args) -> None:
         f"(1-minute load average {args.load[0]:.1f} before the runs, {args.load[1]:.1f} after; the servers' own load",
         "counts in it). Dataset: 16 parquet files, 296 MiB, 20 columns (id + 19",
         "float64), 4 row groups a file; 2,000 objects of 8 KiB. Cells: wall s / client CPU s. Requests and",
-        "bytes per read, counted at MinIO by bench/py_read_probe.py: docs/python-reads.md. Dask row: the read's own time on a",
+        "bytes per read, counted at MinIO by bench/py_read_probe.py: docs/python-reads.md. Dask row: the read's own "
+        "time on a",
         "2-process LocalCluster (start-up excluded), CPU of the driver and its workers. A checksum of what",
         "was read (column sums, rows, CRC of the small objects) is compared across clients: a `≠` marks one",
         "that differs.",
@@ -338,7 +372,11 @@ def write(results: dict, stores: list[str], rows: list[str], args) -> None:
         clients = _clients(store, args)
         title = "S3 (MinIO)" if store == "s3" else "GCS (fake-gcs-server)"
         if args.append:  # a second table of the same rows: say how it differs
-            title += f", `--runs {args.runs}" + (f" --clients {args.clients}" if args.clients else "") + f"` (1-minute load {args.load[0]:.1f} before, {args.load[1]:.1f} after)"
+            title += (
+                f", `--runs {args.runs}"
+                + (f" --clients {args.clients}" if args.clients else "")
+                + f"` (1-minute load {args.load[0]:.1f} before, {args.load[1]:.1f} after)"
+            )
         lines += [f"## {title}", ""]
         lines.append("| read | " + " | ".join(clients) + " | shoal best ÷ best peer (wall / CPU) |")
         lines.append("|---|" + "---:|" * len(clients) + "---:|")
@@ -360,7 +398,10 @@ def write(results: dict, stores: list[str], rows: list[str], args) -> None:
                     cell += f"<br>{_med(rs, 'requests'):.0f} req, {_med(rs, 'sent_mib'):.0f} MiB"
                 cells.append(cell)
             ref = checks.get("pyarrow-S3") or checks.get("pyarrow-Gcs") or next(iter(checks.values()), None)
-            cells = [cell + (" ≠" if c not in FLOORS and checks.get(c) not in (None, ref) else "") for c, cell in zip(clients, cells)]
+            cells = [
+                cell + (" ≠" if c not in FLOORS and checks.get(c) not in (None, ref) else "")
+                for c, cell in zip(clients, cells, strict=True)
+            ]
             ratio = ""
             mine = [c for c in clients if c.startswith("shoal")]
             peers = [c for c in clients if not c.startswith("shoal") and c not in FLOORS]
@@ -372,11 +413,24 @@ def write(results: dict, stores: list[str], rows: list[str], args) -> None:
                 ratio += (f"{min(p) / min(m):.2f}×" if m and p else "—") + (" / " if k == "wall" else "")
             lines.append(f"| {ROW_NAMES[row]} | " + " | ".join(cells) + f" | {ratio} |")
         lines.append("")
-        lines.append("Checksums: " + "; ".join(f"{row}: {next((r[0].get('check') for (s, rw, c), r in results.items() if s == store and rw == row and r and 'check' in r[0]), '—')}" for row in rows))
+
+        def check_of(row, store=store):
+            found = (
+                r[0].get("check")
+                for (s, rw, _c), r in results.items()
+                if s == store and rw == row and r and "check" in r[0]
+            )
+            return next(found, "—")
+
+        lines.append("Checksums: " + "; ".join(f"{row}: {check_of(row)}" for row in rows))
         lines.append("")
     out = HERE / "results" / "PY-READ.md"
     if args.append and out.exists():
-        lines = out.read_text().splitlines() + [""] + lines[next(i for i, line in enumerate(lines) if line.startswith("## ")) :]
+        lines = (
+            out.read_text().splitlines()
+            + [""]
+            + lines[next(i for i, line in enumerate(lines) if line.startswith("## ")) :]
+        )
     out.write_text("\n".join(lines) + "\n")
     raw = "py-read-raw-appended.json" if args.append else "py-read-raw.json"
     (HERE / "results" / raw).write_text(json.dumps({"|".join(k): v for k, v in results.items()}, indent=1))
@@ -393,7 +447,9 @@ def main() -> None:
     r.add_argument("--runs", type=int, default=5)
     r.add_argument("--stores", default="s3,gs")
     r.add_argument("--rows", default=",".join(ROWS))
-    r.add_argument("--append", action="store_true", help="add the tables to bench/results/PY-READ.md instead of replacing it")
+    r.add_argument(
+        "--append", action="store_true", help="add the tables to bench/results/PY-READ.md instead of replacing it"
+    )
     r.add_argument("--clients", default=None, help="only these clients (comma-separated; the floors come with --local)")
     r.add_argument("--local", default=None, help="the directory `setup` wrote: adds the local-files floor to each row")
     s = sub.add_parser("setup")

@@ -27,7 +27,6 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import py_read_bench as bench  # noqa: E402
 
-
 #: MinIO answers its metrics from a cache refreshed at most this often
 #: (seen: a request counted at once only when the last scrape was ~10 s
 #: old), so each reading waits this long after the one before.
@@ -40,7 +39,7 @@ def counters() -> dict[str, float]:
     out: dict[str, float] = {}
     for m in re.finditer(r'^minio_s3_requests_total\{api="([a-z0-9]+)"[^}]*\} ([0-9.e+]+)$', text, re.M):
         out[m.group(1)] = out.get(m.group(1), 0) + float(m.group(2))
-    for m in re.finditer(r'^minio_s3_traffic_sent_bytes\{[^}]*\} ([0-9.e+]+)$', text, re.M):
+    for m in re.finditer(r"^minio_s3_traffic_sent_bytes\{[^}]*\} ([0-9.e+]+)$", text, re.M):
         out["sent"] = out.get("sent", 0) + float(m.group(1))
     return out
 
@@ -103,12 +102,19 @@ def main() -> None:
     probe.join()
     c1 = counters()
     d = {k: c1.get(k, 0) - c0.get(k, 0) for k in c1}
-    print(json.dumps({
-        "client": client, "row": row, "wall": round(wall, 2),
-        "requests": {k: int(v) for k, v in d.items() if k != "sent" and v},
-        "sent_mib": round(d.get("sent", 0) / 2**20, 1), "needed_mib": round(need / 2**20, 1),
-        "gil_held_s": round(probe.late, 2),
-    }))
+    print(
+        json.dumps(
+            {
+                "client": client,
+                "row": row,
+                "wall": round(wall, 2),
+                "requests": {k: int(v) for k, v in d.items() if k != "sent" and v},
+                "sent_mib": round(d.get("sent", 0) / 2**20, 1),
+                "needed_mib": round(need / 2**20, 1),
+                "gil_held_s": round(probe.late, 2),
+            }
+        )
+    )
 
 
 def _with_cache(open_, cache_type):

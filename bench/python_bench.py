@@ -38,19 +38,36 @@ def _s3_boto():
     import boto3
     from botocore.config import Config
 
-    return boto3.client("s3", endpoint_url=os.environ["SHOAL_TEST_S3"], config=Config(s3={"addressing_style": "path"}, max_pool_connections=64))
+    return boto3.client(
+        "s3",
+        endpoint_url=os.environ["SHOAL_TEST_S3"],
+        config=Config(s3={"addressing_style": "path"}, max_pool_connections=64),
+    )
 
 
 def _obstore(bucket):
     from obstore.store import S3Store
 
-    return S3Store(bucket, endpoint=os.environ["SHOAL_TEST_S3"], virtual_hosted_style_request=False, client_options={"allow_http": True}, access_key_id=os.environ["AWS_ACCESS_KEY_ID"], secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"], region="us-east-1")
+    return S3Store(
+        bucket,
+        endpoint=os.environ["SHOAL_TEST_S3"],
+        virtual_hosted_style_request=False,
+        client_options={"allow_http": True},
+        access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+        secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+        region="us-east-1",
+    )
 
 
 def _s3fs():
     import s3fs
 
-    return s3fs.S3FileSystem(key=os.environ["AWS_ACCESS_KEY_ID"], secret=os.environ["AWS_SECRET_ACCESS_KEY"], client_kwargs={"endpoint_url": os.environ["SHOAL_TEST_S3"]}, config_kwargs={"s3": {"addressing_style": "path"}})
+    return s3fs.S3FileSystem(
+        key=os.environ["AWS_ACCESS_KEY_ID"],
+        secret=os.environ["AWS_SECRET_ACCESS_KEY"],
+        client_kwargs={"endpoint_url": os.environ["SHOAL_TEST_S3"]},
+        config_kwargs={"s3": {"addressing_style": "path"}},
+    )
 
 
 def _gcsfs():
@@ -64,7 +81,11 @@ def _gcs_bucket(name):
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
 
-    c = storage.Client(project="test", credentials=AnonymousCredentials(), client_options={"api_endpoint": os.environ["SHOAL_TEST_GCS"]})
+    c = storage.Client(
+        project="test",
+        credentials=AnonymousCredentials(),
+        client_options={"api_endpoint": os.environ["SHOAL_TEST_GCS"]},
+    )
     return c.bucket(name)
 
 
@@ -77,7 +98,9 @@ def big_down(client, scheme, bucket, key, out):
     elif client == "boto3":
         from boto3.s3.transfer import TransferConfig
 
-        _s3_boto().download_file(bucket, key, out, Config=TransferConfig(max_concurrency=WORKERS, multipart_chunksize=32 << 20))
+        _s3_boto().download_file(
+            bucket, key, out, Config=TransferConfig(max_concurrency=WORKERS, multipart_chunksize=32 << 20)
+        )
     elif client == "obstore":
         import obstore as obs
 
@@ -96,7 +119,13 @@ def big_down(client, scheme, bucket, key, out):
     elif client.startswith("tm-"):
         from google.cloud.storage import transfer_manager as tm
 
-        tm.download_chunks_concurrently(_gcs_bucket(bucket).blob(key), out, chunk_size=32 << 20, max_workers=WORKERS if client == "tm-threads" else 2, worker_type="thread" if client == "tm-threads" else "process")
+        tm.download_chunks_concurrently(
+            _gcs_bucket(bucket).blob(key),
+            out,
+            chunk_size=32 << 20,
+            max_workers=WORKERS if client == "tm-threads" else 2,
+            worker_type="thread" if client == "tm-threads" else "process",
+        )
     else:
         raise SystemExit(f"no such client {client}")
 
@@ -110,7 +139,9 @@ def big_up(client, scheme, bucket, key, src):
     elif client == "boto3":
         from boto3.s3.transfer import TransferConfig
 
-        _s3_boto().upload_file(src, bucket, key, Config=TransferConfig(max_concurrency=WORKERS, multipart_chunksize=16 << 20))
+        _s3_boto().upload_file(
+            src, bucket, key, Config=TransferConfig(max_concurrency=WORKERS, multipart_chunksize=16 << 20)
+        )
     elif client == "obstore":
         import obstore as obs
 
@@ -132,7 +163,10 @@ def many_down(client, scheme, bucket, names, outdir):
 
         import shoal.dask
 
-        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl, distributed.Client(cl) as c:
+        with (
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cl,
+            distributed.Client(cl) as c,
+        ):
             t0 = time.perf_counter()
             r = shoal.dask.copy(f"{scheme}://{bucket}/", outdir, client=c, npartitions=2)
             # Cluster start-up excluded: report the copy itself.
@@ -169,7 +203,13 @@ def many_down(client, scheme, bucket, names, outdir):
     elif client.startswith("tm-"):
         from google.cloud.storage import transfer_manager as tm
 
-        r = tm.download_many_to_path(_gcs_bucket(bucket), names, destination_directory=outdir, max_workers=WORKERS if client == "tm-threads" else 2, worker_type="thread" if client == "tm-threads" else "process")
+        r = tm.download_many_to_path(
+            _gcs_bucket(bucket),
+            names,
+            destination_directory=outdir,
+            max_workers=WORKERS if client == "tm-threads" else 2,
+            worker_type="thread" if client == "tm-threads" else "process",
+        )
         assert all(x is None for x in r), r[:3]
     else:
         raise SystemExit(f"no such client {client}")
@@ -240,7 +280,11 @@ def best_of(runs: int, specs_check):
                 err = check()
                 if err:
                     r = {"error": err}
-            if "error" in r or name not in best or r.get("inner_wall", r["wall"]) < best[name].get("inner_wall", best[name]["wall"]):
+            if (
+                "error" in r
+                or name not in best
+                or r.get("inner_wall", r["wall"]) < best[name].get("inner_wall", best[name]["wall"])
+            ):
                 best[name] = r
     for name, n in crashed.items():
         if name not in best:
@@ -265,7 +309,7 @@ def run_case(spec) -> dict:
     if status < 0 and not err.strip():
         return {"error": f"killed by signal {-status}", "signal": -status}
     if status != 0:
-        return {"error": (err.strip().splitlines() or ["exit %d" % status])[-1][:160]}
+        return {"error": (err.strip().splitlines() or [f"exit {status}"])[-1][:160]}
     res = {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime}
     for line in out.splitlines():
         if line.startswith("{"):
@@ -334,7 +378,17 @@ def main():
 
         return check
 
-    res = best_of(args.runs, [(c, {"op": "big_up", "client": c, "scheme": "s3", "bucket": b, "arg": f"up-{c}", "path": str(big)}, size_is(f"s3://{b}/up-{c}", big_bytes)) for c in S3_PEERS])
+    res = best_of(
+        args.runs,
+        [
+            (
+                c,
+                {"op": "big_up", "client": c, "scheme": "s3", "bucket": b, "arg": f"up-{c}", "path": str(big)},
+                size_is(f"s3://{b}/up-{c}", big_bytes),
+            )
+            for c in S3_PEERS
+        ],
+    )
     rows += [(f"upload {args.big_mib} MiB (S3/MinIO)", c, res[c], big_bytes) for c in S3_PEERS]
 
     def same_bytes(path):
@@ -365,7 +419,24 @@ def main():
         shoal.cat(f"{scheme}://{bk}/big", 0, 1)
         shoal.download(f"{scheme}://{bk}/big", tmp / "warm")
         (tmp / "warm").unlink()
-        res = best_of(args.runs, [(c, {"op": "big_down", "client": c, "scheme": scheme, "bucket": bk, "arg": "big", "path": str(tmp / f"down-{c}")}, same_bytes(tmp / f"down-{c}")) for c in peers])
+        res = best_of(
+            args.runs,
+            [
+                (
+                    c,
+                    {
+                        "op": "big_down",
+                        "client": c,
+                        "scheme": scheme,
+                        "bucket": bk,
+                        "arg": "big",
+                        "path": str(tmp / f"down-{c}"),
+                    },
+                    same_bytes(tmp / f"down-{c}"),
+                )
+                for c in peers
+            ],
+        )
         rows += [(f"download {args.big_mib} MiB ({where})", c, res[c], big_bytes) for c in peers]
         shoal.rm(f"{scheme}://{bk}/big")
 
@@ -382,12 +453,26 @@ def main():
 
         return check
 
-    res = best_of(args.runs, [(c, {"op": "many_up", "client": c, "scheme": "s3", "bucket": ub[c], "arg": names, "path": str(small)}, all_there(ub[c])) for c in S3_PEERS])
+    res = best_of(
+        args.runs,
+        [
+            (
+                c,
+                {"op": "many_up", "client": c, "scheme": "s3", "bucket": ub[c], "arg": names, "path": str(small)},
+                all_there(ub[c]),
+            )
+            for c in S3_PEERS
+        ],
+    )
     rows += [(f"upload {args.files} × {args.file_kib} KiB (S3/MinIO)", c, res[c], many_bytes) for c in S3_PEERS]
     sb = bucket("s3")
-    shoal.transfer_manager.upload_many_from_filenames(f"s3://{sb}", names, source_directory=str(small), raise_exception=True)
+    shoal.transfer_manager.upload_many_from_filenames(
+        f"s3://{sb}", names, source_directory=str(small), raise_exception=True
+    )
     g2 = bucket("gs")
-    shoal.transfer_manager.upload_many_from_filenames(f"gs://{g2}", names, source_directory=str(small), raise_exception=True)
+    shoal.transfer_manager.upload_many_from_filenames(
+        f"gs://{g2}", names, source_directory=str(small), raise_exception=True
+    )
 
     def files_there(out):
         def check():
@@ -402,7 +487,24 @@ def main():
         outs = {c: tmp / f"many-{scheme}-{c}" for c in peers}
         for o in outs.values():
             o.mkdir()
-        res = best_of(args.runs, [(c, {"op": "many_down", "client": c, "scheme": scheme, "bucket": bk, "arg": names, "path": str(outs[c])}, files_there(outs[c])) for c in peers])
+        res = best_of(
+            args.runs,
+            [
+                (
+                    c,
+                    {
+                        "op": "many_down",
+                        "client": c,
+                        "scheme": scheme,
+                        "bucket": bk,
+                        "arg": names,
+                        "path": str(outs[c]),
+                    },
+                    files_there(outs[c]),
+                )
+                for c in peers
+            ],
+        )
         where = "S3/MinIO" if scheme == "s3" else "GCS/fake-gcs-server"
         rows += [(f"download {args.files} × {args.file_kib} KiB ({where})", c, res[c], many_bytes) for c in peers]
 
@@ -414,7 +516,8 @@ def write_report(args, rows):
     lines = [
         "# shoal from Python vs the Python peers",
         "",
-        f"`bench/python_bench.py --big-mib {args.big_mib} --files {args.files} --file-kib {args.file_kib} --runs {args.runs}`: best of {args.runs} runs, round-robin;",
+        f"`bench/python_bench.py --big-mib {args.big_mib} --files {args.files} --file-kib {args.file_kib} --runs "
+        f"{args.runs}`: best of {args.runs} runs, round-robin;",
         "local MinIO and fake-gcs-server on the same 2-core machine as the client, files on tmpfs. Wall seconds",
         "around a fresh child process (imports included); CPU = the client's user+sys seconds",
         "(process pools included). Ratio = best peer's time ÷ shoal's (higher is better for shoal).",
@@ -442,7 +545,11 @@ def write_report(args, rows):
             ratio = f"{wall / base:.2f}×" if base and c != "shoal" else ""
             note = f" ({r['crashed']} other run(s) killed by a signal)" if r.get("crashed") else ""
             lines.append(f"| {c}{note} | {wall:.2f} | {nbytes / wall / 1e6:.0f} | {r['cpu']:.2f} | {ratio} |")
-        peers = [r.get("inner_wall", r["wall"]) for sc, c, r, _ in rows if sc == s and not c.startswith("shoal") and "error" not in r]
+        peers = [
+            r.get("inner_wall", r["wall"])
+            for sc, c, r, _ in rows
+            if sc == s and not c.startswith("shoal") and "error" not in r
+        ]
         if peers and base:
             lines += ["", f"Best peer ÷ shoal: **{min(peers) / base:.2f}×**"]
         lines.append("")

@@ -21,6 +21,7 @@ empty afterwards (a run that leaves a key is FAILED). Rows:
 
 Writes RM.md (tables) to --out (default bench/results/raw/rm).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,14 @@ def log(msg: str) -> None:
 
 def s3_env(endpoint: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GOOGLE_", "STORAGE_EMULATOR"))}
-    env.update(AWS_ACCESS_KEY_ID=S3_KEY, AWS_SECRET_ACCESS_KEY=S3_SECRET, AWS_REGION="us-east-1",
-               AWS_EC2_METADATA_DISABLED="true", AWS_ENDPOINT_URL=endpoint, NO_PROXY="*")
+    env.update(
+        AWS_ACCESS_KEY_ID=S3_KEY,
+        AWS_SECRET_ACCESS_KEY=S3_SECRET,
+        AWS_REGION="us-east-1",
+        AWS_EC2_METADATA_DISABLED="true",
+        AWS_ENDPOINT_URL=endpoint,
+        NO_PROXY="*",
+    )
     return env
 
 
@@ -81,9 +88,13 @@ def settled_requests(endpoint: str) -> dict[str, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--keys", type=int, default=100_000)
-    ap.add_argument("--gcs-keys", type=int, default=10_000,
-                    help="keys for the fake-gcs-server row (its memory backend slows with the count: "
-                         "seeding 100,000 keys did not end in 10 minutes)")
+    ap.add_argument(
+        "--gcs-keys",
+        type=int,
+        default=10_000,
+        help="keys for the fake-gcs-server row (its memory backend slows with the count: "
+        "seeding 100,000 keys did not end in 10 minutes)",
+    )
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--shoal-bin", default=str(REPO / "target" / "release" / "shoal"))
     ap.add_argument("--out", default=str(RAW / "rm"))
@@ -96,8 +107,14 @@ def main() -> int:
             return 2
     base = int(os.environ.get("SHOAL_BENCH_PORT_BASE", "31400")) + 40
     run_dir = Path(tempfile.mkdtemp(prefix="shoal-rm-"))
-    senv = dict(os.environ, SHOAL_RUN_DIR=str(run_dir / "servers"), SHOAL_GCS_PORT=str(base),
-                SHOAL_S3_PORT=str(base + 2), SHOAL_TOXI_PORT=str(base + 4), MINIO_PROMETHEUS_AUTH_TYPE="public")
+    senv = dict(
+        os.environ,
+        SHOAL_RUN_DIR=str(run_dir / "servers"),
+        SHOAL_GCS_PORT=str(base),
+        SHOAL_S3_PORT=str(base + 2),
+        SHOAL_TOXI_PORT=str(base + 4),
+        MINIO_PROMETHEUS_AUTH_TYPE="public",
+    )
     s3 = f"http://127.0.0.1:{base + 2}"
     gcs = f"http://127.0.0.1:{base}"
     subprocess.run([str(REPO / "scripts" / "servers.sh"), "start", "s3", "gcs"], env=senv, check=True)
@@ -112,7 +129,7 @@ def main() -> int:
                 (d / f"k{i:06d}").touch()
         counts = {"s3": a.keys, "gs": a.gcs_keys}
         rows: dict[tuple[str, str], list] = {}
-        for scheme, env, mb in (("s3", s3_env(s3), "s3://rm-bench"), ("gs", gcs_env(gcs), "gs://rm-bench")):
+        for _scheme, env, mb in (("s3", s3_env(s3), "s3://rm-bench"), ("gs", gcs_env(gcs), "gs://rm-bench")):
             r = run([shoal, "mb", mb], env=env)
             if r.rc != 0 and "exists" not in r.stderr:
                 log(f"mb {mb}: {r.stderr.strip()}")
@@ -135,14 +152,21 @@ def main() -> int:
                 left = run([shoal, "ls", "-r", url], env=env)
                 ok = p.rc == 0 and not left.stdout.strip()
                 reqs = {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) != before.get(k, 0)}
-                log(f"run {n + 1}: {tool} {scheme}: {p.wall:.2f} s wall, {p.cpu:.2f} s CPU, {p.rss_mib:.0f} MiB, {'ok' if ok else 'FAILED'} {reqs}")
+                log(
+                    f"run {n + 1}: {tool} {scheme}: {p.wall:.2f} s wall, {p.cpu:.2f} s CPU, {p.rss_mib:.0f} MiB, "
+                    f"{'ok' if ok else 'FAILED'} {reqs}"
+                )
                 if not ok:
                     log(f"{tool}: rc {p.rc}: {p.stderr.strip()[-400:]}; left {len(left.stdout.splitlines())}")
                 rows.setdefault((tool, scheme), []).append((p.wall, p.cpu, p.rss_mib, ok, reqs))
         out = Path(a.out)
         out.mkdir(parents=True, exist_ok=True)
-        lines = [f"# rm -r ({a.runs} interleaved runs, medians)", "",
-                 "| server | keys | tool | wall s | client CPU s | peak RSS MiB | requests (by API) | vs shoal |", "|---|---|---|---|---|---|---|"]
+        lines = [
+            f"# rm -r ({a.runs} interleaved runs, medians)",
+            "",
+            "| server | keys | tool | wall s | client CPU s | peak RSS MiB | requests (by API) | vs shoal |",
+            "|---|---|---|---|---|---|---|",
+        ]
         shoal_wall = {s: statistics.median(r[0] for r in rows[("shoal", s)]) for s in ("s3", "gs")}
         for (tool, scheme), rs in rows.items():
             wall = statistics.median(r[0] for r in rs)
@@ -150,11 +174,16 @@ def main() -> int:
             rss = statistics.median(r[2] for r in rs)
             ok = all(r[3] for r in rs)
             reqs = rs[-1][4]
-            req_text = ", ".join(f"{k} {v:.0f}" for k, v in sorted(reqs.items())) if scheme == "s3" else \
-                f"{-(-a.gcs_keys // 1000)} list pages + {-(-a.gcs_keys // 100)} batches (planned)"
+            req_text = (
+                ", ".join(f"{k} {v:.0f}" for k, v in sorted(reqs.items()))
+                if scheme == "s3"
+                else f"{-(-a.gcs_keys // 1000)} list pages + {-(-a.gcs_keys // 100)} batches (planned)"
+            )
             server = "MinIO (S3)" if scheme == "s3" else "fake-gcs-server (GCS)"
-            lines.append(f"| {server} | {counts[scheme]:,} | {tool} | {wall:.2f} | {cpu:.2f} | {rss:.0f} | {req_text} | "
-                         f"{wall / shoal_wall[scheme]:.2f}x |" + ("" if ok else " FAILED |"))
+            lines.append(
+                f"| {server} | {counts[scheme]:,} | {tool} | {wall:.2f} | {cpu:.2f} | {rss:.0f} | {req_text} | "
+                f"{wall / shoal_wall[scheme]:.2f}x |" + ("" if ok else " FAILED |")
+            )
         (out / "RM.md").write_text("\n".join(lines) + "\n")
         print("\n".join(lines))
         return 0

@@ -13,6 +13,7 @@ matplotlib and the Python peers live in a venv it makes in
 $SHOAL_CACHE/bench-venv), Go and Rust toolchains. Servers run on their own
 ports (base SHOAL_BENCH_PORT_BASE, default 31400, below the kernel's range for outgoing ports) and stop at the end.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,15 +37,35 @@ from harness import install, measure  # noqa: E402
 from harness.env import RAW, REPO, RESULTS, VENV_PY, ports  # noqa: E402
 from harness.scenarios import Runner, Scenario, from_json, log, now, to_json  # noqa: E402
 from harness.servers import Servers  # noqa: E402
-from harness.tools import (CurlList, Gcloud, LocalZstd, PyPeer, Rclone, S5cmd, Shoal, ShoalBenchRead,  # noqa: E402
-                           Target, Tool, target_env)
+from harness.tools import (
+    CurlList,
+    Gcloud,
+    LocalZstd,
+    PyPeer,
+    Rclone,
+    S5cmd,
+    Shoal,
+    ShoalBenchRead,  # noqa: E402
+    Target,
+    Tool,
+    target_env,
+)
 from harness.workload import FULL, GLOB, GLOB_PREFIX, SMOKE, ZSTD_PREFIX, Workload, gcs_create_bucket  # noqa: E402
 
 LATENCY_MS = 10
 LAT = f"+{LATENCY_MS} ms each way"  # the latency profile's name in the report
 # Every scenario, in report order (`--only` takes these keys).
-SCENARIOS = ["download-big", "upload-big", "download-small", "upload-small", "download-mid", "upload-mid", "ls-glob",
-             "ls-full", "stream-zstd"]
+SCENARIOS = [
+    "download-big",
+    "upload-big",
+    "download-small",
+    "upload-small",
+    "download-mid",
+    "upload-mid",
+    "ls-glob",
+    "ls-full",
+    "stream-zstd",
+]
 
 
 def build(args) -> tuple[Path, Path]:
@@ -67,7 +88,9 @@ def shoal_caps(shoal: Path, glob_target: Target) -> dict[str, str]:
     """What shoal can do yet, found by asking it: "" means present."""
     caps = {}
     h = subprocess.run([str(shoal), "cp", "--help"], capture_output=True, text=True)
-    caps["recursive"] = "" if re.search(r"(^|\s)-r\b", h.stdout) else "needs `shoal cp -r` (not in `shoal cp --help` yet)"
+    caps["recursive"] = (
+        "" if re.search(r"(^|\s)-r\b", h.stdout) else "needs `shoal cp -r` (not in `shoal cp --help` yet)"
+    )
     p = measure.run([str(shoal), "ls", f"gs://{glob_target.bucket}/{GLOB_PREFIX}{GLOB}"], env=target_env(glob_target))
     names = [line for line in p.stdout.splitlines() if line.strip()]
     if p.rc != 0 or not names:
@@ -88,9 +111,12 @@ def parse_args() -> tuple[argparse.ArgumentParser, argparse.Namespace, list[str]
     ap.add_argument("--shoal-bin", help="use this shoal binary instead of building one")
     ap.add_argument("--benchserver-bin", help="use this shoal-benchserver binary instead of building one")
     ap.add_argument("--no-build", action="store_true", help="do not run cargo; use target/release")
-    ap.add_argument("--only", metavar="KEYS",
-                    help="comma-separated scenario keys (" + ", ".join(SCENARIOS) + "): run just these and merge them "
-                         "into the newest full run's raw results")
+    ap.add_argument(
+        "--only",
+        metavar="KEYS",
+        help="comma-separated scenario keys (" + ", ".join(SCENARIOS) + "): run just these and merge them "
+        "into the newest full run's raw results",
+    )
     args = ap.parse_args()
     only = [k.strip() for k in args.only.split(",") if k.strip()] if args.only else []
     if unknown := [k for k in only if k not in SCENARIOS]:
@@ -107,13 +133,19 @@ def earlier_runs(ap: argparse.ArgumentParser, args, only: list[str], out: Path) 
     # (A spliced run's own raw file holds only its scenarios: "-partial".)
     # bench/tls.py writes its raw runs beside these ("-tls", "-tls-smoke"):
     # another report's, never one to merge into.
-    prev = sorted(p for p in RAW.glob("*.json")
-                  if p.name.endswith("-smoke.json") == args.smoke and not p.name.endswith("-partial.json")
-                  and "-tls" not in p.name)
+    prev = sorted(
+        p
+        for p in RAW.glob("*.json")
+        if p.name.endswith("-smoke.json") == args.smoke
+        and not p.name.endswith("-partial.json")
+        and "-tls" not in p.name
+    )
     splice = bool(only) and not prev
     if splice and not (out / "REPORT.md").exists():
-        ap.error(f"--only needs an earlier {'smoke' if args.smoke else 'full'} run's results in {RAW}, "
-                 f"or a report in {out} to update")
+        ap.error(
+            f"--only needs an earlier {'smoke' if args.smoke else 'full'} run's results in {RAW}, "
+            f"or a report in {out} to update"
+        )
     return prev, splice
 
 
@@ -125,6 +157,7 @@ def st(p: install.Peer) -> dict:
 @dataclass
 class Peers:
     """Every peer, installed or not: each carries its status, and none is dropped."""
+
     py: dict[str, install.Peer]  # the Python libraries in the bench venv
     s5: S5cmd
     rc: Rclone
@@ -151,8 +184,11 @@ def install_peers(args) -> Peers:
         peers["rclone"] = install.Peer("rclone", False, reason="not part of --smoke")
         peers["gcloud"] = install.Peer("gcloud", False, reason="not part of --smoke")
     else:
-        peers["rclone"] = install.rclone(build=args.with_rclone) if args.with_rclone else \
-            install.Peer("rclone", False, reason="not built: pass --with-rclone (~15 min build)")
+        peers["rclone"] = (
+            install.rclone(build=args.with_rclone)
+            if args.with_rclone
+            else install.Peer("rclone", False, reason="not built: pass --with-rclone (~15 min build)")
+        )
         peers["gcloud"] = install.gcloud()
     if not py["matplotlib"].ok:
         log(f"matplotlib missing, no charts: {py['matplotlib'].reason}")
@@ -178,26 +214,45 @@ def peer_tools(args, py: dict[str, install.Peer], peers: dict[str, install.Peer]
         rc=Rclone(peers["rclone"].extra.get("exe", "rclone"), **st(peers["rclone"])),
         gc=Gcloud(**st(peers["gcloud"])),
         boto=PyPeer("boto3 (s3transfer classic)", "boto3_classic.py", ("s3",), **st(pb)),
-        crt=PyPeer("boto3 (s3transfer CRT)", "boto3_crt.py", ("s3",),
-                   ops=("download", "upload", "download_tree", "upload_tree"), **st(py["awscrt"]),
-                   extra={"skip": {("upload", "benchserver"): "not measured: shoal-benchserver answers its upload "
-                                                              "NotImplemented (the instrument's gap)"}}),
+        crt=PyPeer(
+            "boto3 (s3transfer CRT)",
+            "boto3_crt.py",
+            ("s3",),
+            ops=("download", "upload", "download_tree", "upload_tree"),
+            **st(py["awscrt"]),
+            extra={
+                "skip": {
+                    ("upload", "benchserver"): "not measured: shoal-benchserver answers its upload "
+                    "NotImplemented (the instrument's gap)"
+                }
+            },
+        ),
         obst=PyPeer("obstore", "obstore_peer.py", ("s3",), ops=("download", "upload"), **st(po)),
         tm_thr=PyPeer("python-storage (threads)", "gcs_tm.py", ("gcs",), args=("--workers-type", "threads"), **st(pg)),
-        tm_proc=PyPeer("python-storage (processes)", "gcs_tm.py", ("gcs",), args=("--workers-type", "processes"),
-                       ops=("download", "download_tree", "upload_tree"), **st(pg)),
+        tm_proc=PyPeer(
+            "python-storage (processes)",
+            "gcs_tm.py",
+            ("gcs",),
+            args=("--workers-type", "processes"),
+            ops=("download", "download_tree", "upload_tree"),
+            **st(pg),
+        ),
         # Measured, not assumed: the boto3 paginator listed a million keys from
         # shoal-benchserver in 186 s on loopback (173 CPU s) and did not finish
         # in 300 s at +10 ms: it gets the size-limited bucket, as gcloud does.
-        boto_ls=PyPeer("boto3 paginator", "boto3_classic.py", ("s3",), ops=("ls_all",), extra={"ls_all_max": 100_000},
-                       **st(pb)),
+        boto_ls=PyPeer(
+            "boto3 paginator", "boto3_classic.py", ("s3",), ops=("ls_all",), extra={"ls_all_max": 100_000}, **st(pb)
+        ),
         obst_ls=PyPeer("obstore list", "obstore_peer.py", ("s3",), ops=("ls_all",), **st(po)),
         tm_ls=PyPeer("python-storage list_blobs", "gcs_tm.py", ("gcs",), ops=("ls_all",), **st(pg)),
         boto_z=PyPeer("boto3 + zstandard", "boto3_classic.py", ("s3",), ops=("cat_zstd",), **with_z(pb)),
         obst_z=PyPeer("obstore + zstandard", "obstore_peer.py", ("s3",), ops=("cat_zstd",), **with_z(po)),
         zstd_version=subprocess.run(["zstd", "--version"], capture_output=True, text=True).stdout.strip()[:60]
-        if shutil.which("zstd") else "",
-        curl=CurlList(version=subprocess.run(["curl", "--version"], capture_output=True, text=True).stdout.split("\n")[0][:40]),
+        if shutil.which("zstd")
+        else "",
+        curl=CurlList(
+            version=subprocess.run(["curl", "--version"], capture_output=True, text=True).stdout.split("\n")[0][:40]
+        ),
     )
 
 
@@ -208,6 +263,7 @@ def _ep(port: int) -> str:
 @dataclass
 class Targets:
     """Every server and bucket measured, on loopback and (`_l`) behind the latency proxy."""
+
     minio: Target
     minio_up: Target
     fgcs: Target
@@ -240,28 +296,50 @@ def big_object_scenarios(runner: Runner, sizes, t: Targets, all_tools: list[Tool
     """One big object down and up."""
     scen = []
     big = "1 GiB" if sizes.big == 1 << 30 else f"{sizes.big >> 20} MiB"
-    sc = Scenario("download-big", f"Download one {big} object", "bytes", notes=[
-        "Destination on tmpfs; each result's sha256 compared with the source's.",
-        "shoal-benchserver generates the bytes and does almost no work: its rows show each client's own ceiling here.",
-        "fake-gcs-server is a fair download target; MinIO is the fair S3 target."])
+    sc = Scenario(
+        "download-big",
+        f"Download one {big} object",
+        "bytes",
+        notes=[
+            "Destination on tmpfs; each result's sha256 compared with the source's.",
+            "shoal-benchserver generates the bytes and does almost no work: its rows show each client's own ceiling "
+            "here.",
+            "fake-gcs-server is a fair download target; MinIO is the fair S3 target.",
+        ],
+    )
     if want(sc.key):
         scen.append(sc)
         runner.download_big(sc, [t.minio, t.fgcs, t.b_s3, t.b_gcs, t.minio_l], all_tools)
 
-    sc = Scenario("upload-big", f"Upload one {big} object", "bytes", notes=[
-        "Checked by reading the object back (sha256) from MinIO and fake-gcs-server; shoal-benchserver keeps no data, "
-        "so there the check is the CRC32C it computed over the bytes it received.",
-        "fake-gcs-server is left out: in this harness's first full run its memory backend grew past 3.6 GB RSS "
-        "during shoal's 1 GiB upload (64 parallel part uploads, then compose), the kernel's OOM killer ended it, "
-        "and shoal had not finished after 300 s. Its uploads are slow (~80 MB/s) at the best of times.",
-        "shoal-benchserver's GCS upload emulation is minimal: gcloud's upload to it did not finish in 10 "
-        "minutes here, so gcloud is not measured there (the instrument's gap, not the client's).",
-        "python-storage uploads with upload_from_filename (resumable, one stream): upload_chunks_concurrently needs "
-        "the XML multipart API, which neither emulator has."])
+    sc = Scenario(
+        "upload-big",
+        f"Upload one {big} object",
+        "bytes",
+        notes=[
+            "Checked by reading the object back (sha256) from MinIO and fake-gcs-server; shoal-benchserver keeps no "
+            "data, "
+            "so there the check is the CRC32C it computed over the bytes it received.",
+            "fake-gcs-server is left out: in this harness's first full run its memory backend grew past 3.6 GB RSS "
+            "during shoal's 1 GiB upload (64 parallel part uploads, then compose), the kernel's OOM killer ended it, "
+            "and shoal had not finished after 300 s. Its uploads are slow (~80 MB/s) at the best of times.",
+            "shoal-benchserver's GCS upload emulation is minimal: gcloud's upload to it did not finish in 10 "
+            "minutes here, so gcloud is not measured there (the instrument's gap, not the client's).",
+            "python-storage uploads with upload_from_filename (resumable, one stream): upload_chunks_concurrently "
+            "needs "
+            "the XML multipart API, which neither emulator has.",
+        ],
+    )
     if want(sc.key):
         scen.append(sc)
-        runner.upload_big(sc, [t.minio_up, Target("benchserver", "s3", t.b_s3.endpoint, "benchup", "loopback"),
-                               Target("benchserver", "gcs", t.b_gcs.endpoint, "benchup", "loopback")], all_tools)
+        runner.upload_big(
+            sc,
+            [
+                t.minio_up,
+                Target("benchserver", "s3", t.b_s3.endpoint, "benchup", "loopback"),
+                Target("benchserver", "gcs", t.b_gcs.endpoint, "benchup", "loopback"),
+            ],
+            all_tools,
+        )
     return scen
 
 
@@ -269,30 +347,52 @@ def many_object_scenarios(runner: Runner, sizes, t: Targets, all_tools: list[Too
     """Trees of small and of mid-sized objects, down and up."""
     scen = []
     small = f"{sizes.small_n:,} × {sizes.small_size >> 10} KiB"
-    sc = Scenario("download-small", f"Download {small} objects", "objects", notes=[
-        "Destination on tmpfs; file names and contents compared with the sources (digest over path and sha256)."])
+    sc = Scenario(
+        "download-small",
+        f"Download {small} objects",
+        "objects",
+        notes=[
+            "Destination on tmpfs; file names and contents compared with the sources (digest over path and sha256)."
+        ],
+    )
     if want(sc.key):
         scen.append(sc)
         runner.download_tree(sc, [t.minio, t.fgcs, t.minio_l], all_tools, "small")
 
-    sc = Scenario("upload-small", f"Upload {small} files", "objects", notes=[
-        "MinIO only: fake-gcs-server scans the bucket on every insert (15 objects/s past 10,000), which would "
-        "measure the emulator. Checked by reading every object back (directly, not through the proxy)."])
+    sc = Scenario(
+        "upload-small",
+        f"Upload {small} files",
+        "objects",
+        notes=[
+            "MinIO only: fake-gcs-server scans the bucket on every insert (15 objects/s past 10,000), which would "
+            "measure the emulator. Checked by reading every object back (directly, not through the proxy)."
+        ],
+    )
     if want(sc.key):
         scen.append(sc)
         runner.upload_tree(sc, [t.minio_up, t.minio_up_l], all_tools, "small")
 
     mid = f"{sizes.mid_n:,} × {sizes.mid_size >> 20} MiB"
-    sc = Scenario("download-mid", f"Download {mid} objects", "objects", notes=[
-        "Files each worth a few requests: a tool must keep many transfers and their parts in flight at once.",
-        "MinIO only: fake-gcs-server's memory backend already holds ~4.6 GB for the 1.1 GB of seed data, and "
-        "1.6 GB more put the machine at risk of the OOM killer. Checked file by file, as the small files."])
+    sc = Scenario(
+        "download-mid",
+        f"Download {mid} objects",
+        "objects",
+        notes=[
+            "Files each worth a few requests: a tool must keep many transfers and their parts in flight at once.",
+            "MinIO only: fake-gcs-server's memory backend already holds ~4.6 GB for the 1.1 GB of seed data, and "
+            "1.6 GB more put the machine at risk of the OOM killer. Checked file by file, as the small files.",
+        ],
+    )
     if want(sc.key):
         scen.append(sc)
         runner.download_tree(sc, [t.minio, t.minio_l], all_tools, "mid")
 
-    sc = Scenario("upload-mid", f"Upload {mid} files", "objects", notes=[
-        "MinIO, read back object by object (directly, not through the proxy)."])
+    sc = Scenario(
+        "upload-mid",
+        f"Upload {mid} files",
+        "objects",
+        notes=["MinIO, read back object by object (directly, not through the proxy)."],
+    )
     if want(sc.key):
         scen.append(sc)
         runner.upload_tree(sc, [t.minio_up, t.minio_up_l], all_tools, "mid")
@@ -301,49 +401,78 @@ def many_object_scenarios(runner: Runner, sizes, t: Targets, all_tools: list[Too
 
 def ls_glob_scenario(runner: Runner, sizes, t: Targets, tools: list[Tool], want) -> list[Scenario]:
     """A cold glob listing."""
-    sc = Scenario("ls-glob", f"Cold `ls` of `{GLOB_PREFIX}{GLOB}` among {sizes.glob_keys:,} keys "
-                             f"({sizes.glob_match} match)", "objects", notes=[
-        "Each run is a new process: start-up, credentials, and every list request. Decoys that a correct glob "
-        "skips: `ABC-dir/deep.zip` (a deeper level) and `ABC*.zip.bak` names.",
-        "Real GCS applies `matchGlob` server-side; some fake-gcs-server versions ignore it (then a client must "
-        "filter and page through every key). The curl row is one request, a floor on round-trip cost; its "
-        "check column says whether this server honoured the glob.",
-        f"The +{LATENCY_MS} ms profile puts toxiproxy with a latency toxic on both directions (~{2 * LATENCY_MS} ms "
-        "per round trip), closer to a real cloud's listing."])
+    sc = Scenario(
+        "ls-glob",
+        f"Cold `ls` of `{GLOB_PREFIX}{GLOB}` among {sizes.glob_keys:,} keys ({sizes.glob_match} match)",
+        "objects",
+        notes=[
+            "Each run is a new process: start-up, credentials, and every list request. Decoys that a correct glob "
+            "skips: `ABC-dir/deep.zip` (a deeper level) and `ABC*.zip.bak` names.",
+            "Real GCS applies `matchGlob` server-side; some fake-gcs-server versions ignore it (then a client must "
+            "filter and page through every key). The curl row is one request, a floor on round-trip cost; its "
+            "check column says whether this server honoured the glob.",
+            f"The +{LATENCY_MS} ms profile puts toxiproxy with a latency toxic on both directions (~{2 * LATENCY_MS} "
+            "ms "
+            "per round trip), closer to a real cloud's listing.",
+        ],
+    )
     if not want(sc.key):
         return []
     runner.ls_glob(sc, [t.fglob, t.fglob_l], tools)
     return [sc]
 
 
-def ls_full_scenario(runner: Runner, args, sizes, wl: Workload, srv: Servers, t: Targets, tools: list[Tool],
-                     size_limited: list[Tool], want) -> list[Scenario]:
+def ls_full_scenario(
+    runner: Runner,
+    args,
+    sizes,
+    wl: Workload,
+    srv: Servers,
+    t: Targets,
+    tools: list[Tool],
+    size_limited: list[Tool],
+    want,
+) -> list[Scenario]:
     """A full listing of a huge synthetic bucket, and of a smaller one for the CPU-bound listers."""
     n_big, n_small = sizes.list_keys, sizes.list_keys_small
     bench_l = _ep(srv.proxy("bench", ports().bench, LATENCY_MS))
 
     def list_targets(n: int, profiles) -> list[Target]:
-        return [Target("benchserver", proto, e, f"list-{n}", prof, name=f"benchserver ({proto}), {n:,} keys")
-                for proto in ("s3", "gcs") for e, prof in profiles]
+        return [
+            Target("benchserver", proto, e, f"list-{n}", prof, name=f"benchserver ({proto}), {n:,} keys")
+            for proto in ("s3", "gcs")
+            for e, prof in profiles
+        ]
+
     for n in {n_big, n_small} if want("ls-full") else ():  # built on first use: not in a measured run
         urllib.request.urlopen(f"{t.b_gcs.endpoint}/storage/v1/b/list-{n}/o?maxResults=1", timeout=120).close()
-    sc = Scenario("ls-full", f"Full listing of a large skewed bucket ({n_big:,} keys)", "keys", notes=[
-        f"shoal-benchserver's synthetic bucket `list-N` (N keys generated, sorted and held in memory; each page "
-        f"cut by binary search, so the server's cost is per page): {wl.list_hot[1]:.0%} of the keys lie flat "
-        f"under one {len(wl.list_hot[0])}-character prefix (`{wl.list_hot[0]}`), the rest in "
-        f"{wl.list_hot[2] - 1:,} small folders, "
-        f"{wl.list_nonascii[n_big]:,} keys ({wl.list_nonascii[n_big] / n_big:.1%}) with bytes above 0x7F. Seeding "
-        "a million objects into MinIO would take ~25 minutes (~650 PUT/s), so there is no MinIO variant.",
-        "Each tool lists the whole bucket, recursively, with its own defaults (shoal: `ls -r`, its work-stealing "
-        "parallel lister; s5cmd: `ls 's3://B/*'`; rclone: `lsf -R --files-only`; gcloud: `storage ls gs://B/**`; "
-        "the Python libraries: their list call in a loop, printing each name). The check: the number of keys "
-        "printed and the number of lines with bytes above 0x7F must both be exact.",
-        (f"gcloud storage and the boto3 paginator list only a {n_small:,}-key bucket, on loopback, beside "
-         "shoal: they are CPU-bound, and at their keys/s there a million keys take minutes per run."
-         if n_big > 100_000 else "At smoke size every lister gets the whole bucket."),
-        f"The +{LATENCY_MS} ms profile puts toxiproxy with a latency toxic on both directions (~{2 * LATENCY_MS} ms "
-        "per round trip): a sequential lister then waits a round trip per 1,000-key page.",
-        "Ratios are peer ÷ shoal for wall time, client CPU seconds and peak RSS (> 1: shoal used less)."])
+    sc = Scenario(
+        "ls-full",
+        f"Full listing of a large skewed bucket ({n_big:,} keys)",
+        "keys",
+        notes=[
+            f"shoal-benchserver's synthetic bucket `list-N` (N keys generated, sorted and held in memory; each page "
+            f"cut by binary search, so the server's cost is per page): {wl.list_hot[1]:.0%} of the keys lie flat "
+            f"under one {len(wl.list_hot[0])}-character prefix (`{wl.list_hot[0]}`), the rest in "
+            f"{wl.list_hot[2] - 1:,} small folders, "
+            f"{wl.list_nonascii[n_big]:,} keys ({wl.list_nonascii[n_big] / n_big:.1%}) with bytes above 0x7F. Seeding "
+            "a million objects into MinIO would take ~25 minutes (~650 PUT/s), so there is no MinIO variant.",
+            "Each tool lists the whole bucket, recursively, with its own defaults (shoal: `ls -r`, its work-stealing "
+            "parallel lister; s5cmd: `ls 's3://B/*'`; rclone: `lsf -R --files-only`; gcloud: `storage ls gs://B/**`; "
+            "the Python libraries: their list call in a loop, printing each name). The check: the number of keys "
+            "printed and the number of lines with bytes above 0x7F must both be exact.",
+            (
+                f"gcloud storage and the boto3 paginator list only a {n_small:,}-key bucket, on loopback, beside "
+                "shoal: they are CPU-bound, and at their keys/s there a million keys take minutes per run."
+                if n_big > 100_000
+                else "At smoke size every lister gets the whole bucket."
+            ),
+            f"The +{LATENCY_MS} ms profile puts toxiproxy with a latency toxic on both directions (~{2 * LATENCY_MS} "
+            "ms "
+            "per round trip): a sequential lister then waits a round trip per 1,000-key page.",
+            "Ratios are peer ÷ shoal for wall time, client CPU seconds and peak RSS (> 1: shoal used less).",
+        ],
+    )
     if not want(sc.key):
         return []
     both = ((t.b_s3.endpoint, "loopback"), (bench_l, LAT))
@@ -354,26 +483,33 @@ def ls_full_scenario(runner: Runner, args, sizes, wl: Workload, srv: Servers, t:
     return [sc]
 
 
-def stream_zstd_scenario(runner: Runner, wl: Workload, t: Targets, shoal_bin: Path, shoal: Shoal, p: Peers,
-                         want) -> list[Scenario]:
+def stream_zstd_scenario(
+    runner: Runner, wl: Workload, t: Targets, shoal_bin: Path, shoal: Shoal, p: Peers, want
+) -> list[Scenario]:
     """Streaming reads of a zstd dataset, decompressed."""
     zst = wl.zstd
     zmib = f"{zst['bytes'] / (1 << 30):.0f} GiB" if zst["bytes"] >= 1 << 30 else f"{zst['bytes'] >> 20} MiB"
-    sc = Scenario("stream-zstd", f"Streaming read + zstd decompression ({zst['objects']} objects, {zmib} "
-                                 "decompressed)", "stream", meta={"compressed": zst["compressed"]}, notes=[
-        f"{zst['objects']} zstd objects (level 3, one frame each) of generated log lines, {zmib} decompressed, "
-        f"{zst['compressed'] / 1e6:,.0f} MB compressed (ratio {zst['bytes'] / zst['compressed']:.1f}), "
-        f"under `{ZSTD_PREFIX}` in MinIO; generated once and cached in $SHOAL_CACHE/bench-data.",
-        "Every tool writes the decompressed objects, in key order, to a pipe into `shoal-benchserver crc32c -` "
-        "(a process of its own, not counted as the client's CPU): the byte count and CRC32C of that stream must "
-        "match the source's. `shoal bench read` writes nothing; its check is its own count of objects and "
-        "decompressed bytes.",
-        "shoal: `cat -d 's3://bench/ds/**'`. Peers without decompression of their own are piped into `zstd -dc` "
-        "(its CPU counts as theirs): `s5cmd cat 's3://bench/ds/*'`, `rclone cat`. The Python peers get each "
-        "object in turn and decompress it with the zstandard package, as a simple script would.",
-        "The local limit: `zstd -dc` over the same files on tmpfs (no network, one core).",
-        "Compressed MB/s per CPU second is the compressed input one core of the client keeps up with "
-        "(the issue's seed figure: ~52 MB/s per core). MB = 10^6 bytes."])
+    sc = Scenario(
+        "stream-zstd",
+        f"Streaming read + zstd decompression ({zst['objects']} objects, {zmib} decompressed)",
+        "stream",
+        meta={"compressed": zst["compressed"]},
+        notes=[
+            f"{zst['objects']} zstd objects (level 3, one frame each) of generated log lines, {zmib} decompressed, "
+            f"{zst['compressed'] / 1e6:,.0f} MB compressed (ratio {zst['bytes'] / zst['compressed']:.1f}), "
+            f"under `{ZSTD_PREFIX}` in MinIO; generated once and cached in $SHOAL_CACHE/bench-data.",
+            "Every tool writes the decompressed objects, in key order, to a pipe into `shoal-benchserver crc32c -` "
+            "(a process of its own, not counted as the client's CPU): the byte count and CRC32C of that stream must "
+            "match the source's. `shoal bench read` writes nothing; its check is its own count of objects and "
+            "decompressed bytes.",
+            "shoal: `cat -d 's3://bench/ds/**'`. Peers without decompression of their own are piped into `zstd -dc` "
+            "(its CPU counts as theirs): `s5cmd cat 's3://bench/ds/*'`, `rclone cat`. The Python peers get each "
+            "object in turn and decompress it with the zstandard package, as a simple script would.",
+            "The local limit: `zstd -dc` over the same files on tmpfs (no network, one core).",
+            "Compressed MB/s per CPU second is the compressed input one core of the client keeps up with "
+            "(the issue's seed figure: ~52 MB/s per core). MB = 10^6 bytes.",
+        ],
+    )
     if not want(sc.key):
         return []
     local = Target("local files", "file", "", "", "tmpfs")
@@ -383,11 +519,14 @@ def stream_zstd_scenario(runner: Runner, wl: Workload, t: Targets, shoal_bin: Pa
     return [sc]
 
 
-def measure_scenarios(args, sizes, runs: int, shoal_bin: Path, bserver_bin: Path, p: Peers,
-                      want) -> tuple[list[Scenario], dict[str, str], Shoal]:
+def measure_scenarios(
+    args, sizes, runs: int, shoal_bin: Path, bserver_bin: Path, p: Peers, want
+) -> tuple[list[Scenario], dict[str, str], Shoal]:
     """Makes the workload, starts the servers, runs every scenario wanted, in
     report order, and stops the servers (also on failure)."""
-    with tempfile.TemporaryDirectory(prefix="shoal-bench-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as work_s:
+    with tempfile.TemporaryDirectory(
+        prefix="shoal-bench-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None
+    ) as work_s:
         work = Path(work_s)
         wl = Workload(work, sizes, bserver_bin)
         log(f"making the workload in {work}")
@@ -400,17 +539,28 @@ def measure_scenarios(args, sizes, runs: int, shoal_bin: Path, bserver_bin: Path
             wl.seed_s3(t.minio.endpoint)
             gcs_create_bucket(t.fgcs.endpoint, "benchup")
             caps = shoal_caps(shoal_bin, t.fglob)
-            shoal = Shoal(shoal_bin, has_recursive=not caps["recursive"],
-                          version=subprocess.run([str(shoal_bin), "--version"], capture_output=True, text=True).stdout.strip())
+            shoal = Shoal(
+                shoal_bin,
+                has_recursive=not caps["recursive"],
+                version=subprocess.run([str(shoal_bin), "--version"], capture_output=True, text=True).stdout.strip(),
+            )
             log(f"shoal capabilities: {caps}")
             runner = Runner(wl, runs, caps)
             all_tools: list[Tool] = [shoal, p.s5, p.rc, p.gc, p.boto, p.crt, p.obst, p.tm_thr, p.tm_proc]
             scen = big_object_scenarios(runner, sizes, t, all_tools, want)
             scen += many_object_scenarios(runner, sizes, t, all_tools, want)
             scen += ls_glob_scenario(runner, sizes, t, [shoal, p.gc, p.tm_thr, p.rc, p.curl], want)
-            scen += ls_full_scenario(runner, args, sizes, wl, srv, t,
-                                     [shoal, p.s5, p.rc, p.gc, p.boto_ls, p.obst_ls, p.tm_ls],
-                                     [shoal, p.gc, p.boto_ls], want)
+            scen += ls_full_scenario(
+                runner,
+                args,
+                sizes,
+                wl,
+                srv,
+                t,
+                [shoal, p.s5, p.rc, p.gc, p.boto_ls, p.obst_ls, p.tm_ls],
+                [shoal, p.gc, p.boto_ls],
+                want,
+            )
             scen += stream_zstd_scenario(runner, wl, t, shoal_bin, shoal, p, want)
         finally:
             srv.stop()
@@ -421,21 +571,24 @@ def tool_rows(shoal: Shoal, p: Peers) -> list[tuple[str, bool, str, str]]:
     """Every tool's name, whether it was installed, its version, and why not."""
     pz, mpl = p.py["zstandard"], p.py["matplotlib"]
     return [
-        ("shoal", True, shoal.version, ""), ("s5cmd", p.s5.ok, p.s5.version, p.s5.reason),
+        ("shoal", True, shoal.version, ""),
+        ("s5cmd", p.s5.ok, p.s5.version, p.s5.reason),
         ("rclone", p.rc.ok, p.rc.version, p.rc.reason),
         ("gcloud storage", p.gc.ok, p.gc.version, p.gc.reason),
         ("boto3 / s3transfer classic", p.boto.ok, p.boto.version, p.boto.reason),
         ("boto3 / s3transfer CRT", p.crt.ok, p.crt.version, p.crt.reason),
         ("obstore", p.obst.ok, p.obst.version, p.obst.reason),
         ("python-storage transfer_manager", p.tm_thr.ok, p.tm_thr.version, p.tm_thr.reason),
-        ("curl", True, p.curl.version, ""), ("zstd (CLI)", bool(p.zstd_version), p.zstd_version, "not on PATH"),
+        ("curl", True, p.curl.version, ""),
+        ("zstd (CLI)", bool(p.zstd_version), p.zstd_version, "not on PATH"),
         ("zstandard (Python)", pz.ok, pz.version, pz.reason),
         ("matplotlib (charts)", mpl.ok, mpl.version, mpl.reason),
     ]
 
 
-def merge_partial(only: list[str], splice: bool, prev: list[Path], out: Path, scen: list[Scenario],
-                  elapsed: float) -> tuple[list[Scenario], str]:
+def merge_partial(
+    only: list[str], splice: bool, prev: list[Path], out: Path, scen: list[Scenario], elapsed: float
+) -> tuple[list[Scenario], str]:
     """The scenarios to report and the report's "Measured …" line: a
     partial run's scenarios merged into the newest earlier run's."""
     measured = f"Measured {now()} by `bench/run.py {' '.join(sys.argv[1:])}` in {elapsed / 60:.1f} min"
@@ -449,10 +602,13 @@ def merge_partial(only: list[str], splice: bool, prev: list[Path], out: Path, sc
         kept = {s.key: s for s in from_json(old["scenarios"])}
         kept.update({s.key: s for s in scen})
         scen = [kept[k] for k in SCENARIOS if k in kept]
-        before = old.get("measured") or (f"Measured {old['when']} by `bench/run.py {' '.join(old['args'])}` in "
-                                         f"{old['elapsed_s'] / 60:.1f} min")
-    measured = (f"{before}; {', '.join(only)} measured again "
-                f"{now()} by `bench/run.py {' '.join(sys.argv[1:])}` in {elapsed / 60:.1f} min")
+        before = old.get("measured") or (
+            f"Measured {old['when']} by `bench/run.py {' '.join(old['args'])}` in {old['elapsed_s'] / 60:.1f} min"
+        )
+    measured = (
+        f"{before}; {', '.join(only)} measured again "
+        f"{now()} by `bench/run.py {' '.join(sys.argv[1:])}` in {elapsed / 60:.1f} min"
+    )
     return scen, measured
 
 
@@ -460,16 +616,28 @@ def draw_charts(py: dict[str, install.Peer], raw_path: Path, out: Path) -> dict[
     """One PNG per scenario, by charts.py in the bench venv (none without matplotlib)."""
     charts: dict[str, str] = {}
     if py["matplotlib"].ok:
-        p = subprocess.run([str(VENV_PY), str(Path(__file__).with_name("charts.py")), str(raw_path), str(out)],
-                           capture_output=True, text=True)
+        p = subprocess.run(
+            [str(VENV_PY), str(Path(__file__).with_name("charts.py")), str(raw_path), str(out)],
+            capture_output=True,
+            text=True,
+        )
         if p.returncode != 0:
             log(f"charts failed: {p.stderr.strip()[-400:]}")
         charts = dict(line.split(" ", 1) for line in p.stdout.splitlines() if " " in line)
     return charts
 
 
-def write_report(args, out: Path, scen: list[Scenario], measured: str, raw_path: Path, runs: int,
-                 rows: list[tuple[str, bool, str, str]], charts: dict[str, str], splice: bool) -> None:
+def write_report(
+    args,
+    out: Path,
+    scen: list[Scenario],
+    measured: str,
+    raw_path: Path,
+    runs: int,
+    rows: list[tuple[str, bool, str, str]],
+    charts: dict[str, str],
+    splice: bool,
+) -> None:
     """REPORT.md: the machine and method, the tools, then every scenario (or,
     when splicing, just this run's scenarios into the existing report)."""
     from harness import report
@@ -486,17 +654,27 @@ def write_report(args, out: Path, scen: list[Scenario], measured: str, raw_path:
         "(user+sys from `wait4` rusage, child processes included) per GiB and its peak RSS.",
         f"- {runs} run(s) per tool; medians. Tools are interleaved round-robin (run i of every tool before run "
         "i+1 of any, order rotated each round) so drift hits all alike.",
-        "- \"peer time ÷ shoal time\" > 1 means shoal was faster. Every tool at its out-of-the-box settings.",
-        "- A result whose checksum does not match is **FAILED**, however fast. \"not yet\" marks what shoal "
-        "cannot do yet; \"n/a\" a tool without that operation or protocol.",
+        '- "peer time ÷ shoal time" > 1 means shoal was faster. Every tool at its out-of-the-box settings.',
+        '- A result whose checksum does not match is **FAILED**, however fast. "not yet" marks what shoal '
+        'cannot do yet; "n/a" a tool without that operation or protocol.',
     ]
-    speaks = {"s5cmd": "S3", "rclone": "S3, GCS", "gcloud storage": "GCS", "boto3 / s3transfer classic": "S3",
-              "boto3 / s3transfer CRT": "S3 (awscrt's client wired to the local endpoint by hand)",
-              "obstore": "S3 (its GCS writes need the XML API)", "python-storage transfer_manager": "GCS (threads and processes)",
-              "shoal": "S3, GCS", "curl": "GCS listing", "zstd (CLI)": "local files (the decompression limit)",
-              "zstandard (Python)": "decompression for boto3 and obstore"}
+    speaks = {
+        "s5cmd": "S3",
+        "rclone": "S3, GCS",
+        "gcloud storage": "GCS",
+        "boto3 / s3transfer classic": "S3",
+        "boto3 / s3transfer CRT": "S3 (awscrt's client wired to the local endpoint by hand)",
+        "obstore": "S3 (its GCS writes need the XML API)",
+        "python-storage transfer_manager": "GCS (threads and processes)",
+        "shoal": "S3, GCS",
+        "curl": "GCS listing",
+        "zstd (CLI)": "local files (the decompression limit)",
+        "zstandard (Python)": "decompression for boto3 and obstore",
+    }
     tools_table = ["| tool | version | measured on | status |", "|---|---|---|---|"] + [
-        f"| {n} | {v or ''} | {speaks.get(n, '')} | {'installed' if ok else 'not installed: ' + r} |" for n, ok, v, r in rows]
+        f"| {n} | {v or ''} | {speaks.get(n, '')} | {'installed' if ok else 'not installed: ' + r} |"
+        for n, ok, v, r in rows
+    ]
     if splice:
         report.splice(out / "REPORT.md", scen, header[2], charts)
     else:
@@ -524,8 +702,17 @@ def main() -> None:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     rows = tool_rows(shoal, peers)
     scen, measured = merge_partial(only, splice, prev, out, scen, elapsed)
-    raw = {"when": now(), "args": sys.argv[1:], "elapsed_s": elapsed, "sizes": sizes.__dict__, "runs": runs,
-           "caps": caps, "tools": rows, "scenarios": to_json(scen), "measured": measured}
+    raw = {
+        "when": now(),
+        "args": sys.argv[1:],
+        "elapsed_s": elapsed,
+        "sizes": sizes.__dict__,
+        "runs": runs,
+        "caps": caps,
+        "tools": rows,
+        "scenarios": to_json(scen),
+        "measured": measured,
+    }
     raw_path = RAW / f"{stamp}{'-smoke' if args.smoke else ''}{'-partial' if splice else ''}.json"
     raw_path.write_text(json.dumps(raw, indent=1))
     charts = draw_charts(peers.py, raw_path, out)

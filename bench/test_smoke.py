@@ -5,6 +5,7 @@ its own servers on its own ports) and checks that it wrote a REPORT.md with
 a measured shoal row and no FAILED check. Set SHOAL_BENCH_SMOKE_ARGS to pass
 extra flags (e.g. "--no-build" when target/release is already built).
 """
+
 import json
 import os
 import shlex
@@ -19,14 +20,18 @@ BENCH = Path(__file__).resolve().parent
 
 def test_smoke_run_writes_a_clean_report(tmp_path: Path) -> None:
     extra = shlex.split(os.environ.get("SHOAL_BENCH_SMOKE_ARGS", ""))
-    p = subprocess.run([sys.executable, str(BENCH / "run.py"), "--smoke", "--out", str(tmp_path), *extra],
-                       capture_output=True, text=True, timeout=1800)
+    p = subprocess.run(
+        [sys.executable, str(BENCH / "run.py"), "--smoke", "--out", str(tmp_path), *extra],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     report = (tmp_path / "REPORT.md").read_text()
-    shoal_rows = [l for l in report.splitlines() if l.startswith("|") and "| **shoal** |" in l]
-    measured = [l for l in shoal_rows if "ok (" in l]
+    shoal_rows = [line for line in report.splitlines() if line.startswith("|") and "| **shoal** |" in line]
+    measured = [line for line in shoal_rows if "ok (" in line]
     assert measured, "no measured shoal row:\n" + report
-    failed = [l for l in report.splitlines() if l.startswith("|") and "FAILED" in l]
+    failed = [line for line in report.splitlines() if line.startswith("|") and "FAILED" in line]
     assert not failed, "\n".join(failed)
     assert any(tmp_path.glob("*.png")), "no chart was drawn"
 
@@ -36,23 +41,27 @@ def test_tls_smoke_run_counts_connections(tmp_path: Path) -> None:
     client told that CA; each small-object row carries its connection and
     handshake counts from the counting forwarder."""
     extra = shlex.split(os.environ.get("SHOAL_BENCH_SMOKE_ARGS", ""))
-    p = subprocess.run([sys.executable, str(BENCH / "tls.py"), "--smoke", "--out", str(tmp_path), *extra],
-                       capture_output=True, text=True, timeout=1800)
+    p = subprocess.run(
+        [sys.executable, str(BENCH / "tls.py"), "--smoke", "--out", str(tmp_path), *extra],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     report = (tmp_path / "TLS.md").read_text()
-    rows = [l for l in report.splitlines() if l.startswith("| ") and "ok (" in l]
-    assert any(l.startswith("| **shoal** |") for l in rows), "no measured shoal row:\n" + report
-    failed = [l for l in report.splitlines() if l.startswith("|") and "FAILED" in l]
+    rows = [line for line in report.splitlines() if line.startswith("| ") and "ok (" in line]
+    assert any(line.startswith("| **shoal** |") for line in rows), "no measured shoal row:\n" + report
+    failed = [line for line in report.splitlines() if line.startswith("|") and "FAILED" in line]
     assert not failed, "\n".join(failed)
     # The per-object table: every measured row counted at least one connection and one handshake.
     small = report.split("## TLS: download ")[2]
-    counted = [l for l in small.splitlines() if l.startswith("| ") and "ok (" in l]
+    counted = [line for line in small.splitlines() if line.startswith("| ") and "ok (" in line]
     assert counted, small
-    for l in counted:
-        cells = [c.strip() for c in l.strip("|").split("|")]
+    for line in counted:
+        cells = [c.strip() for c in line.strip("|").split("|")]
         conns = float(cells[6].split()[0].replace(",", ""))
         full, resumed = (float(x.replace(",", "")) for x in cells[7].split(" + "))
-        assert conns > 0 and full > 0 and resumed >= 0, l
+        assert conns > 0 and full > 0 and resumed >= 0, line
 
 
 def test_py_read_plan_and_local_floor(tmp_path: Path) -> None:
@@ -81,7 +90,12 @@ def test_py_read_plan_and_local_floor(tmp_path: Path) -> None:
     for name, a, b in rows["one_col"] + rows["all_cols"]:
         assert 4 <= a < b <= sizes[name] - 8
     env = dict(os.environ, PYREAD_LOCAL=str(tmp_path))
-    p = subprocess.run([sys.executable, str(BENCH / "py_read_bench.py"), "child", "s3", "one_col", "local-files"],
-                       capture_output=True, text=True, timeout=300, env=env)
+    p = subprocess.run(
+        [sys.executable, str(BENCH / "py_read_bench.py"), "child", "s3", "one_col", "local-files"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     assert json.loads(p.stdout.splitlines()[-1])["check"].startswith("rows=80000 cols=1 ")

@@ -17,6 +17,7 @@ Writes its tables as TLS.md to --out (default bench/results/raw/tls, or
 raw/smoke-tls; not committed: bench/results/TLS.md holds a run's tables with
 the method and what bounds each row) and the raw runs to bench/results/raw/.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,11 +55,16 @@ def table(sc: Scenario, per_object: bool) -> list[str]:
     column: > 1 for shoal means shoal beat it, < 1 for a peer means it trails it."""
     rows = sc.rows
     bw, bc = best_peer(rows, "wall"), best_peer(rows, "cpu")
-    head = "| tool | wall s | best peer's wall ÷ this | client CPU s" + ("" if per_object else "/GiB") + \
-           " | best peer's CPU ÷ this | peak RSS MiB |"
+    head = (
+        "| tool | wall s | best peer's wall ÷ this | client CPU s"
+        + ("" if per_object else "/GiB")
+        + " | best peer's CPU ÷ this | peak RSS MiB |"
+    )
     line = "|---|--:|--:|--:|--:|--:|"
     if per_object:
-        head += " connections per 1,000 objects | TLS handshakes per 1,000 (full + resumed) | closed before a ServerHello |"
+        head += (
+            " connections per 1,000 objects | TLS handshakes per 1,000 (full + resumed) | closed before a ServerHello |"
+        )
         line += "--:|--:|--:|"
     out = [head + " check |", line + "---|"]
     for r in rows:
@@ -91,11 +97,18 @@ def main() -> None:
     ap.add_argument("--shoal-bin", help="use this shoal binary instead of building one")
     ap.add_argument("--benchserver-bin", help="use this shoal-benchserver binary instead of building one")
     ap.add_argument("--no-build", action="store_true", help="do not run cargo; use target/release")
-    ap.add_argument("--only", action="append", metavar="TOOL",
-                    help="run only this tool (repeatable; as named in the tables: shoal, s5cmd, ...)")
-    ap.add_argument("--also-shoal", metavar="BIN",
-                    help="a second shoal build, measured beside the first and interleaved with it "
-                         "(its row is named 'shoal BIN'), e.g. the build before a change")
+    ap.add_argument(
+        "--only",
+        action="append",
+        metavar="TOOL",
+        help="run only this tool (repeatable; as named in the tables: shoal, s5cmd, ...)",
+    )
+    ap.add_argument(
+        "--also-shoal",
+        metavar="BIN",
+        help="a second shoal build, measured beside the first and interleaved with it "
+        "(its row is named 'shoal BIN'), e.g. the build before a change",
+    )
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sizes = SMOKE if args.smoke else FULL
@@ -112,26 +125,43 @@ def main() -> None:
     def st(p: install.Peer) -> dict:
         return dict(ok=p.ok, reason=p.reason, version=p.version)
 
-    shoal = Shoal(shoal_bin, has_recursive=True,
-                  version=subprocess.run([str(shoal_bin), "--version"], capture_output=True, text=True).stdout.strip())
+    shoal = Shoal(
+        shoal_bin,
+        has_recursive=True,
+        version=subprocess.run([str(shoal_bin), "--version"], capture_output=True, text=True).stdout.strip(),
+    )
     s5 = S5cmd(s5p.extra.get("exe", "s5cmd"), **st(s5p))
     rc = Rclone(rcp.extra.get("exe", "rclone"), **st(rcp))
     boto = PyPeer("boto3 (s3transfer classic)", "boto3_classic.py", ("s3",), **st(py["boto3"]))
-    crt = PyPeer("boto3 (s3transfer CRT)", "boto3_crt.py", ("s3",), ops=("download", "download_tree"),
-                 **st(py["awscrt"]))
-    obst = PyPeer("obstore", "obstore_peer.py", ("s3",), ops=("download",),
-                  **(st(py["obstore"]) if py["obstore"].ok else
-                     dict(ok=False, reason="not in the bench venv (`bench/run.py` without --smoke installs it)")))
+    crt = PyPeer(
+        "boto3 (s3transfer CRT)", "boto3_crt.py", ("s3",), ops=("download", "download_tree"), **st(py["awscrt"])
+    )
+    obst = PyPeer(
+        "obstore",
+        "obstore_peer.py",
+        ("s3",),
+        ops=("download",),
+        **(
+            st(py["obstore"])
+            if py["obstore"].ok
+            else dict(ok=False, reason="not in the bench venv (`bench/run.py` without --smoke installs it)")
+        ),
+    )
     tools = [shoal, s5, rc, boto, crt, obst]
     if args.also_shoal:
-        other = Shoal(Path(args.also_shoal), has_recursive=True, version=subprocess.run(
-            [args.also_shoal, "--version"], capture_output=True, text=True).stdout.strip())
+        other = Shoal(
+            Path(args.also_shoal),
+            has_recursive=True,
+            version=subprocess.run([args.also_shoal, "--version"], capture_output=True, text=True).stdout.strip(),
+        )
         other.name = f"shoal {args.also_shoal}"
         tools.insert(1, other)
     if args.only:
         tools = [t for t in tools if t.name in args.only or t.name.startswith("shoal ")]
 
-    with tempfile.TemporaryDirectory(prefix="shoal-bench-tls-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None) as w:
+    with tempfile.TemporaryDirectory(
+        prefix="shoal-bench-tls-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None
+    ) as w:
         work = Path(w)
         wl = Workload(work, sizes, bserver_bin)
         log(f"making the workload in {work}")
@@ -156,8 +186,9 @@ def main() -> None:
             small = f"{sizes.small_n:,} × {sizes.small_size >> 10} KiB"
             sc_big = Scenario("tls-download-big", f"TLS: download one {big} object, loopback", "bytes")
             runner.download_big(sc_big, [direct], tools)
-            sc_small = Scenario("tls-download-small", f"TLS: download {small} objects, +{LATENCY_MS} ms each way",
-                                "objects")
+            sc_small = Scenario(
+                "tls-download-small", f"TLS: download {small} objects, +{LATENCY_MS} ms each way", "objects"
+            )
             runner.download_tree(sc_small, [latent], tools, "small", counter=counter)
         finally:
             if counter:
@@ -167,22 +198,39 @@ def main() -> None:
     elapsed = time.monotonic() - t_start
     stamp = time.strftime("%Y%m%d-%H%M%S")
     raw_path = RAW / f"{stamp}-tls{'-smoke' if args.smoke else ''}.json"
-    raw = {"when": now(), "args": sys.argv[1:], "elapsed_s": elapsed, "sizes": sizes.__dict__, "runs": runs,
-           "scenarios": to_json([sc_big, sc_small])}
+    raw = {
+        "when": now(),
+        "args": sys.argv[1:],
+        "elapsed_s": elapsed,
+        "sizes": sizes.__dict__,
+        "runs": runs,
+        "scenarios": to_json([sc_big, sc_small]),
+    }
     raw_path.write_text(json.dumps(raw, indent=1))
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / (1 << 30)
-    versions = "; ".join(t.version if t.version.startswith(t.name) else f"{t.name} {t.version}"
-                         for t in tools if t.ok and t.version)
+    versions = "; ".join(
+        t.version if t.version.startswith(t.name) else f"{t.name} {t.version}" for t in tools if t.ok and t.version
+    )
     lines = [
-        "# shoal over TLS" + (" (smoke)" if args.smoke else ""), "",
+        "# shoal over TLS" + (" (smoke)" if args.smoke else ""),
+        "",
         f"Measured {now()} by `bench/tls.py {' '.join(sys.argv[1:])}` in {elapsed / 60:.1f} min "
         f"(raw runs: `bench/results/raw/{raw_path.name}`, not committed). {runs} run(s) per tool, interleaved "
-        "round-robin; medians.", "",
-        f"- Machine: {os.cpu_count()} cores, {mem:.0f} GiB, {platform.system()} {platform.release()}; MinIO, toxiproxy, "
+        "round-robin; medians.",
+        "",
+        f"- Machine: {os.cpu_count()} cores, {mem:.0f} GiB, {platform.system()} {platform.release()}; MinIO, "
+        "toxiproxy, "
         "the counting forwarder and the client share those cores.",
-        f"- Versions: {versions}.", "",
-        f"## {sc_big.title}", "", *table(sc_big, False), "",
-        f"## {sc_small.title}", "", *table(sc_small, True), "",
+        f"- Versions: {versions}.",
+        "",
+        f"## {sc_big.title}",
+        "",
+        *table(sc_big, False),
+        "",
+        f"## {sc_small.title}",
+        "",
+        *table(sc_small, True),
+        "",
     ]
     (out / "TLS.md").write_text("\n".join(lines))
     log(f"wrote {out} ({elapsed / 60:.1f} min)")

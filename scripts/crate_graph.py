@@ -24,7 +24,10 @@ END = "<!-- /crate-graph -->"
 def graph():
     out = subprocess.run(
         ["cargo", "metadata", "--format-version", "1", "--no-deps", "--offline"],
-        cwd=ROOT, check=True, capture_output=True, text=True,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     packages = json.loads(out)["packages"]
     names = {p["name"] for p in packages}
@@ -74,14 +77,16 @@ def main():
     start, end = text.find(BEGIN), text.find(END)
     if start < 0 or end < start:
         sys.exit(f"crate_graph: {DOC.name} has no {BEGIN} ... {END} block")
-    current = text[start + len(BEGIN):end].strip("\n")
+    current = text[start + len(BEGIN) : end].strip("\n")
     if mode == "--check":
         if current != block:
-            sys.exit(f"crate_graph: the crate graph in {DOC.name} differs from the manifests; "
-                     "run scripts/crate_graph.py --write")
+            sys.exit(
+                f"crate_graph: the crate graph in {DOC.name} differs from the manifests; "
+                "run scripts/crate_graph.py --write"
+            )
         return
     if mode == "--write":
-        DOC.write_text(text[:start + len(BEGIN)] + "\n" + block + "\n" + text[end:])
+        DOC.write_text(text[: start + len(BEGIN)] + "\n" + block + "\n" + text[end:])
         return
     sys.exit(f"crate_graph: unknown option {mode}; use --print, --check or --write")
 

@@ -100,7 +100,7 @@ def module_graphs(src):
         cut = text.find("#[cfg(test)]")
         if cut >= 0:
             text = text[:cut]
-        code = "\n".join(l for l in text.split("\n") if not l.strip().startswith("//"))
+        code = "\n".join(line for line in text.split("\n") if not line.strip().startswith("//"))
         for path in references(code, here):
             there = deepest(path, modules)
             n = 0
@@ -120,7 +120,7 @@ def cycles(graph):
     def walk(node, stack):
         for nxt in graph.get(node, ()):
             if nxt in stack:
-                ring = stack[stack.index(nxt):]
+                ring = stack[stack.index(nxt) :]
                 i = ring.index(min(ring))
                 found.add(tuple(ring[i:] + ring[:i]))
             elif len(stack) < len(graph):

@@ -111,6 +111,14 @@ if [ "${SHOAL_SKIP_PYTHON:-0}" != 1 ]; then
     "$venv/bin/pip" install -q -r python/requirements-test.txt
     cp python/requirements-test.txt "$venv/.requirements"
   fi
+  # One lint and one layout for the repository's Python (python/, bench/,
+  # scripts/), as cargo clippy and cargo fmt for the Rust: the rules are
+  # python/pyproject.toml's [tool.ruff].
+  py_src=(python bench scripts)
+  "$venv/bin/ruff" check -q --config python/pyproject.toml "${py_src[@]}" \
+    || failed_part "ruff check (lints in the Python: ruff check --config python/pyproject.toml --fix python bench scripts)"
+  "$venv/bin/ruff" format -q --check --config python/pyproject.toml "${py_src[@]}" \
+    || failed_part "ruff format (files not formatted: ruff format --config python/pyproject.toml python bench scripts)"
   if (cd python && VIRTUAL_ENV=$venv PATH=$venv/bin:$PATH CARGO_INCREMENTAL=0 maturin develop -q); then
     py_log=$SHOAL_RUN_DIR/pytest.log
     set +e

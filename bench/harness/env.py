@@ -4,6 +4,7 @@ The harness owns its ports (defaults well away from scripts/test.sh's and the
 developers' 4443/9000/8474) so a benchmark never lands on someone else's
 server. Every server and client is aimed at 127.0.0.1.
 """
+
 from __future__ import annotations
 
 import os

@@ -5,6 +5,7 @@ to install is reported in REPORT.md as "not installed: <reason>", never
 dropped. Recipes follow shared/PEERS.md (s5cmd through a wrapper module
 because the proxy refuses `@latest` for it; rclone with `go install`).
 """
+
 from __future__ import annotations
 
 import os
@@ -54,9 +55,7 @@ def s5cmd() -> Peer:
         (work / "go.mod").write_text(
             f"module shoalbench/s5cmd\n\ngo 1.22\n\nrequire github.com/peak/s5cmd/v2 {S5CMD_VERSION}\n"
         )
-        (work / "tools.go").write_text(
-            '//go:build tools\n\npackage tools\n\nimport _ "github.com/peak/s5cmd/v2"\n'
-        )
+        (work / "tools.go").write_text('//go:build tools\n\npackage tools\n\nimport _ "github.com/peak/s5cmd/v2"\n')
         BIN.mkdir(parents=True, exist_ok=True)
         for cmd in (["go", "mod", "tidy"], ["go", "build", "-o", str(exe), "github.com/peak/s5cmd/v2"]):
             try:
@@ -93,14 +92,21 @@ def rclone(build: bool) -> Peer:
         env = go_env()
         env["GOBIN"] = str(tmp)
         with open(rclone_log(), "w") as log:
-            p = subprocess.run(["nice", "-n", "19", "go", "install", RCLONE_MODULE],
-                               cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT)
+            p = subprocess.run(
+                ["nice", "-n", "19", "go", "install", RCLONE_MODULE],
+                cwd=tmp,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         if p.returncode != 0 or not (tmp / "rclone").exists():
             return Peer("rclone", False, reason=f"go install failed: {_tail(rclone_log().read_text())}")
         BIN.mkdir(parents=True, exist_ok=True)
         shutil.move(str(tmp / "rclone"), exe)
         shutil.rmtree(tmp, ignore_errors=True)
-    v = subprocess.run([str(exe), "version"], capture_output=True, text=True, env={**os.environ, "RCLONE_CONFIG": "/dev/null"})
+    v = subprocess.run(
+        [str(exe), "version"], capture_output=True, text=True, env={**os.environ, "RCLONE_CONFIG": "/dev/null"}
+    )
     first = (v.stdout.splitlines() or ["?"])[0]
     return Peer("rclone", True, version=first.replace("rclone ", ""), extra={"exe": str(exe)})
 
@@ -130,14 +136,18 @@ def venv(full: bool) -> dict[str, Peer]:
     missing = [w for w in wanted if w not in have]
     if missing and not err:
         _log(f"pip install {' '.join(missing)}")
-        p = subprocess.run([str(VENV_PY), "-m", "pip", "install", "-q", "--disable-pip-version-check", *missing],
-                           capture_output=True, text=True)
+        p = subprocess.run(
+            [str(VENV_PY), "-m", "pip", "install", "-q", "--disable-pip-version-check", *missing],
+            capture_output=True,
+            text=True,
+        )
         if p.returncode == 0:
             stamp.write_text("\n".join(sorted(have | set(missing))) + "\n")
         else:
             err = f"pip: {_tail(p.stderr)}"
-    versions = _py_versions(["matplotlib", "boto3", "s3transfer", "botocore", "google-cloud-storage", "obstore",
-                             "zstandard", "awscrt"])
+    versions = _py_versions(
+        ["matplotlib", "boto3", "s3transfer", "botocore", "google-cloud-storage", "obstore", "zstandard", "awscrt"]
+    )
     out = {}
     for pkg in ["matplotlib", "boto3", "google-cloud-storage", "obstore", "zstandard", "awscrt"]:
         if pkg in versions:

@@ -9,6 +9,7 @@ the harness's own resident pages counted in its `ru_maxrss` (~35 MiB here),
 which would hide any client smaller than that; one forked from `time`
 starts at ~2 MiB. Without GNU time the rusage figure is used (a floor).
 """
+
 from __future__ import annotations
 
 import os
@@ -41,8 +42,14 @@ class Proc:
     stderr: str
 
 
-def run(argv: list[str], env: dict[str, str] | None = None, timeout: float = 900,
-        cwd: str | None = None, capture_stdout: bool = True, stdout_fd: int | None = None) -> Proc:
+def run(
+    argv: list[str],
+    env: dict[str, str] | None = None,
+    timeout: float = 900,
+    cwd: str | None = None,
+    capture_stdout: bool = True,
+    stdout_fd: int | None = None,
+) -> Proc:
     """Runs argv to completion; a run past `timeout` is killed and reported rc=-9.
     `stdout_fd`: where the child's stdout goes instead (a pipe to a checker)."""
     rss_file = None
@@ -58,8 +65,9 @@ def run(argv: list[str], env: dict[str, str] | None = None, timeout: float = 900
     # two cores while the servers were busy (cat -d at +10 ms: 1.76 s in a
     # session, 1.57 s without), a share no client next to remote servers
     # is held to.
-    p = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out_to,
-                         stderr=subprocess.PIPE, process_group=0)
+    p = subprocess.Popen(
+        argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out_to, stderr=subprocess.PIPE, process_group=0
+    )
     out: list[bytes] = []
     err: list[bytes] = []
     readers = []

@@ -1,4 +1,5 @@
 """REPORT.md: one table per scenario, medians, ratios against shoal."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,18 +31,29 @@ def _check(row: Row) -> str:
 def table(sc: Scenario) -> list[str]:
     out = []
     if sc.unit == "keys":
-        out.append("| server | profile | tool | wall s (median) | keys/s | peer time ÷ shoal time | client CPU s per M keys "
-                   "| CPU ÷ shoal | peak RSS MiB | RSS ÷ shoal | check |")
+        out.append(
+            "| server | profile | tool | wall s (median) | keys/s | peer time ÷ shoal time | client CPU s per M keys "
+            "| CPU ÷ shoal | peak RSS MiB | RSS ÷ shoal | check |"
+        )
         out.append("|---|---|---|--:|--:|--:|--:|--:|--:|--:|---|")
     elif sc.unit == "stream":
-        out.append("| source | profile | tool | wall s (median) | decompressed MB/s | compressed MB/s | peer time ÷ shoal time "
-                   "| client CPU s | compressed MB/s per CPU s | peak RSS MiB | check |")
+        out.append(
+            "| source | profile | tool | wall s (median) | decompressed MB/s | compressed MB/s | peer time ÷ shoal "
+            "time "
+            "| client CPU s | compressed MB/s per CPU s | peak RSS MiB | check |"
+        )
         out.append("|---|---|---|--:|--:|--:|--:|--:|--:|--:|---|")
     elif sc.unit == "bytes":
-        out.append("| server | profile | tool | wall s (median) | MiB/s | peer time ÷ shoal time | client CPU s/GiB | peak RSS MiB | check |")
+        out.append(
+            "| server | profile | tool | wall s (median) | MiB/s | peer time ÷ shoal time | client CPU s/GiB | peak "
+            "RSS MiB | check |"
+        )
         out.append("|---|---|---|--:|--:|--:|--:|--:|---|")
     else:
-        out.append("| server | profile | tool | wall s (median) | objects | peer time ÷ shoal time | client CPU s | peak RSS MiB | check |")
+        out.append(
+            "| server | profile | tool | wall s (median) | objects | peer time ÷ shoal time | client CPU s | peak RSS "
+            "MiB | check |"
+        )
         out.append("|---|---|---|--:|--:|--:|--:|--:|---|")
     groups: dict[tuple[str, str], list[Row]] = {}
     for r in sc.rows:
@@ -64,24 +76,34 @@ def table(sc: Scenario) -> list[str]:
                 keys = max(x.objects for x in r.runs)
                 rate = f"{keys / wall:,.0f}" if keys and not r.failed else ""
                 per_m = f"{r.median('cpu') / (keys / 1e6):.2f}" if keys else ""
-                out.append(f"| {target} | {profile} | {name} | {wall:.2f} | {rate} | {ratio} | {per_m} | "
-                           f"{_ratio(r, shoal, 'cpu')} | {_mib(rss)} | {_ratio(r, shoal, 'rss_mib')} | {_check(r)} |")
+                out.append(
+                    f"| {target} | {profile} | {name} | {wall:.2f} | {rate} | {ratio} | {per_m} | "
+                    f"{_ratio(r, shoal, 'cpu')} | {_mib(rss)} | {_ratio(r, shoal, 'rss_mib')} | {_check(r)} |"
+                )
             elif sc.unit == "stream":
                 comp = sc.meta.get("compressed", 0)
                 dec = max(x.bytes for x in r.runs)
                 ok = not r.failed
                 cpu = r.median("cpu")
-                out.append(f"| {target} | {profile} | {name} | {wall:.2f} | {dec / 1e6 / wall if ok else 0:,.0f} | "
-                           f"{comp / 1e6 / wall if ok else 0:,.0f} | {ratio} | {cpu:.2f} | "
-                           f"{comp / 1e6 / cpu if ok and cpu > 0 else 0:,.0f} | {_mib(rss)} | {_check(r)} |")
+                out.append(
+                    f"| {target} | {profile} | {name} | {wall:.2f} | {dec / 1e6 / wall if ok else 0:,.0f} | "
+                    f"{comp / 1e6 / wall if ok else 0:,.0f} | {ratio} | {cpu:.2f} | "
+                    f"{comp / 1e6 / cpu if ok and cpu > 0 else 0:,.0f} | {_mib(rss)} | {_check(r)} |"
+                )
             elif sc.unit == "bytes":
                 nbytes = max(x.bytes for x in r.runs)
                 mibs = f"{nbytes / MiB / wall:,.0f}" if nbytes and not r.failed else ""
                 cpu = f"{r.median('cpu') / (nbytes / GiB):.2f}" if nbytes else f"{r.median('cpu'):.2f} s"
-                out.append(f"| {target} | {profile} | {name} | {wall:.2f} | {mibs} | {ratio} | {cpu} | {_mib(rss)} | {_check(r)} |")
+                out.append(
+                    f"| {target} | {profile} | {name} | {wall:.2f} | {mibs} | {ratio} | {cpu} | {_mib(rss)} | "
+                    f"{_check(r)} |"
+                )
             else:
                 objs = max(x.objects for x in r.runs)
-                out.append(f"| {target} | {profile} | {name} | {wall:.3f} | {objs:,} | {ratio} | {r.median('cpu'):.2f} | {_mib(rss)} | {_check(r)} |")
+                out.append(
+                    f"| {target} | {profile} | {name} | {wall:.3f} | {objs:,} | {ratio} | {r.median('cpu'):.2f} | "
+                    f"{_mib(rss)} | {_check(r)} |"
+                )
     return out
 
 
@@ -97,7 +119,9 @@ def section(sc: Scenario, charts: dict[str, str]) -> list[str]:
     return lines + table(sc) + [""]
 
 
-def write(path: Path, scenarios: list[Scenario], header: list[str], tools_table: list[str], charts: dict[str, str]) -> None:
+def write(
+    path: Path, scenarios: list[Scenario], header: list[str], tools_table: list[str], charts: dict[str, str]
+) -> None:
     lines = [*header, "", "## Tools", "", *tools_table, ""]
     for sc in scenarios:
         lines += section(sc, charts)

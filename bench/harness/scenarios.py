@@ -5,6 +5,7 @@ an order rotated each round, so drift (page cache, thermal, a neighbour's
 build) hits all tools alike. A scenario whose shoal capability does not exist
 yet still runs its peers, and shoal's row says "not yet".
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -13,13 +14,23 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from . import measure
 from .tools import Job, Target, Tool
-from .workload import GLOB, GLOB_PREFIX, Workload, gcs_delete, gcs_meta, gcs_object_sha, s3_head_crc, s3_helper, tree_digest
+from .workload import (
+    GLOB,
+    GLOB_PREFIX,
+    Workload,
+    gcs_delete,
+    gcs_meta,
+    gcs_object_sha,
+    s3_head_crc,
+    s3_helper,
+    tree_digest,
+)
 
 GiB = 1 << 30
 
@@ -94,11 +105,17 @@ class Runner:
         self.shoal_caps = shoal_caps
         self.timeout = 300  # a stalled client is a failure, not a stalled benchmark
 
-    def run_matrix(self, sc: Scenario, targets: list[Target], tools: list[Tool],
-                   make_job: Callable[[Tool, Target, int], Job | None],
-                   check: Callable[[Tool, Target, int, measure.Proc, Job], tuple[str, int, int, str]],
-                   needs_cap: str | None = None, before: Callable[[], None] | None = None,
-                   counter=None) -> None:
+    def run_matrix(
+        self,
+        sc: Scenario,
+        targets: list[Target],
+        tools: list[Tool],
+        make_job: Callable[[Tool, Target, int], Job | None],
+        check: Callable[[Tool, Target, int, measure.Proc, Job], tuple[str, int, int, str]],
+        needs_cap: str | None = None,
+        before: Callable[[], None] | None = None,
+        counter=None,
+    ) -> None:
         """`counter`: a tls.ConnCounter the targets are reached through; each
         run records the connections and TLS handshakes it counted."""
         for t in targets:
@@ -120,11 +137,14 @@ class Runner:
                     elif tool.supports(t) and getattr(tool, "skip_reason", {}).get((sc.key.split("-")[0], t.server)):
                         row.status, row.reason = "skipped", tool.skip_reason[(sc.key.split("-")[0], t.server)]
                     else:
-                        row.status, row.reason = "n/a", f"no {t.proto} support" if not tool.supports(t) else "operation not offered"
+                        row.status, row.reason = (
+                            "n/a",
+                            f"no {t.proto} support" if not tool.supports(t) else "operation not offered",
+                        )
                 else:
                     live.append(tool)
             for i in range(self.runs):
-                order = live[i % len(live):] + live[: i % len(live)] if live else []
+                order = live[i % len(live) :] + live[: i % len(live)] if live else []
                 for tool in order:
                     if before:
                         before()
@@ -144,11 +164,28 @@ class Runner:
                     check_s, nbytes, nobj, detail = res
                     if check_s != "ok":
                         log(f"  {check_s}")
-                    run = Run(sc.key, tool.name, t.label, t.profile, i + 1, p.wall, p.cpu, p.rss_mib, p.rc, nbytes,
-                              nobj, check_s, detail or job.note)
+                    run = Run(
+                        sc.key,
+                        tool.name,
+                        t.label,
+                        t.profile,
+                        i + 1,
+                        p.wall,
+                        p.cpu,
+                        p.rss_mib,
+                        p.rc,
+                        nbytes,
+                        nobj,
+                        check_s,
+                        detail or job.note,
+                    )
                     if counts:
-                        run.connections, run.tls_full, run.tls_resumed, run.tls_other = \
-                            counts.connections, counts.full, counts.resumed, counts.other
+                        run.connections, run.tls_full, run.tls_resumed, run.tls_other = (
+                            counts.connections,
+                            counts.full,
+                            counts.resumed,
+                            counts.other,
+                        )
                     rows[tool.name].runs.append(run)
 
     def measure(self, job: Job) -> measure.Proc:
@@ -157,8 +194,9 @@ class Runner:
         run's stdout becomes that checker's answer: "CRC32C BYTES"."""
         if not job.digest:
             return measure.run(job.argv, env=job.env, timeout=self.timeout)
-        sink = subprocess.Popen([str(self.wl.benchserver), "crc32c", "-"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE)
+        sink = subprocess.Popen(
+            [str(self.wl.benchserver), "crc32c", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
         try:  # a 1 MiB pipe (Linux): fewer wake-ups for writer and checker than 64 KiB
             fcntl.fcntl(sink.stdin.fileno(), 1031, 1 << 20)  # F_SETPIPE_SZ
         except OSError:
@@ -216,8 +254,11 @@ class Runner:
                     size, crc = int(m["size"]), base64.b64decode(m["crc32c"]).hex()
                 else:
                     size, crc = s3_head_crc(t, k)
-                ok = "ok" if (size, crc) == (wl.sizes.big, wl.big_crc) else \
-                    f"FAILED: server received {size} bytes, CRC32C {crc}, expected {wl.big_crc}"
+                ok = (
+                    "ok"
+                    if (size, crc) == (wl.sizes.big, wl.big_crc)
+                    else f"FAILED: server received {size} bytes, CRC32C {crc}, expected {wl.big_crc}"
+                )
                 return (ok, size, 1, "checked: CRC32C the server computed over the bytes received")
             if t.proto == "gcs":
                 size, sha = gcs_object_sha(t, k)
@@ -274,8 +315,11 @@ class Runner:
             pre = prefix(tool, i)
             r = s3_helper(t.check_endpoint, t.bucket, "tree", pre)
             s3_helper(t.check_endpoint, t.bucket, "delete", pre)
-            ok = "ok" if (r["count"], r["digest"]) == want else \
-                f"FAILED: read back {r['count']} objects (expected {want[0]}), content digest differs"
+            ok = (
+                "ok"
+                if (r["count"], r["digest"]) == want
+                else f"FAILED: read back {r['count']} objects (expected {want[0]}), content digest differs"
+            )
             return (ok, r.get("bytes", 0), r["count"], "")
 
         self.run_matrix(sc, targets, tools, job, check, needs_cap="recursive")
@@ -292,17 +336,22 @@ class Runner:
             n = j.count(p.stdout) if j.count else -1
             if tool.name.startswith("curl"):
                 # One request is a floor, not an answer, where the server ignores matchGlob.
-                return ("ok", 0, n, f"{n} of {want} matches in one unpaged answer (server-side glob "
-                                    f"{'honoured' if n == want else 'ignored or paged'})")
+                return (
+                    "ok",
+                    0,
+                    n,
+                    f"{n} of {want} matches in one unpaged answer (server-side glob "
+                    f"{'honoured' if n == want else 'ignored or paged'})",
+                )
             ok = "ok" if n == want else f"FAILED: {n} names match, expected {want}"
             return (ok, 0, n, "")
 
         self.run_matrix(sc, targets, tools, job, check, needs_cap="glob")
 
-
     def ls_full(self, sc: Scenario, targets: list[Target], tools: list[Tool]) -> None:
         """Every key of a `list-N` bucket; the check is the number of keys
         printed and how many of them still carry their bytes above 0x7F."""
+
         def job(tool, t, i):
             return tool.ls_all(t)
 
@@ -332,12 +381,18 @@ class Runner:
             if not j.digest:
                 r = json.loads(p.stdout.strip().splitlines()[-1])
                 got = (r["objects"], r["decompressed_bytes"])
-                ok = "ok" if got == (m["objects"], m["bytes"]) else \
-                    f"FAILED: read {got[0]} objects, {got[1]:,} bytes; expected {m['objects']}, {m['bytes']:,}"
+                ok = (
+                    "ok"
+                    if got == (m["objects"], m["bytes"])
+                    else f"FAILED: read {got[0]} objects, {got[1]:,} bytes; expected {m['objects']}, {m['bytes']:,}"
+                )
                 return (ok, r["decompressed_bytes"], r["objects"], "")
             crc, n = p.stdout.split()
-            ok = "ok" if (crc, int(n)) == (m["crc32c"], m["bytes"]) else \
-                f"FAILED: stream of {int(n):,} bytes, CRC32C {crc}; expected {m['bytes']:,} bytes, {m['crc32c']}"
+            ok = (
+                "ok"
+                if (crc, int(n)) == (m["crc32c"], m["bytes"])
+                else f"FAILED: stream of {int(n):,} bytes, CRC32C {crc}; expected {m['bytes']:,} bytes, {m['crc32c']}"
+            )
             return (ok, int(n), m["objects"], "")
 
         self.run_matrix(sc, targets, tools, job, check)

@@ -7,6 +7,7 @@ minutes: every insert scans the bucket under a lock). shoal-benchserver is
 this repo's own. Everything binds 127.0.0.1; `stop` ends only the
 processes started here, by PID.
 """
+
 from __future__ import annotations
 
 import json
@@ -54,20 +55,48 @@ class Servers:
 
     def start(self, gcs_data: Path, benchserver: Path) -> None:
         _log("starting MinIO and toxiproxy (scripts/servers.sh; first use builds them)")
-        subprocess.run([str(REPO / "scripts" / "servers.sh"), "start", "s3", "toxiproxy"],
-                       env=self._script_env(), check=True)
+        subprocess.run(
+            [str(REPO / "scripts" / "servers.sh"), "start", "s3", "toxiproxy"], env=self._script_env(), check=True
+        )
         subprocess.run([str(REPO / "scripts" / "servers.sh"), "install"], env=self._script_env(), check=True)
         _log("starting fake-gcs-server with the seed data (loading it takes a while for many objects)")
         log = open(self.run_dir / "fake-gcs-server.log", "w")
         p = self.ports.gcs
-        self.procs.append(subprocess.Popen(
-            [str(BIN / "fake-gcs-server"), "-scheme", "http", "-host", "127.0.0.1", "-port", str(p),
-             "-backend", "memory", "-data", str(gcs_data), "-external-url", f"http://127.0.0.1:{p}",
-             "-public-host", f"127.0.0.1:{p}", "-log-level", "warn"],
-            stdout=log, stderr=subprocess.STDOUT, process_group=0))
+        self.procs.append(
+            subprocess.Popen(
+                [
+                    str(BIN / "fake-gcs-server"),
+                    "-scheme",
+                    "http",
+                    "-host",
+                    "127.0.0.1",
+                    "-port",
+                    str(p),
+                    "-backend",
+                    "memory",
+                    "-data",
+                    str(gcs_data),
+                    "-external-url",
+                    f"http://127.0.0.1:{p}",
+                    "-public-host",
+                    f"127.0.0.1:{p}",
+                    "-log-level",
+                    "warn",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                process_group=0,
+            )
+        )
         log = open(self.run_dir / "benchserver.log", "w")
-        self.procs.append(subprocess.Popen([str(benchserver), "serve", "--port", str(self.ports.bench)],
-                                           stdout=log, stderr=subprocess.STDOUT, process_group=0))
+        self.procs.append(
+            subprocess.Popen(
+                [str(benchserver), "serve", "--port", str(self.ports.bench)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                process_group=0,
+            )
+        )
         if not wait_http(f"http://127.0.0.1:{self.ports.bench}/storage/v1/b/x/o/size-1", 30):
             raise RuntimeError("shoal-benchserver did not start (see its log in the run dir)")
         if not wait_http(f"http://127.0.0.1:{p}/_internal/healthcheck", 900):
@@ -80,13 +109,28 @@ class Servers:
         """MinIO serving HTTPS from `certs` (public.crt, private.key) on its
         own port, with a data dir in the run dir; answers its endpoint."""
         port = self.ports.s3_tls
-        env = dict(os.environ, MINIO_ROOT_USER="minioadmin", MINIO_ROOT_PASSWORD="minioadmin",
-                   HOME=str(self.run_dir))
+        env = dict(os.environ, MINIO_ROOT_USER="minioadmin", MINIO_ROOT_PASSWORD="minioadmin", HOME=str(self.run_dir))
         log = open(self.run_dir / "minio-tls.log", "w")
-        self.procs.append(subprocess.Popen(
-            [str(BIN / "minio"), "server", "--quiet", "--certs-dir", str(certs), "--address", f"127.0.0.1:{port}",
-             "--console-address", f"127.0.0.1:{port + 1}", str(self.run_dir / "minio-tls-data")],
-            env=env, stdout=log, stderr=subprocess.STDOUT, process_group=0))
+        self.procs.append(
+            subprocess.Popen(
+                [
+                    str(BIN / "minio"),
+                    "server",
+                    "--quiet",
+                    "--certs-dir",
+                    str(certs),
+                    "--address",
+                    f"127.0.0.1:{port}",
+                    "--console-address",
+                    f"127.0.0.1:{port + 1}",
+                    str(self.run_dir / "minio-tls-data"),
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                process_group=0,
+            )
+        )
         from .tls import wait_https
 
         endpoint = f"https://127.0.0.1:{port}"
@@ -100,12 +144,20 @@ class Servers:
             return self.proxies[name]
         listen = self.ports.proxy(len(self.proxies))
         api = f"http://127.0.0.1:{self.ports.toxi}"
-        _post(f"{api}/proxies", {"name": name, "listen": f"127.0.0.1:{listen}",
-                                 "upstream": f"127.0.0.1:{upstream_port}", "enabled": True})
+        _post(
+            f"{api}/proxies",
+            {"name": name, "listen": f"127.0.0.1:{listen}", "upstream": f"127.0.0.1:{upstream_port}", "enabled": True},
+        )
         for stream in ("upstream", "downstream"):
-            _post(f"{api}/proxies/{name}/toxics",
-                  {"name": f"latency_{stream}", "type": "latency", "stream": stream,
-                   "attributes": {"latency": latency_ms, "jitter": 0}})
+            _post(
+                f"{api}/proxies/{name}/toxics",
+                {
+                    "name": f"latency_{stream}",
+                    "type": "latency",
+                    "stream": stream,
+                    "attributes": {"latency": latency_ms, "jitter": 0},
+                },
+            )
         self.proxies[name] = listen
         return listen
 
@@ -122,8 +174,9 @@ class Servers:
 
 
 def _post(url: str, body: dict) -> None:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"}
+    )
     try:
         with urllib.request.urlopen(req, timeout=10):
             pass

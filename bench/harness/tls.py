@@ -25,6 +25,7 @@ still this run's: `take()` first waits until every accepted connection has
 closed and none waits in the listen queue (the client is gone, so its
 sockets are closed), then reads the counts.
 """
+
 from __future__ import annotations
 
 import select
@@ -43,12 +44,50 @@ def make_ca(d: Path) -> Path:
     (d / "certs").mkdir(parents=True, exist_ok=True)
     (d / "ext.cnf").write_text("basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n")
     for args in (
-        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
-         "-subj", "/CN=shoal bench CA"],
-        ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "certs/private.key", "-out", "server.csr",
-         "-subj", "/CN=127.0.0.1"],
-        ["x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-         "-out", "certs/public.crt", "-days", "2", "-extfile", "ext.cnf"],
+        [
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=shoal bench CA",
+        ],
+        [
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "certs/private.key",
+            "-out",
+            "server.csr",
+            "-subj",
+            "/CN=127.0.0.1",
+        ],
+        [
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "certs/public.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ],
     ):
         p = subprocess.run(["openssl", *args], cwd=d, stdin=subprocess.DEVNULL, capture_output=True, text=True)
         if p.returncode != 0:
@@ -87,7 +126,7 @@ def _record(buf: bytes) -> bytes | None:
     if buf[0] != 0x16:
         return b""
     n = int.from_bytes(buf[3:5], "big")
-    return buf[5:5 + n] if len(buf) >= 5 + n else None
+    return buf[5 : 5 + n] if len(buf) >= 5 + n else None
 
 
 def _hello(body: bytes, want: int) -> tuple[bytes, dict[int, bytes]] | None:
@@ -95,20 +134,20 @@ def _hello(body: bytes, want: int) -> tuple[bytes, dict[int, bytes]] | None:
     if len(body) < 4 or body[0] != want:
         return None
     i = 4 + 2 + 32  # handshake header, version, random
-    sid = body[i + 1:i + 1 + body[i]]
+    sid = body[i + 1 : i + 1 + body[i]]
     i += 1 + body[i]
     if want == 1:  # cipher suites, compression methods
-        i += 2 + int.from_bytes(body[i:i + 2], "big")
+        i += 2 + int.from_bytes(body[i : i + 2], "big")
         i += 1 + body[i]
     else:  # one cipher suite, one compression method
         i += 3
     exts: dict[int, bytes] = {}
     if i + 2 <= len(body):
-        end = i + 2 + int.from_bytes(body[i:i + 2], "big")
+        end = i + 2 + int.from_bytes(body[i : i + 2], "big")
         i += 2
         while i + 4 <= min(end, len(body)):
-            t, n = int.from_bytes(body[i:i + 2], "big"), int.from_bytes(body[i + 2:i + 4], "big")
-            exts[t] = body[i + 4:i + 4 + n]
+            t, n = int.from_bytes(body[i : i + 2], "big"), int.from_bytes(body[i + 2 : i + 4], "big")
+            exts[t] = body[i + 4 : i + 4 + n]
             i += 4 + n
     return sid, exts
 
@@ -175,8 +214,9 @@ class ConnCounter:
         with self.lock:
             self.live -= 1
 
-    def _pump(self, src: socket.socket, dst: socket.socket, hello: dict, from_client: bool,
-              done: threading.Barrier) -> None:
+    def _pump(
+        self, src: socket.socket, dst: socket.socket, hello: dict, from_client: bool, done: threading.Barrier
+    ) -> None:
         buf = b""
         looking = True
         try:

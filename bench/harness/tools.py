@@ -5,15 +5,16 @@ defaults a user gets), aimed at 127.0.0.1 as shared/PEERS.md says. A method
 answers a `Job` or None when the tool cannot do that operation on that
 protocol; None is reported as "n/a", never silently.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from .env import BENCH, S3_KEY, S3_SECRET, VENV_PY
 
@@ -70,8 +71,12 @@ def target_env(t: Target) -> dict[str, str]:
     env = base_env()
     if t.proto == "s3":
         env.update(
-            AWS_ACCESS_KEY_ID=S3_KEY, AWS_SECRET_ACCESS_KEY=S3_SECRET, AWS_REGION="us-east-1",
-            AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true", AWS_ENDPOINT_URL=t.endpoint,
+            AWS_ACCESS_KEY_ID=S3_KEY,
+            AWS_SECRET_ACCESS_KEY=S3_SECRET,
+            AWS_REGION="us-east-1",
+            AWS_DEFAULT_REGION="us-east-1",
+            AWS_EC2_METADATA_DISABLED="true",
+            AWS_ENDPOINT_URL=t.endpoint,
         )
         if t.ca:
             env["AWS_CA_BUNDLE"] = t.ca
@@ -192,8 +197,11 @@ class ShoalBenchRead(Tool):
         self.exe = str(exe)
 
     def cat_zstd(self, t, prefix):
-        return Job([self.exe, "bench", "read", "--json", url(t, prefix + "**")], target_env(t),
-                   note="writes nothing: checked by its own count of objects and decompressed bytes, no digest")
+        return Job(
+            [self.exe, "bench", "read", "--json", url(t, prefix + "**")],
+            target_env(t),
+            note="writes nothing: checked by its own count of objects and decompressed bytes, no digest",
+        )
 
 
 class LocalZstd(Tool):
@@ -239,8 +247,9 @@ class S5cmd(Tool):
 
     def cat_zstd(self, t, prefix):
         # s5cmd cat takes a wildcard and writes the objects in key order.
-        return shell(f"{q(self.exe)} --endpoint-url {q(t.endpoint)} cat {q(url(t, prefix + '*'))} | zstd -dc",
-                     target_env(t))
+        return shell(
+            f"{q(self.exe)} --endpoint-url {q(t.endpoint)} cat {q(url(t, prefix + '*'))} | zstd -dc", target_env(t)
+        )
 
 
 class Rclone(Tool):
@@ -250,10 +259,14 @@ class Rclone(Tool):
 
     def _remote(self, t: Target) -> str:
         if t.proto == "s3":
-            return (f':s3,provider=Other,env_auth=true,endpoint="{t.endpoint}",'
-                    f"force_path_style=true,region=us-east-1:{t.bucket}")
-        return (f':gcs,anonymous=true,endpoint="{t.endpoint}/storage/v1/",'
-                f"project_number=test,bucket_policy_only=true:{t.bucket}")
+            return (
+                f':s3,provider=Other,env_auth=true,endpoint="{t.endpoint}",'
+                f"force_path_style=true,region=us-east-1:{t.bucket}"
+            )
+        return (
+            f':gcs,anonymous=true,endpoint="{t.endpoint}/storage/v1/",'
+            f"project_number=test,bucket_policy_only=true:{t.bucket}"
+        )
 
     def _cmd(self, t, *args):
         env = target_env(t)
@@ -317,7 +330,12 @@ class Gcloud(Tool):
 
     # Measured instead of assumed: gcloud's multipart upload is refused by
     # shoal-benchserver's multipart/related parser and its resumable one stalls.
-    skip_reason = {("upload", "benchserver"): "not measured: gcloud's upload to shoal-benchserver does not finish (the instrument's gap)"}
+    skip_reason = {
+        (
+            "upload",
+            "benchserver",
+        ): "not measured: gcloud's upload to shoal-benchserver does not finish (the instrument's gap)"
+    }
 
     def upload(self, t, src, key):
         if t.server == "benchserver":
@@ -344,8 +362,15 @@ class Gcloud(Tool):
 class PyPeer(Tool):
     """A Python library driven by a script in bench/pypeers, run in the bench venv."""
 
-    def __init__(self, name: str, script: str, protos: tuple[str, ...], args: tuple[str, ...] = (),
-                 ops: tuple[str, ...] = ("download", "upload", "download_tree", "upload_tree", "ls_glob"), **kw):
+    def __init__(
+        self,
+        name: str,
+        script: str,
+        protos: tuple[str, ...],
+        args: tuple[str, ...] = (),
+        ops: tuple[str, ...] = ("download", "upload", "download_tree", "upload_tree", "ls_glob"),
+        **kw,
+    ):
         super().__init__(name, protos=protos, **kw)
         self.script = str(PYPEERS / script)
         self.args = list(args)
@@ -398,8 +423,10 @@ class CurlList(Tool):
     def ls_glob(self, t, prefix, glob):
         from urllib.parse import quote
 
-        q = (f"prefix={quote(prefix, safe='')}&matchGlob={quote(prefix + glob, safe='')}"
-             f"&fields={quote('items(name),nextPageToken', safe='')}")
+        q = (
+            f"prefix={quote(prefix, safe='')}&matchGlob={quote(prefix + glob, safe='')}"
+            f"&fields={quote('items(name),nextPageToken', safe='')}"
+        )
         u = f"{t.endpoint}/storage/v1/b/{t.bucket}/o?{q}"
 
         def count(out: str) -> int:
@@ -409,5 +436,9 @@ class CurlList(Tool):
                 return -1
             return sum(1 for i in items if re.search(r"ABC[^/]*\.zip$", i.get("name", "")))
 
-        return Job(["curl", "-fsS", u], base_env(), count=count,
-                   note="one request, no paging; a server that ignores matchGlob answers one unfiltered page")
+        return Job(
+            ["curl", "-fsS", u],
+            base_env(),
+            count=count,
+            note="one request, no paging; a server that ignores matchGlob answers one unfiltered page",
+        )

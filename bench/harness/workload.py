@@ -6,6 +6,7 @@ what landed locally; for uploads, the object read back from the server
 (stdlib HTTP for GCS, boto3 for S3) or, on shoal-benchserver, which keeps no
 data, the CRC32C it computed over the bytes it received.
 """
+
 from __future__ import annotations
 
 import collections
@@ -46,8 +47,20 @@ class Sizes:
 
 
 FULL = Sizes(big=1 << 30, small_n=5000, small_size=16 << 10, glob_keys=10_000, glob_match=150, runs=3)
-SMOKE = Sizes(big=8 << 20, small_n=50, small_size=16 << 10, glob_keys=1000, glob_match=15, runs=1,
-              list_keys=5000, list_keys_small=2000, zstd_objects=10, zstd_bytes=4 << 20, mid_n=4, mid_size=1 << 20)
+SMOKE = Sizes(
+    big=8 << 20,
+    small_n=50,
+    small_size=16 << 10,
+    glob_keys=1000,
+    glob_match=15,
+    runs=1,
+    list_keys=5000,
+    list_keys_small=2000,
+    zstd_objects=10,
+    zstd_bytes=4 << 20,
+    mid_n=4,
+    mid_size=1 << 20,
+)
 
 
 def sha256_file(p: Path) -> str:
@@ -67,7 +80,7 @@ def tree_digest(root: Path) -> tuple[int, str]:
     firsts = {r.split("/", 1)[0] for r in rels}
     if len(firsts) == 1 and all("/" in r for r in rels):
         rels = [r.split("/", 1)[1] for r in rels]
-    pairs = sorted(zip(rels, (sha256_file(p) for p in files)))
+    pairs = sorted(zip(rels, (sha256_file(p) for p in files), strict=True))
     h = hashlib.sha256()
     for r, d in pairs:
         h.update(f"{r}\0{d}\n".encode())
@@ -109,8 +122,16 @@ class Workload:
 
     def make(self) -> None:
         s = self.sizes
-        for d in (self.src, self.dst, self.small, self.mid, self.gcs_data / "bench" / "big", self.gcs_data / "bench" / "small",
-                  self.gcs_data / "benchglob" / "glob", self.gcs_data / "benchup"):
+        for d in (
+            self.src,
+            self.dst,
+            self.small,
+            self.mid,
+            self.gcs_data / "bench" / "big",
+            self.gcs_data / "bench" / "small",
+            self.gcs_data / "benchglob" / "glob",
+            self.gcs_data / "benchup",
+        ):
             d.mkdir(parents=True, exist_ok=True)
         _random_file(self.big, s.big)
         for i in range(s.small_n):
@@ -157,8 +178,9 @@ class Workload:
         self.list_hot = stats[s.list_keys][2:]  # (folder holding the most keys, its share, folders)
 
     def crc32c(self, p: Path) -> str:
-        return subprocess.run([str(self.benchserver), "crc32c", str(p)], capture_output=True, text=True,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            [str(self.benchserver), "crc32c", str(p)], capture_output=True, text=True, check=True
+        ).stdout.strip()
 
     def list_key_stats(self, n: int) -> tuple[int, int, str, float, int]:
         """Of shoal-benchserver's bucket list-N: (keys, keys with bytes above
@@ -187,12 +209,21 @@ class Workload:
 def s3_helper(endpoint: str, bucket: str, what: str, *args: str, ca: str = "") -> dict:
     """`ca`: the private CA of an https endpoint (given as AWS_CA_BUNDLE)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(AWS_ACCESS_KEY_ID="minioadmin", AWS_SECRET_ACCESS_KEY="minioadmin", AWS_DEFAULT_REGION="us-east-1",
-               AWS_EC2_METADATA_DISABLED="true")
+    env.update(
+        AWS_ACCESS_KEY_ID="minioadmin",
+        AWS_SECRET_ACCESS_KEY="minioadmin",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_EC2_METADATA_DISABLED="true",
+    )
     if ca:
         env["AWS_CA_BUNDLE"] = ca
-    p = subprocess.run([str(VENV_PY), str(PYPEERS / "s3_verify.py"), endpoint, bucket, what, *args],
-                       capture_output=True, text=True, env=env, timeout=1800)
+    p = subprocess.run(
+        [str(VENV_PY), str(PYPEERS / "s3_verify.py"), endpoint, bucket, what, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+    )
     if p.returncode != 0:
         raise RuntimeError(f"s3 {what} {bucket}: {p.stderr.strip()[-400:]}")
     return json.loads(p.stdout) if p.stdout.strip() else {}
@@ -225,9 +256,12 @@ def gcs_delete(t: Target, key: str) -> None:
 
 
 def gcs_create_bucket(endpoint: str, bucket: str) -> None:
-    req = urllib.request.Request(f"{endpoint}/storage/v1/b?project=test", method="POST",
-                                 data=json.dumps({"name": bucket}).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{endpoint}/storage/v1/b?project=test",
+        method="POST",
+        data=json.dumps({"name": bucket}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     try:
         urllib.request.urlopen(req, timeout=30).close()
     except urllib.error.HTTPError as e:
@@ -239,8 +273,9 @@ def s3_head_crc(t: Target, key: str) -> tuple[int, str]:
     """On shoal-benchserver (no auth): size and CRC32C of what it received."""
     import base64
 
-    req = urllib.request.Request(f"{t.endpoint}/{t.bucket}/{urllib.parse.quote(key)}", method="HEAD",
-                                 headers={"x-amz-checksum-mode": "ENABLED"})
+    req = urllib.request.Request(
+        f"{t.endpoint}/{t.bucket}/{urllib.parse.quote(key)}", method="HEAD", headers={"x-amz-checksum-mode": "ENABLED"}
+    )
     with urllib.request.urlopen(req, timeout=30) as r:
         crc = base64.b64decode(r.headers["x-amz-checksum-crc32c"]).hex()
         return int(r.headers["content-length"]), crc
@@ -253,13 +288,17 @@ ZSTD_VERSION = 1  # bump when the generator changes: the cache key includes it
 
 def _log_lines(rng: random.Random) -> tuple[list[str], int]:
     """Line tails (level, service, path, status, message) to draw from."""
-    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randrange(3, 10))) for _ in range(2000)]
+    words = [
+        "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randrange(3, 10))) for _ in range(2000)
+    ]
     lv = ("INFO", "INFO", "INFO", "DEBUG", "WARN", "ERROR")
     st = ("200", "200", "200", "201", "204", "304", "404", "500")
     ch, ri = rng.choice, rng.randrange
-    return [f" {ch(lv)} svc-{ch(words[:40])}[{ri(1000, 1100)}]: user={ri(100000)} path=/{ch(words)}/{ch(words)}/"
-            f"{ch(words)} status={ch(st)} ms={ri(1, 900)} msg=\"{ch(words)} {ch(words)} {ch(words)} {ch(words)}\"\n"
-            for _ in range(65536)], 0
+    return [
+        f" {ch(lv)} svc-{ch(words[:40])}[{ri(1000, 1100)}]: user={ri(100000)} path=/{ch(words)}/{ch(words)}/"
+        f'{ch(words)} status={ch(st)} ms={ri(1, 900)} msg="{ch(words)} {ch(words)} {ch(words)} {ch(words)}"\n'
+        for _ in range(65536)
+    ], 0
 
 
 def _text(rng: random.Random, tails: list[str], nbytes: int, t: int) -> tuple[bytes, int]:
@@ -272,8 +311,10 @@ def _text(rng: random.Random, tails: list[str], nbytes: int, t: int) -> tuple[by
         rb = rng.randbytes(11 * 4096)
         for i in range(0, len(rb), 11):
             t += rb[i] % 40 + 1
-            s = (f"2024-06-01T{t // 3600000 % 24:02}:{t // 60000 % 60:02}:{t // 1000 % 60:02}.{t % 1000:03}Z "
-                 f"req={rb[i + 1:i + 9].hex()}{tails[rb[i + 9] << 8 | rb[i + 10]]}")
+            s = (
+                f"2024-06-01T{t // 3600000 % 24:02}:{t // 60000 % 60:02}:{t // 1000 % 60:02}.{t % 1000:03}Z "
+                f"req={rb[i + 1 : i + 9].hex()}{tails[rb[i + 9] << 8 | rb[i + 10]]}"
+            )
             out.append(s)
             n += len(s)
             if n >= nbytes:

@@ -7,13 +7,14 @@ usage: boto3_classic.py OP s3 ENDPOINT BUCKET ARGS...
                          decompressed with the zstandard package, to stdout
 Many files go through one s3transfer TransferManager (its default 10 threads).
 """
+
 import fnmatch
 import os
 import sys
 
 import boto3
-from botocore.config import Config
 from boto3.s3.transfer import S3Transfer, TransferConfig
+from botocore.config import Config
 from s3transfer.manager import TransferManager
 
 
@@ -29,10 +30,13 @@ def main() -> None:
         S3Transfer(s3, cfg).upload_file(src, bucket, key)
     elif op == "download_tree":
         prefix, dest = rest
-        keys = [o["Key"] for p in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-                for o in p.get("Contents", [])]
+        keys = [
+            o["Key"]
+            for p in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+            for o in p.get("Contents", [])
+        ]
         with TransferManager(s3, cfg) as m:
-            futs = [m.download(bucket, k, os.path.join(dest, k[len(prefix):])) for k in keys]
+            futs = [m.download(bucket, k, os.path.join(dest, k[len(prefix) :])) for k in keys]
             for f in futs:
                 f.result()
     elif op == "upload_tree":
@@ -45,7 +49,7 @@ def main() -> None:
         prefix, glob = rest
         for p in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
             for o in p.get("Contents", []):
-                if fnmatch.fnmatchcase(o["Key"][len(prefix):], glob) and "/" not in o["Key"][len(prefix):]:
+                if fnmatch.fnmatchcase(o["Key"][len(prefix) :], glob) and "/" not in o["Key"][len(prefix) :]:
                     print(o["Key"])
     elif op == "ls_all":
         out = sys.stdout
@@ -55,8 +59,11 @@ def main() -> None:
         import zstandard
 
         (prefix,) = rest
-        keys = [o["Key"] for p in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-                for o in p.get("Contents", [])]
+        keys = [
+            o["Key"]
+            for p in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+            for o in p.get("Contents", [])
+        ]
         out = sys.stdout.buffer
         for k in keys:
             d = zstandard.ZstdDecompressor().decompressobj()

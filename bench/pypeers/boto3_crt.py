@@ -10,6 +10,7 @@ local endpoint (path-style), and s3transfer's CRTTransferManager driving
 them. Everything else is the CRT's defaults (its own part size and
 concurrency, one event-loop thread per core).
 """
+
 import os
 import sys
 
@@ -28,16 +29,23 @@ def manager(endpoint: str) -> tuple[CRTTransferManager, object]:
     region = os.environ.get("AWS_REGION", "us-east-1")
     creds = BotocoreCRTCredentialsWrapper(session.get_credentials()).to_crt_credentials_provider()
     # An https endpoint with a private CA: AWS_CA_BUNDLE, as botocore reads it.
-    crt = create_s3_crt_client(region, crt_credentials_provider=creds, use_ssl=endpoint.startswith("https"),
-                               verify=os.environ.get("AWS_CA_BUNDLE") or None)
+    crt = create_s3_crt_client(
+        region,
+        crt_credentials_provider=creds,
+        use_ssl=endpoint.startswith("https"),
+        verify=os.environ.get("AWS_CA_BUNDLE") or None,
+    )
     kwargs = {"region_name": region, "endpoint_url": endpoint, "config": Config(s3={"addressing_style": "path"})}
     serializer = BotocoreCRTRequestSerializer(session, dict(kwargs))  # it adds service_name to what it is given
     return CRTTransferManager(crt, serializer), session.create_client("s3", **kwargs)
 
 
 def keys(client, bucket: str, prefix: str) -> list[str]:
-    return [o["Key"] for p in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-            for o in p.get("Contents", [])]
+    return [
+        o["Key"]
+        for p in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+        for o in p.get("Contents", [])
+    ]
 
 
 def main() -> None:
@@ -54,7 +62,7 @@ def main() -> None:
             prefix, dest = rest
             futs = []
             for k in keys(client, bucket, prefix):
-                path = os.path.join(dest, k[len(prefix):])
+                path = os.path.join(dest, k[len(prefix) :])
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 futs.append(m.download(bucket, k, path))
             for f in futs:

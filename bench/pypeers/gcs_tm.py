@@ -10,6 +10,7 @@ usage: gcs_tm.py OP gcs ENDPOINT BUCKET ARGS... --workers-type threads|processes
   ls_all                     list_blobs() (its defaults: full resources), names to stdout
 Defaults are the library's own (max_workers=8).
 """
+
 import os
 import sys
 
@@ -25,8 +26,9 @@ def main() -> None:
         i = args.index("--workers-type")
         del args[i : i + 2]
     op, _proto, endpoint, bucket_name, *rest = args
-    client = storage.Client(project="test", credentials=AnonymousCredentials(),
-                            client_options={"api_endpoint": endpoint})
+    client = storage.Client(
+        project="test", credentials=AnonymousCredentials(), client_options={"api_endpoint": endpoint}
+    )
     bucket = client.bucket(bucket_name)
     if op == "download":
         key, dest = rest
@@ -39,18 +41,27 @@ def main() -> None:
     elif op == "download_tree":
         prefix, dest = rest
         names = [b.name for b in client.list_blobs(bucket_name, prefix=prefix)]
-        results = tm.download_many_to_path(bucket, [n[len(prefix):] for n in names], destination_directory=dest,
-                                           blob_name_prefix=prefix, worker_type=kind, raise_exception=True)
+        results = tm.download_many_to_path(
+            bucket,
+            [n[len(prefix) :] for n in names],
+            destination_directory=dest,
+            blob_name_prefix=prefix,
+            worker_type=kind,
+            raise_exception=True,
+        )
         assert all(r is None for r in results)
     elif op == "upload_tree":
         prefix, src = rest
         files = sorted(os.listdir(src))
-        results = tm.upload_many_from_filenames(bucket, files, source_directory=src, blob_name_prefix=prefix,
-                                                worker_type=kind, raise_exception=True)
+        results = tm.upload_many_from_filenames(
+            bucket, files, source_directory=src, blob_name_prefix=prefix, worker_type=kind, raise_exception=True
+        )
         assert all(r is None for r in results)
     elif op == "ls_glob":
         prefix, glob = rest
-        for b in client.list_blobs(bucket_name, prefix=prefix, match_glob=prefix + glob, fields="items(name),nextPageToken"):
+        for b in client.list_blobs(
+            bucket_name, prefix=prefix, match_glob=prefix + glob, fields="items(name),nextPageToken"
+        ):
             print(b.name)
     elif op == "ls_all":
         out = sys.stdout

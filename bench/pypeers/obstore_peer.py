@@ -7,6 +7,7 @@ usage: obstore_peer.py OP s3 ENDPOINT BUCKET ARGS...
   cat_zstd PREFIX     every object below PREFIX in key order, one obs.get at a time,
                       decompressed with the zstandard package, to stdout
 """
+
 import os
 import sys
 
@@ -22,10 +23,15 @@ from obstore.store import S3Store
 
 def main() -> None:
     op, _proto, endpoint, bucket, *rest = sys.argv[1:]
-    store = S3Store(bucket, endpoint=endpoint, virtual_hosted_style_request=False, region="us-east-1",
-                    access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
-                    secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
-                    client_options={"allow_http": True})
+    store = S3Store(
+        bucket,
+        endpoint=endpoint,
+        virtual_hosted_style_request=False,
+        region="us-east-1",
+        access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+        secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+        client_options={"allow_http": True},
+    )
     if op == "download":
         key, dest = rest
         with open(dest, "wb") as f:

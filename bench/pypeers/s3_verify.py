@@ -6,6 +6,7 @@ usage: s3_verify.py ENDPOINT BUCKET object KEY   -> {"size", "sha256"}
        s3_verify.py ENDPOINT BUCKET mb -
        s3_verify.py ENDPOINT BUCKET seed PREFIX FILE...   (uploads each FILE as PREFIX + its name)
 """
+
 import hashlib
 import json
 import sys
@@ -17,8 +18,9 @@ from botocore.config import Config
 
 def main() -> None:
     endpoint, bucket, what, key = sys.argv[1:5]
-    s3 = boto3.client("s3", endpoint_url=endpoint,
-                      config=Config(s3={"addressing_style": "path"}, max_pool_connections=16))
+    s3 = boto3.client(
+        "s3", endpoint_url=endpoint, config=Config(s3={"addressing_style": "path"}, max_pool_connections=16)
+    )
 
     def digest(k: str) -> tuple[int, str]:
         h = hashlib.sha256()
@@ -29,8 +31,11 @@ def main() -> None:
         return n, h.hexdigest()
 
     def keys(prefix: str) -> list[str]:
-        return sorted(o["Key"] for p in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
-                      for o in p.get("Contents", []))
+        return sorted(
+            o["Key"]
+            for p in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+            for o in p.get("Contents", [])
+        )
 
     if what == "object":
         n, h = digest(key)
@@ -39,13 +44,13 @@ def main() -> None:
         ks = keys(key)
         with ThreadPoolExecutor(16) as ex:
             ds = list(ex.map(digest, ks))
-        rels = [k[len(key):] for k in ks]
+        rels = [k[len(key) :] for k in ks]
         # As workload.tree_digest: a single wrapping folder (`cp -r dir/ URL`
         # puts `dir/` under URL, the way gcloud storage does) is looked through.
         if len({r.split("/", 1)[0] for r in rels}) == 1 and all("/" in r for r in rels):
             rels = [r.split("/", 1)[1] for r in rels]
         tree = hashlib.sha256()
-        for r, (_, h) in sorted(zip(rels, ds)):
+        for r, (_, h) in sorted(zip(rels, ds, strict=True)):
             tree.update(f"{r}\0{h}\n".encode())
         print(json.dumps({"count": len(ks), "digest": tree.hexdigest(), "bytes": sum(n for n, _ in ds)}))
     elif what == "delete":
@@ -59,6 +64,7 @@ def main() -> None:
             pass
     elif what == "seed":
         import os
+
         from boto3.s3.transfer import S3Transfer, TransferConfig
 
         t = S3Transfer(s3, TransferConfig(max_concurrency=16))

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import datetime
 import os
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Iterable, Iterator, Sequence
+from typing import Any
 
 from . import _shoal
 from ._session import resolve
@@ -77,7 +77,15 @@ def _ls_args(url: str, recursive: bool):
     return ("prefix", url)
 
 
-def ls(url: str, *, recursive: bool = False, versions: bool = False, soft_deleted: bool = False, session: _shoal.Session | None = None, **options: Any) -> Listing:
+def ls(
+    url: str,
+    *,
+    recursive: bool = False,
+    versions: bool = False,
+    soft_deleted: bool = False,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> Listing:
     """Lists a bucket, a "directory" or a glob (gcloud glob semantics).
 
     ``ls("gs://b/dir")`` lists one level below ``dir/``; ``recursive=True``
@@ -100,20 +108,28 @@ def ls(url: str, *, recursive: bool = False, versions: bool = False, soft_delete
             raise ValueError(f"ls {url}: lists buckets; name a bucket to list recursively")
         return _buckets(scheme, _shoal.list_buckets(s, scheme))
     if versions or soft_deleted:
-        return Listing(*_shoal.list_versions(s, url, recursive, soft_deleted))
+        return Listing(*_shoal.list_versions(s, url, recursive=recursive, soft_deleted=soft_deleted))
     how, u = _ls_args(url, recursive)
     if how == "glob":
         if recursive:
-            return Listing(_shoal.expand(s, u, True), [])
+            return Listing(_shoal.expand(s, u, recursive=True), [])
         objs, prefixes = _shoal.entries(s, u)
         return Listing(objs, prefixes)
     if how == "expand":
-        return Listing(_shoal.expand(s, u, True), [])
-    objs, prefixes = _shoal.list_prefix(s, u, True)
+        return Listing(_shoal.expand(s, u, recursive=True), [])
+    objs, prefixes = _shoal.list_prefix(s, u, delimiter=True)
     return Listing(objs, prefixes)
 
 
-async def ls_async(url: str, *, recursive: bool = False, versions: bool = False, soft_deleted: bool = False, session: _shoal.Session | None = None, **options: Any) -> Listing:
+async def ls_async(
+    url: str,
+    *,
+    recursive: bool = False,
+    versions: bool = False,
+    soft_deleted: bool = False,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> Listing:
     """:func:`ls` for asyncio."""
     s = resolve(session, options)
     scheme = _provider(url)
@@ -122,39 +138,45 @@ async def ls_async(url: str, *, recursive: bool = False, versions: bool = False,
             raise ValueError(f"ls {url}: lists buckets; name a bucket to list recursively")
         return _buckets(scheme, await _shoal.list_buckets_async(s, scheme))
     if versions or soft_deleted:
-        return Listing(*(await _shoal.list_versions_async(s, url, recursive, soft_deleted)))
+        return Listing(*(await _shoal.list_versions_async(s, url, recursive=recursive, soft_deleted=soft_deleted)))
     how, u = _ls_args(url, recursive)
     if how == "glob":
         if recursive:
-            return Listing(await _shoal.expand_async(s, u, True), [])
+            return Listing(await _shoal.expand_async(s, u, recursive=True), [])
         objs, prefixes = await _shoal.entries_async(s, u)
         return Listing(objs, prefixes)
     if how == "expand":
-        return Listing(await _shoal.expand_async(s, u, True), [])
-    objs, prefixes = await _shoal.list_prefix_async(s, u, True)
+        return Listing(await _shoal.expand_async(s, u, recursive=True), [])
+    objs, prefixes = await _shoal.list_prefix_async(s, u, delimiter=True)
     return Listing(objs, prefixes)
 
 
-def glob(pattern: str, *, recursive: bool = False, session: _shoal.Session | None = None, **options: Any) -> list[ObjectInfo]:
+def glob(
+    pattern: str, *, recursive: bool = False, session: _shoal.Session | None = None, **options: Any
+) -> list[ObjectInfo]:
     """Every object a glob names, in key order (``*`` and ``?`` within a
     level, ``**`` across levels, ``[...]`` classes); a literal URL is that
     one object (``NotFoundError`` when missing)."""
-    return _shoal.expand(resolve(session, options), pattern, recursive)
+    return _shoal.expand(resolve(session, options), pattern, recursive=recursive)
 
 
-async def glob_async(pattern: str, *, recursive: bool = False, session: _shoal.Session | None = None, **options: Any) -> list[ObjectInfo]:
+async def glob_async(
+    pattern: str, *, recursive: bool = False, session: _shoal.Session | None = None, **options: Any
+) -> list[ObjectInfo]:
     """:func:`glob` for asyncio."""
-    return await _shoal.expand_async(resolve(session, options), pattern, recursive)
+    return await _shoal.expand_async(resolve(session, options), pattern, recursive=recursive)
 
 
-def iter_objects(url: str, *, recursive: bool = False, detail: str = "full", session: _shoal.Session | None = None, **options: Any) -> Iterator[ObjectInfo]:
+def iter_objects(
+    url: str, *, recursive: bool = False, detail: str = "full", session: _shoal.Session | None = None, **options: Any
+) -> Iterator[ObjectInfo]:
     """Every object a URL or glob names, in key order, as an iterator: what
     :func:`glob` returns, without holding it. The listing is streamed page
     by page (in parallel for big listings), so memory stays bounded however
     many keys there are. ``recursive`` takes everything below each match;
     ``detail`` is ``"name"``, ``"size"`` or ``"full"``. A glob matching
     nothing raises ``NotFoundError`` when the iteration reaches its end."""
-    stream = _shoal.iter_objects(resolve(session, options), url, recursive, detail)
+    stream = _shoal.iter_objects(resolve(session, options), url, recursive=recursive, detail=detail)
     try:
         for page in stream:
             yield from page
@@ -162,9 +184,11 @@ def iter_objects(url: str, *, recursive: bool = False, detail: str = "full", ses
         stream.close()
 
 
-async def iter_objects_async(url: str, *, recursive: bool = False, detail: str = "full", session: _shoal.Session | None = None, **options: Any) -> AsyncIterator[ObjectInfo]:
+async def iter_objects_async(
+    url: str, *, recursive: bool = False, detail: str = "full", session: _shoal.Session | None = None, **options: Any
+) -> AsyncIterator[ObjectInfo]:
     """:func:`iter_objects` for asyncio (``async for``)."""
-    stream = _shoal.iter_objects(resolve(session, options), url, recursive, detail)
+    stream = _shoal.iter_objects(resolve(session, options), url, recursive=recursive, detail=detail)
     try:
         async for page in stream:
             for o in page:
@@ -181,23 +205,30 @@ def _du(res) -> DiskUsage:
 def du(url: str, *, group_by: str | None = None, session: _shoal.Session | None = None, **options: Any) -> DiskUsage:
     """Total bytes and objects below a URL or glob; ``group_by`` is
     ``"prefix:N"``, ``"suffix"``, ``"age"`` or ``"storage-class"``."""
-    return _du(_shoal.du(resolve(session, options), url, group_by))
+    return _du(_shoal.du(resolve(session, options), url, group_by=group_by))
 
 
-async def du_async(url: str, *, group_by: str | None = None, session: _shoal.Session | None = None, **options: Any) -> DiskUsage:
+async def du_async(
+    url: str, *, group_by: str | None = None, session: _shoal.Session | None = None, **options: Any
+) -> DiskUsage:
     """:func:`du` for asyncio."""
-    return _du(await _shoal.du_async(resolve(session, options), url, group_by))
+    return _du(await _shoal.du_async(resolve(session, options), url, group_by=group_by))
 
 
 def _version_id(call: str, version_id: Any) -> str | None:
     if version_id is None:
         return None
     if isinstance(version_id, bool) or not isinstance(version_id, (str, int)):
-        raise TypeError(f"{call}: version_id is a GCS generation (int or str) or an S3 version id (str), not {type(version_id).__name__}")
+        raise TypeError(
+            f"{call}: version_id is a GCS generation (int or str) or an S3 version id (str), not "
+            f"{type(version_id).__name__}"
+        )
     return str(version_id)
 
 
-def stat(url: str, *, version_id: str | int | None = None, session: _shoal.Session | None = None, **options: Any) -> ObjectInfo:
+def stat(
+    url: str, *, version_id: str | int | None = None, session: _shoal.Session | None = None, **options: Any
+) -> ObjectInfo:
     """Metadata of one object; with ``version_id`` (a GCS generation, an
     S3 version id), of that stored version, current or not."""
     s = resolve(session, options)
@@ -207,7 +238,9 @@ def stat(url: str, *, version_id: str | int | None = None, session: _shoal.Sessi
     return _shoal.stat(s, url)
 
 
-async def stat_async(url: str, *, version_id: str | int | None = None, session: _shoal.Session | None = None, **options: Any) -> ObjectInfo:
+async def stat_async(
+    url: str, *, version_id: str | int | None = None, session: _shoal.Session | None = None, **options: Any
+) -> ObjectInfo:
     """:func:`stat` for asyncio."""
     s = resolve(session, options)
     v = _version_id("stat", version_id)
@@ -216,26 +249,51 @@ async def stat_async(url: str, *, version_id: str | int | None = None, session: 
     return await _shoal.stat_async(s, url)
 
 
-def cat(url: str, start: int | None = None, end: int | None = None, *, version_id: str | int | None = None, session: _shoal.Session | None = None, **options: Any) -> bytes:
+def cat(
+    url: str,
+    start: int | None = None,
+    end: int | None = None,
+    *,
+    version_id: str | int | None = None,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> bytes:
     """The object's bytes ``[start, end)``, fetched with parallel ranged
     reads. A whole object is checked against the store's checksum (CRC32C,
     CRC32, CRC64NVME, a composite one part by part, else MD5) and a
     mismatch raises :class:`shoal.errors.IntegrityError`; a range of an
     object cannot be (no stored checksum covers it) and is checked by its
     length. ``version_id`` reads that stored version, current or not."""
-    return _shoal.cat(resolve(session, options), url, start, end, None, _version_id("cat", version_id))
+    return _shoal.cat(resolve(session, options), url, start=start, end=end, version_id=_version_id("cat", version_id))
 
 
-async def cat_async(url: str, start: int | None = None, end: int | None = None, *, version_id: str | int | None = None, session: _shoal.Session | None = None, **options: Any) -> bytes:
+async def cat_async(
+    url: str,
+    start: int | None = None,
+    end: int | None = None,
+    *,
+    version_id: str | int | None = None,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> bytes:
     """:func:`cat` for asyncio."""
-    return await _shoal.cat_async(resolve(session, options), url, start, end, None, _version_id("cat", version_id))
+    return await _shoal.cat_async(
+        resolve(session, options), url, start=start, end=end, version_id=_version_id("cat", version_id)
+    )
 
 
 #: What a write stores beside its bytes: the keywords of ``put``,
 #: ``upload``, fsspec's ``open(..., "wb")``, ``pipe_file`` and ``put_file``
 #: (the CLI's ``--content-type``, ``--cache-control``,
 #: ``--content-disposition``, ``--metadata`` and ``--storage-class``).
-WRITE_KEYWORDS = ("content_type", "content_encoding", "cache_control", "content_disposition", "metadata", "storage_class")
+WRITE_KEYWORDS = (
+    "content_type",
+    "content_encoding",
+    "cache_control",
+    "content_disposition",
+    "metadata",
+    "storage_class",
+)
 
 
 def write_keywords(call: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -248,7 +306,9 @@ def write_keywords(call: str, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in kwargs.items():
         if k not in WRITE_KEYWORDS:
-            raise TypeError(f"{call}() got an unexpected keyword argument {k!r} (a write takes {', '.join(WRITE_KEYWORDS)})")
+            raise TypeError(
+                f"{call}() got an unexpected keyword argument {k!r} (a write takes {', '.join(WRITE_KEYWORDS)})"
+            )
         if v is None:
             continue
         if k == "metadata":
@@ -285,7 +345,17 @@ def put(
     ``content_disposition``, ``metadata`` (str → str) and
     ``storage_class`` are stored with it, as ``shoal cp`` stores its flags;
     :func:`stat` shows them back."""
-    w = write_keywords("put", dict(content_type=content_type, content_encoding=content_encoding, cache_control=cache_control, content_disposition=content_disposition, metadata=metadata, storage_class=storage_class))
+    w = write_keywords(
+        "put",
+        dict(
+            content_type=content_type,
+            content_encoding=content_encoding,
+            cache_control=cache_control,
+            content_disposition=content_disposition,
+            metadata=metadata,
+            storage_class=storage_class,
+        ),
+    )
     return _shoal.put(resolve(session, options), url, data, **w)
 
 
@@ -303,7 +373,17 @@ async def put_async(
     **options: Any,
 ) -> int:
     """:func:`put` for asyncio."""
-    w = write_keywords("put_async", dict(content_type=content_type, content_encoding=content_encoding, cache_control=cache_control, content_disposition=content_disposition, metadata=metadata, storage_class=storage_class))
+    w = write_keywords(
+        "put_async",
+        dict(
+            content_type=content_type,
+            content_encoding=content_encoding,
+            cache_control=cache_control,
+            content_disposition=content_disposition,
+            metadata=metadata,
+            storage_class=storage_class,
+        ),
+    )
     return await _shoal.put_async(resolve(session, options), url, data, **w)
 
 
@@ -316,7 +396,9 @@ def _expires(call: str, expires: Any) -> int:
             raise ValueError(f"{call}(): expires={expires!r} is not a whole number of seconds")
         return int(secs)
     if isinstance(expires, bool) or not isinstance(expires, int):
-        raise TypeError(f"{call}(): expires must be seconds (an int) or a datetime.timedelta, not {type(expires).__name__}")
+        raise TypeError(
+            f"{call}(): expires must be seconds (an int) or a datetime.timedelta, not {type(expires).__name__}"
+        )
     return expires
 
 
@@ -344,7 +426,9 @@ def _pairs(call: str, name: str, value: Any) -> list[tuple[str, str]]:
     try:
         return [(str(k), str(v)) for k, v in items]
     except (TypeError, ValueError):
-        raise TypeError(f"{call}(): {name} must be a dict of names to values or a list of (name, value) pairs") from None
+        raise TypeError(
+            f"{call}(): {name} must be a dict of names to values or a list of (name, value) pairs"
+        ) from None
 
 
 def _presign_shape(call: str, shape: dict[str, Any]) -> dict[str, Any]:
@@ -375,7 +459,9 @@ def _presign_shape(call: str, shape: dict[str, Any]) -> dict[str, Any]:
     signed_at = shape.pop("signed_at", None)
     if isinstance(signed_at, datetime.datetime):
         if signed_at.tzinfo is None:
-            raise ValueError(f"{call}(): signed_at={signed_at!r} has no time zone (give one, e.g. datetime.timezone.utc)")
+            raise ValueError(
+                f"{call}(): signed_at={signed_at!r} has no time zone (give one, e.g. datetime.timezone.utc)"
+            )
         signed_at = signed_at.timestamp()
     elif signed_at is not None and (isinstance(signed_at, bool) or not isinstance(signed_at, (int, float))):
         raise TypeError(f"{call}(): signed_at must be a datetime or Unix seconds, not {type(signed_at).__name__}")
@@ -393,7 +479,14 @@ def _split_shape(options: dict[str, Any]) -> dict[str, Any]:
     return {k: options.pop(k) for k in _SHAPE_KEYWORDS if k in options}
 
 
-def presign(url: str, expires: int | datetime.timedelta = 3600, method: str = "GET", *, session: _shoal.Session | None = None, **options: Any) -> str:
+def presign(
+    url: str,
+    expires: int | datetime.timedelta = 3600,
+    method: str = "GET",
+    *,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> str:
     """A URL anyone can use without credentials until it expires (1 s to 7
     days; seconds or a ``timedelta``): ``method="GET"`` reads the object,
     ``"PUT"`` writes it with one request (``HEAD``, ``DELETE`` and, on
@@ -413,13 +506,24 @@ def presign(url: str, expires: int | datetime.timedelta = 3600, method: str = "G
     datetime or Unix seconds) signs for another time than now: the URL is
     valid from then for ``expires``."""
     shape = _presign_shape("presign", _split_shape(options))
-    return _shoal.presign(resolve(session, options), url, _expires("presign", expires), method, shape)
+    return _shoal.presign(
+        resolve(session, options), url, expires=_expires("presign", expires), method=method, shape=shape
+    )
 
 
-async def presign_async(url: str, expires: int | datetime.timedelta = 3600, method: str = "GET", *, session: _shoal.Session | None = None, **options: Any) -> str:
+async def presign_async(
+    url: str,
+    expires: int | datetime.timedelta = 3600,
+    method: str = "GET",
+    *,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> str:
     """:func:`presign` for asyncio."""
     shape = _presign_shape("presign_async", _split_shape(options))
-    return await _shoal.presign_async(resolve(session, options), url, _expires("presign_async", expires), method, shape)
+    return await _shoal.presign_async(
+        resolve(session, options), url, expires=_expires("presign_async", expires), method=method, shape=shape
+    )
 
 
 def _raise_first(results: Sequence[Any]) -> None:
@@ -435,7 +539,14 @@ def _one_url(call: str, urls: Any) -> str:
     return u[0]
 
 
-def rm(urls: str | Iterable[str], *, version_id: str | int | None = None, max_workers: int | None = None, session: _shoal.Session | None = None, **options: Any) -> None:
+def rm(
+    urls: str | Iterable[str],
+    *,
+    version_id: str | int | None = None,
+    max_workers: int | None = None,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> None:
     """Deletes objects (a URL or a list of them); raises the first failure.
     A URL naming only a bucket is refused (``InvalidInputError``), never
     sent: on S3 it would delete the bucket. ``version_id`` deletes that one
@@ -447,20 +558,34 @@ def rm(urls: str | Iterable[str], *, version_id: str | int | None = None, max_wo
     if v is not None:
         _shoal.delete_version(s, _one_url("rm", urls), v)
         return
-    _raise_first(_shoal.delete_many(s, _urls(urls), max_workers))
+    _raise_first(_shoal.delete_many(s, _urls(urls), workers=max_workers))
 
 
-async def rm_async(urls: str | Iterable[str], *, version_id: str | int | None = None, max_workers: int | None = None, session: _shoal.Session | None = None, **options: Any) -> None:
+async def rm_async(
+    urls: str | Iterable[str],
+    *,
+    version_id: str | int | None = None,
+    max_workers: int | None = None,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> None:
     """:func:`rm` for asyncio."""
     s = resolve(session, options)
     v = _version_id("rm", version_id)
     if v is not None:
         await _shoal.delete_version_async(s, _one_url("rm", urls), v)
         return
-    _raise_first(await _shoal.delete_many_async(s, _urls(urls), max_workers))
+    _raise_first(await _shoal.delete_many_async(s, _urls(urls), workers=max_workers))
 
 
-def restore(url: str, version_id: str | int, *, allow_overwrite: bool = False, session: _shoal.Session | None = None, **options: Any) -> bool:
+def restore(
+    url: str,
+    version_id: str | int,
+    *,
+    allow_overwrite: bool = False,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> bool:
     """Makes a stored version the live object again (``shoal restore``): a
     GCS soft-deleted generation (``ls(url, soft_deleted=True)`` lists them)
     or any noncurrent version, copied onto its key. A key that has a live
@@ -468,14 +593,21 @@ def restore(url: str, version_id: str | int, *, allow_overwrite: bool = False, s
     ``allow_overwrite``. Returns whether the version was soft-deleted."""
     v = _version_id("restore", version_id)
     assert v is not None
-    return _shoal.restore(resolve(session, options), url, v, allow_overwrite)
+    return _shoal.restore(resolve(session, options), url, v, allow_overwrite=allow_overwrite)
 
 
-async def restore_async(url: str, version_id: str | int, *, allow_overwrite: bool = False, session: _shoal.Session | None = None, **options: Any) -> bool:
+async def restore_async(
+    url: str,
+    version_id: str | int,
+    *,
+    allow_overwrite: bool = False,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> bool:
     """:func:`restore` for asyncio."""
     v = _version_id("restore", version_id)
     assert v is not None
-    return await _shoal.restore_async(resolve(session, options), url, v, allow_overwrite)
+    return await _shoal.restore_async(resolve(session, options), url, v, allow_overwrite=allow_overwrite)
 
 
 def _update_keywords(call: str, kwargs: dict[str, Any], remove_metadata: Iterable[str] | None) -> dict[str, Any]:
@@ -516,7 +648,20 @@ def update(
     object replaced meanwhile is left as it is and ``PreconditionError``
     raised. Returns False when the object already held what was asked
     (nothing sent) or ``dry_run``; True when it was changed."""
-    w = _update_keywords("update", dict(content_type=content_type, content_encoding=content_encoding, cache_control=cache_control, content_disposition=content_disposition, metadata=metadata, storage_class=storage_class, acl=acl, predefined_acl=predefined_acl), remove_metadata)
+    w = _update_keywords(
+        "update",
+        dict(
+            content_type=content_type,
+            content_encoding=content_encoding,
+            cache_control=cache_control,
+            content_disposition=content_disposition,
+            metadata=metadata,
+            storage_class=storage_class,
+            acl=acl,
+            predefined_acl=predefined_acl,
+        ),
+        remove_metadata,
+    )
     out = _shoal.update(resolve(session, options), url, dry_run=bool(dry_run), **w)
     return out == "updated" and not dry_run
 
@@ -538,7 +683,20 @@ async def update_async(
     **options: Any,
 ) -> bool:
     """:func:`update` for asyncio."""
-    w = _update_keywords("update_async", dict(content_type=content_type, content_encoding=content_encoding, cache_control=cache_control, content_disposition=content_disposition, metadata=metadata, storage_class=storage_class, acl=acl, predefined_acl=predefined_acl), remove_metadata)
+    w = _update_keywords(
+        "update_async",
+        dict(
+            content_type=content_type,
+            content_encoding=content_encoding,
+            cache_control=cache_control,
+            content_disposition=content_disposition,
+            metadata=metadata,
+            storage_class=storage_class,
+            acl=acl,
+            predefined_acl=predefined_acl,
+        ),
+        remove_metadata,
+    )
     out = await _shoal.update_async(resolve(session, options), url, dry_run=bool(dry_run), **w)
     return out == "updated" and not dry_run
 
@@ -553,7 +711,16 @@ async def mb_async(url: str, *, session: _shoal.Session | None = None, **options
     await _shoal.make_bucket_async(resolve(session, options), url)
 
 
-def copy(src: str | os.PathLike, dst: str | os.PathLike, *, version_id: str | int | None = None, max_workers: int | None = None, chunk_size: int | None = None, session: _shoal.Session | None = None, **options: Any) -> int:
+def copy(
+    src: str | os.PathLike,
+    dst: str | os.PathLike,
+    *,
+    version_id: str | int | None = None,
+    max_workers: int | None = None,
+    chunk_size: int | None = None,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> int:
     """Copies one object or file (local ↔ cloud, cloud ↔ cloud); returns
     bytes. A destination ending in ``/`` (or a bare bucket, or a local
     folder) receives it under the source's name, as ``shoal cp`` does.
@@ -564,48 +731,93 @@ def copy(src: str | os.PathLike, dst: str | os.PathLike, *, version_id: str | in
     s = resolve(session, options)
     v = _version_id("copy", version_id)
     if v is not None:
-        return _shoal.copy_version(s, os.fspath(src), os.fspath(dst), v, max_workers)
-    r = _shoal.copy_many(s, [(os.fspath(src), os.fspath(dst))], max_workers, chunk_size)[0]
+        return _shoal.copy_version(s, os.fspath(src), os.fspath(dst), v, workers=max_workers)
+    r = _shoal.copy_many(s, [(os.fspath(src), os.fspath(dst))], workers=max_workers, chunk_size=chunk_size)[0]
     if isinstance(r, BaseException):
         raise r
     return r
 
 
-async def copy_async(src: str | os.PathLike, dst: str | os.PathLike, *, version_id: str | int | None = None, max_workers: int | None = None, chunk_size: int | None = None, session: _shoal.Session | None = None, **options: Any) -> int:
+async def copy_async(
+    src: str | os.PathLike,
+    dst: str | os.PathLike,
+    *,
+    version_id: str | int | None = None,
+    max_workers: int | None = None,
+    chunk_size: int | None = None,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> int:
     """:func:`copy` for asyncio."""
     s = resolve(session, options)
     v = _version_id("copy", version_id)
     if v is not None:
-        return await _shoal.copy_version_async(s, os.fspath(src), os.fspath(dst), v, max_workers)
-    r = (await _shoal.copy_many_async(s, [(os.fspath(src), os.fspath(dst))], max_workers, chunk_size))[0]
+        return await _shoal.copy_version_async(s, os.fspath(src), os.fspath(dst), v, workers=max_workers)
+    r = (
+        await _shoal.copy_many_async(s, [(os.fspath(src), os.fspath(dst))], workers=max_workers, chunk_size=chunk_size)
+    )[0]
     if isinstance(r, BaseException):
         raise r
     return r
 
 
-def copy_many(pairs: Iterable[tuple[str, str]], *, max_workers: int | None = None, chunk_size: int | None = None, session: _shoal.Session | None = None, **options: Any) -> list[int | BaseException]:
+def copy_many(
+    pairs: Iterable[tuple[str, str]],
+    *,
+    max_workers: int | None = None,
+    chunk_size: int | None = None,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> list[int | BaseException]:
     """Copies ``(source, destination)`` pairs under one budget of
     ``max_workers`` requests; one result per pair (bytes, or the exception)."""
     p = [(os.fspath(a), os.fspath(b)) for a, b in pairs]
-    return _shoal.copy_many(resolve(session, options), p, max_workers, chunk_size)
+    return _shoal.copy_many(resolve(session, options), p, workers=max_workers, chunk_size=chunk_size)
 
 
-async def copy_many_async(pairs: Iterable[tuple[str, str]], *, max_workers: int | None = None, chunk_size: int | None = None, session: _shoal.Session | None = None, **options: Any) -> list[int | BaseException]:
+async def copy_many_async(
+    pairs: Iterable[tuple[str, str]],
+    *,
+    max_workers: int | None = None,
+    chunk_size: int | None = None,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> list[int | BaseException]:
     """:func:`copy_many` for asyncio."""
     p = [(os.fspath(a), os.fspath(b)) for a, b in pairs]
-    return await _shoal.copy_many_async(resolve(session, options), p, max_workers, chunk_size)
+    return await _shoal.copy_many_async(resolve(session, options), p, workers=max_workers, chunk_size=chunk_size)
 
 
-def download(url: str, filename: str | os.PathLike, *, max_workers: int | None = None, chunk_size: int | None = None, session: _shoal.Session | None = None, **options: Any) -> Report:
+def download(
+    url: str,
+    filename: str | os.PathLike,
+    *,
+    max_workers: int | None = None,
+    chunk_size: int | None = None,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> Report:
     """Downloads one object to a file (sliced, verified, renamed into
     place); a folder, or a path ending in ``/``, receives it under the
     object's name."""
-    return _shoal.download(resolve(session, options), url, os.fspath(filename), max_workers, chunk_size)
+    return _shoal.download(
+        resolve(session, options), url, os.fspath(filename), workers=max_workers, chunk_size=chunk_size
+    )
 
 
-async def download_async(url: str, filename: str | os.PathLike, *, max_workers: int | None = None, chunk_size: int | None = None, session: _shoal.Session | None = None, **options: Any) -> Report:
+async def download_async(
+    url: str,
+    filename: str | os.PathLike,
+    *,
+    max_workers: int | None = None,
+    chunk_size: int | None = None,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> Report:
     """:func:`download` for asyncio."""
-    return await _shoal.download_async(resolve(session, options), url, os.fspath(filename), max_workers, chunk_size)
+    return await _shoal.download_async(
+        resolve(session, options), url, os.fspath(filename), workers=max_workers, chunk_size=chunk_size
+    )
 
 
 def upload(
@@ -627,8 +839,20 @@ def upload(
     parallel composite); a URL ending in ``/`` (or a bare bucket) receives
     it under the file's name. What it stores beside the bytes is
     :func:`put`'s keywords (the type guessed from the file's name)."""
-    w = write_keywords("upload", dict(content_type=content_type, content_encoding=content_encoding, cache_control=cache_control, content_disposition=content_disposition, metadata=metadata, storage_class=storage_class))
-    return _shoal.upload(resolve(session, options), os.fspath(filename), url, max_workers, chunk_size, **w)
+    w = write_keywords(
+        "upload",
+        dict(
+            content_type=content_type,
+            content_encoding=content_encoding,
+            cache_control=cache_control,
+            content_disposition=content_disposition,
+            metadata=metadata,
+            storage_class=storage_class,
+        ),
+    )
+    return _shoal.upload(
+        resolve(session, options), os.fspath(filename), url, workers=max_workers, chunk_size=chunk_size, **w
+    )
 
 
 async def upload_async(
@@ -647,12 +871,31 @@ async def upload_async(
     **options: Any,
 ) -> Report:
     """:func:`upload` for asyncio."""
-    w = write_keywords("upload_async", dict(content_type=content_type, content_encoding=content_encoding, cache_control=cache_control, content_disposition=content_disposition, metadata=metadata, storage_class=storage_class))
-    return await _shoal.upload_async(resolve(session, options), os.fspath(filename), url, max_workers, chunk_size, **w)
+    w = write_keywords(
+        "upload_async",
+        dict(
+            content_type=content_type,
+            content_encoding=content_encoding,
+            cache_control=cache_control,
+            content_disposition=content_disposition,
+            metadata=metadata,
+            storage_class=storage_class,
+        ),
+    )
+    return await _shoal.upload_async(
+        resolve(session, options), os.fspath(filename), url, workers=max_workers, chunk_size=chunk_size, **w
+    )
 
 
 def _stream(urls, lines, decompress, unordered, read_ahead, session, options) -> _shoal.ReadStream:
-    return _shoal.read(resolve(session, options), _urls(urls), lines, decompress, not unordered, read_ahead)
+    return _shoal.read(
+        resolve(session, options),
+        _urls(urls),
+        boundaries=lines,
+        decompress=decompress,
+        ordered=not unordered,
+        read_ahead=read_ahead,
+    )
 
 
 def read(

@@ -39,9 +39,7 @@ _sessions: dict[tuple, _shoal.Session] = {}
 
 def session(**options: Any) -> _shoal.Session:
     """The shared session for these options (built on first use)."""
-    key = tuple(
-        sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.items() if v is not None)
-    )
+    key = tuple(sorted((k, tuple(v) if isinstance(v, list) else v) for k, v in options.items() if v is not None))
     with _lock:
         s = _sessions.get(key)
         if s is None:

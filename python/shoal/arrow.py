@@ -108,7 +108,10 @@ def _url(path: str, store: str | None = None) -> str:
         return "s3://" + path[6:].rstrip("/")
     if store is not None and "://" not in path:
         return f"{store}://{path.strip('/')}"
-    raise ValueError(f"{path!r}: shoal's arrow filesystem takes gs://bucket/key or s3://bucket/key URLs (or bucket/key with shoal.arrow.filesystem('gs'/'s3'))")
+    raise ValueError(
+        f"{path!r}: shoal's arrow filesystem takes gs://bucket/key or s3://bucket/key URLs (or bucket/key with "
+        "shoal.arrow.filesystem('gs'/'s3'))"
+    )
 
 
 class ShoalHandler(pafs.FileSystemHandler):
@@ -130,7 +133,11 @@ class ShoalHandler(pafs.FileSystemHandler):
     def __eq__(self, other: Any) -> bool:
         # Same configuration (a session pickles as its keywords: Dask
         # compares a filesystem with its unpickled copy).
-        return isinstance(other, ShoalHandler) and other.store == self.store and (other.session is self.session or other.session.__reduce__() == self.session.__reduce__())
+        return (
+            isinstance(other, ShoalHandler)
+            and other.store == self.store
+            and (other.session is self.session or other.session.__reduce__() == self.session.__reduce__())
+        )
 
     def __ne__(self, other: Any) -> bool:
         return not self == other
@@ -166,7 +173,7 @@ class ShoalHandler(pafs.FileSystemHandler):
         rest = url.partition("://")[2]
         if "/" not in rest:  # a bucket
             try:
-                _shoal.list_prefix(self.session, url + "/", True, "name", 1)
+                _shoal.list_prefix(self.session, url + "/", delimiter=True, detail="name", limit=1)
             except FileNotFoundError:
                 return pafs.FileInfo(self._out(url), pafs.FileType.NotFound)
             return pafs.FileInfo(self._out(url), pafs.FileType.Directory)
@@ -174,14 +181,16 @@ class ShoalHandler(pafs.FileSystemHandler):
             return self._file(_shoal.stat(self.session, url))
         except FileNotFoundError:
             pass
-        objs, prefixes = _shoal.list_prefix(self.session, url + "/", True, "name", 1)
+        objs, prefixes = _shoal.list_prefix(self.session, url + "/", delimiter=True, detail="name", limit=1)
         kind = pafs.FileType.Directory if objs or prefixes else pafs.FileType.NotFound
         return pafs.FileInfo(self._out(url), kind)
 
     def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
         base = self._u(selector.base_dir)
         try:
-            objs, prefixes = _shoal.list_prefix(self.session, base + "/", not selector.recursive, "full")
+            objs, prefixes = _shoal.list_prefix(
+                self.session, base + "/", delimiter=not selector.recursive, detail="full"
+            )
         except FileNotFoundError:
             if selector.allow_not_found:
                 return []
@@ -205,7 +214,7 @@ class ShoalHandler(pafs.FileSystemHandler):
 
     # -- reading ---------------------------------------------------------
 
-    def _opened(self, path: str) -> "ShoalInputFile":
+    def _opened(self, path: str) -> ShoalInputFile:
         url = self._u(path)
         with self._lock:
             known = self._known.get(url)
@@ -241,7 +250,9 @@ class ShoalHandler(pafs.FileSystemHandler):
         raise NotImplementedError(f"delete_dir {self._u(path)}: not supported here; use shoal.rm or the CLI's rm -r")
 
     def delete_dir_contents(self, path: str, missing_dir_ok: bool = False) -> None:
-        raise NotImplementedError(f"delete_dir_contents {self._u(path)}: not supported here; use shoal.rm or the CLI's rm -r")
+        raise NotImplementedError(
+            f"delete_dir_contents {self._u(path)}: not supported here; use shoal.rm or the CLI's rm -r"
+        )
 
     def delete_root_dir_contents(self) -> None:
         raise NotImplementedError("deleting every bucket's contents is not supported")
@@ -264,7 +275,16 @@ class ShoalInputFile(io.RawIOBase):
     """One object as a seekable file for ``pyarrow.PythonFile``: each read
     is a ranged read of the version opened (see the module)."""
 
-    def __init__(self, session: _shoal.Session, url: str, size: int, version: str | None, forget: Any = None, keep: Any = None, held: tuple[int, bytes] | None = None) -> None:
+    def __init__(
+        self,
+        session: _shoal.Session,
+        url: str,
+        size: int,
+        version: str | None,
+        forget: Any = None,
+        keep: Any = None,
+        held: tuple[int, bytes] | None = None,
+    ) -> None:
         """``forget(url)`` is called when the object turned out replaced,
         ``keep(url, version, start, bytes)`` with the first read; ``held``
         is an earlier open's first read of this version."""
@@ -337,16 +357,16 @@ class ShoalInputFile(io.RawIOBase):
             self._first = False
             if self._size <= WHOLE:
                 # Whole: one request, verified against the store's checksum.
-                data = _shoal.cat(self.session, self.url, None, None, self.version)
+                data = _shoal.cat(self.session, self.url, version=self.version)
                 self._hold(0, data)
                 return data[start:end]
             if end > self._size - FOOTER:
                 # The footer read: the tail, kept for the metadata reads after.
                 at = min(start, self._size - FOOTER)
-                data = _shoal.cat(self.session, self.url, at, self._size, self.version)
+                data = _shoal.cat(self.session, self.url, start=at, end=self._size, version=self.version)
                 self._hold(at, data)
                 return data[start - at : end - at]
-        return _shoal.cat(self.session, self.url, start, end, self.version)
+        return _shoal.cat(self.session, self.url, start=start, end=end, version=self.version)
 
     def _hold(self, at: int, data: bytes) -> None:
         self._held = (at, data)

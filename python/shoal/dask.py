@@ -44,11 +44,14 @@ configuration keywords; every worker process builds its own stores.
 
 from __future__ import annotations
 
+import functools
 import heapq
+import itertools
 import operator
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import dask
 import dask.bag as db
@@ -84,7 +87,7 @@ def _version_records(objs: Sequence[_shoal.ObjectInfo]) -> list[dict[str, Any]]:
 def _versions_part(session: _shoal.Session, url: str, start: str, stop: str | None) -> list[dict[str, Any]]:
     """Every version of the keys in ``[start, stop)`` below ``url`` (runs
     on a worker)."""
-    objs, _ = _shoal.list_versions(session, url, True, False, start=start, end=stop)
+    objs, _ = _shoal.list_versions(session, url, recursive=True, soft_deleted=False, start=start, end=stop)
     return _version_records(objs)
 
 
@@ -132,13 +135,13 @@ def _as_dir(url: str) -> str:
 def _listing(url: str, s: _shoal.Session) -> list[dict[str, Any]]:
     """Every object a glob names, or the object / everything below a URL."""
     if _api._has_wildcard(url):
-        return _records(_shoal.expand(s, url, False, "size"))
+        return _records(_shoal.expand(s, url, recursive=False, detail="size"))
     if _key(url) and not url.endswith("/"):
         try:
             return _records([_shoal.stat(s, url)])
         except FileNotFoundError:
             pass
-    objs, _ = _shoal.list_prefix(s, _as_dir(url), False, "size")
+    objs, _ = _shoal.list_prefix(s, _as_dir(url), delimiter=False, detail="size")
     return _records(objs)
 
 
@@ -146,7 +149,11 @@ def _some(url: str, recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``recs``, or NotFoundError when the URL named nothing: a copy or read
     of nothing is a mistake to report (as fsspec does), not zero bytes."""
     if not recs:
-        raise _errors.new(_errors.NotFoundError, f"list {url}: matched no objects (nothing to copy or read; check the bucket, prefix or glob)", url)
+        raise _errors.new(
+            _errors.NotFoundError,
+            f"list {url}: matched no objects (nothing to copy or read; check the bucket, prefix or glob)",
+            url,
+        )
     return recs
 
 
@@ -187,7 +194,18 @@ def _leave_thread_pool() -> None:
         pass  # not on a distributed worker: run in place
 
 
-def _list_task(session: _shoal.Session, url: str, start: str, end: str | None, max_keys: int, detail: str, keep: bool = True, connections: int | None = None, cut: tuple[int | None, int] | None = None, keys_per_piece: int | None = None):
+def _list_task(
+    session: _shoal.Session,
+    url: str,
+    start: str,
+    end: str | None,
+    max_keys: int,
+    detail: str,
+    keep: bool = True,
+    connections: int | None = None,
+    cut: tuple[int | None, int] | None = None,
+    keys_per_piece: int | None = None,
+):
     """One range's share (runs on a worker): its records (a
     ``_shoal.Records``, columns read as dicts; empty unless ``keep``), and
     a summary for the client (count, first and last key, where to go on,
@@ -200,10 +218,23 @@ def _list_task(session: _shoal.Session, url: str, start: str, end: str | None, m
     (default :data:`TASK_LIST_CONNECTIONS`), outside the worker's thread
     pool (:func:`_leave_thread_pool`)."""
     _leave_thread_pool()
-    recs, nxt = _shoal.list_range(session, url, start, end, max_keys, detail, connections or TASK_LIST_CONNECTIONS, True)
+    recs, nxt = _shoal.list_range(
+        session,
+        url,
+        start=start,
+        end=end,
+        max_keys=max_keys,
+        detail=detail,
+        connections=connections or TASK_LIST_CONNECTIONS,
+        records=True,
+    )
     first = recs.key(0) if len(recs) else None
     last = recs.key(-1) if len(recs) else None
-    cuts, pieces, largest = recs.byte_pieces(cut[1], cut[0], keys_per_piece) if cut is not None else ([], [], 0)
+    cuts, pieces, largest = (
+        recs.byte_pieces(cut[1], bytes_per_piece=cut[0], keys_per_piece=keys_per_piece)
+        if cut is not None
+        else ([], [], 0)
+    )
     return (recs if keep else []), (len(recs), first, last, nxt, cuts, pieces, largest)
 
 
@@ -216,7 +247,18 @@ class ListingStats:
     objects: int = 0
 
 
-def list_partitions(url: str, *, client: Any = None, keys_per_task: int = 100_000, max_tasks: int | None = None, detail: str = "size", stats: ListingStats | None = None, list_connections: int | None = None, session: _shoal.Session | None = None, **options: Any) -> list[Any]:
+def list_partitions(
+    url: str,
+    *,
+    client: Any = None,
+    keys_per_task: int = 100_000,
+    max_tasks: int | None = None,
+    detail: str = "size",
+    stats: ListingStats | None = None,
+    list_connections: int | None = None,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> list[Any]:
     """Every object whose key starts with ``url``'s key (a prefix, taken
     literally: ``gs://b/logs/`` or ``gs://b/logs/2026-``), listed by tasks
     on ``client``'s cluster (or the distributed client in use), as futures
@@ -239,7 +281,9 @@ def list_partitions(url: str, *, client: Any = None, keys_per_task: int = 100_00
     if c is None:
         raise ValueError("list_partitions needs a dask.distributed Client (or use ls_bag)")
     s = resolve(session, options)
-    return [r.data for r in _list_ranges(url, c, keys_per_task, max_tasks, detail, stats, s, connections=list_connections)]
+    return [
+        r.data for r in _list_ranges(url, c, keys_per_task, max_tasks, detail, stats, s, connections=list_connections)
+    ]
 
 
 @dataclass
@@ -265,8 +309,9 @@ class _Range:
         ``task_size::join``). They tile the range, an empty one too."""
         bounds = [self.start, *self.cuts, self.stop]
         if self.sizes:
-            bounds = [bounds[i] for i in _shoal.join_pieces(self.sizes, max_bytes, max_keys)] + [self.stop]
-        return list(zip(bounds, bounds[1:]))
+            starts = _shoal.join_pieces(self.sizes, max_bytes=max_bytes, max_keys=max_keys)
+            bounds = [bounds[i] for i in starts] + [self.stop]
+        return list(itertools.pairwise(bounds))
 
 
 class _Spread:
@@ -301,7 +346,7 @@ def _slots(c: Any) -> int:
 def _task_bytes(bytes_per_task: int | None, total: int, slots: int) -> int:
     """The caller's ``bytes_per_task``, else the engine's default for a
     plan of ``total`` bytes on ``slots`` task slots."""
-    return bytes_per_task if bytes_per_task else _shoal.task_bytes(total, slots)
+    return bytes_per_task if bytes_per_task else _shoal.task_bytes(total, slots=slots)
 
 
 def _token() -> str:
@@ -312,7 +357,19 @@ def _token() -> str:
     return "0" + uuid.uuid4().hex[:15]
 
 
-def _list_ranges(url: str, c: Any, keys_per_task: int, max_tasks: int | None, detail: str, stats: ListingStats | None, s: _shoal.Session, keep: bool = True, connections: int | None = None, cut: tuple[int | None, int] | None = None, keys_per_piece: int | None = None) -> list[_Range]:
+def _list_ranges(
+    url: str,
+    c: Any,
+    keys_per_task: int,
+    max_tasks: int | None,
+    detail: str,
+    stats: ListingStats | None,
+    s: _shoal.Session,
+    keep: bool = True,
+    connections: int | None = None,
+    cut: tuple[int | None, int] | None = None,
+    keys_per_piece: int | None = None,
+) -> list[_Range]:
     """:func:`list_partitions`' work: ``(start, stop, future)`` for each
     listed range, in key order; the ranges tile the prefix (``stop`` None:
     to its end), so another listing cut at the same keys (a sync's
@@ -332,7 +389,20 @@ def _list_ranges(url: str, c: Any, keys_per_task: int, max_tasks: int | None, de
 
     def submit(start: str, end: str | None) -> None:
         i = st.tasks
-        t = c.submit(_list_task, s, url, start, end, keys_per_task, detail, keep, connections, cut, keys_per_piece, key=f"shoal-list-{i}-{tok}")
+        t = c.submit(
+            _list_task,
+            s,
+            url,
+            start,
+            end,
+            keys_per_task,
+            detail,
+            keep,
+            connections,
+            cut,
+            keys_per_piece,
+            key=f"shoal-list-{i}-{tok}",
+        )
         summary = c.submit(operator.itemgetter(1), t, key=f"shoal-list-summary-{i}-{tok}")
         running[summary] = (start, end, c.submit(operator.itemgetter(0), t, key=f"shoal-listed-{i}-{tok}"))
         done.add(summary)
@@ -347,12 +417,12 @@ def _list_ranges(url: str, c: Any, keys_per_task: int, max_tasks: int | None, de
         st.objects += n
         for k in (first, last):
             if k is not None:
-                alphabet.update(k[len(prefix):])
+                alphabet.update(k[len(prefix) :])
         if nxt is None:
             continue
         mid = None
         if len(running) + 2 <= limit:
-            mid = _shoal.cut_range(last, end, prefix, "".join(sorted(alphabet)), first)
+            mid = _shoal.cut_range(last, end, prefix=prefix, alphabet="".join(sorted(alphabet)), page_first=first)
         if mid is not None and mid > nxt and (end is None or mid < end):
             st.splits += 1
             submit(nxt, mid)
@@ -363,7 +433,17 @@ def _list_ranges(url: str, c: Any, keys_per_task: int, max_tasks: int | None, de
     return parts
 
 
-def _on_cluster(url: str, npartitions: int | None, client: Any, keys_per_task: int, s: _shoal.Session, stats: ListingStats | None = None, bytes_per_task: int | None = None, list_connections: int | None = None, cut: bool = False) -> tuple[Any, list[_Range]]:
+def _on_cluster(
+    url: str,
+    npartitions: int | None,
+    client: Any,
+    keys_per_task: int,
+    s: _shoal.Session,
+    stats: ListingStats | None = None,
+    bytes_per_task: int | None = None,
+    list_connections: int | None = None,
+    cut: bool = False,
+) -> tuple[Any, list[_Range]]:
     """The cluster and its listed ranges when ``url`` is a prefix to list
     there; ``(None, [])`` when the client lists instead: a glob, an
     explicit ``npartitions``, no distributed client, a URL naming one
@@ -379,7 +459,18 @@ def _on_cluster(url: str, npartitions: int | None, client: Any, keys_per_task: i
         except FileNotFoundError:
             pass
     st = stats if stats is not None else ListingStats()
-    ranges = _list_ranges(_as_dir(url), c, keys_per_task, None, "size", st, s, connections=list_connections, cut=(bytes_per_task, _slots(c)) if cut else None, keys_per_piece=keys_per_task)
+    ranges = _list_ranges(
+        _as_dir(url),
+        c,
+        keys_per_task,
+        None,
+        "size",
+        st,
+        s,
+        connections=list_connections,
+        cut=(bytes_per_task, _slots(c)) if cut else None,
+        keys_per_piece=keys_per_task,
+    )
     if st.objects == 0:
         return None, []
     return c, ranges
@@ -396,7 +487,16 @@ def _use_cluster(url: str, npartitions: int | None, client: Any) -> Any:
     return _distributed_client(client)
 
 
-def ls_bag(url: str, *, npartitions: int | None = None, client: Any = None, keys_per_task: int = 100_000, versions: bool = False, session: _shoal.Session | None = None, **options: Any) -> db.Bag:
+def ls_bag(
+    url: str,
+    *,
+    npartitions: int | None = None,
+    client: Any = None,
+    keys_per_task: int = 100_000,
+    versions: bool = False,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> db.Bag:
     """Every object below a URL (or matching a glob) as a bag of dicts
     (``url``, ``key``, ``size``, ``updated``). On a distributed cluster a
     prefix is listed by the workers (:func:`list_partitions`), partitions
@@ -426,7 +526,7 @@ def ls_bag(url: str, *, npartitions: int | None = None, client: Any = None, keys
 def _ls_versions(url: str, c: Any, npartitions: int | None, keys_per_task: int, s: _shoal.Session) -> db.Bag:
     if c is not None and not _api._has_wildcard(url):
         return _versions_bag(_as_dir(url), c, keys_per_task, s)
-    objs, _ = _shoal.list_versions(s, url, True, False)
+    objs, _ = _shoal.list_versions(s, url, recursive=True, soft_deleted=False)
     parts = split_by_bytes(_version_records(objs), npartitions or _default_partitions(None))
     return db.from_sequence(parts, npartitions=max(1, len(parts))).flatten()
 
@@ -453,18 +553,37 @@ def inventory_bag(manifest: str, *, prefix: str = "", session: _shoal.Session | 
     and ``compute()`` makes the task raise ``InvalidInputError`` naming
     the manifest, never yield another report's rows."""
     s = resolve(session, options)
-    bucket_url, _made_at, parts = _shoal.inventory_open(manifest, prefix, s)
-    return db.from_delayed([dask.delayed(_shoal.inventory_rows)(p, bucket_url, prefix, s) for p in parts])
+    bucket_url, _made_at, parts = _shoal.inventory_open(manifest, prefix=prefix, session=s)
+    return db.from_delayed(
+        [dask.delayed(_shoal.inventory_rows)(p, bucket_url, prefix=prefix, session=s) for p in parts]
+    )
 
 
-def ls_dataframe(url: str, *, npartitions: int | None = None, client: Any = None, keys_per_task: int = 100_000, versions: bool = False, session: _shoal.Session | None = None, **options: Any):
+def ls_dataframe(
+    url: str,
+    *,
+    npartitions: int | None = None,
+    client: Any = None,
+    keys_per_task: int = 100_000,
+    versions: bool = False,
+    session: _shoal.Session | None = None,
+    **options: Any,
+):
     """:func:`ls_bag` as a ``dask.dataframe`` (columns ``url``, ``key``,
     ``size``, ``updated``; with ``versions=True`` also ``version_id``,
     ``generation``, ``is_latest`` and ``delete_marker``)."""
     import dask.dataframe as dd
 
     if versions:
-        bag = ls_bag(url, npartitions=npartitions, client=client, keys_per_task=keys_per_task, versions=True, session=session, **options)
+        bag = ls_bag(
+            url,
+            npartitions=npartitions,
+            client=client,
+            keys_per_task=keys_per_task,
+            versions=True,
+            session=session,
+            **options,
+        )
         return dd.from_delayed([dask.delayed(_version_frame)(p) for p in bag.to_delayed()], meta=_version_frame([]))
     meta = _frame([])
     c = _use_cluster(url, npartitions, client)
@@ -485,14 +604,25 @@ def _frame(recs: Sequence[dict[str, Any]]):
         # Straight from the columns, no dict a row.
         cols = {"url": recs.urls(), "key": recs.keys(), "size": recs.sizes(), "updated": recs.updated()}
         return pd.DataFrame(cols).astype({"url": "str", "key": "str", "size": "int64", "updated": "float64"})
-    return pd.DataFrame.from_records(recs, columns=["url", "key", "size", "updated"]).astype({"url": "str", "key": "str", "size": "int64", "updated": "float64"})
+    return pd.DataFrame.from_records(recs, columns=["url", "key", "size", "updated"]).astype(
+        {"url": "str", "key": "str", "size": "int64", "updated": "float64"}
+    )
 
 
 def _version_frame(recs: Sequence[dict[str, Any]]):
     import pandas as pd
 
     cols = ["url", "key", "size", "updated", "version_id", "generation", "is_latest", "delete_marker"]
-    types = {"url": "str", "key": "str", "size": "int64", "updated": "float64", "version_id": "object", "generation": "Int64", "is_latest": "boolean", "delete_marker": "bool"}
+    types = {
+        "url": "str",
+        "key": "str",
+        "size": "int64",
+        "updated": "float64",
+        "version_id": "object",
+        "generation": "Int64",
+        "is_latest": "boolean",
+        "delete_marker": "bool",
+    }
     return pd.DataFrame.from_records(list(recs), columns=cols).astype(types)
 
 
@@ -513,10 +643,12 @@ class CopyResult:
     bytes_per_task: int = 0
 
 
-def _copy_part(pairs: list[tuple[str, str]], session: _shoal.Session, max_workers: int | None, chunk_size: int | None) -> tuple[int, int, list[tuple[str, str, str]]]:
-    results = _shoal.copy_many(session, pairs, max_workers, chunk_size)
+def _copy_part(
+    pairs: list[tuple[str, str]], session: _shoal.Session, max_workers: int | None, chunk_size: int | None
+) -> tuple[int, int, list[tuple[str, str, str]]]:
+    results = _shoal.copy_many(session, pairs, workers=max_workers, chunk_size=chunk_size)
     copied, nbytes, failures = 0, 0, []
-    for (src, dst), r in zip(pairs, results):
+    for (src, dst), r in zip(pairs, results, strict=True):
         if isinstance(r, BaseException):
             failures.append((src, dst, str(r)))
         else:
@@ -536,7 +668,9 @@ def _base(url: str) -> str:
     return f"{scheme}://{bucket}/{key}"
 
 
-def plan_copy(src: str, dst: str, *, session: _shoal.Session | None = None, **options: Any) -> tuple[list[tuple[str, str, int]], list[tuple[str, str, str]]]:
+def plan_copy(
+    src: str, dst: str, *, session: _shoal.Session | None = None, **options: Any
+) -> tuple[list[tuple[str, str, int]], list[tuple[str, str, str]]]:
     """``(source, destination, size)`` for every object below ``src`` (a
     prefix, ``dir/`` or a glob), placed under ``dst`` by its key relative
     to the source's literal prefix (shoal's key → path rules: keys unsafe
@@ -562,13 +696,23 @@ def _too_big(recs: _shoal.Records, budget: int) -> list[tuple[str, int]]:
     return recs.byte_cuts(budget)[1]
 
 
-def _copy_listed(recs: _shoal.Records, base: str, dst: str, session: _shoal.Session, max_workers: int | None, chunk_size: int | None, lo: str | None = None, hi: str | None = None, skip_above: int | None = None) -> tuple[int, int, list[tuple[str, str, str]]]:
+def _copy_listed(
+    recs: _shoal.Records,
+    base: str,
+    dst: str,
+    session: _shoal.Session,
+    max_workers: int | None,
+    chunk_size: int | None,
+    lo: str | None = None,
+    hi: str | None = None,
+    skip_above: int | None = None,
+) -> tuple[int, int, list[tuple[str, str, str]]]:
     """One listed partition (or its piece ``[lo, hi)``) copied (runs on a
     worker): destinations are placed here, by the same rules as
     :func:`plan_copy`. Objects bigger than ``skip_above`` are left to a
     split copy (:func:`_split_copies`)."""
     pairs, refused = [], []
-    for u in recs.urls_between(lo, hi, skip_above):
+    for u in recs.urls_between(lo, hi, max_size=skip_above):
         try:
             pairs.append((u, _shoal.destination(dst, u[len(base) :], u)))
         except (_errors.InvalidInputError, _errors.UnsupportedError) as e:
@@ -617,7 +761,17 @@ def _run_tasks(c: Any, futs: list[Any], progress: bool, on_task: Any, counts: An
     return out
 
 
-def _split_copies(c: Any, big: list[tuple[str, str]], s: _shoal.Session, bytes_per_task: int, part_size: int | None, max_workers: int | None, progress: bool, on_task: Any, res: "CopyResult") -> list[tuple[str, str]]:
+def _split_copies(
+    c: Any,
+    big: list[tuple[str, str]],
+    s: _shoal.Session,
+    bytes_per_task: int,
+    part_size: int | None,
+    max_workers: int | None,
+    progress: bool,
+    on_task: Any,
+    res: CopyResult,
+) -> list[tuple[str, str]]:
     """Copies each ``(source, destination)`` bigger than one task's bytes
     as one multipart upload whose parts are written by several tasks
     (``shoal_transfer::split_copy``: the engine plans the parts, checks
@@ -632,15 +786,20 @@ def _split_copies(c: Any, big: list[tuple[str, str]], s: _shoal.Session, bytes_p
     whole: list[tuple[str, str]] = []
     started: list[tuple[str, str, Any, list[Any]]] = []
     kw = {} if part_size is None else {"part_size": part_size}
+    # The engine's workers keyword bound here: Client.submit keeps a
+    # `workers` keyword of its own (where the task may run).
+    parts = functools.partial(_shoal.split_copy_parts, workers=max_workers or 4)
     try:
         for src, dst in big:
-            wire, _why = _shoal.split_copy_begin(s, src, dst, bytes_per_task, **kw)
+            wire, _why = _shoal.split_copy_begin(s, src, dst, bytes_per_task=bytes_per_task, **kw)
             if wire is None:
                 whole.append((src, dst))
                 continue
             started.append((src, dst, wire, []))
             tok = _token()
-            started[-1][3].extend(c.submit(_shoal.split_copy_parts, s, wire, dst, i, max_workers or 4, key=f"shoal-copy-part-{i}-{tok}") for i in range(len(wire[7])))
+            started[-1][3].extend(
+                c.submit(parts, s, wire, dst, i, key=f"shoal-copy-part-{i}-{tok}") for i in range(len(wire[7]))
+            )
         futs = [f for *_, fs in started for f in fs]
         if progress and futs:
             from distributed import progress as _progress
@@ -667,7 +826,14 @@ def _split_copies(c: Any, big: list[tuple[str, str]], s: _shoal.Session, bytes_p
                 # others). Every part task ends first, then the abort.
                 distributed_wait(fs)
                 _shoal.split_copy_abort(s, wire, dst)
-                res.failures.append((src, dst, f"copy {src} -> {dst} split across {len(fs)} tasks: {e}; the upload was aborted and its parts deleted"))
+                res.failures.append(
+                    (
+                        src,
+                        dst,
+                        f"copy {src} -> {dst} split across {len(fs)} tasks: {e}; the upload was aborted and its parts "
+                        "deleted",
+                    )
+                )
             res.tasks += len(fs)
             started.pop(0)
     finally:
@@ -678,7 +844,9 @@ def _split_copies(c: Any, big: list[tuple[str, str]], s: _shoal.Session, bytes_p
     return whole
 
 
-def _pieces(plan: list[tuple[str, str, int]], bytes_per_task: int, keys_per_task: int) -> list[list[tuple[str, str, int]]]:
+def _pieces(
+    plan: list[tuple[str, str, int]], bytes_per_task: int, keys_per_task: int
+) -> list[list[tuple[str, str, int]]]:
     """A planned copy cut, in its order, into pieces of at most
     ``bytes_per_task`` bytes and ``keys_per_task`` objects."""
     out: list[list[tuple[str, str, int]]] = []
@@ -692,7 +860,23 @@ def _pieces(plan: list[tuple[str, str, int]], bytes_per_task: int, keys_per_task
     return out
 
 
-def copy(src: str, dst: str, *, client: Any = None, npartitions: int | None = None, max_workers: int | None = None, chunk_size: int | None = None, keys_per_task: int = 100_000, bytes_per_task: int | None = None, part_size: int | None = None, list_connections: int | None = None, progress: bool = False, on_task: Any = None, session: _shoal.Session | None = None, **options: Any) -> CopyResult:
+def copy(
+    src: str,
+    dst: str,
+    *,
+    client: Any = None,
+    npartitions: int | None = None,
+    max_workers: int | None = None,
+    chunk_size: int | None = None,
+    keys_per_task: int = 100_000,
+    bytes_per_task: int | None = None,
+    part_size: int | None = None,
+    list_connections: int | None = None,
+    progress: bool = False,
+    on_task: Any = None,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> CopyResult:
     """Copies everything below ``src`` to ``dst`` as Dask tasks (on
     ``client``'s cluster, or the current Dask scheduler). On a distributed
     cluster a prefix is listed by the workers (:func:`list_partitions`) and
@@ -723,7 +907,16 @@ def copy(src: str, dst: str, *, client: Any = None, npartitions: int | None = No
     (``InvalidInputError``, a ``ValueError``)."""
     _shoal.check_copy(src, dst)
     s = resolve(session, options)
-    c, ranges = _on_cluster(src, npartitions, client, keys_per_task, s, bytes_per_task=bytes_per_task, list_connections=list_connections, cut=True)
+    c, ranges = _on_cluster(
+        src,
+        npartitions,
+        client,
+        keys_per_task,
+        s,
+        bytes_per_task=bytes_per_task,
+        list_connections=list_connections,
+        cut=True,
+    )
     if c is not None:
         budget = _task_bytes(bytes_per_task, sum(r.bytes() for r in ranges), _slots(c))
         base = _base(_as_dir(src))
@@ -732,7 +925,22 @@ def copy(src: str, dst: str, *, client: Any = None, npartitions: int | None = No
         spread = _Spread(c, [r.data for r in ranges])
         for r in ranges:
             for j, (lo, hi) in enumerate(r.pieces(budget, keys_per_task)):
-                futs.append(c.submit(_copy_listed, r.data, base, dst, s, max_workers, chunk_size, lo, hi, budget, key=f"shoal-copy-{len(futs)}-{tok}", **spread.hint(r.data, j)))
+                futs.append(
+                    c.submit(
+                        _copy_listed,
+                        r.data,
+                        base,
+                        dst,
+                        s,
+                        max_workers,
+                        chunk_size,
+                        lo,
+                        hi,
+                        budget,
+                        key=f"shoal-copy-{len(futs)}-{tok}",
+                        **spread.hint(r.data, j),
+                    )
+                )
             if r.largest > budget:
                 bigs.append(c.submit(_too_big, r.data, budget, key=f"shoal-copy-big-{len(bigs)}-{tok}"))
         res = CopyResult(tasks=len(futs), bytes_per_task=budget)
@@ -769,7 +977,12 @@ def copy(src: str, dst: str, *, client: Any = None, npartitions: int | None = No
     else:
         parts = _pieces(plan, budget, keys_per_task)
     tok = _token()
-    tasks = [dask.delayed(_copy_part)([(a, b) for a, b, _ in p], s, max_workers, chunk_size, dask_key_name=f"shoal-copy-{i}-{tok}") for i, p in enumerate(parts)]
+    tasks = [
+        dask.delayed(_copy_part)(
+            [(a, b) for a, b, _ in p], s, max_workers, chunk_size, dask_key_name=f"shoal-copy-{i}-{tok}"
+        )
+        for i, p in enumerate(parts)
+    ]
     outs = client.gather(client.compute(tasks)) if client is not None else dask.compute(*tasks)
     res.tasks += len(tasks)
     for copied, nbytes, failures in outs:
@@ -781,9 +994,9 @@ def copy(src: str, dst: str, *, client: Any = None, npartitions: int | None = No
 
 def _read_part(urls: list[str], session: _shoal.Session, lines: bool) -> list[bytes]:
     if lines:
-        return list(_api._lines(_shoal.read(session, urls, True)))
+        return list(_api._lines(_shoal.read(session, urls, boundaries=True)))
     out, cur = [], []
-    for chunk in _shoal.read(session, urls, True):
+    for chunk in _shoal.read(session, urls, boundaries=True):
         if chunk:
             cur.append(chunk)
         else:
@@ -792,7 +1005,15 @@ def _read_part(urls: list[str], session: _shoal.Session, lines: bool) -> list[by
     return out
 
 
-def read_bag(url: str, *, lines: bool = True, npartitions: int | None = None, keys_per_task: int = 100_000, session: _shoal.Session | None = None, **options: Any) -> db.Bag:
+def read_bag(
+    url: str,
+    *,
+    lines: bool = True,
+    npartitions: int | None = None,
+    keys_per_task: int = 100_000,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> db.Bag:
     """The lines of every object below a URL or matching a glob (or, with
     ``lines=False``, each object's bytes); each partition is read by
     shoal's reader in one task. On a distributed cluster a prefix is
@@ -832,7 +1053,15 @@ def _size_listed(recs: _shoal.Records) -> tuple[int, int]:
     return recs.total_size(), len(recs)
 
 
-def du(url: str, *, group_by: str | None = None, client: Any = None, npartitions: int | None = None, session: _shoal.Session | None = None, **options: Any) -> _api.DiskUsage:
+def du(
+    url: str,
+    *,
+    group_by: str | None = None,
+    client: Any = None,
+    npartitions: int | None = None,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> _api.DiskUsage:
     """:func:`shoal.du` as Dask tasks. Without ``group_by``, on a
     distributed cluster, the workers list the prefix (:func:`list_partitions`)
     and each sums its partitions. Otherwise one level is listed on the
@@ -847,7 +1076,7 @@ def du(url: str, *, group_by: str | None = None, client: Any = None, npartitions
             sizes = c.gather([c.submit(_size_listed, r.data, pure=False) for r in ranges])
             return _api.DiskUsage(sum(b for b, _ in sizes), sum(n for _, n in sizes), {})
     url = _as_dir(url)
-    objs, prefixes = _shoal.list_prefix(s, url, True, "size")
+    objs, prefixes = _shoal.list_prefix(s, url, delimiter=True, detail="size")
     k = npartitions or _default_partitions(client)
     parts = [prefixes[i::k] for i in range(k)]
     tasks = [dask.delayed(_du_part)(p, s, group_by) for p in parts if p]
@@ -893,16 +1122,30 @@ class SyncResult:
     bytes_per_task: int = 0
 
 
-def _sync_range(session: _shoal.Session, src: str, dst: str, start: str, stop: str | None, delete: bool, compare: dict[str, bool], max_workers: int | None, chunk_size: int | None) -> tuple[dict[str, Any], list[tuple[str, str | None]]]:
+def _sync_range(
+    session: _shoal.Session,
+    src: str,
+    dst: str,
+    start: str,
+    stop: str | None,
+    delete: bool,
+    compare: dict[str, bool],
+    max_workers: int | None,
+    chunk_size: int | None,
+) -> tuple[dict[str, Any], list[tuple[str, str | None]]]:
     """One source range synced by the engine (runs on a worker): its
     summary for the client, and the extras (only with ``delete``: each
     URL with the version its listing saw), which stay on the worker until
     the second phase deletes them."""
-    r = _shoal.sync_range(session, src, dst, start, stop, delete=delete, workers=max_workers, chunk_size=chunk_size, **compare)
+    r = _shoal.sync_range(
+        session, src, dst, start=start, stop=stop, delete=delete, workers=max_workers, chunk_size=chunk_size, **compare
+    )
     return r, r.pop("extra_urls")
 
 
-def _delete_listed(extras: list[tuple[str, str | None]], session: _shoal.Session, max_workers: int | None) -> tuple[int, int, list[str]]:
+def _delete_listed(
+    extras: list[tuple[str, str | None]], session: _shoal.Session, max_workers: int | None
+) -> tuple[int, int, list[str]]:
     """The engine deletes each extra at the version listed (one written
     again since is kept): ``(deleted, kept, failures)``."""
     if not extras:
@@ -910,7 +1153,29 @@ def _delete_listed(extras: list[tuple[str, str | None]], session: _shoal.Session
     return _shoal.delete_extras(session, extras, workers=max_workers)
 
 
-def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_delete: int | None = None, delete_when_source_empty: bool = False, ignore_errors: bool = False, checksum: bool = False, size_only: bool = False, update: bool = False, no_clobber: bool = False, keys_per_task: int = 100_000, bytes_per_task: int | None = None, max_workers: int | None = None, chunk_size: int | None = None, list_connections: int | None = None, progress: bool = False, on_task: Any = None, session: _shoal.Session | None = None, **options: Any) -> SyncResult:
+def sync(
+    src: str,
+    dst: str,
+    *,
+    client: Any = None,
+    delete: bool = False,
+    max_delete: int | None = None,
+    delete_when_source_empty: bool = False,
+    ignore_errors: bool = False,
+    checksum: bool = False,
+    size_only: bool = False,
+    update: bool = False,
+    no_clobber: bool = False,
+    keys_per_task: int = 100_000,
+    bytes_per_task: int | None = None,
+    max_workers: int | None = None,
+    chunk_size: int | None = None,
+    list_connections: int | None = None,
+    progress: bool = False,
+    on_task: Any = None,
+    session: _shoal.Session | None = None,
+    **options: Any,
+) -> SyncResult:
     """Makes the bucket prefix ``dst`` hold what ``src`` holds, on a
     distributed cluster, as ``shoal sync`` does on one machine and by the
     same engine: an object is copied when the destination lacks it, its
@@ -948,9 +1213,23 @@ def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_de
     s = resolve(session, options)
     st = ListingStats()
     slots = _slots(c)
-    ranges = _list_ranges(src, c, keys_per_task, None, "size", st, s, keep=False, connections=list_connections, cut=(bytes_per_task, slots), keys_per_piece=keys_per_task)
+    ranges = _list_ranges(
+        src,
+        c,
+        keys_per_task,
+        None,
+        "size",
+        st,
+        s,
+        keep=False,
+        connections=list_connections,
+        cut=(bytes_per_task, slots),
+        keys_per_piece=keys_per_task,
+    )
     budget = _task_bytes(bytes_per_task, sum(r.bytes() for r in ranges), slots)
-    if delete and _shoal.sync_deletes_held(extras=0, source_listed=st.objects, failed=0, delete_when_source_empty=delete_when_source_empty):
+    if delete and _shoal.sync_deletes_held(
+        extras=0, source_listed=st.objects, failed=0, delete_when_source_empty=delete_when_source_empty
+    ):
         raise ValueError(
             f"sync --delete {src}: the source lists nothing, so this would delete everything in {dst}; nothing was done"
             " (check the source URL, or pass delete_when_source_empty=True if that is what you want)"
@@ -961,7 +1240,19 @@ def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_de
     for rg in ranges:
         for start, stop in rg.pieces(budget, keys_per_task):
             i = len(summaries)
-            t = c.submit(_sync_range, s, src, dst, start, stop, delete, compare, max_workers, chunk_size, key=f"shoal-sync-{i}-{tok}")
+            t = c.submit(
+                _sync_range,
+                s,
+                src,
+                dst,
+                start,
+                stop,
+                delete,
+                compare,
+                max_workers,
+                chunk_size,
+                key=f"shoal-sync-{i}-{tok}",
+            )
             summaries.append(c.submit(operator.itemgetter(0), t, key=f"shoal-sync-summary-{i}-{tok}"))
             extras.append(c.submit(operator.itemgetter(1), t, key=f"shoal-sync-extras-{i}-{tok}"))
     res = SyncResult(tasks=len(summaries), bytes_per_task=budget)
@@ -977,7 +1268,14 @@ def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_de
     n = res.extras
     if delete and n:
         # The engine's rule (the CLI's); only the wording is this API's.
-        held = _shoal.sync_deletes_held(extras=n, source_listed=st.objects, failed=failed, max_delete=max_delete, delete_when_source_empty=delete_when_source_empty, ignore_errors=ignore_errors)
+        held = _shoal.sync_deletes_held(
+            extras=n,
+            source_listed=st.objects,
+            failed=failed,
+            max_delete=max_delete,
+            delete_when_source_empty=delete_when_source_empty,
+            ignore_errors=ignore_errors,
+        )
         if held is not None:
             why, k = held
             reason = {
@@ -987,10 +1285,18 @@ def sync(src: str, dst: str, *, client: Any = None, delete: bool = False, max_de
             }[why]
             res.failures.append(f"sync --delete {dst}: {n} extra{'' if n == 1 else 's'} not deleted: {reason}")
         else:
-            for deleted, kept, failures in c.gather([c.submit(_delete_listed, e, s, max_workers, key=f"shoal-sync-delete-{i}-{tok}") for i, e in enumerate(extras)]):
+            for deleted, kept, failures in c.gather(
+                [
+                    c.submit(_delete_listed, e, s, max_workers, key=f"shoal-sync-delete-{i}-{tok}")
+                    for i, e in enumerate(extras)
+                ]
+            ):
                 res.deleted += deleted
                 res.kept += kept
                 res.failures.extend(failures)
             if res.kept:
-                res.failures.append(f"sync --delete {dst}: kept {res.kept} extra{'' if res.kept == 1 else 's'} written again since they were listed")
+                res.failures.append(
+                    f"sync --delete {dst}: kept {res.kept} extra{'' if res.kept == 1 else 's'} written again since "
+                    "they were listed"
+                )
     return res

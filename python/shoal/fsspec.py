@@ -89,6 +89,7 @@ import os
 import re
 import tempfile
 import time
+from glob import has_magic
 from typing import Any
 
 import fsspec
@@ -96,9 +97,8 @@ import fsspec.asyn
 from fsspec.asyn import AsyncFileSystem
 from fsspec.caching import BaseCache, register_cache
 from fsspec.implementations.local import make_path_posix, trailing_sep
-from fsspec.utils import other_paths
-from glob import has_magic
 from fsspec.spec import AbstractBufferedFile
+from fsspec.utils import other_paths
 
 from . import _exit, _shoal
 from ._api import _split_shape, presign, write_keywords
@@ -127,8 +127,25 @@ class ShoalFileSystem(AsyncFileSystem):
     #: The store scheme when paths do not carry it (``gs``/``s3`` subclasses).
     scheme: str | None = None
 
-    def __init__(self, *args: Any, session: _shoal.Session | None = None, asynchronous: bool = False, loop: Any = None, batch_size: int | None = None, version_aware: bool = False, **options: Any):
-        super().__init__(*args, asynchronous=asynchronous, loop=loop, batch_size=batch_size, session=session, version_aware=version_aware, **options)
+    def __init__(
+        self,
+        *args: Any,
+        session: _shoal.Session | None = None,
+        asynchronous: bool = False,
+        loop: Any = None,
+        batch_size: int | None = None,
+        version_aware: bool = False,
+        **options: Any,
+    ):
+        super().__init__(
+            *args,
+            asynchronous=asynchronous,
+            loop=loop,
+            batch_size=batch_size,
+            session=session,
+            version_aware=version_aware,
+            **options,
+        )
         self.session = resolve(session, options)
         #: As s3fs's and gcsfs's: paths may name a stored version
         #: (``s3/b/k?versionId=V``, ``gs/b/k#GENERATION``), ``ls`` takes
@@ -202,7 +219,10 @@ class ShoalFileSystem(AsyncFileSystem):
             return f"{self.scheme}://{path}"
         scheme, _, rest = path.partition("/")
         if not _STORE_NAME.fullmatch(scheme) or scheme == "file" or not rest:
-            raise ValueError(f"{path!r}: shoal paths start with the store, e.g. 'gs/bucket/key' (shoal://gs/bucket/key), or a store named in the config file (shoal://NAME/bucket/key)")
+            raise ValueError(
+                f"{path!r}: shoal paths start with the store, e.g. 'gs/bucket/key' (shoal://gs/bucket/key), or a "
+                "store named in the config file (shoal://NAME/bucket/key)"
+            )
         return f"{scheme}://{rest}"
 
     def _path(self, url: str) -> str:
@@ -295,13 +315,13 @@ class ShoalFileSystem(AsyncFileSystem):
         url = self._url(path)
         if self._is_bucket(path):
             # Raises NotFoundError when the bucket does not exist.
-            await _shoal.list_prefix_async(self.session, url + "/", True, "name", 1)
+            await _shoal.list_prefix_async(self.session, url + "/", delimiter=True, detail="name", limit=1)
             return self._dir_info(path)
         try:
             return self._keep(self._file_info(await _shoal.stat_async(self.session, url)))
         except FileNotFoundError:
             pass
-        objs, prefixes = await _shoal.list_prefix_async(self.session, url + "/", True, "name", 1)
+        objs, prefixes = await _shoal.list_prefix_async(self.session, url + "/", delimiter=True, detail="name", limit=1)
         if objs or prefixes:
             return self._keep(self._dir_info(path))
         raise FileNotFoundError(path)
@@ -316,7 +336,7 @@ class ShoalFileSystem(AsyncFileSystem):
             if not self.version_aware:
                 raise ValueError("ls(versions=True) needs a filesystem made with version_aware=True")
             return await self._ls_versions(path, url, detail)
-        objs, prefixes = await _shoal.list_prefix_async(self.session, url + "/", True, "full")
+        objs, prefixes = await _shoal.list_prefix_async(self.session, url + "/", delimiter=True, detail="full")
         out = [self._keep(self._file_info(o)) for o in objs if not o.key.endswith("/")]
         out += [self._dir_info(self._path(p)) for p in prefixes]
         if not out:
@@ -331,9 +351,9 @@ class ShoalFileSystem(AsyncFileSystem):
         """Every stored version of the objects one level below ``path``
         (or of the object ``path``), named with their version suffix so
         each can be opened as it is; and the level's folders."""
-        objs, prefixes = await _shoal.list_versions_async(self.session, url + "/", False)
+        objs, prefixes = await _shoal.list_versions_async(self.session, url + "/", recursive=False)
         if not objs and not prefixes:
-            objs, prefixes = await _shoal.list_versions_async(self.session, url, False)
+            objs, prefixes = await _shoal.list_versions_async(self.session, url, recursive=False)
         out = [dict(self._file_info(o), name=self._versioned_name(o)) for o in objs if not o.key.endswith("/")]
         out += [self._dir_info(self._path(p)) for p in prefixes]
         if not out and not self._is_bucket(path):
@@ -347,7 +367,7 @@ class ShoalFileSystem(AsyncFileSystem):
         if not self.version_aware:
             raise ValueError("object_version_info needs a filesystem made with version_aware=True")
         path, _ = self._split_version(path)
-        objs, _ = _shoal.list_versions(self.session, self._url(path), False)
+        objs, _ = _shoal.list_versions(self.session, self._url(path), recursive=False)
         return [dict(self._file_info(o), name=self._versioned_name(o)) for o in objs]
 
     async def _ls_buckets(self, path: str) -> list[dict[str, Any]]:
@@ -378,7 +398,7 @@ class ShoalFileSystem(AsyncFileSystem):
         if maxdepth is not None or not any("**" in part and part != "**" for part in stripped.split("/")):
             return await super()._glob(path, maxdepth=maxdepth, **kwargs)
         try:
-            objs = await _shoal.expand_async(self.session, self._url(stripped), False)
+            objs = await _shoal.expand_async(self.session, self._url(stripped), recursive=False)
         except FileNotFoundError:
             objs = []
         infos = [self._keep(self._file_info(o)) for o in objs if not o.key.endswith("/")]
@@ -386,12 +406,14 @@ class ShoalFileSystem(AsyncFileSystem):
             return {i["name"]: i for i in infos}
         return [i["name"] for i in infos]
 
-    async def _find(self, path: str, maxdepth: int | None = None, withdirs: bool = False, detail: bool = False, **kwargs: Any) -> Any:
+    async def _find(
+        self, path: str, maxdepth: int | None = None, withdirs: bool = False, detail: bool = False, **kwargs: Any
+    ) -> Any:
         path = self._strip_protocol(path)
         if maxdepth is not None or self._is_root(path):
             return await super()._find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail, **kwargs)
         url = self._url(path)
-        objs, _ = await _shoal.list_prefix_async(self.session, url + "/", False, "full")
+        objs, _ = await _shoal.list_prefix_async(self.session, url + "/", delimiter=False, detail="full")
         out: dict[str, dict[str, Any]] = {}
         for o in objs:
             if o.key.endswith("/"):
@@ -429,7 +451,9 @@ class ShoalFileSystem(AsyncFileSystem):
             raise NotImplementedError("listing buckets is not supported; find below gs/BUCKET or s3/BUCKET")
         url = self._url(path)
         found = False
-        for o in iter_objects(url.rstrip("/") + "/", recursive=True, detail="full" if detail else "name", session=self.session):
+        for o in iter_objects(
+            url.rstrip("/") + "/", recursive=True, detail="full" if detail else "name", session=self.session
+        ):
             if o.key.endswith("/"):
                 continue
             found = True
@@ -445,13 +469,17 @@ class ShoalFileSystem(AsyncFileSystem):
 
     # -- bytes -----------------------------------------------------------
 
-    async def _cat_file(self, path: str, start: int | None = None, end: int | None = None, version_id: Any = None, **kwargs: Any) -> bytes:
+    async def _cat_file(
+        self, path: str, start: int | None = None, end: int | None = None, version_id: Any = None, **kwargs: Any
+    ) -> bytes:
         # One GET: its answer gives the size, version and checksum a HEAD
         # would have (shoal_transfer::into_memory).
         path, version = self._split_version(path, version_id)
-        return await _shoal.cat_async(self.session, self._url(path), start, end, None, version)
+        return await _shoal.cat_async(self.session, self._url(path), start=start, end=end, version_id=version)
 
-    async def _cat(self, path: Any, recursive: bool = False, on_error: str = "raise", batch_size: int | None = None, **kwargs: Any) -> Any:
+    async def _cat(
+        self, path: Any, recursive: bool = False, on_error: str = "raise", batch_size: int | None = None, **kwargs: Any
+    ) -> Any:
         """``cat`` of one object or many (a list, a glob, ``recursive``):
         the objects are read by the engine in one call, every GET in flight
         at once (up to the session's small-object workers) with the GIL
@@ -479,16 +507,27 @@ class ShoalFileSystem(AsyncFileSystem):
         n = len(paths)
         start, end = kwargs.get("start"), kwargs.get("end")
         urls = [self._url(p) for p in paths]
-        out = await _shoal.cat_ranges_async(self.session, urls, [start] * n, [end] * n, None, 0)
+        out = await _shoal.cat_ranges_async(self.session, urls, [start] * n, [end] * n)
         if on_error == "raise":
             for r in out:
                 if isinstance(r, BaseException):
                     raise r
         if n > 1 or isinstance(path, list) or paths[0] != self._strip_protocol(path):
-            return {k: v for k, v in zip(paths, out) if on_error != "omit" or not isinstance(v, BaseException)}
+            return {
+                k: v for k, v in zip(paths, out, strict=True) if on_error != "omit" or not isinstance(v, BaseException)
+            }
         return out[0]
 
-    async def _cat_ranges(self, paths: list[str], starts: Any, ends: Any, max_gap: int | None = None, batch_size: int | None = None, on_error: str = "return", **kwargs: Any) -> list[Any]:
+    async def _cat_ranges(
+        self,
+        paths: list[str],
+        starts: Any,
+        ends: Any,
+        max_gap: int | None = None,
+        batch_size: int | None = None,
+        on_error: str = "return",
+        **kwargs: Any,
+    ) -> list[Any]:
         """Many ranges read at once by the engine (Dask's and
         ``fsspec.parquet``'s column-chunk reads): all in flight together
         with the GIL released, ranges of one object at most ``max_gap``
@@ -501,10 +540,12 @@ class ShoalFileSystem(AsyncFileSystem):
         starts = [starts] * n if not isinstance(starts, list) else starts
         ends = [ends] * n if not isinstance(ends, list) else ends
         if len(starts) != n or len(ends) != n:
-            raise ValueError(f"cat_ranges: {n} paths, {len(starts)} starts and {len(ends)} ends: give one of each per path")
+            raise ValueError(
+                f"cat_ranges: {n} paths, {len(starts)} starts and {len(ends)} ends: give one of each per path"
+            )
         urls = [self._url(p) for p in paths]
         hole = _HOLE if max_gap is None else max_gap
-        out = await _shoal.cat_ranges_async(self.session, urls, starts, ends, None, hole)
+        out = await _shoal.cat_ranges_async(self.session, urls, starts, ends, hole=hole)
         if on_error == "raise":
             for r in out:
                 if isinstance(r, BaseException):
@@ -521,7 +562,9 @@ class ShoalFileSystem(AsyncFileSystem):
         except _shoal_errors().PreconditionError as e:
             raise FileExistsError(path) from e
 
-    async def _put_file(self, lpath: str, rpath: str, callback: Any = None, mode: str = "overwrite", **kwargs: Any) -> None:
+    async def _put_file(
+        self, lpath: str, rpath: str, callback: Any = None, mode: str = "overwrite", **kwargs: Any
+    ) -> None:
         """Uploads a local file (multipart when big); keywords: what it
         stores beside its bytes (see the module; the type is guessed from
         the local file's name)."""
@@ -530,7 +573,9 @@ class ShoalFileSystem(AsyncFileSystem):
             return  # no directories in object stores
         self._forget(rpath)
         try:
-            await _shoal.upload_async(self.session, os.fspath(lpath), self._url(rpath), None, None, if_not_exists=mode == "create", **write)
+            await _shoal.upload_async(
+                self.session, os.fspath(lpath), self._url(rpath), if_not_exists=mode == "create", **write
+            )
         except _shoal_errors().PreconditionError as e:
             raise FileExistsError(rpath) from e
 
@@ -538,7 +583,7 @@ class ShoalFileSystem(AsyncFileSystem):
         if os.path.isdir(lpath):
             return
         self._refuse_key(rpath, lpath)
-        await _shoal.download_async(self.session, self._url(rpath), os.fspath(lpath), None, None, None)
+        await _shoal.download_async(self.session, self._url(rpath), os.fspath(lpath))
 
     def _refuse_key(self, rpath: str, lpath: str) -> None:
         """fsspec's recursive `get` makes local paths by joining the remote
@@ -561,7 +606,7 @@ class ShoalFileSystem(AsyncFileSystem):
         """The ``(source, destination)`` paths fsspec's ``copy`` makes of
         its arguments (its own rules: a glob, a folder, a trailing ``/``)."""
         if isinstance(path1, list) and isinstance(path2, list):
-            return list(zip(path1, path2))
+            return list(zip(path1, path2, strict=False))
         source_is_str = isinstance(path1, str)
         paths1 = await self._expand_path(path1, maxdepth=maxdepth, recursive=recursive)
         if source_is_str and (not recursive or maxdepth is not None):
@@ -570,11 +615,22 @@ class ShoalFileSystem(AsyncFileSystem):
             return []
         source_is_file = len(paths1) == 1
         dest_is_dir = isinstance(path2, str) and (trailing_sep(path2) or await self._isdir(path2))
-        exists = source_is_str and ((has_magic(path1) and source_is_file) or (not has_magic(path1) and dest_is_dir and not trailing_sep(path1)))
+        exists = source_is_str and (
+            (has_magic(path1) and source_is_file) or (not has_magic(path1) and dest_is_dir and not trailing_sep(path1))
+        )
         paths2 = other_paths(paths1, path2, exists=exists, flatten=not source_is_str)
-        return [(a, b) for a, b in zip(paths1, paths2) if not (trailing_sep(a) or await self._isdir(a))]
+        return [(a, b) for a, b in zip(paths1, paths2, strict=True) if not (trailing_sep(a) or await self._isdir(a))]
 
-    async def _copy(self, path1: Any, path2: Any, recursive: bool = False, on_error: str | None = None, maxdepth: int | None = None, batch_size: int | None = None, **kwargs: Any) -> None:
+    async def _copy(
+        self,
+        path1: Any,
+        path2: Any,
+        recursive: bool = False,
+        on_error: str | None = None,
+        maxdepth: int | None = None,
+        batch_size: int | None = None,
+        **kwargs: Any,
+    ) -> None:
         """fsspec's ``copy``, run as one plan: every pair goes to the
         engine at once, which refuses a plan where one pair writes what
         another reads (copying a folder into its own subfolder, say)
@@ -584,14 +640,16 @@ class ShoalFileSystem(AsyncFileSystem):
         pairs = await self._pairs(path1, path2, recursive, maxdepth)
         if not pairs:
             return
-        results = await _shoal.copy_many_async(self.session, [(self._url(a), self._url(b)) for a, b in pairs], None, None)
+        results = await _shoal.copy_many_async(self.session, [(self._url(a), self._url(b)) for a, b in pairs])
         for _, b in pairs:
             self._forget(b)
         for r in results:
             if isinstance(r, BaseException) and not (on_error == "ignore" and isinstance(r, FileNotFoundError)):
                 raise r
 
-    async def _mv(self, path1: Any, path2: Any, recursive: bool = False, maxdepth: int | None = None, **kwargs: Any) -> None:
+    async def _mv(
+        self, path1: Any, path2: Any, recursive: bool = False, maxdepth: int | None = None, **kwargs: Any
+    ) -> None:
         """Moves as ``shoal mv`` does, not as fsspec's copy-then-``rm``:
         each source is deleted only once its copy is verified, and only at
         the version that was copied; a plan where one pair writes or reads
@@ -601,7 +659,7 @@ class ShoalFileSystem(AsyncFileSystem):
         pairs = await self._pairs(path1, path2, recursive, maxdepth)
         if not pairs:
             raise FileNotFoundError(path1)
-        results = await _shoal.move_many_async(self.session, [(self._url(a), self._url(b)) for a, b in pairs], None, None)
+        results = await _shoal.move_many_async(self.session, [(self._url(a), self._url(b)) for a, b in pairs])
         self.invalidate_cache()
         for r in results:
             if isinstance(r, BaseException):
@@ -612,14 +670,22 @@ class ShoalFileSystem(AsyncFileSystem):
 
     move = mv
 
-    async def _get(self, rpath: Any, lpath: Any, recursive: bool = False, callback: Any = None, maxdepth: int | None = None, **kwargs: Any) -> None:
+    async def _get(
+        self,
+        rpath: Any,
+        lpath: Any,
+        recursive: bool = False,
+        callback: Any = None,
+        maxdepth: int | None = None,
+        **kwargs: Any,
+    ) -> None:
         """fsspec's ``get`` as one plan: the pairs fsspec's rules make, each
         key checked as a local name (:meth:`_get_file`), the local folders
         made by the engine from the destination down without following a
         link inside it (fsspec's own ``get`` makes them with
         ``os.makedirs``, which follows one out of the destination)."""
         if isinstance(lpath, list) and isinstance(rpath, list):
-            pairs, root = list(zip(rpath, lpath)), None
+            pairs, root = list(zip(rpath, lpath, strict=False)), None
         else:
             source_is_str = isinstance(rpath, str)
             not_trailing = source_is_str and not trailing_sep(rpath)
@@ -631,22 +697,26 @@ class ShoalFileSystem(AsyncFileSystem):
                 return
             lpath = make_path_posix(lpath)
             dest_is_dir = isinstance(lpath, str) and (trailing_sep(lpath) or os.path.isdir(lpath))
-            exists = source_is_str and ((has_magic(rpath) and len(rpaths) == 1) or (not has_magic(rpath) and dest_is_dir and not_trailing))
+            exists = source_is_str and (
+                (has_magic(rpath) and len(rpaths) == 1) or (not has_magic(rpath) and dest_is_dir and not_trailing)
+            )
             lpaths = other_paths(rpaths, lpath, exists=exists, flatten=not source_is_str)
-            pairs = [(r, l) for r, l in zip(rpaths, lpaths) if not await self._isdir(r)]
+            pairs = [(r, lp) for r, lp in zip(rpaths, lpaths, strict=True) if not await self._isdir(r)]
             base = lpath.rstrip("/")
-            root = base if all(l.startswith(base + "/") for _, l in pairs) else None
-        for r, l in pairs:
-            self._refuse_key(r, l)
+            root = base if all(lp.startswith(base + "/") for _, lp in pairs) else None
+        for r, lp in pairs:
+            self._refuse_key(r, lp)
         if root is None:
             # Each file's own folder is its destination: made as fsspec does.
-            for _, l in pairs:
-                os.makedirs(os.path.dirname(os.path.abspath(l)), exist_ok=True)
+            for _, lp in pairs:
+                os.makedirs(os.path.dirname(os.path.abspath(lp)), exist_ok=True)
         elif not os.path.isdir(root):
             os.makedirs(root, exist_ok=True)
         if callback is not None:
             callback.set_size(len(pairs))
-        results = await _shoal.copy_many_async(self.session, [(self._url(r), os.fspath(l)) for r, l in pairs], None, None, local_root=root)
+        results = await _shoal.copy_many_async(
+            self.session, [(self._url(r), os.fspath(lp)) for r, lp in pairs], local_root=root
+        )
         for r in results:
             if isinstance(r, BaseException):
                 raise r
@@ -655,13 +725,13 @@ class ShoalFileSystem(AsyncFileSystem):
 
     async def _cp_file(self, path1: str, path2: str, **kwargs: Any) -> None:
         self._forget(path2)
-        (r,) = await _shoal.copy_many_async(self.session, [(self._url(path1), self._url(path2))], None, None)
+        (r,) = await _shoal.copy_many_async(self.session, [(self._url(path1), self._url(path2))])
         if isinstance(r, BaseException):
             raise r
 
     async def _rm_file(self, path: str, **kwargs: Any) -> None:
         self._forget(path)
-        (r,) = await _shoal.delete_many_async(self.session, [self._url(path)], None)
+        (r,) = await _shoal.delete_many_async(self.session, [self._url(path)])
         if r is not None:
             raise r
 
@@ -676,7 +746,7 @@ class ShoalFileSystem(AsyncFileSystem):
                 pass
         for p in files:
             self._forget(p)
-        results = await _shoal.delete_many_async(self.session, [self._url(p) for p in files], None)
+        results = await _shoal.delete_many_async(self.session, [self._url(p) for p in files])
         for r in results:
             if r is not None and not isinstance(r, FileNotFoundError):
                 raise r
@@ -697,7 +767,14 @@ class ShoalFileSystem(AsyncFileSystem):
     async def _makedirs(self, path: str, exist_ok: bool = False) -> None:
         await self._mkdir(path)
 
-    def setxattrs(self, path: str, content_type: str | None = None, content_encoding: str | None = None, fixed_key_metadata: dict[str, str] | None = None, **kwargs: str | None) -> None:
+    def setxattrs(
+        self,
+        path: str,
+        content_type: str | None = None,
+        content_encoding: str | None = None,
+        fixed_key_metadata: dict[str, str] | None = None,
+        **kwargs: str | None,
+    ) -> None:
         """Changes an object's metadata on the server, as gcsfs's
         ``setxattrs``: ``content_type``, ``content_encoding``,
         ``fixed_key_metadata`` (``cache_control``, ``content_disposition``,
@@ -708,7 +785,10 @@ class ShoalFileSystem(AsyncFileSystem):
         fixed = dict(fixed_key_metadata or {})
         unknown = set(fixed) - {"cache_control", "content_disposition", "content_encoding"}
         if unknown:
-            raise ValueError(f"setxattrs: fixed_key_metadata takes cache_control, content_disposition, content_encoding, not {', '.join(sorted(unknown))}")
+            raise ValueError(
+                "setxattrs: fixed_key_metadata takes cache_control, content_disposition, content_encoding, not "
+                f"{', '.join(sorted(unknown))}"
+            )
         path, _ = self._split_version(self._strip_protocol(path))
         set_md = {k: v for k, v in kwargs.items() if v is not None}
         remove = [k for k, v in kwargs.items() if v is None]
@@ -748,13 +828,28 @@ class ShoalFileSystem(AsyncFileSystem):
         else:
             self._forget(path)
 
-    def open(self, path: Any, mode: str = "rb", block_size: int | None = None, cache_options: Any = None, compression: str | None = None, **kwargs: Any) -> Any:
+    def open(
+        self,
+        path: Any,
+        mode: str = "rb",
+        block_size: int | None = None,
+        cache_options: Any = None,
+        compression: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
         # fsspec wraps text mode in a plain io.TextIOWrapper, whose exit
         # closes (and so would commit) the file even when an exception is
         # leaving the block; ours discards it then.
         if "b" not in mode:
             text = {k: kwargs.pop(k) for k in ("encoding", "errors", "newline") if k in kwargs}
-            f = self.open(path, mode.replace("t", "") + "b", block_size=block_size, cache_options=cache_options, compression=compression, **kwargs)
+            f = self.open(
+                path,
+                mode.replace("t", "") + "b",
+                block_size=block_size,
+                cache_options=cache_options,
+                compression=compression,
+                **kwargs,
+            )
             return _TextFile(f, **text)
         if compression is not None and "r" not in mode:
             # fsspec's compressors (gzip.GzipFile and the like) never close
@@ -767,9 +862,19 @@ class ShoalFileSystem(AsyncFileSystem):
             raw = self.open(path, mode, block_size=block_size, cache_options=cache_options, **kwargs)
             raw._wrapped = True
             return _Compressed(compr[get_compression(path, compression)](raw, mode=mode[0]), raw)
-        return super().open(path, mode, block_size=block_size, cache_options=cache_options, compression=compression, **kwargs)
+        return super().open(
+            path, mode, block_size=block_size, cache_options=cache_options, compression=compression, **kwargs
+        )
 
-    def _open(self, path: str, mode: str = "rb", block_size: int | None = None, autocommit: bool = True, cache_options: Any = None, **kwargs: Any) -> "ShoalFile":
+    def _open(
+        self,
+        path: str,
+        mode: str = "rb",
+        block_size: int | None = None,
+        autocommit: bool = True,
+        cache_options: Any = None,
+        **kwargs: Any,
+    ) -> ShoalFile:
         if "x" in mode and self.exists(path):
             raise FileExistsError(path)
         if "a" in mode and self.exists(path):
@@ -777,7 +882,8 @@ class ShoalFileSystem(AsyncFileSystem):
             errors = _shoal_errors()
             raise errors.new(
                 errors.UnsupportedError,
-                f"append {url}: object stores cannot append to an existing object, and rewriting it whole is not done behind your back"
+                f"append {url}: object stores cannot append to an existing object, and rewriting it whole is not done "
+                "behind your back"
                 " (read it and write the old and new bytes with mode 'wb', or write the new bytes as a new object)",
                 url,
             )
@@ -800,8 +906,20 @@ class ShoalFileSystem(AsyncFileSystem):
                     # An earlier open's first read of this version serves
                     # this one's; this one's first read serves the next.
                     url, version = self._url(path), known.get("version")
-                    cache_options = {"held": self._tails.get(url, version), "keep": functools.partial(self._tails.put, url, version), **(cache_options or {})}
-        return ShoalFile(self, path, mode, block_size=block_size or "default", autocommit=autocommit, cache_options=cache_options, **kwargs)
+                    cache_options = {
+                        "held": self._tails.get(url, version),
+                        "keep": functools.partial(self._tails.put, url, version),
+                        **(cache_options or {}),
+                    }
+        return ShoalFile(
+            self,
+            path,
+            mode,
+            block_size=block_size or "default",
+            autocommit=autocommit,
+            cache_options=cache_options,
+            **kwargs,
+        )
 
 
 #: Seconds a listing's or stat's size and version serve opens: long enough
@@ -851,7 +969,15 @@ class ReadAheadCache(BaseCache):
 
     name = "shoal"
 
-    def __init__(self, blocksize: int, fetcher: Any, size: int, held: tuple[int, bytes] | None = None, keep: Any = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        blocksize: int,
+        fetcher: Any,
+        size: int,
+        held: tuple[int, bytes] | None = None,
+        keep: Any = None,
+        **kwargs: Any,
+    ) -> None:
         """``held``: an earlier open's first read of this version, ``(start,
         bytes)``; ``keep(start, bytes)`` is called with this one's."""
         super().__init__(blocksize, fetcher, size)
@@ -927,7 +1053,9 @@ class ShoalFile(AbstractBufferedFile):
     # the compressed stream lacks its end, so nothing is committed.
     _wrapped: bool = False
 
-    def __init__(self, fs: Any, path: str, mode: str = "rb", details: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, fs: Any, path: str, mode: str = "rb", details: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
         if details is not None:
             self._details = details
             kwargs["size"] = details["size"]
@@ -946,8 +1074,12 @@ class ShoalFile(AbstractBufferedFile):
             details = self.details
             if details.get("version_id") is not None:
                 # Opened as one stored version (a version_aware open).
-                return _shoal.cat(self.fs.session, self.fs._url(self.path), start, end, None, details["version_id"])
-            return _shoal.cat(self.fs.session, self.fs._url(self.path), start, end, details.get("version"))
+                return _shoal.cat(
+                    self.fs.session, self.fs._url(self.path), start=start, end=end, version_id=details["version_id"]
+                )
+            return _shoal.cat(
+                self.fs.session, self.fs._url(self.path), start=start, end=end, version=details.get("version")
+            )
         except _shoal_errors().ChangedError:
             self.fs._forget(self.path)  # the next open asks the store again
             raise
@@ -985,7 +1117,7 @@ class ShoalFile(AbstractBufferedFile):
                     held.flush()
                     # Typed by the object's name, not the temporary file's.
                     write.setdefault("content_type", _shoal.guess_type(url))
-                    _shoal.upload(self.fs.session, held.name, url, None, None, if_not_exists=create, **write)
+                    _shoal.upload(self.fs.session, held.name, url, if_not_exists=create, **write)
             except _shoal_errors().PreconditionError as e:
                 raise FileExistsError(self.path) from e
         finally:
@@ -1026,7 +1158,7 @@ class _Compressed:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def __enter__(self) -> "_Compressed":
+    def __enter__(self) -> _Compressed:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -1073,7 +1205,11 @@ class _TextFile(io.TextIOWrapper):
     ``with`` block abandons the write instead of committing it."""
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is not None and isinstance(self.buffer, (ShoalFile, _Compressed)) and getattr(self.buffer, "mode", "wb") != "rb":
+        if (
+            exc_type is not None
+            and isinstance(self.buffer, (ShoalFile, _Compressed))
+            and getattr(self.buffer, "mode", "wb") != "rb"
+        ):
             self.buffer._abandon()
             return
         self.close()

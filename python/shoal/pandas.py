@@ -35,7 +35,9 @@ _SCHEMES = {
 }
 
 
-def filesystem(path: Any, *, session: _shoal.Session | None = None, **options: Any) -> tuple[ShoalFileSystem | None, Any]:
+def filesystem(
+    path: Any, *, session: _shoal.Session | None = None, **options: Any
+) -> tuple[ShoalFileSystem | None, Any]:
     """The shoal filesystem for ``path`` and the path within it, or
     ``(None, path)`` for a path that is not a store URL (a local file, a
     buffer, another protocol)."""

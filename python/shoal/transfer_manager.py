@@ -49,7 +49,8 @@ from __future__ import annotations
 import concurrent.futures
 import math
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from . import _shoal
 from . import errors as _errors
@@ -95,13 +96,18 @@ def _finish(results: list[Any], raise_exception: bool) -> list[Any]:
 
 
 def _unsupported(name: str, value: Any, supported: str) -> _errors.ShoalError:
-    return _errors.new(_errors.UnsupportedError, f"{name}={value!r} is not supported by shoal.transfer_manager ({supported}); nothing was transferred")
+    return _errors.new(
+        _errors.UnsupportedError,
+        f"{name}={value!r} is not supported by shoal.transfer_manager ({supported}); nothing was transferred",
+    )
 
 
 def _workers(worker_type: Any, max_workers: Any, threads: Any = None) -> int | None:
     """Checks the pool keywords; the requests in flight to use."""
     if worker_type not in (PROCESS, THREAD):
-        raise ValueError(f"worker_type={worker_type!r}: expected transfer_manager.PROCESS ({PROCESS!r}) or THREAD ({THREAD!r})")
+        raise ValueError(
+            f"worker_type={worker_type!r}: expected transfer_manager.PROCESS ({PROCESS!r}) or THREAD ({THREAD!r})"
+        )
     if threads is not None:
         # google-cloud-storage's deprecated spelling of max_workers.
         _positive("threads", threads)
@@ -120,7 +126,11 @@ def _positive(name: str, value: Any) -> None:
 def _deadline(deadline: Any) -> float | None:
     if deadline is None:
         return None
-    if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not (deadline > 0 and math.isfinite(deadline)):
+    if (
+        isinstance(deadline, bool)
+        or not isinstance(deadline, (int, float))
+        or not (deadline > 0 and math.isfinite(deadline))
+    ):
         raise ValueError(f"deadline={deadline!r}: must be a positive number of seconds, or None")
     return float(deadline)
 
@@ -165,7 +175,9 @@ def _download_kwargs(download_kwargs: dict | None) -> None:
             raise _unsupported(name, v, "supported: checksum, raw_download=True")
 
 
-def _blob_attributes(blob_constructor_kwargs: dict | None, additional_blob_attributes: dict | None) -> tuple[int | None, str | None]:
+def _blob_attributes(
+    blob_constructor_kwargs: dict | None, additional_blob_attributes: dict | None
+) -> tuple[int | None, str | None]:
     """(chunk_size, content_type) from the blob keywords."""
     chunk_size = None
     for k, v in (blob_constructor_kwargs or {}).items():
@@ -184,11 +196,11 @@ def _blob_attributes(blob_constructor_kwargs: dict | None, additional_blob_attri
     return chunk_size, content_type
 
 
-def _timed(fn: Any, *args: Any) -> Any:
-    """``fn(*args)``; a passed deadline as ``concurrent.futures.TimeoutError``
+def _timed(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``; a passed deadline as ``concurrent.futures.TimeoutError``
     (the builtin one from Python 3.11 on), as google-cloud-storage raises."""
     try:
-        return fn(*args)
+        return fn(*args, **kwargs)
     except TimeoutError as e:
         if type(e) is TimeoutError and concurrent.futures.TimeoutError is not TimeoutError:
             raise concurrent.futures.TimeoutError(str(e)) from e
@@ -213,8 +225,17 @@ def _run_pairs(
     but never raised (``skip_if_exists``)."""
     results: list[Any] = [None] * len(pairs)
     todo = [i for i, p in enumerate(pairs) if not (skip and skip(p))]
-    done = _timed(_shoal.copy_many, s, [pairs[i] for i in todo], max_workers, chunk_size, content_type, if_not_exists, deadline)
-    for i, r in zip(todo, done):
+    done = _timed(
+        _shoal.copy_many,
+        s,
+        [pairs[i] for i in todo],
+        workers=max_workers,
+        chunk_size=chunk_size,
+        content_type=content_type,
+        if_not_exists=if_not_exists,
+        deadline=deadline,
+    )
+    for i, r in zip(todo, done, strict=True):
         results[i] = r
     out = [r if isinstance(r, BaseException) else None for r in results]
     if raise_exception:
@@ -240,10 +261,36 @@ def upload_many(
     """Uploads ``(filename, blob URL)`` pairs concurrently. With
     ``skip_if_exists``, an object that exists is left as it is and its
     result is the ``PreconditionError`` (not raised)."""
-    return _upload_many(file_blob_pairs, skip_if_exists, upload_kwargs, threads, deadline, raise_exception, worker_type, max_workers, None, None, session, options)
+    return _upload_many(
+        file_blob_pairs,
+        skip_if_exists,
+        upload_kwargs,
+        threads,
+        deadline,
+        raise_exception,
+        worker_type,
+        max_workers,
+        None,
+        None,
+        session,
+        options,
+    )
 
 
-def _upload_many(file_blob_pairs, skip_if_exists, upload_kwargs, threads, deadline, raise_exception, worker_type, max_workers, chunk_size, content_type, session, options) -> list[BaseException | None]:
+def _upload_many(
+    file_blob_pairs,
+    skip_if_exists,
+    upload_kwargs,
+    threads,
+    deadline,
+    raise_exception,
+    worker_type,
+    max_workers,
+    chunk_size,
+    content_type,
+    session,
+    options,
+) -> list[BaseException | None]:
     max_workers = _workers(worker_type, max_workers, threads)
     deadline = _deadline(deadline)
     content_type, if_not_exists = _upload_kwargs(upload_kwargs, content_type)
@@ -286,7 +333,20 @@ def upload_many_from_filenames(
     chunk_size, content_type = _blob_attributes(blob_constructor_kwargs, additional_blob_attributes)
     base = _bucket_url(bucket)
     pairs = [(os.path.join(source_directory, f), base + blob_name_prefix + f) for f in filenames]
-    return _upload_many(pairs, skip_if_exists, upload_kwargs, threads, deadline, raise_exception, worker_type, max_workers, chunk_size, content_type, session, options)
+    return _upload_many(
+        pairs,
+        skip_if_exists,
+        upload_kwargs,
+        threads,
+        deadline,
+        raise_exception,
+        worker_type,
+        max_workers,
+        chunk_size,
+        content_type,
+        session,
+        options,
+    )
 
 
 def download_many(
@@ -359,7 +419,9 @@ def download_many_to_path(
         missing = [f for _, f in pairs if not os.path.isdir(os.path.dirname(f) or ".")]
         if missing:
             f = missing[0]
-            raise FileNotFoundError(f"download {f}: folder {os.path.dirname(f)} does not exist (create_directories=False)")
+            raise FileNotFoundError(
+                f"download {f}: folder {os.path.dirname(f)} does not exist (create_directories=False)"
+            )
     done = download_many(
         pairs,
         download_kwargs=download_kwargs,
@@ -370,7 +432,7 @@ def download_many_to_path(
         session=session,
         **options,
     )
-    for i, r in zip(todo, done):
+    for i, r in zip(todo, done, strict=True):
         results[i] = r
     return _finish(results, raise_exception)
 
@@ -398,7 +460,15 @@ def download_chunks_concurrently(
             raise ValueError(f"download_kwargs[{k!r}]: download_chunks_concurrently downloads the whole object")
     _download_kwargs(download_kwargs)
     s = resolve(session, options)
-    _timed(_shoal.download, s, _blob_url(blob), os.fspath(filename), max_workers, chunk_size, None, deadline)
+    _timed(
+        _shoal.download,
+        s,
+        _blob_url(blob),
+        os.fspath(filename),
+        workers=max_workers,
+        chunk_size=chunk_size,
+        deadline=deadline,
+    )
 
 
 def upload_chunks_concurrently(
@@ -429,7 +499,16 @@ def upload_chunks_concurrently(
     if retry is not None:
         raise _unsupported("retry", retry, "shoal retries by its own policy; attempts= in shoal.session")
     s = resolve(session, options)
-    _timed(_shoal.upload, s, os.fspath(filename), _blob_url(blob), max_workers, chunk_size, content_type, False, deadline)
+    _timed(
+        _shoal.upload,
+        s,
+        os.fspath(filename),
+        _blob_url(blob),
+        workers=max_workers,
+        chunk_size=chunk_size,
+        content_type=content_type,
+        deadline=deadline,
+    )
 
 
 __all__ = [

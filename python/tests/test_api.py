@@ -36,7 +36,12 @@ def test_ls_one_level_recursive_and_glob(bucket):
     assert [o.key for o in top.objects] == ["top.txt"]
     assert top.prefixes == [f"{bucket}/a/"]
     assert shoal.ls(f"{bucket}/a").urls() == [f"{bucket}/a/1.txt", f"{bucket}/a/2.csv", f"{bucket}/a/b/"]
-    assert sorted(o.key for o in shoal.ls(bucket, recursive=True).objects) == ["a/1.txt", "a/2.csv", "a/b/3.txt", "top.txt"]
+    assert sorted(o.key for o in shoal.ls(bucket, recursive=True).objects) == [
+        "a/1.txt",
+        "a/2.csv",
+        "a/b/3.txt",
+        "top.txt",
+    ]
     assert [o.key for o in shoal.glob(f"{bucket}/a/*.txt")] == ["a/1.txt"]
     assert [o.key for o in shoal.glob(f"{bucket}/**.txt")] == ["a/1.txt", "a/b/3.txt", "top.txt"]
     assert shoal.glob(f"{bucket}/nothing*") == []

@@ -97,7 +97,11 @@ def test_presigned_s3_url_is_served_without_credentials_and_only_as_signed(s3_bu
 
 def _service_account_file(tmp_path) -> str:
     pem = tmp_path / "key.pem"
-    subprocess.run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", str(pem)], check=True, capture_output=True)
+    subprocess.run(
+        ["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", str(pem)],
+        check=True,
+        capture_output=True,
+    )
     key = {
         "type": "service_account",
         "project_id": "shoal-test",
@@ -166,7 +170,11 @@ def test_presign_refuses_bad_values_in_one_line(s3_bucket):
         shoal.presign(url, method="PATCH")
     assert "GET, PUT, HEAD, DELETE or POST" in one_line(e)
     # The URL shapes only GCS has are refused on S3, not ignored.
-    for shape in ({"virtual_hosted_style": True}, {"bucket_bound_hostname": "cdn.example"}, {"api_access_endpoint": "https://elsewhere"}):
+    for shape in (
+        {"virtual_hosted_style": True},
+        {"bucket_bound_hostname": "cdn.example"},
+        {"api_access_endpoint": "https://elsewhere"},
+    ):
         with pytest.raises(shoal.UnsupportedError) as e:
             shoal.presign(url, **shape)
         assert "GCS options" in one_line(e), shape
@@ -274,7 +282,12 @@ def test_every_write_path_stores_what_it_is_given(bucket, tmp_path, monkeypatch)
         ("put-big.css", lambda u, p: shoal.put(u, big, **kw), "text/css", big),
         ("upload.bin", lambda u, p: shoal.upload(tmp_path / "small.html", u, **kw), "text/html", small),
         ("pipe.html", lambda u, p: fs.pipe_file(p, small, **kw), "text/html", small),
-        ("pipe.json", lambda u, p: fs.pipe(p, small, content_type="application/x-custom", **kw), "application/x-custom", small),
+        (
+            "pipe.json",
+            lambda u, p: fs.pipe(p, small, content_type="application/x-custom", **kw),
+            "application/x-custom",
+            small,
+        ),
         ("put_file.bin", lambda u, p: fs.put_file(str(tmp_path / "small.html"), p, **kw), "text/html", small),
         ("put_file-big.bin", lambda u, p: fs.put_file(str(tmp_path / "big.css"), p, **kw), "text/css", big),
         ("put.bin", lambda u, p: fs.put(str(tmp_path / "small.html"), p, **kw), "text/html", small),
@@ -333,7 +346,12 @@ def test_write_keywords_are_refused_by_name_and_nothing_is_written(s3_bucket, tm
         {"storage_class": b"STANDARD"},
     ]
     for kw in wrong_types:
-        for call in (lambda: fs.pipe_file(p, b"x", **kw), lambda: fs.open(p, "wb", **kw), lambda: shoal.put(url, b"x", **kw), lambda: fs.put_file(str(tmp_path / "f"), p, **kw)):
+        for call in (
+            lambda kw=kw: fs.pipe_file(p, b"x", **kw),
+            lambda kw=kw: fs.open(p, "wb", **kw),
+            lambda kw=kw: shoal.put(url, b"x", **kw),
+            lambda kw=kw: fs.put_file(str(tmp_path / "f"), p, **kw),
+        ):
             with pytest.raises(TypeError) as e:
                 call()
             assert next(iter(kw)) in one_line(e), (kw, str(e.value))
@@ -346,7 +364,12 @@ def test_write_keywords_are_refused_by_name_and_nothing_is_written(s3_bucket, tm
         ({"storage_class": "nearline"}, "not a s3:// storage class"),
     ]
     for kw, words in bad_values:
-        for call in (lambda: fs.pipe_file(p, b"x", **kw), lambda: fs.open(p, "wb", **kw), lambda: shoal.put(url, b"x", **kw), lambda: fs.put_file(str(tmp_path / "f"), p, **kw)):
+        for call in (
+            lambda kw=kw: fs.pipe_file(p, b"x", **kw),
+            lambda kw=kw: fs.open(p, "wb", **kw),
+            lambda kw=kw: shoal.put(url, b"x", **kw),
+            lambda kw=kw: fs.put_file(str(tmp_path / "f"), p, **kw),
+        ):
             with pytest.raises(ValueError) as e:
                 call()
             msg = one_line(e)
@@ -364,7 +387,7 @@ class Recorder:
 
     def __init__(self) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
-        self.url = "http://127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.heads: list[str] = []
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
@@ -480,7 +503,9 @@ class _Forward(BaseHTTPRequestHandler):
         up.close()
         self.send_response(resp.status, resp.reason)
         for k, v in resp.getheaders():
-            if k.lower() in ("transfer-encoding", "connection") or (k.lower() == "content-length" and self.command != "HEAD"):
+            if k.lower() in ("transfer-encoding", "connection") or (
+                k.lower() == "content-length" and self.command != "HEAD"
+            ):
                 continue
             self.send_header(k, v)
         if self.command != "HEAD":
@@ -506,7 +531,7 @@ def counted():
         srv.upstream = (target.hostname, target.port)
         threading.Thread(target=srv.serve_forever, daemon=True).start()
         servers.append(srv)
-        ep = "http://127.0.0.1:%d" % srv.server_address[1]
+        ep = f"http://127.0.0.1:{srv.server_address[1]}"
         kw = {"gcs_endpoint_url": ep} if scheme == "gs" else {"s3_endpoint_url": ep}
         return shoal.Session(**kw), srv.seen
 
@@ -542,6 +567,7 @@ def test_a_read_of_a_known_range_is_one_request(bucket, counted):
     assert fs.cat_file(p, 200_000, 300_000) == b""
     # The whole object from 0 to its size: checked against its CRC32C.
     assert len(requests(lambda: fs.cat_file(p, 0, len(data)) == data or pytest.fail("whole"))) == 1
+
     # A file read: its metadata once (size, version), then one GET per block.
     def read_all():
         with fs.open(p, "rb", block_size=1 << 20) as f:

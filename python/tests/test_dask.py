@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from typing import Any
 
@@ -56,7 +57,9 @@ def test_copy_runs_on_both_workers_and_gathers_failures(client, bucket, tmp_path
     total = _seed(bucket)
     res = sd.copy(f"{bucket}/in/", f"{bucket}/out/", client=client, npartitions=4)
     assert (res.copied, res.bytes, res.failures, res.tasks) == (40, total, [], 4)
-    assert sorted(o.key[4:] for o in shoal.glob(f"{bucket}/out/**")) == sorted(o.key[3:] for o in shoal.glob(f"{bucket}/in/**"))
+    assert sorted(o.key[4:] for o in shoal.glob(f"{bucket}/out/**")) == sorted(
+        o.key[3:] for o in shoal.glob(f"{bucket}/in/**")
+    )
     # Both worker processes took part.
     assert len({ws.address for ws in client.cluster.scheduler.workers.values()}) == 2
     # Downloads to a local folder; an unsafe key is a failure of its own.
@@ -111,7 +114,12 @@ def test_listing_split_across_workers(client, s3_bucket, gs_bucket):
     p0 = client.gather(parts[0])
     assert isinstance(p0, shoal.Records) and isinstance(p0, collections.abc.Sequence)
     assert pickle.loads(pickle.dumps(p0)) == p0 == list(p0) != list(p0)[1:]
-    assert p0[-1] == list(p0)[-1] and p0[0] == {"url": f"{s3_bucket}/{p0.key(0)}", "key": p0.key(0), "size": 2, "updated": p0[0]["updated"]}
+    assert p0[-1] == list(p0)[-1] and p0[0] == {
+        "url": f"{s3_bucket}/{p0.key(0)}",
+        "key": p0.key(0),
+        "size": 2,
+        "updated": p0[0]["updated"],
+    }
     assert p0[1:3] == list(p0)[1:3] and p0.keys() == [r["key"] for r in p0] and p0.total_size() == 2 * len(p0)
     key_bytes = sum(len(k.encode()) for k in p0.keys())
     assert key_bytes < sys.getsizeof(p0) < key_bytes + 64 * len(p0) + 1024
@@ -171,7 +179,7 @@ def test_copy_read_du_and_sync_consume_listed_partitions(client, s3_bucket, gs_b
     assert (r.copied, r.deleted, r.extras) == (0, 0, 2) and "not deleted" in r.failures[0]
     r = sd.sync(src, dst, client=client, delete=True, keys_per_task=300)
     assert (r.copied, r.deleted, r.failures) == (0, 2, [])
-    mirror = sorted(o.key[len("mirror/"):] for o in shoal.ls(dst, recursive=True).objects)
+    mirror = sorted(o.key[len("mirror/") :] for o in shoal.ls(dst, recursive=True).objects)
     assert mirror == sorted(keys)
 
     # A source that lists nothing deletes nothing; overlapping URLs are refused.
@@ -224,7 +232,7 @@ def test_sync_deletes_extras_at_the_version_listed(gs_bucket, s3_bucket):
         shoal.put(f"{src}a", b"a")
         shoal.put(f"{dst}a", b"a")
         shoal.put(f"{dst}extra", b"old")
-        r = shoal._shoal.sync_range(s, src, dst, "", None, delete=True)
+        r = shoal._shoal.sync_range(s, src, dst, start="", stop=None, delete=True)
         extras = r["extra_urls"]
         assert [u for u, _ in extras] == [f"{dst}extra"] and all(v for _, v in extras), extras
         if bucket.startswith("gs://"):
@@ -265,19 +273,29 @@ def test_listing_tasks_tile_the_prefix_with_awkward_keys(client, bucket):
     want = sorted(k for k in keys if k.startswith("p/"))
     for keys_per_task, conns in [(1, 1), (700, 4), (1500, 16), (100_000, 2)]:
         stats = sd.ListingStats()
-        parts = sd.list_partitions(f"{bucket}/p/", client=client, keys_per_task=keys_per_task, list_connections=conns, stats=stats)
+        parts = sd.list_partitions(
+            f"{bucket}/p/", client=client, keys_per_task=keys_per_task, list_connections=conns, stats=stats
+        )
         got = [r["key"] for p in client.gather(parts) for r in p]
         assert got == want, (keys_per_task, conns, stats, [len(x) for x in client.gather(parts)])
     # A range whose bounds are existing keys: the start is listed, the end
     # is not, and the key to go on from lies right after the last listed.
     s = shoal.Session()
-    objs, nxt = shoal._shoal.list_range(s, f"{bucket}/p/", "p/a-b", "p/a/c/d", 100, "size", 3)
+    objs, nxt = shoal._shoal.list_range(
+        s, f"{bucket}/p/", start="p/a-b", end="p/a/c/d", max_keys=100, detail="size", connections=3
+    )
     assert [o.key for o in objs] == [k for k in want if "p/a-b" <= k < "p/a/c/d"] and nxt is None
     assert [o.key for o in objs][:3] == ["p/a-b", "p/a.b", "p/a/b"]
-    objs, nxt = shoal._shoal.list_range(s, f"{bucket}/p/", "p/", None, 2, "size", 3)
+    objs, nxt = shoal._shoal.list_range(
+        s, f"{bucket}/p/", start="p/", end=None, max_keys=2, detail="size", connections=3
+    )
     # (fake-gcs-server answers with one page of everything: then it is done.)
     assert len(objs) >= 2 and (nxt is None or objs[-1].key < nxt)
-    objs2, _ = shoal._shoal.list_range(s, f"{bucket}/p/", nxt, None, 100_000, "size", 3) if nxt else ([], None)
+    objs2, _ = (
+        shoal._shoal.list_range(s, f"{bucket}/p/", start=nxt, end=None, max_keys=100_000, detail="size", connections=3)
+        if nxt
+        else ([], None)
+    )
     assert [o.key for o in objs + objs2] == want
 
 
@@ -295,7 +313,7 @@ def _uploads_left(bucket: str) -> list[str]:
 def test_copy_splits_tasks_by_bytes_and_one_object_across_tasks(client, s3_bucket, dst_scheme):
     import os
 
-    from .conftest import new_bucket, _need, GCS, S3
+    from .conftest import GCS, S3, _need, new_bucket
 
     _need(GCS if dst_scheme == "gs" else S3, dst_scheme)
     dst_bucket = new_bucket(dst_scheme)
@@ -306,7 +324,14 @@ def test_copy_splits_tasks_by_bytes_and_one_object_across_tasks(client, s3_bucke
     for k, v in small.items():
         shoal.put(f"{s3_bucket}/{k}", v)
     reports = []
-    res = sd.copy(f"{s3_bucket}/src/", f"{dst_bucket}/out/", client=client, bytes_per_task=16 * mib, part_size=8 * mib, on_task=reports.append)
+    res = sd.copy(
+        f"{s3_bucket}/src/",
+        f"{dst_bucket}/out/",
+        client=client,
+        bytes_per_task=16 * mib,
+        part_size=8 * mib,
+        on_task=reports.append,
+    )
     assert res.failures == [] and res.copied == 7 and res.split_objects == 1
     assert res.bytes == len(big) + sum(len(v) for v in small.values())
     assert shoal.cat(f"{dst_bucket}/out/big.bin") == big
@@ -383,9 +408,9 @@ def test_a_failed_part_aborts_the_split_copy(client, s3_bucket, gs_bucket, monke
         shoal.put(src, os.urandom(24 * mib))
         real = shoal._shoal.split_copy_begin
 
-        def begin_then_replace(*a, **k):
-            out = real(*a, **k)
-            shoal.put(src, os.urandom(24 * mib))
+        def begin_then_replace(*a, _real=real, _src=src, **k):
+            out = _real(*a, **k)
+            shoal.put(_src, os.urandom(24 * mib))
             return out
 
         monkeypatch.setattr(sd._shoal, "split_copy_begin", begin_then_replace)
@@ -403,7 +428,9 @@ def test_unreachable_store_and_empty_source_raise_naming_the_url(client, s3_buck
     shoal.put(f"{s3_bucket}/src/a", b"a")
     # A store the cluster cannot reach: one exception naming the URL.
     with pytest.raises(Exception, match="s3://nowhere") as e:
-        sd.copy("s3://nowhere/src/", f"{s3_bucket}/dst/", client=client, s3_endpoint_url="http://127.0.0.1:9", attempts=1)
+        sd.copy(
+            "s3://nowhere/src/", f"{s3_bucket}/dst/", client=client, s3_endpoint_url="http://127.0.0.1:9", attempts=1
+        )
     assert "\n" not in str(e.value).strip()
     # A source that lists nothing: NotFoundError naming it, nothing written.
     with pytest.raises(FileNotFoundError, match="nothing/"):
@@ -459,7 +486,13 @@ def test_random_copy_plans_never_write_what_they_read(client, s3_bucket, gs_buck
     src = f"{bucket}/{src_key}" + ("**" if glob else "")
     where = rng.choice(["outside", "inside", "same", "above", "other-store"])
     dst_bucket = {"other-store": gs_bucket if bucket == s3_bucket else s3_bucket}.get(where, bucket)
-    dst_key = {"outside": "t/out/", "inside": src_key + rng.choice(["sub/", "a/", "new/"]), "same": src_key, "above": "t/", "other-store": src_key}[where]
+    dst_key = {
+        "outside": "t/out/",
+        "inside": src_key + rng.choice(["sub/", "a/", "new/"]),
+        "same": src_key,
+        "above": "t/",
+        "other-store": src_key,
+    }[where]
     dst = f"{dst_bucket}/{dst_key}"
     overlap = dst_bucket == bucket and (dst_key.startswith(src_key) or src_key.startswith(dst_key))
     before = {b: _bucket_state(b) for b in {bucket, dst_bucket}}
@@ -493,13 +526,31 @@ def test_inventory_report_as_partitions(client, tmp_path):
     rows = [["b+c", 3], ["%C3%A9", 1], ["d/a", 5], ["old", 7]]
     files = []
     for i, part in enumerate([rows[:2], rows[2:]]):
-        text = "".join(f'"src","{k}","{n}","2026-11-19T10:00:00.000Z","{"false" if k == "old" else "true"}"\n' for k, n in part)
+        text = "".join(
+            f'"src","{k}","{n}","2026-11-19T10:00:00.000Z","{"false" if k == "old" else "true"}"\n' for k, n in part
+        )
         p = data / f"f{i}.csv.gz"
         p.write_bytes(gzip.compress(text.encode()))
-        files.append({"key": f"inv/src/cfg/data/f{i}.csv.gz", "size": p.stat().st_size, "MD5checksum": hashlib.md5(p.read_bytes()).hexdigest()})
+        files.append(
+            {
+                "key": f"inv/src/cfg/data/f{i}.csv.gz",
+                "size": p.stat().st_size,
+                "MD5checksum": hashlib.md5(p.read_bytes()).hexdigest(),
+            }
+        )
     m = tmp_path / "inv/src/cfg/2026-11-20T00-00Z/manifest.json"
     m.parent.mkdir(parents=True)
-    m.write_text(json.dumps({"sourceBucket": "src", "fileFormat": "CSV", "fileSchema": "Bucket, Key, Size, LastModifiedDate, IsLatest", "files": files, "creationTimestamp": "1795000000000"}))
+    m.write_text(
+        json.dumps(
+            {
+                "sourceBucket": "src",
+                "fileFormat": "CSV",
+                "fileSchema": "Bucket, Key, Size, LastModifiedDate, IsLatest",
+                "files": files,
+                "creationTimestamp": "1795000000000",
+            }
+        )
+    )
     bag = sd.inventory_bag(str(m))
     assert bag.npartitions == 2
     got = sorted((r["url"], r["size"]) for r in bag.compute())
@@ -528,33 +579,63 @@ def test_inventory_reports_read_from_their_bucket(client, s3_bucket, gs_bucket):
         key = f"inv/src/cfg/data/f{i}.csv.gz"
         shoal.put(f"{s3_bucket}/{key}", body)
         files.append({"key": key, "size": len(body), "MD5checksum": hashlib.md5(body).hexdigest()})
-    manifest = {"sourceBucket": "src", "fileFormat": "CSV", "fileSchema": "Bucket, Key, Size, LastModifiedDate", "files": files}
+    manifest = {
+        "sourceBucket": "src",
+        "fileFormat": "CSV",
+        "fileSchema": "Bucket, Key, Size, LastModifiedDate",
+        "files": files,
+    }
     m = f"{s3_bucket}/inv/src/cfg/2026-11-20T00-00Z/manifest.json"
     shoal.put(m, json.dumps(manifest).encode())
     bag = sd.inventory_bag(m)
     assert bag.npartitions == 2
-    assert sorted((r["url"], r["size"]) for r in bag.compute()) == [("s3://src/b c", 3), ("s3://src/d/a", 5), ("s3://src/é", 1)]
+    assert sorted((r["url"], r["size"]) for r in bag.compute()) == [
+        ("s3://src/b c", 3),
+        ("s3://src/d/a", 5),
+        ("s3://src/é", 1),
+    ]
     shoal.put(f"{s3_bucket}/inv/src/cfg/data/f1.csv.gz", gzip.compress(b'"src","x","1",""\n'))
     with pytest.raises(ValueError, match="manifest"):
         sd.inventory_bag(m)
-    for bad, why in [("inv/src/cfg/data/missing.csv.gz", "missing.csv.gz, which is not there"), ("inv/..", "cannot be saved")]:
+    for bad, why in [
+        ("inv/src/cfg/data/missing.csv.gz", "missing.csv.gz, which is not there"),
+        ("inv/..", "cannot be saved"),
+    ]:
         shoal.put(m, json.dumps(dict(manifest, files=[dict(files[0], key=bad)])).encode())
         with pytest.raises((FileNotFoundError, ValueError), match=why):
             sd.inventory_bag(m)
     # GCS: shards named beside the manifest, counted against it.
     shards = ["bucket,name,size,updated\ngb,x/1,4,2026-11-19T10:00:00Z\n", "bucket,name,size,updated\ngb,x/2,6,\n"]
     names = [f"rep/cfg_2026_{i}.csv" for i in range(2)]
-    for n, text in zip(names, shards):
+    for n, text in zip(names, shards, strict=True):
         shoal.put(f"{gs_bucket}/{n}", text.encode())
     gm = f"{gs_bucket}/rep/cfg_2026_manifest.json"
-    shoal.put(gm, json.dumps({"records_processed": 2, "shard_count": 2, "report_shards_file_names": [n.split("/")[1] for n in names]}).encode())
-    assert sorted((r["url"], r["size"]) for r in sd.inventory_bag(gm).compute()) == [("gs://gb/x/1", 4), ("gs://gb/x/2", 6)]
-    shoal.put(gm, json.dumps({"records_processed": 3, "shard_count": 2, "report_shards_file_names": [n.split("/")[1] for n in names]}).encode())
+    shoal.put(
+        gm,
+        json.dumps(
+            {"records_processed": 2, "shard_count": 2, "report_shards_file_names": [n.split("/")[1] for n in names]}
+        ).encode(),
+    )
+    assert sorted((r["url"], r["size"]) for r in sd.inventory_bag(gm).compute()) == [
+        ("gs://gb/x/1", 4),
+        ("gs://gb/x/2", 6),
+    ]
+    shoal.put(
+        gm,
+        json.dumps(
+            {"records_processed": 3, "shard_count": 2, "report_shards_file_names": [n.split("/")[1] for n in names]}
+        ).encode(),
+    )
     with pytest.raises(ValueError, match="3 records"):
         sd.inventory_bag(gm)
     # Counts written as strings (proto3's JSON) are checked as numbers;
     # a missing count is refused.
-    shoal.put(gm, json.dumps({"records_processed": "3", "shard_count": "2", "report_shards_file_names": [n.split("/")[1] for n in names]}).encode())
+    shoal.put(
+        gm,
+        json.dumps(
+            {"records_processed": "3", "shard_count": "2", "report_shards_file_names": [n.split("/")[1] for n in names]}
+        ).encode(),
+    )
     with pytest.raises(ValueError, match="3 records"):
         sd.inventory_bag(gm)
     shoal.put(gm, json.dumps({"shard_count": 2, "report_shards_file_names": [n.split("/")[1] for n in names]}).encode())
@@ -575,7 +656,13 @@ def _s3_inventory(put, rows_per_file: list[list[tuple[str, int]]], bucket: str =
         key = f"inv/src/cfg/data/f{i}.csv.gz"
         put(key, body)
         files.append({"key": key, "size": len(body), "MD5checksum": hashlib.md5(body).hexdigest()})
-    return {"sourceBucket": bucket, "fileFormat": "CSV", "fileSchema": "Bucket, Key, Size, LastModifiedDate", "files": files, "creationTimestamp": "1795000000000"}
+    return {
+        "sourceBucket": bucket,
+        "fileFormat": "CSV",
+        "fileSchema": "Bucket, Key, Size, LastModifiedDate",
+        "files": files,
+        "creationTimestamp": "1795000000000",
+    }
 
 
 def test_inventory_tasks_read_the_report_that_was_checked(client, tmp_path, s3_bucket, gs_bucket):
@@ -625,11 +712,21 @@ def test_inventory_tasks_read_the_report_that_was_checked(client, tmp_path, s3_b
     for i, text in enumerate(shards):
         shoal.put(f"{gs_bucket}/rep/cfg_{i}.csv", text.encode())
     gm = f"{gs_bucket}/rep/cfg_manifest.json"
-    shoal.put(gm, json.dumps({"records_processed": "5", "shard_count": "2", "report_shards_file_names": ["cfg_0.csv", "cfg_1.csv"]}).encode())
+    shoal.put(
+        gm,
+        json.dumps(
+            {"records_processed": "5", "shard_count": "2", "report_shards_file_names": ["cfg_0.csv", "cfg_1.csv"]}
+        ).encode(),
+    )
     bag = sd.inventory_bag(gm)
     assert sorted(r["key"] for r in bag.compute()) == ["a", "b", "c", "d", "e"]
     shoal.put(f"{gs_bucket}/rep/cfg_1.csv", b"bucket,name,size\ngb,x,9\n")
-    shoal.put(gm, json.dumps({"records_processed": "3", "shard_count": "2", "report_shards_file_names": ["cfg_0.csv", "cfg_1.csv"]}).encode())
+    shoal.put(
+        gm,
+        json.dumps(
+            {"records_processed": "3", "shard_count": "2", "report_shards_file_names": ["cfg_0.csv", "cfg_1.csv"]}
+        ).encode(),
+    )
     with pytest.raises(ValueError, match="replaced since|not the file checked") as e:
         bag.compute()
     assert gm in str(e.value)
@@ -647,23 +744,59 @@ def test_parquet_inventory_report_as_partitions(client, tmp_path):
     pq = pytest.importorskip("pyarrow.parquet")
     data = tmp_path / "inv/src/cfg/data"
     data.mkdir(parents=True)
-    schema = pa.schema([("bucket", pa.string()), ("key", pa.string()), ("is_latest", pa.bool_()),
-                        ("is_delete_marker", pa.bool_()), ("size", pa.int64()),
-                        ("last_modified_date", pa.timestamp("ms", tz="UTC")), ("e_tag", pa.string())])
-    parts = [[("b+c%2B", True, False, 3), ("é", True, False, 1)],
-             [("d/a", True, False, 5), ("old", False, False, 7), ("gone", True, True, None)]]
+    schema = pa.schema(
+        [
+            ("bucket", pa.string()),
+            ("key", pa.string()),
+            ("is_latest", pa.bool_()),
+            ("is_delete_marker", pa.bool_()),
+            ("size", pa.int64()),
+            ("last_modified_date", pa.timestamp("ms", tz="UTC")),
+            ("e_tag", pa.string()),
+        ]
+    )
+    parts = [
+        [("b+c%2B", True, False, 3), ("é", True, False, 1)],
+        [("d/a", True, False, 5), ("old", False, False, 7), ("gone", True, True, None)],
+    ]
     files = []
     for i, part in enumerate(parts):
-        cols = list(zip(*part))
-        t = pa.table({"bucket": ["src"] * len(part), "key": list(cols[0]), "is_latest": list(cols[1]),
-                      "is_delete_marker": list(cols[2]), "size": list(cols[3]),
-                      "last_modified_date": [1795000000123] * len(part), "e_tag": ["x"] * len(part)}, schema=schema)
+        cols = list(zip(*part, strict=True))
+        t = pa.table(
+            {
+                "bucket": ["src"] * len(part),
+                "key": list(cols[0]),
+                "is_latest": list(cols[1]),
+                "is_delete_marker": list(cols[2]),
+                "size": list(cols[3]),
+                "last_modified_date": [1795000000123] * len(part),
+                "e_tag": ["x"] * len(part),
+            },
+            schema=schema,
+        )
         p = data / f"f{i}.parquet"
         pq.write_table(t, p, compression="snappy")
-        files.append({"key": f"inv/src/cfg/data/f{i}.parquet", "size": p.stat().st_size, "MD5checksum": hashlib.md5(p.read_bytes()).hexdigest()})
+        files.append(
+            {
+                "key": f"inv/src/cfg/data/f{i}.parquet",
+                "size": p.stat().st_size,
+                "MD5checksum": hashlib.md5(p.read_bytes()).hexdigest(),
+            }
+        )
     m = tmp_path / "inv/src/cfg/2026-11-20T00-00Z/manifest.json"
     m.parent.mkdir(parents=True)
-    m.write_text(json.dumps({"sourceBucket": "src", "fileFormat": "Parquet", "fileSchema": "message s3.inventory { required binary bucket (STRING); required binary key (STRING); optional int64 size; }", "files": files, "creationTimestamp": "1795000000000"}))
+    m.write_text(
+        json.dumps(
+            {
+                "sourceBucket": "src",
+                "fileFormat": "Parquet",
+                "fileSchema": "message s3.inventory { required binary bucket (STRING); "
+                "required binary key (STRING); optional int64 size; }",
+                "files": files,
+                "creationTimestamp": "1795000000000",
+            }
+        )
+    )
     bag = sd.inventory_bag(str(m))
     assert bag.npartitions == 2
     got = sorted((r["url"], r["size"]) for r in bag.compute())
@@ -694,7 +827,11 @@ def _toxiproxy(upstream: str, toxics: list[dict]) -> tuple[str, str, Any]:
         return json.loads(out) if out else {}
 
     name = f"dask-{uuid.uuid4().hex[:8]}"
-    p = call("POST", "/proxies", {"name": name, "listen": "127.0.0.1:0", "upstream": upstream.split("://", 1)[1], "enabled": True})
+    p = call(
+        "POST",
+        "/proxies",
+        {"name": name, "listen": "127.0.0.1:0", "upstream": upstream.split("://", 1)[1], "enabled": True},
+    )
     for t in toxics:
         call("POST", f"/proxies/{name}/toxics", t)
     return name, f"http://{p['listen']}", lambda: call("DELETE", f"/proxies/{name}")
@@ -703,7 +840,9 @@ def _toxiproxy(upstream: str, toxics: list[dict]) -> tuple[str, str, Any]:
 def _running_tasks(dask_worker: Any) -> list[str]:
     """The tasks whose threads still run on this worker, cancelled ones
     included."""
-    return [str(ts.key) for ts in dask_worker.state.tasks.values() if ts.state in ("executing", "long-running", "cancelled")]
+    return [
+        str(ts.key) for ts in dask_worker.state.tasks.values() if ts.state in ("executing", "long-running", "cancelled")
+    ]
 
 
 @pytest.mark.parametrize("dst_scheme", ["s3", "gs"])
@@ -757,7 +896,14 @@ def test_a_worker_lost_mid_copy_leaves_the_object_whole_or_absent(s3_bucket, dst
 
         t = threading.Thread(target=kill_one_part, daemon=True)
         t.start()
-        res = sd.copy(f"{s3_bucket}/big.bin", f"{dst_bucket}/out/", client=c, bytes_per_task=8 * mib, part_size=8 * mib, session=session)
+        res = sd.copy(
+            f"{s3_bucket}/big.bin",
+            f"{dst_bucket}/out/",
+            client=c,
+            bytes_per_task=8 * mib,
+            part_size=8 * mib,
+            session=session,
+        )
         stop.set()
         t.join()
         assert killed, "no part task was seen running"
@@ -804,8 +950,11 @@ def test_versions_listed_by_the_workers(client, versioned):  # noqa: F811 - the 
     shoal.rm(f"{url}k0")
     want = sorted((o.key, _vid(o)) for o in shoal.ls(url, recursive=True, versions=True).objects)
     assert len(want) >= 12
+
     def ids(recs):
-        return sorted((r["key"], r["version_id"] if r["version_id"] is not None else str(r["generation"])) for r in recs)
+        return sorted(
+            (r["key"], r["version_id"] if r["version_id"] is not None else str(r["generation"])) for r in recs
+        )
 
     recs = sd.ls_bag(url, client=client, versions=True, keys_per_task=2).compute()
     assert ids(recs) == want
@@ -814,7 +963,7 @@ def test_versions_listed_by_the_workers(client, versioned):  # noqa: F811 - the 
     # make one page, so the ranges are cut by hand here).
     s = shoal.Session()
     cuts = ["v/", "v/k1", "v/k3", "v/k3\x00", None]
-    parts = [sd._versions_part(s, url, lo, hi) for lo, hi in zip(cuts, cuts[1:])]
+    parts = [sd._versions_part(s, url, lo, hi) for lo, hi in itertools.pairwise(cuts)]
     assert [sorted({r["key"] for r in p}) for p in parts] == [["v/k0"], ["v/k1", "v/k2"], ["v/k3"], ["v/k4", "v/k5"]]
     assert ids([r for p in parts for r in p]) == want
     assert sum(1 for r in recs if r["is_latest"] and not r["delete_marker"]) == 5
@@ -823,7 +972,10 @@ def test_versions_listed_by_the_workers(client, versioned):  # noqa: F811 - the 
     assert len(df) == len(want) and set(df.columns) >= {"version_id", "generation", "is_latest", "delete_marker"}
     # Without a cluster (npartitions given): listed here, same versions.
     local = sd.ls_bag(url, npartitions=3, versions=True).compute()
-    assert sorted((r["key"], r["version_id"] if r["version_id"] is not None else str(r["generation"])) for r in local) == want
+    assert (
+        sorted((r["key"], r["version_id"] if r["version_id"] is not None else str(r["generation"])) for r in local)
+        == want
+    )
 
 
 def test_encryption_keys_reach_the_workers(client):

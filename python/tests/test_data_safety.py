@@ -174,7 +174,13 @@ def test_transfer_manager_keywords_are_honoured_or_refused(bucket, tmp_path):
     assert shoal.cat(f"{bucket}/f") == b"old"
     assert transfer_manager.upload_many([(str(tmp_path / "f"), f"{bucket}/new")], skip_if_exists=True) == [None]
 
-    transfer_manager.upload_many_from_filenames(bucket, ["f"], source_directory=str(tmp_path), blob_name_prefix="ct/", additional_blob_attributes={"content_type": "text/csv"})
+    transfer_manager.upload_many_from_filenames(
+        bucket,
+        ["f"],
+        source_directory=str(tmp_path),
+        blob_name_prefix="ct/",
+        additional_blob_attributes={"content_type": "text/csv"},
+    )
     assert content_type(f"{bucket}/ct/f") == "text/csv"
     transfer_manager.upload_many(pairs, upload_kwargs={"content_type": "text/x-one"})
     assert content_type(f"{bucket}/f") == "text/x-one"
@@ -183,12 +189,37 @@ def test_transfer_manager_keywords_are_honoured_or_refused(bucket, tmp_path):
 
     bad = [
         (transfer_manager.upload_many, (pairs,), {"upload_kwargs": {"predefined_acl": "private"}}, "predefined_acl"),
-        (transfer_manager.download_many, ([(f"{bucket}/f", str(tmp_path / "o"))],), {"download_kwargs": {"if_generation_match": 1}}, "if_generation_match"),
-        (transfer_manager.upload_many_from_filenames, (bucket, ["f"]), {"source_directory": str(tmp_path), "blob_constructor_kwargs": {"kms_key_name": "k"}}, "kms_key_name"),
-        (transfer_manager.upload_many_from_filenames, (bucket, ["f"]), {"source_directory": str(tmp_path), "additional_blob_attributes": {"cache_control": "no-cache"}}, "cache_control"),
+        (
+            transfer_manager.download_many,
+            ([(f"{bucket}/f", str(tmp_path / "o"))],),
+            {"download_kwargs": {"if_generation_match": 1}},
+            "if_generation_match",
+        ),
+        (
+            transfer_manager.upload_many_from_filenames,
+            (bucket, ["f"]),
+            {"source_directory": str(tmp_path), "blob_constructor_kwargs": {"kms_key_name": "k"}},
+            "kms_key_name",
+        ),
+        (
+            transfer_manager.upload_many_from_filenames,
+            (bucket, ["f"]),
+            {"source_directory": str(tmp_path), "additional_blob_attributes": {"cache_control": "no-cache"}},
+            "cache_control",
+        ),
         (transfer_manager.upload_many, (pairs,), {"worker_type": "bogus"}, "worker_type"),
-        (transfer_manager.upload_chunks_concurrently, (str(tmp_path / "f"), f"{bucket}/c"), {"checksum": "bogus"}, "checksum"),
-        (transfer_manager.download_chunks_concurrently, (f"{bucket}/f", str(tmp_path / "o")), {"deadline": -1}, "deadline"),
+        (
+            transfer_manager.upload_chunks_concurrently,
+            (str(tmp_path / "f"), f"{bucket}/c"),
+            {"checksum": "bogus"},
+            "checksum",
+        ),
+        (
+            transfer_manager.download_chunks_concurrently,
+            (f"{bucket}/f", str(tmp_path / "o")),
+            {"deadline": -1},
+            "deadline",
+        ),
         (transfer_manager.download_many, ([(f"{bucket}/f", str(tmp_path / "o"))],), {"max_workers": -5}, "max_workers"),
     ]
     for fn, args, kwargs, name in bad:
@@ -204,12 +235,16 @@ def test_transfer_manager_deadline_cancels_what_is_running(tmp_path):
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
     silent.listen(16)
-    endpoint = "http://127.0.0.1:%d" % silent.getsockname()[1]
+    endpoint = f"http://127.0.0.1:{silent.getsockname()[1]}"
     (tmp_path / "f").write_bytes(b"x" * 1000)
     try:
         for call in (
-            lambda: transfer_manager.upload_many([(str(tmp_path / "f"), "s3://b/f")], deadline=0.5, endpoint_url=endpoint, attempts=1),
-            lambda: transfer_manager.download_chunks_concurrently("s3://b/f", str(tmp_path / "o"), deadline=0.5, endpoint_url=endpoint, attempts=1),
+            lambda: transfer_manager.upload_many(
+                [(str(tmp_path / "f"), "s3://b/f")], deadline=0.5, endpoint_url=endpoint, attempts=1
+            ),
+            lambda: transfer_manager.download_chunks_concurrently(
+                "s3://b/f", str(tmp_path / "o"), deadline=0.5, endpoint_url=endpoint, attempts=1
+            ),
         ):
             with pytest.raises(concurrent.futures.TimeoutError, match="deadline"):
                 call()
@@ -333,10 +368,14 @@ def test_copy_many_pairs_are_one_plan(bucket):
     shoal.put(f"{bucket}/b", b"b")
     # b is read by pair 2 and written by pair 1: refused, nothing copied.
     with pytest.raises(ValueError, match="pair 2: .*b is read here and written by pair 1"):
-        shoal._shoal.copy_many(shoal._session.resolve(None, {}), [(f"{bucket}/a", f"{bucket}/b"), (f"{bucket}/b", f"{bucket}/c")])
+        shoal._shoal.copy_many(
+            shoal._session.resolve(None, {}), [(f"{bucket}/a", f"{bucket}/b"), (f"{bucket}/b", f"{bucket}/c")]
+        )
     assert keys(bucket) == ["a", "b"]
     with pytest.raises(ValueError, match="written here and by pair 1"):
-        shoal._shoal.move_many(shoal._session.resolve(None, {}), [(f"{bucket}/a", f"{bucket}/c"), (f"{bucket}/b", f"{bucket}/c")])
+        shoal._shoal.move_many(
+            shoal._session.resolve(None, {}), [(f"{bucket}/a", f"{bucket}/c"), (f"{bucket}/b", f"{bucket}/c")]
+        )
     assert keys(bucket) == ["a", "b"]
 
 

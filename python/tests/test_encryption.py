@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 import shoal
+
 from .conftest import _need
 
 TLS = os.environ.get("SHOAL_TEST_S3_TLS")

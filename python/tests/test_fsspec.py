@@ -173,9 +173,11 @@ def test_glob_takes_the_patterns_the_cli_takes(bucket):
     root = path_of(bucket)
     for k in ("top.css", "a/x.css", "a/b/y.css", "a/b/z.txt", "b.css.txt"):
         fs.pipe(f"{root}/site/{k}", b"x")
-    want = [f"{root[len('shoal://'):]}/site/{k}" for k in ("a/b/y.css", "a/x.css", "top.css")]
+    want = [f"{root[len('shoal://') :]}/site/{k}" for k in ("a/b/y.css", "a/x.css", "top.css")]
     assert sorted(fs.glob(f"{root}/site/**.css")) == want
-    assert sorted(o.url for o in shoal.glob(f"{bucket}/site/**.css")) == [f"{bucket}/site/{k}" for k in ("a/b/y.css", "a/x.css", "top.css")]
+    assert sorted(o.url for o in shoal.glob(f"{bucket}/site/**.css")) == [
+        f"{bucket}/site/{k}" for k in ("a/b/y.css", "a/x.css", "top.css")
+    ]
     detail = fs.glob(f"{root}/site/a/**.css", detail=True)
     assert sorted(detail) == want[:2] and all(i["type"] == "file" and i["size"] == 1 for i in detail.values())
     assert fs.glob(f"{root}/site/**.nothing") == []

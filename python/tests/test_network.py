@@ -24,7 +24,9 @@ class CountingProxy(RelayProxy):
 
     def seen(self, lines: list[str]) -> None:
         self.relayed += 1
-        self.auths.append(next((l.split(":", 1)[1].strip() for l in lines if l.lower().startswith("proxy-authorization:")), None))
+        self.auths.append(
+            next((h.split(":", 1)[1].strip() for h in lines if h.lower().startswith("proxy-authorization:")), None)
+        )
 
 
 @pytest.fixture

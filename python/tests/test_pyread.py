@@ -5,6 +5,7 @@ read-ahead that fetches column chunks exactly, cat_ranges at once)."""
 from __future__ import annotations
 
 import io
+import itertools
 
 import fsspec
 import fsspec.parquet
@@ -20,7 +21,13 @@ from shoal import _shoal
 
 
 def parquet_bytes(rows: int = 120_000, groups: int = 4) -> bytes:
-    t = pa.table({"id": pa.array(range(rows), pa.int64()), "x": pa.array([i * 0.5 for i in range(rows)]), "s": pa.array([f"v{i % 97}" for i in range(rows)])})
+    t = pa.table(
+        {
+            "id": pa.array(range(rows), pa.int64()),
+            "x": pa.array([i * 0.5 for i in range(rows)]),
+            "s": pa.array([f"v{i % 97}" for i in range(rows)]),
+        }
+    )
     buf = io.BytesIO()
     pq.write_table(t, buf, row_group_size=rows // groups, compression="none")
     return buf.getvalue()
@@ -63,9 +70,9 @@ class CatCounter:
         self.reads: list[tuple[str, int | None, int | None]] = []
         real = _shoal.cat
 
-        def spy(session, url, start=None, end=None, version=None):
+        def spy(session, url, *, start=None, end=None, version=None):
             self.reads.append((url, start, end))
-            return real(session, url, start, end, version)
+            return real(session, url, start=start, end=end, version=version)
 
         monkeypatch.setattr(_shoal, "cat", spy)
 
@@ -93,7 +100,9 @@ def test_arrow_reads_a_footer_once_per_version(dataset, monkeypatch):
     cats.reads.clear()
     t = pq.read_table(f"{bucket}/ds/", filesystem=shoal.arrow.filesystem(), columns=["x"])
     assert t.num_rows == 80_000 + 2 * 120_000
-    footers = [u for u, start, end in cats.reads if start is not None and end is not None and end - start == shoal.arrow.FOOTER]
+    footers = [
+        u for u, start, end in cats.reads if start is not None and end is not None and end - start == shoal.arrow.FOOTER
+    ]
     assert sorted(footers) == [f"{bucket}/ds/part-{i}.parquet" for i in range(3)], cats.reads
 
 
@@ -103,11 +112,11 @@ def test_cat_fills_the_bytes_it_returns(bucket):
     shoal.put(f"{bucket}/empty.bin", b"")
     s = shoal.session()
     assert _shoal.cat(s, f"{bucket}/big.bin") == body
-    assert _shoal.cat(s, f"{bucket}/big.bin", 7, 3_000_007) == body[7:3_000_007]
-    assert _shoal.cat(s, f"{bucket}/big.bin", 7, 9_000_007) == body[7:]
-    assert _shoal.cat(s, f"{bucket}/big.bin", -5) == body[-5:]
+    assert _shoal.cat(s, f"{bucket}/big.bin", start=7, end=3_000_007) == body[7:3_000_007]
+    assert _shoal.cat(s, f"{bucket}/big.bin", start=7, end=9_000_007) == body[7:]
+    assert _shoal.cat(s, f"{bucket}/big.bin", start=-5) == body[-5:]
     assert _shoal.cat(s, f"{bucket}/empty.bin") == b""
-    assert _shoal.cat(s, f"{bucket}/big.bin", 10, 10) == b""
+    assert _shoal.cat(s, f"{bucket}/big.bin", start=10, end=10) == b""
 
 
 def test_arrow_filesystem_reads_a_dataset_as_users_write_it(dataset, monkeypatch):
@@ -222,11 +231,11 @@ def test_fsspec_consecutive_big_reads_are_fetched_exactly(bucket, monkeypatch):
     cats = CatCounter(monkeypatch)
     cuts = [0, 3 << 20, (5 << 20) + 7, 8 << 20, len(body) - (64 << 10)]
     with fs.open(f"{bucket}/rg.bin") as f:
-        for a, b in zip(cuts, cuts[1:]):
+        for a, b in itertools.pairwise(cuts):
             f.seek(a)
             assert f.read(b - a) == body[a:b]
         assert f.cache.total_requested_bytes == cuts[-1]
-    assert [(s, e) for _, s, e in cats.reads] == list(zip(cuts, cuts[1:])), cats.reads
+    assert [(s, e) for _, s, e in cats.reads] == list(itertools.pairwise(cuts)), cats.reads
 
 
 def test_fsspec_cat_ranges_at_once_in_order_with_errors_in_place(bucket):
@@ -315,6 +324,12 @@ def test_a_script_that_ends_right_after_a_read_exits_cleanly(dataset, how):
     path = f"{bucket}/ds/" if how == "arrow" else f"{bucket.replace('://', '/', 1)}/ds/"
     # The filesystem dropped when the function returns: pyarrow's threads
     # release the last of it too.
-    script = f"import pyarrow.parquet as pq, shoal.arrow, shoal.fsspec\ndef read():\n    fs = {fs}\n    return pq.read_table({path!r}, filesystem=fs, columns=['x'])\nassert read().num_rows == 360_000\n"
+    script = (
+        "import pyarrow.parquet as pq, shoal.arrow, shoal.fsspec\n"
+        "def read():\n"
+        f"    fs = {fs}\n"
+        f"    return pq.read_table({path!r}, filesystem=fs, columns=['x'])\n"
+        "assert read().num_rows == 360_000\n"
+    )
     codes = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True) for _ in range(6)]
     assert [c.returncode for c in codes] == [0] * 6, [c.stderr[-300:] for c in codes if c.returncode]

@@ -67,9 +67,13 @@ def test_md5_crc32_and_composite_objects_read_whole(s3_bucket):
     parts = []
     for n, at in enumerate(range(0, len(big), 5 << 20), 1):
         chunk = big[at : at + (5 << 20)]
-        r = s3.upload_part(Bucket=bucket, Key="multi.bin", UploadId=up["UploadId"], PartNumber=n, Body=chunk, ChecksumAlgorithm="CRC32")
+        r = s3.upload_part(
+            Bucket=bucket, Key="multi.bin", UploadId=up["UploadId"], PartNumber=n, Body=chunk, ChecksumAlgorithm="CRC32"
+        )
         parts.append({"PartNumber": n, "ETag": r["ETag"], "ChecksumCRC32": r["ChecksumCRC32"]})
-    s3.complete_multipart_upload(Bucket=bucket, Key="multi.bin", UploadId=up["UploadId"], MultipartUpload={"Parts": parts})
+    s3.complete_multipart_upload(
+        Bucket=bucket, Key="multi.bin", UploadId=up["UploadId"], MultipartUpload={"Parts": parts}
+    )
     multi = shoal.stat(f"{s3_bucket}/multi.bin")
     assert multi.composite is not None and multi.composite.endswith("-3"), multi.composite
     assert multi.composite_algorithm == "CRC32"
@@ -131,4 +135,3 @@ def test_a_flipped_byte_of_an_md5_only_object_is_an_integrity_error(s3_bucket, f
     # is read by its length (the flipped byte passes).
     part = shoal.cat(url, 5, 50_000, session=_shoal.Session(proxy=flipping.url))
     assert len(part) == 50_000 - 5 and part != body[5:50_000]
-

@@ -39,7 +39,9 @@ def versioned(request) -> str:
     name = f"pyv-{uuid.uuid4().hex[:12]}"
     if scheme == "gs":
         body = json.dumps({"name": name, "versioning": {"enabled": True}}).encode()
-        req = urllib.request.Request(f"{GCS}/storage/v1/b?project=test", data=body, headers={"content-type": "application/json"})
+        req = urllib.request.Request(
+            f"{GCS}/storage/v1/b?project=test", data=body, headers={"content-type": "application/json"}
+        )
         urllib.request.urlopen(req).read()
     else:
         c = _boto3()
@@ -179,7 +181,11 @@ def test_soft_deleted_generations_on_the_testbench():
     s = shoal.session(gcs_endpoint_url=tb)
     name = f"pysoft-{uuid.uuid4().hex[:12]}"
     body = json.dumps({"name": name, "softDeletePolicy": {"retentionDurationSeconds": "604800"}}).encode()
-    urllib.request.urlopen(urllib.request.Request(f"{tb}/storage/v1/b?project=test", data=body, headers={"content-type": "application/json"})).read()
+    urllib.request.urlopen(
+        urllib.request.Request(
+            f"{tb}/storage/v1/b?project=test", data=body, headers={"content-type": "application/json"}
+        )
+    ).read()
     url = f"gs://{name}/k"
     shoal.put(url, b"soft", session=s)
     shoal.rm(url, session=s)

@@ -218,7 +218,7 @@ blocking_and_async! {
     /// only that version is read: a ChangedError if the object was
     /// replaced since. With `version_id` (a GCS generation, an S3 version
     /// id), that stored version, current or not.
-    #[pyo3(signature = (session, url, start=None, end=None, version=None, version_id=None))]
+    #[pyo3(signature = (session, url, *, start=None, end=None, version=None, version_id=None))]
     fn cat / cat_async(url: String, start: Option<i64>, end: Option<i64>, version: Option<String>, version_id: Option<String>) -> Py<PyBytes> = cat_impl;
 }
 
@@ -228,7 +228,7 @@ blocking_and_async! {
     /// apart; `versions` pins each to an `ObjectInfo.version`. A list in
     /// the order asked: each item the bytes, or the exception that range
     /// raised.
-    #[pyo3(signature = (session, urls, starts, ends, versions=None, hole=0))]
+    #[pyo3(signature = (session, urls, starts, ends, *, versions=None, hole=0))]
     fn cat_ranges / cat_ranges_async(urls: Vec<String>, starts: Vec<Option<i64>>, ends: Vec<Option<i64>>, versions: Option<Vec<Option<String>>>, hole: u64) -> Vec<Py<PyAny>> = cat_ranges_impl;
 }
 

@@ -48,7 +48,7 @@ fn needs_session<'a>(
 /// [`inventory_rows`] reads; InvalidInputError when it does not match,
 /// or when it declares a prefix that does not hold `prefix`.
 #[pyfunction]
-#[pyo3(signature = (manifest, prefix="", session=None))]
+#[pyo3(signature = (manifest, *, prefix="", session=None))]
 pub(crate) fn inventory_open(
     py: Python<'_>,
     manifest: &str,
@@ -86,7 +86,7 @@ pub(crate) fn inventory_open(
 /// is read pinned to the version the check read, and refused unless its
 /// size and MD5 are the checked ones.
 #[pyfunction]
-#[pyo3(signature = (part, bucket_url, prefix="", session=None))]
+#[pyo3(signature = (part, bucket_url, *, prefix="", session=None))]
 pub(crate) fn inventory_rows(
     py: Python<'_>,
     part: &str,

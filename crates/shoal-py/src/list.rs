@@ -140,7 +140,7 @@ blocking_and_async! {
     /// level (objects and `/`-prefixes) with `delimiter`, else everything,
     /// listed in parallel once there is more than a page. With `limit`,
     /// one page of at most that many entries (a cheap existence probe).
-    #[pyo3(signature = (session, url, delimiter=true, detail="full".to_owned(), limit=None))]
+    #[pyo3(signature = (session, url, *, delimiter=true, detail="full".to_owned(), limit=None))]
     fn list_prefix / list_prefix_async(url: String, delimiter: bool, detail: String, limit: Option<u32>) -> Listing = list_prefix_impl;
 }
 
@@ -174,7 +174,7 @@ blocking_and_async! {
     /// order; with `recursive`, everything below each match too. A literal
     /// URL is one HEAD (NotFoundError when missing); a glob matching
     /// nothing is an empty list.
-    #[pyo3(signature = (session, url, recursive=false, detail="full".to_owned()))]
+    #[pyo3(signature = (session, url, *, recursive=false, detail="full".to_owned()))]
     fn expand / expand_async(url: String, recursive: bool, detail: String) -> Vec<ObjectInfo> = expand_impl;
 }
 
@@ -263,7 +263,7 @@ fn du_impl(
 blocking_and_async! {
     /// Sizes and counts below a URL or glob, optionally grouped
     /// (`prefix:N`, `suffix`, `age`, `storage-class`).
-    #[pyo3(signature = (session, url, group_by=None))]
+    #[pyo3(signature = (session, url, *, group_by=None))]
     fn du / du_async(url: String, group_by: Option<String>) -> DuResult = du_impl;
 }
 
@@ -373,7 +373,7 @@ pub(crate) fn errors_by_item<T>(
 blocking_and_async! {
     /// Deletes objects (or local files), `workers` at a time. One entry per
     /// URL: None, or the exception that deleting it raised.
-    #[pyo3(signature = (session, urls, workers=None))]
+    #[pyo3(signature = (session, urls, *, workers=None))]
     fn delete_many / delete_many_async(urls: Vec<String>, workers: Option<usize>) -> Vec<Option<Py<PyAny>>> = delete_many_impl;
 }
 

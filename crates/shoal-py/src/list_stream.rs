@@ -88,7 +88,7 @@ impl ObjectStream {
 /// order, as an iterator of pages. A glob matching nothing raises
 /// `NotFoundError` at the end of its (empty) listing, as fsspec expects.
 #[pyfunction]
-#[pyo3(signature = (session, url, recursive=false, detail="full".to_owned()))]
+#[pyo3(signature = (session, url, *, recursive=false, detail="full".to_owned()))]
 pub(crate) fn iter_objects(
     session: PyRef<'_, Session>,
     url: String,

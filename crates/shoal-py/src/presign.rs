@@ -142,7 +142,7 @@ blocking_and_async! {
     /// headers, query, virtual_hosted, bucket_bound_host, endpoint,
     /// signed_at (see `shoal.presign`). GCS needs a service-account key
     /// (GOOGLE_APPLICATION_CREDENTIALS) to sign with.
-    #[pyo3(signature = (session, url, expires=3600, method="GET".to_owned(), shape=None))]
+    #[pyo3(signature = (session, url, *, expires=3600, method="GET".to_owned(), shape=None))]
     fn presign / presign_async(url: String, expires: i64, method: String, shape: Option<Shape>) -> String = presign_impl;
 }
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -39,7 +39,7 @@ use crate::session::Session;
 /// holds (columns, no Python object a key): building a dict a key cost a
 /// worker more CPU than listing the key.
 #[pyfunction]
-#[pyo3(signature = (session, url, start, end=None, max_keys=100_000, detail="size".to_owned(), connections=None, records=false))]
+#[pyo3(signature = (session, url, *, start, end=None, max_keys=100_000, detail="size".to_owned(), connections=None, records=false))]
 #[allow(clippy::too_many_arguments)] // the Python signature
 pub(crate) fn list_range(
     py: Python<'_>,
@@ -97,7 +97,7 @@ pub(crate) fn list_range(
 /// characters seen so far and the first key of the last batch (see
 /// `shoal_list::split::cut`); None when it cannot be cut.
 #[pyfunction]
-#[pyo3(signature = (lo, hi, prefix, alphabet, page_first=None))]
+#[pyo3(signature = (lo, hi, *, prefix, alphabet, page_first=None))]
 pub(crate) fn cut_range(
     lo: &str,
     hi: Option<&str>,

@@ -235,7 +235,7 @@ async fn pump(mut reader: Reader, tx: mpsc::Sender<Result<Item>>) {
 /// False yields whole objects as they finish. `read_ahead` bounds the
 /// bytes held (default 256 MiB).
 #[pyfunction]
-#[pyo3(signature = (session, urls, boundaries=false, decompress=None, ordered=true, read_ahead=None))]
+#[pyo3(signature = (session, urls, *, boundaries=false, decompress=None, ordered=true, read_ahead=None))]
 pub(crate) fn read(
     py: Python<'_>,
     session: PyRef<'_, Session>,

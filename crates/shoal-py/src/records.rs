@@ -266,7 +266,7 @@ impl Records {
 
     /// The URLs whose keys lie in `[lo, hi)` (None: unbounded) and whose
     /// size is at most `max_size`.
-    #[pyo3(signature = (lo=None, hi=None, max_size=None))]
+    #[pyo3(signature = (lo=None, hi=None, *, max_size=None))]
     fn urls_between(
         &self,
         lo: Option<&str>,
@@ -289,7 +289,7 @@ impl Records {
     /// copy or sync task; a single object bigger than the budget is a
     /// piece alone), and the objects bigger than `bytes_per_piece` as
     /// `(url, size)`, to be split by byte range.
-    #[pyo3(signature = (bytes_per_piece, keys_per_piece=None))]
+    #[pyo3(signature = (bytes_per_piece, *, keys_per_piece=None))]
     fn byte_cuts(
         &self,
         bytes_per_piece: u64,
@@ -308,7 +308,7 @@ impl Records {
     /// [`Self::byte_cuts`] cuts them, by `bytes_per_piece` or else by the
     /// grain for `slots` task slots; each piece's `(bytes, keys)`; and the
     /// largest object's size (whether any could need a split copy).
-    #[pyo3(signature = (slots, bytes_per_piece=None, keys_per_piece=None))]
+    #[pyo3(signature = (slots, *, bytes_per_piece=None, keys_per_piece=None))]
     fn byte_pieces(
         &self,
         slots: usize,

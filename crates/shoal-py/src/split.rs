@@ -94,7 +94,7 @@ fn from_wire(w: Wire, dst_url: &str) -> PyResult<Started> {
 /// against). Parts are `part_size` bytes, by default the engine's for
 /// that task size (`shoal_transfer::task_size::part_size`).
 #[pyfunction]
-#[pyo3(signature = (session, src, dst, bytes_per_task, part_size=None))]
+#[pyo3(signature = (session, src, dst, *, bytes_per_task, part_size=None))]
 pub(crate) fn split_copy_begin(
     py: Python<'_>,
     session: PyRef<'_, Session>,
@@ -131,7 +131,7 @@ pub(crate) fn split_copy_begin(
 /// Copies task `task` of a split copy's parts (runs on a worker), up to
 /// `workers` parts at once; returns the parts written.
 #[pyfunction]
-#[pyo3(signature = (session, wire, dst, task, workers=4))]
+#[pyo3(signature = (session, wire, dst, task, *, workers=4))]
 pub(crate) fn split_copy_parts(
     py: Python<'_>,
     session: PyRef<'_, Session>,
@@ -215,6 +215,7 @@ pub(crate) fn split_copy_abort(
 /// plan's `total` over the cluster's task `slots`, between a floor and a
 /// ceiling (`shoal_transfer::task_size::task_bytes`).
 #[pyfunction]
+#[pyo3(signature = (total, *, slots))]
 pub(crate) fn task_bytes(total: u64, slots: usize) -> u64 {
     task_size::task_bytes(total, slots)
 }
@@ -223,6 +224,7 @@ pub(crate) fn task_bytes(total: u64, slots: usize) -> u64 {
 /// when neighbours are joined within `max_bytes` and `max_keys`
 /// (`shoal_transfer::task_size::join`).
 #[pyfunction]
+#[pyo3(signature = (pieces, *, max_bytes, max_keys))]
 pub(crate) fn join_pieces(pieces: Vec<(u64, u64)>, max_bytes: u64, max_keys: u64) -> Vec<usize> {
     task_size::join(&pieces, max_bytes, max_keys)
 }

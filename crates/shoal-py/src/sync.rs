@@ -168,7 +168,7 @@ fn compare(checksum: bool, size_only: bool) -> PyResult<Compare> {
 /// destination's range holds) and `extra_urls` (those names as URLs when
 /// `delete`, else empty).
 #[pyfunction]
-#[pyo3(signature = (session, src, dst, start, stop=None, *, delete=false, checksum=false, size_only=false, update=false, no_clobber=false, workers=None, chunk_size=None))]
+#[pyo3(signature = (session, src, dst, *, start, stop=None, delete=false, checksum=false, size_only=false, update=false, no_clobber=false, workers=None, chunk_size=None))]
 #[allow(clippy::too_many_arguments)] // the Python signature
 pub(crate) fn sync_range<'py>(
     py: Python<'py>,

@@ -135,7 +135,7 @@ impl Stored {
 /// `open(..., "wb")` refuses them when the file is opened, not when it is
 /// closed with everything written.
 #[pyfunction]
-#[pyo3(signature = (url, content_type=None, content_encoding=None, cache_control=None, content_disposition=None, metadata=None, storage_class=None))]
+#[pyo3(signature = (url, *, content_type=None, content_encoding=None, cache_control=None, content_disposition=None, metadata=None, storage_class=None))]
 pub(crate) fn check_write(
     url: &str,
     content_type: Option<String>,
@@ -232,7 +232,7 @@ blocking_and_async! {
     /// into place only when complete. A `filename` ending in `/` or naming
     /// a folder gets the object's name inside it. Past `deadline` seconds
     /// the download is cancelled and `TimeoutError` raised.
-    #[pyo3(signature = (session, url, filename, workers=None, chunk_size=None, slices=None, deadline=None))]
+    #[pyo3(signature = (session, url, filename, *, workers=None, chunk_size=None, slices=None, deadline=None))]
     fn download / download_async(url: String, filename: PathBuf, workers: Option<usize>, chunk_size: Option<u64>, slices: Option<usize>, deadline: Option<f64>) -> Report = download_impl;
 }
 
@@ -292,7 +292,7 @@ blocking_and_async! {
     /// PreconditionError if the object exists (checked by the server when
     /// the object is written, never replaced). Past `deadline` seconds the
     /// upload is cancelled (and aborted) and `TimeoutError` raised.
-    #[pyo3(signature = (session, filename, url, workers=None, chunk_size=None, content_type=None, if_not_exists=false, deadline=None, content_encoding=None, cache_control=None, content_disposition=None, metadata=None, storage_class=None))]
+    #[pyo3(signature = (session, filename, url, *, workers=None, chunk_size=None, content_type=None, if_not_exists=false, deadline=None, content_encoding=None, cache_control=None, content_disposition=None, metadata=None, storage_class=None))]
     fn upload / upload_async(filename: PathBuf, url: String, workers: Option<usize>, chunk_size: Option<u64>, content_type: Option<String>, if_not_exists: bool, deadline: Option<f64>, content_encoding: Option<String>, cache_control: Option<String>, content_disposition: Option<String>, metadata: Option<BTreeMap<String, String>>, storage_class: Option<String>) -> Report = upload_impl;
 }
 
@@ -489,7 +489,7 @@ blocking_and_async! {
     /// another writes, `ValueError` naming both is raised and nothing is
     /// copied. Local destinations below `local_root` get their folders
     /// made without following a link inside it.
-    #[pyo3(signature = (session, pairs, workers=None, chunk_size=None, content_type=None, if_not_exists=false, deadline=None, local_root=None))]
+    #[pyo3(signature = (session, pairs, *, workers=None, chunk_size=None, content_type=None, if_not_exists=false, deadline=None, local_root=None))]
     fn copy_many / copy_many_async(pairs: Vec<(String, String)>, workers: Option<usize>, chunk_size: Option<u64>, content_type: Option<String>, if_not_exists: bool, deadline: Option<f64>, local_root: Option<PathBuf>) -> PerItem = copy_many_impl;
 }
 
@@ -501,7 +501,7 @@ blocking_and_async! {
     /// that reads or writes what another moves away raises `ValueError`
     /// and nothing is moved. One entry per pair: bytes moved, or the
     /// exception (never raised).
-    #[pyo3(signature = (session, pairs, workers=None, chunk_size=None, deadline=None, local_root=None))]
+    #[pyo3(signature = (session, pairs, *, workers=None, chunk_size=None, deadline=None, local_root=None))]
     fn move_many / move_many_async(pairs: Vec<(String, String)>, workers: Option<usize>, chunk_size: Option<u64>, deadline: Option<f64>, local_root: Option<PathBuf>) -> PerItem = move_many_impl;
 }
 
@@ -549,7 +549,7 @@ blocking_and_async! {
     /// decoded bytes); `content_type` (default: guessed from the key),
     /// `cache_control`, `content_disposition`, `metadata` and
     /// `storage_class` as `upload` stores them.
-    #[pyo3(signature = (session, url, data, content_type=None, if_not_exists=false, content_encoding=None, cache_control=None, content_disposition=None, metadata=None, storage_class=None))]
+    #[pyo3(signature = (session, url, data, *, content_type=None, if_not_exists=false, content_encoding=None, cache_control=None, content_disposition=None, metadata=None, storage_class=None))]
     fn put / put_async(url: String, data: PyBackedBytes, content_type: Option<String>, if_not_exists: bool, content_encoding: Option<String>, cache_control: Option<String>, content_disposition: Option<String>, metadata: Option<BTreeMap<String, String>>, storage_class: Option<String>) -> u64 = put_impl;
 }
 

@@ -82,7 +82,7 @@ blocking_and_async! {
     /// custom metadata (added, replaced, `remove_metadata` keys dropped),
     /// storage class or canned ACL on the server, pinned to the version
     /// read; `"updated"` or `"unchanged"` (it already held that).
-    #[pyo3(signature = (session, url, content_type=None, content_encoding=None, cache_control=None, content_disposition=None, metadata=None, remove_metadata=None, storage_class=None, acl=None, predefined_acl=None, dry_run=false))]
+    #[pyo3(signature = (session, url, *, content_type=None, content_encoding=None, cache_control=None, content_disposition=None, metadata=None, remove_metadata=None, storage_class=None, acl=None, predefined_acl=None, dry_run=false))]
     fn update / update_async(url: String, content_type: Option<String>, content_encoding: Option<String>, cache_control: Option<String>, content_disposition: Option<String>, metadata: Option<BTreeMap<String, String>>, remove_metadata: Option<Vec<String>>, storage_class: Option<String>, acl: Option<String>, predefined_acl: Option<String>, dry_run: bool) -> String = update_impl;
 }
 

@@ -71,7 +71,7 @@ blocking_and_async! {
     /// Copies one stored version to a file or an object; over its own key,
     /// a restore, pinned to what the key holds now (a newer write meanwhile
     /// is kept: PreconditionError). Returns bytes copied.
-    #[pyo3(signature = (session, src, dst, version_id, workers=None))]
+    #[pyo3(signature = (session, src, dst, version_id, *, workers=None))]
     fn copy_version / copy_version_async(src: String, dst: String, version_id: String, workers: Option<usize>) -> u64 = copy_version_impl;
 }
 
@@ -125,7 +125,7 @@ blocking_and_async! {
     /// Makes one stored version the live object again (a GCS soft-deleted
     /// generation, or any version copied onto its key); a live object is
     /// replaced only with `allow_overwrite`. True when it was soft-deleted.
-    #[pyo3(signature = (session, url, version_id, allow_overwrite=false))]
+    #[pyo3(signature = (session, url, version_id, *, allow_overwrite=false))]
     fn restore / restore_async(url: String, version_id: String, allow_overwrite: bool) -> bool = restore_impl;
 }
 
@@ -208,7 +208,7 @@ blocking_and_async! {
     /// With `soft_deleted`, GCS soft-deleted generations only. `start` and
     /// `end`: only keys in `[start, end)` below the prefix (a Dask task's
     /// range).
-    #[pyo3(signature = (session, url, recursive=false, soft_deleted=false, *, start=None, end=None))]
+    #[pyo3(signature = (session, url, *, recursive=false, soft_deleted=false, start=None, end=None))]
     fn list_versions / list_versions_async(url: String, recursive: bool, soft_deleted: bool, start: Option<String>, end: Option<String>) -> Listing = list_versions_impl;
 }
 
