@@ -19,6 +19,7 @@ pub mod file_time;
 pub mod http;
 pub mod local;
 pub mod local_path;
+#[cfg(any(test, feature = "memory"))]
 pub mod memory;
 pub mod meta;
 pub mod network;
