@@ -73,11 +73,13 @@ def build(args) -> tuple[Path, Path]:
     shoal = Path(args.shoal_bin) if args.shoal_bin else target / "release" / "shoal"
     bserver = Path(args.benchserver_bin) if args.benchserver_bin else target / "release" / "shoal-benchserver"
     if not args.no_build:
-        pkgs = [] if args.shoal_bin else ["-p", "shoal-cli"]
-        pkgs += [] if args.benchserver_bin else ["-p", "shoal-benchserver"]
-        if pkgs:
-            log("cargo build --release " + " ".join(pkgs) + " (first time ~10 min)")
-            subprocess.run(["cargo", "build", "--release", "--locked", *pkgs], cwd=REPO, check=True)
+        # --workspace: the features a plain `cargo build --release` builds
+        # with, so one after it (or scripts/demo.sh) leaves nothing to compile.
+        bins = [] if args.shoal_bin else ["--bin", "shoal"]
+        bins += [] if args.benchserver_bin else ["--bin", "shoal-benchserver"]
+        if bins:
+            log("cargo build --release --workspace " + " ".join(bins) + " (first time ~10 min)")
+            subprocess.run(["cargo", "build", "--release", "--locked", "--workspace", *bins], cwd=REPO, check=True)
     for p in (shoal, bserver):
         if not p.exists():
             sys.exit(f"bench: {p} does not exist (build it, or pass --shoal-bin/--benchserver-bin)")
