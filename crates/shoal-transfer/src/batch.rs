@@ -43,6 +43,7 @@ use shoal_core::walk::is_skip;
 use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result};
 
 use crate::copy::copy_one;
+use crate::plural;
 use crate::safety;
 use crate::safety::deletes::{LocalStamp, delete_at, delete_moved, delete_object, remove_local};
 use crate::{Run, SmallBudget};
@@ -474,10 +475,6 @@ async fn run_deletes(
 }
 
 /// `n thing`, `n things`.
-fn plural(n: u64, thing: &str) -> String {
-    format!("{n} {thing}{}", if n == 1 { "" } else { "s" })
-}
-
 /// What every phase of a batch shares: stores, options, retry policy,
 /// counters, request slots, and whether copies are moves.
 type Phase<'a> = (

@@ -239,6 +239,11 @@ impl Report {
     }
 }
 
+/// `1 file`, `3 files`: a count with its noun, for the lines reports print.
+pub(crate) fn plural(n: u64, thing: &str) -> String {
+    format!("{n} {thing}{}", if n == 1 { "" } else { "s" })
+}
+
 #[cfg(test)]
 mod tests {
     use super::threads_for;

@@ -302,13 +302,7 @@ impl Places {
         let mut folder = if dst.is_local() {
             self.of(dst)
         } else {
-            // The folder as a tree copy names it (`tree::destination`).
-            let sep = if dst.key.is_empty() || dst.key.ends_with('/') {
-                ""
-            } else {
-                "/"
-            };
-            return format!("{}{start}", dst.with_key(format!("{}{sep}", dst.key)));
+            return format!("{}{start}", dst.with_key(super::overlap::folder(dst)));
         };
         if !folder.ends_with('/') {
             folder.push('/');

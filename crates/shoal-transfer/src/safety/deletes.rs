@@ -22,6 +22,8 @@ use shoal_core::{Error, ErrorKind, Location, Op, Result};
 
 use shoal_core::StoreFor;
 
+use crate::plural;
+
 /// The limits a user sets on a sync's deletes (`--max-delete`,
 /// `--delete-when-source-empty`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -239,8 +241,4 @@ pub fn held_deletes_error(held: u64, failed: u64, skipped_unasked: u64) -> Error
             plural(held, "extra")
         ),
     )
-}
-
-fn plural(n: u64, thing: &str) -> String {
-    format!("{n} {thing}{}", if n == 1 { "" } else { "s" })
 }

@@ -22,7 +22,7 @@ use shoal_core::{Error, Location, Op, Result};
 
 /// The folder `loc` stands for, as a key prefix ending in `/` (or empty
 /// for a whole bucket); for local paths, the resolved absolute path.
-fn folder(loc: &Location) -> String {
+pub(super) fn folder(loc: &Location) -> String {
     if loc.is_local() {
         let mut s = resolve(Path::new(&loc.key)).display().to_string();
         if !s.ends_with('/') {
