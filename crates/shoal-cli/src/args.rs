@@ -641,11 +641,13 @@ pub(crate) struct CpArgs {
     /// Multipart part size for uploads (e.g. 16MiB).
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub(crate) part_size: Option<u64>,
-    /// Pick up an interrupted sliced download where it stopped (the
-    /// default: slices already on disk are checked and kept).
+    /// Pick up an interrupted sliced download or multipart upload where it
+    /// stopped (the default: slices on disk and parts stored are checked
+    /// against the object or the file and kept).
     #[arg(long, overrides_with = "no_resume")]
     pub(crate) resume: bool,
-    /// Start a download from zero, discarding slices an interrupted run left.
+    /// Start from zero: discard the slices an interrupted download left,
+    /// and neither resume nor keep an upload for resuming.
     #[arg(long)]
     pub(crate) no_resume: bool,
     /// How uploads to gs:// are made: `xml` (the XML API's multipart

@@ -603,10 +603,19 @@ pub trait Store: Send + Sync + Debug {
     }
 
     /// Whether an upload this store started in an earlier run can be
-    /// picked up ([`Store::multipart_resume`]): S3 multipart uploads, whose
-    /// parts the server keeps until the upload is completed or aborted.
+    /// picked up ([`Store::multipart_resume`]): S3 and GCS XML multipart
+    /// uploads, whose parts the server keeps until the upload is completed
+    /// or aborted, and GCS composite uploads, whose parts are objects.
     fn resumes_uploads(&self) -> bool {
         false
+    }
+
+    /// Upload `upload` is written down to be resumed by a later run: a
+    /// store that cleans up uploads it takes for abandoned (GCS composite
+    /// parts whose process is gone) leaves this one to the run that
+    /// resumes it, or to `shoal uploads --abort`.
+    fn multipart_keep(&self, upload: &MultipartUpload) {
+        let _ = upload;
     }
 
     /// Picks up upload `upload_id` to `bucket`/`key`, started by an

@@ -192,6 +192,67 @@ pub fn read_records(xml: &[u8], record: &str) -> Result<Records, String> {
     Ok(out)
 }
 
+/// The parts of one ListPartsResult page (S3's, and GCS's XML API, whose
+/// parts carry no CRC32C), and the marker of the next page when the page
+/// says there is one.
+pub fn list_parts_page(body: &[u8]) -> Result<(Vec<crate::ListedPart>, Option<String>), String> {
+    let doc = read_records(body, "Part")?;
+    if doc.root != "ListPartsResult" {
+        return Err(format!("got <{}>", doc.root));
+    }
+    let mut parts = Vec::with_capacity(doc.items.len());
+    for item in &doc.items {
+        let number = field(item, "PartNumber").and_then(|n| n.trim().parse().ok());
+        let size = field(item, "Size").and_then(|n| n.trim().parse().ok());
+        let (Some(part_number), Some(size)) = (number, size) else {
+            return Err("a <Part> without a PartNumber or Size".into());
+        };
+        parts.push(crate::ListedPart {
+            part_number,
+            etag: field(item, "ETag").unwrap_or_default().to_owned(),
+            size,
+            crc32c: field(item, "ChecksumCRC32C").and_then(crate::checksum::crc32c_from_base64),
+        });
+    }
+    let next = (doc.top("IsTruncated") == Some("true"))
+        .then(|| doc.top("NextPartNumberMarker").map(str::to_owned))
+        .flatten();
+    Ok((parts, next))
+}
+
+/// The uploads of one ListMultipartUploadsResult page (S3's, and GCS's
+/// XML API), and the key and upload-id markers of the next page when the
+/// page says there is one.
+#[allow(clippy::type_complexity)] // a page and its two markers
+pub fn list_uploads_page(
+    body: &[u8],
+) -> Result<(Vec<crate::PendingUpload>, Option<(String, String)>), String> {
+    let doc = read_records(body, "Upload")?;
+    if doc.root != "ListMultipartUploadsResult" {
+        return Err(format!("got <{}>", doc.root));
+    }
+    let mut uploads = Vec::with_capacity(doc.items.len());
+    for item in &doc.items {
+        let (Some(key), Some(id)) = (field(item, "Key"), field(item, "UploadId")) else {
+            return Err("an <Upload> without a Key or UploadId".into());
+        };
+        uploads.push(crate::PendingUpload {
+            key: key.to_owned(),
+            upload_id: id.to_owned(),
+            initiated_ns: field(item, "Initiated")
+                .and_then(crate::file_time::parse)
+                .map(|t| t.ns),
+        });
+    }
+    let next = match (doc.top("NextKeyMarker"), doc.top("NextUploadIdMarker")) {
+        (Some(k), Some(u)) if doc.top("IsTruncated") == Some("true") && !k.is_empty() => {
+            Some((k.to_owned(), u.to_owned()))
+        }
+        _ => None,
+    };
+    Ok((uploads, next))
+}
+
 /// `Code: Message` from an S3 or GCS XML `<Error>` body, for error messages.
 pub fn error_code_message(body: &str) -> Option<String> {
     let doc = read_simple(body.as_bytes(), &["Code", "Message"]).ok()?;
@@ -260,6 +321,54 @@ pub fn complete_multipart_body_as(parts: &[&crate::PartInfo], kind: Option<&str>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn list_parts_pages_and_their_marker() {
+        let page = br#"<?xml version="1.0" encoding="UTF-8"?>
+<ListPartsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">
+  <Bucket>b</Bucket><Key>k</Key><UploadId>U</UploadId>
+  <PartNumberMarker>0</PartNumberMarker><NextPartNumberMarker>2</NextPartNumberMarker>
+  <MaxParts>2</MaxParts><IsTruncated>true</IsTruncated>
+  <Part><PartNumber>1</PartNumber><LastModified>2026-11-29T00:00:00.000Z</LastModified>
+    <ETag>"0cc175b9c0f1b6a831c399e269772661"</ETag><Size>5242880</Size></Part>
+  <Part><PartNumber>2</PartNumber><ETag>"92eb5ffee6ae2fec3ad71c777531578f"</ETag><Size>7</Size></Part>
+</ListPartsResult>"#;
+        let (parts, next) = list_parts_page(page).unwrap();
+        assert_eq!(next.as_deref(), Some("2"));
+        assert_eq!(parts.len(), 2);
+        assert_eq!(
+            (parts[0].part_number, parts[0].size, parts[0].crc32c),
+            (1, 5_242_880, None)
+        );
+        assert_eq!(parts[1].etag, "\"92eb5ffee6ae2fec3ad71c777531578f\"");
+        let last = br#"<ListPartsResult><IsTruncated>false</IsTruncated><NextPartNumberMarker>9</NextPartNumberMarker></ListPartsResult>"#;
+        assert_eq!(list_parts_page(last).unwrap(), (Vec::new(), None));
+        assert!(list_parts_page(b"<Error><Code>NoSuchUpload</Code></Error>").is_err());
+        assert!(
+            list_parts_page(b"<ListPartsResult><Part><Size>1</Size></Part></ListPartsResult>")
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn list_uploads_pages_and_their_markers() {
+        let page = br#"<ListMultipartUploadsResult><IsTruncated>true</IsTruncated>
+  <NextKeyMarker>k2</NextKeyMarker><NextUploadIdMarker>U2</NextUploadIdMarker>
+  <Upload><Key>k1</Key><UploadId>U1</UploadId><Initiated>2026-11-29T00:00:00.000Z</Initiated></Upload>
+  <Upload><Key>k2</Key><UploadId>U2</UploadId></Upload>
+</ListMultipartUploadsResult>"#;
+        let (uploads, next) = list_uploads_page(page).unwrap();
+        assert_eq!(next, Some(("k2".into(), "U2".into())));
+        assert_eq!(
+            (uploads[0].key.as_str(), uploads[0].upload_id.as_str()),
+            ("k1", "U1")
+        );
+        assert_eq!(uploads[0].initiated_ns, Some(1_795_910_400_000_000_000));
+        assert!(uploads[1].initiated_ns.is_none());
+        let last = br#"<ListMultipartUploadsResult><IsTruncated>false</IsTruncated><NextKeyMarker>k</NextKeyMarker><NextUploadIdMarker>u</NextUploadIdMarker></ListMultipartUploadsResult>"#;
+        assert_eq!(list_uploads_page(last).unwrap(), (Vec::new(), None));
+        assert!(list_uploads_page(b"<ListMultipartUploadsResult><Upload><Key>k</Key></Upload></ListMultipartUploadsResult>").is_err());
+    }
 
     #[test]
     fn complete_document_escapes_etags() {

@@ -45,8 +45,8 @@ use serde_json::json;
 use shoal_core::checksum::{Checksums, crc32c_combine_all};
 use shoal_core::retry::safe::{self, Ours, Planned};
 use shoal_core::{
-    Error, ErrorKind, ListRequest, MultipartUpload, ObjectMeta, Op, PartInfo, Projection,
-    PutOptions, Result,
+    Error, ErrorKind, ListRequest, ListedPart, MultipartUpload, ObjectMeta, Op, PartInfo,
+    PendingUpload, Projection, PutOptions, Result,
 };
 
 use crate::client::{Client, Query, gs_url};
@@ -73,6 +73,22 @@ pub(crate) fn upload_prefix(upload_id: &str) -> String {
 /// The temporary object holding one part.
 pub(crate) fn part_name(upload_id: &str, part: u32) -> String {
     format!("{}{part:05}", upload_prefix(upload_id))
+}
+
+/// The custom metadata every part carries: the key its upload writes, so
+/// a listing of the uploads kept for resuming (`shoal uploads`) can say
+/// what each one is for. A composed object takes none of its parts'
+/// metadata (checked on fake-gcs-server and storage-testbench).
+pub(crate) const KEY_META: &str = "shoal-upload-key";
+
+/// The part number `name` holds, if it is one of `upload_id`'s parts (an
+/// intermediate of its completion, `c<round>-<index>`, is not).
+pub(crate) fn part_number(upload_id: &str, name: &str) -> Option<u32> {
+    let digits = name.strip_prefix(&upload_prefix(upload_id))?;
+    if digits.len() != 5 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().filter(|n| *n >= 1)
 }
 
 /// A fresh upload id: 32 hex digits.
@@ -157,6 +173,7 @@ impl Client {
         let opts = PutOptions {
             crc32c: Some(crc32c),
             if_not_exists: true,
+            metadata: [(KEY_META.to_owned(), upload.key.clone())].into(),
             ..Default::default()
         };
         self.put_op(Op::Multipart, &upload.bucket, &name, data, &opts)
@@ -341,6 +358,34 @@ impl Client {
                 .collect(),
             None => self.list_temporaries(upload, &url).await?,
         };
+        self.delete_temporaries(upload, names, &url).await
+    }
+
+    /// Deletes parts `numbers` of `upload` by name.
+    pub(crate) async fn delete_parts(
+        &self,
+        upload: &MultipartUpload,
+        numbers: impl IntoIterator<Item = u32>,
+    ) -> Result<()> {
+        let names: Vec<String> = numbers
+            .into_iter()
+            .map(|n| part_name(&upload.upload_id, n))
+            .collect();
+        if names.is_empty() {
+            return Ok(());
+        }
+        let url = gs_url(&upload.bucket, &upload.key);
+        self.delete_temporaries(upload, names, &url).await
+    }
+
+    /// Deletes `names`, temporaries of `upload`; an error says how many
+    /// are left, and where.
+    async fn delete_temporaries(
+        &self,
+        upload: &MultipartUpload,
+        names: Vec<String>,
+        url: &str,
+    ) -> Result<()> {
         let failed = self.delete_all(&upload.bucket, names).await;
         if failed > 0 {
             return Err(Error::new(
@@ -359,29 +404,135 @@ impl Client {
     }
 
     async fn list_temporaries(&self, upload: &MultipartUpload, url: &str) -> Result<Vec<String>> {
+        let listed = self
+            .list_below(
+                &upload.bucket,
+                &upload_prefix(&upload.upload_id),
+                Projection::NameOnly,
+            )
+            .await
+            .map_err(|e| e.with_url(url))?;
+        Ok(listed.into_iter().map(|o| o.key).collect())
+    }
+
+    /// Every object below `prefix` (temporaries: the server's prefix
+    /// handling re-checked, it is not ours to trust).
+    async fn list_below(
+        &self,
+        bucket: &str,
+        prefix: &str,
+        projection: Projection,
+    ) -> Result<Vec<ObjectMeta>> {
         let mut req = ListRequest {
-            prefix: upload_prefix(&upload.upload_id),
-            projection: Projection::NameOnly,
+            prefix: prefix.to_owned(),
+            projection,
             ..Default::default()
         };
-        let mut names = Vec::new();
+        let mut out = Vec::new();
         loop {
-            let page = self
-                .list_page(&upload.bucket, &req)
+            let page = (self.list_page(bucket, &req))
                 .await
-                .map_err(|e| e.with_url(url).with_op(Op::Multipart))?;
-            // Re-filter: the server's prefix handling is not ours to trust.
-            names.extend(
+                .map_err(|e| e.with_op(Op::Multipart))?;
+            out.extend(
                 page.objects
                     .into_iter()
-                    .map(|o| o.key)
-                    .filter(|k| k.starts_with(&req.prefix)),
+                    .filter(|o| o.key.starts_with(&req.prefix)),
             );
             match page.next_page_token {
                 Some(t) => req.page_token = Some(t),
-                None => return Ok(names),
+                None => return Ok(out),
             }
         }
+    }
+
+    /// What an earlier run left of composite upload `upload`: its parts
+    /// (name as the token, size, CRC32C), and the other temporaries (the
+    /// intermediates of a completion it did not finish), deleted here so
+    /// that completing again can make them anew. No parts is no error: a
+    /// part that run had on its way may still land, under this upload's
+    /// name, so the upload goes on under its id rather than leave it.
+    pub(crate) async fn composite_resume(
+        &self,
+        upload: &MultipartUpload,
+    ) -> Result<Vec<ListedPart>> {
+        let url = gs_url(&upload.bucket, &upload.key);
+        let listed = self
+            .list_below(
+                &upload.bucket,
+                &upload_prefix(&upload.upload_id),
+                Projection::Full,
+            )
+            .await
+            .map_err(|e| e.with_url(&url))?;
+        let mut parts = Vec::new();
+        let mut others = Vec::new();
+        for o in listed {
+            match (part_number(&upload.upload_id, &o.key), o.checksums.crc32c()) {
+                (Some(n), Some(crc)) => parts.push(ListedPart {
+                    part_number: n,
+                    etag: o.key,
+                    size: o.size,
+                    crc32c: Some(crc),
+                }),
+                _ => others.push(o.key),
+            }
+        }
+        self.delete_temporaries(upload, others, &url).await?;
+        Ok(parts)
+    }
+
+    /// The composite uploads kept for resuming in `bucket` whose keys
+    /// start with `prefix`: one per upload id found under the temporaries'
+    /// root, with the time its first part was stored and the key its
+    /// parts name (read from one part: a listing skips custom metadata).
+    /// An upload whose parts name no key (made before they did) is listed
+    /// under its temporaries' prefix, when `prefix` is empty.
+    pub(crate) async fn composite_uploads(
+        &self,
+        bucket: &str,
+        prefix: &str,
+    ) -> Result<Vec<PendingUpload>> {
+        let listed = (self.list_below(bucket, TMP_ROOT, Projection::NameSizeTime))
+            .await
+            .map_err(|e| e.with_url(format!("gs://{bucket}/{TMP_ROOT}")))?;
+        // id -> (a part's name, the earliest time)
+        let mut by_id: std::collections::BTreeMap<String, (String, Option<i128>)> =
+            Default::default();
+        for o in listed {
+            let Some(id) = o.key[TMP_ROOT.len()..].split('/').next() else {
+                continue;
+            };
+            if !is_upload_id(id) || part_number(id, &o.key).is_none() {
+                continue;
+            }
+            let e = by_id
+                .entry(id.to_owned())
+                .or_insert_with(|| (o.key.clone(), o.updated_ns));
+            e.1 = match (e.1, o.updated_ns) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        let mut out = Vec::new();
+        for (id, (part, initiated_ns)) in by_id {
+            let key = match self.head(bucket, &part).await {
+                Ok(m) => m.metadata.get(KEY_META).cloned(),
+                // Completed or aborted since the listing.
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) => return Err(e.with_op(Op::Multipart)),
+            };
+            let key = match key {
+                Some(k) if k.starts_with(prefix) => k,
+                None if prefix.is_empty() => upload_prefix(&id),
+                _ => continue,
+            };
+            out.push(PendingUpload {
+                key,
+                upload_id: id,
+                initiated_ns,
+            });
+        }
+        Ok(out)
     }
 
     /// Deletes temporaries concurrently; "not found" counts as deleted.
@@ -460,6 +611,21 @@ mod tests {
             key: "k".into(),
             upload_id: "id".into(),
         }
+    }
+
+    #[test]
+    fn only_part_names_of_the_upload_are_parts() {
+        let id = "0123456789abcdef0123456789abcdef";
+        assert_eq!(part_number(id, &part_name(id, 1)), Some(1));
+        assert_eq!(part_number(id, &part_name(id, 10_000)), Some(10_000));
+        assert_eq!(part_number(id, &intermediate_name(id, 0, 3)), None);
+        assert_eq!(
+            part_number(id, &format!("{}00000", upload_prefix(id))),
+            None
+        );
+        assert_eq!(part_number(id, &format!("{}0001", upload_prefix(id))), None);
+        let other = "f".repeat(32);
+        assert_eq!(part_number(id, &part_name(&other, 1)), None);
     }
 
     #[test]

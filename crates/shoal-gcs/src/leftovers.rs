@@ -18,7 +18,10 @@
 //! to the same bucket starts, entries whose process no longer runs name
 //! uploads that will never finish: their parts are found by listing their
 //! own prefix and deleted (names only those runs wrote, so
-//! `safe::delete_own`), and the entry goes. A cleanup that fails keeps
+//! `safe::delete_own`), and the entry goes. An upload written down to be
+//! resumed (`shoal_transfer`'s upload journal; the entry is then marked
+//! `kept`) is not abandoned: the run that resumes it, or `shoal uploads
+//! --abort`, ends it. A cleanup that fails keeps
 //! its entry for the next run. Where the journal cannot be written or a
 //! process cannot be checked (no `/proc`), nothing is cleaned: a leftover
 //! costs storage, a wrong delete an upload.
@@ -37,6 +40,10 @@ pub(crate) struct Entry {
     /// The process's start time (`/proc/<pid>/stat`, clock ticks since
     /// boot): with the pid, names one process.
     started: u64,
+    /// Written down to be resumed by a later run (the upload journal of
+    /// `shoal_transfer`): not abandoned, whatever became of its process.
+    #[serde(default)]
+    kept: bool,
 }
 
 /// The journal's folder, if there is a place for it.
@@ -59,10 +66,18 @@ fn gone(e: &Entry) -> Option<bool> {
     Some(started(e.pid) != Some(e.started))
 }
 
-/// Writes down an upload this process starts. Quietly does nothing where
-/// there is no journal: the upload itself does not depend on it.
-pub(crate) fn record(endpoint: &str, bucket: &str, upload_id: &str) {
-    let (Some(dir), Some(started)) = (journal_dir(), started(std::process::id())) else {
+/// Writes down an upload this process starts (or resumes), `kept` when it
+/// is to be resumed by a later run should this one end first. Quietly does
+/// nothing where there is no journal: the upload itself does not depend on
+/// it.
+pub(crate) fn record(endpoint: &str, bucket: &str, upload_id: &str, kept: bool) {
+    if let Some(dir) = journal_dir() {
+        record_in(&dir, endpoint, bucket, upload_id, kept);
+    }
+}
+
+fn record_in(dir: &std::path::Path, endpoint: &str, bucket: &str, upload_id: &str, kept: bool) {
+    let Some(started) = started(std::process::id()) else {
         return;
     };
     let e = Entry {
@@ -71,6 +86,7 @@ pub(crate) fn record(endpoint: &str, bucket: &str, upload_id: &str) {
         upload_id: upload_id.to_owned(),
         pid: std::process::id(),
         started,
+        kept,
     };
     let Ok(text) = serde_json::to_vec(&e) else {
         return;
@@ -78,7 +94,7 @@ pub(crate) fn record(endpoint: &str, bucket: &str, upload_id: &str) {
     // Written whole under a temporary name, then renamed: a reader never
     // sees half an entry.
     let tmp = dir.join(format!(".{upload_id}.tmp"));
-    let ok = std::fs::create_dir_all(&dir).is_ok()
+    let ok = std::fs::create_dir_all(dir).is_ok()
         && std::fs::write(&tmp, text).is_ok()
         && std::fs::rename(&tmp, dir.join(upload_id)).is_ok();
     if !ok {
@@ -96,10 +112,11 @@ pub(crate) fn forget(upload_id: &str) {
 
 /// The uploads to `bucket` at `endpoint` whose process is gone.
 pub(crate) fn dead(endpoint: &str, bucket: &str) -> Vec<Entry> {
-    let Some(dir) = journal_dir() else {
-        return Vec::new();
-    };
-    let Ok(read) = std::fs::read_dir(&dir) else {
+    journal_dir().map_or_else(Vec::new, |dir| dead_in(&dir, endpoint, bucket))
+}
+
+fn dead_in(dir: &std::path::Path, endpoint: &str, bucket: &str) -> Vec<Entry> {
+    let Ok(read) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
     read.filter_map(|d| d.ok())
@@ -108,6 +125,7 @@ pub(crate) fn dead(endpoint: &str, bucket: &str) -> Vec<Entry> {
         .filter(|e| {
             e.endpoint == endpoint
                 && e.bucket == bucket
+                && !e.kept
                 && crate::compose::is_upload_id(&e.upload_id)
                 && gone(e) == Some(true)
         })
@@ -127,11 +145,35 @@ mod tests {
             upload_id: "0".repeat(32),
             pid,
             started,
+            kept: false,
         };
         assert_eq!(gone(&e(std::process::id(), me)), Some(false));
         // The same pid with another start time: the pid was reused.
         assert_eq!(gone(&e(std::process::id(), me + 1)), Some(true));
         // No such process (pids stop well below this).
         assert_eq!(gone(&e(u32::MAX - 1, me)), Some(true));
+    }
+
+    #[test]
+    fn an_upload_kept_for_resuming_is_never_a_leftover() {
+        let dir = std::env::temp_dir().join(format!("shoal-leftovers-{:x}", rand::random::<u64>()));
+        let (kept, dropped) = ("a".repeat(32), "b".repeat(32));
+        record_in(&dir, "http://h", "bk", &kept, true);
+        record_in(&dir, "http://h", "bk", &dropped, false);
+        // Both as a process that is gone would have left them.
+        for id in [&kept, &dropped] {
+            let path = dir.join(id);
+            let mut e: Entry = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            e.pid = u32::MAX - 1;
+            std::fs::write(&path, serde_json::to_vec(&e).unwrap()).unwrap();
+        }
+        let dead: Vec<String> = (dead_in(&dir, "http://h", "bk").into_iter())
+            .map(|e| e.upload_id)
+            .collect();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(dead, vec![dropped]);
+        // An entry written before `kept` existed reads as not kept.
+        let old = r#"{"endpoint":"http://h","bucket":"bk","upload_id":"x","pid":1,"started":2}"#;
+        assert!(!serde_json::from_str::<Entry>(old).unwrap().kept);
     }
 }

@@ -97,6 +97,15 @@ pub struct GcsStore {
 #[derive(Default)]
 struct SentParts {
     numbers: BTreeSet<u32>,
+    /// Parts an earlier run stored, found when this one resumed the
+    /// upload: one sent again is deleted first (a part is written only
+    /// where none is), and those neither sent again nor completed are
+    /// deleted with the upload's other temporaries.
+    stale: BTreeSet<u32>,
+    /// Picked up from an earlier run, whose parts in flight when it ended
+    /// may land after this run looked: one found in a part's place is
+    /// replaced (the name is this upload's alone).
+    resumed: bool,
     in_flight: Arc<tokio::sync::RwLock<()>>,
 }
 
@@ -156,6 +165,18 @@ impl GcsStore {
     /// Whether requests go unsigned.
     pub fn is_anonymous(&self) -> bool {
         self.anonymous
+    }
+
+    /// Keeps `opts` for the completion of composite upload `upload_id`,
+    /// without the whole object's checksums: those cannot be checked per
+    /// part, and the expected CRC32C comes with `multipart_complete`.
+    fn remember_options(&self, upload_id: &str, opts: &PutOptions) {
+        let kept = PutOptions {
+            crc32c: None,
+            md5: None,
+            ..opts.clone()
+        };
+        (self.uploads.lock().unwrap_or_else(|p| p.into_inner())).insert(upload_id.to_owned(), kept);
     }
 
     fn upload_options(&self, upload_id: &str, remove: bool) -> PutOptions {
@@ -379,18 +400,8 @@ impl Store for GcsStore {
         }
         let upload_id = compose::new_upload_id();
         self.clean_leftovers(bucket).await;
-        leftovers::record(&self.client.base, bucket, &upload_id);
-        // The whole-object checksums cannot be checked per part; the
-        // expected CRC32C comes with `multipart_complete`.
-        let kept = PutOptions {
-            crc32c: None,
-            md5: None,
-            ..opts.clone()
-        };
-        self.uploads
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(upload_id.clone(), kept);
+        leftovers::record(&self.client.base, bucket, &upload_id, false);
+        self.remember_options(&upload_id, opts);
         Ok(MultipartUpload {
             bucket: bucket.to_owned(),
             key: key.to_owned(),
@@ -408,18 +419,32 @@ impl Store for GcsStore {
         if xml_multipart::is_xml_upload(&upload.upload_id) {
             return self.client.xml_put(upload, part_number, data, crc32c).await;
         }
-        let in_flight = {
+        let (in_flight, stale, resumed) = {
             let mut sent = self.sent_parts.lock().unwrap_or_else(|p| p.into_inner());
             let parts = sent.entry(upload.upload_id.clone()).or_default();
             parts.numbers.insert(part_number);
-            parts.in_flight.clone()
+            let stale = parts.stale.remove(&part_number);
+            (parts.in_flight.clone(), stale, parts.resumed)
         };
         let guard = in_flight.read_owned().await;
         let (client, upload) = (self.client.clone(), upload.clone());
         let task = tokio::spawn(async move {
-            let r = client
-                .multipart_put(&upload, part_number, data, crc32c)
+            if stale {
+                client.delete_parts(&upload, [part_number]).await?;
+            }
+            let mut r = client
+                .multipart_put(&upload, part_number, data.clone(), crc32c)
                 .await;
+            if resumed
+                && let Err(e) = &r
+                && e.kind() == shoal_core::ErrorKind::Precondition
+            {
+                // An earlier run's part, landed after this run listed.
+                client.delete_parts(&upload, [part_number]).await?;
+                r = client
+                    .multipart_put(&upload, part_number, data, crc32c)
+                    .await;
+            }
             drop(guard);
             r
         });
@@ -444,15 +469,78 @@ impl Store for GcsStore {
         }
         // Temporaries are deleted whatever happens, so the upload is over.
         let opts = self.upload_options(&upload.upload_id, true);
-        (self.sent_parts.lock().unwrap_or_else(|p| p.into_inner())).remove(&upload.upload_id);
+        let sent =
+            (self.sent_parts.lock().unwrap_or_else(|p| p.into_inner())).remove(&upload.upload_id);
         let done = self
             .client
             .multipart_complete(upload, parts, crc32c, &opts)
             .await;
+        // An earlier run's parts this one neither completed with nor sent
+        // again (past the end of a file now shorter in parts).
+        let unused = sent.map(|s| s.stale).unwrap_or_default();
+        let unused = unused
+            .into_iter()
+            .filter(|n| !parts.iter().any(|p| p.part_number == *n));
+        if let Err(e) = self.client.delete_parts(upload, unused).await {
+            tracing::warn!(error = %e, "an earlier run's unused parts were not deleted");
+        }
         if done.is_ok() {
             leftovers::forget(&upload.upload_id);
         }
         done
+    }
+
+    fn resumes_uploads(&self) -> bool {
+        true
+    }
+
+    fn multipart_keep(&self, upload: &MultipartUpload) {
+        if !xml_multipart::is_xml_upload(&upload.upload_id) {
+            leftovers::record(&self.client.base, &upload.bucket, &upload.upload_id, true);
+        }
+    }
+
+    async fn multipart_resume(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        opts: &PutOptions,
+    ) -> Result<(MultipartUpload, Vec<shoal_core::ListedPart>)> {
+        let upload = MultipartUpload {
+            bucket: bucket.to_owned(),
+            key: key.to_owned(),
+            upload_id: upload_id.to_owned(),
+        };
+        let parts = if xml_multipart::is_xml_upload(upload_id) {
+            self.client.xml_list_parts(&upload).await?
+        } else if compose::is_upload_id(upload_id) {
+            self.composite_resume(&upload, opts).await?
+        } else {
+            // Names nothing this store makes: nothing is listed or deleted
+            // on its word.
+            return Err(shoal_core::Error::new(
+                shoal_core::ErrorKind::NotFound,
+                shoal_core::Op::Multipart,
+                client::gs_url(bucket, key),
+                "not an upload id this store makes",
+            ));
+        };
+        Ok((upload, parts))
+    }
+
+    /// Composite uploads kept for resuming (their parts name their key),
+    /// and where the server has it the XML API's uploads in progress.
+    async fn multipart_uploads(
+        &self,
+        bucket: &str,
+        prefix: &str,
+    ) -> Result<Vec<shoal_core::PendingUpload>> {
+        let mut out = self.client.composite_uploads(bucket, prefix).await?;
+        if self.caps.native_multipart {
+            out.extend(self.client.xml_list_uploads(bucket, prefix).await?);
+        }
+        Ok(out)
     }
 
     async fn multipart_abort(&self, upload: &MultipartUpload) -> Result<()> {
@@ -466,18 +554,51 @@ impl Store for GcsStore {
             // Parts in flight are answered first (see `SentParts`).
             let _ = tokio::time::timeout(ABORT_WAIT, parts.in_flight.write()).await;
         }
+        let ours = sent.is_some();
         let done = self
             .client
             .multipart_abort(upload, sent.map(|p| p.numbers))
             .await;
         if done.is_ok() {
-            leftovers::forget(&upload.upload_id);
+            if ours {
+                leftovers::forget(&upload.upload_id);
+            } else {
+                // Another run's upload: a part it had on its way may land
+                // after the listing this abort deleted by. Written down as
+                // this process's, so the next upload to the bucket after
+                // this process ends looks again.
+                leftovers::record(&self.client.base, &upload.bucket, &upload.upload_id, false);
+            }
         }
         done
     }
 }
 
 impl GcsStore {
+    /// Picks up composite upload `upload` of an earlier run: its stored
+    /// parts, and this process's record of it (options, parts to delete
+    /// on an abort, kept from the leftovers' cleanup).
+    async fn composite_resume(
+        &self,
+        upload: &MultipartUpload,
+        opts: &PutOptions,
+    ) -> Result<Vec<shoal_core::ListedPart>> {
+        let parts = self.client.composite_resume(upload).await?;
+        self.remember_options(&upload.upload_id, opts);
+        let numbers: BTreeSet<u32> = parts.iter().map(|p| p.part_number).collect();
+        (self.sent_parts.lock().unwrap_or_else(|p| p.into_inner())).insert(
+            upload.upload_id.clone(),
+            SentParts {
+                numbers: numbers.clone(),
+                stale: numbers,
+                resumed: true,
+                in_flight: Default::default(),
+            },
+        );
+        leftovers::record(&self.client.base, &upload.bucket, &upload.upload_id, true);
+        Ok(parts)
+    }
+
     /// Deletes the parts of composite uploads to `bucket` that this
     /// machine started and whose process is gone (killed before it could
     /// clean up; see [`leftovers`]), once per bucket and process. Failures

@@ -34,9 +34,12 @@ use reqwest::header::{
 };
 use shoal_core::checksum::{Checksums, crc32c_combine_all, crc32c_to_base64};
 use shoal_core::http::error_from_reqwest;
-use shoal_core::xml::{complete_multipart_body, error_code_kind, read_simple};
+use shoal_core::xml::{
+    complete_multipart_body, error_code_kind, list_parts_page, list_uploads_page, read_simple,
+};
 use shoal_core::{
-    Error, ErrorKind, MultipartUpload, ObjectMeta, ObjectVersion, Op, PartInfo, PutOptions, Result,
+    Error, ErrorKind, ListedPart, MultipartUpload, ObjectMeta, ObjectVersion, Op, PartInfo,
+    PendingUpload, PutOptions, Result,
 };
 
 use crate::client::{Client, Query, encode, gs_url, protocol};
@@ -362,6 +365,67 @@ impl Client {
             // its parts are freed either way.
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
             Err(e) => Err(e),
+        }
+    }
+}
+
+impl Client {
+    /// ListParts: the parts the server holds of `upload`, which a resumed
+    /// upload checks against the file. The XML API gives each part's MD5
+    /// as its ETag and no CRC32C.
+    pub(crate) async fn xml_list_parts(&self, upload: &MultipartUpload) -> Result<Vec<ListedPart>> {
+        let url = gs_url(&upload.bucket, &upload.key);
+        let mut out = Vec::new();
+        let mut marker: Option<String> = None;
+        loop {
+            let mut q = Query::new().add("uploadId", server_id(upload));
+            if let Some(m) = &marker {
+                q = q.add("part-number-marker", m);
+            }
+            let http_url = format!("{}{}", self.xml_url(upload), q.as_str());
+            let body = self
+                .call_bytes(Op::Multipart, &url, |c| c.get(&http_url))
+                .await?;
+            let (parts, next) = list_parts_page(&body)
+                .map_err(|m| protocol(Op::Multipart, &url, "a ListPartsResult", m))?;
+            out.extend(parts);
+            match next {
+                Some(n) if marker.as_ref() != Some(&n) => marker = Some(n),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    /// ListMultipartUploads: the XML API uploads in progress in `bucket`
+    /// whose keys start with `prefix` (ids marked as the XML API's).
+    pub(crate) async fn xml_list_uploads(
+        &self,
+        bucket: &str,
+        prefix: &str,
+    ) -> Result<Vec<PendingUpload>> {
+        let url = format!("gs://{bucket}/{prefix}");
+        let mut out = Vec::new();
+        let mut markers: Option<(String, String)> = None;
+        loop {
+            let mut q = Query::new().add("uploads", "").add("prefix", prefix);
+            if let Some((k, u)) = &markers {
+                q = q.add("key-marker", k).add("upload-id-marker", u);
+            }
+            let http_url = format!("{}/{}{}", self.base, encode(bucket), q.as_str());
+            let body = self
+                .call_bytes(Op::Multipart, &url, |c| c.get(&http_url))
+                .await?;
+            let (uploads, next) = list_uploads_page(&body)
+                .map_err(|m| protocol(Op::Multipart, &url, "a ListMultipartUploadsResult", m))?;
+            // Marked as the XML API's, for put, complete and abort.
+            out.extend(uploads.into_iter().map(|u| PendingUpload {
+                upload_id: format!("{ID_PREFIX}{}", u.upload_id.trim()),
+                ..u
+            }));
+            match next {
+                Some(n) if markers.as_ref() != Some(&n) => markers = Some(n),
+                _ => return Ok(out),
+            }
         }
     }
 }

@@ -26,7 +26,7 @@ use crate::client::{Client, Request};
 use crate::endpoint::check_bucket;
 use crate::object::{full_object_crc, integrity, protocol, with_object_headers};
 use shoal_core::xml::{
-    complete_multipart_body_as, error_code_kind, field, read_records, read_simple,
+    complete_multipart_body_as, error_code_kind, list_parts_page, list_uploads_page, read_simple,
 };
 
 impl Client {
@@ -395,32 +395,15 @@ impl Client {
                 req = req.query("part-number-marker", m.as_str());
             }
             let target = req.target.clone();
-            let doc = self
+            let (parts, next) = self
                 .send_parse(&req, |_, body| {
-                    read_records(body, "Part").map_err(|m| {
+                    list_parts_page(body).map_err(|m| {
                         protocol(Op::Multipart, &target, expected("ListPartsResult", &m))
                     })
                 })
                 .await?;
-            for item in &doc.items {
-                let number = field(item, "PartNumber").and_then(|n| n.trim().parse().ok());
-                let size = field(item, "Size").and_then(|n| n.trim().parse().ok());
-                let (Some(part_number), Some(size)) = (number, size) else {
-                    return Err(protocol(
-                        Op::Multipart,
-                        &target,
-                        "a <Part> without a PartNumber or Size",
-                    ));
-                };
-                out.push(ListedPart {
-                    part_number,
-                    etag: field(item, "ETag").unwrap_or_default().to_owned(),
-                    size,
-                    crc32c: field(item, "ChecksumCRC32C").and_then(crc32c_from_base64),
-                });
-            }
-            let next = doc.top("NextPartNumberMarker").map(str::to_owned);
-            if doc.top("IsTruncated") != Some("true") || next.is_none() || next == marker {
+            out.extend(parts);
+            if next.is_none() || next == marker {
                 return Ok(out);
             }
             marker = next;
@@ -446,9 +429,9 @@ impl Client {
                     .query("upload-id-marker", u.as_str());
             }
             let target = req.target.clone();
-            let doc = self
+            let (uploads, next) = self
                 .send_parse(&req, |_, body| {
-                    read_records(body, "Upload").map_err(|m| {
+                    list_uploads_page(body).map_err(|m| {
                         protocol(
                             Op::Multipart,
                             &target,
@@ -457,27 +440,8 @@ impl Client {
                     })
                 })
                 .await?;
-            for item in &doc.items {
-                let (Some(key), Some(upload_id)) = (field(item, "Key"), field(item, "UploadId"))
-                else {
-                    return Err(protocol(
-                        Op::Multipart,
-                        &target,
-                        "an <Upload> without a Key or UploadId",
-                    ));
-                };
-                out.push(PendingUpload {
-                    key: key.to_owned(),
-                    upload_id: upload_id.to_owned(),
-                    initiated_ns: field(item, "Initiated")
-                        .and_then(|t| crate::list::parse_rfc3339(t.trim())),
-                });
-            }
-            let next = match (doc.top("NextKeyMarker"), doc.top("NextUploadIdMarker")) {
-                (Some(k), Some(u)) if !k.is_empty() => Some((k.to_owned(), u.to_owned())),
-                _ => None,
-            };
-            if doc.top("IsTruncated") != Some("true") || next.is_none() || next == markers {
+            out.extend(uploads);
+            if next.is_none() || next == markers {
                 return Ok(out);
             }
             markers = next;

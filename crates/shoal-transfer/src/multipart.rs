@@ -132,6 +132,7 @@ impl Multipart {
             if let Some(g) = self.guard.take() {
                 g.disarm();
             }
+            self.store.multipart_keep(&self.upload);
             self.journal = Some(journal);
         }
     }

@@ -343,9 +343,10 @@ fn keys_with_control_characters_are_shown_escaped_s3() {
 /// S3 upload, no GCS composite part left), the destination keeps what it
 /// had, and the exit code is 130. Parts are held at a fault proxy so the
 /// signal always lands mid-upload; the test waits for a part request to
-/// reach the proxy, not for a time. With `resume` (S3, the default), the
+/// reach the proxy, not for a time. With `resume` (the default), the
 /// upload is kept and written down instead, and the message says so
-/// (tests/cli/upload_resume.rs resumes such uploads).
+/// (tests/cli/upload_resume.rs resumes such uploads); on GCS the same
+/// command then resumes it, and leaves no composite part behind.
 fn interrupted_upload(scheme: &str, resume: bool) {
     use shoal_testkit::faultproxy::{Fault, FaultProxy, Rule, Script, When};
     let base = if scheme == "gs" { gcs } else { s3 };
@@ -452,6 +453,31 @@ fn interrupted_upload(scheme: &str, resume: bool) {
             open_s3_uploads(&ep, &bucket).is_empty(),
             "the multipart upload was aborted"
         );
+    } else if resume {
+        assert!(err.contains("kept to resume"), "{err}");
+        assert_eq!(
+            files_in(&state.join("uploads")).len(),
+            1,
+            "the composite upload is written down"
+        );
+        // The held parts go nowhere once the proxy is gone.
+        drop(proxy);
+        let mut c = base().unwrap();
+        c.env("SHOAL_STATE_DIR", &state);
+        let args = ["cp", "--part-size", "5MiB", "--gcs-upload", "compose"];
+        let r = run(with_args(
+            c,
+            &[&args[..], &[big.to_str().unwrap(), &url]].concat(),
+        ));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let got = run(with_args(base().unwrap(), &["cat", &url]));
+        assert!(got.stdout_bytes == pattern(24 << 20, 5), "resumed, whole");
+        let left = run(with_args(
+            base().unwrap(),
+            &["ls", "-r", &format!("gs://{bucket}/.shoal-tmp/")],
+        ));
+        assert_eq!(left.stdout.trim(), "", "no composite part left");
+        assert!(files_in(&state.join("uploads")).is_empty());
     } else {
         let left = run(with_args(
             base().unwrap(),
@@ -477,6 +503,11 @@ fn ctrl_c_keeps_a_resumable_upload_s3() {
 
 #[test]
 fn ctrl_c_aborts_an_upload_gcs_compose() {
+    interrupted_upload("gs", false);
+}
+
+#[test]
+fn ctrl_c_keeps_a_resumable_upload_gcs_compose() {
     interrupted_upload("gs", true);
 }
 
@@ -486,8 +517,10 @@ fn ctrl_c_aborts_an_upload_gcs_compose() {
 /// process is gone and deletes its parts. Parts are stored and their
 /// answers held at a fault proxy, so the kill lands with parts stored.
 /// (The journal is per endpoint: both uploads go through the proxy.)
-#[test]
-fn a_later_upload_removes_the_parts_a_killed_one_left() {
+/// With `resumable` (the default: no `--no-resume`) the killed upload is
+/// kept for the same command to resume instead, and the later upload of
+/// another file leaves its parts alone.
+fn a_later_upload_and_the_parts_a_killed_one_left(resumable: bool) {
     use shoal_testkit::faultproxy::{Fault, FaultProxy, Rule, Script, When};
     let base = gcs;
     let Some(bucket) = make_bucket(base, "gs") else {
@@ -531,7 +564,11 @@ fn a_later_upload_removes_the_parts_a_killed_one_left() {
     };
     let mut c = base().unwrap();
     c.env("STORAGE_EMULATOR_HOST", proxy.url());
-    let mut child = compose(c, &big, "killed")
+    let mut killed = compose(c, &big, "killed");
+    if !resumable {
+        killed.arg("--no-resume");
+    }
+    let mut child = killed
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -557,12 +594,32 @@ fn a_later_upload_removes_the_parts_a_killed_one_left() {
     c.env("STORAGE_EMULATOR_HOST", proxy.url());
     let r = run(compose(c, &small, "later"));
     assert_eq!(r.code, 0, "{}", r.stderr);
+    if resumable {
+        assert_eq!(left().lines().count(), 3, "kept for resuming");
+        let r = run(with_args(
+            base().unwrap(),
+            &["uploads", "--json", &format!("gs://{bucket}")],
+        ));
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert!(r.stdout.contains("\"key\":\"killed\""), "{}", r.stdout);
+        return;
+    }
     assert_eq!(left().trim(), "", "the killed upload's parts were removed");
     assert_eq!(
         std::fs::read_dir(state.join("composite")).unwrap().count(),
         0,
         "no journal entry stays"
     );
+}
+
+#[test]
+fn a_later_upload_removes_the_parts_a_killed_one_left() {
+    a_later_upload_and_the_parts_a_killed_one_left(false);
+}
+
+#[test]
+fn a_later_upload_leaves_a_killed_upload_kept_for_resuming() {
+    a_later_upload_and_the_parts_a_killed_one_left(true);
 }
 
 /// `mv` of a file onto another name of the same file (a hard link here)
