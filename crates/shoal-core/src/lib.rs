@@ -13,6 +13,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod checksum;
+pub mod cleanup;
 pub mod encryption;
 pub mod error;
 pub mod file_time;

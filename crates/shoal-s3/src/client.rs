@@ -100,6 +100,9 @@ pub(crate) struct Client {
     /// Which of [`S3Encryption::read_keys`] the last read of an object was
     /// taken with.
     pub(crate) read_key: std::sync::atomic::AtomicUsize,
+    /// The store's own handle on this client: what a request spawned
+    /// after its caller was dropped (an abort, `copy::AbortCopy`) holds.
+    pub(crate) me: std::sync::Weak<Client>,
 }
 
 /// The header (and presigned-URL parameter) by which a requester agrees to

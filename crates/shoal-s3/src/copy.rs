@@ -4,7 +4,8 @@
 //! No byte of the object passes through the client. The source is pinned
 //! by its ETag (`x-amz-copy-source-if-match`, on the single copy and on
 //! every part), so a source replaced mid-copy fails with `Changed` and a
-//! multipart copy is aborted: the destination is the old object or the
+//! multipart copy is aborted (also when the copy is dropped, on Ctrl-C:
+//! [`AbortCopy`]): the destination is the old object or the
 //! whole new one. CopyObject keeps the source's metadata
 //! (`x-amz-metadata-directive: COPY`) unless the caller replaces it
 //! (`REPLACE`, with every field sent, since S3 keeps none of the old);
@@ -64,6 +65,41 @@ fn count(c: &CopyRequest<'_>, n: usize) {
 
 /// CopyObject's limit: larger sources must be copied in parts.
 const MAX_COPY_OBJECT: u64 = 5 << 30;
+
+/// A copy's multipart upload, aborted when the copy is dropped before it
+/// completed or aborted it (Ctrl-C: the CLI waits for the abort,
+/// [`shoal_core::cleanup`]), so no upload of the copy's is left open.
+struct AbortCopy {
+    upload: MultipartUpload,
+    /// None once disarmed (or for a client the store no longer holds).
+    client: Option<std::sync::Arc<Client>>,
+}
+
+impl AbortCopy {
+    fn disarm(mut self) {
+        self.client = None;
+    }
+}
+
+impl Drop for AbortCopy {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            let upload = self.upload.clone();
+            shoal_core::cleanup::spawn(async move { abort_quietly(&client, &upload).await });
+        }
+    }
+}
+
+/// Aborts a copy's upload, logging (not failing) if that fails; one
+/// already gone (completed just before the copy was dropped) is done.
+async fn abort_quietly(client: &Client, upload: &MultipartUpload) {
+    match client.multipart_abort(upload).await {
+        Err(e) if e.kind() != ErrorKind::NotFound => {
+            tracing::warn!(error = %e, upload_id = %upload.upload_id, "could not abort the copy's multipart upload; its parts may remain");
+        }
+        _ => {}
+    }
+}
 
 impl Client {
     pub(crate) async fn copy(&self, req: &CopyRequest<'_>) -> Result<ObjectMeta> {
@@ -265,9 +301,8 @@ impl Client {
         // a whole-object CRC the caller compares with the source's, as for
         // a single CopyObject.
         self::count(c, 1);
-        let upload = self
-            .multipart_start_with(c.dst_bucket, c.dst_key, &opts, kind)
-            .await?;
+        let guard = self.start_copy_upload(c, &opts, kind).await?;
+        let upload = guard.upload.clone();
         let copied: Result<Vec<(PartInfo, Option<u32>)>> = futures::stream::iter(1..=count)
             .map(|n| {
                 let start = (n - 1) * part;
@@ -309,9 +344,58 @@ impl Client {
             if let Err(a) = self.multipart_abort(&upload).await {
                 tracing::debug!("abort after a failed copy: {a}");
             }
+            guard.disarm();
             return Err(e);
         }
+        guard.disarm();
         Ok(())
+    }
+
+    /// CreateMultipartUpload of a copy, the upload held by a guard that
+    /// aborts it unless disarmed. The request is sent by a task of its own
+    /// (registered with [`shoal_core::cleanup`]): a copy dropped while the
+    /// start is in flight (Ctrl-C) cannot learn the upload's id, but the
+    /// task does, and aborts it.
+    async fn start_copy_upload(
+        &self,
+        c: &CopyRequest<'_>,
+        opts: &PutOptions,
+        kind: Option<PartKind>,
+    ) -> Result<AbortCopy> {
+        let Some(client) = self.me.upgrade() else {
+            let upload = self
+                .multipart_start_with(c.dst_bucket, c.dst_key, opts, kind)
+                .await?;
+            return Ok(AbortCopy {
+                upload,
+                client: None,
+            });
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (bucket, key, opts) = (c.dst_bucket.to_owned(), c.dst_key.to_owned(), opts.clone());
+        shoal_core::cleanup::spawn(async move {
+            let started = client
+                .multipart_start_with(&bucket, &key, &opts, kind)
+                .await
+                .map(|upload| AbortCopy {
+                    upload,
+                    client: Some(client.clone()),
+                });
+            // The copy is gone: abort here, where the CLI waits for it.
+            if let Err(Ok(mut orphan)) = tx.send(started)
+                && let Some(client) = orphan.client.take()
+            {
+                abort_quietly(&client, &orphan.upload).await;
+            }
+        });
+        rx.await.unwrap_or_else(|_| {
+            Err(Error::new(
+                ErrorKind::Cancelled,
+                Op::Copy,
+                format!("s3://{}/{}", c.dst_bucket, c.dst_key),
+                "the multipart copy's start was cancelled",
+            ))
+        })
     }
 
     /// UploadPartCopy of source bytes `[start, end)` as part `n`, and the

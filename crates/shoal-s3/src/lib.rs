@@ -55,7 +55,7 @@ use endpoint::Endpoint;
 
 /// An S3 (or S3-compatible) endpoint with its credentials.
 pub struct S3Store {
-    client: Client,
+    client: std::sync::Arc<Client>,
     caps: Capabilities,
     endpoint_label: String,
     anonymous: bool,
@@ -98,7 +98,7 @@ impl S3Store {
                 .clone()
                 .unwrap_or_else(|| format!("AWS {}", cfg.region)),
             anonymous: cfg.anonymous,
-            client: Client {
+            client: std::sync::Arc::new_cyclic(|me| Client {
                 http,
                 endpoint,
                 creds,
@@ -107,7 +107,8 @@ impl S3Store {
                 request_payer: cfg.request_payer,
                 encryption: cfg.encryption,
                 read_key: std::sync::atomic::AtomicUsize::new(0),
-            },
+                me: me.clone(),
+            }),
             caps: capabilities(),
             conditional: Mutex::new(HashMap::new()),
         })

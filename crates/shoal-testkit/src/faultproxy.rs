@@ -87,6 +87,11 @@ pub enum Fault {
     /// reset the client's connection without answering: the work done, its
     /// response lost, and the object changed before the client can look.
     LoseResponseThen(OtherWrite),
+    /// Let another writer make its request first, on a connection of its
+    /// own (a write of the same key), then forward this one: the object
+    /// changed between what the client read and the request it sends on
+    /// what it read (an update's write, pinned to the version seen).
+    WriteFirst(OtherWrite),
     /// On a reused keep-alive connection, close it without answering (a
     /// server's idle timeout firing just as the client reuses a pooled
     /// connection). A request on a fresh connection is not touched and
@@ -114,13 +119,14 @@ impl Fault {
             Fault::LoseResponse => "lost-response".into(),
             Fault::StatusAfter(code) => format!("{code}-after"),
             Fault::LoseResponseThen(_) => "lost-response-then-written".into(),
+            Fault::WriteFirst(_) => "written-first".into(),
             Fault::DropReused => "stale-connection".into(),
         }
     }
 }
 
 /// A request another writer sends straight to the server
-/// ([`Fault::LoseResponseThen`]): anything that needs no signature of the
+/// ([`Fault::LoseResponseThen`], [`Fault::WriteFirst`]): anything that needs no signature of the
 /// proxy's (a GCS emulator's upload, an S3 presigned URL's PUT).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OtherWrite {
@@ -583,6 +589,15 @@ async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> io::Result<Response<
                 .unwrap());
         }
         Some(Fault::DelayHeaders(d)) => tokio::time::sleep(*d).await,
+        Some(Fault::WriteFirst(w)) => {
+            let status = w.send(&conn.state.upstream).await?;
+            if !(200..300).contains(&status) {
+                return Err(other(format!(
+                    "fault proxy: the other writer's {} {} got {status}",
+                    w.method, w.target
+                )));
+            }
+        }
         _ => {}
     }
     let mut req = req;

@@ -5,18 +5,17 @@
 //! A dropped future cannot await anything, so what needs a request (a
 //! multipart upload to abort, which on GCS also deletes its temporary
 //! composite parts) is spawned from its guard's `Drop` onto the runtime
-//! and registered here; the CLI waits for all of it ([`finish`]) before it
-//! exits. Local working files need no request: their guards remove them
+//! and registered ([`shoal_core::cleanup`], where a store registers the
+//! aborts of its own server-side copies too); the CLI waits for all of it
+//! ([`finish`]) before it exits. Local working files need no request: their guards remove them
 //! in `Drop` itself.
 
-use std::future::Future;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use shoal_core::{MultipartUpload, Store};
 use std::sync::Arc;
 
-static PENDING: Mutex<Vec<tokio::task::JoinHandle<()>>> = Mutex::new(Vec::new());
+pub use shoal_core::cleanup::{finish, spawn};
 
 /// Uploads left on purpose when their transfer was cancelled: written
 /// down to be resumed ([`crate::upload_journal`]), not aborted.
@@ -33,28 +32,6 @@ pub(crate) fn note_kept(url: &str) {
 /// the front end to say after an interrupt.
 pub fn kept() -> Vec<String> {
     KEPT.lock().unwrap_or_else(|p| p.into_inner()).clone()
-}
-
-/// Runs `fut` on the current runtime and remembers it for [`finish`].
-/// Outside a runtime there is nothing to run it on: it is dropped.
-pub fn spawn(fut: impl Future<Output = ()> + Send + 'static) {
-    if let Ok(h) = tokio::runtime::Handle::try_current() {
-        let task = h.spawn(fut);
-        let mut pending = PENDING.lock().unwrap_or_else(|p| p.into_inner());
-        pending.retain(|t| !t.is_finished());
-        pending.push(task);
-    }
-}
-
-/// Waits, at most `limit`, for the cleanups spawned so far; returns how
-/// many did not finish in time.
-pub async fn finish(limit: Duration) -> usize {
-    let tasks: Vec<_> = std::mem::take(&mut *PENDING.lock().unwrap_or_else(|p| p.into_inner()));
-    let n = tasks.len();
-    match tokio::time::timeout(limit, futures::future::join_all(tasks)).await {
-        Ok(_) => 0,
-        Err(_) => n,
-    }
 }
 
 /// Aborts a multipart upload unless disarmed: made when the upload

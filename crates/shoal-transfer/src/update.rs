@@ -130,9 +130,17 @@ pub async fn update(
         ));
     }
     let opts = change.applied(seen);
+    // A copy whose source pin failed says so as `Changed` (the stores'
+    // words for `cp`: "nothing was copied"); here it is the object
+    // replaced after it was read, like a failed pin of a patch.
     let pinned = |r: shoal_core::Result<ObjectMeta>| match r {
         Ok(meta) => Ok(Outcome::Updated(Box::new(meta))),
-        Err(e) if matches!(e.kind(), ErrorKind::Precondition | ErrorKind::NotFound) => {
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::Precondition | ErrorKind::NotFound | ErrorKind::Changed
+            ) =>
+        {
             Err(replaced(loc, seen))
         }
         Err(e) => Err(e),

@@ -80,9 +80,13 @@ async fn update_url(
     let pinned = a.matching.version("update", loc).map_err(Failure::Usage)?;
     let targets = if listed {
         shoal_list::check(loc)?;
+        // Each object's version too (GCS `fields` with the generation;
+        // S3 lists ETags anyway): the update is held to the version
+        // listed, and a name-only GCS listing carries none.
         let opts = shoal_list::ListOptions {
             recursive: a.recursive,
             workers: 1,
+            projection: shoal_core::Projection::NameSizeTime,
             ..Default::default()
         };
         let base = loc.clone();
