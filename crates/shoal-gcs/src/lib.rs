@@ -106,6 +106,9 @@ struct SentParts {
     /// may land after this run looked: one found in a part's place is
     /// replaced (the name is this upload's alone).
     resumed: bool,
+    /// Aborted: a part asked for afterwards (its task started as the abort
+    /// did) is refused, not stored after the abort deleted the others.
+    aborted: bool,
     in_flight: Arc<tokio::sync::RwLock<()>>,
 }
 
@@ -419,14 +422,33 @@ impl Store for GcsStore {
         if xml_multipart::is_xml_upload(&upload.upload_id) {
             return self.client.xml_put(upload, part_number, data, crc32c).await;
         }
+        let aborted = || {
+            shoal_core::Error::new(
+                shoal_core::ErrorKind::Cancelled,
+                shoal_core::Op::Multipart,
+                client::gs_url(&upload.bucket, &upload.key),
+                "the upload was aborted",
+            )
+        };
         let (in_flight, stale, resumed) = {
             let mut sent = self.sent_parts.lock().unwrap_or_else(|p| p.into_inner());
             let parts = sent.entry(upload.upload_id.clone()).or_default();
+            if parts.aborted {
+                return Err(aborted());
+            }
             parts.numbers.insert(part_number);
             let stale = parts.stale.remove(&part_number);
             (parts.in_flight.clone(), stale, parts.resumed)
         };
         let guard = in_flight.read_owned().await;
+        // An abort marks the upload before it waits for the parts in
+        // flight: one that got here after that wait must not go out.
+        let now_aborted = (self.sent_parts.lock().unwrap_or_else(|p| p.into_inner()))
+            .get(&upload.upload_id)
+            .is_some_and(|p| p.aborted);
+        if now_aborted {
+            return Err(aborted());
+        }
         let (client, upload) = (self.client.clone(), upload.clone());
         let task = tokio::spawn(async move {
             if stale {
@@ -548,16 +570,22 @@ impl Store for GcsStore {
             return self.client.xml_abort(upload).await;
         }
         self.upload_options(&upload.upload_id, true);
-        let sent =
-            (self.sent_parts.lock().unwrap_or_else(|p| p.into_inner())).remove(&upload.upload_id);
-        if let Some(parts) = &sent {
+        // The entry stays, marked, so that no part goes out after this.
+        let sent = {
+            let mut map = self.sent_parts.lock().unwrap_or_else(|p| p.into_inner());
+            let ours = map.contains_key(&upload.upload_id);
+            let parts = map.entry(upload.upload_id.clone()).or_default();
+            parts.aborted = true;
+            ours.then(|| (std::mem::take(&mut parts.numbers), parts.in_flight.clone()))
+        };
+        if let Some((_, in_flight)) = &sent {
             // Parts in flight are answered first (see `SentParts`).
-            let _ = tokio::time::timeout(ABORT_WAIT, parts.in_flight.write()).await;
+            let _ = tokio::time::timeout(ABORT_WAIT, in_flight.write()).await;
         }
         let ours = sent.is_some();
         let done = self
             .client
-            .multipart_abort(upload, sent.map(|p| p.numbers))
+            .multipart_abort(upload, sent.map(|(numbers, _)| numbers))
             .await;
         if done.is_ok() {
             if ours {
@@ -592,6 +620,7 @@ impl GcsStore {
                 numbers: numbers.clone(),
                 stale: numbers,
                 resumed: true,
+                aborted: false,
                 in_flight: Default::default(),
             },
         );

@@ -171,8 +171,10 @@ fn mb_whose_answer_was_lost_succeeds() {
 }
 
 /// A part refused for good (400) while other parts are in flight: the
-/// upload fails and no `.shoal-tmp/composite/` object is left, including
-/// parts the server stored after the failure was known.
+/// upload fails and, with `--no-resume`, no `.shoal-tmp/composite/` object
+/// is left, including parts the server stored after the failure was known.
+/// (By default the upload is kept for the same command to resume, as
+/// tests/cli/upload_resume.rs checks.)
 #[test]
 fn a_composite_upload_whose_part_fails_leaves_nothing() {
     let Some(bucket) = make_bucket(gcs, "gs") else {
@@ -196,6 +198,7 @@ fn a_composite_upload_whose_part_fails_leaves_nothing() {
             via(&proxy),
             &[
                 "cp",
+                "--no-resume",
                 "--gcs-upload",
                 "compose",
                 "--part-size",
