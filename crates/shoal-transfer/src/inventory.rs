@@ -1041,7 +1041,7 @@ fn entries_with(
     run_len: usize,
 ) -> Result<impl Iterator<Item = Result<Entry>> + use<>> {
     report.check_side(side, root)?;
-    let mut runs: Vec<tempfile::NamedTempFile> = Vec::new();
+    let mut runs: Vec<std::fs::File> = Vec::new();
     let mut run: Vec<Row> = Vec::new();
     // Each row's bucket is checked as it is read (`Report::read_rows`).
     for row in report.rows() {
@@ -1058,10 +1058,8 @@ fn entries_with(
     let mut sources: Vec<Box<dyn Iterator<Item = Result<Row>>>> = Vec::new();
     for f in runs {
         let at = report.manifest.clone();
-        let r = BufReader::new(f.reopen().map_err(|e| io(f.path(), e))?);
-        // The temporary file is removed when the reader ends with it.
+        let r = BufReader::new(f);
         sources.push(Box::new(r.lines().map(move |l| {
-            let _keep = &f;
             let l = l.map_err(|e| Error::io(Op::Read, &at, e))?;
             serde_json::from_str::<Row>(&l).map_err(|e| bad(&at, format!("a sorted run: {e}")))
         })));
@@ -1092,16 +1090,23 @@ fn entries_with(
     }))
 }
 
-fn spill(run: &mut Vec<Row>, at: &str) -> Result<tempfile::NamedTempFile> {
+/// Writes `run`, sorted, to a temporary file that has no name (it is
+/// unlinked at once, or made without one): it goes away with the process
+/// however that ends, a failed or killed plan included, and is read back
+/// from the start.
+fn spill(run: &mut Vec<Row>, at: &str) -> Result<std::fs::File> {
+    use std::io::{Seek, SeekFrom};
     run.sort_unstable_by(|a, b| a.key.cmp(&b.key));
     let err = |e: std::io::Error| Error::io(Op::Write, at, e);
-    let f = tempfile::NamedTempFile::new().map_err(err)?;
-    let mut w = BufWriter::new(f.reopen().map_err(err)?);
+    let mut f = tempfile::tempfile().map_err(err)?;
+    let mut w = BufWriter::new(&mut f);
     for r in run.drain(..) {
         serde_json::to_writer(&mut w, &r).map_err(|e| err(e.into()))?;
         w.write_all(b"\n").map_err(err)?;
     }
     w.flush().map_err(err)?;
+    drop(w);
+    f.seek(SeekFrom::Start(0)).map_err(err)?;
     Ok(f)
 }
 
