@@ -28,25 +28,6 @@ fn upstream() -> Option<String> {
 }
 
 /// Names under `prefix` in `bucket`, read from the server directly.
-fn names(ep: &str, bucket: &str, prefix: &str) -> Vec<String> {
-    let out = Command::new("curl")
-        .args([
-            "-fsS",
-            &format!("{ep}/storage/v1/b/{bucket}/o?prefix={prefix}"),
-        ])
-        .output()
-        .unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["items"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|o| o["name"].as_str().unwrap().to_owned())
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 fn read_back(url: &str) -> Vec<u8> {
     let r = run(with_args(gcs().unwrap(), &["cat", url]));
     assert_eq!(r.code, 0, "cat {url}: {}", r.stderr);
@@ -122,7 +103,7 @@ fn a_compose_whose_answer_was_lost_succeeds_and_leaves_nothing() {
     assert!(!proxy.injected().is_empty(), "no fault injected");
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(read_back(&url), body);
-    assert_eq!(names(&ep, &bucket, ".shoal-tmp/"), Vec::<String>::new());
+    assert_eq!(gcs_names(&ep, &bucket, ".shoal-tmp/"), Vec::<String>::new());
 }
 
 #[test]
@@ -143,7 +124,7 @@ fn rm_whose_answer_was_lost_succeeds() {
     let r = run(with_args(via(&proxy), &["rm", &url]));
     assert!(!proxy.injected().is_empty(), "no fault injected");
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(names(&ep, &bucket, "gone"), Vec::<String>::new());
+    assert_eq!(gcs_names(&ep, &bucket, "gone"), Vec::<String>::new());
     // Without a lost answer, a missing object is still an error.
     let r = run(with_args(gcs().unwrap(), &["rm", &url]));
     assert_eq!(r.code, 1, "{}", r.stderr);
@@ -210,7 +191,7 @@ fn a_composite_upload_whose_part_fails_leaves_nothing() {
         assert!(!proxy.injected().is_empty(), "{code}: no fault injected");
         assert_eq!(r.code, 1, "{code}: {}", r.stderr);
         assert_eq!(
-            names(&ep, &bucket, ".shoal-tmp/"),
+            gcs_names(&ep, &bucket, ".shoal-tmp/"),
             Vec::<String>::new(),
             "{code}"
         );

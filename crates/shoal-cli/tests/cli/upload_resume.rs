@@ -103,27 +103,7 @@ impl On {
 /// Composite uploads (ids) and their parts under `.shoal-tmp/composite/`
 /// of GCS bucket `bucket`, read with the JSON API.
 fn gcs_composite_parts(endpoint: &str, bucket: &str) -> (usize, usize) {
-    let out = Command::new("curl")
-        .args(["-sS", "--fail"])
-        .arg(format!(
-            "{endpoint}/storage/v1/b/{bucket}/o?prefix=.shoal-tmp/composite/&maxResults=1000"
-        ))
-        .output()
-        .expect("curl");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let names: Vec<String> = v["items"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|o| o["name"].as_str().unwrap().to_owned())
-                .collect()
-        })
-        .unwrap_or_default();
+    let names = gcs_names(endpoint, bucket, ".shoal-tmp/composite/");
     let ids: std::collections::BTreeSet<&str> = names
         .iter()
         .filter_map(|n| n.strip_prefix(".shoal-tmp/composite/")?.split('/').next())

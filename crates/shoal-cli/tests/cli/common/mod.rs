@@ -518,3 +518,30 @@ pub fn s3_versioning_on(bucket: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The names of the objects below `prefix` in GCS bucket `bucket` at
+/// `endpoint` (one page, up to 1,000), read with the JSON API (curl), not
+/// with the binary under test.
+pub fn gcs_names(endpoint: &str, bucket: &str, prefix: &str) -> Vec<String> {
+    let out = Command::new("curl")
+        .args(["-fsS"])
+        .arg(format!(
+            "{endpoint}/storage/v1/b/{bucket}/o?prefix={prefix}&maxResults=1000"
+        ))
+        .output()
+        .expect("curl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["items"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|o| o["name"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
