@@ -684,8 +684,10 @@ def plan_copy(
     plan, refused = [], []
     for r in recs:
         try:
-            plan.append((r["url"], _shoal.destination(dst, r["url"][len(base) :], r["url"]), r["size"]))
-        except (_errors.InvalidInputError, _errors.UnsupportedError) as e:
+            to = _shoal.destination(dst, r["url"][len(base) :], r["url"])
+            if to is not None:  # None: a folder marker, skipped as cp -r skips it
+                plan.append((r["url"], to, r["size"]))
+        except _errors.InvalidInputError as e:
             refused.append((r["url"], dst, str(e)))
     return plan, refused
 
@@ -714,8 +716,10 @@ def _copy_listed(
     pairs, refused = [], []
     for u in recs.urls_between(lo, hi, max_size=skip_above):
         try:
-            pairs.append((u, _shoal.destination(dst, u[len(base) :], u)))
-        except (_errors.InvalidInputError, _errors.UnsupportedError) as e:
+            to = _shoal.destination(dst, u[len(base) :], u)
+            if to is not None:  # a folder marker: skipped
+                pairs.append((u, to))
+        except _errors.InvalidInputError as e:
             refused.append((u, dst, str(e)))
     copied, nbytes, failures = _copy_part(pairs, session, max_workers, chunk_size) if pairs else (0, 0, [])
     return copied, nbytes, refused + failures
@@ -951,8 +955,10 @@ def copy(
         pairs = []
         for u, _ in (b for found in c.gather(bigs) for b in found):
             try:
-                pairs.append((u, _shoal.destination(dst, u[len(base) :], u)))
-            except (_errors.InvalidInputError, _errors.UnsupportedError) as e:
+                to = _shoal.destination(dst, u[len(base) :], u)
+                if to is not None:  # a folder marker: skipped
+                    pairs.append((u, to))
+            except _errors.InvalidInputError as e:
                 res.failures.append((u, dst, str(e)))
         whole = _split_copies(c, pairs, s, budget, part_size, max_workers, progress, on_task, res)
         if whole:

@@ -29,8 +29,8 @@ use std::io::{BufRead, Read, Seek, SeekFrom};
 
 use futures::stream::{BoxStream, StreamExt};
 use shoal_core::checksum::{Checksums, CrcKind, OtherCrc};
-use shoal_core::{Error, Location, ObjectMeta, ObjectVersion, Op, Result};
-use shoal_transfer::tree::{Entry, sync_root};
+use shoal_core::{Error, Location, ObjectMeta, ObjectVersion, Op, Result, Seen};
+use shoal_transfer::tree::{Entry, Listed, sync_root};
 
 use crate::failure::Failure;
 
@@ -56,7 +56,7 @@ struct Closing {
 pub(crate) fn read(
     path: &str,
     u: &Use,
-) -> std::result::Result<BoxStream<'static, Result<Entry>>, Failure> {
+) -> std::result::Result<BoxStream<'static, Listed>, Failure> {
     if shoal_transfer::inventory::is_manifest(path) {
         return read_inventory(path, u);
     }
@@ -143,16 +143,15 @@ pub(crate) fn read(
             )));
         }
     });
-    Ok(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed())
+    Ok(futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+        .map(|r| r.map(Seen::Item))
+        .boxed())
 }
 
 /// An inventory report (`shoal_transfer::inventory`) as the side's
 /// listing: the manifest is checked against its files before the run
 /// (a mismatch is refused, exit 2), the rows streamed in key order.
-fn read_inventory(
-    path: &str,
-    u: &Use,
-) -> std::result::Result<BoxStream<'static, Result<Entry>>, Failure> {
+fn read_inventory(path: &str, u: &Use) -> std::result::Result<BoxStream<'static, Listed>, Failure> {
     let report = shoal_transfer::inventory::open(std::path::Path::new(path))
         .map_err(|e| Failure::Usage(format!("sync: {e} (nothing copied or deleted)")))?;
     read_report(report, path, (), u)
@@ -193,7 +192,7 @@ pub(crate) fn read_report<K: Send + 'static>(
     shown: &str,
     keep: K,
     u: &Use,
-) -> std::result::Result<BoxStream<'static, Result<Entry>>, Failure> {
+) -> std::result::Result<BoxStream<'static, Listed>, Failure> {
     if let Err(e) = report.check_side(u.side, u.root) {
         return Err(Failure::Usage(format!(
             "sync: {shown}: {}: refused, nothing copied or deleted",
@@ -222,7 +221,9 @@ pub(crate) fn read_report<K: Send + 'static>(
             }
         }
     });
-    Ok(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed())
+    Ok(futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+        .map(|r| r.map(Seen::Item))
+        .boxed())
 }
 
 /// The line that says a report is used in place of listing a store: its

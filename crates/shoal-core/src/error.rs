@@ -45,15 +45,6 @@ pub enum ErrorKind {
     Rejected,
     /// The operation was cancelled.
     Cancelled,
-    /// Deliberately not copied, as expected or as asked: a folder marker,
-    /// shoal's own working file, a symbolic link under `--skip-symlinks`.
-    /// Counted in a batch's summary; not a failure.
-    Skipped,
-    /// Not copied although nobody asked for that: a symbolic link without
-    /// `-L`/`--skip-symlinks`, a FIFO, socket or device in a tree, a link
-    /// loop. Counted and named, and the batch exits non-zero; a `sync
-    /// --delete` whose source had one deletes nothing.
-    SkippedUnasked,
 }
 
 impl ErrorKind {

@@ -29,6 +29,7 @@ pub mod posix;
 pub mod resume;
 pub mod retry;
 pub mod sent;
+pub mod skip;
 pub mod state;
 pub mod store;
 pub mod transport;
@@ -41,6 +42,7 @@ pub use error::{Error, ErrorKind, Op, Result};
 pub use meta::{
     ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion, Projection, VersionState,
 };
+pub use skip::{Seen, Skip};
 pub use store::{
     Assemble, BoxByteStream, BucketInfo, Capabilities, CopyRequest, DeleteKey, Deleted,
     GetResponse, ListedPart, MAX_PRESIGN_EXPIRY, MultipartUpload, PartInfo, PendingUpload, Presign,

@@ -155,8 +155,9 @@ fn walk(dir: &Path) -> Result<Vec<(String, std::fs::Metadata)>> {
     let mut failed = None;
     crate::walk::walk(dir, dir, Symlinks::Skip, Depth::All, &mut |found| {
         match found {
-            Ok(f) => out.push((f.rel, f.meta)),
-            Err(e) if crate::walk::is_skip(&e) || e.kind() == ErrorKind::InvalidInput => {}
+            Ok(crate::Seen::Item(f)) => out.push((f.rel, f.meta)),
+            Ok(crate::Seen::Skipped(_)) => {}
+            Err(e) if e.kind() == ErrorKind::InvalidInput => {}
             Err(e) => {
                 failed = Some(e);
                 return false;

@@ -8,11 +8,11 @@
 //!   relies on: a folder sorts as its name plus `/`, so `a-b` and `a.txt`
 //!   come before the files in `a/` (`-` and `.` sort before `/`), and `a0`
 //!   after them.
-//! - What is not copied is said, in its place in that order, as an error
-//!   of kind [`ErrorKind::Skipped`] (shoal's own working files, links
-//!   under [`Symlinks::Skip`]) or [`ErrorKind::SkippedUnasked`] (links
-//!   under [`Symlinks::Report`], FIFOs, sockets, devices, link loops), so
-//!   a summary can count and name it. A FIFO is never opened: a reader of
+//! - What is not copied is said, in its place in that order, as a
+//!   [`Skip`] (not an error): asked (shoal's own working files, links
+//!   under [`Symlinks::Skip`]) or not (links under [`Symlinks::Report`],
+//!   FIFOs, sockets, devices, link loops), so a summary can count and
+//!   name it. A FIFO is never opened: a reader of
 //!   one nobody writes to would wait forever.
 //! - Followed links (`-L`) cannot loop: the folders the walk is inside are
 //!   known by device and inode, and a link back into one is reported.
@@ -24,8 +24,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, ErrorKind, Op, Result};
+use crate::error::{Error, Op, Result};
 use crate::local_path::relative_path_to_key;
+use crate::skip::{Seen, Skip};
 
 /// What a walk does with symbolic links.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -66,11 +67,6 @@ pub struct Found {
     pub is_dir: bool,
 }
 
-/// Whether `e` is a skip (of either kind) rather than a failure.
-pub fn is_skip(e: &Error) -> bool {
-    matches!(e.kind(), ErrorKind::Skipped | ErrorKind::SkippedUnasked)
-}
-
 /// Walks `top` (a folder, or a file, which is the one item) and hands
 /// each item to `each`, in key order (see the module docs); names are
 /// relative to `root`, which `top` lies below. `top` itself is followed
@@ -81,7 +77,7 @@ pub fn walk(
     root: &Path,
     symlinks: Symlinks,
     depth: Depth,
-    each: &mut dyn FnMut(Result<Found>) -> bool,
+    each: &mut dyn FnMut(Result<Seen<Found>>) -> bool,
 ) -> bool {
     match std::fs::metadata(top) {
         Ok(md) if md.is_file() => {
@@ -89,12 +85,12 @@ pub fn walk(
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            each(Ok(Found {
+            each(Ok(Seen::Item(Found {
                 path: top.to_path_buf(),
                 rel,
                 meta: md,
                 is_dir: false,
-            }))
+            })))
         }
         Ok(md) => {
             let mut inside = vec![dev_ino(&md)];
@@ -119,8 +115,8 @@ fn dev_ino(md: &std::fs::Metadata) -> (u64, u64) {
 enum Kind {
     Dir(std::fs::Metadata),
     File(std::fs::Metadata),
-    /// Not read: the kind of skip and why.
-    Skip(ErrorKind, &'static str),
+    /// Not read: whether asked, and why.
+    Skip(bool, &'static str),
     Failed(std::io::Error),
 }
 
@@ -128,7 +124,7 @@ struct Walker<'a, 'f> {
     root: &'a Path,
     symlinks: Symlinks,
     depth: Depth,
-    each: &'a mut (dyn FnMut(Result<Found>) -> bool + 'f),
+    each: &'a mut (dyn FnMut(Result<Seen<Found>>) -> bool + 'f),
 }
 
 impl Walker<'_, '_> {
@@ -137,12 +133,12 @@ impl Walker<'_, '_> {
             match self.symlinks {
                 Symlinks::Report => {
                     return Kind::Skip(
-                        ErrorKind::SkippedUnasked,
+                        false,
                         "a symbolic link, not followed (-L/--follow-symlinks copies what it points to; --skip-symlinks skips links without an error)",
                     );
                 }
                 Symlinks::Skip => {
-                    return Kind::Skip(ErrorKind::Skipped, "a symbolic link (--skip-symlinks)");
+                    return Kind::Skip(true, "a symbolic link (--skip-symlinks)");
                 }
                 Symlinks::Follow => std::fs::metadata(path),
             }
@@ -152,7 +148,7 @@ impl Walker<'_, '_> {
         match md {
             Ok(md) if md.is_dir() => Kind::Dir(md),
             Ok(md) if md.is_file() => Kind::File(md),
-            Ok(md) => Kind::Skip(ErrorKind::SkippedUnasked, special_file(&md)),
+            Ok(md) => Kind::Skip(false, special_file(&md)),
             Err(e) => Kind::Failed(e),
         }
     }
@@ -178,12 +174,11 @@ impl Walker<'_, '_> {
                 Kind::Dir(md) => {
                     let id = dev_ino(&md);
                     if inside.contains(&id) {
-                        Err(Error::new(
-                            ErrorKind::SkippedUnasked,
+                        Ok(Seen::Skipped(Skip::unasked(
                             Op::List,
                             path.display().to_string(),
                             "a symbolic link back into a folder above it (a loop), not followed",
-                        ))
+                        )))
                     } else {
                         inside.push(id);
                         let go_on = self.dir(&path, inside);
@@ -199,17 +194,23 @@ impl Walker<'_, '_> {
                 // publish half a file. A user's file named like one is
                 // read.
                 Kind::File(_) if crate::workfile::is_working_file(&name.to_string_lossy()) => {
-                    Err(Error::new(
-                        ErrorKind::Skipped,
+                    Ok(Seen::Skipped(Skip::asked(
                         Op::Read,
                         path.display().to_string(),
                         "shoal's working file of a download in progress or interrupted",
-                    ))
+                    )))
                 }
                 Kind::File(md) => self.found(path, md, false),
-                Kind::Skip(kind, why) => {
-                    Err(Error::new(kind, Op::Read, path.display().to_string(), why))
-                }
+                Kind::Skip(true, why) => Ok(Seen::Skipped(Skip::asked(
+                    Op::Read,
+                    path.display().to_string(),
+                    why,
+                ))),
+                Kind::Skip(false, why) => Ok(Seen::Skipped(Skip::unasked(
+                    Op::Read,
+                    path.display().to_string(),
+                    why,
+                ))),
                 Kind::Failed(e) => Err(Error::io(Op::Read, path.display().to_string(), e)),
             };
             if !(self.each)(item) {
@@ -219,18 +220,18 @@ impl Walker<'_, '_> {
         true
     }
 
-    fn found(&self, path: PathBuf, meta: std::fs::Metadata, is_dir: bool) -> Result<Found> {
+    fn found(&self, path: PathBuf, meta: std::fs::Metadata, is_dir: bool) -> Result<Seen<Found>> {
         match path
             .strip_prefix(self.root)
             .ok()
             .and_then(relative_path_to_key)
         {
-            Some(rel) => Ok(Found {
+            Some(rel) => Ok(Seen::Item(Found {
                 path,
                 rel,
                 meta,
                 is_dir,
-            }),
+            })),
             None => Err(Error::invalid(
                 Op::Read,
                 path.display().to_string(),
@@ -274,17 +275,14 @@ mod tests {
         let mut out = Vec::new();
         walk(top, top, symlinks, depth, &mut |r| {
             out.push(match r {
-                Ok(f) if f.is_dir => format!("{}/", f.rel),
-                Ok(f) => f.rel,
-                Err(e) => format!(
+                Ok(Seen::Item(f)) if f.is_dir => format!("{}/", f.rel),
+                Ok(Seen::Item(f)) => f.rel,
+                Ok(Seen::Skipped(s)) => format!(
                     "{} {}",
-                    if e.kind() == ErrorKind::Skipped {
-                        "skip"
-                    } else {
-                        "SKIP"
-                    },
-                    e.url().rsplit('/').next().unwrap()
+                    if s.is_asked() { "skip" } else { "SKIP" },
+                    s.url().rsplit('/').next().unwrap()
                 ),
+                Err(e) => format!("ERR {}", e.url().rsplit('/').next().unwrap()),
             });
             true
         });

@@ -20,9 +20,7 @@ fn names(kind: ErrorKind) -> (&'static str, &'static str) {
         ErrorKind::Unauthenticated => ("UnauthenticatedError", "unauthenticated"),
         ErrorKind::Precondition => ("PreconditionError", "precondition"),
         ErrorKind::InvalidInput => ("InvalidInputError", "invalid_input"),
-        ErrorKind::Unsupported | ErrorKind::Skipped | ErrorKind::SkippedUnasked => {
-            ("UnsupportedError", "unsupported")
-        }
+        ErrorKind::Unsupported => ("UnsupportedError", "unsupported"),
         ErrorKind::Connect => ("ConnectError", "connect"),
         ErrorKind::Timeout => ("RequestTimeoutError", "timeout"),
         ErrorKind::ServerBusy => ("ServerBusyError", "server_busy"),

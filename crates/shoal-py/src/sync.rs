@@ -119,8 +119,8 @@ pub(crate) fn delete_extras(
         );
         while let Some(r) = done.next().await {
             match r {
-                Ok(_) => out.0 += 1,
-                Err(e) if e.kind() == shoal_core::ErrorKind::Skipped => out.1 += 1,
+                Ok(shoal_core::Seen::Item(_)) => out.0 += 1,
+                Ok(shoal_core::Seen::Skipped(_)) => out.1 += 1,
                 Err(e) => out.2.push(e.to_string()),
             }
         }
@@ -225,7 +225,7 @@ pub(crate) fn sync_range<'py>(
     let copies = plan
         .filter_map(move |a| {
             let out = match a {
-                Ok(Action::Delete { dst, version }) => {
+                Ok(shoal_core::Seen::Item(Action::Delete { dst, version })) => {
                     let mut h = keep.lock().expect("extras lock");
                     h.0 += 1;
                     if delete {

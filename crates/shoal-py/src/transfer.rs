@@ -11,7 +11,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use shoal_core::{Error, ErrorKind, Location, Op, PutOptions, Scheme};
+use shoal_core::{Error, ErrorKind, Location, Op, PutOptions, Scheme, Seen};
 use shoal_transfer::Run;
 use shoal_transfer::batch::{Action, execute, execute_move};
 use shoal_transfer::upload::upload_file_with;
@@ -386,7 +386,7 @@ fn pairs_impl(
         // Same shape as shoal_transfer::batch::run: 2 × slots files in
         // progress; big transfers draw on `workers`, one-request ones on
         // `small_workers`.
-        let results: Vec<shoal_core::Result<u64>> = futures::stream::iter(parsed)
+        let results: Vec<shoal_core::Result<Seen<u64>>> = futures::stream::iter(parsed)
             .map(|p| {
                 let (store_for, run, put) = (store_for.clone(), run.clone(), put.clone());
                 async move {
@@ -413,7 +413,7 @@ fn pairs_impl(
                     }
                     let path = std::path::Path::new(&src.key);
                     let r = upload_file_with(store_for(&dst)?, path, &dst, &put, &run).await?;
-                    Ok(r.bytes)
+                    Ok(Seen::Item(r.bytes))
                 }
             })
             .buffered(slots * 2)
@@ -423,7 +423,9 @@ fn pairs_impl(
             results
                 .into_iter()
                 .map(|r| match r {
-                    Ok(n) => Ok(n.into_pyobject(py)?.into_any().unbind()),
+                    Ok(Seen::Item(n)) => Ok(n.into_pyobject(py)?.into_any().unbind()),
+                    // Not copied, and no failure: nothing to raise.
+                    Ok(Seen::Skipped(_)) => Ok(py.None()),
                     Err(e) => exception(py, &e),
                 })
                 .collect()
@@ -555,13 +557,13 @@ blocking_and_async! {
 
 /// Where the key-relative name `rel` of `src_url` lands under the folder
 /// `dst` (shoal's one key → path mapping: unsafe names for local paths are
-/// an InvalidInputError, folder markers an UnsupportedError).
+/// an InvalidInputError); None for a folder marker (`dir/`), which a tree
+/// copy skips: it has no file to become.
 #[pyfunction]
-pub(crate) fn destination(dst: &str, rel: &str, src_url: &str) -> PyResult<String> {
+pub(crate) fn destination(dst: &str, rel: &str, src_url: &str) -> PyResult<Option<String>> {
     let dst = Location::parse(dst).py()?;
-    Ok(shoal_transfer::tree::destination(&dst, rel, src_url)
-        .py()?
-        .to_string())
+    let placed = shoal_transfer::tree::place(&dst, rel, src_url).py()?;
+    Ok(placed.item().map(|l| l.to_string()))
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

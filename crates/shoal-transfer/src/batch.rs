@@ -39,8 +39,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use futures::stream::{BoxStream, StreamExt};
 use shoal_core::error::escape_controls;
 use shoal_core::retry::RetryPolicy;
-use shoal_core::walk::is_skip;
-use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result};
+use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Result, Seen, Skip};
 
 use crate::copy::copy_one;
 use crate::plural;
@@ -115,15 +114,21 @@ pub struct BatchCounters {
     pub listed: std::sync::atomic::AtomicBool,
     /// Told of every action's outcome as it finishes (`--json` prints a
     /// line for each): the action and the bytes it moved, or the error
-    /// (a skip or a failure, see [`is_skip`]) with the action that ended
-    /// so (None for an item the plan itself could not make, such as a
-    /// listing that failed).
+    /// or skip, with the action that ended so (None for an item the plan
+    /// itself made, such as a listing that failed or a link it skipped).
     pub on_outcome: Option<OnOutcome>,
 }
 
-/// What became of one action: the action and the bytes it moved, or the
-/// error that ended it.
-pub type Outcome = Result<(Action, u64)>;
+/// One item of a plan: an action, a skip the plan made in its place (a
+/// link not followed, a folder marker, a destination `--no-clobber`
+/// keeps), or an error (a listing that failed, a key that cannot be a
+/// file name).
+pub type Planned = Result<Seen<Action>>;
+
+/// What became of one action: the action and the bytes it moved, a skip
+/// (an outcome, not a failure: see [`shoal_core::skip`]), or the error that
+/// ended it.
+pub type Outcome = Result<Seen<(Action, u64)>>;
 
 /// See [`BatchCounters::on_outcome`].
 #[derive(Clone)]
@@ -188,9 +193,8 @@ pub struct BatchReport {
     /// URL and the reason (the rest are counted only: a run over a billion
     /// keys that all fail must not hold a billion lines).
     pub failures: Vec<String>,
-    /// Items not copied, as expected or asked ([`ErrorKind::Skipped`]) or
-    /// not ([`ErrorKind::SkippedUnasked`]); callers that name them do so
-    /// as they pass (see [`is_skip`]).
+    /// Items not copied, as expected or asked or not ([`Skip::is_asked`]);
+    /// callers that name them do so as they pass.
     pub skipped: u64,
     /// Of `skipped`, those nobody asked to skip: the batch did not do all
     /// it was asked.
@@ -272,7 +276,7 @@ pub fn share_budgets(run: &mut Run) -> usize {
 
 /// Executes `actions` (see the module docs for the concurrency rules).
 pub async fn run(
-    actions: BoxStream<'static, Result<Action>>,
+    actions: BoxStream<'static, Planned>,
     store_for: StoreFor,
     run: Run,
     policy: RetryPolicy,
@@ -296,7 +300,7 @@ pub struct Mode {
 
 /// Executes `actions` as [`Mode`] says.
 pub async fn run_plan(
-    actions: BoxStream<'static, Result<Action>>,
+    actions: BoxStream<'static, Planned>,
     store_for: StoreFor,
     run: Run,
     policy: RetryPolicy,
@@ -311,7 +315,7 @@ pub async fn run_plan(
 /// `--no-clobber` refusal keeps the source and is not what was asked
 /// (the object was not moved): it makes the exit status 1.
 pub async fn run_moves(
-    actions: BoxStream<'static, Result<Action>>,
+    actions: BoxStream<'static, Planned>,
     store_for: StoreFor,
     run: Run,
     policy: RetryPolicy,
@@ -325,7 +329,7 @@ pub async fn run_moves(
 }
 
 async fn run_with(
-    actions: BoxStream<'static, Result<Action>>,
+    actions: BoxStream<'static, Planned>,
     store_for: StoreFor,
     mut run: Run,
     policy: RetryPolicy,
@@ -340,7 +344,9 @@ async fn run_with(
     let before_deletes = futures::stream::poll_fn(|cx| {
         let mut next = std::pin::Pin::new(&mut actions);
         match std::task::ready!(next.as_mut().poll_peek(cx)) {
-            Some(Ok(Action::Delete { .. })) if mode.hold_deletes => std::task::Poll::Ready(None),
+            Some(Ok(Seen::Item(Action::Delete { .. }))) if mode.hold_deletes => {
+                std::task::Poll::Ready(None)
+            }
             Some(_) => futures::Stream::poll_next(next, cx),
             None => std::task::Poll::Ready(None),
         }
@@ -355,8 +361,8 @@ async fn run_with(
         let mut held = 0u64;
         while let Some(a) = actions.next().await {
             match a {
-                Ok(Action::Delete { .. }) => held += 1,
-                Ok(other) => report.add(
+                Ok(Seen::Item(Action::Delete { .. })) => held += 1,
+                Ok(Seen::Item(other)) => report.add(
                     Err(Error::invalid(
                         Op::Copy,
                         other.to_string(),
@@ -364,6 +370,7 @@ async fn run_with(
                     )),
                     false,
                 ),
+                Ok(Seen::Skipped(s)) => report.add(Ok(Seen::Skipped(s)), false),
                 Err(e) => report.add(Err(e), false),
             }
         }
@@ -378,7 +385,7 @@ async fn run_with(
     // can (`delete.rs`).
     let cloud_delete = matches!(
         std::pin::Pin::new(&mut actions).peek().await,
-        Some(Ok(Action::Delete { dst, .. })) if !dst.is_local()
+        Some(Ok(Seen::Item(Action::Delete { dst, .. }))) if !dst.is_local()
     );
     if cloud_delete && !mode.moving {
         run_deletes(actions.boxed(), &store_for, slots, &counters, &mut report).await;
@@ -392,9 +399,9 @@ async fn run_with(
 /// `actions` counted into `counters` as the plan gives them, and
 /// `listed` set when it ends (see [`BatchCounters::planned`]).
 fn counted(
-    actions: BoxStream<'static, Result<Action>>,
+    actions: BoxStream<'static, Planned>,
     counters: Arc<BatchCounters>,
-) -> BoxStream<'static, Result<Action>> {
+) -> BoxStream<'static, Planned> {
     let end = counters.clone();
     actions
         .inspect(move |a| counters.plan(a))
@@ -410,13 +417,13 @@ fn counted(
 /// already gone counted as deleted. Anything else planned after them is
 /// not run.
 async fn run_deletes(
-    actions: BoxStream<'_, Result<Action>>,
+    actions: BoxStream<'_, Planned>,
     store_for: &StoreFor,
     slots: usize,
     counters: &Arc<BatchCounters>,
     report: &mut BatchReport,
 ) {
-    let mut others = Vec::new();
+    let (mut others, mut skips) = (Vec::new(), Vec::new());
     let (tx, rx) = futures::channel::mpsc::channel::<Result<crate::delete::Target>>(1024);
     let said = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let on_fallback: crate::delete::OnFallback = Arc::new(move |e| {
@@ -431,15 +438,21 @@ async fn run_deletes(
         let mut actions = actions;
         while let Some(a) = actions.next().await {
             let item = match a {
-                Ok(Action::Delete { dst, version }) if !dst.is_local() => {
+                Ok(Seen::Item(Action::Delete { dst, version })) if !dst.is_local() => {
                     Ok(crate::delete::Target {
                         loc: dst,
                         version,
                         exact: false,
                     })
                 }
-                Ok(other) => {
+                Ok(Seen::Item(other)) => {
                     others.push(other);
+                    continue;
+                }
+                // Said once the deletes are done (a plan's skips among its
+                // deletes are a line or two: `sync`'s kept extras).
+                Ok(Seen::Skipped(s)) => {
+                    skips.push(s);
                     continue;
                 }
                 Err(e) => Err(e),
@@ -448,12 +461,12 @@ async fn run_deletes(
                 break;
             }
         }
-        others
+        (others, skips)
     };
     let on_outcome = counters.on_outcome.clone();
     let drain = async {
         while let Some(r) = outcomes.next().await {
-            let r: Outcome = r.map(|dst| (Action::Delete { dst, version: None }, 0));
+            let r: Outcome = r.map(|s| s.map(|dst| (Action::Delete { dst, version: None }, 0)));
             counters.count(&r);
             if let Some(f) = &on_outcome {
                 (f.0)(&r, None);
@@ -461,7 +474,10 @@ async fn run_deletes(
             report.add(r, false);
         }
     };
-    let (others, ()) = futures::join!(feed, drain);
+    let ((others, skips), ()) = futures::join!(feed, drain);
+    for s in skips {
+        report.add(Ok(Seen::Skipped(s)), false);
+    }
     for other in others {
         report.add(
             Err(Error::invalid(
@@ -488,7 +504,7 @@ type Phase<'a> = (
 
 /// Runs `actions` to their end, `slots * 2` at a time, into `report`.
 async fn run_phase(
-    actions: BoxStream<'_, Result<Action>>,
+    actions: BoxStream<'_, Planned>,
     (store_for, run, policy, counters, slots, moving): Phase<'_>,
     report: &mut BatchReport,
 ) {
@@ -497,7 +513,10 @@ async fn run_phase(
             let (store_for, run, counters) = (store_for.clone(), run.clone(), counters.clone());
             async move {
                 let (outcome, failed) = match a {
-                    Ok(action) => outcome_of(action, &store_for, &run, &policy, moving).await,
+                    Ok(Seen::Item(action)) => {
+                        outcome_of(action, &store_for, &run, &policy, moving).await
+                    }
+                    Ok(Seen::Skipped(s)) => (Ok(Seen::Skipped(s)), None),
                     Err(e) => (Err(e), None),
                 };
                 counters.count(&outcome);
@@ -516,7 +535,7 @@ async fn run_phase(
 
 /// One action executed (as a move's copy when `moving`), a `--no-clobber`
 /// refusal turned into the skip it is; with the action again when it
-/// did not succeed.
+/// did not succeed (a skip or a failure).
 async fn outcome_of(
     action: Action,
     store_for: &StoreFor,
@@ -530,27 +549,27 @@ async fn outcome_of(
         execute(&action, store_for, run, policy).await
     };
     match done {
-        Ok(b) => (Ok((action, b)), None),
+        Ok(Seen::Item(b)) => (Ok(Seen::Item((action, b))), None),
+        Ok(Seen::Skipped(s)) => (Ok(Seen::Skipped(s)), Some(action)),
         Err(e) => {
-            let e = match &action {
-                Action::Copy { dst, .. } if moving => move_refused(e, run, dst),
-                Action::Copy { dst, .. } => clobber_refused(e, run, dst),
-                Action::Delete { .. } => e,
+            let r = match &action {
+                Action::Copy { dst, .. } => clobber_refused(e, run, dst, moving),
+                Action::Delete { .. } => Err(e),
             };
-            (Err(e), Some(action))
+            (r.map(Seen::Skipped), Some(action))
         }
     }
 }
 
 impl BatchCounters {
     /// Counts an item of the plan as it is given.
-    fn plan(&self, item: &Result<Action>) {
+    fn plan(&self, item: &Planned) {
         self.planned.fetch_add(1, Ordering::Relaxed);
         match item {
-            Ok(Action::Copy { meta: Some(m), .. }) => {
+            Ok(Seen::Item(Action::Copy { meta: Some(m), .. })) => {
                 self.planned_bytes.fetch_add(m.size, Ordering::Relaxed);
             }
-            Ok(Action::Copy { meta: None, .. }) => {
+            Ok(Seen::Item(Action::Copy { meta: None, .. })) => {
                 self.sizeless.fetch_add(1, Ordering::Relaxed);
             }
             _ => {}
@@ -574,13 +593,13 @@ impl BatchCounters {
     fn count(&self, outcome: &Outcome) {
         self.done.fetch_add(1, Ordering::Relaxed);
         match outcome {
-            Ok((_, b)) => {
+            Ok(Seen::Item((_, b))) => {
                 self.bytes.fetch_add(*b, Ordering::Relaxed);
             }
-            Err(e) if !is_skip(e) => {
+            Ok(Seen::Skipped(_)) => {}
+            Err(_) => {
                 self.failed.fetch_add(1, Ordering::Relaxed);
             }
-            Err(_) => {}
         }
     }
 }
@@ -595,23 +614,24 @@ impl BatchReport {
     /// did not succeed (it names the file in its [`Cause`]).
     fn add_of(&mut self, outcome: Outcome, moving: bool, failed: Option<&Action>) {
         match outcome {
-            Ok((Action::Copy { .. }, bytes)) => {
+            Ok(Seen::Item((Action::Copy { .. }, bytes))) => {
                 self.copied += 1;
                 self.bytes += bytes;
             }
-            Ok((Action::Delete { .. }, _)) => self.deleted += 1,
+            Ok(Seen::Item((Action::Delete { .. }, _))) => self.deleted += 1,
             // Folder markers, links and the like: counted, not failures.
-            Err(e) if is_skip(&e) => {
+            Ok(Seen::Skipped(s)) => {
                 self.skipped += 1;
-                if e.kind() == ErrorKind::SkippedUnasked {
+                if !s.is_asked() {
                     self.skipped_unasked += 1;
                     // A source a move kept is named with the failures (a
                     // skip the listing made was named as it passed).
                     if moving {
                         if self.failures.len() < LISTED_FAILURES {
-                            self.failures.push(e.to_string());
+                            self.failures.push(s.to_string());
                         }
-                        self.add_cause(&e, failed);
+                        let key = (s.op().to_string(), s.why().to_owned(), None);
+                        self.add_cause(key, s.to_string(), s.url(), failed);
                     }
                 }
             }
@@ -620,22 +640,30 @@ impl BatchReport {
                 if self.failures.len() < LISTED_FAILURES {
                     self.failures.push(e.to_string());
                 }
-                self.add_cause(&e, failed);
+                let key = (
+                    e.op().to_string(),
+                    e.message().to_owned(),
+                    e.hint().map(str::to_owned),
+                );
+                self.add_cause(key, e.to_string(), e.url(), failed);
             }
         }
     }
 
-    /// Counts a failure under its cause (see [`Cause`]).
-    fn add_cause(&mut self, e: &Error, failed: Option<&Action>) {
-        let key = (
-            e.op().to_string(),
-            e.message().to_owned(),
-            e.hint().map(str::to_owned),
-        );
+    /// Counts a failure under its cause (see [`Cause`]): `key` is its
+    /// operation, message and hint, `line` the whole line, `url` what it
+    /// names where no action is known.
+    fn add_cause(
+        &mut self,
+        key: (String, String, Option<String>),
+        line: String,
+        url: &str,
+        failed: Option<&Action>,
+    ) {
         let name = match failed {
             Some(Action::Copy { src, .. }) => src.to_string(),
             Some(Action::Delete { dst, .. }) => dst.to_string(),
-            None => e.url().to_owned(),
+            None => url.to_owned(),
         };
         let name = escape_controls(&name).into_owned();
         if let Some(&i) = self.cause_index.get(&key) {
@@ -649,7 +677,7 @@ impl BatchReport {
         if self.causes.len() < LISTED_FAILURES {
             self.cause_index.insert(key, self.causes.len());
             self.causes.push(Cause {
-                first: e.to_string(),
+                first: line,
                 count: 1,
                 named: vec![name],
             });
@@ -662,13 +690,14 @@ impl BatchReport {
 /// Executes one action of a batch (what [`run`] does for each), for
 /// callers that keep their own per-item results. `run.budgets.limiter` and
 /// `run.budgets.small` are the budgets shared with the other actions in
-/// flight (see the module docs); returns bytes copied.
+/// flight (see the module docs); returns bytes copied, or the skip it
+/// made (a pinned delete whose object was written again).
 pub async fn execute(
     action: &Action,
     store_for: &StoreFor,
     run: &Run,
     policy: &RetryPolicy,
-) -> Result<u64> {
+) -> Result<Seen<u64>> {
     match action {
         // Already gone is done: what a delete is for holds, as S3 answers
         // anyway (GCS says 404). Another process, or a request an
@@ -687,15 +716,14 @@ pub async fn execute(
                     Some(v) => match delete_at(&store, dst, v).await {
                         Err(e) if e.kind() == ErrorKind::NotFound => {}
                         Err(e) if e.kind() == ErrorKind::Precondition => {
-                            return Err(Error::new(
-                                ErrorKind::Skipped,
+                            return Ok(Seen::Skipped(Skip::asked(
                                 Op::Delete,
                                 dst.to_string(),
                                 format!(
                                     "not deleted: written again since it was listed ({}); kept",
                                     e.message()
                                 ),
-                            ));
+                            )));
                         }
                         r => {
                             r?;
@@ -704,12 +732,12 @@ pub async fn execute(
                     None => delete_object(&store, dst).await?,
                 }
             }
-            Ok(0)
+            Ok(Seen::Item(0))
         }
         Action::Copy { src, meta, dst } => {
             refuse_local_clobber(dst, run)?;
             let r = copy_one(src, meta.as_ref(), dst, store_for, run, policy).await?;
-            Ok(r.bytes)
+            Ok(Seen::Item(r.bytes))
         }
     }
 }
@@ -739,7 +767,7 @@ pub async fn execute_move(
     store_for: &StoreFor,
     run: &Run,
     policy: &RetryPolicy,
-) -> Result<u64> {
+) -> Result<Seen<u64>> {
     let Action::Copy { src, meta, dst } = action else {
         return execute(action, store_for, run, policy).await;
     };
@@ -765,35 +793,30 @@ pub async fn execute_move(
         )
         .with_hint("the object is now in both places; delete the source with shoal rm"));
     }
-    Ok(report.bytes)
-}
-
-/// A move's `--no-clobber` refusal: the source is kept, which is not what
-/// a move was asked for, so it counts as a skip nobody asked for.
-fn move_refused(e: Error, run: &Run, dst: &Location) -> Error {
-    if run.opts.no_clobber && e.kind() == ErrorKind::Precondition {
-        return Error::new(
-            ErrorKind::SkippedUnasked,
-            Op::Copy,
-            dst.to_string(),
-            "exists; not replaced (--no-clobber), the source was kept",
-        );
-    }
-    e
+    Ok(Seen::Item(report.bytes))
 }
 
 /// `--no-clobber`'s refusal (the store's precondition, or a local rename
-/// that would replace) as a skip: the destination was there, as asked.
-fn clobber_refused(e: Error, run: &Run, dst: &Location) -> Error {
-    if run.opts.no_clobber && e.kind() == ErrorKind::Precondition {
-        return Error::new(
-            ErrorKind::Skipped,
+/// that would replace) as the skip it is: the destination was there, as
+/// asked. A move's is a skip nobody asked for: the source is kept, which
+/// is not what a move was asked to do. Any other error stays one.
+fn clobber_refused(e: Error, run: &Run, dst: &Location, moving: bool) -> Result<Skip> {
+    if !(run.opts.no_clobber && e.kind() == ErrorKind::Precondition) {
+        return Err(e);
+    }
+    Ok(if moving {
+        Skip::unasked(
+            Op::Copy,
+            dst.to_string(),
+            "exists; not replaced (--no-clobber), the source was kept",
+        )
+    } else {
+        Skip::asked(
             Op::Copy,
             dst.to_string(),
             "exists; not replaced (--no-clobber)",
-        );
-    }
-    e
+        )
+    })
 }
 
 #[cfg(test)]
@@ -843,7 +866,7 @@ mod tests {
         ));
         let mut copies = copies.into_iter();
         for a in copies.by_ref().take(2) {
-            tx.unbounded_send(Ok(a)).unwrap();
+            tx.unbounded_send(Ok(Seen::Item(a))).unwrap();
         }
         while counters.done.load(Ordering::Relaxed) < 2 {
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -853,23 +876,29 @@ mod tests {
         assert!(!now.listed && now.totals().is_none(), "{now:?}");
         assert_eq!(now.eta(300, Duration::from_secs(1)), None);
 
-        tx.unbounded_send(Ok(copies.next().unwrap())).unwrap();
+        tx.unbounded_send(Ok(Seen::Item(copies.next().unwrap())))
+            .unwrap();
         tx.unbounded_send(Err(Error::invalid(Op::List, "gs://b/x", "refused")))
+            .unwrap();
+        // A skip is counted as one, never as a failure.
+        tx.unbounded_send(Ok(Seen::Skipped(Skip::unasked(Op::Read, "/l", "a link"))))
             .unwrap();
         drop(tx);
         let report = batch.await.unwrap();
         assert_eq!((report.copied, report.failed), (3, 1));
+        assert_eq!((report.skipped, report.skipped_unasked), (1, 1));
+        assert_eq!(report.failures.len(), 1);
         let end = counters.snapshot();
-        assert_eq!(end.totals(), Some((4, 600)));
-        assert_eq!((end.done, end.failed), (4, 1));
+        assert_eq!(end.totals(), Some((5, 600)));
+        assert_eq!((end.done, end.failed), (5, 1));
 
         // A copy planned without a size: the byte total is not known.
         let counters = BatchCounters::default();
-        counters.plan(&Ok(Action::Copy {
+        counters.plan(&Ok(Seen::Item(Action::Copy {
             src: Location::parse("gs://b/f0").unwrap(),
             meta: None,
             dst: Location::parse("/tmp/x").unwrap(),
-        }));
+        })));
         counters.listed.store(true, Ordering::Relaxed);
         assert_eq!(counters.snapshot().totals(), None);
     }

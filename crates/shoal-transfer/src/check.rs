@@ -14,13 +14,13 @@
 //! called the same on size alone unless asked.
 
 use futures::stream::{BoxStream, StreamExt};
-use shoal_core::{Location, ObjectMeta, Op, Result, StoreFor};
+use shoal_core::{Location, ObjectMeta, Op, Result, Seen, StoreFor};
 
 use crate::hash::{Sums, hash_file, read_sums};
 use crate::rate::Rates;
 use crate::same::same_bytes;
 use crate::sync::{Matched, merge_listings};
-use crate::tree::Entry;
+use crate::tree::{Entry, Listed};
 
 /// What `check` found of one name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,25 +49,30 @@ impl Verdict {
 
 /// Compares every name of the two listings (entries relative to the two
 /// roots, in key order, as `sync` lists them), `at_once` comparisons in
-/// flight; verdicts in name order, problems as `Err` items.
+/// flight; verdicts in name order, problems as `Err` items, what a
+/// listing skipped (a local walk's links) as skips.
 pub fn check_trees(
-    src: BoxStream<'static, Result<Entry>>,
-    dst: BoxStream<'static, Result<Entry>>,
+    src: BoxStream<'static, Listed>,
+    dst: BoxStream<'static, Listed>,
     dst_root: Location,
     size_only: bool,
     store_for: StoreFor,
     rates: Rates,
     at_once: usize,
-) -> BoxStream<'static, Result<Verdict>> {
+) -> BoxStream<'static, Result<Seen<Verdict>>> {
     merge_listings(src, dst, dst_root)
         .map(move |m| {
             let (store_for, rates) = (store_for.clone(), rates.clone());
             async move {
-                match m? {
-                    Matched::SourceOnly(e) => Ok(Verdict::MissingFromDestination(e.rel)),
-                    Matched::DestinationOnly(e) => Ok(Verdict::MissingFromSource(e.rel)),
-                    Matched::Both(a, b) => compare(a, b, size_only, &store_for, &rates).await,
-                }
+                let v = match m? {
+                    Seen::Skipped(s) => return Ok(Seen::Skipped(s)),
+                    Seen::Item(Matched::SourceOnly(e)) => Verdict::MissingFromDestination(e.rel),
+                    Seen::Item(Matched::DestinationOnly(e)) => Verdict::MissingFromSource(e.rel),
+                    Seen::Item(Matched::Both(a, b)) => {
+                        compare(a, b, size_only, &store_for, &rates).await?
+                    }
+                };
+                Ok(Seen::Item(v))
             }
         })
         .buffered(at_once.max(1))

@@ -40,7 +40,9 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use shoal_core::{DeleteKey, Error, ErrorKind, Location, ObjectVersion, Result, Store, StoreFor};
+use shoal_core::{
+    DeleteKey, Error, ErrorKind, Location, ObjectVersion, Result, Seen, Skip, Store, StoreFor,
+};
 
 /// One object to delete, and the version its delete was planned against
 /// (None: whatever is there).
@@ -95,7 +97,7 @@ pub fn delete_all(
     slots: usize,
     gone_is_done: bool,
     on_fallback: OnFallback,
-) -> BoxStream<'static, Result<Location>> {
+) -> BoxStream<'static, Result<Seen<Location>>> {
     targets
         .ready_chunks(GATHER)
         .flat_map(move |chunk| futures::stream::iter(jobs(chunk, &store_for)))
@@ -161,7 +163,7 @@ async fn run(
     slots: usize,
     gone_is_done: bool,
     on_fallback: OnFallback,
-) -> Vec<Result<Location>> {
+) -> Vec<Result<Seen<Location>>> {
     match job {
         Job::Failed(e) => vec![Err(e)],
         Job::One(store, loc) => vec![one(&store, loc, gone_is_done).await],
@@ -281,7 +283,7 @@ async fn not_found(store: &Arc<dyn Store>, loc: &Location) -> Error {
     }
 }
 
-async fn one(store: &Arc<dyn Store>, t: Target, gone_is_done: bool) -> Result<Location> {
+async fn one(store: &Arc<dyn Store>, t: Target, gone_is_done: bool) -> Result<Seen<Location>> {
     let r = match &t.version {
         Some(v) if t.exact => (store.delete_version(&t.loc.bucket, &t.loc.key, v).await)
             .map(|()| shoal_core::Deleted::Gone),
@@ -298,7 +300,7 @@ async fn one(store: &Arc<dyn Store>, t: Target, gone_is_done: bool) -> Result<Lo
             .map(|()| shoal_core::Deleted::Gone),
     };
     match r {
-        Err(e) if gone_is_done && e.kind() == ErrorKind::NotFound => Ok(t.loc),
+        Err(e) if gone_is_done && e.kind() == ErrorKind::NotFound => Ok(Seen::Item(t.loc)),
         r => outcome(t, r),
     }
 }
@@ -315,13 +317,17 @@ async fn one(store: &Arc<dyn Store>, t: Target, gone_is_done: bool) -> Result<Lo
 /// planned against no version that holds an object is not deleted: whose
 /// it is cannot be told. A stored version named exactly (`rm -a`) is
 /// deleted again: no other version can take its place.
-async fn after_unknown(store: &Arc<dyn Store>, t: Target, gone_is_done: bool) -> Result<Location> {
+async fn after_unknown(
+    store: &Arc<dyn Store>,
+    t: Target,
+    gone_is_done: bool,
+) -> Result<Seen<Location>> {
     if t.exact {
         return one(store, t, gone_is_done).await;
     }
     let now = match store.head(&t.loc.bucket, &t.loc.key).await {
         Ok(m) => m,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(t.loc),
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Seen::Item(t.loc)),
         Err(e) => return Err(e.with_url(t.loc.to_string())),
     };
     match &t.version {
@@ -340,26 +346,27 @@ async fn after_unknown(store: &Arc<dyn Store>, t: Target, gone_is_done: bool) ->
 /// A key's outcome: a pinned key written again since its listing is a
 /// skip that says so (it stays); one stored again after a lost answer is
 /// deleted as planned, and said.
-fn outcome(t: Target, r: Result<shoal_core::Deleted>) -> Result<Location> {
+fn outcome(t: Target, r: Result<shoal_core::Deleted>) -> Result<Seen<Location>> {
     match r {
-        Ok(shoal_core::Deleted::Gone) => Ok(t.loc),
+        Ok(shoal_core::Deleted::Gone) => Ok(Seen::Item(t.loc)),
         Ok(shoal_core::Deleted::Replaced(now)) => {
             tracing::warn!(
                 "{}: deleted; the key now holds {}, stored by another writer meanwhile, kept",
                 t.loc,
                 now.map_or("a newer object".into(), |v| format!("a newer object ({v})"))
             );
-            Ok(t.loc)
+            Ok(Seen::Item(t.loc))
         }
-        Err(e) if e.kind() == ErrorKind::Precondition && t.version.is_some() => Err(Error::new(
-            ErrorKind::Skipped,
-            shoal_core::Op::Delete,
-            t.loc.to_string(),
-            format!(
-                "not deleted: written again since it was listed (at {}); kept",
-                t.version.as_ref().expect("pinned")
-            ),
-        )),
+        Err(e) if e.kind() == ErrorKind::Precondition && t.version.is_some() => {
+            Ok(Seen::Skipped(Skip::asked(
+                shoal_core::Op::Delete,
+                t.loc.to_string(),
+                format!(
+                    "not deleted: written again since it was listed (at {}); kept",
+                    t.version.as_ref().expect("pinned")
+                ),
+            )))
+        }
         Err(e) => Err(e.with_url(t.loc.to_string())),
     }
 }
@@ -506,7 +513,7 @@ mod tests {
         let store_for: StoreFor = Arc::new(move |_| Ok(s.clone()));
         let fell_back = Arc::new(AtomicUsize::new(0));
         let f = fell_back.clone();
-        let out: Vec<Result<Location>> = delete_all(
+        let out: Vec<Result<Seen<Location>>> = delete_all(
             futures::stream::iter(targets).boxed(),
             store_for,
             4,

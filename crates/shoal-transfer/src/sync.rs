@@ -39,14 +39,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures::stream::{BoxStream, StreamExt};
 use shoal_core::{
-    Error, ErrorKind, ListRequest, Location, ObjectMeta, Op, Projection, Result, Store, StoreFor,
+    Error, ErrorKind, ListRequest, Location, ObjectMeta, Op, Projection, Result, Seen, Skip, Store,
+    StoreFor,
 };
 
-use crate::batch::Action;
+use crate::batch::{Action, Planned};
 use crate::rate::Rates;
 use crate::safety::deletes::{DeleteLimits, Held, deletes_held};
 use crate::same::same_bytes;
-use crate::tree::{Entry, destination, sync_root};
+use crate::tree::{Entry, Listed, place, sync_root};
 
 /// How `sync` decides that a file differs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,16 +135,18 @@ pub const COMPARE_AT_ONCE: usize = 32;
 /// with `delete` removals of extras (see the module docs). Problems come
 /// as `Err` items: a source entry that could not be listed (the plan goes
 /// on, deleting nothing), an error that ends the plan (the destination
-/// listing failed, a listing out of order), extras not deleted and why.
+/// listing failed, a listing out of order). What is not done comes as a
+/// skip: a source's link or special file (not asked: nothing is deleted
+/// then), a destination `--no-clobber` keeps, extras kept and why.
 pub fn sync_plan(
-    src: BoxStream<'static, Result<Entry>>,
-    dst_entries: BoxStream<'static, Result<Entry>>,
+    src: BoxStream<'static, Listed>,
+    dst_entries: BoxStream<'static, Listed>,
     dst: Location,
     opts: SyncOptions,
     store_for: StoreFor,
     rates: Rates,
     stats: Option<Arc<PlanStats>>,
-) -> BoxStream<'static, Result<Action>> {
+) -> BoxStream<'static, Planned> {
     let stats = stats.unwrap_or_default();
     let merge = Merge {
         src: Side::new(src),
@@ -199,13 +202,12 @@ pub enum Matched {
 /// checks, the same handling of a failed or unordered listing), each
 /// name given as it is decided, for `check`: nothing is copied or
 /// deleted, and nothing is held but the entries being compared. A
-/// listing's problems come as `Err` items (skips as
-/// [`ErrorKind::Skipped`]).
+/// listing's problems come as `Err` items, its skips as skips.
 pub fn merge_listings(
-    src: BoxStream<'static, Result<Entry>>,
-    dst_entries: BoxStream<'static, Result<Entry>>,
+    src: BoxStream<'static, Listed>,
+    dst_entries: BoxStream<'static, Listed>,
     dst: Location,
-) -> BoxStream<'static, Result<Matched>> {
+) -> BoxStream<'static, Result<Seen<Matched>>> {
     let merge = Merge {
         src: Side::new(src),
         dst: Side::new(dst_entries),
@@ -231,10 +233,11 @@ pub fn merge_listings(
     futures::stream::unfold(merge, |mut m| async move {
         let step = m.next().await?;
         let matched = match step {
-            Step::Pair(s, Some(d)) => Ok(Matched::Both(s, d)),
-            Step::Pair(s, None) => Ok(Matched::SourceOnly(s)),
-            Step::Extra(d) => Ok(Matched::DestinationOnly(d)),
+            Step::Pair(s, Some(d)) => Ok(Seen::Item(Matched::Both(s, d))),
+            Step::Pair(s, None) => Ok(Seen::Item(Matched::SourceOnly(s))),
+            Step::Extra(d) => Ok(Seen::Item(Matched::DestinationOnly(d))),
             Step::Problem(e) => Err(e),
+            Step::Skipped(s) => Ok(Seen::Skipped(s)),
             // No deletes without `delete`.
             Step::Delete(l, _) => Err(Error::invalid(Op::List, l.to_string(), "unexpected delete")),
         };
@@ -270,7 +273,7 @@ pub fn sync_range(
     opts: SyncOptions,
     store_for: StoreFor,
     rates: Rates,
-) -> Result<BoxStream<'static, Result<Action>>> {
+) -> Result<BoxStream<'static, Planned>> {
     let (src_root, dst_root) = (sync_root(src), sync_root(dst));
     // A bound's name below the source; the prefix itself (or less) is the
     // range's very start.
@@ -297,7 +300,7 @@ pub fn sync_range(
     } else {
         Projection::NameSizeTime
     };
-    let side = |l: &Location, root: &str| -> Result<BoxStream<'static, Result<Entry>>> {
+    let side = |l: &Location, root: &str| -> Result<BoxStream<'static, Listed>> {
         let at = |r: &str| format!("{root}{r}");
         Ok(range_entries(
             store_for(l)?,
@@ -328,7 +331,7 @@ pub fn range_entries(
     start: Option<String>,
     end: Option<String>,
     projection: Projection,
-) -> BoxStream<'static, Result<Entry>> {
+) -> BoxStream<'static, Listed> {
     let req = ListRequest {
         prefix: prefix.key.clone(),
         start_offset: start,
@@ -357,11 +360,11 @@ pub fn range_entries(
                     .key
                     .strip_prefix(base.key.as_str())
                     .unwrap_or(&meta.key);
-                out.push(Ok(Entry {
+                out.push(Ok(Seen::Item(Entry {
                     src: base.with_key(meta.key.clone()),
                     rel: rel.to_owned(),
                     meta,
-                }));
+                })));
             }
             let next = match page.next_page_token {
                 Some(t) if !past_end => {
@@ -389,6 +392,8 @@ enum Step {
     Delete(Location, Option<shoal_core::ObjectVersion>),
     /// Reported, the plan goes on (or ends, as the merge decided).
     Problem(Error),
+    /// Not done, and said; the plan goes on.
+    Skipped(Skip),
     /// Only the destination has it (a merge for `check`, which names
     /// extras as they come rather than deleting them at the end).
     Extra(Entry),
@@ -400,10 +405,11 @@ async fn decide(
     opts: &SyncOptions,
     store_for: &StoreFor,
     rates: &Rates,
-) -> (Option<Result<Action>>, usize) {
+) -> (Option<Planned>, usize) {
     match step {
         Step::Problem(e) => (Some(Err(e)), 0),
-        Step::Delete(l, version) => (Some(Ok(Action::Delete { dst: l, version })), 0),
+        Step::Skipped(s) => (Some(Ok(Seen::Skipped(s))), 0),
+        Step::Delete(l, version) => (Some(Ok(Seen::Item(Action::Delete { dst: l, version }))), 0),
         // Only a merge for `check` makes these.
         Step::Extra(_) => (None, 0),
         Step::Pair(mut e, theirs) => {
@@ -437,20 +443,15 @@ async fn decide(
                 && let Some(t) = &theirs
             {
                 let why = "exists; not replaced (--no-clobber)";
-                return (
-                    Some(Err(Error::new(
-                        ErrorKind::Skipped,
-                        Op::Copy,
-                        t.src.to_string(),
-                        why,
-                    ))),
-                    held,
-                );
+                let skip = Skip::asked(Op::Copy, t.src.to_string(), why);
+                return (Some(Ok(Seen::Skipped(skip))), held);
             }
-            let action = destination(dst, &e.rel, &e.src.to_string()).map(|to| Action::Copy {
-                src: e.src,
-                meta: Some(e.meta),
-                dst: to,
+            let action = place(dst, &e.rel, &e.src.to_string()).map(|to| {
+                to.map(|to| Action::Copy {
+                    src: e.src,
+                    meta: Some(e.meta),
+                    dst: to,
+                })
             });
             (Some(action), held)
         }
@@ -549,7 +550,7 @@ fn dst_newer(src: &ObjectMeta, dst: &ObjectMeta) -> bool {
 
 /// One listing, peeked one entry ahead, its order checked.
 struct Side {
-    entries: BoxStream<'static, Result<Entry>>,
+    entries: BoxStream<'static, Listed>,
     peeked: Option<Entry>,
     last: Option<String>,
     done: bool,
@@ -557,7 +558,7 @@ struct Side {
 }
 
 impl Side {
-    fn new(entries: BoxStream<'static, Result<Entry>>) -> Self {
+    fn new(entries: BoxStream<'static, Listed>) -> Self {
         Side {
             entries,
             peeked: None,
@@ -577,7 +578,8 @@ impl Side {
             // The listing may go on after it: a local walk reports an
             // unreadable file and continues.
             Some(Err(e)) => return Fill::Failed(e),
-            Some(Ok(e)) => {
+            Some(Ok(Seen::Skipped(s))) => return Fill::Skipped(s),
+            Some(Ok(Seen::Item(e))) => {
                 if let Some(last) = &self.last
                     && e.rel.as_str() <= last.as_str()
                 {
@@ -603,6 +605,8 @@ enum Fill {
     Ok,
     /// An entry the listing could not give.
     Failed(Error),
+    /// An entry the listing (a local walk) did not give, and why.
+    Skipped(Skip),
     /// The listing broke its order: nothing it says can be merged.
     OutOfOrder(Error),
 }
@@ -723,12 +727,10 @@ impl Merge {
             match self.src.fill(&self.stats).await {
                 Fill::Ok => {}
                 // Skipped as expected or asked: the source is complete.
-                Fill::Failed(e) if e.kind() == ErrorKind::Skipped => {
-                    return Some(Step::Problem(e));
-                }
-                Fill::Failed(e) if e.kind() == ErrorKind::SkippedUnasked => {
+                Fill::Skipped(s) if s.is_asked() => return Some(Step::Skipped(s)),
+                Fill::Skipped(s) => {
                     self.unasked_skips += 1;
-                    return Some(Step::Problem(e));
+                    return Some(Step::Skipped(s));
                 }
                 // The source is incomplete: nothing will be deleted, and
                 // the error says so itself (one line, not a second one
@@ -751,6 +753,9 @@ impl Merge {
                 Fill::Failed(e) if e.kind() == ErrorKind::NotFound && self.dst_root.is_local() => {
                     self.dst.done = true;
                 }
+                // A destination's skips (links, special files) are nobody's
+                // business: neither copied from nor deleted.
+                Fill::Skipped(_) => continue,
                 // What the destination holds past here is unknown: going
                 // on would be guessing.
                 Fill::Failed(e) | Fill::OutOfOrder(e) => return Some(self.stop(e)),
@@ -995,8 +1000,7 @@ impl Confirm {
     fn kept_line(&self, dst_root: &Location) -> Option<Step> {
         (self.kept > 0).then(|| {
             let n = self.kept;
-            Step::Problem(Error::new(
-                ErrorKind::Skipped,
+            Step::Skipped(Skip::asked(
                 Op::Delete,
                 dst_root.to_string(),
                 format!(
@@ -1030,8 +1034,10 @@ mod tests {
         }
     }
 
-    fn listing(entries: Vec<Result<Entry>>) -> BoxStream<'static, Result<Entry>> {
-        futures::stream::iter(entries).boxed()
+    fn listing(entries: Vec<Result<Entry>>) -> BoxStream<'static, Listed> {
+        futures::stream::iter(entries)
+            .map(|e| e.map(Seen::Item))
+            .boxed()
     }
 
     /// A delete of a local extra never goes through a link below the
@@ -1103,8 +1109,9 @@ mod tests {
             None,
         )
         .map(|a| match a {
-            Ok(Action::Copy { dst, .. }) => format!("copy {}", dst.key),
-            Ok(Action::Delete { dst, .. }) => format!("delete {}", dst.key),
+            Ok(Seen::Item(Action::Copy { dst, .. })) => format!("copy {}", dst.key),
+            Ok(Seen::Item(Action::Delete { dst, .. })) => format!("delete {}", dst.key),
+            Ok(Seen::Skipped(s)) => format!("skip {s}"),
             Err(e) => format!("error {e}"),
         })
         .collect()
@@ -1161,8 +1168,9 @@ mod tests {
                     None,
                 )
                 .map(|a| match a {
-                    Ok(Action::Delete { dst, .. }) => format!("delete {}", dst.key),
-                    Ok(Action::Copy { dst, .. }) => format!("copy {}", dst.key),
+                    Ok(Seen::Item(Action::Delete { dst, .. })) => format!("delete {}", dst.key),
+                    Ok(Seen::Item(Action::Copy { dst, .. })) => format!("copy {}", dst.key),
+                    Ok(Seen::Skipped(s)) => format!("skip {s}"),
                     Err(e) => format!("error {e}"),
                 })
                 .collect::<Vec<_>>()
@@ -1375,7 +1383,7 @@ mod tests {
         let got = plan(src, dst, o).await;
         assert_eq!(got.len(), 2, "{got:?}");
         assert!(
-            got[0].starts_with("error ") && got[0].contains("--no-clobber"),
+            got[0].starts_with("skip ") && got[0].contains("--no-clobber"),
             "{got:?}"
         );
         assert_eq!(got[1], "copy dst/b");
@@ -1491,18 +1499,18 @@ mod tests {
         const N: usize = 300_000;
         let src = futures::stream::iter(0..N)
             .filter(|i| futures::future::ready(i % 3 != 2))
-            .map(|i| Ok(entry("gs", "", &format!("{i:08}"), 7, 5)))
+            .map(|i| Ok(Seen::Item(entry("gs", "", &format!("{i:08}"), 7, 5))))
             .boxed();
         let dst = futures::stream::iter(0..N)
             .filter(|i| futures::future::ready(i % 3 != 0))
             .map(|i| {
-                Ok(entry(
+                Ok(Seen::Item(entry(
                     "s3",
                     "dst/",
                     &format!("{i:08}"),
                     if i % 3 == 1 { 7 } else { 8 },
                     9,
-                ))
+                )))
             })
             .boxed();
         let stats = Arc::new(PlanStats::default());
@@ -1518,7 +1526,7 @@ mod tests {
         );
         let (mut copies, mut deletes) = (0, 0);
         while let Some(a) = p.next().await {
-            match a.unwrap() {
+            match a.unwrap().item().unwrap() {
                 Action::Copy { .. } => copies += 1,
                 Action::Delete { .. } => deletes += 1,
             }
@@ -1579,8 +1587,9 @@ mod tests {
             async move {
                 let mut got: Vec<String> = plan?
                     .map(|a| match a {
-                        Ok(Action::Copy { dst, .. }) => format!("copy {}", dst.key),
-                        Ok(Action::Delete { dst, .. }) => format!("delete {}", dst.key),
+                        Ok(Seen::Item(Action::Copy { dst, .. })) => format!("copy {}", dst.key),
+                        Ok(Seen::Item(Action::Delete { dst, .. })) => format!("delete {}", dst.key),
+                        Ok(Seen::Skipped(s)) => format!("skip {s}"),
                         Err(e) => format!("error {e}"),
                     })
                     .collect()

@@ -20,12 +20,14 @@ use std::sync::Arc;
 use futures::stream::{BoxStream, StreamExt};
 use shoal_core::local_path::key_to_relative_path;
 use shoal_core::walk::Depth;
-use shoal_core::{Error, ErrorKind, Location, ObjectMeta, Op, Projection, Result, Store};
+use shoal_core::{
+    Error, ErrorKind, Location, ObjectMeta, Op, Projection, Result, Seen, Skip, Store,
+};
 use shoal_list::{Filter, KeyGlob, ListOptions};
 
 use crate::batch::Action;
 
-pub use shoal_core::walk::{Symlinks, is_skip};
+pub use shoal_core::walk::Symlinks;
 
 /// One thing to copy: where from, its relative name, what we know of it.
 #[derive(Debug, Clone)]
@@ -37,6 +39,11 @@ pub struct Entry {
     /// Size, time and (for clouds) checksums; for local files, from stat.
     pub meta: ObjectMeta,
 }
+
+/// One step of a listing or a walk: an entry, a skip in its place (a
+/// link not followed, shoal's working file), or an error (a folder that
+/// cannot be read, a listing page that failed).
+pub type Listed = Result<Seen<Entry>>;
 
 /// Entries buffered between the lister and the transfers: enough to keep
 /// every worker fed, small enough to be nothing in memory.
@@ -123,10 +130,9 @@ pub struct Walk {
 /// needs; the parallel lister then holds back a bounded number of later
 /// pages).
 ///
-/// What a walk does not copy comes as an error of kind
-/// [`ErrorKind::Skipped`] or [`ErrorKind::SkippedUnasked`], in its place
-/// in key order, so a summary can count and name it (see
-/// [`shoal_core::walk`]).
+/// What a walk does not copy comes as a [`Skip`], in its place in key
+/// order, so a summary can count and name it (see [`shoal_core::walk`]).
+/// A bucket's listing skips nothing.
 #[allow(clippy::too_many_arguments)]
 pub fn enumerate(
     src: &Location,
@@ -137,7 +143,7 @@ pub fn enumerate(
     recursive: bool,
     sorted: bool,
     walk: Walk,
-) -> BoxStream<'static, Result<Entry>> {
+) -> BoxStream<'static, Listed> {
     match store {
         None => walk_local(src, root, walk),
         Some(store) => {
@@ -152,14 +158,16 @@ pub fn enumerate(
             let base = src.clone();
             shoal_list::expand(store, src, &opts)
                 .map(move |r| {
-                    r.map(|meta| Entry {
-                        src: base.with_key(meta.key.clone()),
-                        rel: meta
-                            .key
-                            .strip_prefix(root.as_str())
-                            .unwrap_or(&meta.key)
-                            .to_owned(),
-                        meta,
+                    r.map(|meta| {
+                        Seen::Item(Entry {
+                            src: base.with_key(meta.key.clone()),
+                            rel: meta
+                                .key
+                                .strip_prefix(root.as_str())
+                                .unwrap_or(&meta.key)
+                                .to_owned(),
+                            meta,
+                        })
                     })
                 })
                 .boxed()
@@ -176,23 +184,23 @@ pub fn enumerate(
 /// not asked for. Everything else passes (failures are never filtered
 /// away). Entry by entry, as they stream past: nothing is held.
 pub fn filter_entries(
-    entries: BoxStream<'static, Result<Entry>>,
+    entries: BoxStream<'static, Listed>,
     filter: Option<Arc<Filter>>,
     lead: &str,
     local_root: Option<&str>,
-) -> BoxStream<'static, Result<Entry>> {
+) -> BoxStream<'static, Listed> {
     filter_entries_counted(entries, filter, lead, local_root, None)
 }
 
 /// [`filter_entries`], counting in `tally` each entry a rule leaves out
 /// (for a dry run's "kept by" lines: one counter per rule, nothing held).
 pub fn filter_entries_counted(
-    entries: BoxStream<'static, Result<Entry>>,
+    entries: BoxStream<'static, Listed>,
     filter: Option<Arc<Filter>>,
     lead: &str,
     local_root: Option<&str>,
     tally: Option<Arc<shoal_list::filter::Tally>>,
-) -> BoxStream<'static, Result<Entry>> {
+) -> BoxStream<'static, Listed> {
     let Some(filter) = filter else {
         return entries;
     };
@@ -211,15 +219,15 @@ pub fn filter_entries_counted(
                 filter.admits(name)
             };
             let keep = match item {
-                Ok(e) => match &tally {
+                Ok(Seen::Item(e)) => match &tally {
                     Some(t) => {
                         let rel = e.rel.strip_prefix(lead.as_str()).unwrap_or(&e.rel);
                         filter.admits_counted(rel, t)
                     }
                     None => name(&e.rel),
                 },
-                Err(e) if is_skip(e) => match &local_root {
-                    Some(root) => e.url().strip_prefix(root.as_str()).is_none_or(name),
+                Ok(Seen::Skipped(s)) => match &local_root {
+                    Some(root) => s.url().strip_prefix(root.as_str()).is_none_or(name),
                     None => true,
                 },
                 Err(_) => true,
@@ -229,17 +237,17 @@ pub fn filter_entries_counted(
         .boxed()
 }
 
-fn walk_local(src: &Location, root: &str, walk: Walk) -> BoxStream<'static, Result<Entry>> {
+fn walk_local(src: &Location, root: &str, walk: Walk) -> BoxStream<'static, Listed> {
     let path = normal_local(src.key.trim_end_matches('/'));
     let root = normal_local(root.trim_end_matches('/'));
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Entry>>(CHANNEL);
+    let (tx, rx) = tokio::sync::mpsc::channel::<Listed>(CHANNEL);
     tokio::task::spawn_blocking(move || {
         shoal_core::walk::walk(&path, &root, walk.symlinks, Depth::All, &mut |found| {
             // A destination's skips are nobody's business.
-            if walk.destination && found.as_ref().is_err_and(is_skip) {
+            if walk.destination && matches!(found, Ok(Seen::Skipped(_))) {
                 return true;
             }
-            let entry = found.map(|f| local_entry(&f.path, f.rel, &f.meta));
+            let entry = found.map(|f| f.map(|f| local_entry(&f.path, f.rel, &f.meta)));
             tx.blocking_send(entry).is_ok()
         });
     });
@@ -276,54 +284,78 @@ fn local_entry(path: &Path, rel: String, md: &std::fs::Metadata) -> Entry {
 }
 
 /// `cp -r`: every entry becomes a copy to its place under `dst`; entries
-/// that cannot be placed (unsafe keys, folder markers) become errors of
-/// the batch (reported, the rest continues).
+/// that cannot be placed become errors of the batch (unsafe keys:
+/// reported, the rest continues) or skips (folder markers, see [`place`]).
 pub fn copy_actions(
-    entries: BoxStream<'static, Result<Entry>>,
+    entries: BoxStream<'static, Listed>,
     dst: Location,
-) -> BoxStream<'static, Result<Action>> {
+) -> BoxStream<'static, crate::batch::Planned> {
     entries
         .map(move |e| {
-            let e = e?;
-            let to = destination(&dst, &e.rel, &e.src.to_string())?;
-            Ok(Action::Copy {
-                src: e.src,
-                meta: Some(e.meta),
-                dst: to,
-            })
+            let e = match e? {
+                Seen::Item(e) => e,
+                Seen::Skipped(s) => return Ok(Seen::Skipped(s)),
+            };
+            Ok(
+                place(&dst, &e.rel, &e.src.to_string())?.map(|to| Action::Copy {
+                    src: e.src,
+                    meta: Some(e.meta),
+                    dst: to,
+                }),
+            )
         })
         .boxed()
 }
 
 /// Where `rel` goes under `dst` (a folder: local path or cloud prefix).
-/// Local destinations refuse unsafe names; folder markers are refused too.
-/// A local one remembers where `dst` ends ([`Location::local_root`]), so
-/// its writes never follow a link below it.
-pub fn destination(dst: &Location, rel: &str, src_url: &str) -> Result<Location> {
+/// Local destinations refuse unsafe names (an error); a folder marker
+/// (`dir/`) has no file to become there, and is skipped as a tree copy
+/// means it to be. A local destination remembers where `dst` ends
+/// ([`Location::local_root`]), so its writes never follow a link below it.
+pub fn place(dst: &Location, rel: &str, src_url: &str) -> Result<Seen<Location>> {
     if dst.is_local() {
-        let rel_path = key_to_relative_path(rel).map_err(|why| {
-            let kind = if rel.ends_with('/') {
-                ErrorKind::Skipped
-            } else {
-                ErrorKind::InvalidInput
-            };
-            Error::new(kind, Op::Download, src_url, format!("not copied: {why}"))
-        })?;
+        let rel_path = match key_to_relative_path(rel) {
+            Ok(p) => p,
+            Err(why) if rel.ends_with('/') => {
+                return Ok(Seen::Skipped(Skip::asked(
+                    Op::Download,
+                    src_url,
+                    format!("not copied: {why}"),
+                )));
+            }
+            Err(why) => {
+                return Err(Error::new(
+                    ErrorKind::InvalidInput,
+                    Op::Download,
+                    src_url,
+                    format!("not copied: {why}"),
+                ));
+            }
+        };
         let path = Path::new(&dst.key).join(rel_path);
         // What follows the user's folder came from a key: no write there
         // follows a link (`local_path::make_folders`).
-        return Ok(Location {
+        return Ok(Seen::Item(Location {
             key: path.display().to_string(),
             local_root: Some(dst.key.len()),
             ..dst.clone()
-        });
+        }));
     }
     let sep = if dst.key.is_empty() || dst.key.ends_with('/') {
         ""
     } else {
         "/"
     };
-    Ok(dst.with_key(format!("{}{sep}{rel}", dst.key)))
+    Ok(Seen::Item(dst.with_key(format!("{}{sep}{rel}", dst.key))))
+}
+
+/// [`place`] for one named object, where a folder marker cannot be
+/// skipped quietly: it is refused as the invalid input it is.
+pub fn destination(dst: &Location, rel: &str, src_url: &str) -> Result<Location> {
+    match place(dst, rel, src_url)? {
+        Seen::Item(to) => Ok(to),
+        Seen::Skipped(s) => Err(Error::invalid(s.op(), s.url(), s.why())),
+    }
 }
 
 #[cfg(test)]
@@ -367,6 +399,10 @@ mod tests {
                 "{bad:?} must be refused"
             );
         }
+        // Placing a tree's entries: a folder marker is a skip (asked: what
+        // a tree copy means), an unsafe name an error.
+        assert!(matches!(place(&d, "dir/", "u").unwrap(), Seen::Skipped(s) if s.is_asked()));
+        assert!(place(&d, "../x", "u").is_err());
         assert_eq!(
             destination(&loc("gs://b/p"), "a/b", "u")
                 .unwrap()
@@ -411,8 +447,9 @@ mod tests {
         );
         let got: Vec<String> = filter_entries(walked, filter, "data/", Some(&root))
             .map(|e| match e {
-                Ok(e) => e.rel,
-                Err(e) => format!("skip {}", e.url().rsplit('/').next().unwrap()),
+                Ok(Seen::Item(e)) => e.rel,
+                Ok(Seen::Skipped(s)) => format!("skip {}", s.url().rsplit('/').next().unwrap()),
+                Err(e) => format!("ERR {e}"),
             })
             .collect()
             .await;
@@ -469,7 +506,7 @@ mod tests {
             true,
             Walk::default(),
         )
-        .map(|e| e.unwrap().rel)
+        .map(|e| e.unwrap().item().unwrap().rel)
         .collect()
         .await;
         let mut want = got.clone();

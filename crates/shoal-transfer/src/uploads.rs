@@ -33,20 +33,6 @@ pub struct Aborted {
     pub failed: Vec<(PendingUpload, Error)>,
 }
 
-/// Whether `u`, listed at `now`, was started at least `older_than` ago.
-pub fn is_older(u: &PendingUpload, older_than: Duration, now: SystemTime) -> bool {
-    if older_than.is_zero() {
-        return true;
-    }
-    let Some(started) = u.initiated_ns else {
-        return false;
-    };
-    let now_ns = now
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i128);
-    now_ns - started >= older_than.as_nanos() as i128
-}
-
 /// Aborts the uploads below `loc` the store lists now that were started at
 /// least `older_than` ago.
 pub async fn abort(
@@ -58,7 +44,7 @@ pub async fn abort(
     let now = SystemTime::now();
     let mut out = Aborted::default();
     for u in listed {
-        if !is_older(&u, older_than, now) {
+        if !crate::safety::deletes::abort_justified(&u, older_than, now) {
             out.young.push(u);
             continue;
         }
@@ -73,28 +59,4 @@ pub async fn abort(
         }
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn age_decides_and_an_unknown_age_is_young() {
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(10_000);
-        let at = |secs: i128| PendingUpload {
-            key: "k".into(),
-            upload_id: "u".into(),
-            initiated_ns: Some(secs * 1_000_000_000),
-        };
-        let hour = Duration::from_secs(3600);
-        assert!(is_older(&at(10_000 - 3600), hour, now));
-        assert!(!is_older(&at(10_000 - 3599), hour, now));
-        let unknown = PendingUpload {
-            initiated_ns: None,
-            ..at(0)
-        };
-        assert!(!is_older(&unknown, hour, now));
-        assert!(is_older(&unknown, Duration::ZERO, now));
-    }
 }

@@ -534,7 +534,9 @@ async fn run_batch(
     use shoal_transfer::batch::{self, BatchCounters};
     let store_for: batch::StoreFor = Arc::new(move |_: &Location| Ok(s.clone() as Arc<dyn Store>));
     let report = batch::run(
-        futures::StreamExt::boxed(futures::stream::iter(actions.into_iter().map(Ok))),
+        futures::StreamExt::boxed(futures::stream::iter(
+            actions.into_iter().map(|a| Ok(shoal_core::Seen::Item(a))),
+        )),
         store_for,
         Run::new(opts),
         RetryPolicy::default(),
@@ -740,7 +742,9 @@ async fn run_mode(
     use shoal_transfer::batch::{self, BatchCounters};
     let store_for: batch::StoreFor = Arc::new(move |_: &Location| Ok(s.clone() as Arc<dyn Store>));
     batch::run_plan(
-        futures::StreamExt::boxed(futures::stream::iter(actions.into_iter().map(Ok))),
+        futures::StreamExt::boxed(futures::stream::iter(
+            actions.into_iter().map(|a| Ok(shoal_core::Seen::Item(a))),
+        )),
         store_for,
         Run::new(TransferOptions::default()),
         RetryPolicy::default(),

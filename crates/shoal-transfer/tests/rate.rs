@@ -204,7 +204,8 @@ fn copies(keys: std::ops::Range<usize>, dir: &std::path::Path) -> Vec<Action> {
 }
 
 async fn run_batch(s: &Arc<MemoryStore>, actions: Vec<Action>, run: Run) {
-    let stream = futures::stream::iter(actions.into_iter().map(Ok)).boxed();
+    let stream =
+        futures::stream::iter(actions.into_iter().map(|a| Ok(shoal_core::Seen::Item(a)))).boxed();
     let report = batch::run(
         stream,
         store_for(s.clone()),

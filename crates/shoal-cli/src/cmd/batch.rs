@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 
 use futures::stream::{BoxStream, StreamExt};
 use indicatif::{ProgressBar, ProgressStyle};
-use shoal_core::{ErrorKind, Result};
-use shoal_transfer::batch::{Action, BatchCounters, BatchReport, OnOutcome, StoreFor};
+use shoal_core::{Seen, Skip};
+use shoal_transfer::batch::{
+    Action, BatchCounters, BatchReport, OnOutcome, Outcome, Planned, StoreFor,
+};
 
 use crate::config::Context;
 use crate::failure::{CmdResult, Failure};
@@ -21,7 +23,7 @@ use crate::progress;
 /// Runs `actions`, drawing progress on a terminal, and reports the outcome.
 pub(crate) async fn run_and_report(
     ctx: &Context,
-    actions: BoxStream<'static, Result<Action>>,
+    actions: BoxStream<'static, Planned>,
     store_for: StoreFor,
     opts: shoal_transfer::TransferOptions,
     verb: &str,
@@ -102,19 +104,16 @@ fn ticker_line(now: &shoal_transfer::batch::Snapshot, moved: u64, elapsed: Durat
 /// or what was skipped or failed, with the URL and the reason; a failure
 /// names the source and destination of the action that failed (`failed`),
 /// or the URL the error is about where there was none (a listing).
-pub(crate) fn outcome_json(
-    r: &Result<(Action, u64)>,
-    failed: Option<&Action>,
-) -> serde_json::Value {
+pub(crate) fn outcome_json(r: &Outcome, failed: Option<&Action>) -> serde_json::Value {
     match r {
-        Ok((Action::Copy { src, dst, .. }, bytes)) => serde_json::json!({
+        Ok(Seen::Item((Action::Copy { src, dst, .. }, bytes))) => serde_json::json!({
             "action": "copy", "source": src.to_string(), "destination": dst.to_string(), "bytes": bytes,
         }),
-        Ok((Action::Delete { dst, .. }, _)) => {
+        Ok(Seen::Item((Action::Delete { dst, .. }, _))) => {
             serde_json::json!({"action": "delete", "url": dst.to_string()})
         }
-        Err(e) if shoal_transfer::tree::is_skip(e) => serde_json::json!({
-            "action": "skip", "asked": e.kind() == ErrorKind::Skipped, "reason": e.to_string(),
+        Ok(Seen::Skipped(s)) => serde_json::json!({
+            "action": "skip", "asked": s.is_asked(), "reason": s.to_string(),
         }),
         Err(e) => {
             let mut v = serde_json::json!({"action": "fail", "error": e.to_string()});
@@ -138,44 +137,42 @@ pub(crate) fn outcome_json(
 /// `--skip-symlinks`) with `-v`.
 pub(crate) fn name_skips(
     ctx: &Context,
-    actions: BoxStream<'static, Result<Action>>,
-) -> BoxStream<'static, Result<Action>> {
+    actions: BoxStream<'static, Planned>,
+) -> BoxStream<'static, Planned> {
     let verbose = ctx.verbose;
     actions
         .inspect(move |a| {
-            if let Err(e) = a
-                && (e.kind() == ErrorKind::SkippedUnasked
-                    || said_always(e)
-                    || (verbose && e.kind() == ErrorKind::Skipped))
+            if let Ok(Seen::Skipped(s)) = a
+                && (!s.is_asked() || said_always(s) || verbose)
             {
-                eprintln!("shoal: skipped: {e}");
+                eprintln!("shoal: skipped: {s}");
             }
         })
         .boxed()
 }
 
 /// A skip said at any verbosity: a delete the plan chose not to make.
-fn said_always(e: &shoal_core::Error) -> bool {
-    e.kind() == ErrorKind::Skipped && e.op() == shoal_core::Op::Delete
+fn said_always(s: &Skip) -> bool {
+    s.is_asked() && s.op() == shoal_core::Op::Delete
 }
 
 /// `sync -n` and `cp -r -n`: prints each action the plan makes as it makes it (`would copy …`,
 /// `would delete …`), and each problem, then the counts.
 pub(crate) async fn dry_run(
     ctx: &Context,
-    mut plan: BoxStream<'static, Result<Action>>,
+    mut plan: BoxStream<'static, Planned>,
     verb: &str,
 ) -> CmdResult {
     let (mut copies, mut deletes, mut problems) = (0u64, 0u64, 0u64);
     while let Some(item) = plan.next().await {
         match item {
-            Ok(act) => {
+            Ok(Seen::Item(act)) => {
                 match act {
                     Action::Copy { .. } => copies += 1,
                     Action::Delete { .. } => deletes += 1,
                 }
                 if ctx.json {
-                    let mut v = outcome_json(&Ok((act, 0)), None);
+                    let mut v = outcome_json(&Ok(Seen::Item((act, 0))), None);
                     v["dry_run"] = true.into();
                     if let Some(o) = v.as_object_mut() {
                         o.remove("bytes");
@@ -186,18 +183,18 @@ pub(crate) async fn dry_run(
                 }
             }
             // Skipped as asked: named with -v, not a problem.
-            Err(e) if e.kind() == shoal_core::ErrorKind::Skipped => {
-                if ctx.verbose || said_always(&e) {
-                    eprintln!("shoal: skipped: {e}");
+            Ok(Seen::Skipped(s)) if s.is_asked() => {
+                if ctx.verbose || said_always(&s) {
+                    eprintln!("shoal: skipped: {s}");
                 }
+            }
+            Ok(Seen::Skipped(s)) => {
+                problems += 1;
+                eprintln!("shoal: skipped: {s}");
             }
             Err(e) => {
                 problems += 1;
-                if e.kind() == shoal_core::ErrorKind::SkippedUnasked {
-                    eprintln!("shoal: skipped: {e}");
-                } else {
-                    eprintln!("shoal: {e}");
-                }
+                eprintln!("shoal: {e}");
             }
         }
     }

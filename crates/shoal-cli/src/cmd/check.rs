@@ -62,11 +62,16 @@ pub(crate) async fn run(ctx: &Context, a: CheckArgs) -> CmdResult {
         (0u64, 0u64, 0u64, 0u64, 0u64);
     while let Some(v) = verdicts.next().await {
         let v = match v {
-            Ok(v) => v,
-            Err(e) if e.kind() == shoal_core::ErrorKind::Skipped => {
+            Ok(shoal_core::Seen::Item(v)) => v,
+            Ok(shoal_core::Seen::Skipped(s)) if s.is_asked() => {
                 if ctx.verbose {
-                    eprintln!("shoal: skipped: {e}");
+                    eprintln!("shoal: skipped: {s}");
                 }
+                continue;
+            }
+            Ok(shoal_core::Seen::Skipped(s)) => {
+                problems += 1;
+                eprintln!("shoal: {s}");
                 continue;
             }
             Err(e) => {

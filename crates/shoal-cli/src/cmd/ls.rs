@@ -467,7 +467,8 @@ pub(crate) fn write_failure(e: std::io::Error) -> Failure {
 /// names them. A folder that cannot be read is reported and the listing
 /// goes on; the exit status says so.
 fn ls_local(loc: &Location, a: &LsArgs, filter: Option<Arc<shoal_list::Filter>>) -> CmdResult {
-    use shoal_core::walk::{Depth, Symlinks, is_skip};
+    use shoal_core::Seen;
+    use shoal_core::walk::{Depth, Symlinks};
     let top = std::path::Path::new(&loc.key);
     if let Err(e) = std::fs::metadata(top) {
         return Err(shoal_core::Error::io(shoal_core::Op::List, &loc.key, e).into());
@@ -479,10 +480,10 @@ fn ls_local(loc: &Location, a: &LsArgs, filter: Option<Arc<shoal_list::Filter>>)
     let (started, mut count) = (now(), 0);
     shoal_core::walk::walk(top, top, Symlinks::Report, depth, &mut |found| {
         let f = match found {
-            Ok(f) => f,
-            Err(e) if e.kind() == shoal_core::ErrorKind::Skipped => return true,
-            Err(e) if is_skip(&e) => {
-                eprintln!("shoal: skipped: {e}");
+            Ok(Seen::Item(f)) => f,
+            Ok(Seen::Skipped(s)) if s.is_asked() => return true,
+            Ok(Seen::Skipped(s)) => {
+                eprintln!("shoal: skipped: {s}");
                 return true;
             }
             Err(e) => {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use shoal_core::{Error, ErrorKind, Location, Op};
+use shoal_core::{Error, ErrorKind, Location, Op, Seen};
 
 use shoal_transfer::delete::Target;
 
@@ -358,7 +358,7 @@ async fn delete_all(
     urls: &[&Location],
 ) -> (u64, usize) {
     let results = if dry_run {
-        targets.map(|t| t.map(|t| t.loc)).boxed()
+        targets.map(|t| t.map(|t| Seen::Item(t.loc))).boxed()
     } else {
         match ctx.store_for(urls) {
             Ok(store_for) => {
@@ -378,12 +378,12 @@ async fn delete_all(
     let (mut deleted, mut failed) = (0, 0);
     while let Some(r) = results.next().await {
         match r {
-            Ok(loc) => {
+            Ok(Seen::Item(loc)) => {
                 deleted += 1;
                 removed(ctx, &loc.to_string(), dry_run);
             }
             // Written again since the listing: kept, and said.
-            Err(e) if e.kind() == ErrorKind::Skipped => eprintln!("shoal: skipped: {e}"),
+            Ok(Seen::Skipped(s)) => eprintln!("shoal: skipped: {s}"),
             Err(e) => {
                 failed_json(ctx, &e);
                 eprintln!("shoal: {e}");

@@ -34,8 +34,8 @@ use std::path::Path;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use shoal_core::{Error, ErrorKind, Location, Op, Projection, Scheme, StoreFor};
-use shoal_transfer::batch::Action;
+use shoal_core::{Error, ErrorKind, Location, Op, Projection, Scheme, Seen, StoreFor};
+use shoal_transfer::batch::{Action, Planned};
 use shoal_transfer::tree::{Walk, copy_actions, copy_root, destination, enumerate};
 
 use crate::args::RunArgs;
@@ -277,11 +277,7 @@ fn check(file: &std::fs::File, name: &str, run_len: usize) -> Result<Vec<Locatio
 
 /// The checked plan's lines as actions: read on a blocking thread into a
 /// bounded channel, globs expanded as they are listed.
-fn actions(
-    file: std::fs::File,
-    name: String,
-    store_for: StoreFor,
-) -> BoxStream<'static, shoal_core::Result<Action>> {
+fn actions(file: std::fs::File, name: String, store_for: StoreFor) -> BoxStream<'static, Planned> {
     let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
     let file_name = name.clone();
     tokio::task::spawn_blocking(move || {
@@ -308,7 +304,7 @@ fn actions(
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
         .flat_map(move |step| match step {
             Err(e) => futures::stream::iter([Err(e)]).boxed(),
-            Ok((_, Step::One(a))) => futures::stream::iter([Ok(a)]).boxed(),
+            Ok((_, Step::One(a))) => futures::stream::iter([Ok(Seen::Item(a))]).boxed(),
             Ok((n, Step::DeleteGlob(loc))) => deletes(loc, &store_for, &file_name, n),
             Ok((n, Step::CopyGlob { src, dst })) => copies(src, dst, &store_for, &file_name, n),
         })
@@ -317,12 +313,7 @@ fn actions(
 
 /// `rm GLOB` on line `n`: a delete of each object the glob names, as
 /// `shoal rm GLOB` lists them.
-fn deletes(
-    loc: Location,
-    store_for: &StoreFor,
-    file: &str,
-    n: u64,
-) -> BoxStream<'static, shoal_core::Result<Action>> {
+fn deletes(loc: Location, store_for: &StoreFor, file: &str, n: u64) -> BoxStream<'static, Planned> {
     let store = match store_for(&loc) {
         Ok(s) => s,
         Err(e) => return futures::stream::iter([Err(e)]).boxed(),
@@ -337,10 +328,10 @@ fn deletes(
     let listed = shoal_list::expand(store, &loc, &shoal_list::ListOptions::default())
         .map(move |m| {
             let m = m?;
-            Ok(Action::Delete {
+            Ok(Seen::Item(Action::Delete {
                 dst: base.with_key(m.key),
                 version: m.version,
-            })
+            }))
         })
         .boxed();
     or_none(listed, none)
@@ -354,7 +345,7 @@ fn copies(
     store_for: &StoreFor,
     file: &str,
     n: u64,
-) -> BoxStream<'static, shoal_core::Result<Action>> {
+) -> BoxStream<'static, Planned> {
     let ready = store_for(&src).and_then(|s| Ok((s, copy_root(&src)?)));
     let (store, root) = match ready {
         Ok(r) => r,
@@ -380,10 +371,7 @@ fn copies(
 }
 
 /// `s`, or `none` as its one item when it has none.
-fn or_none(
-    s: BoxStream<'static, shoal_core::Result<Action>>,
-    none: Error,
-) -> BoxStream<'static, shoal_core::Result<Action>> {
+fn or_none(s: BoxStream<'static, Planned>, none: Error) -> BoxStream<'static, Planned> {
     futures::stream::unfold((Some(s), Some(none)), |(s, none)| async move {
         let mut s = s?;
         match s.next().await {

@@ -18,7 +18,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use shoal_core::{Location, Projection, StoreFor};
 use shoal_transfer::sync::{Compare, SyncOptions, sync_plan};
-use shoal_transfer::tree::{Entry, Walk, enumerate, filter_entries_counted, sync_root};
+use shoal_transfer::tree::{Walk, enumerate, filter_entries_counted, sync_root};
 
 use crate::args::SyncArgs;
 use crate::config::Context;
@@ -190,7 +190,7 @@ impl Sides<'_> {
         fetched: Option<shoal_transfer::inventory::fetch::Fetched>,
         walk: Walk,
         tally: Option<Arc<shoal_list::filter::Tally>>,
-    ) -> Result<BoxStream<'static, shoal_core::Result<Entry>>, Failure> {
+    ) -> Result<BoxStream<'static, shoal_transfer::tree::Listed>, Failure> {
         let root = if l.is_local() {
             format!("{}/", l.key.trim_end_matches('/'))
         } else {

@@ -242,3 +242,53 @@ pub fn held_deletes_error(held: u64, failed: u64, skipped_unasked: u64) -> Error
         ),
     )
 }
+
+/// Whether the upload `u`, listed by the store at `now`, may be aborted
+/// by `shoal uploads --abort`: it was started at least `older_than` ago
+/// (an upload another process is sending right now is young). One whose
+/// start the store does not give is left alone, unless `older_than` is
+/// zero. The caller aborts only what the store listed just now, each by
+/// its upload id, never an upload a kept journal or an earlier listing
+/// names.
+pub fn abort_justified(
+    u: &shoal_core::PendingUpload,
+    older_than: std::time::Duration,
+    now: std::time::SystemTime,
+) -> bool {
+    if older_than.is_zero() {
+        return true;
+    }
+    let Some(started) = u.initiated_ns else {
+        return false;
+    };
+    let now_ns = now
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128);
+    now_ns - started >= older_than.as_nanos() as i128
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_core::PendingUpload;
+    use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn age_decides_and_an_unknown_age_is_young() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(10_000);
+        let at = |secs: i128| PendingUpload {
+            key: "k".into(),
+            upload_id: "u".into(),
+            initiated_ns: Some(secs * 1_000_000_000),
+        };
+        let hour = Duration::from_secs(3600);
+        assert!(abort_justified(&at(10_000 - 3600), hour, now));
+        assert!(!abort_justified(&at(10_000 - 3599), hour, now));
+        let unknown = PendingUpload {
+            initiated_ns: None,
+            ..at(0)
+        };
+        assert!(!abort_justified(&unknown, hour, now));
+        assert!(abort_justified(&unknown, Duration::ZERO, now));
+    }
+}

@@ -10,6 +10,8 @@
 //! | Deletes wait for a complete, successful plan: an empty source, a failure or more than `--max-delete` holds them all | [`deletes::deletes_held`], [`deletes::batch_holds_deletes`] |
 //! | A delete names the version it was planned against; a version written meanwhile is kept | [`deletes::delete_at`], [`deletes::delete_moved`] |
 //! | An extra is deleted only if the live source does not hold it (a kept listing or an inventory report is a hint) | [`crate::sync`]'s `confirm_extras` |
+//! | An upload is aborted only as the store lists it now, by its id, and only once older than the age given: one being sent now is left alone | [`deletes::abort_justified`], called by [`crate::uploads::abort`] |
+//! | What a plan does not do is a skip, an outcome counted apart from failures, never an error a retry or an exception handler could mistake for one; a skip nobody asked for holds every delete | [`shoal_core::skip`], [`deletes::batch_holds_deletes`] |
 //!
 //! Kept below this crate, where the backends need them:
 //!
