@@ -900,7 +900,7 @@ mod tests {
     async fn skewed_ninety_percent_in_one_prefix() {
         let mut keys: Vec<String> = (0..9000).map(|i| format!("hot/{i:06}")).collect();
         keys.extend((0..1000).map(|i| format!("{}/{i}", ["a", "m", "z", "q"][i % 4])));
-        let slow: Arc<dyn Store> = Arc::new(Slow(store_with(&keys).await, 1));
+        let slow: Arc<dyn Store> = Arc::new(slow(store_with(&keys).await, 1));
         let t = tokio::time::Instant::now();
         let (got, stats) = run(slow.clone(), req("", 50), 8, false).await;
         let parallel = t.elapsed();
@@ -933,7 +933,7 @@ mod tests {
     async fn decisions_repeat_exactly() {
         let mut keys: Vec<String> = (0..3000).map(|i| format!("hot/{i:06}")).collect();
         keys.extend((0..500).map(|i| format!("{}/{i}", ["b", "x"][i % 2])));
-        let slow: Arc<dyn Store> = Arc::new(Slow(store_with(&keys).await, 1));
+        let slow: Arc<dyn Store> = Arc::new(slow(store_with(&keys).await, 1));
         let mut seen = Vec::new();
         for _ in 0..3 {
             let (got, stats) = run(slow.clone(), req("", 40), 6, false).await;
@@ -953,89 +953,18 @@ mod tests {
     /// A store whose list requests take one round trip (5 ms, like a
     /// nearby server) on tokio's clock: paused in these tests, so each page
     /// is a point where every worker may run, in an order that repeats.
-    #[derive(Debug)]
-    ///
-    /// The second field spreads round trips over 1 to that many times
-    /// [`ROUND_TRIP`] by a hash of the request (the same request always
-    /// takes the same time), as a real server's do.
-    struct Slow(Arc<dyn Store>, u32);
-
-    #[async_trait::async_trait]
-    impl Store for Slow {
-        fn scheme(&self) -> shoal_core::Scheme {
-            self.0.scheme()
-        }
-        fn capabilities(&self) -> &shoal_core::Capabilities {
-            self.0.capabilities()
-        }
-        async fn head(&self, b: &str, k: &str) -> Result<ObjectMeta> {
-            self.0.head(b, k).await
-        }
-        async fn list_page(&self, b: &str, r: &ListRequest) -> Result<shoal_core::ListPage> {
+    /// Round trips spread over 1 to `spread` times [`ROUND_TRIP`] by a hash
+    /// of the request (the same request always takes the same time), as a
+    /// real server's do.
+    fn slow(inner: Arc<dyn Store>, spread: u32) -> shoal_testkit::wrap::Wrapped {
+        shoal_testkit::wrap::Wrapped::new(inner).latency(move |c| {
+            let Some(r) = &c.list else {
+                return std::time::Duration::ZERO;
+            };
             let mut h = std::hash::DefaultHasher::new();
             std::hash::Hash::hash(&(&r.start_offset, &r.page_token), &mut h);
-            let n = 1 + (std::hash::Hasher::finish(&h) % u64::from(self.1)) as u32;
-            tokio::time::sleep(ROUND_TRIP * n).await;
-            self.0.list_page(b, r).await
-        }
-        async fn get(
-            &self,
-            b: &str,
-            k: &str,
-            r: shoal_core::ByteRange,
-            v: Option<&shoal_core::ObjectVersion>,
-        ) -> Result<shoal_core::GetResponse> {
-            self.0.get(b, k, r, v).await
-        }
-        async fn put(
-            &self,
-            b: &str,
-            k: &str,
-            d: bytes::Bytes,
-            o: &PutOptions,
-        ) -> Result<ObjectMeta> {
-            self.0.put(b, k, d, o).await
-        }
-        async fn delete(&self, b: &str, k: &str) -> Result<()> {
-            self.0.delete(b, k).await
-        }
-        async fn create_bucket(&self, b: &str) -> Result<()> {
-            self.0.create_bucket(b).await
-        }
-        async fn delete_bucket(&self, b: &str) -> Result<()> {
-            self.0.delete_bucket(b).await
-        }
-        async fn list_buckets(&self) -> Result<Vec<shoal_core::BucketInfo>> {
-            self.0.list_buckets().await
-        }
-        async fn multipart_start(
-            &self,
-            b: &str,
-            k: &str,
-            o: &PutOptions,
-        ) -> Result<shoal_core::MultipartUpload> {
-            self.0.multipart_start(b, k, o).await
-        }
-        async fn multipart_put(
-            &self,
-            u: &shoal_core::MultipartUpload,
-            n: u32,
-            d: bytes::Bytes,
-            c: u32,
-        ) -> Result<shoal_core::PartInfo> {
-            self.0.multipart_put(u, n, d, c).await
-        }
-        async fn multipart_complete(
-            &self,
-            u: &shoal_core::MultipartUpload,
-            p: &[shoal_core::PartInfo],
-            c: Option<u32>,
-        ) -> Result<ObjectMeta> {
-            self.0.multipart_complete(u, p, c).await
-        }
-        async fn multipart_abort(&self, u: &shoal_core::MultipartUpload) -> Result<()> {
-            self.0.multipart_abort(u).await
-        }
+            ROUND_TRIP * (1 + (std::hash::Hasher::finish(&h) % u64::from(spread)) as u32)
+        })
     }
 
     #[tokio::test(start_paused = true)]
@@ -1047,7 +976,7 @@ mod tests {
         keys.extend((0..200).map(|i| format!("{p}~{i}")));
         keys.push(p.clone());
         keys.push("elsewhere".into());
-        let store: Arc<dyn Store> = Arc::new(Slow(store_with(&keys).await, 1));
+        let store: Arc<dyn Store> = Arc::new(slow(store_with(&keys).await, 1));
         let (got, stats) = run(store.clone(), req(&p, 37), 6, false).await;
         let want: Vec<String> = keys.iter().filter(|k| k.starts_with(&p)).cloned().collect();
         assert_exact(&got, &want);
@@ -1097,7 +1026,7 @@ mod tests {
         }
         let mut keys: Vec<String> = keys.into_iter().collect();
         keys.sort();
-        let store: Arc<dyn Store> = Arc::new(Slow(store_with(&keys).await, 1));
+        let store: Arc<dyn Store> = Arc::new(slow(store_with(&keys).await, 1));
         let (got, stats) = run(store, req("", 100), 16, false).await;
         assert_exact(&got, &keys);
         let r = stats.requests.load(Ordering::Relaxed);
@@ -1197,7 +1126,7 @@ mod tests {
             ("uniform", uniform, 40),
             ("long", long, 30),
         ] {
-            let store: Arc<dyn Store> = Arc::new(Slow(store_with(&keys).await, 1));
+            let store: Arc<dyn Store> = Arc::new(slow(store_with(&keys).await, 1));
             for per_page in [std::time::Duration::ZERO, ROUND_TRIP] {
                 let (got, stats) =
                     run_sorted_slowly(store.clone(), req("", page), 8, per_page).await;
@@ -1228,7 +1157,7 @@ mod tests {
             (8, std::time::Duration::ZERO),
             (8, ROUND_TRIP),
         ] {
-            let store: Arc<dyn Store> = Arc::new(Slow(mem.clone(), spread));
+            let store: Arc<dyn Store> = Arc::new(slow(mem.clone(), spread));
             for workers in [4, 8, 16] {
                 let t = tokio::time::Instant::now();
                 let (got, stats) =
@@ -1257,7 +1186,7 @@ mod tests {
         const PAGE: u32 = 100;
         const WORKERS: usize = 8;
         let keys = bench_keys(100_000);
-        let slow: Arc<dyn Store> = Arc::new(Slow(store_with(&keys).await, 1));
+        let slow: Arc<dyn Store> = Arc::new(slow(store_with(&keys).await, 1));
         let t = tokio::time::Instant::now();
         let (got, stats) =
             run_sorted_slowly(slow.clone(), req("", PAGE), WORKERS, Default::default()).await;
@@ -1307,7 +1236,7 @@ mod tests {
                 .unwrap();
         }
         for sorted in [false, true] {
-            let store: Arc<dyn Store> = Arc::new(Slow(mem.clone(), 1));
+            let store: Arc<dyn Store> = Arc::new(slow(mem.clone(), 1));
             let opts = ParallelOptions {
                 workers: 8,
                 sorted,
@@ -1519,7 +1448,7 @@ mod tests {
     async fn budgeted_pieces_tile_the_range_exactly() {
         let keys = awkward_keys();
         let mem: Arc<dyn Store> = store_with(&keys).await;
-        let store: Arc<dyn Store> = Arc::new(Slow(mem.clone(), 3));
+        let store: Arc<dyn Store> = Arc::new(slow(mem.clone(), 3));
         let mut want = keys.clone();
         want.sort();
         for max_keys in [1, 37, 50, 1_000, 7_001, 100_000] {
@@ -1549,7 +1478,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn budgeted_pieces_honour_bounds_at_keys() {
         let keys = awkward_keys();
-        let store: Arc<dyn Store> = Arc::new(Slow(store_with(&keys).await, 2));
+        let store: Arc<dyn Store> = Arc::new(slow(store_with(&keys).await, 2));
         let mut sorted = keys.clone();
         sorted.sort();
         for (prefix, lo, hi) in [

@@ -1,7 +1,9 @@
 //! shoal's test kit: finding the local test servers, the conformance
 //! suite every backend must pass, and a fault-injecting HTTP proxy
 //! ([`faultproxy`]) to put between a client and a real server, and
-//! Parquet files as the stores write inventory reports ([`parquet`]).
+//! Parquet files as the stores write inventory reports ([`parquet`]), and
+//! a store around another for the engine's unit tests ([`wrap`]: request
+//! spy, latency on tokio's clock, injected faults).
 //!
 //! The servers are started by `scripts/servers.sh` (never by a test), which
 //! exports `SHOAL_TEST_GCS` and `SHOAL_TEST_S3`. When one is missing the
@@ -23,6 +25,7 @@
 pub mod conformance;
 pub mod faultproxy;
 pub mod parquet;
+pub mod wrap;
 
 use std::sync::Arc;
 

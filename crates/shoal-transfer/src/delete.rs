@@ -377,110 +377,10 @@ mod tests {
 
     use bytes::Bytes;
     use shoal_core::memory::MemoryStore;
-    use shoal_core::{
-        ByteRange, GetResponse, ListPage, ListRequest, MultipartUpload, ObjectMeta, PartInfo,
-        PutOptions,
-    };
+    use shoal_core::{ByteRange, PutOptions};
+    use shoal_testkit::wrap::{Fault, Method, Wrapped};
 
     use super::*;
-
-    /// A store with batch deletes whose every batch is carried out (all
-    /// but `spared`), after which another writer stores `victim` again,
-    /// and whose answer is then lost: a reset after the request was sent.
-    #[derive(Debug)]
-    struct LostBatch {
-        inner: Arc<MemoryStore>,
-        victim: String,
-        spared: String,
-        batches: AtomicUsize,
-    }
-
-    #[async_trait::async_trait]
-    impl Store for LostBatch {
-        fn scheme(&self) -> shoal_core::Scheme {
-            self.inner.scheme()
-        }
-        fn capabilities(&self) -> &shoal_core::Capabilities {
-            self.inner.capabilities()
-        }
-        async fn head(&self, b: &str, k: &str) -> Result<ObjectMeta> {
-            self.inner.head(b, k).await
-        }
-        async fn list_page(&self, b: &str, r: &ListRequest) -> Result<ListPage> {
-            self.inner.list_page(b, r).await
-        }
-        async fn get(
-            &self,
-            b: &str,
-            k: &str,
-            r: ByteRange,
-            v: Option<&ObjectVersion>,
-        ) -> Result<GetResponse> {
-            self.inner.get(b, k, r, v).await
-        }
-        async fn put(&self, b: &str, k: &str, d: Bytes, o: &PutOptions) -> Result<ObjectMeta> {
-            self.inner.put(b, k, d, o).await
-        }
-        async fn delete(&self, b: &str, k: &str) -> Result<()> {
-            self.inner.delete(b, k).await
-        }
-        async fn create_bucket(&self, b: &str) -> Result<()> {
-            self.inner.create_bucket(b).await
-        }
-        async fn delete_bucket(&self, b: &str) -> Result<()> {
-            self.inner.delete_bucket(b).await
-        }
-        async fn list_buckets(&self) -> Result<Vec<shoal_core::BucketInfo>> {
-            self.inner.list_buckets().await
-        }
-        async fn multipart_start(
-            &self,
-            b: &str,
-            k: &str,
-            o: &PutOptions,
-        ) -> Result<MultipartUpload> {
-            self.inner.multipart_start(b, k, o).await
-        }
-        async fn multipart_put(
-            &self,
-            u: &MultipartUpload,
-            n: u32,
-            d: Bytes,
-            c: u32,
-        ) -> Result<PartInfo> {
-            self.inner.multipart_put(u, n, d, c).await
-        }
-        async fn multipart_complete(
-            &self,
-            u: &MultipartUpload,
-            p: &[PartInfo],
-            c: Option<u32>,
-        ) -> Result<ObjectMeta> {
-            self.inner.multipart_complete(u, p, c).await
-        }
-        async fn multipart_abort(&self, u: &MultipartUpload) -> Result<()> {
-            self.inner.multipart_abort(u).await
-        }
-        fn delete_batch(&self) -> usize {
-            100
-        }
-        async fn delete_many(&self, b: &str, keys: &[DeleteKey]) -> Result<Vec<Result<()>>> {
-            self.batches.fetch_add(1, Ordering::SeqCst);
-            for k in keys.iter().filter(|k| k.key != self.spared) {
-                self.inner.delete(b, &k.key).await?;
-            }
-            let theirs = Bytes::from_static(b"theirs");
-            self.inner
-                .put(b, &self.victim, theirs, &PutOptions::default())
-                .await?;
-            Err(Error::new(
-                ErrorKind::Connect,
-                shoal_core::Op::Delete,
-                format!("gs://{b}"),
-                "connection reset",
-            ))
-        }
-    }
 
     #[tokio::test]
     async fn a_lost_batch_is_not_sent_again_and_keeps_a_newer_object() {
@@ -503,12 +403,23 @@ mod tests {
                 exact: false,
             }));
         }
-        let store = Arc::new(LostBatch {
-            inner: inner.clone(),
-            victim: "victim".into(),
-            spared: "spared".into(),
-            batches: AtomicUsize::new(0),
-        });
+        // Batch deletes whose every batch is carried out (all but
+        // `spared`), after which another writer stores `victim` again, and
+        // whose answer is then lost: a reset after the request was sent.
+        let store = Arc::new(
+            Wrapped::new(inner.clone())
+                .batch_size(100)
+                .batch_leaves(&["spared"])
+                .fault(Method::DeleteMany, Fault::LoseAnswer(ErrorKind::Connect))
+                .after(Method::DeleteMany, |s| {
+                    Box::pin(async move {
+                        let theirs = Bytes::from_static(b"theirs");
+                        s.put("b", "victim", theirs, &PutOptions::default())
+                            .await
+                            .unwrap();
+                    })
+                }),
+        );
         let s: Arc<dyn Store> = store.clone();
         let store_for: StoreFor = Arc::new(move |_| Ok(s.clone()));
         let fell_back = Arc::new(AtomicUsize::new(0));
@@ -527,7 +438,7 @@ mod tests {
         // Every key done: three gone, the victim kept as the writer left it.
         assert_eq!(out.len(), 4);
         assert!(out.iter().all(|r| r.is_ok()), "{out:?}");
-        assert_eq!(store.batches.load(Ordering::SeqCst), 1, "sent once");
+        assert_eq!(store.count(Method::DeleteMany), 1, "sent once");
         assert_eq!(fell_back.load(Ordering::SeqCst), 0, "not a refusal");
         for k in ["a", "spared", "z"] {
             assert_eq!(

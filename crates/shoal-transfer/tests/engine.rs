@@ -8,10 +8,8 @@ use bytes::Bytes;
 use shoal_core::checksum::CrcKind;
 use shoal_core::memory::MemoryStore;
 use shoal_core::retry::RetryPolicy;
-use shoal_core::{
-    ByteRange, ErrorKind, GetResponse, ListPage, ListRequest, Location, MultipartUpload,
-    ObjectMeta, ObjectVersion, PartInfo, PutOptions, Store,
-};
+use shoal_core::{ByteRange, ErrorKind, Location, ObjectMeta, PutOptions, Store};
+use shoal_testkit::wrap::{Fault, Method, Wrapped};
 use shoal_transfer::cloud_copy::copy_object;
 use shoal_transfer::download::{download_known, download_to_file};
 use shoal_transfer::stream::upload_stream;
@@ -105,128 +103,30 @@ async fn download_resumes_after_cut_streams() {
     assert_eq!(std::fs::read(&dest).unwrap(), body);
 }
 
-/// A store that records the HEADs and GETs it serves and, when `corrupt`,
-/// flips one byte of every GET body (the checksum must catch it).
-#[derive(Debug)]
-struct Spy {
-    inner: Arc<MemoryStore>,
-    corrupt: bool,
-    heads: std::sync::atomic::AtomicUsize,
-    gets: std::sync::Mutex<Vec<ByteRange>>,
-}
-
-impl Spy {
-    fn new(inner: Arc<MemoryStore>, corrupt: bool) -> Spy {
-        Spy {
-            inner,
-            corrupt,
-            heads: Default::default(),
-            gets: Default::default(),
-        }
+/// A store that records the requests it serves and, when `corrupt`, flips
+/// one byte of every GET body (the checksum must catch it).
+fn spying(inner: Arc<MemoryStore>, corrupt: bool) -> Wrapped {
+    let w = Wrapped::new(inner);
+    if corrupt {
+        w.fault(Method::Get, Fault::Corrupt)
+    } else {
+        w
     }
 }
 
-#[async_trait::async_trait]
-impl Store for Spy {
-    fn scheme(&self) -> shoal_core::Scheme {
-        self.inner.scheme()
-    }
-    fn capabilities(&self) -> &shoal_core::Capabilities {
-        self.inner.capabilities()
-    }
-    async fn head(&self, b: &str, k: &str) -> shoal_core::Result<ObjectMeta> {
-        self.heads
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.inner.head(b, k).await
-    }
-    async fn list_page(&self, b: &str, r: &ListRequest) -> shoal_core::Result<ListPage> {
-        self.inner.list_page(b, r).await
-    }
-    async fn get(
-        &self,
-        b: &str,
-        k: &str,
-        r: ByteRange,
-        v: Option<&ObjectVersion>,
-    ) -> shoal_core::Result<GetResponse> {
-        use futures::StreamExt;
-        self.gets.lock().unwrap().push(r);
-        let mut resp = self.inner.get(b, k, r, v).await?;
-        if !self.corrupt {
-            return Ok(resp);
-        }
-        let mut first = true;
-        resp.body = resp
-            .body
-            .map(move |c| {
-                c.map(|c| {
-                    if std::mem::take(&mut first) && !c.is_empty() {
-                        let mut v = c.to_vec();
-                        v[0] ^= 0x01;
-                        Bytes::from(v)
-                    } else {
-                        c
-                    }
-                })
-            })
-            .boxed();
-        Ok(resp)
-    }
-    async fn put(
-        &self,
-        b: &str,
-        k: &str,
-        d: Bytes,
-        o: &PutOptions,
-    ) -> shoal_core::Result<ObjectMeta> {
-        self.inner.put(b, k, d, o).await
-    }
-    async fn delete(&self, b: &str, k: &str) -> shoal_core::Result<()> {
-        self.inner.delete(b, k).await
-    }
-    async fn create_bucket(&self, b: &str) -> shoal_core::Result<()> {
-        self.inner.create_bucket(b).await
-    }
-    async fn delete_bucket(&self, b: &str) -> shoal_core::Result<()> {
-        self.inner.delete_bucket(b).await
-    }
-    async fn list_buckets(&self) -> shoal_core::Result<Vec<shoal_core::BucketInfo>> {
-        self.inner.list_buckets().await
-    }
-    async fn multipart_start(
-        &self,
-        b: &str,
-        k: &str,
-        o: &PutOptions,
-    ) -> shoal_core::Result<MultipartUpload> {
-        self.inner.multipart_start(b, k, o).await
-    }
-    async fn multipart_put(
-        &self,
-        u: &MultipartUpload,
-        n: u32,
-        d: Bytes,
-        c: u32,
-    ) -> shoal_core::Result<PartInfo> {
-        self.inner.multipart_put(u, n, d, c).await
-    }
-    async fn multipart_complete(
-        &self,
-        u: &MultipartUpload,
-        p: &[PartInfo],
-        c: Option<u32>,
-    ) -> shoal_core::Result<ObjectMeta> {
-        self.inner.multipart_complete(u, p, c).await
-    }
-    async fn multipart_abort(&self, u: &MultipartUpload) -> shoal_core::Result<()> {
-        self.inner.multipart_abort(u).await
-    }
+/// The ranges of the GETs `w` served, in the order they came.
+fn gets(w: &Wrapped) -> Vec<ByteRange> {
+    let calls = w.calls().into_iter();
+    calls
+        .filter(|c| c.method == Method::Get)
+        .filter_map(|c| c.range)
+        .collect()
 }
 
 #[tokio::test]
 async fn corrupted_download_is_refused_and_nothing_written() {
     let body = data(10_000, 3);
-    let store = Arc::new(Spy::new(mem_with("k", &body).await, true));
+    let store = Arc::new(spying(mem_with("k", &body).await, true));
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("out");
     std::fs::write(&dest, b"previous contents").unwrap();
@@ -279,7 +179,7 @@ async fn crc32_and_crc64nvme_are_checked_over_slices() {
         for size in [1usize, 999, 1000, 4001, 123_457] {
             let body = data(size, size as u32 + 11);
             let store = mem_other("k", &body, kind).await;
-            let spy = Arc::new(Spy::new(store.clone(), false));
+            let spy = Arc::new(spying(store.clone(), false));
             let dir = tempfile::tempdir().unwrap();
             let dest = dir.path().join("named");
             let r = download_to_file(spy, &url, &dest, &small_slices(), &RetryPolicy::default())
@@ -295,7 +195,7 @@ async fn crc32_and_crc64nvme_are_checked_over_slices() {
                 version: store.head("b", "k").await.unwrap().version,
                 ..Default::default()
             };
-            let listed_to = |store: Arc<Spy>, dest: std::path::PathBuf| {
+            let listed_to = |store: Arc<Wrapped>, dest: std::path::PathBuf| {
                 let (url, listed) = (url.clone(), listed.clone());
                 async move {
                     let opts = small_slices();
@@ -303,7 +203,7 @@ async fn crc32_and_crc64nvme_are_checked_over_slices() {
                         .await
                 }
             };
-            let spy = Arc::new(Spy::new(store.clone(), false));
+            let spy = Arc::new(spying(store.clone(), false));
             let dest = dir.path().join("listed");
             let r = listed_to(spy.clone(), dest.clone()).await.unwrap();
             assert_eq!(
@@ -312,11 +212,11 @@ async fn crc32_and_crc64nvme_are_checked_over_slices() {
                 "{kind:?} {size} listed"
             );
             assert_eq!(r.verified, want, "{kind:?} {size} listed");
-            assert_eq!(spy.gets.lock().unwrap()[0], ByteRange::from(0));
-            assert_eq!(spy.heads.load(std::sync::atomic::Ordering::Relaxed), 0);
+            assert_eq!(gets(&spy)[0], ByteRange::from(0));
+            assert_eq!(spy.count(Method::Head), 0);
 
             // Flipped on the way: refused, named, nothing left.
-            let bad = Arc::new(Spy::new(store, true));
+            let bad = Arc::new(spying(store, true));
             let dest = dir.path().join("bad");
             let e = listed_to(bad, dest.clone()).await.unwrap_err();
             assert_eq!(e.kind(), ErrorKind::Integrity, "{e}");
@@ -353,7 +253,7 @@ async fn the_first_get_stands_in_for_a_head() {
         ),
     ] {
         let body = data(size, 5);
-        let store = Arc::new(Spy::new(mem_with("k", &body).await, false));
+        let store = Arc::new(spying(mem_with("k", &body).await, false));
         let dir = tempfile::tempdir().unwrap();
         let dest = dir.path().join("out");
         let r = download_to_file(
@@ -367,8 +267,8 @@ async fn the_first_get_stands_in_for_a_head() {
         .unwrap();
         assert_eq!(std::fs::read(&dest).unwrap(), body, "size {size}");
         assert_eq!(r.verified, Verified::Crc32c);
-        assert_eq!(store.heads.load(std::sync::atomic::Ordering::Relaxed), 0);
-        let mut gets = store.gets.lock().unwrap().clone();
+        assert_eq!(store.count(Method::Head), 0);
+        let mut gets = gets(&store);
         gets.sort_by_key(|r| (r.start, r.end));
         assert_eq!(gets, want, "size {size}");
     }
@@ -376,7 +276,7 @@ async fn the_first_get_stands_in_for_a_head() {
     // Slices 0 and 2 of four survive an interrupted run: the rerun learns
     // the object from a HEAD and fetches only slices 1 and 3.
     let body = data(4000, 6);
-    let store = Arc::new(Spy::new(mem_with("k", &body).await, false));
+    let store = Arc::new(spying(mem_with("k", &body).await, false));
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("out");
     let meta = store.head("b", "k").await.unwrap();
@@ -402,7 +302,7 @@ async fn the_first_get_stands_in_for_a_head() {
         format!("{header}\n{}\n{}\n", done(0), done(2)),
     )
     .unwrap();
-    store.heads.store(0, std::sync::atomic::Ordering::Relaxed);
+    store.clear();
     let r = download_to_file(
         store.clone(),
         &url,
@@ -414,8 +314,8 @@ async fn the_first_get_stands_in_for_a_head() {
     .unwrap();
     assert_eq!(std::fs::read(&dest).unwrap(), body);
     assert_eq!(r.resumed, 2000);
-    assert_eq!(store.heads.load(std::sync::atomic::Ordering::Relaxed), 1);
-    let mut gets = store.gets.lock().unwrap().clone();
+    assert_eq!(store.count(Method::Head), 1);
+    let mut gets = gets(&store);
     gets.sort_by_key(|r| (r.start, r.end));
     assert_eq!(
         gets,
