@@ -574,10 +574,10 @@ async fn a_counted_body_is_counted_as_the_connection_takes_it() {
     let http = client_sending_slowly(Duration::from_secs(30), 16 << 10);
     let url = format!("{}/k", s.base);
     let total = Arc::new(AtomicU64::new(0));
-    let sent = crate::sent::Sent::new(total.clone());
+    let sent = shoal_core::sent::Sent::new(total.clone());
     let send = tokio::spawn(async move {
         let put = http.put(&url).body(Bytes::from(vec![7u8; 3 << 20]));
-        crate::sent::counting(sent, http.send(Op::Upload, &url, put)).await
+        shoal_core::sent::counting(sent, http.send(Op::Upload, &url, put)).await
     });
     // The server has read 1 MiB (16 KiB a millisecond): the count follows.
     let mut seen = 0;

@@ -20,8 +20,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::error::{Error, ErrorKind, Op, chain_message, one_line};
 use crate::network::{ProxyConfig, Sourced};
+use shoal_core::error::{Error, ErrorKind, Op, chain_message, one_line};
 
 /// Settings for the shared HTTP client.
 #[derive(Debug, Clone)]
@@ -281,7 +281,7 @@ pub fn answer_body(
     url: String,
     expected: u64,
     sent_length: bool,
-) -> crate::store::BoxByteStream {
+) -> shoal_core::store::BoxByteStream {
     use futures::StreamExt;
     let mut got = 0u64;
     let target = url.clone();
@@ -305,11 +305,11 @@ pub fn answer_body(
 /// object longer than the range asked, or one that changed since its size
 /// was learnt).
 fn held_to_length(
-    body: crate::store::BoxByteStream,
+    body: shoal_core::store::BoxByteStream,
     size: u64,
     op: Op,
     target: String,
-) -> crate::store::BoxByteStream {
+) -> shoal_core::store::BoxByteStream {
     use futures::StreamExt;
     let wrong = move |got: u64| {
         let what = if got > size {

@@ -104,9 +104,9 @@ use tokio::task::AbortHandle;
 use tokio::time::Sleep;
 use tower_service::Service;
 
-use crate::error::{Error, ErrorKind, Op, chain_message};
 use crate::http::HttpConfig;
 use crate::network::{parse_ca_file_der, read_ca_file};
+use shoal_core::error::{Error, ErrorKind, Op, chain_message};
 
 type Sender = hyper::client::conn::http1::SendRequest<SendBody>;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -1016,7 +1016,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
 
 /// A request body as hyper takes it, noting when hyper has taken the end
 /// of it (`taken`): until then the connection is busy with the request,
-/// whatever the answer says. A body sent inside [`crate::sent::counting`]
+/// whatever the answer says. A body sent inside [`shoal_core::sent::counting`]
 /// goes in slices, each counted as hyper takes it.
 struct SendBody {
     inner: reqwest::Body,
@@ -1027,7 +1027,7 @@ struct SendBody {
 /// Where a counted body is: the rest of a frame cut into slices, and the
 /// offset of the next byte.
 struct Counting {
-    sent: crate::sent::Sent,
+    sent: shoal_core::sent::Sent,
     rest: Bytes,
     offset: u64,
 }
@@ -1040,8 +1040,8 @@ impl SendBody {
         let long = inner
             .size_hint()
             .exact()
-            .is_some_and(|n| n >= 2 * crate::sent::SLICE as u64);
-        let counter = (crate::sent::current())
+            .is_some_and(|n| n >= 2 * shoal_core::sent::SLICE as u64);
+        let counter = (shoal_core::sent::current())
             .filter(|_| long)
             .map(|sent| Counting {
                 sent,
@@ -1089,7 +1089,7 @@ impl HttpBody for SendBody {
                 other => return other,
             }
         }
-        let slice = c.rest.split_to(c.rest.len().min(crate::sent::SLICE));
+        let slice = c.rest.split_to(c.rest.len().min(shoal_core::sent::SLICE));
         // The slice before this one has been taken by the connection.
         c.sent.reached(c.offset);
         c.offset += slice.len() as u64;
