@@ -18,13 +18,17 @@
 //!   short);
 //! - [`network`]: proxies and extra CA files, read as curl and the AWS CLI
 //!   read them;
+//! - [`service`]: [`HttpService`], the one method every request is sent
+//!   through, whoever sends it;
 //! - [`transport`]: [`Http`], the client a store holds, and the connection
-//!   pool under it.
+//!   pool, the service that sends nearly everything.
 #![warn(missing_docs, unreachable_pub)]
 
 pub mod http;
 pub mod network;
+pub mod service;
 pub mod transport;
 
 pub use http::HttpConfig;
+pub use service::{HttpError, HttpService};
 pub use transport::Http;
