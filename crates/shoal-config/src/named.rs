@@ -75,7 +75,7 @@ fn build(stores: &Stores, n: &Named) -> Result<Arc<dyn Store>> {
     if s.no_proxy {
         http.proxy = Default::default();
     } else if let Some(p) = &s.proxy {
-        http.proxy = shoal_core::network::ProxyConfig::from_env().with_proxy_for_all(&n.from, p);
+        http.proxy = shoal_http::network::ProxyConfig::from_env().with_proxy_for_all(&n.from, p);
     }
     if let Some(ca) = &s.ca_bundle {
         http.ca_files.push(Sourced::new(n.from.clone(), ca.clone()));

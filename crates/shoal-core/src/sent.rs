@@ -3,10 +3,10 @@
 //! whole part (16 MiB and more) when its answer comes.
 //!
 //! A transfer runs the future that sends one body inside [`counting`].
-//! The pooled transport, when it builds that request in the same task,
-//! takes the counter and hands the body to hyper in slices of [`SLICE`]
-//! bytes (cut from the same buffer: no copy), noting each slice as it is
-//! taken. hyper takes the next slice once the connection has room for
+//! The connection pool (shoal-http's transport), when it builds that
+//! request in the same task, takes the counter with [`current`] and hands
+//! the body to hyper in slices of [`SLICE`] bytes (cut from the same
+//! buffer: no copy), noting each slice as it is taken. hyper takes the next slice once the connection has room for
 //! it, so the count follows the bytes on the wire within a slice plus
 //! the socket's buffer.
 //!
@@ -46,8 +46,9 @@ impl Sent {
         }
     }
 
-    /// Notes that the body was taken up to `offset`.
-    pub(crate) fn reached(&self, offset: u64) {
+    /// Notes that the body was taken up to `offset` (the sender, as the
+    /// connection takes each slice).
+    pub fn reached(&self, offset: u64) {
         let before = self.high.fetch_max(offset, Ordering::Relaxed);
         if offset > before {
             self.total.fetch_add(offset - before, Ordering::Relaxed);
@@ -71,8 +72,9 @@ pub async fn counting<F: Future>(sent: Sent, fut: F) -> F::Output {
     SENT.scope(sent, fut).await
 }
 
-/// The counter of the task building a request, if it counts.
-pub(crate) fn current() -> Option<Sent> {
+/// The counter of the task building a request, if it counts: what a
+/// sender that slices bodies notes them into.
+pub fn current() -> Option<Sent> {
     SENT.try_with(Sent::clone).ok()
 }
 

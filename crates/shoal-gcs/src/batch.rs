@@ -30,8 +30,8 @@
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use shoal_core::http::status_kind;
 use shoal_core::{DeleteKey, Error, ErrorKind, ObjectVersion, Op, Result};
+use shoal_http::http::status_kind;
 
 use crate::client::{Client, encode, gs_url, json_error_message};
 
@@ -93,7 +93,7 @@ impl Client {
         let bytes = resp
             .bytes()
             .await
-            .map_err(|e| shoal_core::http::error_from_reqwest(Op::Delete, &target, e))?;
+            .map_err(|e| shoal_http::http::error_from_reqwest(Op::Delete, &target, e))?;
         let statuses = parse_batch_answer(&their_type, &bytes, keys.len()).map_err(|m| {
             Error::new(
                 ErrorKind::Protocol,

@@ -20,9 +20,9 @@ use bytes::Bytes;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 use shoal_core::encryption::CustomerKey;
-use shoal_core::http::{error_from_reqwest, error_from_response};
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{Error, ErrorKind, ObjectMeta, Op, Result};
+use shoal_http::http::{error_from_reqwest, error_from_response};
 
 use crate::config::GcsConfig;
 use crate::credential::Auth;
@@ -73,7 +73,7 @@ impl Query {
 
 /// The HTTP client bound to one endpoint and one credential source.
 pub(crate) struct Client {
-    pub(crate) http: shoal_core::transport::Http,
+    pub(crate) http: shoal_http::transport::Http,
     pub(crate) base: String,
     pub(crate) auth: Auth,
     pub(crate) retry: RetryPolicy,
@@ -212,7 +212,7 @@ impl Client {
     /// the successful response (its body not yet read).
     pub(crate) async fn call<F>(&self, op: Op, url: &str, make: F) -> Result<reqwest::Response>
     where
-        F: Fn(&shoal_core::transport::Http) -> reqwest::RequestBuilder,
+        F: Fn(&shoal_http::transport::Http) -> reqwest::RequestBuilder,
     {
         self.retry
             .run(url, || self.attempt(op, url, make(&self.http)))
@@ -247,7 +247,7 @@ impl Client {
     /// a connection dropped mid-body is retried too.
     pub(crate) async fn call_bytes<F>(&self, op: Op, url: &str, make: F) -> Result<Bytes>
     where
-        F: Fn(&shoal_core::transport::Http) -> reqwest::RequestBuilder,
+        F: Fn(&shoal_http::transport::Http) -> reqwest::RequestBuilder,
     {
         self.retry
             .run(url, || async {

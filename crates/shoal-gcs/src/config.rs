@@ -7,8 +7,8 @@
 //! off. Nothing else in this crate reads the environment, except
 //! `google-cloud-auth`, which owns the ADC search.
 
-use shoal_core::http::HttpConfig;
 use shoal_core::retry::RetryPolicy;
+use shoal_http::http::HttpConfig;
 
 /// The public endpoint of the JSON API.
 pub(crate) const DEFAULT_ENDPOINT: &str = "https://storage.googleapis.com";

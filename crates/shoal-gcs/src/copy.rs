@@ -97,7 +97,7 @@ fn next_step(resp: &[u8], url: &str) -> Result<std::result::Result<ObjectMeta, S
 }
 
 fn rewrite_request(
-    h: &shoal_core::transport::Http,
+    h: &shoal_http::transport::Http,
     http_url: &str,
     body: &Bytes,
 ) -> reqwest::RequestBuilder {

@@ -24,11 +24,11 @@ use shoal_core::Deleted;
 use shoal_core::checksum::{
     Checksums, crc32c_from_base64, crc32c_to_base64, md5_from_base64, md5_to_base64,
 };
-use shoal_core::http::{check_range_start, parse_content_range, parse_http_date};
 use shoal_core::retry::safe::{self, Ours, Planned};
 use shoal_core::{
     ByteRange, Error, ErrorKind, GetResponse, ObjectMeta, ObjectVersion, Op, PutOptions, Result,
 };
+use shoal_http::http::{check_range_start, parse_content_range, parse_http_date};
 
 use crate::client::{Client, Query, gs_url, protocol, with_kind};
 use crate::list::parse_object;
@@ -150,7 +150,7 @@ impl Client {
         let mut meta = meta_from_headers(key, headers);
         meta.size = size;
         let expected = resolved.end.unwrap_or(size) - resolved.start;
-        let body = shoal_core::http::answer_body(
+        let body = shoal_http::http::answer_body(
             resp,
             Op::Download,
             url.clone(),

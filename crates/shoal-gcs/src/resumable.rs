@@ -37,8 +37,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use reqwest::header::{CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, LOCATION};
-use shoal_core::http::{error_from_reqwest, error_from_response};
 use shoal_core::{Error, ErrorKind, ObjectMeta, ObjectVersion, Op, PutOptions, Result};
+use shoal_http::http::{error_from_reqwest, error_from_response};
 
 use crate::GcsStore;
 use crate::client::{Client, Query, gs_url, json_error_message, protocol};

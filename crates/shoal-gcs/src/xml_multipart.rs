@@ -33,7 +33,6 @@ use reqwest::header::{
     HeaderName, HeaderValue,
 };
 use shoal_core::checksum::{Checksums, crc32c_combine_all, crc32c_to_base64};
-use shoal_core::http::error_from_reqwest;
 use shoal_core::xml::{
     complete_multipart_body, error_code_kind, list_parts_page, list_uploads_page, read_simple,
 };
@@ -41,6 +40,7 @@ use shoal_core::{
     Error, ErrorKind, ListedPart, MultipartUpload, ObjectMeta, ObjectVersion, Op, PartInfo,
     PendingUpload, PutOptions, Result,
 };
+use shoal_http::http::error_from_reqwest;
 
 use crate::client::{Client, Query, encode, gs_url, protocol};
 use crate::object::parse_goog_hash;

@@ -461,7 +461,7 @@ impl Session {
             // A proxy URL may carry a password.
             kw.set_item(
                 "proxy",
-                shoal_core::network::redact_proxy(&p.extract::<String>()?),
+                shoal_http::network::redact_proxy(&p.extract::<String>()?),
             )?;
         }
         Ok(format!("Session({})", kw.repr()?))

@@ -17,9 +17,9 @@ use bytes::Bytes;
 use reqwest::Method;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use shoal_core::encryption::{CustomerKey, S3Encryption, S3RequestKind};
-use shoal_core::http::{error_from_reqwest, error_from_response, hint_for, status_hint};
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{Error, ErrorKind, Op, Result};
+use shoal_http::http::{error_from_reqwest, error_from_response, hint_for, status_hint};
 
 use crate::credential::CredentialSource;
 use crate::endpoint::Endpoint;
@@ -88,7 +88,7 @@ impl<'a> Request<'a> {
 /// The connection to one endpoint: HTTP client, addressing, credentials.
 #[derive(Debug)]
 pub(crate) struct Client {
-    pub(crate) http: shoal_core::transport::Http,
+    pub(crate) http: shoal_http::transport::Http,
     pub(crate) endpoint: Endpoint,
     pub(crate) creds: CredentialSource,
     pub(crate) region: String,

@@ -7,8 +7,8 @@
 
 use std::fmt;
 
-use shoal_core::http::HttpConfig;
 use shoal_core::retry::RetryPolicy;
+use shoal_http::http::HttpConfig;
 
 /// How a bucket appears in request URLs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

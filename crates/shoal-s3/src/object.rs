@@ -18,10 +18,10 @@ use shoal_core::checksum::{
     Checksums, Composite, CrcKind, OtherCrc, PartKind, crc32c_from_base64, crc32c_to_base64,
     md5_from_hex, md5_to_base64,
 };
-use shoal_core::http::{check_range_start, parse_http_date};
 use shoal_core::{
     ByteRange, Error, ErrorKind, GetResponse, ObjectMeta, ObjectVersion, Op, PutOptions, Result,
 };
+use shoal_http::http::{check_range_start, parse_http_date};
 
 use shoal_core::Deleted;
 use shoal_core::retry::safe::{self, Ours, Planned};
@@ -150,7 +150,7 @@ impl Client {
         }
         let expected = resolved.end.unwrap_or(size) - resolved.start;
         let body =
-            shoal_core::http::answer_body(resp, Op::Download, target, expected, answered.is_some());
+            shoal_http::http::answer_body(resp, Op::Download, target, expected, answered.is_some());
         Ok(GetResponse {
             meta,
             range: resolved,
@@ -1002,7 +1002,7 @@ mod tests {
             endpoint: Some(no_length_server().await),
             anonymous: true,
             addressing: crate::Addressing::Path,
-            http: shoal_core::http::HttpConfig {
+            http: shoal_http::http::HttpConfig {
                 plain_http: true,
                 ..Default::default()
             },

@@ -100,13 +100,20 @@ async fn serve(mut sock: TcpStream) {
 }
 
 fn client(read_timeout: Duration) -> Http {
-    HttpConfig {
+    pooled(read_timeout).0
+}
+
+/// A client, and the pool it sends on (to look into).
+fn pooled(read_timeout: Duration) -> (Http, Arc<Pool>) {
+    let config = HttpConfig {
         plain_http: true,
         read_timeout,
         ..HttpConfig::default()
-    }
-    .build()
-    .unwrap()
+    };
+    let (reqwest, pool) = config.parts().unwrap();
+    let pool = Arc::new(Pool::new(pool.expect("no https proxy: the pool sends")));
+    let service = Pooled::new(Arc::clone(&pool), &config.user_agent);
+    (Http::new(reqwest, Arc::new(service)), pool)
 }
 
 async fn get(http: &Http, url: &str) -> Result<Bytes, Error> {
@@ -119,7 +126,7 @@ async fn get(http: &Http, url: &str) -> Result<Bytes, Error> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_never_outnumber_the_requests_that_wanted_one() {
     let s = server().await;
-    let http = client(Duration::from_secs(30));
+    let (http, pool) = pooled(Duration::from_secs(30));
     for (requests, in_flight) in [(400, 16), (200, 64)] {
         let before = s.accepted.load(Ordering::SeqCst);
         let got: Vec<_> = futures::stream::iter(0..requests)
@@ -145,11 +152,10 @@ async fn connections_never_outnumber_the_requests_that_wanted_one() {
     // A connect started for a request that a returning connection served
     // may still be landing: both counts are compared once none is under
     // way and the server has accepted what the client made.
-    let pool = http.pool.clone().unwrap();
     let settled = async {
         loop {
             let connecting: usize = pool.hosts().values().map(|h| h.connecting).sum();
-            let opened = http.connections_opened().unwrap();
+            let opened = pool.opened.load(Ordering::SeqCst);
             if connecting == 0 && opened == s.accepted.load(Ordering::SeqCst) as u64 {
                 return opened;
             }
@@ -160,7 +166,7 @@ async fn connections_never_outnumber_the_requests_that_wanted_one() {
     assert!(
         counted.is_ok(),
         "client opened {:?}, server accepted {}",
-        http.connections_opened(),
+        pool.opened.load(Ordering::SeqCst),
         s.accepted.load(Ordering::SeqCst)
     );
 }
@@ -204,8 +210,7 @@ async fn through_a_forwarding_proxy_connections_are_to_it_and_as_few() {
 #[tokio::test]
 async fn an_idle_connection_whose_task_has_not_run_is_used_not_replaced() {
     let s = server().await;
-    let http = client(Duration::from_secs(30));
-    let pool = http.pool.clone().unwrap();
+    let (_http, pool) = pooled(Duration::from_secs(30));
     let uri: Uri = format!("{}/n/7", s.base).parse().unwrap();
     let key = Key::of(&uri, None).unwrap();
     let tcp = TcpStream::connect(uri.authority().unwrap().as_str())
@@ -296,7 +301,7 @@ fn client_sending_slowly(read_timeout: Duration, send_buffer: usize) -> Http {
         proxy: None,
     });
     pool.tcp.set_send_buffer_size(Some(send_buffer));
-    http.pool = Some(Arc::new(pool));
+    http.service = Arc::new(Pooled::new(Arc::new(pool), "shoal-test"));
     http
 }
 
@@ -574,10 +579,10 @@ async fn a_counted_body_is_counted_as_the_connection_takes_it() {
     let http = client_sending_slowly(Duration::from_secs(30), 16 << 10);
     let url = format!("{}/k", s.base);
     let total = Arc::new(AtomicU64::new(0));
-    let sent = crate::sent::Sent::new(total.clone());
+    let sent = shoal_core::sent::Sent::new(total.clone());
     let send = tokio::spawn(async move {
         let put = http.put(&url).body(Bytes::from(vec![7u8; 3 << 20]));
-        crate::sent::counting(sent, http.send(Op::Upload, &url, put)).await
+        shoal_core::sent::counting(sent, http.send(Op::Upload, &url, put)).await
     });
     // The server has read 1 MiB (16 KiB a millisecond): the count follows.
     let mut seen = 0;

@@ -20,8 +20,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::error::{Error, ErrorKind, Op, chain_message, one_line};
 use crate::network::{ProxyConfig, Sourced};
+use shoal_core::error::{Error, ErrorKind, Op, chain_message, one_line};
 
 /// Settings for the shared HTTP client.
 #[derive(Debug, Clone)]
@@ -248,11 +248,18 @@ async fn read_bounded(mut resp: reqwest::Response, max: usize) -> String {
 
 /// Translates a transport error (no response, or a broken body).
 pub fn error_from_reqwest(op: Op, url: &str, err: reqwest::Error) -> Error {
-    let kind = if err.is_timeout() || chain_has_timeout(&err) {
+    let (kind, unsent) = judge_reqwest(&err);
+    transport_failure(op, url, kind, unsent, err.without_url())
+}
+
+/// What kind of failure a reqwest error is, and whether its request never
+/// left (no connection was made).
+pub(crate) fn judge_reqwest(err: &reqwest::Error) -> (ErrorKind, bool) {
+    let kind = if err.is_timeout() || chain_has_timeout(err) {
         ErrorKind::Timeout
     } else if err.is_connect() {
         ErrorKind::Connect
-    } else if err.is_decode() && !chain_has_transport_error(&err) {
+    } else if err.is_decode() && !chain_has_transport_error(err) {
         // reqwest files a body that breaks mid-stream under "decode" too;
         // only a real decoding failure is a protocol error.
         ErrorKind::Protocol
@@ -260,8 +267,7 @@ pub fn error_from_reqwest(op: Op, url: &str, err: reqwest::Error) -> Error {
         // Body and request errors: a reset or an early EOF mid-stream.
         ErrorKind::Connect
     };
-    let unsent = err.is_connect();
-    transport_failure(op, url, kind, unsent, err.without_url())
+    (kind, err.is_connect())
 }
 
 /// The body of an answer, `expected` bytes long, as a stream whose
@@ -281,7 +287,7 @@ pub fn answer_body(
     url: String,
     expected: u64,
     sent_length: bool,
-) -> crate::store::BoxByteStream {
+) -> shoal_core::store::BoxByteStream {
     use futures::StreamExt;
     let mut got = 0u64;
     let target = url.clone();
@@ -305,11 +311,11 @@ pub fn answer_body(
 /// object longer than the range asked, or one that changed since its size
 /// was learnt).
 fn held_to_length(
-    body: crate::store::BoxByteStream,
+    body: shoal_core::store::BoxByteStream,
     size: u64,
     op: Op,
     target: String,
-) -> crate::store::BoxByteStream {
+) -> shoal_core::store::BoxByteStream {
     use futures::StreamExt;
     let wrong = move |got: u64| {
         let what = if got > size {
@@ -370,8 +376,9 @@ fn cut_short(op: Op, url: &str, got: u64, expected: u64, err: reqwest::Error) ->
 
 /// The error for a request that got no (whole) answer: `kind` as the
 /// transport judged it, `unsent` when the request never left (no
-/// connection). Shared by reqwest's failures and the connection pool's
-/// ([`crate::transport`]), so both read the same to a user.
+/// connection). Every [`HttpService`](crate::HttpService)'s failures come
+/// through here ([`HttpError`](crate::HttpError)`::into_error`), so all
+/// read the same to a user.
 pub(crate) fn transport_failure<E>(
     op: Op,
     url: &str,

@@ -24,7 +24,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::error::{Error, Op};
+use shoal_core::error::{Error, Op};
 
 /// A setting and the variable, flag or keyword it came from (`"HTTPS_PROXY"`,
 /// `"--ca-bundle"`), so an error about it can say where to fix it.
@@ -129,7 +129,8 @@ impl ProxyConfig {
         for (setting, make) in kinds {
             let Some(s) = setting else { continue };
             check_proxy_url(s)?;
-            let p = make(&s.value).map_err(|e| bad_proxy(s, &crate::error::chain_message(&e)))?;
+            let p =
+                make(&s.value).map_err(|e| bad_proxy(s, &shoal_core::error::chain_message(&e)))?;
             out.push(p.no_proxy(no.clone()));
         }
         Ok(out)
@@ -307,7 +308,7 @@ mod tests {
             let s = e.to_string();
             assert!(!s.contains("hunter2"), "{s}");
             assert!(s.contains("--proxy"), "{s}");
-            assert_eq!(e.kind(), crate::ErrorKind::InvalidInput, "{s}");
+            assert_eq!(e.kind(), shoal_core::ErrorKind::InvalidInput, "{s}");
         }
         let mut star = cfg("http://proxy:3128");
         star.no_proxy = Some("example.com, *".into());

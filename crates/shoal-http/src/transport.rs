@@ -79,7 +79,8 @@
 //! `CONNECT` tunnel (hyper-util's) with TLS to the server inside it; which
 //! requests go through which proxy is hyper-util's matcher's answer (the
 //! one reqwest uses). An `https://` proxy (TLS to the proxy itself) is
-//! left to reqwest's own client.
+//! left to reqwest's own client. Both are an [`HttpService`], the one
+//! method [`Http`] sends through; [`HttpConfig::build`] picks which.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::poll_fn;
@@ -89,6 +90,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use bytes::Bytes;
 use http::header::{HOST, HeaderValue, PROXY_AUTHORIZATION, USER_AGENT};
 use http::{Method, Uri};
@@ -104,26 +106,27 @@ use tokio::task::AbortHandle;
 use tokio::time::Sleep;
 use tower_service::Service;
 
-use crate::error::{Error, ErrorKind, Op, chain_message};
 use crate::http::HttpConfig;
 use crate::network::{parse_ca_file_der, read_ca_file};
+use crate::service::{HttpError, HttpService};
+use shoal_core::error::{Error, ErrorKind, Op, chain_message};
 
 type Sender = hyper::client::conn::http1::SendRequest<SendBody>;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The HTTP client a store holds: reqwest builds its requests; they are
-/// sent on [`Pool`]'s connections (or reqwest's own through an https proxy).
+/// The HTTP client a store holds: reqwest builds its requests, and one
+/// [`HttpService`] sends them: [`Pool`]'s connections, or reqwest's own
+/// through an https proxy ([`HttpConfig::build`] chooses).
 #[derive(Clone)]
 pub struct Http {
     reqwest: reqwest::Client,
-    pool: Option<Arc<Pool>>,
-    user_agent: HeaderValue,
+    service: Arc<dyn HttpService>,
 }
 
 impl std::fmt::Debug for Http {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Http")
-            .field("own_pool", &self.pool.is_some())
+            .field("service", &self.service)
             .finish()
     }
 }
@@ -140,17 +143,11 @@ pub(crate) struct PoolConfig {
 }
 
 impl Http {
-    pub(crate) fn new(
-        reqwest: reqwest::Client,
-        pool: Option<PoolConfig>,
-        user_agent: &str,
-    ) -> Self {
-        Http {
-            reqwest,
-            pool: pool.map(|c| Arc::new(Pool::new(c))),
-            user_agent: HeaderValue::from_str(user_agent)
-                .unwrap_or_else(|_| HeaderValue::from_static("shoal")),
-        }
+    /// A client whose requests `reqwest` builds (its settings matter only
+    /// to what it builds) and `service` sends: how a test sends them to a
+    /// double of its own. Stores get theirs from [`HttpConfig::build`].
+    pub fn new(reqwest: reqwest::Client, service: Arc<dyn HttpService>) -> Self {
+        Http { reqwest, service }
     }
 
     /// A request to `url`, to be sent with [`Http::send`].
@@ -200,28 +197,65 @@ impl Http {
         url: &str,
         req: reqwest::Request,
     ) -> Result<reqwest::Response, Error> {
-        let Some(pool) = &self.pool else {
-            return self
-                .reqwest
-                .execute(req)
-                .await
-                .map_err(|e| crate::http::error_from_reqwest(op, url, e));
-        };
-        let mut req: http::Request<reqwest::Body> = req
-            .try_into()
-            .map_err(|e| crate::http::error_from_reqwest(op, url, e))?;
+        self.service
+            .call(req)
+            .await
+            .map_err(|e| e.into_error(op, url))
+    }
+}
+
+/// [`Pool`] as the [`HttpService`] a client sends through: reqwest's
+/// request made hyper's, with the `User-Agent` reqwest's client would have
+/// added when sending.
+struct Pooled {
+    pool: Arc<Pool>,
+    user_agent: HeaderValue,
+}
+
+impl Pooled {
+    fn new(pool: Arc<Pool>, user_agent: &str) -> Self {
+        Pooled {
+            pool,
+            user_agent: HeaderValue::from_str(user_agent)
+                .unwrap_or_else(|_| HeaderValue::from_static("shoal")),
+        }
+    }
+}
+
+impl std::fmt::Debug for Pooled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pooled")
+            .field("opened", &self.pool.opened.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+#[async_trait]
+impl HttpService for Pooled {
+    async fn call(&self, req: reqwest::Request) -> Result<reqwest::Response, HttpError> {
+        let mut req: http::Request<reqwest::Body> = req.try_into()?;
         req.headers_mut()
             .entry(USER_AGENT)
             .or_insert_with(|| self.user_agent.clone());
-        pool.send(req)
-            .await
-            .map_err(|e| transport_error(op, url, e))
+        self.pool.send(req).await.map_err(http_error)
     }
+}
 
-    /// Connections this client's pool has opened so far (None through an
-    /// https proxy, where reqwest's pool holds them).
-    pub fn connections_opened(&self) -> Option<u64> {
-        self.pool.as_ref().map(|p| p.opened.load(Ordering::Relaxed))
+/// reqwest's client as the service through an https proxy. Its `Debug`
+/// names it and nothing more: reqwest's own prints its proxies, whose URLs
+/// may hold a password.
+struct ViaReqwest(reqwest::Client);
+
+impl std::fmt::Debug for ViaReqwest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ViaReqwest")
+    }
+}
+
+#[async_trait]
+impl HttpService for ViaReqwest {
+    async fn call(&self, req: reqwest::Request) -> Result<reqwest::Response, HttpError> {
+        self.0.call(req).await
     }
 }
 
@@ -233,8 +267,20 @@ impl HttpConfig {
     /// if the TLS stack cannot initialise.
     ///
     /// Requests go on this module's pool (TLS set up here, for it),
-    /// through an https proxy on reqwest's client.
+    /// through an https proxy on reqwest's client: the one place that
+    /// chooses.
     pub fn build(&self) -> Result<Http, Error> {
+        let (client, pool) = self.parts()?;
+        let service: Arc<dyn HttpService> = match pool {
+            Some(c) => Arc::new(Pooled::new(Arc::new(Pool::new(c)), &self.user_agent)),
+            None => Arc::new(ViaReqwest(client.clone())),
+        };
+        Ok(Http::new(client, service))
+    }
+
+    /// The client that builds requests (and sends them through an https
+    /// proxy), and the pool's settings unless reqwest's client sends.
+    pub(crate) fn parts(&self) -> Result<(reqwest::Client, Option<PoolConfig>), Error> {
         let mut b = reqwest::Client::builder();
         let tls = !self.plain_http || self.proxy.needs_tls();
         let own_pool = !self.proxy.needs_tls();
@@ -314,7 +360,7 @@ impl HttpConfig {
         } else {
             None
         };
-        Ok(Http::new(client, pool, &self.user_agent))
+        Ok((client, pool))
     }
 }
 
@@ -444,7 +490,9 @@ impl std::error::Error for SendError {
     }
 }
 
-fn transport_error(op: Op, url: &str, err: SendError) -> Error {
+/// What `err` means above the seam: its kind, and whether the request
+/// never left.
+fn http_error(err: SendError) -> HttpError {
     let (kind, unsent) = match &err {
         SendError::Connect(_) => (ErrorKind::Connect, true),
         SendError::ConnectTimeout(_) => (ErrorKind::Timeout, true),
@@ -454,7 +502,7 @@ fn transport_error(op: Op, url: &str, err: SendError) -> Error {
         SendError::Exchange(_) => (ErrorKind::Connect, false),
         SendError::Url(_) => (ErrorKind::InvalidInput, true),
     };
-    crate::http::transport_failure(op, url, kind, unsent, err)
+    HttpError::new(kind, unsent, err)
 }
 
 /// Connections to one scheme, host and port, through one proxy or none.
@@ -1016,7 +1064,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
 
 /// A request body as hyper takes it, noting when hyper has taken the end
 /// of it (`taken`): until then the connection is busy with the request,
-/// whatever the answer says. A body sent inside [`crate::sent::counting`]
+/// whatever the answer says. A body sent inside [`shoal_core::sent::counting`]
 /// goes in slices, each counted as hyper takes it.
 struct SendBody {
     inner: reqwest::Body,
@@ -1027,7 +1075,7 @@ struct SendBody {
 /// Where a counted body is: the rest of a frame cut into slices, and the
 /// offset of the next byte.
 struct Counting {
-    sent: crate::sent::Sent,
+    sent: shoal_core::sent::Sent,
     rest: Bytes,
     offset: u64,
 }
@@ -1040,8 +1088,8 @@ impl SendBody {
         let long = inner
             .size_hint()
             .exact()
-            .is_some_and(|n| n >= 2 * crate::sent::SLICE as u64);
-        let counter = (crate::sent::current())
+            .is_some_and(|n| n >= 2 * shoal_core::sent::SLICE as u64);
+        let counter = (shoal_core::sent::current())
             .filter(|_| long)
             .map(|sent| Counting {
                 sent,
@@ -1089,7 +1137,7 @@ impl HttpBody for SendBody {
                 other => return other,
             }
         }
-        let slice = c.rest.split_to(c.rest.len().min(crate::sent::SLICE));
+        let slice = c.rest.split_to(c.rest.len().min(shoal_core::sent::SLICE));
         // The slice before this one has been taken by the connection.
         c.sent.reached(c.offset);
         c.offset += slice.len() as u64;
