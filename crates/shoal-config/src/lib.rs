@@ -18,12 +18,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use shoal_core::StoreFor;
-use shoal_core::local::LocalStore;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{Location, Result, Scheme, Store};
 use shoal_http::http::HttpConfig;
 use shoal_http::network::ProxyConfig;
 pub use shoal_http::network::Sourced;
+use shoal_local::LocalStore;
 
 pub use shoal_s3::Addressing;
 

@@ -17,7 +17,6 @@ pub mod cleanup;
 pub mod encryption;
 pub mod error;
 pub mod file_time;
-pub mod local;
 pub mod local_path;
 #[cfg(any(test, feature = "memory"))]
 pub mod memory;
@@ -27,6 +26,7 @@ pub mod posix;
 pub mod resume;
 pub mod retry;
 pub mod sent;
+pub mod served;
 pub mod skip;
 pub mod state;
 pub mod store;

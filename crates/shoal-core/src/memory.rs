@@ -14,8 +14,8 @@ use futures::StreamExt;
 
 use crate::checksum::{Checksums, Composite, PartKind};
 use crate::error::{Error, ErrorKind, Op, Result};
-use crate::local::{page_from_sorted, verify_declared};
 use crate::meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion};
+use crate::served::{page_from_sorted, verify_declared};
 use crate::store::{
     Assemble, BucketInfo, Capabilities, CopyRequest, GetResponse, MultipartUpload, PartInfo,
     PutOptions, Store, StoredPart,

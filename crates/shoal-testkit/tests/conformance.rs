@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
-use shoal_core::local::LocalStore;
 use shoal_core::memory::MemoryStore;
+use shoal_local::LocalStore;
 use shoal_testkit::{
     Quirks, Target, conformance, gcs_store, gcs_store_at, moto_store, s3_store, target,
 };

@@ -1,12 +1,18 @@
 //! Local files behind the [`Store`] trait.
 //!
 //! Buckets are folders under a root; keys are paths below them, mapped by
-//! [`crate::local_path`] (so unsafe keys are refused, never followed).
+//! [`shoal_core::local_path`] (so unsafe keys are refused, never followed).
 //! Writes go to a temporary name in the same folder and are renamed into
 //! place, so a reader never sees half a file. Listings come out in UTF-8
 //! byte order of keys, like the cloud stores: the order of the one local
-//! walk ([`crate::walk`]). Each page reads the tree whole: fine for local
+//! walk ([`shoal_core::walk`]). Each page reads the tree whole: fine for local
 //! data, which is never billions of files in one listing.
+//!
+//! A backend crate beside shoal-gcs and shoal-s3: the engine reaches local
+//! files through the same trait as any store, and what it needs of the
+//! file system itself (the one key → path rule, working files, the walk)
+//! stays in shoal-core, where every crate can use it.
+#![warn(missing_docs, unreachable_pub)]
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,14 +21,15 @@ use bytes::Bytes;
 use futures::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
-use crate::error::{Error, ErrorKind, Op, Result};
-use crate::local_path::join_under;
-use crate::meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion};
-use crate::store::{
+use shoal_core::error::{Error, ErrorKind, Op, Result};
+use shoal_core::local_path::join_under;
+use shoal_core::meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion};
+use shoal_core::served::{page_from_sorted, verify_declared};
+use shoal_core::store::{
     BucketInfo, Capabilities, CopyRequest, GetResponse, MultipartUpload, PartInfo, PutOptions,
     Store,
 };
-use crate::url::Scheme;
+use shoal_core::url::Scheme;
 
 const UPLOADS_DIR: &str = ".shoal-uploads";
 static UPLOAD_SEQ: AtomicU64 = AtomicU64::new(1);
@@ -129,12 +136,12 @@ fn file_meta(key: &str, md: &std::fs::Metadata) -> ObjectMeta {
 }
 
 /// Writes `data` to `path` through a working file renamed into place
-/// ([`crate::workfile::write_with`]), on the blocking pool; failures name
+/// ([`shoal_core::workfile::write_with`]), on the blocking pool; failures name
 /// `op` and `url`.
 pub(crate) async fn write_atomically(path: &Path, data: Bytes, op: Op, url: &str) -> Result<()> {
     let path = path.to_path_buf();
     tokio::task::spawn_blocking(move || {
-        crate::workfile::write_with(&path, false, |f| {
+        shoal_core::workfile::write_with(&path, false, |f| {
             use std::io::Write;
             f.write_all(&data)
                 .map_err(|e| Error::io(Op::Write, path.display().to_string(), e))
@@ -146,17 +153,17 @@ pub(crate) async fn write_atomically(path: &Path, data: Bytes, op: Op, url: &str
 }
 
 /// Every file below `dir` with its key, in key order: the one local walk
-/// ([`crate::walk`]), without following links. What it skips (links,
+/// ([`shoal_core::walk`]), without following links. What it skips (links,
 /// special files, working files, names that are not UTF-8) is not an
 /// object here; an unreadable folder or file fails the listing.
 fn walk(dir: &Path) -> Result<Vec<(String, std::fs::Metadata)>> {
-    use crate::walk::{Depth, Symlinks};
+    use shoal_core::walk::{Depth, Symlinks};
     let mut out = Vec::new();
     let mut failed = None;
-    crate::walk::walk(dir, dir, Symlinks::Skip, Depth::All, &mut |found| {
+    shoal_core::walk::walk(dir, dir, Symlinks::Skip, Depth::All, &mut |found| {
         match found {
-            Ok(crate::Seen::Item(f)) => out.push((f.rel, f.meta)),
-            Ok(crate::Seen::Skipped(_)) => {}
+            Ok(shoal_core::Seen::Item(f)) => out.push((f.rel, f.meta)),
+            Ok(shoal_core::Seen::Skipped(_)) => {}
             Err(e) if e.kind() == ErrorKind::InvalidInput => {}
             Err(e) => {
                 failed = Some(e);
@@ -169,60 +176,6 @@ fn walk(dir: &Path) -> Result<Vec<(String, std::fs::Metadata)>> {
         Some(e) => Err(e),
         None => Ok(out),
     }
-}
-
-/// Applies prefix, offsets, delimiter and paging to sorted `(key, meta)`.
-pub(crate) fn page_from_sorted<I>(keys: I, req: &ListRequest, max_page: u32) -> ListPage
-where
-    I: IntoIterator<Item = ObjectMeta>,
-{
-    let limit = req.max_results.unwrap_or(max_page).clamp(1, max_page) as usize;
-    let mut page = ListPage::default();
-    let mut count = 0usize;
-    let mut last_emitted: Option<String> = None;
-    let after = req.page_token.clone();
-    for meta in keys {
-        let key = &meta.key;
-        if !key.starts_with(&req.prefix) {
-            continue;
-        }
-        if req.start_offset.as_ref().is_some_and(|s| key < s) {
-            continue;
-        }
-        if req.end_offset.as_ref().is_some_and(|e| key >= e) {
-            // Sorted: nothing further can be before the end.
-            break;
-        }
-        // With a delimiter, a key folds into a common prefix.
-        let entry_key = match &req.delimiter {
-            Some(d) if !d.is_empty() => match key[req.prefix.len()..].find(d.as_str()) {
-                Some(i) => {
-                    let p = key[..req.prefix.len() + i + d.len()].to_owned();
-                    if page.prefixes.last() == Some(&p) {
-                        continue;
-                    }
-                    Some(p)
-                }
-                None => None,
-            },
-            _ => None,
-        };
-        let sort_key = entry_key.as_deref().unwrap_or(key);
-        if after.as_deref().is_some_and(|a| sort_key <= a) {
-            continue;
-        }
-        if count == limit {
-            page.next_page_token = last_emitted;
-            return page;
-        }
-        count += 1;
-        last_emitted = Some(sort_key.to_owned());
-        match entry_key {
-            Some(p) => page.prefixes.push(p),
-            None => page.objects.push(meta),
-        }
-    }
-    page
 }
 
 #[async_trait::async_trait]
@@ -543,44 +496,4 @@ impl Store for LocalStore {
             Err(e) => Err(Error::io(Op::Multipart, self.url(&up.bucket, &up.key), e)),
         }
     }
-}
-
-/// Checks declared checksums against the data, as a validating server would.
-pub(crate) fn verify_declared(op: Op, url: &str, data: &[u8], opts: &PutOptions) -> Result<()> {
-    if let Some(want) = opts.crc32c {
-        let got = crc32c::crc32c(data);
-        if got != want {
-            return Err(Error::new(
-                ErrorKind::Integrity,
-                op,
-                url,
-                format!("declared CRC32C {want:08x} but the data has {got:08x}"),
-            ));
-        }
-    }
-    if let Some(want) = opts.other_crc {
-        let got = want.kind().checksum(data);
-        if got != want {
-            return Err(Error::new(
-                ErrorKind::Integrity,
-                op,
-                url,
-                format!(
-                    "declared {} {want} but the data has {got}",
-                    want.kind().name()
-                ),
-            ));
-        }
-    }
-    if let Some(want) = opts.md5
-        && crate::checksum::md5_digest(data) != want
-    {
-        return Err(Error::new(
-            ErrorKind::Integrity,
-            op,
-            url,
-            "declared MD5 does not match the data",
-        ));
-    }
-    Ok(())
 }
