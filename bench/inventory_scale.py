@@ -19,7 +19,10 @@ Each run, interleaved: ``shoal sync --dry-run --source-listing
 DIR/manifest.json s3://list-N/ s3://empty/`` and ``shoal sync --dry-run
 s3://list-N/ s3://empty/`` (the live listing, 16 connections), output to
 /dev/null. Reported: wall, client CPU (user+sys) and peak RSS (GNU time)
-of each, rows (keys) per second; medians of ``--runs``.
+of each, rows (keys) per second; medians of ``--runs``; and the peak
+temporary disk: the bytes of the unnamed temporary files ``shoal`` holds
+open under ``TMPDIR`` (its sorted runs), sampled every 0.2 s from
+/proc/PID/fd, since files without a name are not seen by ``du``.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import json
 import os
 import statistics
 import subprocess
+import threading
 import time
 import urllib.parse
 from pathlib import Path
@@ -86,24 +90,60 @@ def write_report(benchserver: str, n: int, files: int, d: Path) -> Path:
     return manifest
 
 
-def run(cmd: list[str], env: dict) -> tuple[float, float, float, str]:
-    """Wall s, CPU s, peak RSS MiB, last stderr line."""
-    before = os.times()
+def temp_bytes(pid: int, tmp: str) -> int:
+    """Bytes on disk of the unnamed temporary files `pid` holds open under
+    `tmp` (made with O_TMPFILE or unlinked: their /proc link ends in
+    " (deleted)"); a file that closes between the listing and the stat
+    counts 0."""
+    total = 0
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return 0
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith(tmp + "/") and target.endswith(" (deleted)"):
+                total += os.stat(f"/proc/{pid}/fd/{fd}").st_blocks * 512
+        except OSError:
+            pass
+    return total
+
+
+def run(cmd: list[str], env: dict) -> tuple[float, float, float, str, float]:
+    """Wall s, CPU s, peak RSS MiB, last stderr line, peak temporary disk MiB
+    (sampled every 0.2 s)."""
+    tmp = os.path.realpath(env.get("TMPDIR", "/tmp"))
     t = time.perf_counter()
-    p = subprocess.run(
+    p = subprocess.Popen(
         ["/usr/bin/time", "-f", "%e %U %S %M", *cmd],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
     )
+    peak = [0]
+
+    def sample() -> None:
+        while p.poll() is None:
+            try:
+                with open(f"/proc/{p.pid}/task/{p.pid}/children") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except OSError:
+                kids = []
+            peak[0] = max(peak[0], sum(temp_bytes(k, tmp) for k in kids))
+            time.sleep(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, err = p.communicate()
     wall = time.perf_counter() - t
-    lines = p.stderr.strip().splitlines()
+    sampler.join()
+    lines = err.strip().splitlines()
     if p.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}): {lines[-3:]}")
     _, u, s, m = lines[-1].split()
-    del before
-    return wall, float(u) + float(s), int(m) / 1024, (lines[-2] if len(lines) > 1 else "")
+    return wall, float(u) + float(s), int(m) / 1024, (lines[-2] if len(lines) > 1 else ""), peak[0] / 2**20
 
 
 def main() -> None:
@@ -143,7 +183,7 @@ def main() -> None:
             got[k].append(r)
             print(
                 f"run {i + 1} {k}: {r[0]:.1f} s, CPU {r[1]:.1f} s, peak RSS {r[2]:.0f} MiB, {a.keys / r[0]:,.0f} "
-                f"rows/s | {r[3]}",
+                f"rows/s, peak temporary disk {r[4]:,.1f} MiB | {r[3]}",
                 flush=True,
             )
     load.append(os.getloadavg()[0])
@@ -152,7 +192,7 @@ def main() -> None:
         print(
             f"{k}: median {wall:.1f} s, {a.keys / wall:,.0f} rows/s, CPU {statistics.median(r[1] for r in rs):.1f} s "
             f"({statistics.median(r[1] for r in rs) / a.keys * 1e6:.2f} µs a row), peak RSS "
-            f"{max(r[2] for r in rs):.0f} MiB"
+            f"{max(r[2] for r in rs):.0f} MiB, peak temporary disk {max(r[4] for r in rs):,.1f} MiB"
         )
     print(f"load average {load[0]:.1f} before, {load[1]:.1f} after")
 

@@ -17,10 +17,11 @@
 //! (and `sync --delete` delete them), so it is refused (exit 2) instead.
 //!
 //! The stores do not promise key order within or across files, and
-//! sync's merge needs it, so rows are sorted externally: runs of
-//! [`RUN_LEN`] rows sorted in memory and written to temporary files,
-//! then merged. Memory stays bounded by the run length whatever the
-//! report's size.
+//! sync's merge needs it, so rows are sorted externally
+//! ([`crate::spill`]): runs of [`RUN_LEN`] rows sorted in memory and
+//! written to unnamed temporary files (binary, zstd-compressed), then
+//! merged. Memory stays bounded by the run length whatever the report's
+//! size.
 //!
 //! Both stores also write Parquet. A Parquet file names its own columns
 //! (S3's in snake case, `last_modified_date` a timestamp, keys not
@@ -51,14 +52,14 @@
 //! copied since would look like an extra; the CLI says the report's age
 //! beside its snapshot time ([`Report::age`]).
 
-use std::collections::BinaryHeap;
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use shoal_core::checksum::{Checksums, crc32c_from_base64, md5_from_base64, md5_from_hex};
 use shoal_core::{Error, Location, ObjectMeta, ObjectVersion, Op, Result, Scheme};
 
+use crate::spill::{self, Sorter, Spill};
 use crate::tree::Entry;
 
 pub mod fetch;
@@ -1041,36 +1042,25 @@ fn entries_with(
     run_len: usize,
 ) -> Result<impl Iterator<Item = Result<Entry>> + use<>> {
     report.check_side(side, root)?;
-    let mut runs: Vec<std::fs::File> = Vec::new();
-    let mut run: Vec<Row> = Vec::new();
+    let temp = format!("a temporary file sorting {}", report.manifest);
+    let mut sorter = Sorter::new(run_len);
     // Each row's bucket is checked as it is read (`Report::read_rows`).
     for row in report.rows() {
         let row = row?;
         if !row.key.starts_with(root) {
             continue;
         }
-        run.push(row);
-        if run.len() >= run_len {
-            runs.push(spill(&mut run, &report.manifest)?);
-        }
+        sorter
+            .push(ByKey(row))
+            .map_err(|e| Error::io(Op::Write, &temp, e))?;
     }
-    run.sort_unstable_by(|a, b| a.key.cmp(&b.key));
-    let mut sources: Vec<Box<dyn Iterator<Item = Result<Row>>>> = Vec::new();
-    for f in runs {
-        let at = report.manifest.clone();
-        let r = BufReader::new(f);
-        sources.push(Box::new(r.lines().map(move |l| {
-            let l = l.map_err(|e| Error::io(Op::Read, &at, e))?;
-            serde_json::from_str::<Row>(&l).map_err(|e| bad(&at, format!("a sorted run: {e}")))
-        })));
-    }
-    sources.push(Box::new(run.into_iter().map(Ok)));
+    let sorted = sorter.sorted().map_err(|e| Error::io(Op::Read, &temp, e))?;
     let side = side.clone();
     let root = root.to_owned();
     let manifest = report.manifest.clone();
     let mut last: Option<String> = None;
-    Ok(Merge::new(sources).map(move |row| {
-        let row = row?;
+    Ok(sorted.map(move |row| {
+        let ByKey(row) = row.map_err(|e| Error::io(Op::Read, &temp, e))?;
         if last.as_deref() == Some(row.key.as_str()) {
             return Err(bad(
                 &manifest,
@@ -1090,85 +1080,67 @@ fn entries_with(
     }))
 }
 
-/// Writes `run`, sorted, to a temporary file that has no name (it is
-/// unlinked at once, or made without one): it goes away with the process
-/// however that ends, a failed or killed plan included, and is read back
-/// from the start.
-fn spill(run: &mut Vec<Row>, at: &str) -> Result<std::fs::File> {
-    use std::io::{Seek, SeekFrom};
-    run.sort_unstable_by(|a, b| a.key.cmp(&b.key));
-    let err = |e: std::io::Error| Error::io(Op::Write, at, e);
-    let mut f = tempfile::tempfile().map_err(err)?;
-    let mut w = BufWriter::new(&mut f);
-    for r in run.drain(..) {
-        serde_json::to_writer(&mut w, &r).map_err(|e| err(e.into()))?;
-        w.write_all(b"\n").map_err(err)?;
-    }
-    w.flush().map_err(err)?;
-    drop(w);
-    f.seek(SeekFrom::Start(0)).map_err(err)?;
-    Ok(f)
-}
+/// A row as the sort orders it: by key alone (a key listed twice is
+/// refused as the merge meets it).
+struct ByKey(Row);
 
-/// A k-way merge of sorted row sources by key.
-struct Merge {
-    sources: Vec<Box<dyn Iterator<Item = Result<Row>>>>,
-    heap: BinaryHeap<std::cmp::Reverse<(String, usize)>>,
-    heads: Vec<Option<Row>>,
-    failed: Option<Error>,
-}
-
-impl Merge {
-    fn new(mut sources: Vec<Box<dyn Iterator<Item = Result<Row>>>>) -> Merge {
-        let mut heap = BinaryHeap::new();
-        let mut heads = Vec::with_capacity(sources.len());
-        let mut failed = None;
-        for (i, s) in sources.iter_mut().enumerate() {
-            match s.next() {
-                Some(Ok(r)) => {
-                    heap.push(std::cmp::Reverse((r.key.clone(), i)));
-                    heads.push(Some(r));
-                }
-                Some(Err(e)) => {
-                    failed.get_or_insert(e);
-                    heads.push(None);
-                }
-                None => heads.push(None),
-            }
-        }
-        Merge {
-            sources,
-            heap,
-            heads,
-            failed,
-        }
+impl Ord for ByKey {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.0.key.cmp(&o.0.key)
     }
 }
 
-impl Iterator for Merge {
-    type Item = Result<Row>;
-    fn next(&mut self) -> Option<Result<Row>> {
-        if let Some(e) = self.failed.take() {
-            self.heap.clear();
-            return Some(Err(e));
-        }
-        let std::cmp::Reverse((_, i)) = self.heap.pop()?;
-        let row = self.heads[i].take().expect("a head for each heap entry");
-        match self.sources[i].next() {
-            Some(Ok(r)) => {
-                self.heap.push(std::cmp::Reverse((r.key.clone(), i)));
-                self.heads[i] = Some(r);
-            }
-            Some(Err(e)) => self.failed = Some(e),
-            None => {}
-        }
-        Some(Ok(row))
+impl PartialOrd for ByKey {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl PartialEq for ByKey {
+    fn eq(&self, o: &Self) -> bool {
+        self.0.key == o.0.key
+    }
+}
+
+impl Eq for ByKey {}
+
+/// A row spilled: every field but the bucket, which was checked as the
+/// row was read and is not used after.
+impl Spill for ByKey {
+    fn put(&self, out: &mut Vec<u8>) {
+        let r = &self.0;
+        spill::put_str(out, &r.key);
+        spill::put_u64(out, r.size);
+        spill::put_opt(out, r.updated_ns, spill::put_i128);
+        spill::put_opt(out, r.etag.as_deref(), spill::put_str);
+        spill::put_opt(out, r.generation, |o, g| spill::put_i128(o, g.into()));
+        spill::put_opt(out, r.crc32c.as_deref(), spill::put_str);
+        spill::put_opt(out, r.md5.as_deref(), spill::put_str);
+        spill::put_opt(out, r.storage_class.as_deref(), spill::put_str);
+    }
+
+    fn get(f: &mut spill::Fields<'_>) -> std::io::Result<Self> {
+        Ok(ByKey(Row {
+            key: f.str()?,
+            size: f.u64()?,
+            updated_ns: f.opt(spill::Fields::i128)?,
+            etag: f.opt(spill::Fields::str)?,
+            generation: f.opt(|f| {
+                i64::try_from(f.i128()?)
+                    .map_err(|_| std::io::Error::other("a generation out of range"))
+            })?,
+            crc32c: f.opt(spill::Fields::str)?,
+            md5: f.opt(spill::Fields::str)?,
+            storage_class: f.opt(spill::Fields::str)?,
+            bucket: None,
+        }))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     fn gz(path: &Path, text: &str) {
         let f = std::fs::File::create(path).unwrap();
@@ -1550,6 +1522,43 @@ mod tests {
         let m = gcs_report(d.path(), &shards, 3);
         let e = open(&m).unwrap_err().to_string();
         assert!(e.contains("counts 3 records but its shards hold 2"), "{e}");
+    }
+
+    /// A row spilled to a sorted run comes back field for field (the
+    /// bucket, checked as the row was read, is not kept), whichever fields
+    /// the report had.
+    #[test]
+    fn a_spilled_row_comes_back_whole() {
+        let full = Row {
+            key: "p/é\n\"k\"".into(),
+            size: u64::MAX,
+            updated_ns: Some(-1_700_000_000_123_456_789),
+            etag: Some("0123456789abcdef0123456789abcdef-2".into()),
+            generation: Some(i64::MIN),
+            crc32c: Some("AAAAAA==".into()),
+            md5: Some("00ff".into()),
+            storage_class: Some("STANDARD".into()),
+            bucket: None,
+        };
+        let bare = Row {
+            key: String::new(),
+            size: 0,
+            updated_ns: None,
+            etag: None,
+            generation: None,
+            crc32c: None,
+            md5: None,
+            storage_class: None,
+            bucket: None,
+        };
+        let mut sorter = Sorter::new(1);
+        for r in [&full, &bare] {
+            let mut r = r.clone();
+            r.bucket = Some("src-bucket".into());
+            sorter.push(ByKey(r)).unwrap();
+        }
+        let back: Vec<Row> = sorter.sorted().unwrap().map(|r| r.unwrap().0).collect();
+        assert_eq!(back, [bare, full]);
     }
 }
 

@@ -49,6 +49,7 @@ pub mod safety;
 mod same;
 mod slice_write;
 pub mod sources;
+mod spill;
 pub mod split_copy;
 pub mod stream;
 pub mod sync;

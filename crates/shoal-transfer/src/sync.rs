@@ -47,6 +47,7 @@ use crate::batch::{Action, Planned};
 use crate::rate::Rates;
 use crate::safety::deletes::{DeleteLimits, Held, deletes_held};
 use crate::same::same_bytes;
+use crate::spill::{self, Spill, Tape};
 use crate::tree::{Entry, Listed, place, sync_root};
 
 /// How `sync` decides that a file differs.
@@ -616,13 +617,13 @@ enum Fill {
 pub const SPILL_AT: usize = 10_000;
 
 /// Extras waiting for the listings to end: in memory, then in an unnamed
-/// temporary file, one JSON array per line (keys may hold newlines): the
-/// destination's key, the name below the roots, and the version the
-/// destination's listing saw (`g:GENERATION`, `e:ETAG`).
+/// temporary file ([`crate::spill::Tape`]): the destination's key, the
+/// name below the roots, and the version the destination's listing saw
+/// (`g:GENERATION`, `e:ETAG`).
 #[derive(Default)]
 struct Extras {
     mem: Vec<Extra>,
-    file: Option<std::io::BufWriter<std::fs::File>>,
+    file: Option<Tape<Extra>>,
     count: u64,
 }
 
@@ -657,18 +658,13 @@ impl Extras {
             self.mem.push(key);
             return Ok(());
         }
-        let spill_err =
-            |e: std::io::Error| Error::io(Op::Write, "a temporary file of sync's extras", e);
-        if self.file.is_none() {
-            self.file = Some(std::io::BufWriter::new(
-                tempfile::tempfile().map_err(spill_err)?,
-            ));
-        }
-        let f = self.file.as_mut().expect("spill file");
+        let spill_err = |e| Error::io(Op::Write, "a temporary file of sync's extras", e);
+        let f = match &mut self.file {
+            Some(f) => f,
+            none => none.insert(Tape::new().map_err(spill_err)?),
+        };
         for k in self.mem.drain(..).chain(std::iter::once(key)) {
-            use std::io::Write;
-            let line = serde_json::to_string(&k).expect("a string serializes");
-            writeln!(f, "{line}").map_err(spill_err)?;
+            f.push(&k).map_err(spill_err)?;
         }
         Ok(())
     }
@@ -678,17 +674,25 @@ impl Extras {
         let Some(f) = self.file else {
             return Ok(Box::new(self.mem.into_iter().map(Ok)));
         };
-        use std::io::{BufRead, Seek};
-        let spill_err =
-            |e: std::io::Error| Error::io(Op::Read, "a temporary file of sync's extras", e);
-        let mut f = f.into_inner().map_err(|e| spill_err(e.into_error()))?;
-        f.rewind().map_err(spill_err)?;
-        Ok(Box::new(std::io::BufReader::new(f).lines().map(move |l| {
-            let l = l.map_err(spill_err)?;
-            serde_json::from_str::<Extra>(&l).map_err(|e| {
-                Error::invalid(Op::Read, "a temporary file of sync's extras", e.to_string())
-            })
-        })))
+        let spill_err = |e| Error::io(Op::Read, "a temporary file of sync's extras", e);
+        Ok(Box::new(
+            f.replay()
+                .map_err(spill_err)?
+                .map(move |x| x.map_err(spill_err)),
+        ))
+    }
+}
+
+/// An extra spilled.
+impl Spill for Extra {
+    fn put(&self, out: &mut Vec<u8>) {
+        spill::put_str(out, &self.0);
+        spill::put_str(out, &self.1);
+        spill::put_opt(out, self.2.as_deref(), spill::put_str);
+    }
+
+    fn get(f: &mut spill::Fields<'_>) -> std::io::Result<Self> {
+        Ok((f.str()?, f.str()?, f.opt(spill::Fields::str)?))
     }
 }
 

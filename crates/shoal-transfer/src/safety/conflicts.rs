@@ -13,7 +13,7 @@
 //! and deleted) ends as whichever came last.
 //!
 //! The touches are sorted externally (runs of `run_len` in temporary
-//! files, merged), because in byte order every key with prefix P comes
+//! files, merged: [`crate::spill`]), because in byte order every key with prefix P comes
 //! right after P itself: one pass over the sorted touches meets each range
 //! before the keys inside it. It keeps a stack of the open ranges (each a
 //! prefix of the next, so the stack is never deeper than a key is long)
@@ -22,14 +22,12 @@
 //! with. Rejected: an interval tree or a map of prefixes, which hold every
 //! range of the plan in memory.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-use std::io::{BufRead, BufReader, BufWriter, Seek, Write};
-
 use std::path::PathBuf;
 
 use shoal_core::Location;
 use shoal_core::error::escape_controls;
+
+use crate::spill::{self, Sorter, Spill};
 
 /// What a line does to a place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -161,90 +159,65 @@ impl Conflict {
 }
 
 /// The touches of a plan, sorted in runs of at most `run_len` kept in
-/// temporary files, then merged and scanned for a [`Conflict`].
+/// temporary files ([`crate::spill`]), then merged and scanned for a
+/// [`Conflict`].
 pub struct Conflicts {
-    run_len: usize,
-    run: Vec<Touch>,
-    files: Vec<std::fs::File>,
+    sorter: Sorter<Touch>,
 }
 
 impl Conflicts {
     /// Touches kept in memory `run_len` at a time.
     pub fn new(run_len: usize) -> Self {
         Conflicts {
-            run_len: run_len.max(1),
-            run: Vec::new(),
-            files: Vec::new(),
+            sorter: Sorter::new(run_len),
         }
     }
 
     /// Adds a step's touch (spilling a sorted run when one is full).
     pub fn push(&mut self, t: Touch) -> std::io::Result<()> {
-        self.run.push(t);
-        if self.run.len() >= self.run_len {
-            self.spill()?;
-        }
-        Ok(())
-    }
-
-    fn spill(&mut self) -> std::io::Result<()> {
-        self.run.sort_unstable();
-        let mut w = BufWriter::new(tempfile::tempfile()?);
-        for t in self.run.drain(..) {
-            serde_json::to_writer(&mut w, &(t.key, t.point, t.line, t.how.code(), t.shown))?;
-            w.write_all(b"\n")?;
-        }
-        let mut f = w.into_inner().map_err(|e| e.into_error())?;
-        f.rewind()?;
-        self.files.push(f);
-        Ok(())
+        self.sorter.push(t)
     }
 
     /// The first conflict in sort order, if any.
-    pub fn find(mut self) -> std::io::Result<Option<Conflict>> {
+    pub fn find(self) -> std::io::Result<Option<Conflict>> {
         let mut scan = Scan::default();
-        if self.files.is_empty() {
-            self.run.sort_unstable();
-            return Ok(self.run.into_iter().find_map(|t| scan.feed(t)));
-        }
-        if !self.run.is_empty() {
-            self.spill()?;
-        }
-        type Run = std::io::Lines<BufReader<std::fs::File>>;
-        let next = |r: &mut Run| -> std::io::Result<Option<Touch>> {
-            let Some(l) = r.next() else {
-                return Ok(None);
-            };
-            let (key, point, line, how, shown): (String, bool, u64, u8, String) =
-                serde_json::from_str(&l?).map_err(std::io::Error::other)?;
-            Ok(Some(Touch {
-                key,
-                point,
-                line,
-                how: How::from_code(how)?,
-                shown,
-            }))
-        };
-        let mut runs: Vec<Run> = self
-            .files
-            .into_iter()
-            .map(|f| BufReader::new(f).lines())
-            .collect();
-        let mut heap = BinaryHeap::new();
-        for (i, r) in runs.iter_mut().enumerate() {
-            if let Some(t) = next(r)? {
-                heap.push(Reverse((t, i)));
-            }
-        }
-        while let Some(Reverse((t, i))) = heap.pop() {
-            if let Some(t) = next(&mut runs[i])? {
-                heap.push(Reverse((t, i)));
-            }
-            if let Some(c) = scan.feed(t) {
+        for t in self.sorter.sorted()? {
+            if let Some(c) = scan.feed(t?) {
                 return Ok(Some(c));
             }
         }
         Ok(None)
+    }
+}
+
+/// A touch spilled. Most touches show their own key (a place, not a
+/// glob), so a flag says so instead of a second copy of the key.
+impl Spill for Touch {
+    fn put(&self, out: &mut Vec<u8>) {
+        spill::put_str(out, &self.key);
+        spill::put_u64(out, self.line);
+        let same = self.shown == self.key;
+        out.push(self.how.code() | u8::from(self.point) << 2 | u8::from(same) << 3);
+        if !same {
+            spill::put_str(out, &self.shown);
+        }
+    }
+
+    fn get(f: &mut spill::Fields<'_>) -> std::io::Result<Self> {
+        let key = f.str()?;
+        let line = f.u64()?;
+        let bits = f.u8()?;
+        if bits >> 4 != 0 {
+            return Err(std::io::Error::other("a spilled touch of unknown kind"));
+        }
+        let shown = if bits & 8 != 0 { key.clone() } else { f.str()? };
+        Ok(Touch {
+            key,
+            point: bits & 4 != 0,
+            line,
+            how: How::from_code(bits & 3)?,
+            shown,
+        })
     }
 }
 
