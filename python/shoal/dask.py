@@ -684,7 +684,7 @@ def plan_copy(
     plan, refused = [], []
     for r in recs:
         try:
-            to = _shoal.destination(dst, r["url"][len(base) :], r["url"])
+            to = _shoal.place(dst, r["url"][len(base) :], r["url"])
             if to is not None:  # None: a folder marker, skipped as cp -r skips it
                 plan.append((r["url"], to, r["size"]))
         except _errors.InvalidInputError as e:
@@ -716,7 +716,7 @@ def _copy_listed(
     pairs, refused = [], []
     for u in recs.urls_between(lo, hi, max_size=skip_above):
         try:
-            to = _shoal.destination(dst, u[len(base) :], u)
+            to = _shoal.place(dst, u[len(base) :], u)
             if to is not None:  # a folder marker: skipped
                 pairs.append((u, to))
         except _errors.InvalidInputError as e:
@@ -955,7 +955,7 @@ def copy(
         pairs = []
         for u, _ in (b for found in c.gather(bigs) for b in found):
             try:
-                to = _shoal.destination(dst, u[len(base) :], u)
+                to = _shoal.place(dst, u[len(base) :], u)
                 if to is not None:  # a folder marker: skipped
                     pairs.append((u, to))
             except _errors.InvalidInputError as e:

@@ -411,10 +411,8 @@ def download_many_to_path(
     for i, n in enumerate(blob_names):
         url = base + blob_name_prefix + n
         try:
-            to = _shoal.destination(folder, n, url)
-            if to is not None:  # None: a folder marker, with no file to become (skipped)
-                pairs.append((url, to))
-                todo.append(i)
+            pairs.append((url, _shoal.destination(folder, n, url)))
+            todo.append(i)
         except _errors.ShoalError as e:
             results[i] = e
     if not create_directories:

@@ -555,12 +555,22 @@ blocking_and_async! {
     fn put / put_async(url: String, data: PyBackedBytes, content_type: Option<String>, if_not_exists: bool, content_encoding: Option<String>, cache_control: Option<String>, content_disposition: Option<String>, metadata: Option<BTreeMap<String, String>>, storage_class: Option<String>) -> u64 = put_impl;
 }
 
-/// Where the key-relative name `rel` of `src_url` lands under the folder
-/// `dst` (shoal's one key → path mapping: unsafe names for local paths are
-/// an InvalidInputError); None for a folder marker (`dir/`), which a tree
-/// copy skips: it has no file to become.
+/// Where the key-relative name `rel` of `src_url`, named by the caller,
+/// lands under the folder `dst` (shoal's one key → path mapping): unsafe
+/// names for local paths, and folder markers (`dir/`, no file to become),
+/// are an InvalidInputError.
 #[pyfunction]
-pub(crate) fn destination(dst: &str, rel: &str, src_url: &str) -> PyResult<Option<String>> {
+pub(crate) fn destination(dst: &str, rel: &str, src_url: &str) -> PyResult<String> {
+    let dst = Location::parse(dst).py()?;
+    Ok(shoal_transfer::tree::destination(&dst, rel, src_url)
+        .py()?
+        .to_string())
+}
+
+/// [`destination`] for an entry of a listed tree: None for a folder
+/// marker, which a tree copy skips (an outcome, not an error).
+#[pyfunction]
+pub(crate) fn place(dst: &str, rel: &str, src_url: &str) -> PyResult<Option<String>> {
     let dst = Location::parse(dst).py()?;
     let placed = shoal_transfer::tree::place(&dst, rel, src_url).py()?;
     Ok(placed.item().map(|l| l.to_string()))
@@ -571,6 +581,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Report>()?;
     for f in [
         wrap_pyfunction!(destination, m)?,
+        wrap_pyfunction!(place, m)?,
         wrap_pyfunction!(guess_type, m)?,
         wrap_pyfunction!(check_write, m)?,
         wrap_pyfunction!(download, m)?,
