@@ -192,8 +192,10 @@ pub(crate) fn sync_range<'py>(
         // deleted, below). The source-empty and max_delete guards apply
         // to the whole sync, on the client.
         delete: true,
-        max_delete: None,
-        delete_when_source_empty: true,
+        limits: shoal_transfer::safety::deletes::DeleteLimits {
+            max_delete: None,
+            delete_when_source_empty: true,
+        },
         update,
         no_clobber,
         // Live listings, both sides.

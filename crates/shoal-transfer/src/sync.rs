@@ -74,10 +74,9 @@ pub struct SyncOptions {
     pub compare: Compare,
     /// Delete destination entries the source does not have.
     pub delete: bool,
-    /// Refuse to delete anything when there are more extras than this.
-    pub max_delete: Option<u64>,
-    /// With `delete`, go on even when the source lists nothing at all.
-    pub delete_when_source_empty: bool,
+    /// The limits on the deletes (`--max-delete`, deleting when the source
+    /// lists nothing), as [`crate::safety`] applies them.
+    pub limits: DeleteLimits,
     /// Never replace a destination newer than its source, whatever the
     /// sizes (`--update`); otherwise `compare` decides.
     pub update: bool,
@@ -94,16 +93,6 @@ pub struct SyncOptions {
     /// around the extras (one page answers for up to 1,000 of them); extras the live source
     /// holds are kept, and counted in one line.
     pub confirm_extras: Option<Location>,
-}
-
-impl SyncOptions {
-    /// The limits on this sync's deletes, as [`crate::safety`] applies them.
-    pub fn delete_limits(&self) -> DeleteLimits {
-        DeleteLimits {
-            max_delete: self.max_delete,
-            delete_when_source_empty: self.delete_when_source_empty,
-        }
-    }
 }
 
 /// Counts of what the plan holds, for tests (and a debug log line).
@@ -216,8 +205,7 @@ pub fn merge_listings(
         opts: SyncOptions {
             compare: Compare::SizeOnly,
             delete: false,
-            max_delete: None,
-            delete_when_source_empty: false,
+            limits: DeleteLimits::default(),
             update: false,
             no_clobber: false,
             confirm_extras: None,
@@ -811,7 +799,7 @@ impl Merge {
         let n = self.extras.count;
         // Failures of copies are held by the batch (`Mode::hold_deletes`),
         // those of listings and skips below.
-        let held = deletes_held(&self.opts.delete_limits(), n, self.src.seen, 0, false);
+        let held = deletes_held(&self.opts.limits, n, self.src.seen, 0, false);
         if self.opts.delete
             && held == Some(Held::SourceEmpty)
             && !self.source_incomplete
@@ -1092,8 +1080,7 @@ mod tests {
         SyncOptions {
             compare: Compare::SizeAndTime,
             delete,
-            max_delete: None,
-            delete_when_source_empty: false,
+            limits: DeleteLimits::default(),
             update: false,
             no_clobber: false,
             confirm_extras: None,
@@ -1410,7 +1397,10 @@ mod tests {
         );
         // Unless asked for; and without --delete nothing at all.
         let o = SyncOptions {
-            delete_when_source_empty: true,
+            limits: DeleteLimits {
+                delete_when_source_empty: true,
+                ..DeleteLimits::default()
+            },
             ..opts(true)
         };
         assert_eq!(
@@ -1454,7 +1444,10 @@ mod tests {
         let src = ok(names("gs", "", &["m"], 1, 1));
         let dst = ok(names("s3", "dst/", &["a", "b", "c", "m", "x"], 1, 9));
         let o = SyncOptions {
-            max_delete: Some(2),
+            limits: DeleteLimits {
+                max_delete: Some(2),
+                ..DeleteLimits::default()
+            },
             ..opts(true)
         };
         let got = plan(src, dst, o).await;
@@ -1464,7 +1457,10 @@ mod tests {
             "{got:?}"
         );
         let o = SyncOptions {
-            max_delete: Some(4),
+            limits: DeleteLimits {
+                max_delete: Some(4),
+                ..DeleteLimits::default()
+            },
             ..opts(true)
         };
         let dst = ok(names("s3", "dst/", &["a", "b", "c", "m", "x"], 1, 9));

@@ -160,8 +160,10 @@ fn sync_options(a: &SyncArgs, src: &Location) -> SyncOptions {
     SyncOptions {
         compare,
         delete: a.delete,
-        max_delete: a.max_delete,
-        delete_when_source_empty: a.delete_when_source_empty,
+        limits: shoal_transfer::safety::deletes::DeleteLimits {
+            max_delete: a.max_delete,
+            delete_when_source_empty: a.delete_when_source_empty,
+        },
         update: a.update,
         no_clobber: a.no_clobber,
         // A kept listing or a report is a hint: extras are confirmed
