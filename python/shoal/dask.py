@@ -11,8 +11,9 @@ stay on the workers as partitions in key order, each kept as columns
 (``_shoal.Records``, read as dicts), not as a Python object a key; the
 client holds a few strings per task, however big the bucket. Each task
 lists its range as ``shoal ls -r --sorted`` does, with the adaptive
-parallel lister (``list_connections`` requests at once, default 8, two
-tasks at once a worker thread), stopped after about ``keys_per_task``
+parallel lister (``list_connections`` requests at once, by default what
+is left of 16 a worker thread beside the tasks running, two tasks at once
+a worker thread), stopped after about ``keys_per_task``
 keys at a key below which it listed everything, so one worker lists at
 about the CLI's rate and the ranges tile the prefix.
 Copies and syncs are cut by bytes too (``bytes_per_task``): by default
@@ -169,10 +170,29 @@ def _distributed_client(client: Any) -> Any:
         return None
 
 
-#: Requests in flight for one listing task when the caller does not say.
-#: A worker thread runs two listing tasks at once (:func:`_leave_thread_pool`),
-#: so this is half the CLI's 16 a listing.
+#: Requests in flight for one listing task when the caller does not say
+#: and two share a worker thread: a worker thread runs two listing tasks at
+#: once (:func:`_leave_thread_pool`), so this is half the CLI's 16 a
+#: listing. A task that starts with less of its threads' share in use gets
+#: more (:func:`_task_connections`).
 TASK_LIST_CONNECTIONS = 8
+
+
+def _task_connections(budget: int, in_use: int) -> int:
+    """Requests in flight for a listing task about to start, when the
+    caller did not say: what the cluster's listing budget (``budget``: 16 a
+    worker thread, the CLI's count) has left beside the ``in_use`` of the
+    tasks still running, at least half and at most twice
+    :data:`TASK_LIST_CONNECTIONS`.
+
+    Measured at 1M keys on one worker thread (bench/results/DASK-LISTING.md,
+    2026-11-29 later): one listing task ran alone 95-97% of the wall, its
+    range's split having left the other half empty, so the thread listed at
+    8 requests where the CLI keeps 16. A task alone now takes 16; one that
+    starts beside it takes the 4 left (at least 4, so a range with keys
+    still moves), and the next ones rebalance toward 16 a thread as tasks
+    end."""
+    return max(TASK_LIST_CONNECTIONS // 2, min(2 * TASK_LIST_CONNECTIONS, budget - in_use))
 
 
 def _leave_thread_pool() -> None:
@@ -270,10 +290,11 @@ def list_partitions(
     in two for other tasks while fewer than ``max_tasks`` (default: twice
     the cluster's threads) are running. Inside a task the range is listed
     as ``shoal ls -r --sorted`` lists, by the adaptive parallel lister,
-    with up to ``list_connections`` requests in flight (default 8); a
-    listing task leaves the worker's thread pool while it waits on the
-    network, so a worker thread lists two ranges at once (16 requests, the
-    CLI's count) and one's ramp-up overlaps the other's tail. A failed task
+    with up to ``list_connections`` requests in flight (default: what is
+    left of 16 a worker thread, the CLI's count, beside the tasks running,
+    4 to 16: :func:`_task_connections`); a listing task leaves the worker's
+    thread pool while it waits on the network, so a worker thread lists two
+    ranges at once and one's ramp-up overlaps the other's tail. A failed task
     raises with the URL when its future is gathered."""
     if _api._has_wildcard(url):
         raise ValueError(f"{url}: list_partitions takes a prefix; use ls_bag for globs")
@@ -382,13 +403,18 @@ def _list_ranges(
     limit = max_tasks or max(2, 2 * sum(c.nthreads().values()))
     st = stats if stats is not None else ListingStats()
     alphabet: set[str] = set()
-    running: dict[Any, tuple[str, str | None, Any]] = {}
+    running: dict[Any, tuple[str, str | None, Any, int]] = {}
     parts: list[_Range] = []
     done = as_completed()
     tok = _token()
 
+    # Requests in flight the listing tasks may hold in all (when the caller
+    # does not fix a task's): the CLI's 16 a worker thread.
+    budget = 2 * TASK_LIST_CONNECTIONS * _slots(c)
+
     def submit(start: str, end: str | None) -> None:
         i = st.tasks
+        conns = connections or _task_connections(budget, sum(r[3] for r in running.values()))
         t = c.submit(
             _list_task,
             s,
@@ -398,19 +424,19 @@ def _list_ranges(
             keys_per_task,
             detail,
             keep,
-            connections,
+            conns,
             cut,
             keys_per_piece,
             key=f"shoal-list-{i}-{tok}",
         )
         summary = c.submit(operator.itemgetter(1), t, key=f"shoal-list-summary-{i}-{tok}")
-        running[summary] = (start, end, c.submit(operator.itemgetter(0), t, key=f"shoal-listed-{i}-{tok}"))
+        running[summary] = (start, end, c.submit(operator.itemgetter(0), t, key=f"shoal-listed-{i}-{tok}"), conns)
         done.add(summary)
         st.tasks += 1
 
     submit(prefix, None)
     for summary in done:
-        start, end, data = running.pop(summary)
+        start, end, data, _ = running.pop(summary)
         n, first, last, nxt, cuts, sizes, largest = summary.result()
         summary.release()
         parts.append(_Range(start, nxt if nxt is not None else end, data, cuts, sizes, largest))
