@@ -204,8 +204,9 @@ def _leave_thread_pool() -> None:
     connections busy); run one after another, a worker sat partly idle at
     every seam: one worker listed 10M keys in 58 s where both overlapped
     took 44 s (bench/results/DASK-LISTING.md). The client keeps at most two
-    listing tasks a worker thread outstanding, so this bounds a worker's
-    connections at twice a task's."""
+    listing tasks a worker thread outstanding, and by default their
+    connections within 16 a thread (at most 20 while a 4 starts beside a
+    16: :func:`_task_connections`)."""
     try:
         from distributed import secede
 
