@@ -50,7 +50,7 @@ import heapq
 import itertools
 import operator
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -234,7 +234,8 @@ def _list_task(
     pieces, each piece's bytes and keys, and its largest object's size:
     ``Records.byte_pieces``; with ``bytes_per_task`` None the pieces are
     fine enough to be joined into tasks of any default size once the
-    total is known). The range is listed by
+    total is known; last, the key the client's cut takes the keys'
+    spacing from: :func:`_split_from`). The range is listed by
     shoal's parallel lister with up to ``connections`` requests at once
     (default :data:`TASK_LIST_CONNECTIONS`), outside the worker's thread
     pool (:func:`_leave_thread_pool`)."""
@@ -251,12 +252,50 @@ def _list_task(
     )
     first = recs.key(0) if len(recs) else None
     last = recs.key(-1) if len(recs) else None
+    # The split's spacing: the last eighth of the task's keys (see _split_from).
+    span = recs.key(_split_from(recs.key, len(recs))) if len(recs) else None
     cuts, pieces, largest = (
         recs.byte_pieces(cut[1], bytes_per_piece=cut[0], keys_per_piece=keys_per_piece)
         if cut is not None
         else ([], [], 0)
     )
-    return (recs if keep else []), (len(recs), first, last, nxt, cuts, pieces, largest)
+    return (recs if keep else []), (len(recs), first, last, nxt, cuts, pieces, largest, span)
+
+
+#: ``shoal_list::split::PAGES_AHEAD``: a cut given the spacing of the keys
+#: from ``page_first`` to ``lo`` lands about this many such spans above ``lo``.
+_PAGES_AHEAD = 8
+
+
+def _split_from(key: Callable[[int], str], n: int) -> int:
+    """Which of a listing task's ``n`` keys (``key(i)``, in order) the
+    client's cut takes the keys' spacing from: the last ``1 / _PAGES_AHEAD``
+    of them, so the cut lands about one task's keys past the task's last
+    key and the rest of the range goes to the other half; within that,
+    only the keys in the last key's folder (up to its last ``/``), when
+    there are at least two: a span across folders (``misc/…`` to
+    ``warehouse/…``) says nothing of the spacing of the keys to come.
+
+    Measured (bench/results/DASK-LISTING.md, 2026-11-29 later): given the
+    whole task's span, the cut landed eight tasks ahead, past every key of
+    a 1M-key bucket, and every split's upper half came back empty while
+    the lower half was listed by one task after another."""
+    if n <= 1:
+        return 0
+    lo = n - 1 - (n - 1) // _PAGES_AHEAD
+    last = key(n - 1)
+    folder = last[: last.rfind("/") + 1]
+    if not key(lo).startswith(folder):
+        a, b = lo, n - 1  # the first key in the folder: keys are sorted
+        while a < b:
+            m = (a + b) // 2
+            if key(m).startswith(folder):
+                b = m
+            else:
+                a = m + 1
+        if a < n - 1:
+            lo = a
+    return lo
 
 
 @dataclass
@@ -438,7 +477,7 @@ def _list_ranges(
     submit(prefix, None)
     for summary in done:
         start, end, data, _ = running.pop(summary)
-        n, first, last, nxt, cuts, sizes, largest = summary.result()
+        n, first, last, nxt, cuts, sizes, largest, span = summary.result()
         summary.release()
         parts.append(_Range(start, nxt if nxt is not None else end, data, cuts, sizes, largest))
         st.objects += n
@@ -449,7 +488,7 @@ def _list_ranges(
             continue
         mid = None
         if len(running) + 2 <= limit:
-            mid = _shoal.cut_range(last, end, prefix=prefix, alphabet="".join(sorted(alphabet)), page_first=first)
+            mid = _shoal.cut_range(last, end, prefix=prefix, alphabet="".join(sorted(alphabet)), page_first=span)
         if mid is not None and mid > nxt and (end is None or mid < end):
             st.splits += 1
             submit(nxt, mid)
