@@ -5,7 +5,8 @@ shoal-benchserver's ``list-N`` buckets behind toxiproxy for latency).
 
     python bench/dask_listing.py --endpoint http://127.0.0.1:PORT \\
         --bucket list-10000000 --workers 1 2 4 [--keys-per-task 100000] \\
-        [--connections 16] [--cli target/release/shoal] [--runs 1] [--drop]
+        [--connections 16] [--cli target/release/shoal] [--runs 1] [--drop] \\
+        [--trace]
 
 Each worker process has one thread; each listing task runs shoal's
 parallel lister on its range with ``--connections`` requests at once. The
@@ -20,11 +21,16 @@ includes the listing's bookkeeping and nothing per key.
 ``shoal.dask.sync`` does to find its ranges), so a listing bigger than the
 workers' memory (100 million keys on one machine: ~170 bytes a key held)
 measures the listing itself; worker memory is then the lister's own.
+
+``--trace``: Dask's task stream of each listing: every listing task's
+start and end (seconds from the call), its keys and rate, and how long
+0, 1, 2, ... listing tasks were running at once (where the wall went).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import statistics
@@ -59,6 +65,41 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def trace(events: list[dict], t0: float, secs: float, keys: dict[int, int]) -> str:
+    """The listing tasks of one run from Dask's task stream: each one's
+    start, end, keys and rate, then the wall by listing tasks at once."""
+    spans = []
+    for e in events:
+        name = e["key"] if isinstance(e["key"], str) else str(e["key"])
+        if not name.startswith("shoal-list-") or name.startswith("shoal-list-summary"):
+            continue
+        i = int(name.split("-")[2])
+        for ss in e["startstops"]:
+            if ss["action"] == "compute":
+                spans.append((ss["start"] - t0, ss["stop"] - t0, i))
+    spans.sort()
+    lines = []
+    for a, b, i in spans:
+        k = keys.get(i, 0)
+        lines.append(
+            f"  task {i:3d}: {a:7.3f} - {b:7.3f} s ({b - a:6.3f} s) {k:8,d} keys {k / max(b - a, 1e-9):10,.0f}/s"
+        )
+    # Wall by how many listing tasks ran at once (0 = the client's or the
+    # scheduler's time between tasks, or before the first / after the last).
+    cuts = sorted({0.0, secs, *(x for a, b, _ in spans for x in (a, b))})
+    by: dict[int, float] = {}
+    for lo, hi in zip(cuts, cuts[1:], strict=False):
+        mid = (lo + hi) / 2
+        n = sum(1 for a, b, _ in spans if a <= mid < b)
+        by[n] = by.get(n, 0.0) + (hi - lo)
+    lines.append(
+        "  wall by listing tasks at once: "
+        + ", ".join(f"{n}: {t:.3f} s ({t / secs:.0%})" for n, t in sorted(by.items()))
+        + f" of {secs:.3f} s"
+    )
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--endpoint", required=True)
@@ -69,6 +110,7 @@ def main() -> None:
     ap.add_argument("--cli", default=None, help="a shoal binary to list the same bucket with, for comparison")
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--drop", action="store_true", help="keep no keys on the workers (list and count only)")
+    ap.add_argument("--trace", action="store_true", help="print each listing task's span from Dask's task stream")
     a = ap.parse_args()
     os.environ.update(
         AWS_ENDPOINT_URL=a.endpoint,
@@ -91,13 +133,17 @@ def main() -> None:
             distributed.Client(cluster) as c,
         ):
             c.run(lambda: None)  # workers up before the clock starts
-            rates, cli_here, cli_sorted, wcpu = [], [], [], []
+            rates, cli_here, cli_sorted, wcpu, ccpu = [], [], [], [], []
             for _ in range(a.runs):
                 if a.cli:
                     cli_here.append(cli_run(a.cli, url))
                     cli_sorted.append(cli_run(a.cli, url, sort=True))
                 stats = sd.ListingStats()
                 cpu0 = sum(c.run(_cpu).values())
+                own0 = _cpu()
+                ts = distributed.get_task_stream(client=c) if a.trace else contextlib.nullcontext()
+                ts.__enter__()
+                t0 = time.time()
                 t = time.perf_counter()
                 if a.drop:
                     from shoal._session import resolve
@@ -120,6 +166,14 @@ def main() -> None:
                     )
                     total = sum(c.gather([c.submit(len, p) for p in parts]))
                 secs = time.perf_counter() - t
+                ccpu.append(_cpu() - own0)
+                if a.trace:
+                    ts.__exit__(None, None, None)
+                    keys = {}
+                    if not a.drop:
+                        for p, n_ in zip(parts, c.gather([c.submit(len, p) for p in parts]), strict=True):
+                            keys[int(p.key.split("-")[2])] = n_
+                    print(trace(ts.data, t0, secs, keys), flush=True)
                 rates.append(total / secs)
                 wcpu.append(sum(c.run(_cpu).values()) - cpu0)
                 del parts
@@ -132,7 +186,9 @@ def main() -> None:
             )
             line = (
                 f"workers={n}: {total} keys, {rate:,.0f} keys/s ({rate / n:,.0f} per worker); "
-                f"{stats.tasks} tasks, {stats.splits} splits; workers' CPU {statistics.median(wcpu):.1f} s; client "
+                f"{stats.tasks} tasks, {stats.splits} splits; workers' CPU {statistics.median(wcpu):.1f} s; "
+                f"client (+ scheduler) CPU "
+                f"{statistics.median(ccpu):.2f} s; client "
                 f"peak RSS {rss:.0f} MiB, "
                 f"largest worker peak RSS {wrss:.0f} MiB (each: {wrss_each} MiB)"
             )

@@ -11,8 +11,9 @@ stay on the workers as partitions in key order, each kept as columns
 (``_shoal.Records``, read as dicts), not as a Python object a key; the
 client holds a few strings per task, however big the bucket. Each task
 lists its range as ``shoal ls -r --sorted`` does, with the adaptive
-parallel lister (``list_connections`` requests at once, default 8, two
-tasks at once a worker thread), stopped after about ``keys_per_task``
+parallel lister (``list_connections`` requests at once, by default what
+is left of 16 a worker thread beside the tasks running, two tasks at once
+a worker thread), stopped after about ``keys_per_task``
 keys at a key below which it listed everything, so one worker lists at
 about the CLI's rate and the ranges tile the prefix.
 Copies and syncs are cut by bytes too (``bytes_per_task``): by default
@@ -49,7 +50,7 @@ import heapq
 import itertools
 import operator
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -169,10 +170,29 @@ def _distributed_client(client: Any) -> Any:
         return None
 
 
-#: Requests in flight for one listing task when the caller does not say.
-#: A worker thread runs two listing tasks at once (:func:`_leave_thread_pool`),
-#: so this is half the CLI's 16 a listing.
+#: Requests in flight for one listing task when the caller does not say
+#: and two share a worker thread: a worker thread runs two listing tasks at
+#: once (:func:`_leave_thread_pool`), so this is half the CLI's 16 a
+#: listing. A task that starts with less of its threads' share in use gets
+#: more (:func:`_task_connections`).
 TASK_LIST_CONNECTIONS = 8
+
+
+def _task_connections(budget: int, in_use: int) -> int:
+    """Requests in flight for a listing task about to start, when the
+    caller did not say: what the cluster's listing budget (``budget``: 16 a
+    worker thread, the CLI's count) has left beside the ``in_use`` of the
+    tasks still running, at least half and at most twice
+    :data:`TASK_LIST_CONNECTIONS`.
+
+    Measured at 1M keys on one worker thread (bench/results/DASK-LISTING.md,
+    2026-11-29 later): one listing task ran alone 95-97% of the wall, its
+    range's split having left the other half empty, so the thread listed at
+    8 requests where the CLI keeps 16. A task alone now takes 16; one that
+    starts beside it takes the 4 left (at least 4, so a range with keys
+    still moves), and the next ones rebalance toward 16 a thread as tasks
+    end."""
+    return max(TASK_LIST_CONNECTIONS // 2, min(2 * TASK_LIST_CONNECTIONS, budget - in_use))
 
 
 def _leave_thread_pool() -> None:
@@ -184,8 +204,9 @@ def _leave_thread_pool() -> None:
     connections busy); run one after another, a worker sat partly idle at
     every seam: one worker listed 10M keys in 58 s where both overlapped
     took 44 s (bench/results/DASK-LISTING.md). The client keeps at most two
-    listing tasks a worker thread outstanding, so this bounds a worker's
-    connections at twice a task's."""
+    listing tasks a worker thread outstanding, and by default their
+    connections within 16 a thread (at most 20 while a 4 starts beside a
+    16: :func:`_task_connections`)."""
     try:
         from distributed import secede
 
@@ -213,7 +234,8 @@ def _list_task(
     pieces, each piece's bytes and keys, and its largest object's size:
     ``Records.byte_pieces``; with ``bytes_per_task`` None the pieces are
     fine enough to be joined into tasks of any default size once the
-    total is known). The range is listed by
+    total is known; last, the key the client's cut takes the keys'
+    spacing from: :func:`_split_from`). The range is listed by
     shoal's parallel lister with up to ``connections`` requests at once
     (default :data:`TASK_LIST_CONNECTIONS`), outside the worker's thread
     pool (:func:`_leave_thread_pool`)."""
@@ -230,12 +252,50 @@ def _list_task(
     )
     first = recs.key(0) if len(recs) else None
     last = recs.key(-1) if len(recs) else None
+    # The split's spacing: the last eighth of the task's keys (see _split_from).
+    span = recs.key(_split_from(recs.key, len(recs))) if len(recs) else None
     cuts, pieces, largest = (
         recs.byte_pieces(cut[1], bytes_per_piece=cut[0], keys_per_piece=keys_per_piece)
         if cut is not None
         else ([], [], 0)
     )
-    return (recs if keep else []), (len(recs), first, last, nxt, cuts, pieces, largest)
+    return (recs if keep else []), (len(recs), first, last, nxt, cuts, pieces, largest, span)
+
+
+#: ``shoal_list::split::PAGES_AHEAD``: a cut given the spacing of the keys
+#: from ``page_first`` to ``lo`` lands about this many such spans above ``lo``.
+_PAGES_AHEAD = 8
+
+
+def _split_from(key: Callable[[int], str], n: int) -> int:
+    """Which of a listing task's ``n`` keys (``key(i)``, in order) the
+    client's cut takes the keys' spacing from: the last ``1 / _PAGES_AHEAD``
+    of them, so the cut lands about one task's keys past the task's last
+    key and the rest of the range goes to the other half; within that,
+    only the keys in the last key's folder (up to its last ``/``), when
+    there are at least two: a span across folders (``misc/…`` to
+    ``warehouse/…``) says nothing of the spacing of the keys to come.
+
+    Measured (bench/results/DASK-LISTING.md, 2026-11-29 later): given the
+    whole task's span, the cut landed eight tasks ahead, past every key of
+    a 1M-key bucket, and every split's upper half came back empty while
+    the lower half was listed by one task after another."""
+    if n <= 1:
+        return 0
+    lo = n - 1 - (n - 1) // _PAGES_AHEAD
+    last = key(n - 1)
+    folder = last[: last.rfind("/") + 1]
+    if not key(lo).startswith(folder):
+        a, b = lo, n - 1  # the first key in the folder: keys are sorted
+        while a < b:
+            m = (a + b) // 2
+            if key(m).startswith(folder):
+                b = m
+            else:
+                a = m + 1
+        if a < n - 1:
+            lo = a
+    return lo
 
 
 @dataclass
@@ -270,10 +330,11 @@ def list_partitions(
     in two for other tasks while fewer than ``max_tasks`` (default: twice
     the cluster's threads) are running. Inside a task the range is listed
     as ``shoal ls -r --sorted`` lists, by the adaptive parallel lister,
-    with up to ``list_connections`` requests in flight (default 8); a
-    listing task leaves the worker's thread pool while it waits on the
-    network, so a worker thread lists two ranges at once (16 requests, the
-    CLI's count) and one's ramp-up overlaps the other's tail. A failed task
+    with up to ``list_connections`` requests in flight (default: what is
+    left of 16 a worker thread, the CLI's count, beside the tasks running,
+    4 to 16: :func:`_task_connections`); a listing task leaves the worker's
+    thread pool while it waits on the network, so a worker thread lists two
+    ranges at once and one's ramp-up overlaps the other's tail. A failed task
     raises with the URL when its future is gathered."""
     if _api._has_wildcard(url):
         raise ValueError(f"{url}: list_partitions takes a prefix; use ls_bag for globs")
@@ -382,13 +443,18 @@ def _list_ranges(
     limit = max_tasks or max(2, 2 * sum(c.nthreads().values()))
     st = stats if stats is not None else ListingStats()
     alphabet: set[str] = set()
-    running: dict[Any, tuple[str, str | None, Any]] = {}
+    running: dict[Any, tuple[str, str | None, Any, int]] = {}
     parts: list[_Range] = []
     done = as_completed()
     tok = _token()
 
+    # Requests in flight the listing tasks may hold in all (when the caller
+    # does not fix a task's): the CLI's 16 a worker thread.
+    budget = 2 * TASK_LIST_CONNECTIONS * _slots(c)
+
     def submit(start: str, end: str | None) -> None:
         i = st.tasks
+        conns = connections or _task_connections(budget, sum(r[3] for r in running.values()))
         t = c.submit(
             _list_task,
             s,
@@ -398,20 +464,20 @@ def _list_ranges(
             keys_per_task,
             detail,
             keep,
-            connections,
+            conns,
             cut,
             keys_per_piece,
             key=f"shoal-list-{i}-{tok}",
         )
         summary = c.submit(operator.itemgetter(1), t, key=f"shoal-list-summary-{i}-{tok}")
-        running[summary] = (start, end, c.submit(operator.itemgetter(0), t, key=f"shoal-listed-{i}-{tok}"))
+        running[summary] = (start, end, c.submit(operator.itemgetter(0), t, key=f"shoal-listed-{i}-{tok}"), conns)
         done.add(summary)
         st.tasks += 1
 
     submit(prefix, None)
     for summary in done:
-        start, end, data = running.pop(summary)
-        n, first, last, nxt, cuts, sizes, largest = summary.result()
+        start, end, data, _ = running.pop(summary)
+        n, first, last, nxt, cuts, sizes, largest, span = summary.result()
         summary.release()
         parts.append(_Range(start, nxt if nxt is not None else end, data, cuts, sizes, largest))
         st.objects += n
@@ -422,7 +488,7 @@ def _list_ranges(
             continue
         mid = None
         if len(running) + 2 <= limit:
-            mid = _shoal.cut_range(last, end, prefix=prefix, alphabet="".join(sorted(alphabet)), page_first=first)
+            mid = _shoal.cut_range(last, end, prefix=prefix, alphabet="".join(sorted(alphabet)), page_first=span)
         if mid is not None and mid > nxt and (end is None or mid < end):
             st.splits += 1
             submit(nxt, mid)

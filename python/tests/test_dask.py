@@ -1009,3 +1009,67 @@ def test_encryption_keys_reach_the_workers(client):
     assert sorted(got) == sorted(data.values())
     with pytest.raises(shoal.ShoalError):
         sd.read_bag(f"{bucket}/out/", lines=False, gcs_endpoint_url=tb).compute()
+
+
+def test_a_listing_task_takes_the_connections_its_threads_have_left():
+    """A listing task started without ``list_connections`` takes what the
+    cluster's budget (16 a worker thread) has left beside the running
+    tasks, between 4 and 16: alone on a thread it lists at the CLI's 16;
+    beside one at 16 it takes the floor of 4; the next rebalance."""
+    import shoal.dask as sd
+
+    assert sd.TASK_LIST_CONNECTIONS == 8
+    assert sd._task_connections(16, 0) == 16  # alone on one thread
+    assert sd._task_connections(16, 16) == 4  # beside it: the floor
+    assert sd._task_connections(16, 4) == 12  # the next, beside a 4
+    assert sd._task_connections(16, 8) == 8  # two tasks of 8: the old split
+    assert sd._task_connections(64, 0) == 16  # one task on 4 threads: no more than the CLI's
+    assert sd._task_connections(64, 48) == 16
+    assert sd._task_connections(64, 60) == 4
+
+
+def test_a_listing_split_leaves_keys_on_both_sides():
+    """The client cuts what is left of a listed range from the spacing of
+    the task's last eighth of keys in its last key's folder
+    (``_split_from``), so the cut lands about one task's keys past the
+    task's last key. On a layout like shoal-benchserver's ``list-1000000``
+    (10% under ``misc/``, the rest under one deep prefix; tasks of 100,000
+    keys) most splits leave keys on both sides; from the task's whole span
+    (what the client used to pass) every cut landed past the last key."""
+    import bisect
+
+    import shoal.dask as sd
+    from shoal import _shoal
+
+    same = [f"a/{i:06d}" for i in range(100_000)]
+    assert [sd._split_from(same.__getitem__, n) for n in (1, 2, 8, 9, 17, 100_000)] == [0, 1, 7, 7, 14, 87_500]
+    two = [f"a/{i:06d}" for i in range(99_000)] + [f"b/{i:06d}" for i in range(1_000)]
+    assert sd._split_from(two.__getitem__, len(two)) == 99_000  # the last folder's keys only
+    assert sd._split_from([*same[:-1], "b/0"].__getitem__, 100_000) == 87_500  # one key alone: not a span
+    keys = sorted(
+        [f"misc/shard-{i % 100:03d}/obj-{i:07d}.bin" for i in range(100_000)]
+        + [f"warehouse/events/dt=2024-06-01/hour=13/part-{i:08d}-{i * 7919 % 65536:04x}.json" for i in range(900_000)]
+    )
+
+    def splits(whole_span: bool) -> list[tuple[int, int]]:
+        """(keys below the cut, keys above) at each split of one chain of
+        tasks of 106,000 keys, going on above the cut, or below it when
+        nothing is above."""
+        alphabet: set[str] = set()
+        start, end, out = 0, None, []
+        while start < len(keys) - 100_000 and len(out) < 8:
+            last = start + 106_000 - 1  # tasks ran past their budget (the trace's first: 106,000)
+            alphabet.update(keys[start] + keys[last])
+            at = start if whole_span else start + sd._split_from(lambda i, s=start: keys[s + i], last + 1 - start)
+            mid = _shoal.cut_range(keys[last], end, prefix="", alphabet="".join(sorted(alphabet)), page_first=keys[at])
+            if mid is None:
+                break
+            cut = bisect.bisect_left(keys, mid)
+            stop = len(keys) if end is None else bisect.bisect_left(keys, end)
+            out.append((cut - last - 1, stop - cut))
+            start, end = (cut, end) if stop > cut else (last + 1, mid)
+        return out
+
+    old, new = splits(True), splits(False)
+    empty_old, empty_new = sum(up == 0 for _, up in old), sum(up == 0 for _, up in new)
+    assert empty_new < empty_old and empty_new <= len(new) // 2, (old, new)
