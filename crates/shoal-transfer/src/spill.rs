@@ -22,6 +22,8 @@
 //! plus its buffers) for each; a 100-million-row report sorts in 500 runs,
 //! which would be ~400 MiB of decoders. Blocks need one decompression
 //! context for the whole merge and one block of each run, [`BLOCK`] bytes.
+//! A sort keeps at most [`MAX_RUNS`] runs, merging in stages past that, so
+//! neither its open files nor its blocks grow with the input.
 //!
 //! Nothing here panics on a bad file: a run that ends early, a block whose
 //! checksum or lengths do not hold, a record that runs past its block, or
@@ -35,7 +37,7 @@ use std::io::{self, Read, Seek, Write};
 use std::marker::PhantomData;
 
 /// Raw bytes of records gathered before a block is compressed: small
-/// enough that a merge of 500 runs holds 32 MiB of blocks, large enough
+/// enough that a merge of [`MAX_RUNS`] runs holds 8 MiB of blocks, large enough
 /// that zstd finds the repeats between neighbouring records.
 pub(crate) const BLOCK: usize = 64 << 10;
 
@@ -324,6 +326,14 @@ fn store<'a, T: Spill + 'a>(
     Ok(Stored { file, records: n })
 }
 
+/// Runs a sort keeps at once, at most: each is an open file, and the
+/// merge holds a block of each. Past this many, the newer half of them is
+/// merged into one run (a merge in stages), so a sort of any size holds at
+/// most this many files, well below the usual limit of 1,024 open files a
+/// process (a report of a billion rows is 5,000 runs of 200,000), and
+/// [`MAX_RUNS`] × [`BLOCK`] bytes of blocks in its final merge.
+const MAX_RUNS: usize = 128;
+
 /// An external sort: records kept in memory up to a run length, each full
 /// run sorted and spilled, then every run merged back in order.
 pub(crate) struct Sorter<T> {
@@ -331,6 +341,9 @@ pub(crate) struct Sorter<T> {
     run: Vec<T>,
     runs: Vec<Stored>,
     packer: Option<Packer>,
+    /// Runs written from memory so far (the merged ones not counted).
+    spilled: usize,
+    max_runs: usize,
 }
 
 impl<T: Spill + Ord> Sorter<T> {
@@ -341,7 +354,24 @@ impl<T: Spill + Ord> Sorter<T> {
             run: Vec::new(),
             runs: Vec::new(),
             packer: None,
+            spilled: 0,
+            max_runs: MAX_RUNS,
         }
+    }
+
+    /// A sorter that keeps at most `max_runs` runs (at least two).
+    #[cfg(test)]
+    fn with_max_runs(run_len: usize, max_runs: usize) -> Self {
+        Sorter {
+            max_runs: max_runs.max(2),
+            ..Sorter::new(run_len)
+        }
+    }
+
+    /// Runs held now, each an open file.
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.runs.len()
     }
 
     /// Adds a record, spilling a sorted run when one is full.
@@ -356,7 +386,7 @@ impl<T: Spill + Ord> Sorter<T> {
     /// Runs spilled so far.
     #[cfg(test)]
     pub(crate) fn spilled(&self) -> usize {
-        self.runs.len()
+        self.spilled
     }
 
     fn spill(&mut self) -> io::Result<()> {
@@ -367,7 +397,29 @@ impl<T: Spill + Ord> Sorter<T> {
         };
         let stored = store(z, &self.run)?;
         self.runs.push(stored);
+        self.spilled += 1;
         self.run.clear();
+        if self.runs.len() >= self.max_runs {
+            self.combine()?;
+        }
+        Ok(())
+    }
+
+    /// Merges the newer half of the runs into one, in their place: every
+    /// record of them is later than the older runs' and earlier than the
+    /// runs to come, so equal records keep their order.
+    fn combine(&mut self) -> io::Result<()> {
+        let newer = self.runs.split_off(self.runs.len() / 2);
+        let mut merged = merge::<T>(newer, Vec::new())?;
+        let z = self.packer.as_mut().expect("a packer wrote the runs");
+        let mut file = tempfile::tempfile()?;
+        let mut records = 0;
+        for t in &mut merged {
+            z.put(&t?, &mut file)?;
+            records += 1;
+        }
+        z.flush(&mut file)?;
+        self.runs.push(Stored { file, records });
         Ok(())
     }
 
@@ -375,25 +427,31 @@ impl<T: Spill + Ord> Sorter<T> {
     /// earlier run first (the last run, kept in memory, last).
     pub(crate) fn sorted(mut self) -> io::Result<Sorted<T>> {
         self.run.sort_unstable();
-        let mut unpack = Unpacker::new()?;
-        let mut sources = Vec::with_capacity(self.runs.len() + 1);
-        for s in self.runs {
-            sources.push(Source::Disk(Run::new(s.file, s.records)?));
-        }
-        sources.push(Source::Memory(self.run.into_iter()));
-        let mut heap = BinaryHeap::with_capacity(sources.len());
-        for (i, s) in sources.iter_mut().enumerate() {
-            if let Some(item) = s.next(&mut unpack)? {
-                heap.push(Head { item, src: i });
-            }
-        }
-        Ok(Sorted {
-            heap,
-            sources,
-            unpack,
-            failed: false,
-        })
+        merge(self.runs, self.run)
     }
+}
+
+/// The runs, then `memory` (sorted), merged in order: of equal records,
+/// those of an earlier run first.
+fn merge<T: Spill + Ord>(runs: Vec<Stored>, memory: Vec<T>) -> io::Result<Sorted<T>> {
+    let mut unpack = Unpacker::new()?;
+    let mut sources = Vec::with_capacity(runs.len() + 1);
+    for s in runs {
+        sources.push(Source::Disk(Run::new(s.file, s.records)?));
+    }
+    sources.push(Source::Memory(memory.into_iter()));
+    let mut heap = BinaryHeap::with_capacity(sources.len());
+    for (i, s) in sources.iter_mut().enumerate() {
+        if let Some(item) = s.next(&mut unpack)? {
+            heap.push(Head { item, src: i });
+        }
+    }
+    Ok(Sorted {
+        heap,
+        sources,
+        unpack,
+        failed: false,
+    })
 }
 
 enum Source<T> {
@@ -636,6 +694,42 @@ mod tests {
             back.iter().map(|r| r.n).collect::<Vec<_>>(),
             (0..10).collect::<Vec<_>>()
         );
+    }
+
+    /// Past its limit of runs a sort merges the newer half into one, so
+    /// it never holds more files than the limit, and still gives every
+    /// record back in order, equal ones in the order they were pushed.
+    #[test]
+    fn a_sort_past_its_run_limit_merges_in_stages() {
+        let recs: Vec<Rec> = (0..6_000).map(rec).collect();
+        let mut s = Sorter::with_max_runs(11, 8);
+        let mut most = 0;
+        for r in &recs {
+            s.push(r.clone()).unwrap();
+            most = most.max(s.held());
+        }
+        assert_eq!(s.spilled(), 6_000 / 11);
+        assert!(most <= 8, "{most} runs held at once");
+        let mut want = recs.clone();
+        want.sort();
+        let back: Vec<Rec> = s.sorted().unwrap().map(Result::unwrap).collect();
+        assert_eq!(back, want);
+
+        let same: Vec<Rec> = (0..50)
+            .map(|i| Rec {
+                key: "same".into(),
+                n: i,
+                t: None,
+                s: None,
+            })
+            .collect();
+        let mut s = Sorter::with_max_runs(1, 3);
+        for r in &same {
+            s.push(r.clone()).unwrap();
+            assert!(s.held() <= 3);
+        }
+        let back: Vec<u64> = s.sorted().unwrap().map(|r| r.unwrap().n).collect();
+        assert_eq!(back, (0..50).collect::<Vec<_>>());
     }
 
     #[test]
