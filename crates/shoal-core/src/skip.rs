@@ -103,14 +103,6 @@ impl<T> Seen<T> {
         }
     }
 
-    /// The skip, if this is one.
-    pub fn skip(&self) -> Option<&Skip> {
-        match self {
-            Seen::Item(_) => None,
-            Seen::Skipped(s) => Some(s),
-        }
-    }
-
     /// The item passed through `f`; a skip stays as it is.
     pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Seen<U> {
         match self {

@@ -537,13 +537,16 @@ impl Store for Wrapped {
             .cloned()
             .collect();
         let r = self.inner.delete_many(bucket, &carried).await;
-        // The keys left out answer as the store would have: deleted (their
-        // answer is lost with the rest when a fault says so).
-        let r = r.map(|mut done| {
-            if carried.len() < keys.len() {
-                done.resize_with(keys.len(), || Ok(()));
-            }
-            done
+        // The keys left out answer in their places as the store would have:
+        // deleted (their answer is lost with the rest when a fault says so).
+        let r = r.map(|done| {
+            let mut done = done.into_iter();
+            keys.iter()
+                .map(|k| match self.batch_leaves.contains(&k.key) {
+                    true => Ok(()),
+                    false => done.next().unwrap_or(Ok(())),
+                })
+                .collect()
         });
         self.leave(Method::DeleteMany, r).await
     }
@@ -592,6 +595,21 @@ mod tests {
         );
         assert_eq!(w.count(Method::Get), 1);
         assert_eq!(w.delete_batch(), inner.delete_batch());
-        assert_eq!(Wrapped::new(inner).batch_size(7).delete_batch(), 7);
+        assert_eq!(Wrapped::new(inner.clone()).batch_size(7).delete_batch(), 7);
+
+        // A batch carried out in part answers for every key, in its place.
+        for k in ["x", "y", "z"] {
+            inner
+                .put("b", k, Bytes::new(), &PutOptions::default())
+                .await
+                .unwrap();
+        }
+        let part = Wrapped::new(inner.clone()).batch_leaves(&["y"]);
+        let keys: Vec<DeleteKey> = ["x", "y", "z"].into_iter().map(DeleteKey::any).collect();
+        let r = part.delete_many("b", &keys).await.unwrap();
+        assert_eq!(r.len(), 3);
+        assert!(r.iter().all(|r| r.is_ok()));
+        assert!(inner.head("b", "y").await.is_ok(), "left by the batch");
+        assert!(inner.head("b", "z").await.is_err());
     }
 }

@@ -305,6 +305,15 @@ impl Run {
     }
 }
 
+/// The one compression context a sorter's writes share, made on its
+/// first spill.
+fn packer(p: &mut Option<Packer>) -> io::Result<&mut Packer> {
+    Ok(match p {
+        Some(z) => z,
+        none => none.insert(Packer::new()?),
+    })
+}
+
 /// A spilled file not yet read back, and its record count.
 struct Stored {
     file: File,
@@ -391,10 +400,7 @@ impl<T: Spill + Ord> Sorter<T> {
 
     fn spill(&mut self) -> io::Result<()> {
         self.run.sort_unstable();
-        let z = match &mut self.packer {
-            Some(z) => z,
-            none => none.insert(Packer::new()?),
-        };
+        let z = packer(&mut self.packer)?;
         let stored = store(z, &self.run)?;
         self.runs.push(stored);
         self.spilled += 1;
@@ -411,7 +417,7 @@ impl<T: Spill + Ord> Sorter<T> {
     fn combine(&mut self) -> io::Result<()> {
         let newer = self.runs.split_off(self.runs.len() / 2);
         let mut merged = merge::<T>(newer, Vec::new())?;
-        let z = self.packer.as_mut().expect("a packer wrote the runs");
+        let z = packer(&mut self.packer)?;
         let mut file = tempfile::tempfile()?;
         let mut records = 0;
         for t in &mut merged {
