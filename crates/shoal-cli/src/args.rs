@@ -957,8 +957,8 @@ pub(crate) struct LinkFlags {
 }
 
 impl LinkFlags {
-    pub(crate) fn walk(&self) -> shoal_transfer::tree::Walk {
-        use shoal_transfer::tree::{Symlinks, Walk};
+    pub(crate) fn walk(&self) -> shoal_transfer::ops::Walk {
+        use shoal_transfer::ops::{Symlinks, Walk};
         Walk {
             symlinks: if self.follow_symlinks {
                 Symlinks::Follow

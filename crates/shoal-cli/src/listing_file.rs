@@ -30,7 +30,7 @@ use std::io::{BufRead, Read, Seek, SeekFrom};
 use futures::stream::{BoxStream, StreamExt};
 use shoal_core::checksum::{Checksums, CrcKind, OtherCrc};
 use shoal_core::{Error, Location, ObjectMeta, ObjectVersion, Op, Result, Seen};
-use shoal_transfer::tree::{Entry, Listed, sync_root};
+use shoal_transfer::ops::{Entry, Listed, sync_root};
 
 use crate::failure::Failure;
 

@@ -345,7 +345,7 @@ fn delete_many_impl(
                     // The engine's one rule for a named object: read, then
                     // delete at that version, so a lost answer never
                     // deletes what another writer stored meanwhile.
-                    shoal_transfer::delete::delete_current(&store, &loc)
+                    shoal_transfer::ops::delete_current(&store, &loc)
                         .await
                         .map(|_| ())
                         .map_err(|e| e.with_url(&url))

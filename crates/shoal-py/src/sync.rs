@@ -2,7 +2,7 @@
 //!
 //! Python decides only where the ranges lie (a listing split across the
 //! workers, see [`crate::ranges`]); each range is synced here by the
-//! engine `shoal sync` runs: [`shoal_transfer::sync::sync_range`] lists
+//! engine `shoal sync` runs: [`shoal_transfer::ops::sync_range`] lists
 //! the source range and the destination's same range page by page and
 //! merges them with the CLI's comparison rules, and the batch engine runs
 //! the copies. Extras are not deleted here: a range cannot know whether
@@ -20,9 +20,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use shoal_core::{Error, Location, ObjectVersion, Op};
 use shoal_transfer::Run;
-use shoal_transfer::batch::{Action, BatchCounters};
-use shoal_transfer::safety::deletes::{DeleteLimits, Held, deletes_held};
-use shoal_transfer::sync::{Compare, KeyRange, SyncOptions, sync_range as plan_range};
+use shoal_transfer::ops::{
+    Action, BatchCounters, Compare, DeleteLimits, Held, KeyRange, Mode, Sync, SyncOptions,
+    TreeCopy, Walk, deletes_held,
+};
 
 use crate::errors::IntoPyResult;
 use crate::list::cloud;
@@ -30,8 +31,9 @@ use crate::runtime::block_on;
 use crate::session::Session;
 
 /// A sync's two URLs as locations: bucket prefixes, not globs, that do not
-/// lie inside one another (the engine's guard, as `shoal sync` applies it).
-fn prefixes(src: &str, dst: &str) -> PyResult<(Location, Location)> {
+/// lie inside one another (the engine's guard, which makes the [`Sync`],
+/// as `shoal sync` makes it).
+fn prefixes(src: &str, dst: &str, opts: SyncOptions) -> PyResult<Sync> {
     let (a, b) = (cloud(src)?, cloud(dst)?);
     for (url, l) in [(src, &a), (dst, &b)] {
         if shoal_list::has_wildcard(&l.key) {
@@ -42,8 +44,7 @@ fn prefixes(src: &str, dst: &str) -> PyResult<(Location, Location)> {
             )));
         }
     }
-    shoal_transfer::safety::overlap::refuse_overlap("sync", &a, &b).py()?;
-    Ok((a, b))
+    Sync::new("sync", &a, &b, opts).py()
 }
 
 /// An extra as handed to Python: its URL and the version its listing saw
@@ -51,7 +52,7 @@ fn prefixes(src: &str, dst: &str) -> PyResult<(Location, Location)> {
 type Extra = (String, Option<String>);
 
 /// Whether a sync split across workers may delete its `extras` (the
-/// engine's rule, [`shoal_transfer::safety::deletes::deletes_held`]): None, or why
+/// engine's rule, [`shoal_transfer::ops::deletes_held`]): None, or why
 /// not as `(reason, n)`: `("source_empty", 0)`, `("failures", failed)`
 /// or `("max_delete", max)`, which `shoal.dask.sync` words.
 #[pyfunction]
@@ -98,7 +99,7 @@ pub(crate) fn delete_extras(
             ),
             None => None,
         };
-        targets.push(shoal_transfer::delete::Target {
+        targets.push(shoal_transfer::ops::Target {
             loc,
             version,
             exact: false,
@@ -110,7 +111,7 @@ pub(crate) fn delete_extras(
     let slots = workers.unwrap_or(session.workers).max(1);
     block_on(py, async move {
         let mut out = (0u64, 0u64, Vec::new());
-        let mut done = shoal_transfer::delete::delete_all(
+        let mut done = shoal_transfer::ops::delete_all(
             futures::stream::iter(targets).boxed(),
             store_for,
             slots,
@@ -132,19 +133,26 @@ pub(crate) fn delete_extras(
 /// globs, one prefix inside the other (InvalidInputError, a ValueError).
 #[pyfunction]
 pub(crate) fn check_sync(src: &str, dst: &str) -> PyResult<()> {
-    prefixes(src, dst).map(drop)
+    prefixes(src, dst, SyncOptions::default()).map(drop)
 }
 
 /// Refuses copying what `src` names (a folder's contents, a prefix or a
 /// glob) into the folder `dst` when the copy could write what it reads
-/// (`shoal_transfer::safety::overlap::refuse_tree_overlap`, the check `cp -r`
+/// (`shoal_transfer::ops::refuse_tree_overlap`, the check `cp -r`
 /// makes): one prefix inside the other, or a glob that can match keys
 /// below `dst` (InvalidInputError, a ValueError).
 #[pyfunction]
 pub(crate) fn check_copy(src: &str, dst: &str) -> PyResult<()> {
-    let a = Location::parse(src).py()?;
-    let b = Location::parse(dst).py()?;
-    shoal_transfer::safety::overlap::refuse_tree_overlap("copy", &a, &b, true).py()
+    let tree = TreeCopy {
+        verb: "copy".to_owned(),
+        src: Location::parse(src).py()?,
+        dst: Location::parse(dst).py()?,
+        name: None,
+        recursive: true,
+        walk: Walk::default(),
+        filter: None,
+    };
+    tree.check().py()
 }
 
 /// The comparison the CLI's `--checksum` / `--size-only` flags choose.
@@ -185,14 +193,13 @@ pub(crate) fn sync_range<'py>(
     workers: Option<usize>,
     chunk_size: Option<u64>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let (src, dst) = prefixes(&src, &dst)?;
     let opts = SyncOptions {
         compare: compare(checksum, size_only)?,
         // Always: the plan then names the extras (they are held, not
         // deleted, below). The source-empty and max_delete guards apply
         // to the whole sync, on the client.
         delete: true,
-        limits: shoal_transfer::safety::deletes::DeleteLimits {
+        limits: shoal_transfer::ops::DeleteLimits {
             max_delete: None,
             delete_when_source_empty: true,
         },
@@ -201,26 +208,22 @@ pub(crate) fn sync_range<'py>(
         // Live listings, both sides.
         confirm_extras: None,
     };
+    let sync = prefixes(&src, &dst, opts)?;
+    let (src, dst) = (cloud(&src)?, cloud(&dst)?);
     let mut transfer = session.transfer_options(workers, chunk_size);
     transfer.no_clobber = no_clobber;
     let run = Run::new(transfer);
     let policy = session.retry();
     let store_for = session.stores.store_for(&[&src, &dst]).py()?;
     let range = KeyRange { start, end: stop };
-    let plan = plan_range(
-        &src,
-        &dst,
-        &range,
-        opts,
-        store_for.clone(),
-        run.budgets.rates.clone(),
-    )
-    .py()?;
+    let plan = sync
+        .range(&range, store_for.clone(), run.budgets.rates.clone())
+        .py()?;
     let held = Arc::new(Mutex::new((0u64, Vec::<Extra>::new())));
     let keep = held.clone();
     // The plan's deletes are held back (see the module docs); copies and
     // problems go on to the batch.
-    // Not `batch::Mode::hold_deletes`: that barrier is one process's, and
+    // Not `ops::Mode::hold_deletes`: that barrier is one process's, and
     // here every range's copies on every worker must end before any
     // delete, so the deletes leave the task and `shoal.dask.sync` runs
     // them once all tasks reported no failure.
@@ -242,12 +245,13 @@ pub(crate) fn sync_range<'py>(
         })
         .boxed();
     let report = block_on(py, async move {
-        Ok(shoal_transfer::batch::run(
+        Ok(shoal_transfer::ops::run(
             copies,
             store_for,
             run,
             policy,
             Arc::new(BatchCounters::default()),
+            Mode::default(),
         )
         .await)
     })?;

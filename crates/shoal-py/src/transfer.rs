@@ -5,15 +5,14 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use shoal_core::{Error, ErrorKind, Location, Op, PutOptions, Scheme, Seen};
+use shoal_core::{Error, Location, Op, PutOptions, Scheme, Seen};
 use shoal_transfer::Run;
-use shoal_transfer::batch::{Action, execute, execute_move};
+use shoal_transfer::ops::Pairs;
 use shoal_transfer::upload::upload_file_with;
 
 use crate::errors::{IntoPyResult, exception, to_py};
@@ -50,7 +49,7 @@ pub(crate) fn single_destination(
     if !folder {
         return Ok(dst);
     }
-    shoal_transfer::tree::destination(&dst, name, &src_url)
+    shoal_transfer::ops::destination(&dst, name, &src_url)
 }
 
 /// A local path as a location (never parsed as a URL: a file may be named
@@ -337,8 +336,8 @@ fn move_many_impl(
 }
 
 /// `copy_many` and `move_many`: the pairs are checked as one plan first
-/// (`conflicts::check_pairs`: no pair reads, writes or deletes what
-/// another writes or deletes), then each runs as the CLI's batch runs it.
+/// (the engine's [`Pairs`]: no pair reads, writes or deletes what another
+/// writes or deletes), then each runs as the CLI's batch runs it.
 /// Local destinations under `local_root` get their folders made and
 /// checked without following a link inside it, as `cp -r` does.
 #[allow(clippy::too_many_arguments)] // the Python signatures
@@ -354,15 +353,13 @@ fn pairs_impl(
     moving: bool,
 ) -> impl Future<Output = PyResult<PerItem>> + use<> {
     let stores = s.stores.clone();
-    let mut run = Run::new(s.transfer_options(workers, chunk_size));
-    let slots = shoal_transfer::batch::share_budgets(&mut run);
+    let run = Run::new(s.transfer_options(workers, chunk_size));
     let policy = s.retry();
-    let put = Arc::new(PutOptions {
+    let put = (content_type.is_some() || if_not_exists).then(|| PutOptions {
         content_type,
         if_not_exists,
         ..PutOptions::default()
     });
-    let plain = put.content_type.is_none() && !put.if_not_exists;
     within(deadline, async move {
         // Parse everything first: the stores for the schemes present are
         // built once (a credential problem fails the call, not each item).
@@ -370,55 +367,10 @@ fn pairs_impl(
         if let Some(root) = &local_root {
             under_root(&mut parsed, root).py()?;
         }
-        let checked: Vec<(Location, Location)> = parsed
-            .iter()
-            .filter_map(|p| p.as_ref().ok().cloned())
-            .collect();
-        shoal_transfer::safety::conflicts::check_pairs(&checked, moving).py()?;
-        drop(checked);
-        let locs: Vec<&Location> = parsed
-            .iter()
-            .filter_map(|p| p.as_ref().ok())
-            .flat_map(|(a, b)| [a, b])
-            .filter(|l| !l.is_local())
-            .collect();
+        let pairs = Pairs::check(parsed, moving).py()?;
+        let locs: Vec<&Location> = pairs.remote().collect();
         let store_for = stores.store_for(&locs).py()?;
-        // Same shape as shoal_transfer::batch::run: 2 × slots files in
-        // progress; big transfers draw on `workers`, one-request ones on
-        // `small_workers`.
-        let results: Vec<shoal_core::Result<Seen<u64>>> = futures::stream::iter(parsed)
-            .map(|p| {
-                let (store_for, run, put) = (store_for.clone(), run.clone(), put.clone());
-                async move {
-                    let (src, dst) = p?;
-                    if plain {
-                        let action = Action::Copy {
-                            src,
-                            meta: None,
-                            dst,
-                        };
-                        if moving {
-                            return execute_move(&action, &store_for, &run, &policy).await;
-                        }
-                        return execute(&action, &store_for, &run, &policy).await;
-                    }
-                    // What batch::execute does for an upload, storing `put`.
-                    if !src.is_local() || dst.is_local() {
-                        return Err(Error::new(
-                            ErrorKind::Unsupported,
-                            Op::Copy,
-                            dst.to_string(),
-                            "content_type and if_not_exists apply to uploads of local files only",
-                        ));
-                    }
-                    let path = std::path::Path::new(&src.key);
-                    let r = upload_file_with(store_for(&dst)?, path, &dst, &put, &run).await?;
-                    Ok(Seen::Item(r.bytes))
-                }
-            })
-            .buffered(slots * 2)
-            .collect()
-            .await;
+        let results = pairs.run(store_for, run, policy, put).await;
         Python::attach(|py| {
             results
                 .into_iter()
@@ -562,7 +514,7 @@ blocking_and_async! {
 #[pyfunction]
 pub(crate) fn destination(dst: &str, rel: &str, src_url: &str) -> PyResult<String> {
     let dst = Location::parse(dst).py()?;
-    Ok(shoal_transfer::tree::destination(&dst, rel, src_url)
+    Ok(shoal_transfer::ops::destination(&dst, rel, src_url)
         .py()?
         .to_string())
 }
@@ -572,7 +524,7 @@ pub(crate) fn destination(dst: &str, rel: &str, src_url: &str) -> PyResult<Strin
 #[pyfunction]
 pub(crate) fn place(dst: &str, rel: &str, src_url: &str) -> PyResult<Option<String>> {
     let dst = Location::parse(dst).py()?;
-    let placed = shoal_transfer::tree::place(&dst, rel, src_url).py()?;
+    let placed = shoal_transfer::ops::place(&dst, rel, src_url).py()?;
     Ok(placed.item().map(|l| l.to_string()))
 }
 

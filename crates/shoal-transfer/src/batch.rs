@@ -247,17 +247,17 @@ impl Cause {
 }
 
 /// How many failure lines a [`BatchReport`] keeps.
-pub const LISTED_FAILURES: usize = 10_000;
+pub(crate) const LISTED_FAILURES: usize = 10_000;
 
 /// How many files a [`Cause`] names.
-pub const NAMED_PER_CAUSE: usize = 3;
+pub(crate) const NAMED_PER_CAUSE: usize = 3;
 
 /// Gives `run` the budgets a batch shares (see the module docs), where the
 /// caller has not set them, and returns how many actions to keep in
 /// progress: one per request slot, big and small. The batch functions
 /// below call it; a caller running its own loop of [`execute`] calls it
 /// once before.
-pub fn share_budgets(run: &mut Run) -> usize {
+pub(crate) fn share_budgets(run: &mut Run) -> usize {
     if run.budgets.limiter.is_none() {
         run.budgets.limiter = Some(Arc::new(tokio::sync::Semaphore::new(
             run.opts.workers.max(1),
@@ -274,17 +274,6 @@ pub fn share_budgets(run: &mut Run) -> usize {
     run.opts.workers.max(1) + run.opts.small_workers.max(1)
 }
 
-/// Executes `actions` (see the module docs for the concurrency rules).
-pub async fn run(
-    actions: BoxStream<'static, Planned>,
-    store_for: StoreFor,
-    run: Run,
-    policy: RetryPolicy,
-    counters: Arc<BatchCounters>,
-) -> BatchReport {
-    run_with(actions, store_for, run, policy, counters, Mode::default()).await
-}
-
 /// How a batch treats its actions beyond running them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Mode {
@@ -298,7 +287,12 @@ pub struct Mode {
     pub hold_deletes: bool,
 }
 
-/// Executes `actions` as [`Mode`] says.
+/// Executes `actions` (see the module docs for the concurrency rules) as
+/// [`Mode`] says: `mode.moving`, each copy is a move (`mv -r`): it deletes
+/// its source once the destination is in place and verified
+/// ([`execute_move`]), and a `--no-clobber` refusal keeps the source and is
+/// not what was asked (the object was not moved), so it makes the exit
+/// status 1.
 pub async fn run_plan(
     actions: BoxStream<'static, Planned>,
     store_for: StoreFor,
@@ -307,24 +301,6 @@ pub async fn run_plan(
     counters: Arc<BatchCounters>,
     mode: Mode,
 ) -> BatchReport {
-    run_with(actions, store_for, run, policy, counters, mode).await
-}
-
-/// Executes `actions` as moves (`mv -r`): each copy deletes its source
-/// once the destination is in place and verified ([`execute_move`]). A
-/// `--no-clobber` refusal keeps the source and is not what was asked
-/// (the object was not moved): it makes the exit status 1.
-pub async fn run_moves(
-    actions: BoxStream<'static, Planned>,
-    store_for: StoreFor,
-    run: Run,
-    policy: RetryPolicy,
-    counters: Arc<BatchCounters>,
-) -> BatchReport {
-    let mode = Mode {
-        moving: true,
-        ..Mode::default()
-    };
     run_with(actions, store_for, run, policy, counters, mode).await
 }
 
@@ -692,7 +668,7 @@ impl BatchReport {
 /// `run.budgets.small` are the budgets shared with the other actions in
 /// flight (see the module docs); returns bytes copied, or the skip it
 /// made (a pinned delete whose object was written again).
-pub async fn execute(
+pub(crate) async fn execute(
     action: &Action,
     store_for: &StoreFor,
     run: &Run,
@@ -762,7 +738,7 @@ fn refuse_local_clobber(dst: &Location, run: &Run) -> Result<()> {
 /// the version that was copied). A failed copy leaves the source where it
 /// was; a failed deletion is an error saying the object is now in both
 /// places.
-pub async fn execute_move(
+pub(crate) async fn execute_move(
     action: &Action,
     store_for: &StoreFor,
     run: &Run,
@@ -857,12 +833,13 @@ mod tests {
         let counters = Arc::new(BatchCounters::default());
         let store = s.clone();
         let store_for: StoreFor = Arc::new(move |_: &Location| Ok(store.clone() as Arc<dyn Store>));
-        let batch = tokio::spawn(run(
+        let batch = tokio::spawn(run_plan(
             rx.boxed(),
             store_for,
             Run::new(TransferOptions::default()),
             RetryPolicy::default(),
             counters.clone(),
+            Mode::default(),
         ));
         let mut copies = copies.into_iter();
         for a in copies.by_ref().take(2) {

@@ -91,7 +91,7 @@ async fn download(
 /// Copies the local file `from` to `to` on the blocking pool, through a
 /// working file ([`shoal_core::workfile::copy_file_with`]); returns the
 /// bytes copied.
-pub async fn copy_local(from: &str, to: &str, no_clobber: bool) -> Result<u64> {
+pub(crate) async fn copy_local(from: &str, to: &str, no_clobber: bool) -> Result<u64> {
     let (from, to) = (from.to_owned(), to.to_owned());
     let shown = to.clone();
     tokio::task::spawn_blocking(move || {
@@ -104,7 +104,7 @@ pub async fn copy_local(from: &str, to: &str, no_clobber: bool) -> Result<u64> {
 
 /// `to` is the very file `from` is (same device and inode, whatever the
 /// names say: a hard link, a bind mount): refused, naming both.
-pub fn refuse_same_file(from: &str, to: &str) -> Result<()> {
+pub(crate) fn refuse_same_file(from: &str, to: &str) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     if let (Ok(a), Ok(b)) = (std::fs::metadata(from), std::fs::symlink_metadata(to))
         && (a.dev(), a.ino()) == (b.dev(), b.ino())

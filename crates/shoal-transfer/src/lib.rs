@@ -27,34 +27,35 @@
 
 #![warn(missing_docs, unreachable_pub)]
 
-pub mod batch;
+mod batch;
 pub mod check;
 pub mod cleanup;
 pub mod cloud_copy;
-pub mod copy;
+mod copy;
 pub mod decode;
-pub mod delete;
+mod delete;
 pub mod download;
 pub mod hash;
 pub mod into_memory;
 pub mod inventory;
 pub mod metadata;
 mod multipart;
+pub mod ops;
 pub mod partial;
 pub mod plan;
 pub mod rate;
 pub mod read;
 pub mod run;
-pub mod safety;
+mod safety;
 mod same;
 mod slice_write;
 pub mod sources;
 mod spill;
 pub mod split_copy;
 pub mod stream;
-pub mod sync;
+mod sync;
 pub mod task_size;
-pub mod tree;
+mod tree;
 pub mod update;
 pub mod upload;
 mod upload_journal;

@@ -51,11 +51,12 @@ use crate::spill::{self, Spill, Tape};
 use crate::tree::{Entry, Listed, place, sync_root};
 
 /// How `sync` decides that a file differs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Compare {
     /// Size, then modification time: copy when the source is newer. After
     /// a copy the destination is always newer (written later), so a second
-    /// sync moves nothing. Cheap: no bytes are read.
+    /// sync moves nothing. Cheap: no bytes are read. The default.
+    #[default]
     SizeAndTime,
     /// Size, then the strongest checksum both sides can give (the
     /// stores' own; computed for local files; see [`crate::same`]), else
@@ -67,8 +68,9 @@ pub enum Compare {
     SizeOnly,
 }
 
-/// What a sync does besides copying what differs.
-#[derive(Debug, Clone)]
+/// What a sync does besides copying what differs. The default compares
+/// sizes and times and deletes nothing.
+#[derive(Debug, Clone, Default)]
 pub struct SyncOptions {
     /// How files are compared.
     pub compare: Compare,
@@ -128,7 +130,7 @@ pub const COMPARE_AT_ONCE: usize = 32;
 /// listing failed, a listing out of order). What is not done comes as a
 /// skip: a source's link or special file (not asked: nothing is deleted
 /// then), a destination `--no-clobber` keeps, extras kept and why.
-pub fn sync_plan(
+pub(crate) fn sync_plan(
     src: BoxStream<'static, Listed>,
     dst_entries: BoxStream<'static, Listed>,
     dst: Location,
@@ -179,7 +181,7 @@ pub fn sync_plan(
 // Pairs dominate, as in the plan's steps.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
-pub enum Matched {
+pub(crate) enum Matched {
     /// Both sides have it: the source's entry, then the destination's.
     Both(Entry, Entry),
     /// Only the source has it.
@@ -193,7 +195,7 @@ pub enum Matched {
 /// name given as it is decided, for `check`: nothing is copied or
 /// deleted, and nothing is held but the entries being compared. A
 /// listing's problems come as `Err` items, its skips as skips.
-pub fn merge_listings(
+pub(crate) fn merge_listings(
     src: BoxStream<'static, Listed>,
     dst_entries: BoxStream<'static, Listed>,
     dst: Location,
@@ -255,7 +257,7 @@ pub struct KeyRange {
 /// as the plan makes them; a caller splitting a sync holds them until
 /// every range has ended (see the module docs). A range whose bounds do
 /// not lie below `src` is refused.
-pub fn sync_range(
+pub(crate) fn sync_range(
     src: &Location,
     dst: &Location,
     range: &KeyRange,
@@ -314,7 +316,7 @@ pub fn sync_range(
 /// `[start, end)`, in key order, one page at a time, as entries named
 /// relative to the prefix. Sequential: a split sync's parallelism is its
 /// ranges. A page that fails ends the listing with that error.
-pub fn range_entries(
+pub(crate) fn range_entries(
     store: Arc<dyn Store>,
     prefix: &Location,
     start: Option<String>,
@@ -602,7 +604,7 @@ enum Fill {
 
 /// Extras kept in memory before they go to a temporary file: 10,000 keys
 /// are about a megabyte.
-pub const SPILL_AT: usize = 10_000;
+pub(crate) const SPILL_AT: usize = 10_000;
 
 /// Extras waiting for the listings to end: in memory, then in an unnamed
 /// temporary file ([`crate::spill::Tape`]): the destination's key, the

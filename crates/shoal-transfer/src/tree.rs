@@ -83,7 +83,7 @@ pub fn copy_root(src: &Location) -> Result<String> {
 
 /// A local path made absolute, with `.` and `..` taken out lexically (the
 /// way a shell user reads `./a/../b`), so names relative to it carry none.
-pub fn normal_local(key: &str) -> PathBuf {
+pub(crate) fn normal_local(key: &str) -> PathBuf {
     let p = Path::new(key);
     let abs = if p.is_absolute() {
         p.to_path_buf()
@@ -134,7 +134,7 @@ pub struct Walk {
 /// order, so a summary can count and name it (see [`shoal_core::walk`]).
 /// A bucket's listing skips nothing.
 #[allow(clippy::too_many_arguments)]
-pub fn enumerate(
+pub(crate) fn enumerate(
     src: &Location,
     store: Option<Arc<dyn Store>>,
     root: &str,
@@ -183,18 +183,10 @@ pub fn enumerate(
 /// link or FIFO that is excluded is neither reported nor counted: it was
 /// not asked for. Everything else passes (failures are never filtered
 /// away). Entry by entry, as they stream past: nothing is held.
-pub fn filter_entries(
-    entries: BoxStream<'static, Listed>,
-    filter: Option<Arc<Filter>>,
-    lead: &str,
-    local_root: Option<&str>,
-) -> BoxStream<'static, Listed> {
-    filter_entries_counted(entries, filter, lead, local_root, None)
-}
-
-/// [`filter_entries`], counting in `tally` each entry a rule leaves out
-/// (for a dry run's "kept by" lines: one counter per rule, nothing held).
-pub fn filter_entries_counted(
+///
+/// With `tally`, counts each entry a rule leaves out (for a dry run's
+/// "kept by" lines: one counter per rule, nothing held).
+pub(crate) fn filter_entries(
     entries: BoxStream<'static, Listed>,
     filter: Option<Arc<Filter>>,
     lead: &str,
@@ -286,7 +278,7 @@ fn local_entry(path: &Path, rel: String, md: &std::fs::Metadata) -> Entry {
 /// `cp -r`: every entry becomes a copy to its place under `dst`; entries
 /// that cannot be placed become errors of the batch (unsafe keys:
 /// reported, the rest continues) or skips (folder markers, see [`place`]).
-pub fn copy_actions(
+pub(crate) fn copy_actions(
     entries: BoxStream<'static, Listed>,
     dst: Location,
 ) -> BoxStream<'static, crate::batch::Planned> {
@@ -445,7 +437,7 @@ mod tests {
             false,
             Walk::default(),
         );
-        let got: Vec<String> = filter_entries(walked, filter, "data/", Some(&root))
+        let got: Vec<String> = filter_entries(walked, filter, "data/", Some(&root), None)
             .map(|e| match e {
                 Ok(Seen::Item(e)) => e.rel,
                 Ok(Seen::Skipped(s)) => format!("skip {}", s.url().rsplit('/').next().unwrap()),
@@ -458,7 +450,10 @@ mod tests {
         let only = Filter::new(&[shoal_list::Rule::Include("nothing".into())])
             .unwrap()
             .map(Arc::new);
-        assert_eq!(filter_entries(failed, only, "", None).count().await, 1);
+        assert_eq!(
+            filter_entries(failed, only, "", None, None).count().await,
+            1
+        );
     }
 
     /// A local walk yields names in the order a bucket lists the same

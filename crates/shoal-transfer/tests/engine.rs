@@ -428,12 +428,12 @@ async fn stream_upload_small_and_large_and_copy() {
 /// Runs `actions` as one batch on `s`; every action must succeed.
 async fn run_batch(
     s: Arc<MemoryStore>,
-    actions: Vec<shoal_transfer::batch::Action>,
+    actions: Vec<shoal_transfer::ops::Action>,
     opts: TransferOptions,
 ) {
-    use shoal_transfer::batch::{self, BatchCounters};
-    let store_for: batch::StoreFor = Arc::new(move |_: &Location| Ok(s.clone() as Arc<dyn Store>));
-    let report = batch::run(
+    use shoal_transfer::ops::{self, BatchCounters};
+    let store_for: ops::StoreFor = Arc::new(move |_: &Location| Ok(s.clone() as Arc<dyn Store>));
+    let report = ops::run(
         futures::StreamExt::boxed(futures::stream::iter(
             actions.into_iter().map(|a| Ok(shoal_core::Seen::Item(a))),
         )),
@@ -441,6 +441,7 @@ async fn run_batch(
         Run::new(opts),
         RetryPolicy::default(),
         Arc::new(BatchCounters::default()),
+        ops::Mode::default(),
     )
     .await;
     assert!(report.failures.is_empty(), "{:?}", report.failures);
@@ -454,12 +455,12 @@ fn file_uploads(
     n: usize,
     size: usize,
     dst: impl Fn(usize) -> Location,
-) -> Vec<shoal_transfer::batch::Action> {
+) -> Vec<shoal_transfer::ops::Action> {
     (0..n)
         .map(|i| {
             let p = dir.join(format!("{tag}{i}"));
             std::fs::write(&p, vec![i as u8; size]).unwrap();
-            shoal_transfer::batch::Action::Copy {
+            shoal_transfer::ops::Action::Copy {
                 src: Location::parse(p.to_str().unwrap()).unwrap(),
                 meta: None,
                 dst: dst(i),
@@ -474,7 +475,7 @@ fn file_uploads(
 /// requests answering at once is exactly each limit.
 #[tokio::test(start_paused = true)]
 async fn a_batch_keeps_small_requests_wide_and_big_ones_within_workers() {
-    use shoal_transfer::batch::Action;
+    use shoal_transfer::ops::Action;
     let mib = 1u64 << 20;
     let opts = || TransferOptions {
         workers: 3,
@@ -559,7 +560,7 @@ async fn a_batch_keeps_small_requests_wide_and_big_ones_within_workers() {
 /// `SMALL_MEMORY` holds, however many slots there are.
 #[tokio::test(start_paused = true)]
 async fn small_requests_in_flight_are_bounded_by_their_buffers_too() {
-    use shoal_transfer::batch::Action;
+    use shoal_transfer::ops::Action;
     use shoal_transfer::{MEMORY_UNIT, SMALL_MEMORY, WRITE_BUFFER_UNITS};
     let by_memory = (SMALL_MEMORY / MEMORY_UNIT) as usize / WRITE_BUFFER_UNITS as usize;
     assert_eq!(by_memory, 64);
@@ -616,7 +617,7 @@ async fn small_requests_in_flight_are_bounded_by_their_buffers_too() {
 /// have been removed since it was listed).
 #[tokio::test]
 async fn deleting_what_is_already_gone_succeeds() {
-    use shoal_transfer::batch::Action;
+    use shoal_transfer::ops::Action;
     let s = Arc::new(MemoryStore::new());
     s.create_bucket("b").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -636,12 +637,12 @@ async fn deleting_what_is_already_gone_succeeds() {
 /// Runs `actions` in `mode` on `s`, returning the report.
 async fn run_mode(
     s: Arc<MemoryStore>,
-    actions: Vec<shoal_transfer::batch::Action>,
-    mode: shoal_transfer::batch::Mode,
-) -> shoal_transfer::batch::BatchReport {
-    use shoal_transfer::batch::{self, BatchCounters};
-    let store_for: batch::StoreFor = Arc::new(move |_: &Location| Ok(s.clone() as Arc<dyn Store>));
-    batch::run_plan(
+    actions: Vec<shoal_transfer::ops::Action>,
+    mode: shoal_transfer::ops::Mode,
+) -> shoal_transfer::ops::BatchReport {
+    use shoal_transfer::ops::{self, BatchCounters};
+    let store_for: ops::StoreFor = Arc::new(move |_: &Location| Ok(s.clone() as Arc<dyn Store>));
+    ops::run(
         futures::StreamExt::boxed(futures::stream::iter(
             actions.into_iter().map(|a| Ok(shoal_core::Seen::Item(a))),
         )),
@@ -659,7 +660,7 @@ async fn run_mode(
 /// `--ignore-errors` deletes anyway; a run without failures deletes.
 #[tokio::test]
 async fn deletes_are_held_back_after_a_failed_copy() {
-    use shoal_transfer::batch::{Action, Mode};
+    use shoal_transfer::ops::{Action, Mode};
     let l = |s: &str| Location::parse(s).unwrap();
     let plan = |missing: bool| {
         vec![
@@ -725,8 +726,8 @@ async fn deletes_are_held_back_after_a_failed_copy() {
 /// written meanwhile is kept (and said), one already gone is done.
 #[tokio::test]
 async fn a_move_deletes_only_the_version_it_copied() {
-    use shoal_transfer::batch::{Action, Mode};
-    use shoal_transfer::safety::deletes::delete_moved;
+    use shoal_transfer::ops::delete_moved;
+    use shoal_transfer::ops::{Action, Mode};
     let s = mem_with("a", b"first").await;
     let copied = s.head("b", "a").await.unwrap().version.unwrap();
     s.put(
@@ -777,7 +778,7 @@ async fn a_move_deletes_only_the_version_it_copied() {
 /// A local source that changed after its copy began is kept.
 #[tokio::test]
 async fn a_move_keeps_a_local_file_written_meanwhile() {
-    use shoal_transfer::safety::deletes::{LocalStamp, delete_moved};
+    use shoal_transfer::ops::{LocalStamp, delete_moved};
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("f");
     std::fs::write(&p, b"one").unwrap();

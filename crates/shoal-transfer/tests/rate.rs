@@ -12,9 +12,9 @@ use futures::StreamExt;
 use shoal_core::memory::MemoryStore;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{Location, PutOptions, Store};
-use shoal_transfer::batch::{self, Action, BatchCounters, StoreFor};
 use shoal_transfer::cloud_copy::copy_object;
 use shoal_transfer::download::download_to_file;
+use shoal_transfer::ops::{self, Action, BatchCounters, StoreFor};
 use shoal_transfer::rate::Rates;
 use shoal_transfer::upload::upload_file;
 use shoal_transfer::{Run, TransferOptions};
@@ -206,12 +206,13 @@ fn copies(keys: std::ops::Range<usize>, dir: &std::path::Path) -> Vec<Action> {
 async fn run_batch(s: &Arc<MemoryStore>, actions: Vec<Action>, run: Run) {
     let stream =
         futures::stream::iter(actions.into_iter().map(|a| Ok(shoal_core::Seen::Item(a)))).boxed();
-    let report = batch::run(
+    let report = ops::run(
         stream,
         store_for(s.clone()),
         run,
         RetryPolicy::default(),
         Arc::new(BatchCounters::default()),
+        ops::Mode::default(),
     )
     .await;
     assert!(report.failures.is_empty(), "{:?}", report.failures);

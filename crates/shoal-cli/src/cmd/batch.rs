@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use futures::stream::{BoxStream, StreamExt};
 use indicatif::{ProgressBar, ProgressStyle};
 use shoal_core::{Seen, Skip};
-use shoal_transfer::batch::{
+use shoal_transfer::ops::{
     Action, BatchCounters, BatchReport, OnOutcome, Outcome, Planned, StoreFor,
 };
 
@@ -28,7 +28,7 @@ pub(crate) async fn run_and_report(
     opts: shoal_transfer::TransferOptions,
     verb: &str,
     what: &str,
-    mode: shoal_transfer::batch::Mode,
+    mode: shoal_transfer::ops::Mode,
 ) -> CmdResult {
     let counters = Arc::new(BatchCounters {
         on_outcome: ctx
@@ -57,8 +57,7 @@ pub(crate) async fn run_and_report(
         (bar, task)
     });
     let actions = name_skips(ctx, actions);
-    let report =
-        shoal_transfer::batch::run_plan(actions, store_for, run, ctx.retry, counters, mode).await;
+    let report = shoal_transfer::ops::run(actions, store_for, run, ctx.retry, counters, mode).await;
     if let Some((bar, task)) = ticker {
         task.abort();
         bar.finish_and_clear();
@@ -72,7 +71,7 @@ pub(crate) async fn run_and_report(
 /// What the ticker of a batch says: done of the total once the plan has
 /// ended (`12/340 files, 1.20 MiB/40.00 MiB (2.00 MiB/s), eta 18 s`), done
 /// of what is listed so far until then, and failures when there are some.
-fn ticker_line(now: &shoal_transfer::batch::Snapshot, moved: u64, elapsed: Duration) -> String {
+fn ticker_line(now: &shoal_transfer::ops::Snapshot, moved: u64, elapsed: Duration) -> String {
     let rate = progress::rate(moved, elapsed);
     let mut line = match now.totals() {
         Some((files, bytes)) => {
@@ -325,7 +324,7 @@ mod tests {
 
     #[test]
     fn the_ticker_gives_totals_and_an_eta_once_the_listing_is_known() {
-        use shoal_transfer::batch::Snapshot;
+        use shoal_transfer::ops::Snapshot;
         let listing = Snapshot {
             done: 12,
             failed: 0,

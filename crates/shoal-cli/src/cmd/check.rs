@@ -8,7 +8,7 @@
 use futures::StreamExt;
 use shoal_core::Projection;
 use shoal_transfer::check::{Verdict, check_trees};
-use shoal_transfer::tree::Walk;
+use shoal_transfer::ops::Walk;
 
 use crate::args::CheckArgs;
 use crate::cmd::sync::Sides;
@@ -56,7 +56,7 @@ pub(crate) async fn run(ctx: &Context, a: CheckArgs) -> CmdResult {
         a.size_only,
         store_for.clone(),
         ctx.rates.clone(),
-        shoal_transfer::sync::COMPARE_AT_ONCE,
+        shoal_transfer::ops::COMPARE_AT_ONCE,
     );
     let (mut same, mut differ, mut missing_dst, mut missing_src, mut problems) =
         (0u64, 0u64, 0u64, 0u64, 0u64);

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use shoal_core::local_path::key_to_relative_path;
 use shoal_core::{Error, ErrorKind, Location, Op};
 use shoal_transfer::download::check_destination;
-use shoal_transfer::safety::deletes::{LocalStamp, delete_moved};
+use shoal_transfer::ops::{LocalStamp, delete_moved};
 use shoal_transfer::{Report, TransferOptions};
 
 use crate::args::CpArgs;
@@ -457,7 +457,7 @@ fn refuse_self_move(src: &Location, dst: &Location) -> Result<(), Failure> {
 }
 
 /// `mv`'s last step, once the copy is in place and verified: the engine's
-/// [`shoal_transfer::safety::deletes::delete_moved`], so only what was copied goes.
+/// [`shoal_transfer::ops::delete_moved`], so only what was copied goes.
 async fn delete_source(
     ctx: &Context,
     src: &Location,
@@ -488,42 +488,19 @@ async fn copy_many(ctx: &Context, a: &CpArgs, opts: TransferOptions, moving: boo
     }
     let src = super::parse(&a.src)?;
     let dst = super::parse(&a.dst)?;
-    check_many(a, &src, &dst, verb)?;
-    let filter = a.filters.filter()?;
-    // `cp -r DIR` names its entries `DIR/...`; rules see what is below.
-    let lead = match tree_name(a, &src) {
-        Some(name) => format!("{name}/"),
-        None => String::new(),
-    };
-    let root = shoal_transfer::tree::copy_root(&src).map_err(|e| Failure::Usage(e.to_string()))?;
+    check_many(&src, &dst, verb)?;
+    let tree = tree_copy(a, &src, &dst, verb)?;
     let store_for = ctx.store_for(&[&src, &dst])?;
-    let src_store = if src.is_local() {
-        None
-    } else {
-        Some(store_for(&src)?)
-    };
-    let entries = shoal_transfer::tree::enumerate(
-        &src,
-        src_store,
-        &root,
-        shoal_core::Projection::Full,
-        shoal_list::parallel::DEFAULT_WORKERS,
-        a.recursive,
-        false,
-        a.links.walk(),
-    );
-    let local_root = src.is_local().then_some(root.as_str());
-    let entries = shoal_transfer::tree::filter_entries(entries, filter, &lead, local_root);
     if !dst.is_local() && !a.dry_run {
         destination_bucket_exists(&store_for(&dst)?, &dst, verb).await?;
     }
-    let actions = shoal_transfer::tree::copy_actions(entries, dst);
+    let actions = tree.plan(&store_for)?;
     if a.dry_run {
         return crate::cmd::batch::dry_run(ctx, actions, if moving { "mv" } else { "cp" }).await;
     }
     let done = if moving { "Moved" } else { "Copied" };
     let what = src.to_string();
-    let mode = shoal_transfer::batch::Mode {
+    let mode = shoal_transfer::ops::Mode {
         moving,
         ..Default::default()
     };
@@ -595,7 +572,7 @@ fn preconditions(
 
 /// What a copy of a tree refuses before it starts: a missing local
 /// source, a file as the destination folder, a tree landing inside itself.
-fn check_many(a: &CpArgs, src: &Location, dst: &Location, verb: &str) -> Result<(), Failure> {
+fn check_many(src: &Location, dst: &Location, verb: &str) -> Result<(), Failure> {
     shoal_list::check(src).map_err(|e| Failure::Usage(e.to_string()))?;
     if src.is_local() && !Path::new(&src.key).exists() {
         return Err(Error::io(
@@ -611,19 +588,33 @@ fn check_many(a: &CpArgs, src: &Location, dst: &Location, verb: &str) -> Result<
             dst.key
         )));
     }
-    let glob = !src.is_local() && shoal_list::has_wildcard(&src.key);
-    if glob || a.recursive {
-        // A tree lands at DST/<its last level>: that is what must not
-        // overlap it.
-        let lands = match tree_name(a, src) {
-            Some(name) => shoal_transfer::tree::destination(dst, &name, &src.to_string())
-                .unwrap_or(dst.clone()),
-            None => dst.clone(),
-        };
-        shoal_transfer::safety::overlap::refuse_tree_overlap(verb, src, &lands, a.recursive)
-            .map_err(|e| Failure::Usage(e.to_string()))?;
-    }
     Ok(())
+}
+
+/// The engine's tree copy for `cp -r`, `mv -r` or a glob: refused here,
+/// before anything is listed, when the tree would land where it is read
+/// from (a tree lands at DST/<its last level>).
+fn tree_copy(
+    a: &CpArgs,
+    src: &Location,
+    dst: &Location,
+    verb: &str,
+) -> Result<shoal_transfer::ops::TreeCopy, Failure> {
+    let tree = shoal_transfer::ops::TreeCopy {
+        verb: verb.to_owned(),
+        src: src.clone(),
+        dst: dst.clone(),
+        // `cp -r DIR` names its entries `DIR/...`; rules see what is below.
+        name: tree_name(a, src),
+        recursive: a.recursive,
+        walk: a.links.walk(),
+        filter: None,
+    };
+    tree.check().map_err(|e| Failure::Usage(e.to_string()))?;
+    Ok(shoal_transfer::ops::TreeCopy {
+        filter: a.filters.filter()?,
+        ..tree
+    })
 }
 
 /// The level `cp -r SRC` nests its tree under (SRC's last level), or None
@@ -641,7 +632,7 @@ fn tree_name(a: &CpArgs, src: &Location) -> Option<String> {
 
 /// `cp SRC DST` of one object or file: the destination named as cp(1)
 /// names it, then the bytes moved by the one routing of a pair
-/// ([`shoal_transfer::copy::copy_one`]), with a progress bar.
+/// ([`shoal_transfer::ops::copy_one`]), with a progress bar.
 async fn copy_one(
     ctx: &Context,
     src: &Location,
@@ -662,7 +653,7 @@ async fn copy_one(
     };
     let progress = Progress::start(size.or(meta.as_ref().map(|m| m.size)), ctx.quiet);
     let run = ctx.run(opts.clone()).with_progress(progress.counter());
-    let r = shoal_transfer::copy::copy_one(src, meta.as_ref(), &dst, &store_for, &run, &ctx.retry)
+    let r = shoal_transfer::ops::copy_one(src, meta.as_ref(), &dst, &store_for, &run, &ctx.retry)
         .await
         .map_err(refusal)?;
     Ok((r, dst.to_string(), progress.finish()))

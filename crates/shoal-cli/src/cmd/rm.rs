@@ -9,7 +9,7 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use shoal_core::{Error, ErrorKind, Location, Op, Seen};
 
-use shoal_transfer::delete::Target;
+use shoal_transfer::ops::Target;
 
 use crate::args::RmArgs;
 use crate::config::Context;
@@ -265,7 +265,7 @@ async fn delete_matching(ctx: &Context, a: &RmArgs, locs: Vec<Location>) -> CmdR
         return Ok(());
     }
     let store = ctx.store(loc)?;
-    match shoal_transfer::safety::deletes::delete_at(&store, loc, &version).await {
+    match shoal_transfer::ops::delete_at(&store, loc, &version).await {
         Ok(d) => {
             removed(ctx, &loc.to_string(), false);
             replaced(loc, &d);
@@ -280,7 +280,7 @@ async fn delete_matching(ctx: &Context, a: &RmArgs, locs: Vec<Location>) -> CmdR
 }
 
 /// Objects named one by one: each deleted at the version it holds now
-/// (`shoal_transfer::delete::delete_current`), concurrently; returns
+/// (`shoal_transfer::ops::delete_current`), concurrently; returns
 /// (deleted, failed). One that does not exist is a failure, unless `-f`.
 async fn delete_named(ctx: &Context, a: &RmArgs, locs: Vec<Location>) -> (u64, usize) {
     if locs.is_empty() {
@@ -306,7 +306,7 @@ async fn delete_named(ctx: &Context, a: &RmArgs, locs: Vec<Location>) -> (u64, u
             let store_for = store_for.clone();
             async move {
                 let r = match store_for(&loc) {
-                    Ok(store) => shoal_transfer::delete::delete_current(&store, &loc).await,
+                    Ok(store) => shoal_transfer::ops::delete_current(&store, &loc).await,
                     Err(e) => Err(e),
                 };
                 (loc, r)
@@ -363,13 +363,13 @@ async fn delete_all(
         match ctx.store_for(urls) {
             Ok(store_for) => {
                 let said = Arc::new(std::sync::atomic::AtomicBool::new(false));
-                let on_fallback: shoal_transfer::delete::OnFallback = Arc::new(move |e| {
+                let on_fallback: shoal_transfer::ops::OnFallback = Arc::new(move |e| {
                     if !said.swap(true, std::sync::atomic::Ordering::Relaxed) {
                         eprintln!("shoal: batch delete refused ({e}); deleting one by one");
                     }
                 });
                 let slots = ctx.transfer.small_workers.max(1);
-                shoal_transfer::delete::delete_all(targets, store_for, slots, false, on_fallback)
+                shoal_transfer::ops::delete_all(targets, store_for, slots, false, on_fallback)
             }
             Err(e) => futures::stream::iter([Err(e)]).boxed(),
         }

@@ -18,7 +18,7 @@
 //! deletes (`cp a b` + `rm a`, the chain `cp a b` + `cp b c`), or a place
 //! written twice or written and deleted. Places are compared normalised:
 //! local paths absolute with `.`, `..` and the links of their existing
-//! part resolved (`shoal_transfer::safety::overlap::resolve`: `/o/f` is `/o/./f`),
+//! part resolved (`shoal_transfer::ops::resolve`: `/o/f` is `/o/./f`),
 //! cloud keys byte for byte; a glob stands for every key starting with its
 //! literal prefix (conservative: `rm gs://b/p/*.tmp` holds `gs://b/p/x`).
 //!
@@ -26,7 +26,7 @@
 //! by line: a plan of a hundred million lines costs no more memory than
 //! one of ten. Standard input is kept in a temporary file for the second
 //! reading, and the places are checked by an external sort
-//! ([`shoal_transfer::safety::conflicts::Conflicts`]): sorted runs of [`RUN_LEN`] in temporary
+//! ([`shoal_transfer::ops::Conflicts`]): sorted runs of [`RUN_LEN`] in temporary
 //! files, merged.
 
 use std::io::{BufRead, BufReader, Seek};
@@ -34,16 +34,14 @@ use std::path::Path;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use shoal_core::{Error, ErrorKind, Location, Op, Projection, Scheme, Seen, StoreFor};
-use shoal_transfer::batch::{Action, Planned};
-use shoal_transfer::tree::{Walk, copy_actions, copy_root, destination, enumerate};
+use shoal_core::{Error, ErrorKind, Location, Op, Scheme, Seen, StoreFor};
+use shoal_transfer::ops::{
+    Action, Conflicts, How, Places, Planned, RUN_LEN, Touch, TreeCopy, Walk, copy_root, destination,
+};
 
 use crate::args::RunArgs;
 use crate::config::Context;
 use crate::failure::{CmdResult, Failure};
-use shoal_transfer::safety::conflicts::{Conflicts, How, Places, Touch};
-
-use shoal_transfer::safety::conflicts::RUN_LEN;
 
 pub(crate) async fn run(ctx: &Context, a: RunArgs) -> CmdResult {
     let name = a.file.clone();
@@ -346,28 +344,25 @@ fn copies(
     file: &str,
     n: u64,
 ) -> BoxStream<'static, Planned> {
-    let ready = store_for(&src).and_then(|s| Ok((s, copy_root(&src)?)));
-    let (store, root) = match ready {
-        Ok(r) => r,
-        Err(e) => return futures::stream::iter([Err(e)]).boxed(),
-    };
     let none = Error::new(
         ErrorKind::NotFound,
         Op::Copy,
         src.to_string(),
         format!("matched no objects (run {file}:{n})"),
     );
-    let entries = enumerate(
-        &src,
-        Some(store),
-        &root,
-        Projection::Full,
-        shoal_list::parallel::DEFAULT_WORKERS,
-        false,
-        false,
-        Walk::default(),
-    );
-    or_none(copy_actions(entries, dst), none)
+    let tree = TreeCopy {
+        verb: "cp".to_owned(),
+        src,
+        dst,
+        name: None,
+        recursive: false,
+        walk: Walk::default(),
+        filter: None,
+    };
+    match tree.plan(store_for) {
+        Ok(plan) => or_none(plan, none),
+        Err(e) => futures::stream::iter([Err(e)]).boxed(),
+    }
 }
 
 /// `s`, or `none` as its one item when it has none.

@@ -17,8 +17,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use shoal_core::{Location, Projection, StoreFor};
-use shoal_transfer::sync::{Compare, SyncOptions, sync_plan};
-use shoal_transfer::tree::{Walk, enumerate, filter_entries_counted, sync_root};
+use shoal_transfer::ops::{Compare, Listing, Sync, SyncOptions, Walk, sync_root};
 
 use crate::args::SyncArgs;
 use crate::config::Context;
@@ -27,7 +26,7 @@ use crate::failure::{CmdResult, Failure};
 pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     let src = super::parse(&a.src)?;
     let dst = super::parse(&a.dst)?;
-    check(&a, &src, &dst)?;
+    let sync = check(&a, &src, &dst)?;
     let filter = if a.delete {
         a.filters.filter_for_delete()?
     } else {
@@ -76,11 +75,9 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     } else {
         sides.side(&dst, &a.dest_listing, dst_report, dst_walk, tally.clone())?
     };
-    let plan = sync_plan(
+    let plan = sync.plan(
         sides.side(&src, &a.source_listing, src_report, a.links.walk(), None)?,
         dst_entries,
-        dst.clone(),
-        sync_options(&a, &src),
         store_for.clone(),
         ctx.rates.clone(),
         None,
@@ -100,7 +97,7 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
     transfer.no_clobber = a.no_clobber;
     transfer.preserve_posix = a.preserve_posix;
     // Deletes wait for every copy, and go only if none failed.
-    let mode = shoal_transfer::batch::Mode {
+    let mode = shoal_transfer::ops::Mode {
         moving: false,
         hold_deletes: !a.ignore_errors,
     };
@@ -108,9 +105,9 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
 }
 
 /// What `sync` refuses before it starts: globs, a source that is not a
-/// folder, a file as the destination, overlapping trees, a listing file
-/// for a local folder.
-fn check(a: &SyncArgs, src: &Location, dst: &Location) -> Result<(), Failure> {
+/// folder, a file as the destination, overlapping trees (the engine's
+/// check, which makes the [`Sync`]), a listing file for a local folder.
+fn check(a: &SyncArgs, src: &Location, dst: &Location) -> Result<Sync, Failure> {
     for l in [src, dst] {
         if !l.is_local() && shoal_list::has_wildcard(&l.key) {
             return Err(Failure::Usage(format!(
@@ -130,7 +127,7 @@ fn check(a: &SyncArgs, src: &Location, dst: &Location) -> Result<(), Failure> {
             dst.key
         )));
     }
-    shoal_transfer::safety::overlap::refuse_overlap("sync", src, dst)
+    let sync = Sync::new("sync", src, dst, sync_options(a, src))
         .map_err(|e| Failure::Usage(e.to_string()))?;
     for (l, listing) in [(src, &a.source_listing), (dst, &a.dest_listing)] {
         if l.is_local() && listing.is_some() {
@@ -140,7 +137,7 @@ fn check(a: &SyncArgs, src: &Location, dst: &Location) -> Result<(), Failure> {
             )));
         }
     }
-    Ok(())
+    Ok(sync)
 }
 
 /// Whether a listing names an object in a bucket (`s3://…`, `gs://…`)
@@ -160,7 +157,7 @@ fn sync_options(a: &SyncArgs, src: &Location) -> SyncOptions {
     SyncOptions {
         compare,
         delete: a.delete,
-        limits: shoal_transfer::safety::deletes::DeleteLimits {
+        limits: shoal_transfer::ops::DeleteLimits {
             max_delete: a.max_delete,
             delete_when_source_empty: a.delete_when_source_empty,
         },
@@ -188,19 +185,27 @@ impl Sides<'_> {
     pub(crate) fn side(
         &self,
         l: &Location,
-        listing: &Option<String>,
+        listing_file: &Option<String>,
         fetched: Option<shoal_transfer::inventory::fetch::Fetched>,
         walk: Walk,
         tally: Option<Arc<shoal_list::filter::Tally>>,
-    ) -> Result<BoxStream<'static, shoal_transfer::tree::Listed>, Failure> {
+    ) -> Result<BoxStream<'static, shoal_transfer::ops::Listed>, Failure> {
         let root = if l.is_local() {
             format!("{}/", l.key.trim_end_matches('/'))
         } else {
             sync_root(l)
         };
-        let local_root = l.is_local().then_some(root.as_str());
-        let filter = self.filter.clone();
-        if let Some(file) = listing {
+        let listing = Listing {
+            root: root.clone(),
+            projection: self.projection,
+            recursive: true,
+            sorted: true,
+            walk,
+            filter: self.filter.clone(),
+            lead: String::new(),
+            tally,
+        };
+        if let Some(file) = listing_file {
             let used = crate::listing_file::Use {
                 side: l,
                 root: &root,
@@ -210,31 +215,12 @@ impl Sides<'_> {
                 Some(f) => crate::listing_file::read_report(f.report.clone(), file, f, &used)?,
                 None => crate::listing_file::read(file, &used)?,
             };
-            return Ok(filter_entries_counted(
-                entries, filter, "", local_root, tally,
-            ));
+            return Ok(listing.filtered(entries, l.is_local()));
         }
-        let store = if l.is_local() {
-            None
-        } else {
-            Some((self.store_for)(l)?)
-        };
         let mut loc = l.clone();
         if !loc.is_local() {
-            loc.key = root.clone();
+            loc.key = root;
         }
-        let entries = enumerate(
-            &loc,
-            store,
-            &root,
-            self.projection,
-            shoal_list::parallel::DEFAULT_WORKERS,
-            true,
-            true,
-            walk,
-        );
-        Ok(filter_entries_counted(
-            entries, filter, "", local_root, tally,
-        ))
+        Ok(listing.entries(&loc, self.store_for)?)
     }
 }

@@ -290,7 +290,7 @@ impl Places {
 /// `move_many` and fsspec's `cp`/`mv`/`get` pass. A move deletes its
 /// source, so no other pair may read or write it. The error names both
 /// pairs (numbered from 1).
-pub fn check_pairs(pairs: &[(Location, Location)], moving: bool) -> shoal_core::Result<()> {
+pub(crate) fn check_pairs(pairs: &[(Location, Location)], moving: bool) -> shoal_core::Result<()> {
     let mut conflicts = Conflicts::new(RUN_LEN);
     let mut places = Places::new();
     let spill = |e: std::io::Error| {

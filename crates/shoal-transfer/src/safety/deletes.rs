@@ -221,13 +221,13 @@ pub async fn delete_at(
 /// Whether a batch that holds its deletes until the copies end
 /// ([`crate::batch::Mode::hold_deletes`]) must keep them: after `failed`
 /// failed transfers or `skipped_unasked` items nobody asked to skip.
-pub fn batch_holds_deletes(failed: u64, skipped_unasked: u64) -> bool {
+pub(crate) fn batch_holds_deletes(failed: u64, skipped_unasked: u64) -> bool {
     failed > 0 || skipped_unasked > 0
 }
 
 /// The failure a batch reports for the `held` deletes it kept
 /// ([`batch_holds_deletes`]).
-pub fn held_deletes_error(held: u64, failed: u64, skipped_unasked: u64) -> Error {
+pub(crate) fn held_deletes_error(held: u64, failed: u64, skipped_unasked: u64) -> Error {
     let why = if failed > 0 {
         format!("{} failed in this run", plural(failed, "transfer"))
     } else {
@@ -250,7 +250,7 @@ pub fn held_deletes_error(held: u64, failed: u64, skipped_unasked: u64) -> Error
 /// zero. The caller aborts only what the store listed just now, each by
 /// its upload id, never an upload a kept journal or an earlier listing
 /// names.
-pub fn abort_justified(
+pub(crate) fn abort_justified(
     u: &shoal_core::PendingUpload,
     older_than: std::time::Duration,
     now: std::time::SystemTime,

@@ -21,6 +21,6 @@
 //! | Never write outside the destination, whatever a key holds or a link points at | [`shoal_core::local_path`] |
 //! | A file is written under a temporary name this run owns and renamed once its checksum matches | [`shoal_core::workfile`] |
 
-pub mod conflicts;
-pub mod deletes;
-pub mod overlap;
+pub(crate) mod conflicts;
+pub(crate) mod deletes;
+pub(crate) mod overlap;

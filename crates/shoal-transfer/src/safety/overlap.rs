@@ -66,7 +66,7 @@ pub fn resolve(path: &Path) -> PathBuf {
 
 /// Refuses `src` → `dst` when one folder lies inside the other (or they
 /// are the same): `verb` names the command in the error.
-pub fn refuse_overlap(verb: &str, src: &Location, dst: &Location) -> Result<()> {
+pub(crate) fn refuse_overlap(verb: &str, src: &Location, dst: &Location) -> Result<()> {
     if !src.same_store(dst) || src.bucket != dst.bucket {
         return Ok(());
     }
@@ -93,7 +93,7 @@ pub fn refuse_overlap(verb: &str, src: &Location, dst: &Location) -> Result<()> 
 /// compared as a folder ([`refuse_overlap`]). The one check every front
 /// end makes before copying many objects (the CLI's `cp -r`/`mv -r`,
 /// Python's and Dask's `copy`).
-pub fn refuse_tree_overlap(
+pub(crate) fn refuse_tree_overlap(
     verb: &str,
     src: &Location,
     lands: &Location,
@@ -110,7 +110,7 @@ pub fn refuse_tree_overlap(
 /// glob (with `recursive`, or what lies below a matching level) can match
 /// a key inside that folder: the plan would write or delete what it is
 /// still reading. Sources without a wildcard go to [`refuse_overlap`].
-pub fn refuse_glob_overlap(
+pub(crate) fn refuse_glob_overlap(
     verb: &str,
     src: &Location,
     dst: &Location,
