@@ -210,7 +210,7 @@ impl Command {
     }
 }
 
-/// Rate limits for the whole command (`shoal_transfer::rate`), and how
+/// Rate limits for the whole command (`shoal_transfer::ops::rate`), and how
 /// its copies move.
 #[derive(Debug, Args, Clone)]
 pub(crate) struct LimitFlags {
@@ -481,8 +481,8 @@ impl UpdateArgs {
     pub(crate) fn change(
         &self,
         dst: &shoal_core::Location,
-    ) -> Result<shoal_transfer::update::Change, String> {
-        let change = shoal_transfer::update::Change {
+    ) -> Result<shoal_transfer::ops::update::Change, String> {
+        let change = shoal_transfer::ops::update::Change {
             put: self.metadata.put(dst)?,
             remove: self.remove_metadata.iter().cloned().collect(),
         };
@@ -903,7 +903,7 @@ impl MetadataFlags {
             cache_control: self.cache_control.clone(),
             content_disposition: self.content_disposition.clone(),
             storage_class: self.storage_class.clone(),
-            acl: shoal_transfer::metadata::acl(
+            acl: shoal_transfer::ops::metadata::acl(
                 self.acl.as_deref(),
                 self.predefined_acl.as_deref(),
                 dst.scheme,
@@ -916,26 +916,26 @@ impl MetadataFlags {
 
 /// `--storage-class`: upper case, as both stores spell them; one either knows.
 fn parse_storage_class(s: &str) -> Result<String, String> {
-    shoal_transfer::metadata::storage_class(s)
+    shoal_transfer::ops::metadata::storage_class(s)
 }
 
 /// A class the destination's store knows (local files have none).
 fn check_storage_class(class: &str, dst: &shoal_core::Location) -> Result<(), String> {
-    shoal_transfer::metadata::check_storage_class(class, dst.scheme)
+    shoal_transfer::ops::metadata::check_storage_class(class, dst.scheme)
         .map_err(|e| format!("--storage-class {e}"))
 }
 
-/// A header value the stores take (`shoal_transfer::metadata::header_value`).
+/// A header value the stores take (`shoal_transfer::ops::metadata::header_value`).
 fn parse_header_value(s: &str) -> Result<String, String> {
-    shoal_transfer::metadata::header_value(s)
+    shoal_transfer::ops::metadata::header_value(s)
 }
 
-/// `--metadata KEY=VALUE` (`shoal_transfer::metadata::metadata_entry`).
+/// `--metadata KEY=VALUE` (`shoal_transfer::ops::metadata::metadata_entry`).
 fn parse_metadata(s: &str) -> Result<(String, String), String> {
     let Some((k, v)) = s.split_once('=') else {
         return Err(format!("'{}' is not KEY=VALUE", s.escape_debug()));
     };
-    shoal_transfer::metadata::metadata_entry(k, v)?;
+    shoal_transfer::ops::metadata::metadata_entry(k, v)?;
     Ok((k.to_owned(), v.to_owned()))
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use shoal_config::{Overrides, Stores};
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{Location, Result, Store};
-use shoal_transfer::rate::Rates;
+use shoal_transfer::ops::rate::Rates;
 use shoal_transfer::{Run, TransferOptions};
 
 use crate::args::{Addressing, Global, LimitFlags};

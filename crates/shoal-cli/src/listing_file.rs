@@ -57,7 +57,7 @@ pub(crate) fn read(
     path: &str,
     u: &Use,
 ) -> std::result::Result<BoxStream<'static, Listed>, Failure> {
-    if shoal_transfer::inventory::is_manifest(path) {
+    if shoal_transfer::ops::inventory::is_manifest(path) {
         return read_inventory(path, u);
     }
     let mut file =
@@ -148,11 +148,11 @@ pub(crate) fn read(
         .boxed())
 }
 
-/// An inventory report (`shoal_transfer::inventory`) as the side's
+/// An inventory report (`shoal_transfer::ops::inventory`) as the side's
 /// listing: the manifest is checked against its files before the run
 /// (a mismatch is refused, exit 2), the rows streamed in key order.
 fn read_inventory(path: &str, u: &Use) -> std::result::Result<BoxStream<'static, Listed>, Failure> {
-    let report = shoal_transfer::inventory::open(std::path::Path::new(path))
+    let report = shoal_transfer::ops::inventory::open(std::path::Path::new(path))
         .map_err(|e| Failure::Usage(format!("sync: {e} (nothing copied or deleted)")))?;
     read_report(report, path, (), u)
 }
@@ -164,16 +164,16 @@ fn read_inventory(path: &str, u: &Use) -> std::result::Result<BoxStream<'static,
 pub(crate) async fn fetch_inventory(
     ctx: &crate::config::Context,
     url: &str,
-) -> std::result::Result<shoal_transfer::inventory::fetch::Fetched, Failure> {
+) -> std::result::Result<shoal_transfer::ops::inventory::fetch::Fetched, Failure> {
     let loc = Location::parse(url).map_err(|e| Failure::Usage(format!("sync: {e}")))?;
-    if !shoal_transfer::inventory::is_manifest(&loc.key) {
+    if !shoal_transfer::ops::inventory::is_manifest(&loc.key) {
         return Err(Failure::Usage(format!(
             "sync: {url}: a listing in a bucket must be an inventory report's …manifest.json; copy an `ls` listing file down and name the local file"
         )));
     }
     let store = ctx.store(&loc).map_err(Failure::from)?;
     let run = ctx.run(ctx.transfer.clone());
-    shoal_transfer::inventory::fetch::fetch(store, &loc, &run, &ctx.retry)
+    shoal_transfer::ops::inventory::fetch::fetch(store, &loc, &run, &ctx.retry)
         .await
         .map_err(|e| match e.kind() {
             // A report that does not match its manifest: refused, as a
@@ -188,7 +188,7 @@ pub(crate) async fn fetch_inventory(
 /// The rows of an opened report as the side's entries; `keep` (a
 /// fetched report's temporary copy) lives until they have been read.
 pub(crate) fn read_report<K: Send + 'static>(
-    report: shoal_transfer::inventory::Report,
+    report: shoal_transfer::ops::inventory::Report,
     shown: &str,
     keep: K,
     u: &Use,
@@ -207,7 +207,7 @@ pub(crate) fn read_report<K: Send + 'static>(
     let (side, root) = (u.side.clone(), u.root.to_owned());
     tokio::task::spawn_blocking(move || {
         let _keep = keep;
-        let entries = match shoal_transfer::inventory::entries(&report, &side, &root) {
+        let entries = match shoal_transfer::ops::inventory::entries(&report, &side, &root) {
             Ok(e) => e,
             Err(e) => {
                 let _ = tx.blocking_send(Err(e));
@@ -230,7 +230,7 @@ pub(crate) fn read_report<K: Send + 'static>(
 /// snapshot time and age (`now_ns`, nanoseconds since the epoch), which
 /// say how much written since it may be missing.
 fn trusting_report(
-    report: &shoal_transfer::inventory::Report,
+    report: &shoal_transfer::ops::inventory::Report,
     shown: &str,
     now_ns: i128,
 ) -> String {

@@ -256,7 +256,7 @@ async fn dispatch(ctx: &Context, command: Command) -> CmdResult {
 fn clean_up_after(runtime: tokio::runtime::Runtime, sig: u8) -> ExitCode {
     let left = runtime.block_on(async {
         tokio::select! {
-            n = shoal_transfer::cleanup::finish(std::time::Duration::from_secs(30)) => n,
+            n = shoal_transfer::ops::cleanup::finish(std::time::Duration::from_secs(30)) => n,
             _ = interrupted() => 1,
         }
     });
@@ -273,7 +273,7 @@ fn clean_up_after(runtime: tokio::runtime::Runtime, sig: u8) -> ExitCode {
     } else {
         eprintln!("shoal: {name}; transfers in flight were cancelled and cleaned up");
     }
-    let kept = shoal_transfer::cleanup::kept();
+    let kept = shoal_transfer::ops::cleanup::kept();
     if !kept.is_empty() {
         eprintln!(
             "shoal: {} multipart upload(s) kept to resume ({}{}): run the same command again to go on, or `shoal uploads --abort --older-than 0 URL` to discard",

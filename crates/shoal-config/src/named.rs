@@ -1,7 +1,7 @@
 //! Building the stores named in the config file: one store per name, so
 //! two S3 endpoints (or two GCS projects) live side by side in one process.
 //! A copy between two of them streams: a server-side copy needs one store
-//! (`shoal_transfer::cloud_copy::same_store`).
+//! (`shoal_transfer::ops::cloud_copy::same_store`).
 
 use std::sync::{Arc, OnceLock};
 

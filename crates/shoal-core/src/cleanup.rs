@@ -1,7 +1,7 @@
 //! Requests that must still be sent when the future that would have sent
 //! them is dropped (Ctrl-C, SIGTERM, a Python caller's KeyboardInterrupt,
 //! an asyncio cancel): a multipart upload to abort, by a transfer
-//! (`shoal_transfer::cleanup`) or by a store's own server-side copy.
+//! (`shoal_transfer::ops::cleanup`) or by a store's own server-side copy.
 //!
 //! A dropped future cannot await anything, so its guard's `Drop` spawns
 //! the request onto the runtime with [`spawn`], which remembers it; the

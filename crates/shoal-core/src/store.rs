@@ -108,7 +108,7 @@ pub struct PutOptions {
     /// A canned ACL for the new object, in its store's spelling (S3
     /// `x-amz-acl`: `public-read`; GCS `predefinedAcl`: `publicRead`);
     /// None: the bucket's default. Checked by
-    /// `shoal_transfer::metadata::acl`.
+    /// `shoal_transfer::ops::metadata::acl`.
     pub acl: Option<String>,
     /// How `multipart_start` assembles the upload, where there is a choice.
     pub assemble: Assemble,

@@ -1,7 +1,7 @@
 //! `shoal.cat`: one object's bytes, or a range of them, as one Python
 //! `bytes`.
 //!
-//! The reading is [`shoal_transfer::into_memory`]'s, the engine's read
+//! The reading is [`shoal_transfer::ops::into_memory`]'s, the engine's read
 //! into memory (parallel slices into one buffer, the first request sent
 //! at once so a small read is one request): a whole object is verified
 //! as `shoal cp` verifies a download (CRC32C, CRC32 / CRC64NVME, a
@@ -25,7 +25,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use shoal_core::{Error, ErrorKind, Location, ObjectVersion, Op};
 use shoal_transfer::Run;
-use shoal_transfer::into_memory::{RangeRead, read_into, read_ranges};
+use shoal_transfer::ops::into_memory::{RangeRead, read_into, read_ranges};
 
 use crate::errors::{IntoPyResult, to_py};
 use crate::list::object;
@@ -54,7 +54,9 @@ fn cat_impl(
                     "give version (a pin to what was listed) or version_id (a stored version), not both",
                 )));
             }
-            (_, Some(v)) => Some(shoal_transfer::versions::parse(Op::Download, &loc, &v).py()?),
+            (_, Some(v)) => {
+                Some(shoal_transfer::ops::versions::parse(Op::Download, &loc, &v).py()?)
+            }
             (v, None) => v.map(|v| parse_version(&loc, &url, &v)).transpose()?,
         };
         let store = stores.store(&loc).py()?;

@@ -1,4 +1,4 @@
-//! Inventory reports for Python and Dask (`shoal_transfer::inventory`):
+//! Inventory reports for Python and Dask (`shoal_transfer::ops::inventory`):
 //! the client checks a report whole once, each task reads one data file.
 //! A report named by URL (where the stores write them) is copied into a
 //! private temporary folder first (`inventory::fetch`): all of it by the
@@ -16,7 +16,7 @@ use std::path::Path;
 use pyo3::prelude::*;
 use shoal_core::{Location, Op};
 use shoal_transfer::Run;
-use shoal_transfer::inventory::{Part, Report, fetch};
+use shoal_transfer::ops::inventory::{Part, Report, fetch};
 
 use crate::errors::IntoPyResult;
 use crate::list::object;
@@ -75,7 +75,7 @@ pub(crate) fn inventory_open(
         return opened(&f.report, &|i| f.part(i));
     }
     let r = py
-        .detach(|| shoal_transfer::inventory::open(Path::new(manifest)))
+        .detach(|| shoal_transfer::ops::inventory::open(Path::new(manifest)))
         .py()?;
     opened(&r, &|i| r.part(i))
 }

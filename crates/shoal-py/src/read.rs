@@ -1,7 +1,7 @@
 //! `shoal.read`: the (decoded) bytes of many objects as one Python
 //! iterator, through the engine `shoal cat` uses.
 //!
-//! The work is [`shoal_transfer::read::Reader`]'s: objects requested ahead
+//! The work is [`shoal_transfer::ops::read::Reader`]'s: objects requested ahead
 //! with up to 128 requests in flight (`workers=` sets it) within a `read_ahead` byte budget, big objects
 //! as parallel ranges, decoding on blocking threads, each object checked
 //! against the store's checksum as `shoal cat` checks it (CRC32C, CRC32 /
@@ -41,9 +41,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use shoal_config::Stores;
 use shoal_core::{Error, ErrorKind, Location, Result};
-use shoal_transfer::decode::Decompress;
-use shoal_transfer::read::{Chunk, DEFAULT_READ_AHEAD, ReadOptions, Reader, Source};
-use shoal_transfer::sources::read_sources;
+use shoal_transfer::ops::decode::Decompress;
+use shoal_transfer::ops::read::{Chunk, DEFAULT_READ_AHEAD, ReadOptions, Reader, Source};
+use shoal_transfer::ops::sources::read_sources;
 use tokio::sync::{Mutex, mpsc};
 
 use crate::errors::{IntoPyResult, to_py};
@@ -53,7 +53,7 @@ use crate::session::Session;
 /// Most bytes joined into one `bytes` for Python: big enough that the
 /// per-item cost (a GIL round trip, a Python object) vanishes, small
 /// enough that the copy never shows (the decoder's blocks are this size).
-const BATCH: usize = shoal_transfer::read::BLOCK;
+const BATCH: usize = shoal_transfer::ops::read::BLOCK;
 /// Batches waiting for Python: enough to keep the task one step ahead;
 /// the read-ahead itself happens in the reader, within its budget.
 const CHANNEL: usize = 4;

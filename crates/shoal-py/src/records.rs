@@ -304,7 +304,7 @@ impl Records {
     }
 
     /// Pieces to be joined into tasks once the plan's total is known
-    /// (`shoal_transfer::task_size`): the keys where pieces start as
+    /// (`shoal_transfer::ops::task_size`): the keys where pieces start as
     /// [`Self::byte_cuts`] cuts them, by `bytes_per_piece` or else by the
     /// grain for `slots` task slots; each piece's `(bytes, keys)`; and the
     /// largest object's size (whether any could need a split copy).
@@ -316,7 +316,7 @@ impl Records {
         keys_per_piece: Option<usize>,
     ) -> (Vec<&str>, Vec<(u64, u64)>, u64) {
         let budget = bytes_per_piece
-            .unwrap_or_else(|| shoal_transfer::task_size::grain(self.total_size(), slots));
+            .unwrap_or_else(|| shoal_transfer::ops::task_size::grain(self.total_size(), slots));
         let (cuts, pieces) = self.cut(budget, keys_per_piece);
         let largest = self.sizes.iter().copied().max().unwrap_or(0);
         (cuts, pieces, largest)

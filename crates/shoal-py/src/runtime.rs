@@ -49,7 +49,7 @@ where
 /// `fut`, given at most `deadline` seconds (google-cloud-storage's
 /// transfer_manager `deadline`): past it the future is dropped, which
 /// cancels its requests, aborts its multipart uploads and removes its
-/// working files (`shoal_transfer::cleanup`), and `TimeoutError` is raised.
+/// working files (`shoal_transfer::ops::cleanup`), and `TimeoutError` is raised.
 pub(crate) async fn within<T>(
     deadline: Option<f64>,
     fut: impl Future<Output = PyResult<T>>,

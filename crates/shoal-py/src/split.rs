@@ -1,5 +1,5 @@
 //! One object copied by several Dask tasks
-//! ([`shoal_transfer::split_copy`]): the engine decides whether and how
+//! ([`shoal_transfer::ops::split_copy`]): the engine decides whether and how
 //! to split, what a part is and when the upload may complete; Python
 //! (python/shoal/dask.py) only places the part tasks and calls `finish`
 //! or `abort`.
@@ -11,8 +11,8 @@
 
 use pyo3::prelude::*;
 use shoal_core::{MultipartUpload, ObjectVersion, Op, PartInfo, PutOptions};
-use shoal_transfer::split_copy::{self, PartRange, Started};
-use shoal_transfer::task_size;
+use shoal_transfer::ops::split_copy::{self, PartRange, Started};
+use shoal_transfer::ops::task_size;
 
 use crate::errors::{IntoPyResult, to_py};
 use crate::list::object;
@@ -92,7 +92,7 @@ fn from_wire(w: Wire, dst_url: &str) -> PyResult<Started> {
 /// tasks of at most `bytes_per_task` bytes, or `(None, why)` when it is
 /// copied whole (it fits one task, or has no CRC32C to check parts
 /// against). Parts are `part_size` bytes, by default the engine's for
-/// that task size (`shoal_transfer::task_size::part_size`).
+/// that task size (`shoal_transfer::ops::task_size::part_size`).
 #[pyfunction]
 #[pyo3(signature = (session, src, dst, *, bytes_per_task, part_size=None))]
 pub(crate) fn split_copy_begin(
@@ -213,7 +213,7 @@ pub(crate) fn split_copy_abort(
 
 /// Bytes one copy or sync task holds when the caller does not say: the
 /// plan's `total` over the cluster's task `slots`, between a floor and a
-/// ceiling (`shoal_transfer::task_size::task_bytes`).
+/// ceiling (`shoal_transfer::ops::task_size::task_bytes`).
 #[pyfunction]
 #[pyo3(signature = (total, *, slots))]
 pub(crate) fn task_bytes(total: u64, slots: usize) -> u64 {
@@ -222,7 +222,7 @@ pub(crate) fn task_bytes(total: u64, slots: usize) -> u64 {
 
 /// Which of a range's consecutive pieces `(bytes, keys)` start a task
 /// when neighbours are joined within `max_bytes` and `max_keys`
-/// (`shoal_transfer::task_size::join`).
+/// (`shoal_transfer::ops::task_size::join`).
 #[pyfunction]
 #[pyo3(signature = (pieces, *, max_bytes, max_keys))]
 pub(crate) fn join_pieces(pieces: Vec<(u64, u64)>, max_bytes: u64, max_keys: u64) -> Vec<usize> {

@@ -13,7 +13,7 @@ use pyo3::pybacked::PyBackedBytes;
 use shoal_core::{Error, Location, Op, PutOptions, Scheme, Seen};
 use shoal_transfer::Run;
 use shoal_transfer::ops::Pairs;
-use shoal_transfer::upload::upload_file_with;
+use shoal_transfer::ops::upload::upload_file_with;
 
 use crate::errors::{IntoPyResult, exception, to_py};
 use crate::list::object;
@@ -67,7 +67,7 @@ fn local(path: &std::path::Path) -> Location {
 /// What an upload stores besides the bytes (put, upload, copy_many): the
 /// keywords of the CLI's `--content-type`, `--cache-control`,
 /// `--content-disposition`, `--metadata` and `--storage-class`, checked by
-/// the same rules (`shoal_transfer::metadata`). A type left unset is
+/// the same rules (`shoal_transfer::ops::metadata`). A type left unset is
 /// guessed from the name by the engine, as the CLI does.
 #[derive(Debug, Default)]
 pub(crate) struct Stored {
@@ -89,7 +89,7 @@ impl Stored {
         dst: &Location,
         if_not_exists: bool,
     ) -> shoal_core::Result<PutOptions> {
-        use shoal_transfer::metadata::{
+        use shoal_transfer::ops::metadata::{
             check_storage_class, header_value, metadata_entry, storage_class,
         };
         let url = dst.to_string();
@@ -160,7 +160,7 @@ pub(crate) fn check_write(
 /// (`index.html` → `text/html`, else `application/octet-stream`).
 #[pyfunction]
 pub(crate) fn guess_type(name: &str) -> String {
-    shoal_transfer::metadata::guess(name)
+    shoal_transfer::ops::metadata::guess(name)
 }
 
 /// What a finished transfer did.
@@ -218,9 +218,10 @@ fn download_impl(
         let dst = single_destination(Op::Download, &loc, local(&filename)).py()?;
         let filename = PathBuf::from(dst.key);
         let store = stores.store(&loc).py()?;
-        let r = shoal_transfer::download::download_to_file(store, &loc, &filename, &run, &policy)
-            .await
-            .py()?;
+        let r =
+            shoal_transfer::ops::download::download_to_file(store, &loc, &filename, &run, &policy)
+                .await
+                .py()?;
         Ok(r.into())
     })
 }
@@ -488,7 +489,7 @@ fn put_impl(
         let store = stores.store(&loc).py()?;
         let len = data.len() as u64;
         let body = futures::stream::once(async move { Ok(Bytes::from_owner(data)) }).boxed();
-        shoal_transfer::stream::upload_stream(store, body, &loc, &put, &run)
+        shoal_transfer::ops::stream::upload_stream(store, body, &loc, &put, &run)
             .await
             .py()?;
         Ok(len)

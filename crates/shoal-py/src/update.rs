@@ -1,12 +1,12 @@
 //! `shoal.update(url, ...)`: one object's metadata changed on the server
-//! by the engine ([`shoal_transfer::update`]), as `shoal update` does.
+//! by the engine ([`shoal_transfer::ops::update`]), as `shoal update` does.
 
 use std::collections::BTreeMap;
 use std::future::Future;
 
 use pyo3::prelude::*;
 use shoal_core::{Error, Op};
-use shoal_transfer::update::{Change, Outcome};
+use shoal_transfer::ops::update::{Change, Outcome};
 
 use crate::errors::IntoPyResult;
 use crate::list::object;
@@ -43,22 +43,25 @@ fn update_impl(
         };
         let mut put = stored.put_options(Op::Update, &loc, false).py()?;
         let invalid = |m: String| Error::invalid(Op::Update, &url, m);
-        put.acl =
-            shoal_transfer::metadata::acl(acl.as_deref(), predefined_acl.as_deref(), loc.scheme)
-                .map_err(|m| {
-                    invalid(
-                        m.replace("--acl", "acl")
-                            .replace("--predefined-acl", "predefined_acl"),
-                    )
-                })
-                .py()?;
+        put.acl = shoal_transfer::ops::metadata::acl(
+            acl.as_deref(),
+            predefined_acl.as_deref(),
+            loc.scheme,
+        )
+        .map_err(|m| {
+            invalid(
+                m.replace("--acl", "acl")
+                    .replace("--predefined-acl", "predefined_acl"),
+            )
+        })
+        .py()?;
         let change = Change {
             put,
             remove: remove_metadata.unwrap_or_default().into_iter().collect(),
         };
         change.check().map_err(invalid).py()?;
         let store = stores.store(&loc).py()?;
-        let out = shoal_transfer::update::update_current(
+        let out = shoal_transfer::ops::update::update_current(
             store.as_ref(),
             &loc,
             None,

@@ -1,7 +1,7 @@
 //! Object versions from Python: `stat`, `cat`, `copy` and `rm` with
 //! `version_id=`, and `ls(versions=True)`. The rules (what a version id
 //! is, a restore pinned to what it replaces, a delete of that version
-//! only) are the engine's ([`shoal_transfer::versions`]); this module
+//! only) are the engine's ([`shoal_transfer::ops::versions`]); this module
 //! parses the arguments and hands back Python values.
 
 use std::future::Future;
@@ -11,7 +11,8 @@ use pyo3::prelude::*;
 use shoal_core::paginate::pages;
 use shoal_core::{ListRequest, Op, Projection};
 use shoal_list::ListOptions;
-use shoal_transfer::{Run, versions};
+use shoal_transfer::Run;
+use shoal_transfer::ops::versions;
 
 use crate::errors::{IntoPyResult, to_py};
 use crate::list::{cloud, object};

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use shoal_core::{MultipartUpload, Store};
 use std::sync::Arc;
 
-pub use shoal_core::cleanup::{finish, spawn};
+pub(crate) use shoal_core::cleanup::spawn;
 
 /// Uploads left on purpose when their transfer was cancelled: written
 /// down to be resumed ([`crate::upload_journal`]), not aborted.

@@ -46,7 +46,7 @@ pub async fn copy_object(
 /// source, GCS `sourceGeneration`), else streamed from reads of that
 /// version. Restoring an old version over its own key is this copy with
 /// the destination pinned by the caller's [`PutOptions::if_match`].
-pub async fn copy_version(
+pub(crate) async fn copy_version(
     src_store: Arc<dyn Store>,
     src: &Location,
     meta: &ObjectMeta,
@@ -201,7 +201,7 @@ async fn server_copy(
 
 /// The destination of a server-side copy against its source: the same
 /// size, and the strongest checksum both give (`verify::check_copy`) equal.
-pub fn verify_copy(
+pub(crate) fn verify_copy(
     src: &ObjectMeta,
     dst: &ObjectMeta,
     src_url: &str,

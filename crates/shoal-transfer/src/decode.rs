@@ -37,7 +37,7 @@ use shoal_core::{Error, ErrorKind, Op};
 
 /// Most compressed bytes handed to a decoder in one call; bounds how far
 /// an error's offset can be from the damage, at no measurable cost.
-pub const MAX_FEED: usize = 64 << 10;
+pub(crate) const MAX_FEED: usize = 64 << 10;
 
 /// When to decompress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -54,7 +54,7 @@ pub enum Decompress {
 
 /// How one object's bytes are decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Codec {
+pub(crate) enum Codec {
     /// Passed through.
     Plain,
     /// Zstandard frames.
@@ -74,11 +74,11 @@ impl std::fmt::Display for Codec {
 }
 
 /// Bytes needed to recognise every format's magic.
-pub const MAGIC_LEN: usize = 4;
+pub(crate) const MAGIC_LEN: usize = 4;
 
 /// The codec of the bytes starting with `head` (at least [`MAGIC_LEN`]
 /// bytes unless the object is shorter), by magic number only.
-pub fn sniff(head: &[u8]) -> Option<Codec> {
+pub(crate) fn sniff(head: &[u8]) -> Option<Codec> {
     match head {
         [0x28, 0xb5, 0x2f, 0xfd, ..] => Some(Codec::Zstd),
         // Skippable frames (0x184D2A50..=0x184D2A5F, little endian) start
@@ -90,7 +90,7 @@ pub fn sniff(head: &[u8]) -> Option<Codec> {
 }
 
 /// The codec a key's extension names.
-pub fn by_extension(key: &str) -> Option<Codec> {
+pub(crate) fn by_extension(key: &str) -> Option<Codec> {
     let name = key.rsplit('/').next().unwrap_or(key);
     let ext = name.rsplit_once('.')?.1.to_ascii_lowercase();
     match ext.as_str() {
@@ -102,7 +102,12 @@ pub fn by_extension(key: &str) -> Option<Codec> {
 
 /// Chooses how to decode one object (see the module docs for the order).
 /// `head` is the object's first bytes (empty for an empty object).
-pub fn choose(mode: Decompress, content_encoding: Option<&str>, head: &[u8], key: &str) -> Codec {
+pub(crate) fn choose(
+    mode: Decompress,
+    content_encoding: Option<&str>,
+    head: &[u8],
+    key: &str,
+) -> Codec {
     if mode == Decompress::Off || head.is_empty() {
         return Codec::Plain;
     }
@@ -120,7 +125,7 @@ pub fn choose(mode: Decompress, content_encoding: Option<&str>, head: &[u8], key
 
 /// A reader of decoded bytes over `input` (compressed bytes in order).
 /// Several frames or members are decoded as one stream.
-pub fn decoder<'a, R: BufRead + Send + 'a>(
+pub(crate) fn decoder<'a, R: BufRead + Send + 'a>(
     codec: Codec,
     input: R,
 ) -> io::Result<Box<dyn Read + Send + 'a>> {
@@ -143,7 +148,7 @@ thread_local! {
 /// Runs `f` with a reader of decoded bytes over `input`, as [`decoder`]
 /// gives, but decoding zstd with this thread's kept context. For callers
 /// that decode object after object on the same (pooled) threads.
-pub fn with_decoder<R: BufRead + Send, T>(
+pub(crate) fn with_decoder<R: BufRead + Send, T>(
     codec: Codec,
     input: R,
     f: impl FnOnce(&mut dyn Read) -> T,
@@ -170,7 +175,7 @@ pub fn with_decoder<R: BufRead + Send, T>(
 }
 
 /// The one-line error for a decoder's failure at compressed `offset`.
-pub fn decode_error(codec: Codec, url: &str, offset: u64, e: &io::Error) -> Error {
+pub(crate) fn decode_error(codec: Codec, url: &str, offset: u64, e: &io::Error) -> Error {
     let what = if e.kind() == io::ErrorKind::UnexpectedEof {
         "truncated"
     } else {

@@ -63,7 +63,7 @@ impl Both {
 }
 
 /// The sums of the local file `path`, read once on a blocking thread.
-pub async fn hash_file(path: &str) -> Result<Sums> {
+pub(crate) async fn hash_file(path: &str) -> Result<Sums> {
     let path = path.to_owned();
     tokio::task::spawn_blocking(move || {
         use std::io::Read;
@@ -92,7 +92,7 @@ pub async fn hash_file(path: &str) -> Result<Sums> {
 /// The sums the store keeps for the object `loc` (one HEAD), or with
 /// `compute` those of its bytes, read whole and checked against the
 /// store's.
-pub async fn hash_object(
+pub(crate) async fn hash_object(
     loc: &Location,
     compute: bool,
     store_for: &StoreFor,

@@ -59,7 +59,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]> + Send + 'static> Buffer for T {}
 /// `pinned` when given (else to the version the first answer names),
 /// resumed after broken connections, and verified when they are the whole
 /// object (see the module doc).
-pub async fn read_into_memory(
+pub(crate) async fn read_into_memory(
     store: Arc<dyn Store>,
     loc: &Location,
     start: Option<i64>,

@@ -66,7 +66,7 @@ pub mod fetch;
 
 /// Rows sorted in memory at once; a report with more is sorted through
 /// temporary files of this many rows each.
-pub const RUN_LEN: usize = 200_000;
+pub(crate) const RUN_LEN: usize = 200_000;
 
 /// The data files' format.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -27,7 +27,7 @@ pub fn guess(name: &str) -> String {
 }
 
 /// `put`, with a type guessed from `name` when it sets none.
-pub fn typed<'a>(put: &'a PutOptions, name: &str) -> Cow<'a, PutOptions> {
+pub(crate) fn typed<'a>(put: &'a PutOptions, name: &str) -> Cow<'a, PutOptions> {
     match put.content_type {
         Some(_) => Cow::Borrowed(put),
         None => Cow::Owned(PutOptions {
@@ -41,7 +41,7 @@ pub fn typed<'a>(put: &'a PutOptions, name: &str) -> Cow<'a, PutOptions> {
 /// form `scheme`'s store is read in by other tools
 /// ([`shoal_core::file_time`]), unless the caller set that key itself. A
 /// FIFO or device has no time worth keeping.
-pub fn record_file_time(put: &mut PutOptions, scheme: Scheme, md: &std::fs::Metadata) {
+pub(crate) fn record_file_time(put: &mut PutOptions, scheme: Scheme, md: &std::fs::Metadata) {
     if !md.is_file() {
         return;
     }
@@ -63,7 +63,7 @@ pub fn record_file_time(put: &mut PutOptions, scheme: Scheme, md: &std::fs::Meta
 /// Records a file's mode, owner and group in `put`'s metadata (`-P`), in
 /// the form `scheme`'s store is read in by other tools
 /// ([`shoal_core::posix`]), unless the caller set those keys itself.
-pub fn record_posix(put: &mut PutOptions, scheme: Scheme, md: &std::fs::Metadata) {
+pub(crate) fn record_posix(put: &mut PutOptions, scheme: Scheme, md: &std::fs::Metadata) {
     use shoal_core::file_time::Form;
     use std::os::unix::fs::MetadataExt;
     let form = match scheme {
@@ -86,7 +86,7 @@ pub fn record_posix(put: &mut PutOptions, scheme: Scheme, md: &std::fs::Metadata
 /// sticky), the owner and group only where this process may (as root, or
 /// an owner that is its own and a group it is in). What cannot be given
 /// is said in the log; the bytes are kept either way.
-pub fn give_posix(file: &std::fs::File, meta: &shoal_core::ObjectMeta, dest: &str) {
+pub(crate) fn give_posix(file: &std::fs::File, meta: &shoal_core::ObjectMeta, dest: &str) {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let (mode, uid, gid) = shoal_core::posix::from_metadata(&meta.metadata);
     if let Some(m) = mode
@@ -115,7 +115,7 @@ pub fn give_posix(file: &std::fs::File, meta: &shoal_core::ObjectMeta, dest: &st
 }
 
 /// A time as nanoseconds since the epoch (before it: negative).
-pub fn system_time_ns(t: std::time::SystemTime) -> i128 {
+pub(crate) fn system_time_ns(t: std::time::SystemTime) -> i128 {
     match t.duration_since(std::time::UNIX_EPOCH) {
         Ok(d) => d.as_nanos() as i128,
         Err(e) => -(e.duration().as_nanos() as i128),
@@ -123,7 +123,7 @@ pub fn system_time_ns(t: std::time::SystemTime) -> i128 {
 }
 
 /// The time `ns` nanoseconds after the epoch (before it: negative).
-pub fn ns_system_time(ns: i128) -> Option<std::time::SystemTime> {
+pub(crate) fn ns_system_time(ns: i128) -> Option<std::time::SystemTime> {
     let d = std::time::Duration::from_nanos(u64::try_from(ns.unsigned_abs()).ok()?);
     if ns >= 0 {
         std::time::UNIX_EPOCH.checked_add(d)
@@ -134,7 +134,7 @@ pub fn ns_system_time(ns: i128) -> Option<std::time::SystemTime> {
 
 /// Storage classes each store documents (GCS: storage classes; S3: the
 /// `x-amz-storage-class` values of PutObject).
-pub const GCS_STORAGE_CLASSES: &[&str] = &[
+pub(crate) const GCS_STORAGE_CLASSES: &[&str] = &[
     "STANDARD",
     "NEARLINE",
     "COLDLINE",
@@ -144,7 +144,7 @@ pub const GCS_STORAGE_CLASSES: &[&str] = &[
     "DURABLE_REDUCED_AVAILABILITY",
 ];
 /// See [`GCS_STORAGE_CLASSES`].
-pub const S3_STORAGE_CLASSES: &[&str] = &[
+pub(crate) const S3_STORAGE_CLASSES: &[&str] = &[
     "STANDARD",
     "REDUCED_REDUNDANCY",
     "STANDARD_IA",
@@ -159,7 +159,7 @@ pub const S3_STORAGE_CLASSES: &[&str] = &[
 ];
 
 /// S3's canned ACLs (`x-amz-acl`), for `--acl` and `acl=`.
-pub const S3_ACLS: &[&str] = &[
+pub(crate) const S3_ACLS: &[&str] = &[
     "private",
     "public-read",
     "public-read-write",
@@ -170,7 +170,7 @@ pub const S3_ACLS: &[&str] = &[
 ];
 /// GCS's predefined ACLs (`predefinedAcl`), for `--predefined-acl` and
 /// `predefined_acl=`.
-pub const GCS_ACLS: &[&str] = &[
+pub(crate) const GCS_ACLS: &[&str] = &[
     "authenticatedRead",
     "bucketOwnerFullControl",
     "bucketOwnerRead",

@@ -322,3 +322,109 @@ impl Pairs {
             .await
     }
 }
+
+// The engine's other commands and the pieces front ends read data with,
+// each under its own name: these modules are private, and what is listed
+// here is all a front end may reach of them.
+
+/// `shoal check`: two trees compared entry by entry.
+pub mod check {
+    pub use crate::check::{Verdict, check_trees};
+}
+
+/// What a run leaves to finish or undo on the way out (Ctrl-C, drop).
+pub mod cleanup {
+    pub use crate::cleanup::kept;
+    pub use shoal_core::cleanup::finish;
+}
+
+/// One object copied within or between stores.
+pub mod cloud_copy {
+    pub use crate::cloud_copy::{copy_object, same_store};
+}
+
+/// Decompressing what is read (`cat`, dataset reads).
+pub mod decode {
+    pub use crate::decode::Decompress;
+}
+
+/// One object down to a file or a writer, sliced and verified.
+pub mod download {
+    pub use crate::download::{
+        check_destination, download_known, download_to_file, download_to_writer,
+    };
+}
+
+/// `shoal hash`: checksums of files and objects.
+pub mod hash {
+    pub use crate::hash::{Sums, hash_all};
+}
+
+/// Byte ranges of an object read into memory.
+pub mod into_memory {
+    pub use crate::into_memory::{RangeRead, read_into, read_ranges};
+}
+
+/// Inventory reports read as listings (a hint, never alone a reason to
+/// delete: see [`SyncOptions::confirm_extras`]).
+pub mod inventory {
+    pub use crate::inventory::{Part, Report, entries, fetch, is_manifest, open};
+}
+
+/// What a write stores beside its bytes: the flags' values checked.
+pub mod metadata {
+    pub use crate::metadata::{
+        acl, check_storage_class, guess, header_value, metadata_entry, storage_class,
+    };
+}
+
+/// Byte and request rates a run shares.
+pub mod rate {
+    pub use crate::rate::Rates;
+}
+
+/// Streaming reads of many objects (`cat`, datasets, fsspec files).
+pub mod read {
+    pub use crate::read::{BLOCK, Chunk, DEFAULT_READ_AHEAD, ReadOptions, Reader, Source};
+}
+
+/// What `cat` reads: objects, globs, files and stdin as one list.
+pub mod sources {
+    pub use crate::sources::read_sources;
+}
+
+/// A big copy split into parts that run on many machines (Dask).
+pub mod split_copy {
+    pub use crate::split_copy::{PartRange, Started, abort, begin, copy_parts, finish};
+}
+
+/// Streams of unknown length, up or down.
+pub mod stream {
+    pub use crate::stream::{reader_stream, upload_stream};
+}
+
+/// How big a task or a part is, from the plan and the cluster.
+pub mod task_size {
+    pub use crate::task_size::{grain, join, part_size, task_bytes};
+}
+
+/// `shoal update`: what an object stores beside its bytes, changed in
+/// place, pinned to the version read.
+pub mod update {
+    pub use crate::update::{Change, Outcome, update_current};
+}
+
+/// One file up, whole or in parts.
+pub mod upload {
+    pub use crate::upload::{upload_file, upload_file_with};
+}
+
+/// `shoal uploads`: multipart uploads in progress, listed and aborted.
+pub mod uploads {
+    pub use crate::uploads::{abort, list};
+}
+
+/// Object versions: read, copied, restored, deleted one by one.
+pub mod versions {
+    pub use crate::versions::{Restored, copy, delete, head, parse, restore};
+}

@@ -112,7 +112,7 @@ pub(crate) fn pending(dest: &Path) -> bool {
 }
 
 /// The state file's name beside `dest`.
-pub fn state_path(dest: &Path) -> PathBuf {
+pub(crate) fn state_path(dest: &Path) -> PathBuf {
     // A long name is cut as the data file's is, the same in every run.
     let name = workfile::short_name(dest);
     dest.with_file_name(format!(".{name}.shoal-partial.json"))

@@ -9,11 +9,11 @@
 //! there are workers (more slices than connections only adds requests).
 
 /// Smallest slice worth a request of its own: 32 MiB.
-pub const DEFAULT_MIN_SLICE: u64 = 32 << 20;
+pub(crate) const DEFAULT_MIN_SLICE: u64 = 32 << 20;
 
 /// Byte ranges `[start, end)` covering `0..size`, in order, of near-equal
 /// length. `forced` overrides the count (still at least one byte each).
-pub fn plan_slices(
+pub(crate) fn plan_slices(
     size: u64,
     workers: usize,
     min_slice: u64,

@@ -41,7 +41,7 @@ use tokio::time::Instant;
 /// before it moves, so a transfer of `n` bytes at `r` takes `n / r - BURST`
 /// at least: a burst of a whole second made a 2.6 s upload at 20 MiB/s
 /// measure 32.7 MiB/s, a 2 s `cp -r` at 30 MiB/s 59.6.
-pub const BURST: Duration = Duration::from_millis(100);
+pub(crate) const BURST: Duration = Duration::from_millis(100);
 
 /// One rate: `per_sec` units (bytes or requests) per second.
 #[derive(Debug)]

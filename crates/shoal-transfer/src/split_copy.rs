@@ -33,7 +33,7 @@
 //! when written with it, as shoal writes): the parts' CRC32Cs combine
 //! into the whole object's without reading anything twice, which an MD5
 //! or a composite ETag cannot. Other objects are copied whole by one task,
-//! as before ([`Splittable::Whole`] says why). Rejected: UploadPartCopy
+//! as before ([`begin`] says why). Rejected: UploadPartCopy
 //! within one S3 store (the data would not pass through the workers, but
 //! the part's CRC32C would then come from the server alone, and MinIO
 //! returns none for copied parts); the GET + UploadPart path works within
@@ -52,10 +52,10 @@ use shoal_core::{
 /// Smallest part planned, whatever the caller asks: below a few MiB a
 /// part's request costs more than its bytes (and S3 refuses parts under
 /// 5 MiB but the last).
-pub const MIN_PART: u64 = 8 << 20;
+pub(crate) const MIN_PART: u64 = 8 << 20;
 
 /// Largest part any store here accepts (S3's 5 GiB limit).
-pub const MAX_PART: u64 = 5 << 30;
+pub(crate) const MAX_PART: u64 = 5 << 30;
 
 /// One planned part: its number and byte range `[start, end)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,19 +68,15 @@ pub struct PartRange {
     pub end: u64,
 }
 
-/// Whether an object is copied by several tasks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Splittable {
-    /// Split into these parts.
-    Parts(Vec<PartRange>),
-    /// Copied whole by one task, and why.
-    Whole(String),
-}
-
 /// Parts of about `part_size` bytes (at least [`MIN_PART`] and the store's
 /// minimum, at most [`MAX_PART`], and few enough for `max_parts`) covering
 /// `size` bytes exactly.
-pub fn plan_parts(size: u64, part_size: u64, min_part: u64, max_parts: u32) -> Vec<PartRange> {
+pub(crate) fn plan_parts(
+    size: u64,
+    part_size: u64,
+    min_part: u64,
+    max_parts: u32,
+) -> Vec<PartRange> {
     let max_parts = u64::from(max_parts.max(1));
     let part = part_size
         .max(MIN_PART)
@@ -103,7 +99,7 @@ pub fn plan_parts(size: u64, part_size: u64, min_part: u64, max_parts: u32) -> V
 
 /// Consecutive parts grouped into tasks of at most `bytes_per_task` bytes
 /// (a part bigger than that is a task of its own).
-pub fn group_parts(parts: &[PartRange], bytes_per_task: u64) -> Vec<Vec<PartRange>> {
+pub(crate) fn group_parts(parts: &[PartRange], bytes_per_task: u64) -> Vec<Vec<PartRange>> {
     let mut out: Vec<Vec<PartRange>> = Vec::new();
     let mut used = 0u64;
     for p in parts {
@@ -141,8 +137,8 @@ pub struct Started {
     pub tasks: Vec<Vec<PartRange>>,
 }
 
-/// Reads `src`'s metadata and decides: [`Splittable::Whole`] (with no
-/// upload started) for an object that fits one task or has no CRC32C to
+/// Reads `src`'s metadata and decides: `Err` with the reason the object is
+/// copied whole (with no upload started) for an object that fits one task or has no CRC32C to
 /// check the parts against; otherwise starts the upload on `dst` and
 /// returns it with the parts grouped into tasks of `bytes_per_task`.
 pub async fn begin(

@@ -17,21 +17,21 @@
 
 /// The smallest default task: at a worker's few hundred MB/s it is tens of
 /// milliseconds of copying, several times a task's fixed cost.
-pub const FLOOR: u64 = 16 << 20;
+pub(crate) const FLOOR: u64 = 16 << 20;
 
 /// The largest default task (the fixed default before).
-pub const CEILING: u64 = 1 << 30;
+pub(crate) const CEILING: u64 = 1 << 30;
 
 /// At most this many pieces by bytes per listed range below [`CEILING`]
 /// a piece (keys cut more): the client holds each cut key until the
 /// pieces are joined. A cluster of more task slots than this, with one
 /// range holding most of the bytes, gets tasks of that range's
 /// 64th rather than the total's share of each slot.
-pub const MAX_GRAIN_PIECES: usize = 64;
+pub(crate) const MAX_GRAIN_PIECES: usize = 64;
 
 /// The default part of a split copy (a multipart upload copied by several
 /// tasks), when the caller does not say.
-pub const PART_SIZE: u64 = 64 << 20;
+pub(crate) const PART_SIZE: u64 = 64 << 20;
 
 /// Bytes one task holds: `total` over `slots`, within [`FLOOR`, `CEILING`].
 pub fn task_bytes(total: u64, slots: usize) -> u64 {

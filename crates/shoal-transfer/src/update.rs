@@ -110,7 +110,7 @@ impl Change {
 /// as it was listed or read, with its version and its custom metadata).
 /// `part_size` and `workers` are those of a server-side copy
 /// ([`CopyRequest`]).
-pub async fn update(
+pub(crate) async fn update(
     store: &dyn Store,
     loc: &Location,
     seen: &ObjectMeta,
@@ -204,7 +204,7 @@ pub async fn update_current(
 
 /// The object `seen` at `loc` is no longer what was read: it was
 /// replaced or deleted, and is left as it is.
-pub fn replaced(loc: &Location, seen: &ObjectMeta) -> Error {
+pub(crate) fn replaced(loc: &Location, seen: &ObjectMeta) -> Error {
     let at = seen
         .version
         .as_ref()

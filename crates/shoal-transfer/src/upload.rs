@@ -33,11 +33,11 @@ use crate::{Report, Run, SMALL_UPLOAD};
 /// far less); 16 MiB parts are big enough that per-request cost is small
 /// and small enough that a retried part wastes little. Raised automatically
 /// so a file fits in the store's part limit.
-pub const DEFAULT_PART_SIZE: u64 = 16 << 20;
+pub(crate) const DEFAULT_PART_SIZE: u64 = 16 << 20;
 
 /// The part size for `size` bytes on `store`: at least the store's minimum,
 /// and large enough to fit in its maximum part count.
-pub fn part_size_for(size: u64, wanted: u64, store: &dyn Store) -> u64 {
+pub(crate) fn part_size_for(size: u64, wanted: u64, store: &dyn Store) -> u64 {
     let caps = store.capabilities();
     let min_for_count = size.div_ceil(u64::from(caps.max_parts.max(1)));
     wanted.max(caps.min_part_size).max(min_for_count).max(1)

@@ -10,10 +10,10 @@ use shoal_core::memory::MemoryStore;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{ByteRange, ErrorKind, Location, ObjectMeta, PutOptions, Store};
 use shoal_testkit::wrap::{Fault, Method, Wrapped};
-use shoal_transfer::cloud_copy::copy_object;
-use shoal_transfer::download::{download_known, download_to_file};
-use shoal_transfer::stream::upload_stream;
-use shoal_transfer::upload::upload_file;
+use shoal_transfer::ops::cloud_copy::copy_object;
+use shoal_transfer::ops::download::{download_known, download_to_file};
+use shoal_transfer::ops::stream::upload_stream;
+use shoal_transfer::ops::upload::upload_file;
 use shoal_transfer::{Run, TransferOptions, Verified};
 
 fn data(n: usize, seed: u32) -> Vec<u8> {

@@ -12,11 +12,11 @@ use futures::StreamExt;
 use shoal_core::memory::MemoryStore;
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{Location, PutOptions, Store};
-use shoal_transfer::cloud_copy::copy_object;
-use shoal_transfer::download::download_to_file;
+use shoal_transfer::ops::cloud_copy::copy_object;
+use shoal_transfer::ops::download::download_to_file;
+use shoal_transfer::ops::rate::Rates;
+use shoal_transfer::ops::upload::upload_file;
 use shoal_transfer::ops::{self, Action, BatchCounters, StoreFor};
-use shoal_transfer::rate::Rates;
-use shoal_transfer::upload::upload_file;
 use shoal_transfer::{Run, TransferOptions};
 use tokio::time::Instant;
 

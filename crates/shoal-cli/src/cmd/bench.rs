@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-use shoal_transfer::decode::Decompress;
-use shoal_transfer::read::{ReadOptions, Reader};
+use shoal_transfer::ops::decode::Decompress;
+use shoal_transfer::ops::read::{ReadOptions, Reader};
 
 use crate::args::{BenchArgs, BenchCommand, BenchReadArgs};
 use crate::config::Context;

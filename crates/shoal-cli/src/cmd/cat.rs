@@ -1,5 +1,5 @@
 //! `shoal cat`: objects to stdout, read ahead in parallel, optionally
-//! decompressed (the engine is `shoal_transfer::read`).
+//! decompressed (the engine is `shoal_transfer::ops::read`).
 //!
 //! Like cat(1), a failing object is reported and the rest still written;
 //! the exit code says whether all succeeded. A reader that goes away
@@ -17,9 +17,9 @@ use std::sync::{Arc, Mutex};
 use bytes::{Bytes, BytesMut};
 use futures::stream::BoxStream;
 use shoal_core::{Error, Op, Result};
-use shoal_transfer::decode::Decompress;
-use shoal_transfer::read::{Chunk, ReadOptions, Reader, Source};
-use shoal_transfer::sources::read_sources;
+use shoal_transfer::ops::decode::Decompress;
+use shoal_transfer::ops::read::{Chunk, ReadOptions, Reader, Source};
+use shoal_transfer::ops::sources::read_sources;
 
 use crate::args::{CatArgs, ReadFlags};
 use crate::config::Context;

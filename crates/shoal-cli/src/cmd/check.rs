@@ -1,14 +1,14 @@
 //! `shoal check SRC DST`: whether two trees hold the same files. Both
 //! sides are listed as `sync` lists them (the same roots, filters and
 //! order, `cmd::sync::Sides`) and compared by the engine
-//! (`shoal_transfer::check`); this prints each difference as it is found
+//! (`shoal_transfer::ops::check`); this prints each difference as it is found
 //! (with `--json`, every name), then the counts. Exit 0 when the trees
 //! match, 1 when they do not or a side could not be read whole.
 
 use futures::StreamExt;
 use shoal_core::Projection;
-use shoal_transfer::check::{Verdict, check_trees};
 use shoal_transfer::ops::Walk;
+use shoal_transfer::ops::check::{Verdict, check_trees};
 
 use crate::args::CheckArgs;
 use crate::cmd::sync::Sides;

@@ -5,13 +5,13 @@
 //! Destination naming follows cp(1) and gsutil: a destination that ends in
 //! `/`, is a bucket root, or is an existing local folder receives the
 //! source's base name. Local writes always go through a temporary name and
-//! a rename after verification (see `shoal_transfer::download`).
+//! a rename after verification (see `shoal_transfer::ops::download`).
 
 use std::path::{Path, PathBuf};
 
 use shoal_core::local_path::key_to_relative_path;
 use shoal_core::{Error, ErrorKind, Location, Op};
-use shoal_transfer::download::check_destination;
+use shoal_transfer::ops::download::check_destination;
 use shoal_transfer::ops::{LocalStamp, delete_moved};
 use shoal_transfer::{Report, TransferOptions};
 
@@ -277,7 +277,7 @@ async fn copy_version(
     let caller_pinned = a.matching.any() || a.no_clobber;
     let progress = Progress::start(Some(meta.size), ctx.quiet);
     let run = ctx.run(opts).with_progress(progress.counter());
-    let copied = shoal_transfer::versions::copy(
+    let copied = shoal_transfer::ops::versions::copy(
         &src,
         &meta,
         &dst,

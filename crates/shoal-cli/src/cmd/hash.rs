@@ -1,12 +1,12 @@
 //! `shoal hash FILE|URL...`: CRC32C and MD5, printed as gcloud prints
 //! them (base64, or `--hex`), one block or JSON line per argument, in the
 //! order given. The engine computes or asks the store
-//! (`shoal_transfer::hash`); this only prints. A sum the store does not
+//! (`shoal_transfer::ops::hash`); this only prints. A sum the store does not
 //! keep is printed as missing, with why, never made up.
 
 use futures::StreamExt;
 use shoal_core::checksum::{crc32c_to_base64, hex, md5_to_base64};
-use shoal_transfer::hash::{Sums, hash_all};
+use shoal_transfer::ops::hash::{Sums, hash_all};
 
 use crate::args::HashArgs;
 use crate::config::Context;

@@ -31,17 +31,17 @@ pub(crate) fn parse(url: &str) -> Result<Location, Failure> {
 }
 
 /// The stored version `--version-id V` names on `loc`
-/// ([`shoal_transfer::versions::parse`]); a usage error otherwise.
+/// ([`shoal_transfer::ops::versions::parse`]); a usage error otherwise.
 pub(crate) fn version_of(
     verb: &str,
     loc: &Location,
     v: &str,
 ) -> Result<shoal_core::ObjectVersion, Failure> {
-    (shoal_transfer::versions::parse(shoal_core::Op::Stat, loc, v))
+    (shoal_transfer::ops::versions::parse(shoal_core::Op::Stat, loc, v))
         .map_err(|e| Failure::Usage(format!("{verb} --version-id {v}: {loc}: {}", e.message())))
 }
 
-/// One stored version's metadata ([`shoal_transfer::versions::head`]).
+/// One stored version's metadata ([`shoal_transfer::ops::versions::head`]).
 pub(crate) async fn head_version(
     ctx: &crate::config::Context,
     verb: &str,
@@ -50,7 +50,7 @@ pub(crate) async fn head_version(
 ) -> Result<shoal_core::ObjectMeta, Failure> {
     version_of(verb, loc, v)?;
     let store = ctx.store(loc)?;
-    Ok(shoal_transfer::versions::head(store.as_ref(), loc, v).await?)
+    Ok(shoal_transfer::ops::versions::head(store.as_ref(), loc, v).await?)
 }
 
 /// Requires a URL that is not only a bucket (for verbs that act on one

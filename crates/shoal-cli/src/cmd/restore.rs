@@ -1,11 +1,11 @@
 //! `shoal restore URL --version-id V` (or `URL#GENERATION`, as gcloud
 //! writes it): one stored version made the live object again, by
-//! [`shoal_transfer::versions::restore`], which decides how (a GCS
+//! [`shoal_transfer::ops::versions::restore`], which decides how (a GCS
 //! soft-deleted generation through the store's restore, any other version
 //! copied onto its key) and that a live object is replaced only with
 //! `--allow-overwrite`.
 
-use shoal_transfer::versions::Restored;
+use shoal_transfer::ops::versions::Restored;
 
 use crate::args::RestoreArgs;
 use crate::config::Context;
@@ -28,7 +28,7 @@ pub(crate) async fn run(ctx: &Context, a: RestoreArgs) -> CmdResult {
     super::version_of("restore", &loc, &v)?;
     let store_for = ctx.store_for(&[&loc])?;
     let run = ctx.run(ctx.transfer.clone());
-    let done = shoal_transfer::versions::restore(
+    let done = shoal_transfer::ops::versions::restore(
         &loc,
         &v,
         &store_for,

@@ -180,7 +180,7 @@ async fn delete_version(ctx: &Context, a: &RmArgs, locs: &[Location], v: &str) -
         return Ok(());
     }
     let store = ctx.store(loc)?;
-    match shoal_transfer::versions::delete(store.as_ref(), loc, v).await {
+    match shoal_transfer::ops::versions::delete(store.as_ref(), loc, v).await {
         Ok(()) => {
             removed(ctx, &shown, false);
             Ok(())
@@ -349,7 +349,7 @@ fn replaced(loc: &Location, d: &shoal_core::Deleted) {
 /// Deletes (or with `--dry-run` names) each target of the stores serving
 /// `urls`; returns (deleted, failed). Deletes go out batched where the
 /// store has a batch call (S3 DeleteObjects, 1,000 keys a request:
-/// `shoal_transfer::delete`), else one by one, `small_workers` requests
+/// `shoal_transfer::ops::delete_all`), else one by one, `small_workers` requests
 /// at a time. A listing error is a failure and ends that URL's deletions.
 async fn delete_all(
     ctx: &Context,

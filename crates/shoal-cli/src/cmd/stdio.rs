@@ -8,8 +8,8 @@
 use std::path::PathBuf;
 
 use shoal_core::{Error, ErrorKind, Location, Op};
-use shoal_transfer::download::{check_destination, download_to_writer};
-use shoal_transfer::stream::{reader_stream, upload_stream};
+use shoal_transfer::ops::download::{check_destination, download_to_writer};
+use shoal_transfer::ops::stream::{reader_stream, upload_stream};
 use shoal_transfer::{Report, Run, TransferOptions};
 
 use super::outcome::{Done, NOT_REPLACED, refusal, say_skipped};

@@ -186,7 +186,7 @@ impl Sides<'_> {
         &self,
         l: &Location,
         listing_file: &Option<String>,
-        fetched: Option<shoal_transfer::inventory::fetch::Fetched>,
+        fetched: Option<shoal_transfer::ops::inventory::fetch::Fetched>,
         walk: Walk,
         tally: Option<Arc<shoal_list::filter::Tally>>,
     ) -> Result<BoxStream<'static, shoal_transfer::ops::Listed>, Failure> {

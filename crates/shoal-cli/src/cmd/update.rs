@@ -1,12 +1,12 @@
 //! `shoal update`: change objects' type, encoding, cache control,
 //! disposition, custom metadata or storage class on the server. This
 //! module only finds the objects and says what happened; the engine
-//! ([`shoal_transfer::update`]) merges the change with what each object
+//! ([`shoal_transfer::ops::update`]) merges the change with what each object
 //! stores and writes it pinned to the version seen.
 
 use futures::StreamExt;
 use shoal_core::{Error, ErrorKind, Location, Op};
-use shoal_transfer::update::{Change, Outcome};
+use shoal_transfer::ops::update::{Change, Outcome};
 
 use crate::args::UpdateArgs;
 use crate::config::Context;
@@ -105,7 +105,7 @@ async fn update_url(
                 let (obj, version) = t?;
                 let v = version.as_ref();
                 let dry = a.dry_run;
-                shoal_transfer::update::update_current(
+                shoal_transfer::ops::update::update_current(
                     store.as_ref(),
                     &obj,
                     v,

@@ -3,7 +3,7 @@
 //! by running it again; aws s3api list-multipart-uploads), and, with
 //! `--abort`, aborting the ones started at least `--older-than` ago
 //! (default 1h, so an upload being sent now is not cut off). The engine
-//! decides which ([`shoal_transfer::uploads`]); this prints.
+//! decides which ([`shoal_transfer::ops::uploads`]); this prints.
 
 use shoal_core::PendingUpload;
 
@@ -63,7 +63,7 @@ pub(crate) async fn run(ctx: &Context, a: UploadsArgs) -> CmdResult {
         format!("{base}/")
     };
     if !a.abort {
-        let listed = shoal_transfer::uploads::list(&store, &loc).await?;
+        let listed = shoal_transfer::ops::uploads::list(&store, &loc).await?;
         for u in &listed {
             line(ctx, "upload", &base, u);
         }
@@ -77,7 +77,7 @@ pub(crate) async fn run(ctx: &Context, a: UploadsArgs) -> CmdResult {
         }
         return Ok(());
     }
-    let done = shoal_transfer::uploads::abort(&store, &loc, a.older_than).await?;
+    let done = shoal_transfer::ops::uploads::abort(&store, &loc, a.older_than).await?;
     for u in &done.aborted {
         line(ctx, "abort", &base, u);
     }

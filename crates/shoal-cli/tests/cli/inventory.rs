@@ -1,4 +1,4 @@
-//! Inventory reports as listings (`shoal_transfer::inventory`): `sync
+//! Inventory reports as listings (`shoal_transfer::ops::inventory`): `sync
 //! --source-listing MANIFEST` plans from an S3 Inventory or GCS Storage
 //! Insights report written in the documented formats (CSV, S3's gzipped
 //! with URL-encoded keys and a manifest naming several files with their
