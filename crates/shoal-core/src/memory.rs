@@ -18,7 +18,7 @@ use crate::meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion};
 use crate::served::{page_from_sorted, verify_declared};
 use crate::store::{
     Assemble, BucketInfo, Capabilities, CopyRequest, GetResponse, MultipartUpload, PartInfo,
-    PutOptions, Store, StoredPart,
+    PutOptions, Store, StoredPart, UploadMethod,
 };
 use crate::url::Scheme;
 
@@ -65,6 +65,10 @@ impl Default for MemoryStore {
                 max_parts: 10_000,
                 max_put_size: u64::MAX,
                 max_list_page: 1000,
+                put_stream: false,
+                upload_method: UploadMethod::Auto,
+                resumes_uploads: false,
+                delete_batch: 1,
             },
             chunk: 64 * 1024,
         }
@@ -214,8 +218,8 @@ impl Store for MemoryStore {
         Scheme::Gs
     }
 
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
+    fn capabilities(&self) -> Capabilities {
+        self.caps
     }
 
     async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {

@@ -6,12 +6,13 @@
 //! on top of it (in `shoal-transfer` and the listing code), so a new backend
 //! gets all of them by writing these methods. The primitives have no
 //! default bodies: an implementor sees at compile time everything it must
-//! decide. Six optional extras do (`parts`, `copy`, `supports_put_stream`,
-//! `put_stream`, `presign`, `delete_if`), each defaulting to "this store
-//! cannot", which callers already handle (no part list to check against,
-//! bytes streamed through the client instead of a server-side copy,
-//! multipart instead of a streaming session, no URL to hand out or version
-//! to match for a local file).
+//! decide. Optional extras do (`parts`, `copy`, `put_stream`, `presign`,
+//! `delete_if`...), each defaulting to "this store cannot", which callers
+//! already handle (no part list to check against, bytes streamed through
+//! the client instead of a server-side copy, multipart instead of a
+//! streaming session, no URL to hand out or version to match for a local
+//! file). What a caller asks before choosing a path (stream or parts,
+//! batch deletes, resumable uploads) is data, in [`Capabilities`].
 //!
 //! Methods take `bucket` and `key` as plain strings, not a URL, because the
 //! store is already bound to an endpoint and credentials; the same store
@@ -32,7 +33,19 @@ use crate::url::Scheme;
 pub type BoxByteStream = Pin<Box<dyn Stream<Item = Result<Bytes>> + Send>>;
 
 /// What a backend can do, declared rather than sniffed from endpoint names.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Every question a caller asks before choosing a path (stream or parts,
+/// batch or single deletes, resume or start over) is a field here, not a
+/// method of [`Store`]: a caller reads them all at once, a wrapper store
+/// changes one by struct update, and a new question is a new field every
+/// store must fill in (no default that silently answers "cannot").
+///
+/// [`Store::capabilities`] returns the value, not a reference: a store
+/// whose abilities change while it runs (GCS stops batching deletes once
+/// a server refused a batch, see [`Capabilities::delete_batch`]) answers
+/// with what holds *now*, and a caller keeps a copy that does not change
+/// under it while it plans one piece of work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Capabilities {
     /// The server may honour a GCS `matchGlob` (callers re-filter anyway).
     pub match_glob: bool,
@@ -52,6 +65,23 @@ pub struct Capabilities {
     pub max_put_size: u64,
     /// Largest page a list request returns.
     pub max_list_page: u32,
+    /// [`Store::put_stream`] is a real single-session upload (GCS
+    /// resumable); otherwise callers use multipart.
+    pub put_stream: bool,
+    /// How this store was configured to take uploads (see
+    /// [`UploadMethod`]); [`UploadMethod::Auto`] unless it has a choice.
+    pub upload_method: UploadMethod,
+    /// An upload this store started in an earlier run can be picked up
+    /// ([`Store::multipart_resume`]): S3 and GCS XML multipart uploads,
+    /// whose parts the server keeps until the upload is completed or
+    /// aborted, and GCS composite uploads, whose parts are objects.
+    pub resumes_uploads: bool,
+    /// How many keys one [`Store::delete_many`] call sends in one request
+    /// (S3 DeleteObjects: 1,000). 1: the store has no batch delete, and
+    /// callers send single deletes at their own concurrency. It may drop
+    /// to 1 while the store runs (a GCS endpoint that refused a batch):
+    /// ask [`Store::capabilities`] again before each piece of work.
+    pub delete_batch: usize,
 }
 
 /// An object body being read, with what the response headers said.
@@ -452,7 +482,7 @@ impl Presign {
 
 /// How a store with more than one way to take an upload takes one, as its
 /// configuration says (GCS: `--gcs-upload`). The engine asks the store
-/// ([`Store::upload_method`]) and picks its path from the answer: one PUT,
+/// ([`Capabilities::upload_method`]) and picks its path from the answer: one PUT,
 /// one streamed session, or parts in parallel assembled as
 /// [`UploadMethod::assemble`] says. Stores with one way (S3's native
 /// multipart) answer [`UploadMethod::Auto`].
@@ -517,7 +547,7 @@ pub trait Store: Send + Sync + Debug {
     fn scheme(&self) -> Scheme;
 
     /// What this store can do.
-    fn capabilities(&self) -> &Capabilities;
+    fn capabilities(&self) -> Capabilities;
 
     /// Metadata of one object.
     async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta>;
@@ -602,14 +632,6 @@ pub trait Store: Send + Sync + Debug {
         Ok(None)
     }
 
-    /// Whether an upload this store started in an earlier run can be
-    /// picked up ([`Store::multipart_resume`]): S3 and GCS XML multipart
-    /// uploads, whose parts the server keeps until the upload is completed
-    /// or aborted, and GCS composite uploads, whose parts are objects.
-    fn resumes_uploads(&self) -> bool {
-        false
-    }
-
     /// Upload `upload` is written down to be resumed by a later run: a
     /// store that cleans up uploads it takes for abandoned (GCS composite
     /// parts whose process is gone) leaves this one to the run that
@@ -681,17 +703,6 @@ pub trait Store: Send + Sync + Debug {
             format!("{bucket}/{key}"),
             "this store has no metadata patch",
         ))
-    }
-
-    /// Whether [`Store::put_stream`] is a real single-session upload here.
-    fn supports_put_stream(&self) -> bool {
-        false
-    }
-
-    /// How this store was configured to take uploads (see
-    /// [`UploadMethod`]); [`UploadMethod::Auto`] unless it has a choice.
-    fn upload_method(&self) -> UploadMethod {
-        UploadMethod::Auto
     }
 
     /// Uploads a body of unknown length in one session (GCS resumable
@@ -792,13 +803,6 @@ pub trait Store: Send + Sync + Debug {
             format!("{bucket}/{key}"),
             "this store has no soft delete",
         ))
-    }
-
-    /// How many keys one [`Store::delete_many`] call sends in one request
-    /// (S3 DeleteObjects: 1,000). 1: the store has no batch delete, and
-    /// callers send single deletes at their own concurrency.
-    fn delete_batch(&self) -> usize {
-        1
     }
 
     /// Deletes `keys` of `bucket`, each pinned to its version where it

@@ -70,8 +70,6 @@ pub struct GcsStore {
     anonymous: bool,
     /// The server enforces a rewrite's `ifGenerationMatch` (config.rs).
     rewrite_preconditions: bool,
-    /// How uploads are made (`--gcs-upload`).
-    upload: shoal_core::UploadMethod,
     /// Options given to `multipart_start`, applied when composing (the
     /// trait's `multipart_complete` does not carry them). Uploads started
     /// by another process complete with default options.
@@ -154,11 +152,14 @@ impl GcsStore {
                 // The GCS object size limit.
                 max_put_size: 5 << 40,
                 max_list_page: list::MAX_LIST_PAGE,
+                put_stream: true,
+                upload_method: cfg.upload,
+                resumes_uploads: true,
+                delete_batch: batch::BATCH,
             },
             project: cfg.project,
             anonymous: cfg.anonymous,
             rewrite_preconditions,
-            upload: cfg.upload,
             uploads: Mutex::new(HashMap::new()),
             sent_parts: Mutex::new(HashMap::new()),
             leftovers_checked: Mutex::new(Default::default()),
@@ -199,8 +200,16 @@ impl Store for GcsStore {
         Scheme::Gs
     }
 
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
+    /// The declared abilities, with the batch size as it is now: 1 once
+    /// the endpoint refused a batch request (`client.batch_refused`, set
+    /// by the first refusal and never cleared), so callers send single
+    /// deletes from then on.
+    fn capabilities(&self) -> Capabilities {
+        let refused = (self.client.batch_refused).load(std::sync::atomic::Ordering::Relaxed);
+        Capabilities {
+            delete_batch: if refused { 1 } else { self.caps.delete_batch },
+            ..self.caps
+        }
     }
 
     async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {
@@ -258,18 +267,6 @@ impl Store for GcsStore {
 
     async fn delete(&self, bucket: &str, key: &str) -> Result<()> {
         self.client.delete(bucket, key).await
-    }
-
-    fn delete_batch(&self) -> usize {
-        if self
-            .client
-            .batch_refused
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
-            1
-        } else {
-            batch::BATCH
-        }
     }
 
     async fn delete_many(
@@ -362,14 +359,6 @@ impl Store for GcsStore {
             p,
         )
         .await
-    }
-
-    fn supports_put_stream(&self) -> bool {
-        true
-    }
-
-    fn upload_method(&self) -> shoal_core::UploadMethod {
-        self.upload
     }
 
     async fn put_stream(
@@ -510,10 +499,6 @@ impl Store for GcsStore {
             leftovers::forget(&upload.upload_id);
         }
         done
-    }
-
-    fn resumes_uploads(&self) -> bool {
-        true
     }
 
     fn multipart_keep(&self, upload: &MultipartUpload) {

@@ -27,7 +27,7 @@ use shoal_core::meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersi
 use shoal_core::served::{page_from_sorted, verify_declared};
 use shoal_core::store::{
     BucketInfo, Capabilities, CopyRequest, GetResponse, MultipartUpload, PartInfo, PutOptions,
-    Store,
+    Store, UploadMethod,
 };
 use shoal_core::url::Scheme;
 
@@ -56,6 +56,10 @@ impl LocalStore {
                 max_parts: 10_000,
                 max_put_size: u64::MAX,
                 max_list_page: 1000,
+                put_stream: false,
+                upload_method: UploadMethod::Auto,
+                resumes_uploads: false,
+                delete_batch: 1,
             },
         }
     }
@@ -184,8 +188,8 @@ impl Store for LocalStore {
         Scheme::File
     }
 
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
+    fn capabilities(&self) -> Capabilities {
+        self.caps
     }
 
     async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {

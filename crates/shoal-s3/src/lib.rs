@@ -82,6 +82,10 @@ fn capabilities() -> Capabilities {
         // A single PUT is limited to 5 GiB.
         max_put_size: 5 << 30,
         max_list_page: list::MAX_LIST_PAGE,
+        put_stream: false,
+        upload_method: shoal_core::UploadMethod::Auto,
+        resumes_uploads: true,
+        delete_batch: delete::BATCH,
     }
 }
 
@@ -160,8 +164,8 @@ impl Store for S3Store {
         Scheme::S3
     }
 
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
+    fn capabilities(&self) -> Capabilities {
+        self.caps
     }
 
     async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {
@@ -207,10 +211,6 @@ impl Store for S3Store {
 
     async fn delete(&self, bucket: &str, key: &str) -> Result<()> {
         self.client.delete(bucket, key).await
-    }
-
-    fn delete_batch(&self) -> usize {
-        delete::BATCH
     }
 
     async fn delete_many(
@@ -348,10 +348,6 @@ impl Store for S3Store {
     async fn multipart_abort(&self, upload: &MultipartUpload) -> Result<()> {
         self.conditional_ids().remove(&upload.upload_id);
         self.client.multipart_abort(upload).await
-    }
-
-    fn resumes_uploads(&self) -> bool {
-        true
     }
 
     async fn multipart_resume(

@@ -706,7 +706,7 @@ pub async fn delete_many(t: &Target) {
             // Refused as a whole: the store must then offer no more
             // batches, so callers send single deletes.
             assert_eq!(
-                t.store.delete_batch(),
+                t.store.capabilities().delete_batch,
                 1,
                 "batch refused ({e}), still offered"
             );
@@ -734,7 +734,7 @@ pub async fn delete_many(t: &Target) {
 
 /// A body of unknown length in one session, where the store has one.
 pub async fn streamed_put(t: &Target) {
-    if !t.store.supports_put_stream() {
+    if !t.store.capabilities().put_stream {
         let body: shoal_core::store::BoxByteStream =
             Box::pin(futures::stream::iter([Ok(Bytes::from_static(b"x"))]));
         let e = t

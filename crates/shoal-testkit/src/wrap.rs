@@ -31,7 +31,7 @@ use shoal_core::{
     BoxByteStream, BucketInfo, ByteRange, Capabilities, CopyRequest, DeleteKey, Deleted, Error,
     ErrorKind, GetResponse, ListPage, ListRequest, ListedPart, MultipartUpload, ObjectMeta,
     ObjectVersion, Op, PartInfo, PendingUpload, Presign, PutOptions, Result, Scheme, Store,
-    StoredPart, UploadMethod,
+    StoredPart,
 };
 
 /// Which method of [`Store`] a request was.
@@ -263,8 +263,14 @@ impl Store for Wrapped {
         self.inner.scheme()
     }
 
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
+    /// The inner store's, asked each time (a GCS store's batch size may
+    /// drop while it runs), with [`Wrapped::batch_size`]'s batch size.
+    fn capabilities(&self) -> Capabilities {
+        let inner = self.inner.capabilities();
+        Capabilities {
+            delete_batch: self.delete_batch.unwrap_or(inner.delete_batch),
+            ..inner
+        }
     }
 
     async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {
@@ -415,10 +421,6 @@ impl Store for Wrapped {
         self.leave(Method::Parts, r).await
     }
 
-    fn resumes_uploads(&self) -> bool {
-        self.inner.resumes_uploads()
-    }
-
     fn multipart_keep(&self, upload: &MultipartUpload) {
         self.inner.multipart_keep(upload)
     }
@@ -459,14 +461,6 @@ impl Store for Wrapped {
         self.call(Method::Patch, bucket, key).await?;
         let r = self.inner.patch(bucket, key, seen, opts).await;
         self.leave(Method::Patch, r).await
-    }
-
-    fn supports_put_stream(&self) -> bool {
-        self.inner.supports_put_stream()
-    }
-
-    fn upload_method(&self) -> UploadMethod {
-        self.inner.upload_method()
     }
 
     async fn put_stream(
@@ -522,11 +516,6 @@ impl Store for Wrapped {
             .restore_soft_deleted(bucket, key, generation, only_if_absent)
             .await;
         self.leave(Method::RestoreSoftDeleted, r).await
-    }
-
-    fn delete_batch(&self) -> usize {
-        self.delete_batch
-            .unwrap_or_else(|| self.inner.delete_batch())
     }
 
     async fn delete_many(&self, bucket: &str, keys: &[DeleteKey]) -> Result<Vec<Result<()>>> {
@@ -594,8 +583,9 @@ mod tests {
             [Method::Put, Method::Head, Method::Delete, Method::Get]
         );
         assert_eq!(w.count(Method::Get), 1);
-        assert_eq!(w.delete_batch(), inner.delete_batch());
-        assert_eq!(Wrapped::new(inner.clone()).batch_size(7).delete_batch(), 7);
+        assert_eq!(w.capabilities(), inner.capabilities());
+        let seven = Wrapped::new(inner.clone()).batch_size(7);
+        assert_eq!(seven.capabilities().delete_batch, 7);
 
         // A batch carried out in part answers for every key, in its place.
         for k in ["x", "y", "z"] {

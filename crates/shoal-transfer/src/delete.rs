@@ -6,7 +6,7 @@
 //! listing has ready, up to the store's batch size: S3 DeleteObjects
 //! takes 1,000) and sent as one [`Store::delete_many`] per bucket, up to
 //! `slots` requests in flight; a store without a batch call
-//! (`delete_batch() == 1`) gets single deletes at that concurrency, as
+//! (`Capabilities::delete_batch` of 1) gets single deletes at that concurrency, as
 //! before. A batch the store refuses as a whole falls back to single
 //! deletes for its keys, said once on stderr by the caller's `on_fallback`.
 //! Each key still has its own outcome, so failures are reported by URL.
@@ -127,7 +127,7 @@ fn jobs(chunk: Vec<Result<Target>>, store_for: &StoreFor) -> Vec<Job> {
                 continue;
             }
         };
-        if store.delete_batch() <= 1 {
+        if store.capabilities().delete_batch <= 1 {
             jobs.push(Job::One(store, t));
             continue;
         }
@@ -140,7 +140,7 @@ fn jobs(chunk: Vec<Result<Target>>, store_for: &StoreFor) -> Vec<Job> {
         }
     }
     for (store, locs) in groups {
-        let n = store.delete_batch();
+        let n = store.capabilities().delete_batch;
         let mut locs = locs.into_iter().peekable();
         while locs.peek().is_some() {
             let part: Vec<Target> = locs.by_ref().take(n).collect();

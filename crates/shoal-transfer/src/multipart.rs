@@ -66,7 +66,7 @@ impl Drop for Multipart {
 
 impl Multipart {
     /// Starts an upload to `dst` storing what `put` asks for, assembled as
-    /// the store's [`shoal_core::Store::upload_method`] says.
+    /// the store's [`shoal_core::Capabilities::upload_method`] says.
     pub(crate) async fn start(
         store: &Arc<dyn Store>,
         dst: &Location,
@@ -75,7 +75,7 @@ impl Multipart {
     ) -> Result<Multipart> {
         let url = dst.to_string();
         let start_opts = PutOptions {
-            assemble: store.upload_method().assemble(),
+            assemble: store.capabilities().upload_method.assemble(),
             ..put.clone()
         };
         run.budgets.rates.request().await;

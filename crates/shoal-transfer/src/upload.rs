@@ -123,7 +123,8 @@ pub async fn upload_file_with(
         return put_one(&store, dst, data, put, run).await;
     }
 
-    if store.supports_put_stream() && store.upload_method() == UploadMethod::Session {
+    let caps = store.capabilities();
+    if caps.put_stream && caps.upload_method == UploadMethod::Session {
         let reader = tokio::fs::File::from_std(
             file.try_clone()
                 .map_err(|e| Error::io(Op::Read, &path_s, e))?,
@@ -133,7 +134,7 @@ pub async fn upload_file_with(
         check_unchanged(&file, stamp, &path_s)?;
         return Ok(report);
     }
-    let journal = (run.opts.resume && store.resumes_uploads())
+    let journal = (run.opts.resume && caps.resumes_uploads)
         .then(|| crate::upload_journal::Journal::for_upload(path, &md, dst, part, put))
         .flatten();
     let mut upload = match journal {
