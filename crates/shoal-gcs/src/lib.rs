@@ -212,6 +212,22 @@ impl Store for GcsStore {
         }
     }
 
+    fn multipart(&self) -> Option<&dyn shoal_core::MultipartStore> {
+        Some(self)
+    }
+
+    fn buckets(&self) -> Option<&dyn shoal_core::BucketStore> {
+        Some(self)
+    }
+
+    fn signer(&self) -> Option<&dyn shoal_core::Signer> {
+        Some(self)
+    }
+
+    fn versions(&self) -> Option<&dyn shoal_core::VersionStore> {
+        Some(self)
+    }
+
     async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {
         self.client.head(bucket, key).await
     }
@@ -294,73 +310,6 @@ impl Store for GcsStore {
         self.client.delete_if(bucket, key, Some(*g)).await
     }
 
-    async fn head_version(
-        &self,
-        bucket: &str,
-        key: &str,
-        version: &shoal_core::ObjectVersion,
-    ) -> Result<ObjectMeta> {
-        let g = generation_of(bucket, key, version, shoal_core::Op::Stat)?;
-        let mut meta = self.client.head_at(bucket, key, Some(g)).await?;
-        meta.version_state.get_or_insert(list::LATEST);
-        Ok(meta)
-    }
-
-    async fn delete_version(
-        &self,
-        bucket: &str,
-        key: &str,
-        version: &shoal_core::ObjectVersion,
-    ) -> Result<()> {
-        let g = generation_of(bucket, key, version, shoal_core::Op::Delete)?;
-        self.client.delete_generation(bucket, key, g).await
-    }
-
-    async fn restore_soft_deleted(
-        &self,
-        bucket: &str,
-        key: &str,
-        generation: i64,
-        only_if_absent: bool,
-    ) -> Result<shoal_core::ObjectMeta> {
-        self.client
-            .restore_generation(bucket, key, generation, only_if_absent)
-            .await
-    }
-
-    async fn create_bucket(&self, bucket: &str) -> Result<()> {
-        self.client
-            .create_bucket(bucket, self.project.as_deref())
-            .await
-    }
-
-    async fn delete_bucket(&self, bucket: &str) -> Result<()> {
-        self.client.delete_bucket(bucket).await
-    }
-
-    async fn list_buckets(&self) -> Result<Vec<BucketInfo>> {
-        let project = self.project.clone().or_else(credential::key_file_project);
-        self.client.list_buckets(project.as_deref()).await
-    }
-
-    /// Signs with the service-account key of
-    /// `GOOGLE_APPLICATION_CREDENTIALS`, also against an emulator (whose
-    /// requests are otherwise unsigned).
-    async fn presign(&self, bucket: &str, key: &str, p: &Presign) -> Result<String> {
-        let target = format!("gs://{bucket}/{key}");
-        let signer = credential::service_account_signer(&target)?;
-        let p = &p.with_headers(self.client.encryption.presign_headers(p.method));
-        signed_url::presign(
-            &signer,
-            &self.client.base,
-            bucket,
-            key,
-            self.client.user_project.as_deref(),
-            p,
-        )
-        .await
-    }
-
     async fn put_stream(
         &self,
         bucket: &str,
@@ -373,7 +322,10 @@ impl Store for GcsStore {
             .resumable_upload(bucket, key, body, opts, RESUMABLE_CHUNK_SIZE, true)
             .await
     }
+}
 
+#[async_trait::async_trait]
+impl shoal_core::MultipartStore for GcsStore {
     async fn multipart_start(
         &self,
         bucket: &str,
@@ -584,6 +536,82 @@ impl Store for GcsStore {
             }
         }
         done
+    }
+}
+
+#[async_trait::async_trait]
+impl shoal_core::BucketStore for GcsStore {
+    async fn create_bucket(&self, bucket: &str) -> Result<()> {
+        self.client
+            .create_bucket(bucket, self.project.as_deref())
+            .await
+    }
+
+    async fn delete_bucket(&self, bucket: &str) -> Result<()> {
+        self.client.delete_bucket(bucket).await
+    }
+
+    async fn list_buckets(&self) -> Result<Vec<BucketInfo>> {
+        let project = self.project.clone().or_else(credential::key_file_project);
+        self.client.list_buckets(project.as_deref()).await
+    }
+}
+
+#[async_trait::async_trait]
+impl shoal_core::Signer for GcsStore {
+    /// Signs with the service-account key of
+    /// `GOOGLE_APPLICATION_CREDENTIALS`, also against an emulator (whose
+    /// requests are otherwise unsigned).
+    async fn presign(&self, bucket: &str, key: &str, p: &Presign) -> Result<String> {
+        let target = format!("gs://{bucket}/{key}");
+        let signer = credential::service_account_signer(&target)?;
+        let p = &p.with_headers(self.client.encryption.presign_headers(p.method));
+        signed_url::presign(
+            &signer,
+            &self.client.base,
+            bucket,
+            key,
+            self.client.user_project.as_deref(),
+            p,
+        )
+        .await
+    }
+}
+
+#[async_trait::async_trait]
+impl shoal_core::VersionStore for GcsStore {
+    async fn head_version(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: &shoal_core::ObjectVersion,
+    ) -> Result<ObjectMeta> {
+        let g = generation_of(bucket, key, version, shoal_core::Op::Stat)?;
+        let mut meta = self.client.head_at(bucket, key, Some(g)).await?;
+        meta.version_state.get_or_insert(list::LATEST);
+        Ok(meta)
+    }
+
+    async fn delete_version(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: &shoal_core::ObjectVersion,
+    ) -> Result<()> {
+        let g = generation_of(bucket, key, version, shoal_core::Op::Delete)?;
+        self.client.delete_generation(bucket, key, g).await
+    }
+
+    async fn restore_soft_deleted(
+        &self,
+        bucket: &str,
+        key: &str,
+        generation: i64,
+        only_if_absent: bool,
+    ) -> Result<shoal_core::ObjectMeta> {
+        self.client
+            .restore_generation(bucket, key, generation, only_if_absent)
+            .await
     }
 }
 

@@ -53,7 +53,7 @@ pub struct Target {
     /// The version the listing saw.
     pub version: Option<ObjectVersion>,
     /// `version` names one stored version to delete for good, current or
-    /// not ([`Store::delete_version`]), not the current object pinned to
+    /// not ([`shoal_core::VersionStore::delete_version`]), not the current object pinned to
     /// it: `rm --all-versions`, one target per version and delete marker.
     pub exact: bool,
 }
@@ -285,8 +285,11 @@ async fn not_found(store: &Arc<dyn Store>, loc: &Location) -> Error {
 
 async fn one(store: &Arc<dyn Store>, t: Target, gone_is_done: bool) -> Result<Seen<Location>> {
     let r = match &t.version {
-        Some(v) if t.exact => (store.delete_version(&t.loc.bucket, &t.loc.key, v).await)
-            .map(|()| shoal_core::Deleted::Gone),
+        Some(v) if t.exact => match store.versions() {
+            Some(s) => (s.delete_version(&t.loc.bucket, &t.loc.key, v).await)
+                .map(|()| shoal_core::Deleted::Gone),
+            None => Err(shoal_core::Lack::DeleteVersion.error(&t.loc.bucket, &t.loc.key)),
+        },
         Some(v) => match store.delete_if(&t.loc.bucket, &t.loc.key, v).await {
             Err(e) if e.kind() == ErrorKind::Unsupported => store
                 .delete(&t.loc.bucket, &t.loc.key)
@@ -373,6 +376,7 @@ fn outcome(t: Target, r: Result<shoal_core::Deleted>) -> Result<Seen<Location>> 
 
 #[cfg(test)]
 mod tests {
+    use shoal_core::BucketStore;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use bytes::Bytes;
