@@ -347,7 +347,7 @@ impl PartKind {
 /// It is what boto3 and the AWS CLI leave on every multipart upload, and
 /// what servers without full-object checksums store. It proves nothing
 /// about the bytes without the part boundaries, which the store tells
-/// apart ([`crate::Store::parts`]); with them, the CRC of each part of the
+/// apart ([`crate::MultipartStore::parts`]); with them, the CRC of each part of the
 /// bytes received composes into a value to compare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Composite {

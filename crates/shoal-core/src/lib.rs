@@ -41,9 +41,9 @@ pub use meta::{
 };
 pub use skip::{Seen, Skip};
 pub use store::{
-    Assemble, BoxByteStream, BucketInfo, Capabilities, CopyRequest, DeleteKey, Deleted,
-    GetResponse, ListedPart, MAX_PRESIGN_EXPIRY, MultipartUpload, PartInfo, PendingUpload, Presign,
-    PresignMethod, PresignStyle, PutOptions, Store, StoreFor, StoredPart, UploadMethod,
-    check_presign_expiry,
+    Assemble, BoxByteStream, BucketInfo, BucketStore, Capabilities, CopyRequest, DeleteKey,
+    Deleted, GetResponse, Lack, ListedPart, MAX_PRESIGN_EXPIRY, MultipartStore, MultipartUpload,
+    PartInfo, PendingUpload, Presign, PresignMethod, PresignStyle, PutOptions, Signer, Store,
+    StoreFor, StoredPart, UploadMethod, VersionStore, check_presign_expiry, need,
 };
 pub use url::{Location, Scheme, StoreName};

@@ -17,8 +17,8 @@ use crate::error::{Error, ErrorKind, Op, Result};
 use crate::meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion};
 use crate::served::{page_from_sorted, verify_declared};
 use crate::store::{
-    Assemble, BucketInfo, Capabilities, CopyRequest, GetResponse, MultipartUpload, PartInfo,
-    PutOptions, Store, StoredPart,
+    Assemble, BucketInfo, BucketStore, Capabilities, CopyRequest, GetResponse, MultipartStore,
+    MultipartUpload, PartInfo, PutOptions, Signer, Store, StoredPart, UploadMethod, VersionStore,
 };
 use crate::url::Scheme;
 
@@ -65,6 +65,10 @@ impl Default for MemoryStore {
                 max_parts: 10_000,
                 max_put_size: u64::MAX,
                 max_list_page: 1000,
+                put_stream: false,
+                upload_method: UploadMethod::Auto,
+                resumes_uploads: false,
+                delete_batch: 1,
             },
             chunk: 64 * 1024,
         }
@@ -214,8 +218,24 @@ impl Store for MemoryStore {
         Scheme::Gs
     }
 
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
+    fn capabilities(&self) -> Capabilities {
+        self.caps
+    }
+
+    fn multipart(&self) -> Option<&dyn MultipartStore> {
+        Some(self)
+    }
+
+    fn buckets(&self) -> Option<&dyn BucketStore> {
+        Some(self)
+    }
+
+    fn signer(&self) -> Option<&dyn Signer> {
+        None
+    }
+
+    fn versions(&self) -> Option<&dyn VersionStore> {
+        None
     }
 
     async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {
@@ -387,56 +407,10 @@ impl Store for MemoryStore {
             .map(|_| ())
             .ok_or_else(|| Error::new(ErrorKind::NotFound, Op::Delete, url, "no such object"))
     }
+}
 
-    async fn create_bucket(&self, bucket: &str) -> Result<()> {
-        let mut inner = self.inner.lock().unwrap();
-        if inner.buckets.contains_key(bucket) {
-            return Err(Error::new(
-                ErrorKind::Precondition,
-                Op::CreateBucket,
-                Self::url(bucket, ""),
-                "bucket exists",
-            ));
-        }
-        inner.buckets.insert(bucket.to_owned(), BTreeMap::new());
-        Ok(())
-    }
-
-    async fn delete_bucket(&self, bucket: &str) -> Result<()> {
-        let mut inner = self.inner.lock().unwrap();
-        let url = Self::url(bucket, "");
-        match inner.buckets.get(bucket) {
-            None => Err(Error::new(
-                ErrorKind::NotFound,
-                Op::DeleteBucket,
-                url,
-                "no such bucket",
-            )),
-            Some(objects) if !objects.is_empty() => Err(Error::new(
-                ErrorKind::Precondition,
-                Op::DeleteBucket,
-                url,
-                "the bucket is not empty",
-            )),
-            Some(_) => {
-                inner.buckets.remove(bucket);
-                Ok(())
-            }
-        }
-    }
-
-    async fn list_buckets(&self) -> Result<Vec<BucketInfo>> {
-        let inner = self.inner.lock().unwrap();
-        Ok(inner
-            .buckets
-            .keys()
-            .map(|name| BucketInfo {
-                name: name.clone(),
-                created: None,
-            })
-            .collect())
-    }
-
+#[async_trait::async_trait]
+impl MultipartStore for MemoryStore {
     async fn multipart_start(
         &self,
         bucket: &str,
@@ -585,5 +559,57 @@ impl Store for MemoryStore {
     async fn multipart_abort(&self, up: &MultipartUpload) -> Result<()> {
         self.inner.lock().unwrap().uploads.remove(&up.upload_id);
         Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl BucketStore for MemoryStore {
+    async fn create_bucket(&self, bucket: &str) -> Result<()> {
+        let mut inner = self.inner.lock().unwrap();
+        if inner.buckets.contains_key(bucket) {
+            return Err(Error::new(
+                ErrorKind::Precondition,
+                Op::CreateBucket,
+                Self::url(bucket, ""),
+                "bucket exists",
+            ));
+        }
+        inner.buckets.insert(bucket.to_owned(), BTreeMap::new());
+        Ok(())
+    }
+
+    async fn delete_bucket(&self, bucket: &str) -> Result<()> {
+        let mut inner = self.inner.lock().unwrap();
+        let url = Self::url(bucket, "");
+        match inner.buckets.get(bucket) {
+            None => Err(Error::new(
+                ErrorKind::NotFound,
+                Op::DeleteBucket,
+                url,
+                "no such bucket",
+            )),
+            Some(objects) if !objects.is_empty() => Err(Error::new(
+                ErrorKind::Precondition,
+                Op::DeleteBucket,
+                url,
+                "the bucket is not empty",
+            )),
+            Some(_) => {
+                inner.buckets.remove(bucket);
+                Ok(())
+            }
+        }
+    }
+
+    async fn list_buckets(&self) -> Result<Vec<BucketInfo>> {
+        let inner = self.inner.lock().unwrap();
+        Ok(inner
+            .buckets
+            .keys()
+            .map(|name| BucketInfo {
+                name: name.clone(),
+                created: None,
+            })
+            .collect())
     }
 }

@@ -36,7 +36,7 @@ pub struct ObjectMeta {
     pub recorded: crate::file_time::Recorded,
     /// Set when this describes one stored version, addressed as such: by
     /// a listing of every version ([`ListRequest::versions`]) or a read of
-    /// one version ([`crate::Store::head_version`]). `version` then names
+    /// one version ([`crate::VersionStore::head_version`]). `version` then names
     /// that version (a GCS generation, an S3
     /// [`ObjectVersion::VersionId`]), and copies and reads of it ask for
     /// that version (GCS `sourceGeneration`, S3 `?versionId=`), current

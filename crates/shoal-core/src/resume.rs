@@ -179,7 +179,7 @@ impl State {
 mod tests {
     use super::*;
     use crate::memory::MemoryStore;
-    use crate::store::PutOptions;
+    use crate::store::{BucketStore, PutOptions};
 
     async fn store_with(data: &[u8]) -> Arc<MemoryStore> {
         let s = MemoryStore::new();

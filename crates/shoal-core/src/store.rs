@@ -1,17 +1,54 @@
-//! The one trait every backend implements.
+//! The traits every backend implements: a small core, and optional parts.
 //!
-//! It is deliberately small and made of *primitives*: one list page, one
-//! ranged GET, one PUT, the steps of a multipart upload. Pagination, retries
-//! of whole operations, slicing, globbing and parallelism are written once
-//! on top of it (in `shoal-transfer` and the listing code), so a new backend
+//! [`Store`] is deliberately small and made of *primitives*: one list page,
+//! one ranged GET, one PUT, one DELETE, a HEAD. Pagination, retries of
+//! whole operations, slicing, globbing and parallelism are written once on
+//! top of it (in `shoal-transfer` and the listing code), so a new backend
 //! gets all of them by writing these methods. The primitives have no
 //! default bodies: an implementor sees at compile time everything it must
-//! decide. Six optional extras do (`parts`, `copy`, `supports_put_stream`,
-//! `put_stream`, `presign`, `delete_if`), each defaulting to "this store
-//! cannot", which callers already handle (no part list to check against,
-//! bytes streamed through the client instead of a server-side copy,
-//! multipart instead of a streaming session, no URL to hand out or version
-//! to match for a local file).
+//! decide.
+//!
+//! ## Why it is split
+//!
+//! The split follows arrow-rs `object_store`: its `ObjectStore` holds what
+//! every store does to objects, and abilities only some stores have are
+//! traits of their own (`MultipartStore`, `Signer`) that a backend
+//! implements or not. Here the optional parts are
+//!
+//! - [`MultipartStore`]: start, put a part, complete, abort; list a stored
+//!   object's parts; keep, resume and list uploads in progress;
+//! - [`BucketStore`]: create, remove and list buckets;
+//! - [`Signer`]: presigned URLs (S3 and GCS; not local files);
+//! - [`VersionStore`]: a stored version read or deleted, a soft-deleted
+//!   one restored (S3 and GCS; not local files).
+//!
+//! Where `object_store` leaves a caller holding `Arc<dyn ObjectStore>` no
+//! way to reach them, [`Store`] has an accessor for each
+//! ([`Store::multipart`], [`Store::buckets`], [`Store::signer`],
+//! [`Store::versions`]) answering `Some(self)` or None: whether a store has
+//! a part is data, read before anything is sent, and a store cannot have
+//! half of one. The accessors have no defaults either, so a new store, or
+//! a wrapper around one (`shoal_testkit::wrap`), decides each part rather
+//! than silently losing it to a default. A caller that needs a part turns
+//! None into the `Unsupported` error the trait's defaults have always
+//! given with [`need`] and a [`Lack`], so messages and exit codes are the
+//! same whichever way a store lacks something.
+//!
+//! Four optional methods stay in the core, with defaults answering
+//! `Unsupported`: [`Store::copy`] and [`Store::patch`] (as `copy` is core in
+//! `object_store`: every caller has a way round, streaming the bytes or
+//! copying the object onto itself, and which stores can is a matter of
+//! the request, e.g. a GCS rewrite under a precondition some endpoints
+//! ignore), [`Store::put_stream`] (another way to do a PUT, declared by
+//! [`Capabilities::put_stream`]) and [`Store::delete_if`] (a DELETE with a
+//! precondition, which [`Store::delete_many`] and the safe delete fall back
+//! from). [`Store::delete_many`] is core too: its default sends single
+//! deletes, so every store has it, and how many keys one call takes is
+//! [`Capabilities::delete_batch`].
+//!
+//! What a caller asks before choosing a path (stream or parts, batch
+//! deletes, resumable uploads, the configured upload method) is data as
+//! well, in [`Capabilities`], not methods.
 //!
 //! Methods take `bucket` and `key` as plain strings, not a URL, because the
 //! store is already bound to an endpoint and credentials; the same store
@@ -32,7 +69,19 @@ use crate::url::Scheme;
 pub type BoxByteStream = Pin<Box<dyn Stream<Item = Result<Bytes>> + Send>>;
 
 /// What a backend can do, declared rather than sniffed from endpoint names.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Every question a caller asks before choosing a path (stream or parts,
+/// batch or single deletes, resume or start over) is a field here, not a
+/// method of [`Store`]: a caller reads them all at once, a wrapper store
+/// changes one by struct update, and a new question is a new field every
+/// store must fill in (no default that silently answers "cannot").
+///
+/// [`Store::capabilities`] returns the value, not a reference: a store
+/// whose abilities change while it runs (GCS stops batching deletes once
+/// a server refused a batch, see [`Capabilities::delete_batch`]) answers
+/// with what holds *now*, and a caller keeps a copy that does not change
+/// under it while it plans one piece of work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Capabilities {
     /// The server may honour a GCS `matchGlob` (callers re-filter anyway).
     pub match_glob: bool,
@@ -52,6 +101,23 @@ pub struct Capabilities {
     pub max_put_size: u64,
     /// Largest page a list request returns.
     pub max_list_page: u32,
+    /// [`Store::put_stream`] is a real single-session upload (GCS
+    /// resumable); otherwise callers use multipart.
+    pub put_stream: bool,
+    /// How this store was configured to take uploads (see
+    /// [`UploadMethod`]); [`UploadMethod::Auto`] unless it has a choice.
+    pub upload_method: UploadMethod,
+    /// An upload this store started in an earlier run can be picked up
+    /// ([`MultipartStore::multipart_resume`]): S3 and GCS XML multipart uploads,
+    /// whose parts the server keeps until the upload is completed or
+    /// aborted, and GCS composite uploads, whose parts are objects.
+    pub resumes_uploads: bool,
+    /// How many keys one [`Store::delete_many`] call sends in one request
+    /// (S3 DeleteObjects: 1,000). 1: the store has no batch delete, and
+    /// callers send single deletes at their own concurrency. It may drop
+    /// to 1 while the store runs (a GCS endpoint that refused a batch):
+    /// ask [`Store::capabilities`] again before each piece of work.
+    pub delete_batch: usize,
 }
 
 /// An object body being read, with what the response headers said.
@@ -452,7 +518,7 @@ impl Presign {
 
 /// How a store with more than one way to take an upload takes one, as its
 /// configuration says (GCS: `--gcs-upload`). The engine asks the store
-/// ([`Store::upload_method`]) and picks its path from the answer: one PUT,
+/// ([`Capabilities::upload_method`]) and picks its path from the answer: one PUT,
 /// one streamed session, or parts in parallel assembled as
 /// [`UploadMethod::assemble`] says. Stores with one way (S3's native
 /// multipart) answer [`UploadMethod::Auto`].
@@ -510,14 +576,113 @@ fn unsupported(op: Op, target: String, what: &str) -> Error {
     Error::new(ErrorKind::Unsupported, op, target, what)
 }
 
-/// An object store: the primitives shoal's engines are built from.
+/// Something a store may lack: one of its optional parts
+/// ([`Store::multipart`], [`Store::buckets`], [`Store::signer`],
+/// [`Store::versions`]) or an optional method of one. Each names the
+/// operation and the words of the `Unsupported` error that says so, in one
+/// place: the parts' default methods and [`need`] both make their errors
+/// here, so a caller asking a store without the part, and a part without
+/// the method, get the same error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lack {
+    /// No multipart uploads at all.
+    Multipart,
+    /// No uploads picked up from an earlier run
+    /// ([`MultipartStore::multipart_resume`]).
+    ResumeUploads,
+    /// No multipart uploads in progress to list
+    /// ([`MultipartStore::multipart_uploads`]).
+    ListUploads,
+    /// No buckets to create.
+    CreateBucket,
+    /// No buckets to remove.
+    DeleteBucket,
+    /// No buckets to list.
+    ListBuckets,
+    /// No presigned URLs.
+    Presign,
+    /// No stored versions to read ([`VersionStore::head_version`]).
+    HeadVersion,
+    /// No stored versions to delete ([`VersionStore::delete_version`]).
+    DeleteVersion,
+    /// No soft-deleted objects to bring back
+    /// ([`VersionStore::restore_soft_deleted`]).
+    SoftDelete,
+}
+
+impl Lack {
+    /// The operation the error names.
+    pub fn op(self) -> Op {
+        match self {
+            Lack::Multipart | Lack::ResumeUploads | Lack::ListUploads => Op::Multipart,
+            Lack::CreateBucket => Op::CreateBucket,
+            Lack::DeleteBucket => Op::DeleteBucket,
+            Lack::ListBuckets => Op::ListBuckets,
+            Lack::Presign => Op::Presign,
+            Lack::HeadVersion => Op::Stat,
+            Lack::DeleteVersion => Op::Delete,
+            Lack::SoftDelete => Op::Copy,
+        }
+    }
+
+    /// What the error says.
+    pub fn what(self) -> &'static str {
+        match self {
+            Lack::Multipart => "this store has no multipart uploads",
+            Lack::ResumeUploads => "this store does not resume uploads",
+            Lack::ListUploads => "this store keeps no multipart uploads to list (S3 does)",
+            Lack::CreateBucket | Lack::DeleteBucket | Lack::ListBuckets => {
+                "this store has no buckets to manage"
+            }
+            Lack::Presign => "this store has no presigned URLs",
+            Lack::HeadVersion | Lack::DeleteVersion => "this store has no object versions",
+            Lack::SoftDelete => "this store has no soft delete",
+        }
+    }
+
+    /// The `Unsupported` error for `bucket`/`key` (the target written
+    /// `bucket/key`, as every store's defaults always wrote it).
+    pub fn error(self, bucket: &str, key: &str) -> Error {
+        unsupported(self.op(), format!("{bucket}/{key}"), self.what())
+    }
+}
+
+/// The part a store has, or the `Unsupported` error `lack` makes for
+/// `bucket`/`key`: how a caller holding an `Arc<dyn Store>` reaches an
+/// optional part, e.g.
+/// `need(store.signer(), Lack::Presign, bucket, key)?.presign(bucket, key, &p)`.
+pub fn need<'a, T: ?Sized>(
+    part: Option<&'a T>,
+    lack: Lack,
+    bucket: &str,
+    key: &str,
+) -> Result<&'a T> {
+    part.ok_or_else(|| lack.error(bucket, key))
+}
+
+/// An object store: the primitives shoal's engines are built from, and
+/// the way to its optional parts (see the module docs).
 #[async_trait::async_trait]
 pub trait Store: Send + Sync + Debug {
     /// Which URL scheme this store serves.
     fn scheme(&self) -> Scheme;
 
-    /// What this store can do.
-    fn capabilities(&self) -> &Capabilities;
+    /// What this store can do, as it stands now (see [`Capabilities`]).
+    fn capabilities(&self) -> Capabilities;
+
+    /// Its multipart uploads; None: it has none.
+    fn multipart(&self) -> Option<&dyn MultipartStore>;
+
+    /// Its buckets, to create, remove and list; None: it has none to
+    /// manage.
+    fn buckets(&self) -> Option<&dyn BucketStore>;
+
+    /// Its presigned URLs; None: it makes none.
+    fn signer(&self) -> Option<&dyn Signer>;
+
+    /// Its stored versions of objects; None: it keeps one version of a
+    /// key, the current one.
+    fn versions(&self) -> Option<&dyn VersionStore>;
 
     /// Metadata of one object.
     async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta>;
@@ -548,17 +713,115 @@ pub trait Store: Send + Sync + Debug {
     /// Deletes an object.
     async fn delete(&self, bucket: &str, key: &str) -> Result<()>;
 
-    /// Creates a bucket.
-    async fn create_bucket(&self, bucket: &str) -> Result<()>;
+    /// Copies an object to another bucket or key of this store on the
+    /// server (S3 CopyObject, or UploadPartCopy parts above
+    /// `req.part_size`; GCS rewrite): see [`CopyRequest`]. The answer
+    /// describes the destination, with the checksums the server gives.
+    /// Stores that cannot answer `Unsupported`; callers then stream the
+    /// bytes through the client.
+    async fn copy(&self, req: &CopyRequest<'_>) -> Result<ObjectMeta> {
+        Err(unsupported(
+            Op::Copy,
+            format!("{}/{}", req.src_bucket, req.src_key),
+            "this store has no server-side copy",
+        ))
+    }
 
-    /// Removes a bucket. The server refuses one that still holds objects
-    /// (`Precondition`); emptying it first is the caller's decision.
-    async fn delete_bucket(&self, bucket: &str) -> Result<()>;
+    /// Changes what an object stores beside its bytes in place (GCS
+    /// objects.patch), pinned to `seen.version`: `opts`'s type, encoding,
+    /// cache control, disposition and custom metadata become the object's
+    /// (a key of `seen.metadata` absent from `opts.metadata` is removed).
+    /// An object at another version fails with `Precondition` and is left
+    /// alone. Stores without it answer `Unsupported`; callers then copy
+    /// the object onto itself ([`Store::copy`]).
+    async fn patch(
+        &self,
+        bucket: &str,
+        key: &str,
+        seen: &ObjectMeta,
+        opts: &PutOptions,
+    ) -> Result<ObjectMeta> {
+        let _ = (seen, opts);
+        Err(unsupported(
+            Op::Update,
+            format!("{bucket}/{key}"),
+            "this store has no metadata patch",
+        ))
+    }
 
-    /// The buckets these credentials can see (GCS: in the configured
-    /// project), every page of them.
-    async fn list_buckets(&self) -> Result<Vec<BucketInfo>>;
+    /// Uploads a body of unknown length in one session (GCS resumable
+    /// upload): no temporary objects, the server checks the whole object.
+    /// Where [`Capabilities::put_stream`] is false the store answers
+    /// `Unsupported`; callers use multipart.
+    async fn put_stream(
+        &self,
+        bucket: &str,
+        key: &str,
+        body: BoxByteStream,
+        opts: &PutOptions,
+    ) -> Result<ObjectMeta> {
+        let _ = (body, opts);
+        Err(unsupported(
+            Op::Upload,
+            format!("{bucket}/{key}"),
+            "this store has no single-session streaming upload",
+        ))
+    }
 
+    /// Deletes an object only if it is at `version` (GCS
+    /// `ifGenerationMatch`, S3 `If-Match`); otherwise `Precondition`, and
+    /// the object stays. After a lost answer it never deletes another
+    /// version: a key stored again meanwhile is [`Deleted::Replaced`] and
+    /// kept (see [`crate::retry::safe::delete`]). Stores without versions
+    /// answer `Unsupported`.
+    async fn delete_if(&self, bucket: &str, key: &str, version: &ObjectVersion) -> Result<Deleted> {
+        let _ = version;
+        Err(unsupported(
+            Op::Delete,
+            format!("{bucket}/{key}"),
+            "this store has no object versions to match",
+        ))
+    }
+
+    /// Deletes `keys` of `bucket`, each pinned to its version where it
+    /// names one ([`DeleteKey`]): one result per key, in order, a key
+    /// already gone counted as deleted, a key at another version
+    /// `Precondition` (and kept). The outer error means the request as a
+    /// whole was refused (a store without the batch call), and the caller
+    /// falls back to single deletes. How many keys one call takes is
+    /// [`Capabilities::delete_batch`]. The default sends them one after
+    /// another.
+    async fn delete_many(&self, bucket: &str, keys: &[DeleteKey]) -> Result<Vec<Result<()>>> {
+        let mut out = Vec::with_capacity(keys.len());
+        for k in keys {
+            let r = match &k.version {
+                Some(v) if k.exact => match self.versions() {
+                    Some(s) => s.delete_version(bucket, &k.key, v).await,
+                    None => Err(Lack::DeleteVersion.error(bucket, &k.key)),
+                },
+                Some(v) => match self.delete_if(bucket, &k.key, v).await {
+                    Err(e) if e.kind() == ErrorKind::Unsupported => {
+                        self.delete(bucket, &k.key).await
+                    }
+                    r => r.map(|_| ()),
+                },
+                None => self.delete(bucket, &k.key).await,
+            };
+            out.push(match r {
+                Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+                r => r,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Multipart uploads: parts sent in parallel, then assembled on the
+/// server (S3, the GCS XML API; GCS composite uploads, local files and
+/// the memory store do it their own way). Reached through
+/// [`Store::multipart`].
+#[async_trait::async_trait]
+pub trait MultipartStore: Send + Sync {
     /// Starts a multipart upload. Parts may then be sent in parallel.
     async fn multipart_start(
         &self,
@@ -602,14 +865,6 @@ pub trait Store: Send + Sync + Debug {
         Ok(None)
     }
 
-    /// Whether an upload this store started in an earlier run can be
-    /// picked up ([`Store::multipart_resume`]): S3 and GCS XML multipart
-    /// uploads, whose parts the server keeps until the upload is completed
-    /// or aborted, and GCS composite uploads, whose parts are objects.
-    fn resumes_uploads(&self) -> bool {
-        false
-    }
-
     /// Upload `upload` is written down to be resumed by a later run: a
     /// store that cleans up uploads it takes for abandoned (GCS composite
     /// parts whose process is gone) leaves this one to the run that
@@ -622,6 +877,8 @@ pub trait Store: Send + Sync + Debug {
     /// earlier run with the same `opts` (their precondition applies again
     /// at completion), and lists the parts the server holds. An upload
     /// that no longer exists (completed, aborted, expired) is `NotFound`.
+    /// Where [`Capabilities::resumes_uploads`] is false the store answers
+    /// `Unsupported`.
     async fn multipart_resume(
         &self,
         bucket: &str,
@@ -630,149 +887,62 @@ pub trait Store: Send + Sync + Debug {
         opts: &PutOptions,
     ) -> Result<(MultipartUpload, Vec<ListedPart>)> {
         let _ = (upload_id, opts);
-        Err(unsupported(
-            Op::Multipart,
-            format!("{bucket}/{key}"),
-            "this store does not resume uploads",
-        ))
+        Err(Lack::ResumeUploads.error(bucket, key))
     }
 
     /// The multipart uploads in progress in `bucket` whose keys start with
     /// `prefix`, every page of them.
     async fn multipart_uploads(&self, bucket: &str, prefix: &str) -> Result<Vec<PendingUpload>> {
-        Err(unsupported(
-            Op::Multipart,
-            format!("{bucket}/{prefix}"),
-            "this store keeps no multipart uploads to list (S3 does)",
-        ))
+        Err(Lack::ListUploads.error(bucket, prefix))
     }
+}
 
-    /// Copies an object to another bucket or key of this store on the
-    /// server (S3 CopyObject, or UploadPartCopy parts above
-    /// `req.part_size`; GCS rewrite): see [`CopyRequest`]. The answer
-    /// describes the destination, with the checksums the server gives.
-    /// Stores that cannot answer `Unsupported`; callers then stream the
-    /// bytes through the client.
-    async fn copy(&self, req: &CopyRequest<'_>) -> Result<ObjectMeta> {
-        Err(unsupported(
-            Op::Copy,
-            format!("{}/{}", req.src_bucket, req.src_key),
-            "this store has no server-side copy",
-        ))
-    }
+/// Buckets: made, removed and listed. Reached through [`Store::buckets`].
+#[async_trait::async_trait]
+pub trait BucketStore: Send + Sync {
+    /// Creates a bucket.
+    async fn create_bucket(&self, bucket: &str) -> Result<()>;
 
-    /// Changes what an object stores beside its bytes in place (GCS
-    /// objects.patch), pinned to `seen.version`: `opts`'s type, encoding,
-    /// cache control, disposition and custom metadata become the object's
-    /// (a key of `seen.metadata` absent from `opts.metadata` is removed).
-    /// An object at another version fails with `Precondition` and is left
-    /// alone. Stores without it answer `Unsupported`; callers then copy
-    /// the object onto itself ([`Store::copy`]).
-    async fn patch(
-        &self,
-        bucket: &str,
-        key: &str,
-        seen: &ObjectMeta,
-        opts: &PutOptions,
-    ) -> Result<ObjectMeta> {
-        let _ = (seen, opts);
-        Err(unsupported(
-            Op::Update,
-            format!("{bucket}/{key}"),
-            "this store has no metadata patch",
-        ))
-    }
+    /// Removes a bucket. The server refuses one that still holds objects
+    /// (`Precondition`); emptying it first is the caller's decision.
+    async fn delete_bucket(&self, bucket: &str) -> Result<()>;
 
-    /// Whether [`Store::put_stream`] is a real single-session upload here.
-    fn supports_put_stream(&self) -> bool {
-        false
-    }
+    /// The buckets these credentials can see (GCS: in the configured
+    /// project), every page of them.
+    async fn list_buckets(&self) -> Result<Vec<BucketInfo>>;
+}
 
-    /// How this store was configured to take uploads (see
-    /// [`UploadMethod`]); [`UploadMethod::Auto`] unless it has a choice.
-    fn upload_method(&self) -> UploadMethod {
-        UploadMethod::Auto
-    }
-
-    /// Uploads a body of unknown length in one session (GCS resumable
-    /// upload): no temporary objects, the server checks the whole object.
-    /// Stores without one answer `Unsupported`; callers use multipart.
-    async fn put_stream(
-        &self,
-        bucket: &str,
-        key: &str,
-        body: BoxByteStream,
-        opts: &PutOptions,
-    ) -> Result<ObjectMeta> {
-        let _ = (body, opts);
-        Err(unsupported(
-            Op::Upload,
-            format!("{bucket}/{key}"),
-            "this store has no single-session streaming upload",
-        ))
-    }
-
+/// Presigned URLs. Reached through [`Store::signer`].
+#[async_trait::async_trait]
+pub trait Signer: Send + Sync {
     /// A URL that lets anyone holding it make the request `p` describes
     /// on the object (`key` empty: on the bucket) without credentials,
     /// until `p.expires` after it was signed (at most
     /// [`MAX_PRESIGN_EXPIRY`]). Signing is local: no request is sent, and
-    /// the object need not exist. Stores that cannot answer `Unsupported`.
-    async fn presign(&self, bucket: &str, key: &str, p: &Presign) -> Result<String> {
-        let _ = p;
-        Err(unsupported(
-            Op::Presign,
-            format!("{bucket}/{key}"),
-            "this store has no presigned URLs",
-        ))
-    }
+    /// the object need not exist.
+    async fn presign(&self, bucket: &str, key: &str, p: &Presign) -> Result<String>;
+}
 
-    /// Deletes an object only if it is at `version` (GCS
-    /// `ifGenerationMatch`, S3 `If-Match`); otherwise `Precondition`, and
-    /// the object stays. After a lost answer it never deletes another
-    /// version: a key stored again meanwhile is [`Deleted::Replaced`] and
-    /// kept (see [`crate::retry::safe::delete`]). Stores without versions
-    /// answer `Unsupported`.
-    async fn delete_if(&self, bucket: &str, key: &str, version: &ObjectVersion) -> Result<Deleted> {
-        let _ = version;
-        Err(unsupported(
-            Op::Delete,
-            format!("{bucket}/{key}"),
-            "this store has no object versions to match",
-        ))
-    }
-
+/// Stored versions of objects, current or not (GCS generations, S3
+/// version ids). Reached through [`Store::versions`].
+#[async_trait::async_trait]
+pub trait VersionStore: Send + Sync {
     /// Metadata of one stored version of an object, current or not: a GCS
     /// generation (`?generation=`), an S3 [`ObjectVersion::VersionId`]
     /// (`?versionId=`). The answer's `version` is that same version, so a
     /// download pinned to it ([`Store::get`]) reads that version's bytes.
-    /// Stores without versions answer `Unsupported`.
     async fn head_version(
         &self,
         bucket: &str,
         key: &str,
         version: &ObjectVersion,
-    ) -> Result<ObjectMeta> {
-        let _ = version;
-        Err(unsupported(
-            Op::Stat,
-            format!("{bucket}/{key}"),
-            "this store has no object versions",
-        ))
-    }
+    ) -> Result<ObjectMeta>;
 
     /// Deletes one stored version for good (GCS `?generation=`, S3
     /// `?versionId=`), current or noncurrent, or an S3 delete marker; no
     /// other version of the key is touched, and no delete marker is made.
-    /// A version already gone counts as deleted. Stores without versions
-    /// answer `Unsupported`.
-    async fn delete_version(&self, bucket: &str, key: &str, version: &ObjectVersion) -> Result<()> {
-        let _ = version;
-        Err(unsupported(
-            Op::Delete,
-            format!("{bucket}/{key}"),
-            "this store has no object versions",
-        ))
-    }
+    /// A version already gone counts as deleted.
+    async fn delete_version(&self, bucket: &str, key: &str, version: &ObjectVersion) -> Result<()>;
 
     /// Brings a soft-deleted generation back as the key's live object
     /// (GCS `objects.restore`); with `only_if_absent`, only while the key
@@ -787,46 +957,7 @@ pub trait Store: Send + Sync + Debug {
         only_if_absent: bool,
     ) -> Result<ObjectMeta> {
         let _ = (generation, only_if_absent);
-        Err(unsupported(
-            Op::Copy,
-            format!("{bucket}/{key}"),
-            "this store has no soft delete",
-        ))
-    }
-
-    /// How many keys one [`Store::delete_many`] call sends in one request
-    /// (S3 DeleteObjects: 1,000). 1: the store has no batch delete, and
-    /// callers send single deletes at their own concurrency.
-    fn delete_batch(&self) -> usize {
-        1
-    }
-
-    /// Deletes `keys` of `bucket`, each pinned to its version where it
-    /// names one ([`DeleteKey`]): one result per key, in order, a key
-    /// already gone counted as deleted, a key at another version
-    /// `Precondition` (and kept). The outer error means the request as a
-    /// whole was refused (a store without the batch call), and the caller
-    /// falls back to single deletes. The default sends them one after
-    /// another.
-    async fn delete_many(&self, bucket: &str, keys: &[DeleteKey]) -> Result<Vec<Result<()>>> {
-        let mut out = Vec::with_capacity(keys.len());
-        for k in keys {
-            let r = match &k.version {
-                Some(v) if k.exact => self.delete_version(bucket, &k.key, v).await,
-                Some(v) => match self.delete_if(bucket, &k.key, v).await {
-                    Err(e) if e.kind() == ErrorKind::Unsupported => {
-                        self.delete(bucket, &k.key).await
-                    }
-                    r => r.map(|_| ()),
-                },
-                None => self.delete(bucket, &k.key).await,
-            };
-            out.push(match r {
-                Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-                r => r,
-            });
-        }
-        Ok(out)
+        Err(Lack::SoftDelete.error(bucket, key))
     }
 }
 
@@ -857,7 +988,7 @@ pub struct DeleteKey {
     /// The version it must still be at.
     pub version: Option<ObjectVersion>,
     /// `version` names one stored version to delete for good
-    /// ([`Store::delete_version`]: GCS `generation=`, S3's `VersionId`
+    /// ([`VersionStore::delete_version`]: GCS `generation=`, S3's `VersionId`
     /// element), current or not, rather than the current object pinned
     /// to it: what `rm --all-versions` sends.
     pub exact: bool,

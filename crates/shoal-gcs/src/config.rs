@@ -46,7 +46,7 @@ pub struct GcsConfig {
     /// does (Google's storage-testbench).
     pub rewrite_preconditions: Option<bool>,
     /// How uploads are made (`--gcs-upload`), which the engine asks for
-    /// through [`shoal_core::Store::upload_method`].
+    /// through [`shoal_core::Capabilities::upload_method`].
     pub upload: shoal_core::UploadMethod,
     /// A credentials JSON file (service-account key or a user's
     /// `authorized_user` file) used instead of Application Default

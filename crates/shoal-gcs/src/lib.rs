@@ -70,8 +70,6 @@ pub struct GcsStore {
     anonymous: bool,
     /// The server enforces a rewrite's `ifGenerationMatch` (config.rs).
     rewrite_preconditions: bool,
-    /// How uploads are made (`--gcs-upload`).
-    upload: shoal_core::UploadMethod,
     /// Options given to `multipart_start`, applied when composing (the
     /// trait's `multipart_complete` does not carry them). Uploads started
     /// by another process complete with default options.
@@ -154,11 +152,14 @@ impl GcsStore {
                 // The GCS object size limit.
                 max_put_size: 5 << 40,
                 max_list_page: list::MAX_LIST_PAGE,
+                put_stream: true,
+                upload_method: cfg.upload,
+                resumes_uploads: true,
+                delete_batch: batch::BATCH,
             },
             project: cfg.project,
             anonymous: cfg.anonymous,
             rewrite_preconditions,
-            upload: cfg.upload,
             uploads: Mutex::new(HashMap::new()),
             sent_parts: Mutex::new(HashMap::new()),
             leftovers_checked: Mutex::new(Default::default()),
@@ -199,8 +200,32 @@ impl Store for GcsStore {
         Scheme::Gs
     }
 
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
+    /// The declared abilities, with the batch size as it is now: 1 once
+    /// the endpoint refused a batch request (`client.batch_refused`, set
+    /// by the first refusal and never cleared), so callers send single
+    /// deletes from then on.
+    fn capabilities(&self) -> Capabilities {
+        let refused = (self.client.batch_refused).load(std::sync::atomic::Ordering::Relaxed);
+        Capabilities {
+            delete_batch: if refused { 1 } else { self.caps.delete_batch },
+            ..self.caps
+        }
+    }
+
+    fn multipart(&self) -> Option<&dyn shoal_core::MultipartStore> {
+        Some(self)
+    }
+
+    fn buckets(&self) -> Option<&dyn shoal_core::BucketStore> {
+        Some(self)
+    }
+
+    fn signer(&self) -> Option<&dyn shoal_core::Signer> {
+        Some(self)
+    }
+
+    fn versions(&self) -> Option<&dyn shoal_core::VersionStore> {
+        Some(self)
     }
 
     async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {
@@ -260,18 +285,6 @@ impl Store for GcsStore {
         self.client.delete(bucket, key).await
     }
 
-    fn delete_batch(&self) -> usize {
-        if self
-            .client
-            .batch_refused
-            .load(std::sync::atomic::Ordering::Relaxed)
-        {
-            1
-        } else {
-            batch::BATCH
-        }
-    }
-
     async fn delete_many(
         &self,
         bucket: &str,
@@ -297,81 +310,6 @@ impl Store for GcsStore {
         self.client.delete_if(bucket, key, Some(*g)).await
     }
 
-    async fn head_version(
-        &self,
-        bucket: &str,
-        key: &str,
-        version: &shoal_core::ObjectVersion,
-    ) -> Result<ObjectMeta> {
-        let g = generation_of(bucket, key, version, shoal_core::Op::Stat)?;
-        let mut meta = self.client.head_at(bucket, key, Some(g)).await?;
-        meta.version_state.get_or_insert(list::LATEST);
-        Ok(meta)
-    }
-
-    async fn delete_version(
-        &self,
-        bucket: &str,
-        key: &str,
-        version: &shoal_core::ObjectVersion,
-    ) -> Result<()> {
-        let g = generation_of(bucket, key, version, shoal_core::Op::Delete)?;
-        self.client.delete_generation(bucket, key, g).await
-    }
-
-    async fn restore_soft_deleted(
-        &self,
-        bucket: &str,
-        key: &str,
-        generation: i64,
-        only_if_absent: bool,
-    ) -> Result<shoal_core::ObjectMeta> {
-        self.client
-            .restore_generation(bucket, key, generation, only_if_absent)
-            .await
-    }
-
-    async fn create_bucket(&self, bucket: &str) -> Result<()> {
-        self.client
-            .create_bucket(bucket, self.project.as_deref())
-            .await
-    }
-
-    async fn delete_bucket(&self, bucket: &str) -> Result<()> {
-        self.client.delete_bucket(bucket).await
-    }
-
-    async fn list_buckets(&self) -> Result<Vec<BucketInfo>> {
-        let project = self.project.clone().or_else(credential::key_file_project);
-        self.client.list_buckets(project.as_deref()).await
-    }
-
-    /// Signs with the service-account key of
-    /// `GOOGLE_APPLICATION_CREDENTIALS`, also against an emulator (whose
-    /// requests are otherwise unsigned).
-    async fn presign(&self, bucket: &str, key: &str, p: &Presign) -> Result<String> {
-        let target = format!("gs://{bucket}/{key}");
-        let signer = credential::service_account_signer(&target)?;
-        let p = &p.with_headers(self.client.encryption.presign_headers(p.method));
-        signed_url::presign(
-            &signer,
-            &self.client.base,
-            bucket,
-            key,
-            self.client.user_project.as_deref(),
-            p,
-        )
-        .await
-    }
-
-    fn supports_put_stream(&self) -> bool {
-        true
-    }
-
-    fn upload_method(&self) -> shoal_core::UploadMethod {
-        self.upload
-    }
-
     async fn put_stream(
         &self,
         bucket: &str,
@@ -384,7 +322,10 @@ impl Store for GcsStore {
             .resumable_upload(bucket, key, body, opts, RESUMABLE_CHUNK_SIZE, true)
             .await
     }
+}
 
+#[async_trait::async_trait]
+impl shoal_core::MultipartStore for GcsStore {
     async fn multipart_start(
         &self,
         bucket: &str,
@@ -512,10 +453,6 @@ impl Store for GcsStore {
         done
     }
 
-    fn resumes_uploads(&self) -> bool {
-        true
-    }
-
     fn multipart_keep(&self, upload: &MultipartUpload) {
         if !xml_multipart::is_xml_upload(&upload.upload_id) {
             leftovers::record(&self.client.base, &upload.bucket, &upload.upload_id, true);
@@ -599,6 +536,82 @@ impl Store for GcsStore {
             }
         }
         done
+    }
+}
+
+#[async_trait::async_trait]
+impl shoal_core::BucketStore for GcsStore {
+    async fn create_bucket(&self, bucket: &str) -> Result<()> {
+        self.client
+            .create_bucket(bucket, self.project.as_deref())
+            .await
+    }
+
+    async fn delete_bucket(&self, bucket: &str) -> Result<()> {
+        self.client.delete_bucket(bucket).await
+    }
+
+    async fn list_buckets(&self) -> Result<Vec<BucketInfo>> {
+        let project = self.project.clone().or_else(credential::key_file_project);
+        self.client.list_buckets(project.as_deref()).await
+    }
+}
+
+#[async_trait::async_trait]
+impl shoal_core::Signer for GcsStore {
+    /// Signs with the service-account key of
+    /// `GOOGLE_APPLICATION_CREDENTIALS`, also against an emulator (whose
+    /// requests are otherwise unsigned).
+    async fn presign(&self, bucket: &str, key: &str, p: &Presign) -> Result<String> {
+        let target = format!("gs://{bucket}/{key}");
+        let signer = credential::service_account_signer(&target)?;
+        let p = &p.with_headers(self.client.encryption.presign_headers(p.method));
+        signed_url::presign(
+            &signer,
+            &self.client.base,
+            bucket,
+            key,
+            self.client.user_project.as_deref(),
+            p,
+        )
+        .await
+    }
+}
+
+#[async_trait::async_trait]
+impl shoal_core::VersionStore for GcsStore {
+    async fn head_version(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: &shoal_core::ObjectVersion,
+    ) -> Result<ObjectMeta> {
+        let g = generation_of(bucket, key, version, shoal_core::Op::Stat)?;
+        let mut meta = self.client.head_at(bucket, key, Some(g)).await?;
+        meta.version_state.get_or_insert(list::LATEST);
+        Ok(meta)
+    }
+
+    async fn delete_version(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: &shoal_core::ObjectVersion,
+    ) -> Result<()> {
+        let g = generation_of(bucket, key, version, shoal_core::Op::Delete)?;
+        self.client.delete_generation(bucket, key, g).await
+    }
+
+    async fn restore_soft_deleted(
+        &self,
+        bucket: &str,
+        key: &str,
+        generation: i64,
+        only_if_absent: bool,
+    ) -> Result<shoal_core::ObjectMeta> {
+        self.client
+            .restore_generation(bucket, key, generation, only_if_absent)
+            .await
     }
 }
 

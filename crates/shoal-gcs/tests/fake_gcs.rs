@@ -5,7 +5,10 @@
 
 use bytes::Bytes;
 use futures::TryStreamExt;
-use shoal_core::{ByteRange, ErrorKind, ListRequest, ObjectVersion, Projection, PutOptions, Store};
+use shoal_core::{
+    BucketStore, ByteRange, ErrorKind, ListRequest, MultipartStore, ObjectVersion, Projection,
+    PutOptions, Store,
+};
 use shoal_gcs::{GcsConfig, GcsStore};
 
 /// Keys that break stores that normalise or mis-encode names.

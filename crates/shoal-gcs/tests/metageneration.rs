@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use shoal_core::{ErrorKind, PutOptions, Store};
+use shoal_core::{BucketStore, ErrorKind, PutOptions, Store};
 use shoal_gcs::{GcsConfig, GcsStore};
 
 #[tokio::test]

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use shoal_core::checksum::{crc32c_combine_all, crc32c_to_base64};
-use shoal_core::{Assemble, ErrorKind, PutOptions, Store};
+use shoal_core::{Assemble, ErrorKind, MultipartStore, PutOptions, Store};
 use shoal_gcs::{GcsConfig, GcsStore};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

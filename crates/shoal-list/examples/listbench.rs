@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use shoal_core::memory::MemoryStore;
-use shoal_core::{ListRequest, Projection, PutOptions, Store};
+use shoal_core::{BucketStore, ListRequest, Projection, PutOptions, Store};
 use shoal_list::parallel::{ListStats, ParallelOptions, list_objects};
 
 fn key(i: usize) -> String {
@@ -42,7 +42,7 @@ async fn main() {
             let b = args[1].clone();
             if args.get(2).map(String::as_str) == Some("fill") {
                 let n: usize = args[3].parse().unwrap();
-                let _ = s.create_bucket(&b).await;
+                let _ = s.buckets().expect("S3 has buckets").create_bucket(&b).await;
                 futures::stream::iter(0..n)
                     .map(|i| {
                         let s = s.clone();

@@ -103,7 +103,7 @@ pub fn expand(
     opts: &ListOptions,
 ) -> impl futures::Stream<Item = Result<ObjectMeta>> + Send + 'static {
     let url = loc.to_string();
-    let plan = match Plan::objects(loc, opts, store.capabilities()) {
+    let plan = match Plan::objects(loc, opts, &store.capabilities()) {
         Ok(p) => p,
         Err(e) => return stream::once(async { Err(e) }).boxed(),
     };
@@ -172,7 +172,7 @@ pub fn entries(
     opts: &ListOptions,
 ) -> Result<Option<BoxStream<'static, Result<Entry>>>> {
     let url = loc.to_string();
-    let Some(plan) = Plan::entries(loc, opts, store.capabilities())? else {
+    let Some(plan) = Plan::entries(loc, opts, &store.capabilities())? else {
         return Ok(None);
     };
     if plan.parallel_ok() {

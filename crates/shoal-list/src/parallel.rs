@@ -833,6 +833,7 @@ fn announce(shared: &Arc<Shared>, tx: &mpsc::Sender<Msg>, step: &PageStep) {
 mod tests {
     use super::*;
     use futures::StreamExt;
+    use shoal_core::BucketStore;
     use shoal_core::memory::MemoryStore;
     use shoal_core::{PutOptions, Store};
     use std::collections::HashSet;

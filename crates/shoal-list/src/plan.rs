@@ -213,6 +213,10 @@ mod tests {
             max_parts: 1,
             max_put_size: 1,
             max_list_page: 1000,
+            put_stream: false,
+            upload_method: shoal_core::UploadMethod::Auto,
+            resumes_uploads: false,
+            delete_batch: 1,
         }
     }
 

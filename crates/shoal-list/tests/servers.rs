@@ -27,7 +27,8 @@ fn keys() -> Vec<String> {
 }
 
 async fn fill(store: &Arc<dyn Store>, bucket: &str, keys: &[String]) {
-    store.create_bucket(bucket).await.expect("create bucket");
+    let buckets = store.buckets().expect("every store here has buckets");
+    buckets.create_bucket(bucket).await.expect("create bucket");
     futures::stream::iter(keys.iter().cloned())
         .map(|k| {
             let store = store.clone();

@@ -27,7 +27,7 @@ use shoal_core::meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersi
 use shoal_core::served::{page_from_sorted, verify_declared};
 use shoal_core::store::{
     BucketInfo, Capabilities, CopyRequest, GetResponse, MultipartUpload, PartInfo, PutOptions,
-    Store,
+    Store, UploadMethod,
 };
 use shoal_core::url::Scheme;
 
@@ -56,6 +56,10 @@ impl LocalStore {
                 max_parts: 10_000,
                 max_put_size: u64::MAX,
                 max_list_page: 1000,
+                put_stream: false,
+                upload_method: UploadMethod::Auto,
+                resumes_uploads: false,
+                delete_batch: 1,
             },
         }
     }
@@ -184,8 +188,24 @@ impl Store for LocalStore {
         Scheme::File
     }
 
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
+    fn capabilities(&self) -> Capabilities {
+        self.caps
+    }
+
+    fn multipart(&self) -> Option<&dyn shoal_core::MultipartStore> {
+        Some(self)
+    }
+
+    fn buckets(&self) -> Option<&dyn shoal_core::BucketStore> {
+        Some(self)
+    }
+
+    fn signer(&self) -> Option<&dyn shoal_core::Signer> {
+        None
+    }
+
+    fn versions(&self) -> Option<&dyn shoal_core::VersionStore> {
+        None
     }
 
     async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {
@@ -324,77 +344,10 @@ impl Store for LocalStore {
             .await
             .map_err(|e| Error::io(Op::Delete, url, e))
     }
+}
 
-    async fn create_bucket(&self, bucket: &str) -> Result<()> {
-        let url = self.url(bucket, "");
-        if bucket.is_empty() || bucket.contains('/') || bucket.starts_with('.') {
-            return Err(Error::invalid(
-                Op::CreateBucket,
-                url,
-                "invalid local bucket name",
-            ));
-        }
-        match tokio::fs::create_dir(self.root.join(bucket)).await {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(Error::new(
-                ErrorKind::Precondition,
-                Op::CreateBucket,
-                url,
-                "bucket already exists",
-            )),
-            Err(e) => Err(Error::io(Op::CreateBucket, url, e)),
-        }
-    }
-
-    async fn delete_bucket(&self, bucket: &str) -> Result<()> {
-        let url = self.url(bucket, "");
-        if bucket.is_empty() || bucket.contains('/') || bucket.starts_with('.') {
-            return Err(Error::invalid(
-                Op::DeleteBucket,
-                url,
-                "invalid local bucket name",
-            ));
-        }
-        // `remove_dir` refuses a folder that holds anything: the same
-        // "not empty" answer a server gives.
-        match tokio::fs::remove_dir(self.root.join(bucket)).await {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => Err(Error::new(
-                ErrorKind::Precondition,
-                Op::DeleteBucket,
-                url,
-                "the bucket is not empty",
-            )),
-            Err(e) => Err(Error::io(Op::DeleteBucket, url, e)),
-        }
-    }
-
-    async fn list_buckets(&self) -> Result<Vec<BucketInfo>> {
-        let url = self.root.display().to_string();
-        let mut dir = (tokio::fs::read_dir(&self.root).await)
-            .map_err(|e| Error::io(Op::ListBuckets, &url, e))?;
-        let mut out = Vec::new();
-        while let Some(entry) =
-            (dir.next_entry().await).map_err(|e| Error::io(Op::ListBuckets, &url, e))?
-        {
-            let Ok(name) = entry.file_name().into_string() else {
-                continue;
-            };
-            // Hidden folders (the uploads area) are not buckets.
-            if name.starts_with('.') {
-                continue;
-            }
-            if entry.file_type().await.is_ok_and(|t| t.is_dir()) {
-                out.push(BucketInfo {
-                    name,
-                    created: None,
-                });
-            }
-        }
-        out.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(out)
-    }
-
+#[async_trait::async_trait]
+impl shoal_core::MultipartStore for LocalStore {
     async fn multipart_start(
         &self,
         bucket: &str,
@@ -495,5 +448,78 @@ impl Store for LocalStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::io(Op::Multipart, self.url(&up.bucket, &up.key), e)),
         }
+    }
+}
+
+#[async_trait::async_trait]
+impl shoal_core::BucketStore for LocalStore {
+    async fn create_bucket(&self, bucket: &str) -> Result<()> {
+        let url = self.url(bucket, "");
+        if bucket.is_empty() || bucket.contains('/') || bucket.starts_with('.') {
+            return Err(Error::invalid(
+                Op::CreateBucket,
+                url,
+                "invalid local bucket name",
+            ));
+        }
+        match tokio::fs::create_dir(self.root.join(bucket)).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(Error::new(
+                ErrorKind::Precondition,
+                Op::CreateBucket,
+                url,
+                "bucket already exists",
+            )),
+            Err(e) => Err(Error::io(Op::CreateBucket, url, e)),
+        }
+    }
+
+    async fn delete_bucket(&self, bucket: &str) -> Result<()> {
+        let url = self.url(bucket, "");
+        if bucket.is_empty() || bucket.contains('/') || bucket.starts_with('.') {
+            return Err(Error::invalid(
+                Op::DeleteBucket,
+                url,
+                "invalid local bucket name",
+            ));
+        }
+        // `remove_dir` refuses a folder that holds anything: the same
+        // "not empty" answer a server gives.
+        match tokio::fs::remove_dir(self.root.join(bucket)).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => Err(Error::new(
+                ErrorKind::Precondition,
+                Op::DeleteBucket,
+                url,
+                "the bucket is not empty",
+            )),
+            Err(e) => Err(Error::io(Op::DeleteBucket, url, e)),
+        }
+    }
+
+    async fn list_buckets(&self) -> Result<Vec<BucketInfo>> {
+        let url = self.root.display().to_string();
+        let mut dir = (tokio::fs::read_dir(&self.root).await)
+            .map_err(|e| Error::io(Op::ListBuckets, &url, e))?;
+        let mut out = Vec::new();
+        while let Some(entry) =
+            (dir.next_entry().await).map_err(|e| Error::io(Op::ListBuckets, &url, e))?
+        {
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            // Hidden folders (the uploads area) are not buckets.
+            if name.starts_with('.') {
+                continue;
+            }
+            if entry.file_type().await.is_ok_and(|t| t.is_dir()) {
+                out.push(BucketInfo {
+                    name,
+                    created: None,
+                });
+            }
+        }
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
     }
 }

@@ -293,7 +293,11 @@ fn list_buckets_impl(
             store,
         };
         let store = stores.store(&loc).py()?;
-        let buckets = store.list_buckets().await.py()?;
+        let buckets = shoal_core::need(store.buckets(), shoal_core::Lack::ListBuckets, "", "")
+            .py()?
+            .list_buckets()
+            .await
+            .py()?;
         Ok(buckets.into_iter().map(|b| (b.name, b.created)).collect())
     }
 }
@@ -310,10 +314,17 @@ fn make_bucket_impl(s: &Session, url: String) -> impl Future<Output = PyResult<(
     async move {
         let loc = cloud(&url)?;
         let store = stores.store(&loc).py()?;
-        store
-            .create_bucket(&loc.bucket)
-            .await
-            .map_err(|e| to_py(e.with_url(&url)))
+        let buckets = shoal_core::need(
+            store.buckets(),
+            shoal_core::Lack::CreateBucket,
+            &loc.bucket,
+            "",
+        );
+        let made = match buckets {
+            Ok(b) => b.create_bucket(&loc.bucket).await,
+            Err(e) => Err(e),
+        };
+        made.map_err(|e| to_py(e.with_url(&url)))
     }
 }
 

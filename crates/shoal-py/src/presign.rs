@@ -7,7 +7,9 @@ use std::future::Future;
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use shoal_core::{Error, Location, MAX_PRESIGN_EXPIRY, Op, Presign, PresignMethod, PresignStyle};
+use shoal_core::{
+    Error, Lack, Location, MAX_PRESIGN_EXPIRY, Op, Presign, PresignMethod, PresignStyle,
+};
 
 use crate::errors::{IntoPyResult, to_py};
 use crate::list::object;
@@ -119,10 +121,11 @@ fn presign_impl(
             )));
         }
         let store = stores.store(&loc).py()?;
-        store
-            .presign(&loc.bucket, &loc.key, &p)
-            .await
-            .map_err(|e| to_py(e.with_url(&url)))
+        let signed = match shoal_core::need(store.signer(), Lack::Presign, &loc.bucket, &loc.key) {
+            Ok(s) => s.presign(&loc.bucket, &loc.key, &p).await,
+            Err(e) => Err(e),
+        };
+        signed.map_err(|e| to_py(e.with_url(&url)))
     }
 }
 

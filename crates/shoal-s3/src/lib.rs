@@ -82,6 +82,10 @@ fn capabilities() -> Capabilities {
         // A single PUT is limited to 5 GiB.
         max_put_size: 5 << 30,
         max_list_page: list::MAX_LIST_PAGE,
+        put_stream: false,
+        upload_method: shoal_core::UploadMethod::Auto,
+        resumes_uploads: true,
+        delete_batch: delete::BATCH,
     }
 }
 
@@ -160,8 +164,24 @@ impl Store for S3Store {
         Scheme::S3
     }
 
-    fn capabilities(&self) -> &Capabilities {
-        &self.caps
+    fn capabilities(&self) -> Capabilities {
+        self.caps
+    }
+
+    fn multipart(&self) -> Option<&dyn shoal_core::MultipartStore> {
+        Some(self)
+    }
+
+    fn buckets(&self) -> Option<&dyn shoal_core::BucketStore> {
+        Some(self)
+    }
+
+    fn signer(&self) -> Option<&dyn shoal_core::Signer> {
+        Some(self)
+    }
+
+    fn versions(&self) -> Option<&dyn shoal_core::VersionStore> {
+        Some(self)
     }
 
     async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {
@@ -170,15 +190,6 @@ impl Store for S3Store {
 
     async fn list_page(&self, bucket: &str, req: &ListRequest) -> Result<ListPage> {
         self.client.list_page(bucket, req).await
-    }
-
-    async fn parts(
-        &self,
-        bucket: &str,
-        key: &str,
-        version: Option<&ObjectVersion>,
-    ) -> Result<Option<Vec<shoal_core::StoredPart>>> {
-        self.client.parts(bucket, key, version).await
     }
 
     async fn get(
@@ -209,10 +220,6 @@ impl Store for S3Store {
         self.client.delete(bucket, key).await
     }
 
-    fn delete_batch(&self) -> usize {
-        delete::BATCH
-    }
-
     async fn delete_many(
         &self,
         bucket: &str,
@@ -237,72 +244,17 @@ impl Store for S3Store {
             .with_hint("use --if-match ETAG (shoal stat shows the ETag)")),
         }
     }
+}
 
-    async fn head_version(
+#[async_trait::async_trait]
+impl shoal_core::MultipartStore for S3Store {
+    async fn parts(
         &self,
         bucket: &str,
         key: &str,
-        version: &ObjectVersion,
-    ) -> Result<ObjectMeta> {
-        let id = version_id(bucket, key, version, Op::Stat)?;
-        self.client.head_at(bucket, key, Some(id)).await
-    }
-
-    async fn delete_version(&self, bucket: &str, key: &str, version: &ObjectVersion) -> Result<()> {
-        let id = version_id(bucket, key, version, Op::Delete)?;
-        self.client.delete_version(bucket, key, id).await
-    }
-
-    async fn create_bucket(&self, bucket: &str) -> Result<()> {
-        self.client.create_bucket(bucket).await
-    }
-
-    async fn delete_bucket(&self, bucket: &str) -> Result<()> {
-        self.client.delete_bucket(bucket).await
-    }
-
-    async fn list_buckets(&self) -> Result<Vec<BucketInfo>> {
-        self.client.list_buckets().await
-    }
-
-    /// SigV4 in the query string, in the store's own addressing (path or
-    /// virtual-hosted, as requests are sent): the GCS-only URL shapes
-    /// (another endpoint, a bucket-bound host) are refused.
-    async fn presign(&self, bucket: &str, key: &str, p: &Presign) -> Result<String> {
-        let target = format!("s3://{bucket}/{key}");
-        endpoint::check_bucket(Op::Presign, bucket)?;
-        if !key.is_empty() {
-            client::check_key(Op::Presign, &target, key)?;
-        }
-        shoal_core::check_presign_expiry(p.expires, &target)?;
-        if p.style != PresignStyle::Path || p.endpoint.is_some() {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                Op::Presign,
-                target,
-                "an S3 URL is signed in the store's own addressing; another endpoint, \
-                 virtual-hosted style or a bucket-bound host are GCS options",
-            )
-            .with_hint("set the endpoint and addressing style of the S3 store itself"));
-        }
-        let Some(creds) = self.client.creds.get(Op::Presign, &target).await? else {
-            return Err(Error::new(
-                ErrorKind::Unauthenticated,
-                Op::Presign,
-                target,
-                "presigning needs credentials, and requests are unsigned here",
-            )
-            .with_hint("drop --no-sign-request and give AWS credentials"));
-        };
-        let p = &p.with_headers(self.client.encryption.presign_headers(p.method));
-        let mut query: Vec<(&str, String)> = if self.client.request_payer {
-            vec![(client::REQUEST_PAYER.0, client::REQUEST_PAYER.1.to_owned())]
-        } else {
-            Vec::new()
-        };
-        query.extend(p.query.iter().map(|(k, v)| (k.as_str(), v.clone())));
-        let url = (self.client.endpoint).url(bucket, (!key.is_empty()).then_some(key), &query);
-        sign::presign_url(&creds, &self.client.region, p, &url, &target)
+        version: Option<&ObjectVersion>,
+    ) -> Result<Option<Vec<shoal_core::StoredPart>>> {
+        self.client.parts(bucket, key, version).await
     }
 
     async fn multipart_start(
@@ -350,10 +302,6 @@ impl Store for S3Store {
         self.client.multipart_abort(upload).await
     }
 
-    fn resumes_uploads(&self) -> bool {
-        true
-    }
-
     async fn multipart_resume(
         &self,
         bucket: &str,
@@ -378,6 +326,82 @@ impl Store for S3Store {
         prefix: &str,
     ) -> Result<Vec<shoal_core::PendingUpload>> {
         self.client.list_uploads(bucket, prefix).await
+    }
+}
+
+#[async_trait::async_trait]
+impl shoal_core::BucketStore for S3Store {
+    async fn create_bucket(&self, bucket: &str) -> Result<()> {
+        self.client.create_bucket(bucket).await
+    }
+
+    async fn delete_bucket(&self, bucket: &str) -> Result<()> {
+        self.client.delete_bucket(bucket).await
+    }
+
+    async fn list_buckets(&self) -> Result<Vec<BucketInfo>> {
+        self.client.list_buckets().await
+    }
+}
+
+#[async_trait::async_trait]
+impl shoal_core::Signer for S3Store {
+    /// SigV4 in the query string, in the store's own addressing (path or
+    /// virtual-hosted, as requests are sent): the GCS-only URL shapes
+    /// (another endpoint, a bucket-bound host) are refused.
+    async fn presign(&self, bucket: &str, key: &str, p: &Presign) -> Result<String> {
+        let target = format!("s3://{bucket}/{key}");
+        endpoint::check_bucket(Op::Presign, bucket)?;
+        if !key.is_empty() {
+            client::check_key(Op::Presign, &target, key)?;
+        }
+        shoal_core::check_presign_expiry(p.expires, &target)?;
+        if p.style != PresignStyle::Path || p.endpoint.is_some() {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                Op::Presign,
+                target,
+                "an S3 URL is signed in the store's own addressing; another endpoint, \
+                 virtual-hosted style or a bucket-bound host are GCS options",
+            )
+            .with_hint("set the endpoint and addressing style of the S3 store itself"));
+        }
+        let Some(creds) = self.client.creds.get(Op::Presign, &target).await? else {
+            return Err(Error::new(
+                ErrorKind::Unauthenticated,
+                Op::Presign,
+                target,
+                "presigning needs credentials, and requests are unsigned here",
+            )
+            .with_hint("drop --no-sign-request and give AWS credentials"));
+        };
+        let p = &p.with_headers(self.client.encryption.presign_headers(p.method));
+        let mut query: Vec<(&str, String)> = if self.client.request_payer {
+            vec![(client::REQUEST_PAYER.0, client::REQUEST_PAYER.1.to_owned())]
+        } else {
+            Vec::new()
+        };
+        query.extend(p.query.iter().map(|(k, v)| (k.as_str(), v.clone())));
+        let url = (self.client.endpoint).url(bucket, (!key.is_empty()).then_some(key), &query);
+        sign::presign_url(&creds, &self.client.region, p, &url, &target)
+    }
+}
+
+#[async_trait::async_trait]
+impl shoal_core::VersionStore for S3Store {
+    async fn head_version(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: &ObjectVersion,
+    ) -> Result<ObjectMeta> {
+        let id = version_id(bucket, key, version, Op::Stat)?;
+        self.client.head_at(bucket, key, Some(id)).await
+    }
+
+    async fn delete_version(&self, bucket: &str, key: &str, version: &ObjectVersion) -> Result<()> {
+        let id = version_id(bucket, key, version, Op::Delete)?;
+        self.client.delete_version(bucket, key, id).await
     }
 }
 

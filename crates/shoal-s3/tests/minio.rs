@@ -14,7 +14,10 @@
 use bytes::Bytes;
 use futures::StreamExt;
 use shoal_core::checksum::{crc32c_combine_all, md5_digest};
-use shoal_core::{ByteRange, ErrorKind, ListRequest, ObjectVersion, PutOptions, Store};
+use shoal_core::{
+    BucketStore, ByteRange, ErrorKind, ListRequest, MultipartStore, ObjectVersion, PutOptions,
+    Signer, Store,
+};
 use shoal_s3::{S3Config, S3Store};
 
 fn config() -> Option<S3Config> {

@@ -11,7 +11,8 @@ use bytes::Bytes;
 use futures::TryStreamExt;
 use shoal_core::paginate::pages;
 use shoal_core::{
-    ByteRange, CopyRequest, ErrorKind, ListRequest, ObjectMeta, ObjectVersion, PutOptions,
+    ByteRange, CopyRequest, ErrorKind, Lack, ListRequest, ObjectMeta, ObjectVersion, PutOptions,
+    need,
 };
 
 use crate::Target;
@@ -417,12 +418,19 @@ pub async fn version_pinning(t: &Target) {
     );
 }
 
+/// The multipart uploads of `t`'s store, which every store here has.
+fn multipart(t: &Target) -> &dyn shoal_core::MultipartStore {
+    t.store
+        .multipart()
+        .expect("every store here has multipart uploads")
+}
+
 /// Multipart uploads assemble parts in order with the combined CRC32C.
 pub async fn multipart_round_trip(t: &Target) {
     let part = t.quirks.min_part_size.max(1000);
     let parts_data = [data(part, 1), data(part, 2), data(777, 3)];
-    let up = t
-        .store
+    let mp = multipart(t);
+    let up = mp
         .multipart_start(&t.bucket, "mp/obj", &PutOptions::default())
         .await
         .unwrap();
@@ -432,8 +440,7 @@ pub async fn multipart_round_trip(t: &Target) {
         let d = parts_data[i].clone();
         let crc = crc32c::crc32c(&d);
         infos.push(
-            t.store
-                .multipart_put(&up, i as u32 + 1, d, crc)
+            mp.multipart_put(&up, i as u32 + 1, d, crc)
                 .await
                 .unwrap_or_else(|e| panic!("part {}: {e}", i + 1)),
         );
@@ -441,8 +448,7 @@ pub async fn multipart_round_trip(t: &Target) {
     let whole: Vec<u8> = parts_data.concat();
     let want_crc = crc32c::crc32c(&whole);
     infos.sort_by_key(|p| p.part_number);
-    let meta = t
-        .store
+    let meta = mp
         .multipart_complete(&up, &infos, Some(want_crc))
         .await
         .unwrap();
@@ -465,15 +471,15 @@ pub async fn multipart_round_trip(t: &Target) {
 
 /// An aborted multipart upload leaves nothing behind.
 pub async fn multipart_abort(t: &Target) {
-    let up = t
-        .store
+    let mp = multipart(t);
+    let up = mp
         .multipart_start(&t.bucket, "ab/obj", &PutOptions::default())
         .await
         .unwrap();
     let d = data(t.quirks.min_part_size.max(1000), 7);
     let crc = crc32c::crc32c(&d);
-    t.store.multipart_put(&up, 1, d, crc).await.unwrap();
-    t.store.multipart_abort(&up).await.unwrap();
+    mp.multipart_put(&up, 1, d, crc).await.unwrap();
+    mp.multipart_abort(&up).await.unwrap();
     assert_eq!(
         t.store.head(&t.bucket, "ab/obj").await.unwrap_err().kind(),
         ErrorKind::NotFound
@@ -706,7 +712,7 @@ pub async fn delete_many(t: &Target) {
             // Refused as a whole: the store must then offer no more
             // batches, so callers send single deletes.
             assert_eq!(
-                t.store.delete_batch(),
+                t.store.capabilities().delete_batch,
                 1,
                 "batch refused ({e}), still offered"
             );
@@ -734,7 +740,7 @@ pub async fn delete_many(t: &Target) {
 
 /// A body of unknown length in one session, where the store has one.
 pub async fn streamed_put(t: &Target) {
-    if !t.store.supports_put_stream() {
+    if !t.store.capabilities().put_stream {
         let body: shoal_core::store::BoxByteStream =
             Box::pin(futures::stream::iter([Ok(Bytes::from_static(b"x"))]));
         let e = t
@@ -773,18 +779,15 @@ async fn plain_get(url: &str) -> (u16, Vec<u8>) {
 pub async fn presigned_get(t: &Target) {
     let body = data(5000, 29);
     put(t, "ps/a b+c", body.clone()).await;
-    let url = match t
-        .store
-        .presign(
-            &t.bucket,
-            "ps/a b+c",
-            &shoal_core::Presign::new(
-                shoal_core::PresignMethod::Get,
-                std::time::Duration::from_secs(300),
-            ),
-        )
-        .await
-    {
+    let p = shoal_core::Presign::new(
+        shoal_core::PresignMethod::Get,
+        std::time::Duration::from_secs(300),
+    );
+    let signed = match need(t.store.signer(), Lack::Presign, &t.bucket, "ps/a b+c") {
+        Ok(s) => s.presign(&t.bucket, "ps/a b+c", &p).await,
+        Err(e) => Err(e),
+    };
+    let url = match signed {
         Ok(u) => u,
         Err(e) if e.kind() == ErrorKind::Unsupported => {
             return skipped("presigned_get", &e.to_string());
@@ -833,22 +836,23 @@ pub async fn list_order_awkward(t: &Target) {
 /// (`Precondition`), an empty one is.
 pub async fn buckets(t: &Target) {
     let name = crate::unique_bucket("conf-b");
-    t.store.create_bucket(&name).await.unwrap();
-    let listed = t.store.list_buckets().await.unwrap();
+    let b = t.store.buckets().expect("every store here has buckets");
+    b.create_bucket(&name).await.unwrap();
+    let listed = b.list_buckets().await.unwrap();
     assert!(listed.iter().any(|b| b.name == name), "{name} not listed");
     t.store
         .put(&name, "k", data(3, 31), &PutOptions::default())
         .await
         .unwrap();
-    let e = t.store.delete_bucket(&name).await.unwrap_err();
+    let e = b.delete_bucket(&name).await.unwrap_err();
     if t.quirks.non_empty_bucket_is_400 {
         assert_eq!(e.kind(), ErrorKind::Rejected, "{e}");
     } else {
         assert_eq!(e.kind(), ErrorKind::Precondition, "{e}");
     }
     t.store.delete(&name, "k").await.unwrap();
-    t.store.delete_bucket(&name).await.unwrap();
-    let listed = t.store.list_buckets().await.unwrap();
+    b.delete_bucket(&name).await.unwrap();
+    let listed = b.list_buckets().await.unwrap();
     assert!(
         !listed.iter().any(|b| b.name == name),
         "{name} still listed"

@@ -160,7 +160,7 @@ pub async fn target(
     dir: Option<tempfile::TempDir>,
 ) -> Target {
     let bucket = unique_bucket("conf");
-    store
+    (store.buckets().expect("every store here has buckets"))
         .create_bucket(&bucket)
         .await
         .unwrap_or_else(|e| panic!("create bucket: {e}"));

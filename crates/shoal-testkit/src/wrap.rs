@@ -3,10 +3,14 @@
 //! place instead of a hand-written store in each test.
 //!
 //! [`Wrapped`] forwards **every** method of [`Store`], the defaulted ones
-//! too: a hand-written test store that forwards only the required methods
-//! silently answers the others with the trait's defaults, so a wrapped
-//! store that batches deletes, resumes uploads or presigns would stop
-//! doing so under test. On the way it
+//! too, and of each optional part the inner store has ([`MultipartStore`],
+//! [`BucketStore`], [`Signer`], [`VersionStore`]: its accessors answer
+//! with the wrapper itself where the inner store's answer with a part,
+//! None where they answer None), and its [`Capabilities`]: a hand-written
+//! test store that forwards only the required methods silently answers
+//! the others with the trait's defaults, so a wrapped store that batches
+//! deletes, resumes uploads or presigns would stop doing so under test.
+//! On the way it
 //!
 //! - records each request ([`Wrapped::calls`], [`Wrapped::count`]): the
 //!   method, bucket, key, a GET's range, a listing's request;
@@ -28,15 +32,15 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use shoal_core::{
-    BoxByteStream, BucketInfo, ByteRange, Capabilities, CopyRequest, DeleteKey, Deleted, Error,
-    ErrorKind, GetResponse, ListPage, ListRequest, ListedPart, MultipartUpload, ObjectMeta,
-    ObjectVersion, Op, PartInfo, PendingUpload, Presign, PutOptions, Result, Scheme, Store,
-    StoredPart, UploadMethod,
+    BoxByteStream, BucketInfo, BucketStore, ByteRange, Capabilities, CopyRequest, DeleteKey,
+    Deleted, Error, ErrorKind, GetResponse, Lack, ListPage, ListRequest, ListedPart,
+    MultipartStore, MultipartUpload, ObjectMeta, ObjectVersion, Op, PartInfo, PendingUpload,
+    Presign, PutOptions, Result, Scheme, Signer, Store, StoredPart, VersionStore, need,
 };
 
-/// Which method of [`Store`] a request was.
+/// Which method of [`Store`], or of one of its parts, a request was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(missing_docs)] // the methods of `Store`, by name
+#[allow(missing_docs)] // the methods of `Store` and its parts, by name
 pub enum Method {
     Head,
     ListPage,
@@ -263,8 +267,32 @@ impl Store for Wrapped {
         self.inner.scheme()
     }
 
-    fn capabilities(&self) -> &Capabilities {
-        self.inner.capabilities()
+    /// The inner store's, asked each time (a GCS store's batch size may
+    /// drop while it runs), with [`Wrapped::batch_size`]'s batch size.
+    fn capabilities(&self) -> Capabilities {
+        let inner = self.inner.capabilities();
+        Capabilities {
+            delete_batch: self.delete_batch.unwrap_or(inner.delete_batch),
+            ..inner
+        }
+    }
+
+    // Each part is the wrapper's own, recording and forwarding, where
+    // the inner store has it; None where it has not, as the inner says.
+    fn multipart(&self) -> Option<&dyn MultipartStore> {
+        self.inner.multipart().map(|_| self as &dyn MultipartStore)
+    }
+
+    fn buckets(&self) -> Option<&dyn BucketStore> {
+        self.inner.buckets().map(|_| self as &dyn BucketStore)
+    }
+
+    fn signer(&self) -> Option<&dyn Signer> {
+        self.inner.signer().map(|_| self as &dyn Signer)
+    }
+
+    fn versions(&self) -> Option<&dyn VersionStore> {
+        self.inner.versions().map(|_| self as &dyn VersionStore)
     }
 
     async fn head(&self, bucket: &str, key: &str) -> Result<ObjectMeta> {
@@ -341,108 +369,6 @@ impl Store for Wrapped {
         self.leave(Method::Delete, r).await
     }
 
-    async fn create_bucket(&self, bucket: &str) -> Result<()> {
-        self.call(Method::CreateBucket, bucket, "").await?;
-        let r = self.inner.create_bucket(bucket).await;
-        self.leave(Method::CreateBucket, r).await
-    }
-
-    async fn delete_bucket(&self, bucket: &str) -> Result<()> {
-        self.call(Method::DeleteBucket, bucket, "").await?;
-        let r = self.inner.delete_bucket(bucket).await;
-        self.leave(Method::DeleteBucket, r).await
-    }
-
-    async fn list_buckets(&self) -> Result<Vec<BucketInfo>> {
-        self.call(Method::ListBuckets, "", "").await?;
-        let r = self.inner.list_buckets().await;
-        self.leave(Method::ListBuckets, r).await
-    }
-
-    async fn multipart_start(
-        &self,
-        bucket: &str,
-        key: &str,
-        opts: &PutOptions,
-    ) -> Result<MultipartUpload> {
-        self.call(Method::MultipartStart, bucket, key).await?;
-        let r = self.inner.multipart_start(bucket, key, opts).await;
-        self.leave(Method::MultipartStart, r).await
-    }
-
-    async fn multipart_put(
-        &self,
-        upload: &MultipartUpload,
-        part_number: u32,
-        data: Bytes,
-        crc32c: u32,
-    ) -> Result<PartInfo> {
-        self.call(Method::MultipartPut, &upload.bucket, &upload.key)
-            .await?;
-        let r = (self.inner)
-            .multipart_put(upload, part_number, data, crc32c)
-            .await;
-        self.leave(Method::MultipartPut, r).await
-    }
-
-    async fn multipart_complete(
-        &self,
-        upload: &MultipartUpload,
-        parts: &[PartInfo],
-        crc32c: Option<u32>,
-    ) -> Result<ObjectMeta> {
-        self.call(Method::MultipartComplete, &upload.bucket, &upload.key)
-            .await?;
-        let r = self.inner.multipart_complete(upload, parts, crc32c).await;
-        self.leave(Method::MultipartComplete, r).await
-    }
-
-    async fn multipart_abort(&self, upload: &MultipartUpload) -> Result<()> {
-        self.call(Method::MultipartAbort, &upload.bucket, &upload.key)
-            .await?;
-        let r = self.inner.multipart_abort(upload).await;
-        self.leave(Method::MultipartAbort, r).await
-    }
-
-    async fn parts(
-        &self,
-        bucket: &str,
-        key: &str,
-        version: Option<&ObjectVersion>,
-    ) -> Result<Option<Vec<StoredPart>>> {
-        self.call(Method::Parts, bucket, key).await?;
-        let r = self.inner.parts(bucket, key, version).await;
-        self.leave(Method::Parts, r).await
-    }
-
-    fn resumes_uploads(&self) -> bool {
-        self.inner.resumes_uploads()
-    }
-
-    fn multipart_keep(&self, upload: &MultipartUpload) {
-        self.inner.multipart_keep(upload)
-    }
-
-    async fn multipart_resume(
-        &self,
-        bucket: &str,
-        key: &str,
-        upload_id: &str,
-        opts: &PutOptions,
-    ) -> Result<(MultipartUpload, Vec<ListedPart>)> {
-        self.call(Method::MultipartResume, bucket, key).await?;
-        let r = (self.inner)
-            .multipart_resume(bucket, key, upload_id, opts)
-            .await;
-        self.leave(Method::MultipartResume, r).await
-    }
-
-    async fn multipart_uploads(&self, bucket: &str, prefix: &str) -> Result<Vec<PendingUpload>> {
-        self.call(Method::MultipartUploads, bucket, prefix).await?;
-        let r = self.inner.multipart_uploads(bucket, prefix).await;
-        self.leave(Method::MultipartUploads, r).await
-    }
-
     async fn copy(&self, req: &CopyRequest<'_>) -> Result<ObjectMeta> {
         self.call(Method::Copy, req.dst_bucket, req.dst_key).await?;
         let r = self.inner.copy(req).await;
@@ -461,14 +387,6 @@ impl Store for Wrapped {
         self.leave(Method::Patch, r).await
     }
 
-    fn supports_put_stream(&self) -> bool {
-        self.inner.supports_put_stream()
-    }
-
-    fn upload_method(&self) -> UploadMethod {
-        self.inner.upload_method()
-    }
-
     async fn put_stream(
         &self,
         bucket: &str,
@@ -481,52 +399,10 @@ impl Store for Wrapped {
         self.leave(Method::PutStream, r).await
     }
 
-    async fn presign(&self, bucket: &str, key: &str, p: &Presign) -> Result<String> {
-        self.call(Method::Presign, bucket, key).await?;
-        let r = self.inner.presign(bucket, key, p).await;
-        self.leave(Method::Presign, r).await
-    }
-
     async fn delete_if(&self, bucket: &str, key: &str, version: &ObjectVersion) -> Result<Deleted> {
         self.call(Method::DeleteIf, bucket, key).await?;
         let r = self.inner.delete_if(bucket, key, version).await;
         self.leave(Method::DeleteIf, r).await
-    }
-
-    async fn head_version(
-        &self,
-        bucket: &str,
-        key: &str,
-        version: &ObjectVersion,
-    ) -> Result<ObjectMeta> {
-        self.call(Method::HeadVersion, bucket, key).await?;
-        let r = self.inner.head_version(bucket, key, version).await;
-        self.leave(Method::HeadVersion, r).await
-    }
-
-    async fn delete_version(&self, bucket: &str, key: &str, version: &ObjectVersion) -> Result<()> {
-        self.call(Method::DeleteVersion, bucket, key).await?;
-        let r = self.inner.delete_version(bucket, key, version).await;
-        self.leave(Method::DeleteVersion, r).await
-    }
-
-    async fn restore_soft_deleted(
-        &self,
-        bucket: &str,
-        key: &str,
-        generation: i64,
-        only_if_absent: bool,
-    ) -> Result<ObjectMeta> {
-        self.call(Method::RestoreSoftDeleted, bucket, key).await?;
-        let r = (self.inner)
-            .restore_soft_deleted(bucket, key, generation, only_if_absent)
-            .await;
-        self.leave(Method::RestoreSoftDeleted, r).await
-    }
-
-    fn delete_batch(&self) -> usize {
-        self.delete_batch
-            .unwrap_or_else(|| self.inner.delete_batch())
     }
 
     async fn delete_many(&self, bucket: &str, keys: &[DeleteKey]) -> Result<Vec<Result<()>>> {
@@ -552,6 +428,192 @@ impl Store for Wrapped {
     }
 }
 
+#[async_trait::async_trait]
+impl MultipartStore for Wrapped {
+    async fn multipart_start(
+        &self,
+        bucket: &str,
+        key: &str,
+        opts: &PutOptions,
+    ) -> Result<MultipartUpload> {
+        self.call(Method::MultipartStart, bucket, key).await?;
+        let r = need(self.inner.multipart(), Lack::Multipart, bucket, key)?
+            .multipart_start(bucket, key, opts)
+            .await;
+        self.leave(Method::MultipartStart, r).await
+    }
+
+    async fn multipart_put(
+        &self,
+        upload: &MultipartUpload,
+        part_number: u32,
+        data: Bytes,
+        crc32c: u32,
+    ) -> Result<PartInfo> {
+        self.call(Method::MultipartPut, &upload.bucket, &upload.key)
+            .await?;
+        let r = need(
+            self.inner.multipart(),
+            Lack::Multipart,
+            &upload.bucket,
+            &upload.key,
+        )?
+        .multipart_put(upload, part_number, data, crc32c)
+        .await;
+        self.leave(Method::MultipartPut, r).await
+    }
+
+    async fn multipart_complete(
+        &self,
+        upload: &MultipartUpload,
+        parts: &[PartInfo],
+        crc32c: Option<u32>,
+    ) -> Result<ObjectMeta> {
+        self.call(Method::MultipartComplete, &upload.bucket, &upload.key)
+            .await?;
+        let r = need(
+            self.inner.multipart(),
+            Lack::Multipart,
+            &upload.bucket,
+            &upload.key,
+        )?
+        .multipart_complete(upload, parts, crc32c)
+        .await;
+        self.leave(Method::MultipartComplete, r).await
+    }
+
+    async fn multipart_abort(&self, upload: &MultipartUpload) -> Result<()> {
+        self.call(Method::MultipartAbort, &upload.bucket, &upload.key)
+            .await?;
+        let r = need(
+            self.inner.multipart(),
+            Lack::Multipart,
+            &upload.bucket,
+            &upload.key,
+        )?
+        .multipart_abort(upload)
+        .await;
+        self.leave(Method::MultipartAbort, r).await
+    }
+
+    async fn parts(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: Option<&ObjectVersion>,
+    ) -> Result<Option<Vec<StoredPart>>> {
+        self.call(Method::Parts, bucket, key).await?;
+        let r = need(self.inner.multipart(), Lack::Multipart, bucket, key)?
+            .parts(bucket, key, version)
+            .await;
+        self.leave(Method::Parts, r).await
+    }
+
+    fn multipart_keep(&self, upload: &MultipartUpload) {
+        if let Some(m) = self.inner.multipart() {
+            m.multipart_keep(upload)
+        }
+    }
+
+    async fn multipart_resume(
+        &self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        opts: &PutOptions,
+    ) -> Result<(MultipartUpload, Vec<ListedPart>)> {
+        self.call(Method::MultipartResume, bucket, key).await?;
+        let r = need(self.inner.multipart(), Lack::ResumeUploads, bucket, key)?
+            .multipart_resume(bucket, key, upload_id, opts)
+            .await;
+        self.leave(Method::MultipartResume, r).await
+    }
+
+    async fn multipart_uploads(&self, bucket: &str, prefix: &str) -> Result<Vec<PendingUpload>> {
+        self.call(Method::MultipartUploads, bucket, prefix).await?;
+        let r = need(self.inner.multipart(), Lack::ListUploads, bucket, prefix)?
+            .multipart_uploads(bucket, prefix)
+            .await;
+        self.leave(Method::MultipartUploads, r).await
+    }
+}
+
+#[async_trait::async_trait]
+impl BucketStore for Wrapped {
+    async fn create_bucket(&self, bucket: &str) -> Result<()> {
+        self.call(Method::CreateBucket, bucket, "").await?;
+        let r = need(self.inner.buckets(), Lack::CreateBucket, bucket, "")?
+            .create_bucket(bucket)
+            .await;
+        self.leave(Method::CreateBucket, r).await
+    }
+
+    async fn delete_bucket(&self, bucket: &str) -> Result<()> {
+        self.call(Method::DeleteBucket, bucket, "").await?;
+        let r = need(self.inner.buckets(), Lack::DeleteBucket, bucket, "")?
+            .delete_bucket(bucket)
+            .await;
+        self.leave(Method::DeleteBucket, r).await
+    }
+
+    async fn list_buckets(&self) -> Result<Vec<BucketInfo>> {
+        self.call(Method::ListBuckets, "", "").await?;
+        let r = need(self.inner.buckets(), Lack::ListBuckets, "", "")?
+            .list_buckets()
+            .await;
+        self.leave(Method::ListBuckets, r).await
+    }
+}
+
+#[async_trait::async_trait]
+impl Signer for Wrapped {
+    async fn presign(&self, bucket: &str, key: &str, p: &Presign) -> Result<String> {
+        self.call(Method::Presign, bucket, key).await?;
+        let r = need(self.inner.signer(), Lack::Presign, bucket, key)?
+            .presign(bucket, key, p)
+            .await;
+        self.leave(Method::Presign, r).await
+    }
+}
+
+#[async_trait::async_trait]
+impl VersionStore for Wrapped {
+    async fn head_version(
+        &self,
+        bucket: &str,
+        key: &str,
+        version: &ObjectVersion,
+    ) -> Result<ObjectMeta> {
+        self.call(Method::HeadVersion, bucket, key).await?;
+        let r = need(self.inner.versions(), Lack::HeadVersion, bucket, key)?
+            .head_version(bucket, key, version)
+            .await;
+        self.leave(Method::HeadVersion, r).await
+    }
+
+    async fn delete_version(&self, bucket: &str, key: &str, version: &ObjectVersion) -> Result<()> {
+        self.call(Method::DeleteVersion, bucket, key).await?;
+        let r = need(self.inner.versions(), Lack::DeleteVersion, bucket, key)?
+            .delete_version(bucket, key, version)
+            .await;
+        self.leave(Method::DeleteVersion, r).await
+    }
+
+    async fn restore_soft_deleted(
+        &self,
+        bucket: &str,
+        key: &str,
+        generation: i64,
+        only_if_absent: bool,
+    ) -> Result<ObjectMeta> {
+        self.call(Method::RestoreSoftDeleted, bucket, key).await?;
+        let r = need(self.inner.versions(), Lack::SoftDelete, bucket, key)?
+            .restore_soft_deleted(bucket, key, generation, only_if_absent)
+            .await;
+        self.leave(Method::RestoreSoftDeleted, r).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -559,7 +621,8 @@ mod tests {
 
     /// Requests are recorded and forwarded; a refused one never reaches
     /// the inner store, a lost answer's request does; a corrupt GET has
-    /// its first byte flipped; defaulted methods are forwarded too.
+    /// its first byte flipped; defaulted methods and the optional parts
+    /// are forwarded too.
     #[tokio::test(start_paused = true)]
     async fn forwards_records_and_injects() {
         let inner = Arc::new(MemoryStore::new());
@@ -594,8 +657,28 @@ mod tests {
             [Method::Put, Method::Head, Method::Delete, Method::Get]
         );
         assert_eq!(w.count(Method::Get), 1);
-        assert_eq!(w.delete_batch(), inner.delete_batch());
-        assert_eq!(Wrapped::new(inner.clone()).batch_size(7).delete_batch(), 7);
+
+        // The parts are the wrapper's, recording, where the inner store
+        // has them; none where it has none (the memory store signs no URL
+        // and keeps no versions).
+        assert!(w.signer().is_none() && w.versions().is_none());
+        w.buckets().unwrap().create_bucket("c").await.unwrap();
+        let mp = w.multipart().unwrap();
+        let up = (mp.multipart_start("c", "m", &PutOptions::default()))
+            .await
+            .unwrap();
+        mp.multipart_abort(&up).await.unwrap();
+        assert_eq!(
+            w.calls()[4..].iter().map(|c| c.method).collect::<Vec<_>>(),
+            [
+                Method::CreateBucket,
+                Method::MultipartStart,
+                Method::MultipartAbort
+            ]
+        );
+        assert_eq!(w.capabilities(), inner.capabilities());
+        let seven = Wrapped::new(inner.clone()).batch_size(7);
+        assert_eq!(seven.capabilities().delete_batch, 7);
 
         // A batch carried out in part answers for every key, in its place.
         for k in ["x", "y", "z"] {

@@ -797,6 +797,7 @@ fn clobber_refused(e: Error, run: &Run, dst: &Location, moving: bool) -> Result<
 
 #[cfg(test)]
 mod tests {
+    use shoal_core::BucketStore;
     use std::time::Duration;
 
     use bytes::Bytes;

@@ -12,7 +12,7 @@
 
 use std::sync::Mutex;
 
-use shoal_core::{MultipartUpload, Store};
+use shoal_core::{Lack, MultipartUpload, Store};
 use std::sync::Arc;
 
 pub(crate) use shoal_core::cleanup::spawn;
@@ -62,7 +62,17 @@ impl Drop for AbortUpload {
 
 /// Aborts an upload, logging (not failing) if that too fails.
 pub(crate) async fn abort_quietly(store: &Arc<dyn Store>, upload: &MultipartUpload) {
-    if let Err(e) = (store.multipart_abort(upload)).await {
+    let parts = shoal_core::need(
+        store.multipart(),
+        Lack::Multipart,
+        &upload.bucket,
+        &upload.key,
+    );
+    let aborted = match parts {
+        Ok(m) => m.multipart_abort(upload).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = aborted {
         tracing::warn!(error = %e, upload_id = %upload.upload_id, "could not abort the multipart upload; its parts may remain");
     }
 }

@@ -41,7 +41,7 @@ pub async fn copy_object(
 }
 
 /// Copies one stored version of an object (`meta`, from
-/// [`Store::head_version`] or a listing of every version), current or
+/// [`shoal_core::VersionStore::head_version`] or a listing of every version), current or
 /// not: server-side where the store can (S3 `?versionId=` in the copy
 /// source, GCS `sourceGeneration`), else streamed from reads of that
 /// version. Restoring an old version over its own key is this copy with

@@ -6,7 +6,7 @@
 //! listing has ready, up to the store's batch size: S3 DeleteObjects
 //! takes 1,000) and sent as one [`Store::delete_many`] per bucket, up to
 //! `slots` requests in flight; a store without a batch call
-//! (`delete_batch() == 1`) gets single deletes at that concurrency, as
+//! (`Capabilities::delete_batch` of 1) gets single deletes at that concurrency, as
 //! before. A batch the store refuses as a whole falls back to single
 //! deletes for its keys, said once on stderr by the caller's `on_fallback`.
 //! Each key still has its own outcome, so failures are reported by URL.
@@ -53,7 +53,7 @@ pub struct Target {
     /// The version the listing saw.
     pub version: Option<ObjectVersion>,
     /// `version` names one stored version to delete for good, current or
-    /// not ([`Store::delete_version`]), not the current object pinned to
+    /// not ([`shoal_core::VersionStore::delete_version`]), not the current object pinned to
     /// it: `rm --all-versions`, one target per version and delete marker.
     pub exact: bool,
 }
@@ -127,7 +127,7 @@ fn jobs(chunk: Vec<Result<Target>>, store_for: &StoreFor) -> Vec<Job> {
                 continue;
             }
         };
-        if store.delete_batch() <= 1 {
+        if store.capabilities().delete_batch <= 1 {
             jobs.push(Job::One(store, t));
             continue;
         }
@@ -140,7 +140,7 @@ fn jobs(chunk: Vec<Result<Target>>, store_for: &StoreFor) -> Vec<Job> {
         }
     }
     for (store, locs) in groups {
-        let n = store.delete_batch();
+        let n = store.capabilities().delete_batch;
         let mut locs = locs.into_iter().peekable();
         while locs.peek().is_some() {
             let part: Vec<Target> = locs.by_ref().take(n).collect();
@@ -285,8 +285,11 @@ async fn not_found(store: &Arc<dyn Store>, loc: &Location) -> Error {
 
 async fn one(store: &Arc<dyn Store>, t: Target, gone_is_done: bool) -> Result<Seen<Location>> {
     let r = match &t.version {
-        Some(v) if t.exact => (store.delete_version(&t.loc.bucket, &t.loc.key, v).await)
-            .map(|()| shoal_core::Deleted::Gone),
+        Some(v) if t.exact => match store.versions() {
+            Some(s) => (s.delete_version(&t.loc.bucket, &t.loc.key, v).await)
+                .map(|()| shoal_core::Deleted::Gone),
+            None => Err(shoal_core::Lack::DeleteVersion.error(&t.loc.bucket, &t.loc.key)),
+        },
         Some(v) => match store.delete_if(&t.loc.bucket, &t.loc.key, v).await {
             Err(e) if e.kind() == ErrorKind::Unsupported => store
                 .delete(&t.loc.bucket, &t.loc.key)
@@ -373,6 +376,7 @@ fn outcome(t: Target, r: Result<shoal_core::Deleted>) -> Result<Seen<Location>> 
 
 #[cfg(test)]
 mod tests {
+    use shoal_core::BucketStore;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use bytes::Bytes;

@@ -432,6 +432,7 @@ mod tests {
     use shoal_core::checksum::{CrcKind, md5_digest};
     use shoal_core::memory::MemoryStore;
     use shoal_core::{Assemble, PutOptions};
+    use shoal_core::{BucketStore, MultipartStore};
 
     const SIZE: usize = 3_000_000;
 

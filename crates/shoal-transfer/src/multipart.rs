@@ -20,7 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bytes::Bytes;
 use shoal_core::checksum::crc32c_combine_all;
 use shoal_core::{
-    Error, ErrorKind, Location, MultipartUpload, Op, PartInfo, PutOptions, Result, Store,
+    Error, ErrorKind, Lack, Location, MultipartUpload, Op, PartInfo, PutOptions, Result, Store,
+    need,
 };
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -66,7 +67,7 @@ impl Drop for Multipart {
 
 impl Multipart {
     /// Starts an upload to `dst` storing what `put` asks for, assembled as
-    /// the store's [`shoal_core::Store::upload_method`] says.
+    /// the store's [`shoal_core::Capabilities::upload_method`] says.
     pub(crate) async fn start(
         store: &Arc<dyn Store>,
         dst: &Location,
@@ -75,11 +76,13 @@ impl Multipart {
     ) -> Result<Multipart> {
         let url = dst.to_string();
         let start_opts = PutOptions {
-            assemble: store.upload_method().assemble(),
+            assemble: store.capabilities().upload_method.assemble(),
             ..put.clone()
         };
         run.budgets.rates.request().await;
-        let upload = (store.multipart_start(&dst.bucket, &dst.key, &start_opts))
+        let parts = need(store.multipart(), Lack::Multipart, &dst.bucket, &dst.key);
+        let upload = (parts.map_err(|e| e.with_url(&url))?)
+            .multipart_start(&dst.bucket, &dst.key, &start_opts)
             .await
             .map_err(|e| e.with_url(&url))?;
         Ok(Multipart::new(store, upload, run, url, None, Vec::new()))
@@ -132,7 +135,9 @@ impl Multipart {
             if let Some(g) = self.guard.take() {
                 g.disarm();
             }
-            self.store.multipart_keep(&self.upload);
+            if let Some(m) = self.store.multipart() {
+                m.multipart_keep(&self.upload);
+            }
             self.journal = Some(journal);
         }
     }
@@ -186,7 +191,16 @@ impl Multipart {
                 ));
             }
             let crc = shoal_core::checksum::crc32c_append(0, &data);
-            let put = store.multipart_put(&upload, number, data.clone(), crc);
+            let put = async {
+                need(
+                    store.multipart(),
+                    Lack::Multipart,
+                    &upload.bucket,
+                    &upload.key,
+                )?
+                .multipart_put(&upload, number, data.clone(), crc)
+                .await
+            };
             let info = (run.budgets.sending(len, put))
                 .await
                 .map_err(|e| e.with_url(&url))?;
@@ -229,10 +243,11 @@ impl Multipart {
         parts.sort_by_key(|p| p.part_number);
         let crc = crc32c_combine_all(parts.iter().map(|p| (p.crc32c, p.size)));
         self.run.budgets.rates.request().await;
-        let completed = (self
-            .store
-            .multipart_complete(&self.upload, &parts, Some(crc)))
-        .await;
+        let (bucket, key) = (&self.upload.bucket, &self.upload.key);
+        let completed = match need(self.store.multipart(), Lack::Multipart, bucket, key) {
+            Ok(m) => m.multipart_complete(&self.upload, &parts, Some(crc)).await,
+            Err(e) => Err(e),
+        };
         let meta = match completed {
             Ok(m) => m,
             Err(e) if self.journal.is_some() && completable_after(&e) => {

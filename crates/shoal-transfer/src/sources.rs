@@ -74,6 +74,7 @@ fn no_match_is_an_error(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shoal_core::BucketStore;
     use shoal_core::memory::MemoryStore;
     use shoal_core::{ErrorKind, PutOptions};
 

@@ -45,8 +45,8 @@ use bytes::{Bytes, BytesMut};
 use futures::{StreamExt, TryStreamExt};
 use shoal_core::checksum::{crc32c_append, crc32c_combine_all};
 use shoal_core::{
-    ByteRange, Error, ErrorKind, Location, MultipartUpload, ObjectMeta, ObjectVersion, Op,
-    PartInfo, PutOptions, Result, Store,
+    ByteRange, Error, ErrorKind, Lack, Location, MultipartUpload, ObjectMeta, ObjectVersion, Op,
+    PartInfo, PutOptions, Result, Store, need,
 };
 
 /// Smallest part planned, whatever the caller asks: below a few MiB a
@@ -171,7 +171,13 @@ pub async fn begin(
     if parts.len() < 2 {
         return Ok(Err("one part".into()));
     }
-    let upload = dst_store
+    let parts_of = need(
+        dst_store.multipart(),
+        Lack::Multipart,
+        &dst.bucket,
+        &dst.key,
+    );
+    let upload = (parts_of.map_err(|e| e.with_url(dst.to_string()))?)
         .multipart_start(&dst.bucket, &dst.key, &put.keeping(&meta))
         .await
         .map_err(|e| e.with_url(dst.to_string()))?;
@@ -249,9 +255,17 @@ async fn copy_part(
         ));
     }
     let data: Bytes = buf.freeze();
-    dst_store
+    let put = async {
+        need(
+            dst_store.multipart(),
+            Lack::Multipart,
+            &upload.bucket,
+            &upload.key,
+        )?
         .multipart_put(upload, p.number, data, crc)
         .await
+    };
+    put.await
         .map_err(|e| e.with_url(format!("{}/{}", upload.bucket, upload.key)))
 }
 
@@ -302,8 +316,10 @@ async fn complete(
             started.crc32c, started.src
         )));
     }
-    let meta = dst_store
-        .multipart_complete(&started.upload, parts, Some(started.crc32c))
+    let up = &started.upload;
+    let parts_of = need(dst_store.multipart(), Lack::Multipart, &up.bucket, &up.key);
+    let meta = (parts_of.map_err(|e| e.with_url(&url))?)
+        .multipart_complete(up, parts, Some(started.crc32c))
         .await
         .map_err(|e| e.with_url(&url))?;
     if meta.size != started.size {
@@ -317,12 +333,20 @@ async fn complete(
 
 /// Ends the upload and deletes its parts.
 pub async fn abort(dst_store: &Arc<dyn Store>, upload: &MultipartUpload) -> Result<()> {
-    dst_store.multipart_abort(upload).await
+    need(
+        dst_store.multipart(),
+        Lack::Multipart,
+        &upload.bucket,
+        &upload.key,
+    )?
+    .multipart_abort(upload)
+    .await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shoal_core::BucketStore;
     use shoal_core::memory::MemoryStore;
 
     #[test]
@@ -431,7 +455,7 @@ mod tests {
             let e = finish(&store, &s, parts).await.unwrap_err();
             assert_eq!(e.kind(), ErrorKind::Integrity, "{e}");
             assert!(store.head("b", "copy").await.is_err(), "nothing written");
-            let late = store
+            let late = (store.multipart().unwrap())
                 .multipart_put(
                     &s.upload,
                     1,

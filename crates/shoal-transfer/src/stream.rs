@@ -76,7 +76,7 @@ pub async fn upload_stream(
     };
     // `fill` may ask again after the end: a fused stream keeps answering None.
     let mut body: BoxByteStream = Box::pin(body.fuse());
-    let caps = store.capabilities().clone();
+    let caps = store.capabilities();
     let part = run.opts.part_size.max(caps.min_part_size).max(1) as usize;
     let mut carry = BytesMut::new();
     let first = fill(&mut body, &mut carry, part).await?;
@@ -85,12 +85,12 @@ pub async fn upload_stream(
         return put_one(&store, dst, first, put_opts, run).await;
     }
 
-    let one_session = match store.upload_method() {
+    let one_session = match caps.upload_method {
         UploadMethod::Session => true,
         UploadMethod::Auto => !caps.native_multipart,
         UploadMethod::Compose | UploadMethod::Native => false,
     };
-    if store.supports_put_stream() && one_session {
+    if caps.put_stream && one_session {
         // One resumable session: the first part plus the rest of the body.
         let rest = std::mem::replace(&mut body, Box::pin(futures::stream::empty()));
         let read_ahead = [Ok(first), Ok(carry.split().freeze())];
@@ -107,7 +107,7 @@ pub async fn upload_stream(
 /// resumable is a resumable session, and one asked to compose is a
 /// composite of one part.
 pub(crate) fn upload_forced(store: &dyn Store) -> bool {
-    store.upload_method() != UploadMethod::Auto
+    store.capabilities().upload_method != UploadMethod::Auto
 }
 
 /// Uploads `data` as one PUT carrying its CRC32C, which the store's must

@@ -1010,6 +1010,7 @@ impl Confirm {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use shoal_core::BucketStore;
     use shoal_core::Scheme;
 
     fn entry(scheme: &str, root: &str, rel: &str, size: u64, t: i128) -> Entry {

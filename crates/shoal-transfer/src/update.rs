@@ -223,6 +223,7 @@ pub(crate) fn replaced(loc: &Location, seen: &ObjectMeta) -> Error {
 mod tests {
     use super::*;
     use bytes::Bytes;
+    use shoal_core::BucketStore;
     use shoal_core::memory::MemoryStore;
 
     fn change() -> Change {

@@ -22,7 +22,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use shoal_core::{Error, ErrorKind, Location, Op, PutOptions, Result, Store, UploadMethod};
+use shoal_core::{
+    Error, ErrorKind, Lack, Location, Op, PutOptions, Result, Store, UploadMethod, need,
+};
 
 use crate::multipart::Multipart;
 use crate::stream::{put_one, put_stream, reader_stream, upload_forced, upload_stream};
@@ -123,7 +125,8 @@ pub async fn upload_file_with(
         return put_one(&store, dst, data, put, run).await;
     }
 
-    if store.supports_put_stream() && store.upload_method() == UploadMethod::Session {
+    let caps = store.capabilities();
+    if caps.put_stream && caps.upload_method == UploadMethod::Session {
         let reader = tokio::fs::File::from_std(
             file.try_clone()
                 .map_err(|e| Error::io(Op::Read, &path_s, e))?,
@@ -133,7 +136,7 @@ pub async fn upload_file_with(
         check_unchanged(&file, stamp, &path_s)?;
         return Ok(report);
     }
-    let journal = (run.opts.resume && store.resumes_uploads())
+    let journal = (run.opts.resume && caps.resumes_uploads)
         .then(|| crate::upload_journal::Journal::for_upload(path, &md, dst, part, put))
         .flatten();
     let mut upload = match journal {
@@ -166,7 +169,16 @@ async fn start_or_resume(
     if let Some(old) = journal.read() {
         if old.fits(&journal.now) {
             run.budgets.rates.request().await;
-            match (store.multipart_resume(&dst.bucket, &dst.key, &old.upload_id, put)).await {
+            let resumed = match need(
+                store.multipart(),
+                Lack::ResumeUploads,
+                &dst.bucket,
+                &dst.key,
+            ) {
+                Ok(m) => (m.multipart_resume(&dst.bucket, &dst.key, &old.upload_id, put)).await,
+                Err(e) => Err(e),
+            };
+            match resumed {
                 Ok((upload, listed)) => {
                     let kept = check_parts(listed, file, size, part, path).await?;
                     return Ok(Multipart::resumed(store, dst, upload, run, journal, kept));

@@ -13,13 +13,15 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use shoal_core::{Error, Location, MultipartUpload, PendingUpload, Result, Store};
+use shoal_core::{Error, Lack, Location, MultipartUpload, PendingUpload, Result, Store, need};
 
 /// The uploads in progress below `loc` (a bucket, or a key prefix).
 pub async fn list(store: &Arc<dyn Store>, loc: &Location) -> Result<Vec<PendingUpload>> {
-    (store.multipart_uploads(&loc.bucket, &loc.key))
-        .await
-        .map_err(|e| e.with_url(loc.to_string()))
+    let listed = match need(store.multipart(), Lack::ListUploads, &loc.bucket, &loc.key) {
+        Ok(m) => m.multipart_uploads(&loc.bucket, &loc.key).await,
+        Err(e) => Err(e),
+    };
+    listed.map_err(|e| e.with_url(loc.to_string()))
 }
 
 /// What [`abort`] did.
@@ -53,7 +55,16 @@ pub async fn abort(
             key: u.key.clone(),
             upload_id: u.upload_id.clone(),
         };
-        match store.multipart_abort(&upload).await {
+        let aborted = match need(
+            store.multipart(),
+            Lack::Multipart,
+            &upload.bucket,
+            &upload.key,
+        ) {
+            Ok(m) => m.multipart_abort(&upload).await,
+            Err(e) => Err(e),
+        };
+        match aborted {
             Ok(()) => out.aborted.push(u),
             Err(e) => out.failed.push((u, e)),
         }

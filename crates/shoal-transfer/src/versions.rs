@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use shoal_core::retry::RetryPolicy;
 use shoal_core::{
-    Error, ErrorKind, Location, ObjectMeta, ObjectVersion, Op, Result, Store, StoreFor,
+    Error, ErrorKind, Lack, Location, ObjectMeta, ObjectVersion, Op, Result, Store, StoreFor, need,
 };
 
 use crate::{Report, Run};
@@ -43,9 +43,11 @@ pub fn parse(op: Op, loc: &Location, v: &str) -> Result<ObjectVersion> {
 /// then ask for (current or not).
 pub async fn head(store: &dyn Store, loc: &Location, v: &str) -> Result<ObjectMeta> {
     let version = parse(Op::Stat, loc, v)?;
-    (store.head_version(&loc.bucket, &loc.key, &version))
-        .await
-        .map_err(|e| e.with_url(loc.to_string()))
+    let head = match need(store.versions(), Lack::HeadVersion, &loc.bucket, &loc.key) {
+        Ok(s) => s.head_version(&loc.bucket, &loc.key, &version).await,
+        Err(e) => Err(e),
+    };
+    head.map_err(|e| e.with_url(loc.to_string()))
 }
 
 /// Copies the version `meta` (from [`head`]) of `src` to `dst`: a file or
@@ -100,9 +102,11 @@ fn with_put(run: &Run, pin: impl FnOnce(&mut shoal_core::PutOptions)) -> Run {
 /// no other version is touched.
 pub async fn delete(store: &dyn Store, loc: &Location, v: &str) -> Result<()> {
     let version = parse(Op::Delete, loc, v)?;
-    (store.delete_version(&loc.bucket, &loc.key, &version))
-        .await
-        .map_err(|e| e.with_url(loc.to_string()))
+    let deleted = match need(store.versions(), Lack::DeleteVersion, &loc.bucket, &loc.key) {
+        Ok(s) => s.delete_version(&loc.bucket, &loc.key, &version).await,
+        Err(e) => Err(e),
+    };
+    deleted.map_err(|e| e.with_url(loc.to_string()))
 }
 
 /// What [`restore`] did.
@@ -147,15 +151,17 @@ pub async fn restore(
     // A stored version readable as it is (noncurrent on a versioned
     // bucket) is copied; on GCS, a generation no read reaches may be
     // soft-deleted, which the store itself restores.
-    let meta = match (store.head_version(&loc.bucket, &loc.key, &version)).await {
+    let versions = need(store.versions(), Lack::HeadVersion, &loc.bucket, &loc.key)
+        .map_err(|e| e.with_url(&url))?;
+    let meta = match (versions.head_version(&loc.bucket, &loc.key, &version)).await {
         Ok(meta) => meta,
         Err(e) if e.kind() == ErrorKind::NotFound => {
             let ObjectVersion::Generation(g) = version else {
                 return Err(e.with_url(&url));
             };
-            return match (store.restore_soft_deleted(&loc.bucket, &loc.key, g, !allow_overwrite))
-                .await
-            {
+            let restored =
+                versions.restore_soft_deleted(&loc.bucket, &loc.key, g, !allow_overwrite);
+            return match restored.await {
                 Ok(_) => Ok(Restored::SoftDeleted),
                 Err(e) if e.kind() == ErrorKind::Precondition => Err(live()),
                 Err(e) => Err(e.with_url(&url)),

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use shoal_core::checksum::CrcKind;
 use shoal_core::memory::MemoryStore;
 use shoal_core::retry::RetryPolicy;
-use shoal_core::{ByteRange, ErrorKind, Location, ObjectMeta, PutOptions, Store};
+use shoal_core::{BucketStore, ByteRange, ErrorKind, Location, ObjectMeta, PutOptions, Store};
 use shoal_testkit::wrap::{Fault, Method, Wrapped};
 use shoal_transfer::ops::cloud_copy::copy_object;
 use shoal_transfer::ops::download::{download_known, download_to_file};

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use shoal_core::memory::MemoryStore;
 use shoal_core::retry::RetryPolicy;
-use shoal_core::{Location, PutOptions, Store};
+use shoal_core::{BucketStore, Location, PutOptions, Store};
 use shoal_transfer::ops::cloud_copy::copy_object;
 use shoal_transfer::ops::download::download_to_file;
 use shoal_transfer::ops::rate::Rates;

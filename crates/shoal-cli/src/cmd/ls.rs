@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use shoal_core::paginate::pages;
-use shoal_core::{ListRequest, Location, ObjectMeta, Projection, Scheme, Store};
+use shoal_core::{Lack, ListRequest, Location, ObjectMeta, Projection, Scheme, Store, need};
 use shoal_list::{Entry, ListOptions};
 
 use crate::args::LsArgs;
@@ -338,7 +338,10 @@ async fn ls_buckets(ctx: &Context, a: &LsArgs, schemes: &[Location]) -> CmdResul
     let (started, mut count) = (now(), 0);
     for loc in schemes {
         let listed = match ctx.store(loc) {
-            Ok(store) => store.list_buckets().await,
+            Ok(store) => match need(store.buckets(), Lack::ListBuckets, &loc.bucket, "") {
+                Ok(b) => b.list_buckets().await,
+                Err(e) => Err(e),
+            },
             Err(e) => Err(e),
         };
         let buckets = match listed {

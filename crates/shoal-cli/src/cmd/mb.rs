@@ -1,6 +1,6 @@
 //! `shoal mb`: create a bucket.
 
-use shoal_core::Scheme;
+use shoal_core::{Lack, Scheme, need};
 
 use crate::args::MbArgs;
 use crate::config::Context;
@@ -29,9 +29,11 @@ pub(crate) async fn run(ctx: &Context, a: MbArgs) -> CmdResult {
         )));
     }
     let store = ctx.store(&loc)?;
-    (store.create_bucket(&loc.bucket))
-        .await
-        .map_err(|e| e.with_url(loc.to_string()))?;
+    let made = match need(store.buckets(), Lack::CreateBucket, &loc.bucket, "") {
+        Ok(b) => b.create_bucket(&loc.bucket).await,
+        Err(e) => Err(e),
+    };
+    made.map_err(|e| e.with_url(loc.to_string()))?;
     let url = format!("{}{}", loc.prefix(), loc.bucket);
     if ctx.json {
         println!(

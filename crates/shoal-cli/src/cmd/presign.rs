@@ -9,7 +9,7 @@
 //! are listed on stderr (and under `"headers"` with `--json`), the key's
 //! own value masked, since whoever holds the key file can fill it in.
 
-use shoal_core::{Presign, PresignMethod};
+use shoal_core::{Lack, Presign, PresignMethod, need};
 
 use crate::args::{PresignArgs, PresignMethodArg};
 use crate::config::Context;
@@ -43,9 +43,11 @@ pub(crate) async fn run(ctx: &Context, a: PresignArgs) -> CmdResult {
         ..Presign::new(method, a.expires)
     };
     let store = ctx.store(&loc)?;
-    let url = (store.presign(&loc.bucket, &loc.key, &p))
-        .await
-        .map_err(|e| e.with_url(loc.to_string()))?;
+    let signed = match need(store.signer(), Lack::Presign, &loc.bucket, &loc.key) {
+        Ok(s) => s.presign(&loc.bucket, &loc.key, &p).await,
+        Err(e) => Err(e),
+    };
+    let url = signed.map_err(|e| e.with_url(loc.to_string()))?;
     // What the holder must send beside the URL: the caller's own
     // `--header`s and the store's encryption headers, secrets masked.
     let mut send: Vec<(String, String)> = p.headers.clone();

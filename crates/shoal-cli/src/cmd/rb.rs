@@ -9,7 +9,7 @@
 //! `versions=true`) and each deleted by its own version, in batches, and
 //! then the bucket goes.
 
-use shoal_core::{ErrorKind, ListRequest, Op, Projection};
+use shoal_core::{ErrorKind, Lack, ListRequest, Op, Projection, need};
 
 use crate::args::RbArgs;
 use crate::config::Context;
@@ -71,7 +71,11 @@ pub(crate) async fn run(ctx: &Context, a: RbArgs) -> CmdResult {
             )));
         }
     }
-    match store.delete_bucket(&loc.bucket).await {
+    let removed = match need(store.buckets(), Lack::DeleteBucket, &loc.bucket, "") {
+        Ok(b) => b.delete_bucket(&loc.bucket).await,
+        Err(e) => Err(e),
+    };
+    match removed {
         Ok(()) => {}
         Err(e) if e.kind() == ErrorKind::NotFound => {
             return Err(shoal_core::Error::new(

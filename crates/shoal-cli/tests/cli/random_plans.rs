@@ -1181,9 +1181,15 @@ fn new_env(versioned: bool) -> Option<Env> {
     let s3_bucket = shoal_testkit::unique_bucket("plans");
     rt.block_on(async {
         if !versioned {
-            gs.create_bucket(&gs_bucket).await.unwrap();
+            (gs.buckets().unwrap())
+                .create_bucket(&gs_bucket)
+                .await
+                .unwrap();
         }
-        s3.create_bucket(&s3_bucket).await.unwrap();
+        (s3.buckets().unwrap())
+            .create_bucket(&s3_bucket)
+            .await
+            .unwrap();
     });
     if versioned {
         versioning_on(&gs_bucket, &s3_bucket);
@@ -1252,7 +1258,8 @@ fn other_write_to(
         )
     } else {
         let p = shoal_core::Presign::new(shoal_core::PresignMethod::Put, Duration::from_secs(3600));
-        let url = env.rt.block_on(store.presign(bucket, key, &p)).unwrap();
+        let signer = store.signer().expect("S3 presigns");
+        let url = env.rt.block_on(signer.presign(bucket, key, &p)).unwrap();
         url.strip_prefix(ep.trim_end_matches('/'))
             .unwrap_or_else(|| panic!("{url} is not below {ep}"))
             .to_owned()
@@ -2232,7 +2239,8 @@ fn random_updates_change_only_metadata_and_never_a_newer_object() {
         Ok(tb) if !tb.is_empty() => {
             let store = shoal_testkit::gcs_store_at(tb.clone());
             let bucket = shoal_testkit::unique_bucket("upd");
-            env.rt.block_on(store.create_bucket(&bucket)).unwrap();
+            let buckets = store.buckets().unwrap();
+            env.rt.block_on(buckets.create_bucket(&bucket)).unwrap();
             servers.push(UpdServer {
                 name: TESTBENCH,
                 scheme: "gs",

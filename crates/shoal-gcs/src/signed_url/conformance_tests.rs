@@ -170,7 +170,7 @@ async fn googles_v4_signing_conformance_cases() {
         if url != want_url {
             failures.push(format!("{name}: URL\n  got  {url}\n  want {want_url}"));
         }
-        // The same case as users ask for it (`Store::presign`, `shoal
+        // The same case as users ask for it (`Signer::presign`, `shoal
         // presign`, fsspec's `sign`): a `Presign` on the store's endpoint
         // (here one the case overrides), the case's key or the bucket.
         let endpoint = format!("{scheme}://{authority}");

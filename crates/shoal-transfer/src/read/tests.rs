@@ -8,7 +8,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use shoal_core::memory::MemoryStore;
 use shoal_core::retry::RetryPolicy;
-use shoal_core::{Location, PutOptions, Store};
+use shoal_core::{BucketStore, Location, PutOptions, Store};
 
 use super::*;
 

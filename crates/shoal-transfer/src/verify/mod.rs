@@ -539,25 +539,25 @@ mod tests {
         use shoal_core::memory::MemoryStore;
         use shoal_core::{Assemble, PutOptions};
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        store.create_bucket("b").await.unwrap();
+        store.buckets().unwrap().create_bucket("b").await.unwrap();
         let body: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
         let opts = PutOptions {
             assemble: Assemble::Composite,
             ..Default::default()
         };
-        let up = store.multipart_start("b", "k", &opts).await.unwrap();
+        let mp = store.multipart().unwrap();
+        let up = mp.multipart_start("b", "k", &opts).await.unwrap();
         let mut parts = Vec::new();
         for (i, c) in body.chunks(1_100_000).enumerate() {
             let crc = crc32c::crc32c(c);
             let data = Bytes::copy_from_slice(c);
             parts.push(
-                store
-                    .multipart_put(&up, i as u32 + 1, data, crc)
+                mp.multipart_put(&up, i as u32 + 1, data, crc)
                     .await
                     .unwrap(),
             );
         }
-        let meta = store.multipart_complete(&up, &parts, None).await.unwrap();
+        let meta = mp.multipart_complete(&up, &parts, None).await.unwrap();
         assert_eq!(meta.checksums.composite().map(|c| c.parts), Some(3));
         let src = Location::parse("s3://b/k").unwrap();
         let check = Expected::learn(&store, &src, &meta, Op::Download, &Default::default())

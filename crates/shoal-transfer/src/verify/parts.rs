@@ -51,9 +51,13 @@ impl PartCheck {
             }]
         } else {
             rates.request().await;
-            let listed = (store.parts(&src.bucket, &src.key, meta.version.as_ref()))
-                .await
-                .map_err(|e| e.with_url(src.to_string()).with_op(op))?;
+            // A store without multipart uploads cannot say either.
+            let listed = match store.multipart() {
+                Some(m) => (m.parts(&src.bucket, &src.key, meta.version.as_ref()))
+                    .await
+                    .map_err(|e| e.with_url(src.to_string()).with_op(op))?,
+                None => None,
+            };
             let Some(parts) = listed else {
                 return Ok(None);
             };

@@ -370,17 +370,18 @@ pub fn put_composite(bucket: &str, key: &str, data: &[u8], part: usize) -> u32 {
     };
     let parts = data.chunks(part).count() as u32;
     rt.block_on(async {
-        let up = store.multipart_start(bucket, key, &opts).await.unwrap();
+        let mp = store.multipart().expect("S3 has multipart uploads");
+        let up = mp.multipart_start(bucket, key, &opts).await.unwrap();
         let mut done = Vec::new();
         for (i, chunk) in data.chunks(part).enumerate() {
             let crc = shoal_core::checksum::PartKind::Crc32c.checksum(chunk);
             let p =
-                (store.multipart_put(&up, i as u32 + 1, bytes::Bytes::copy_from_slice(chunk), crc))
+                (mp.multipart_put(&up, i as u32 + 1, bytes::Bytes::copy_from_slice(chunk), crc))
                     .await
                     .unwrap_or_else(|e| panic!("part {i} of {key}: {e}"));
             done.push(p);
         }
-        store.multipart_complete(&up, &done, None).await.unwrap();
+        mp.multipart_complete(&up, &done, None).await.unwrap();
         let head = store.head(bucket, key).await.unwrap();
         assert_eq!(
             (
