@@ -24,6 +24,10 @@
 //! run's transfers share (request slots, rates, a progress counter; see
 //! [`run`]). Progress is a shared byte counter the caller polls (the CLI
 //! draws a bar from it), so the engines carry no UI code.
+//!
+//! Front ends reach all of this through [`ops`] and the crate root's
+//! options only: the modules are private, so a plan cannot be made past
+//! the checks [`ops`] runs, and the engine's public surface is one file.
 
 #![warn(missing_docs, unreachable_pub)]
 

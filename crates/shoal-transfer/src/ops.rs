@@ -428,3 +428,134 @@ pub mod uploads {
 pub mod versions {
     pub use crate::versions::{Restored, copy, delete, head, parse, restore};
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use shoal_core::memory::MemoryStore;
+    use shoal_core::{BucketStore, Store};
+    use shoal_testkit::wrap::Wrapped;
+
+    use super::*;
+    use crate::TransferOptions;
+
+    fn at(url: &str) -> Location {
+        Location::parse(url).unwrap()
+    }
+
+    /// A memory store holding `keys` in bucket `b`, wrapped to count the
+    /// requests that reach it.
+    async fn store(keys: &[&str]) -> (Arc<Wrapped>, StoreFor) {
+        let inner = Arc::new(MemoryStore::new());
+        inner.create_bucket("b").await.unwrap();
+        for k in keys {
+            let body = Bytes::from(k.as_bytes().to_vec());
+            inner
+                .put("b", k, body, &PutOptions::default())
+                .await
+                .unwrap();
+        }
+        let w = Arc::new(Wrapped::new(inner));
+        let s: Arc<dyn Store> = w.clone();
+        (w, Arc::new(move |_: &Location| Ok(s.clone())))
+    }
+
+    fn tree(src: &str, dst: &str) -> TreeCopy {
+        TreeCopy {
+            verb: "cp -r".to_owned(),
+            src: at(src),
+            dst: at(dst),
+            name: None,
+            recursive: true,
+            walk: Walk::default(),
+            filter: None,
+        }
+    }
+
+    /// A plan that would write what it reads is never made: no listing,
+    /// no request, whichever front end asks.
+    #[tokio::test]
+    async fn a_refused_plan_sends_nothing() {
+        let (w, store_for) = store(&["data/a", "data/sub/b"]).await;
+        for (src, dst) in [
+            ("gs://b/data/", "gs://b/data/sub/"),
+            ("gs://b/data/sub/", "gs://b/data/"),
+            ("gs://b/data/", "gs://b/data/"),
+            ("gs://b/data/**", "gs://b/data/x/"),
+        ] {
+            let e = tree(src, dst).plan(&store_for).err().expect(src);
+            assert_eq!(e.kind(), ErrorKind::InvalidInput, "{src} {dst}: {e}");
+            let e = Sync::new("sync", &at(src), &at(dst), SyncOptions::default());
+            if !src.contains('*') {
+                assert_eq!(e.unwrap_err().kind(), ErrorKind::InvalidInput, "{src}");
+            }
+        }
+        // A tree that nests under its own name lands at DST/<name>: that
+        // is what must not overlap it.
+        let named = TreeCopy {
+            name: Some("data".to_owned()),
+            ..tree("gs://b/data", "gs://b/")
+        };
+        assert!(named.plan(&store_for).is_err());
+        // Pairs: the second reads what the first writes.
+        let pairs = vec![
+            Ok((at("gs://b/data/a"), at("gs://b/c"))),
+            Ok((at("gs://b/c"), at("gs://b/d"))),
+        ];
+        let e = Pairs::check(pairs, false).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+        assert!(w.calls().is_empty(), "{:?}", w.calls());
+    }
+
+    /// A tree whose destination lies beside it is listed and copied.
+    #[tokio::test]
+    async fn a_checked_tree_is_listed_and_copied() {
+        let (w, store_for) = store(&["data/a", "data/sub/b", "other/c"]).await;
+        let plan = tree("gs://b/data/", "gs://b/copy/")
+            .plan(&store_for)
+            .unwrap();
+        let report = run(
+            plan,
+            store_for,
+            Run::new(TransferOptions::default()),
+            RetryPolicy::default(),
+            Arc::new(BatchCounters::default()),
+            Mode::default(),
+        )
+        .await;
+        assert_eq!((report.copied, report.failed), (2, 0), "{report:?}");
+        // `cp -r gs://b/data/ gs://b/copy/` nests the tree under its name.
+        for k in ["copy/data/a", "copy/data/sub/b"] {
+            w.head("b", k).await.unwrap();
+        }
+    }
+
+    /// Each pair gets its answer in its place: bytes, or the error of a
+    /// pair that did not parse; a move deletes what it copied.
+    #[tokio::test]
+    async fn pairs_answer_in_order_and_moves_delete_their_sources() {
+        let (w, store_for) = store(&["x", "y"]).await;
+        let bad = Error::invalid(Op::Copy, "nowhere", "not a URL");
+        let pairs = vec![
+            Ok((at("gs://b/x"), at("gs://b/x2"))),
+            Err(bad),
+            Ok((at("gs://b/y"), at("gs://b/y2"))),
+        ];
+        let checked = Pairs::check(pairs, true).unwrap();
+        assert_eq!(checked.remote().count(), 4);
+        let run_ = Run::new(TransferOptions::default());
+        let out = checked
+            .run(store_for, run_, RetryPolicy::default(), None)
+            .await;
+        assert!(matches!(out[0], Ok(Seen::Item(1))), "{:?}", out[0]);
+        assert_eq!(out[1].as_ref().unwrap_err().kind(), ErrorKind::InvalidInput);
+        assert!(matches!(out[2], Ok(Seen::Item(1))), "{:?}", out[2]);
+        for (gone, there) in [("x", "x2"), ("y", "y2")] {
+            assert_eq!(
+                w.head("b", gone).await.unwrap_err().kind(),
+                ErrorKind::NotFound
+            );
+            w.head("b", there).await.unwrap();
+        }
+    }
+}

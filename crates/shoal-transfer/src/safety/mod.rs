@@ -1,7 +1,9 @@
 //! The promises a plan keeps before it writes or deletes anything, in one
 //! place: every command of this crate (copy, move, sync, delete, run
 //! files, Python's lists of pairs, Dask's split syncs) goes through these,
-//! and a front end adds none of its own.
+//! and a front end adds none of its own: front ends make plans only
+//! through [`crate::ops`], whose `Sync::new`, `TreeCopy::plan` and
+//! `Pairs::check` run the overlap and conflict checks first.
 //!
 //! | Promise | Kept by |
 //! |---|---|
