@@ -750,7 +750,7 @@ def plan_copy(
     plan, refused = [], []
     for r in recs:
         try:
-            to = _shoal.place(dst, r["url"][len(base) :], r["url"])
+            to = _shoal.place(dst, rel=r["url"][len(base) :], src_url=r["url"])
             if to is not None:  # None: a folder marker, skipped as cp -r skips it
                 plan.append((r["url"], to, r["size"]))
         except _errors.InvalidInputError as e:
@@ -782,7 +782,7 @@ def _copy_listed(
     pairs, refused = [], []
     for u in recs.urls_between(lo, hi, max_size=skip_above):
         try:
-            to = _shoal.place(dst, u[len(base) :], u)
+            to = _shoal.place(dst, rel=u[len(base) :], src_url=u)
             if to is not None:  # a folder marker: skipped
                 pairs.append((u, to))
         except _errors.InvalidInputError as e:
@@ -885,7 +885,7 @@ def _split_copies(
                     done += 1
                     if on_task is not None:
                         on_task(TaskReport(str(f.key), 0, sum(p[3] for p in outs[-1]), 0, done, len(futs)))
-                nbytes = _shoal.split_copy_finish(s, wire, dst, [p for ps in outs for p in ps])
+                nbytes = _shoal.split_copy_finish(s, wire, dst=dst, parts=[p for ps in outs for p in ps])
                 res.copied += 1
                 res.bytes += nbytes
                 res.split_objects += 1
@@ -895,7 +895,7 @@ def _split_copies(
                 # GCS part object written after the abort deleted the
                 # others). Every part task ends first, then the abort.
                 distributed_wait(fs)
-                _shoal.split_copy_abort(s, wire, dst)
+                _shoal.split_copy_abort(s, wire, dst=dst)
                 res.failures.append(
                     (
                         src,
@@ -910,7 +910,7 @@ def _split_copies(
         # An interrupt or an unexpected error: nothing half written stays.
         for _, dst, wire, fs in started:
             c.cancel(fs)
-            _shoal.split_copy_abort(s, wire, dst)
+            _shoal.split_copy_abort(s, wire, dst=dst)
     return whole
 
 
@@ -1021,7 +1021,7 @@ def copy(
         pairs = []
         for u, _ in (b for found in c.gather(bigs) for b in found):
             try:
-                to = _shoal.place(dst, u[len(base) :], u)
+                to = _shoal.place(dst, rel=u[len(base) :], src_url=u)
                 if to is not None:  # a folder marker: skipped
                     pairs.append((u, to))
             except _errors.InvalidInputError as e:

@@ -411,7 +411,7 @@ def download_many_to_path(
     for i, n in enumerate(blob_names):
         url = base + blob_name_prefix + n
         try:
-            pairs.append((url, _shoal.destination(folder, n, url)))
+            pairs.append((url, _shoal.destination(folder, rel=n, src_url=url)))
             todo.append(i)
         except _errors.ShoalError as e:
             results[i] = e

@@ -170,6 +170,7 @@ pub(crate) fn split_copy_parts(
 /// Completes a split copy from every task's parts (checked against the
 /// plan and the source's CRC32C), or aborts it; returns the bytes copied.
 #[pyfunction]
+#[pyo3(signature = (session, wire, *, dst, parts))]
 pub(crate) fn split_copy_finish(
     py: Python<'_>,
     session: PyRef<'_, Session>,
@@ -196,6 +197,7 @@ pub(crate) fn split_copy_finish(
 
 /// Aborts a split copy: the upload ends and its parts are deleted.
 #[pyfunction]
+#[pyo3(signature = (session, wire, *, dst))]
 pub(crate) fn split_copy_abort(
     py: Python<'_>,
     session: PyRef<'_, Session>,

@@ -513,6 +513,7 @@ blocking_and_async! {
 /// names for local paths, and folder markers (`dir/`, no file to become),
 /// are an InvalidInputError.
 #[pyfunction]
+#[pyo3(signature = (dst, *, rel, src_url))]
 pub(crate) fn destination(dst: &str, rel: &str, src_url: &str) -> PyResult<String> {
     let dst = Location::parse(dst).py()?;
     Ok(shoal_transfer::ops::destination(&dst, rel, src_url)
@@ -523,6 +524,7 @@ pub(crate) fn destination(dst: &str, rel: &str, src_url: &str) -> PyResult<Strin
 /// [`destination`] for an entry of a listed tree: None for a folder
 /// marker, which a tree copy skips (an outcome, not an error).
 #[pyfunction]
+#[pyo3(signature = (dst, *, rel, src_url))]
 pub(crate) fn place(dst: &str, rel: &str, src_url: &str) -> PyResult<Option<String>> {
     let dst = Location::parse(dst).py()?;
     let placed = shoal_transfer::ops::place(&dst, rel, src_url).py()?;
