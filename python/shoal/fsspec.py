@@ -89,6 +89,7 @@ import os
 import re
 import tempfile
 import time
+import weakref
 from glob import has_magic
 from typing import Any
 
@@ -1139,6 +1140,18 @@ def _shoal_errors():
     return errors
 
 
+def _fetcher(file: weakref.ref) -> Any:
+    """A cache's fetcher that reads through ``file`` without keeping it."""
+
+    def fetch(start: int, end: int) -> bytes:
+        f = file()
+        if f is None:
+            raise ValueError("I/O operation on closed file.")
+        return f._fetch_range(start, end)
+
+    return fetch
+
+
 class ShoalFile(AbstractBufferedFile):
     """A file of a :class:`ShoalFileSystem`: ranged parallel reads of the
     version first seen; writes held and uploaded whole when committed (on
@@ -1157,6 +1170,13 @@ class ShoalFile(AbstractBufferedFile):
             self._details = details
             kwargs["size"] = details["size"]
         super().__init__(fs, path, mode, **kwargs)
+        if mode == "rb":
+            # fsspec's cache holds the file's bound _fetch_range: a cycle,
+            # so a file pyarrow let go of (it never closes them) lived on
+            # with the bytes its cache held until a garbage collection, and
+            # exit waited for it (shoal._exit). Held weakly, it goes when
+            # its last reference does.
+            self.cache.fetcher = _fetcher(weakref.ref(self))
         _exit.track(self)  # pyarrow may release it on its own threads
 
     def __del__(self) -> None:

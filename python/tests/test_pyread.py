@@ -4,8 +4,11 @@ read-ahead that fetches column chunks exactly, cat_ranges at once)."""
 
 from __future__ import annotations
 
+import gc
 import io
 import itertools
+import time
+import weakref
 
 import fsspec
 import fsspec.parquet
@@ -282,6 +285,37 @@ def test_fsspec_dataset_read_makes_the_arrow_paths_requests_on_the_callers_threa
     assert through_fsspec == sorted(c for c in calls if c[0] == "cat")
     assert len(through_fsspec) == 3 * 5  # a footer and 4 row groups' chunk of x, per file
     assert len(listings) <= len([c for c in calls if c[0] == "list_prefix"])
+
+
+def test_fsspec_files_go_when_pyarrow_lets_go_of_them(dataset, monkeypatch):
+    """pyarrow never closes the files it reads through its fsspec bridge:
+    they must go by reference counting, with the bytes their caches hold,
+    not wait for a garbage collection (nor make exit wait for them)."""
+    bucket, _ = dataset
+    opened: list[weakref.ref] = []
+    real = shoal.fsspec.ShoalFile.__init__
+
+    def spy(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        opened.append(weakref.ref(self))
+
+    monkeypatch.setattr(shoal.fsspec.ShoalFile, "__init__", spy)
+    fs = shoal.fsspec.ShoalFileSystem(skip_instance_cache=True)
+    gc.disable()
+    try:
+        t = pq.read_table(fs._strip_protocol(f"{bucket}/ds"), filesystem=fs, columns=["x"])
+        assert t.num_rows == 360_000
+        del t
+        deadline = time.monotonic() + 10  # pyarrow lets go on its own threads
+        while any(r() is not None for r in opened) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        left = sum(1 for r in opened if r() is not None)
+    finally:
+        gc.enable()
+    assert len(opened) == 4  # the first file twice (schema, then rows)
+    assert left == 0
+    # A file read after the filesystem's own references are gone still reads.
+    assert fs.open(f"{fs._strip_protocol(bucket)}/ds/part-1.parquet").read(4) == b"PAR1"
 
 
 def test_fsspec_sync_answers_are_the_async_ones(bucket):
