@@ -1177,7 +1177,8 @@ class ShoalFile(AbstractBufferedFile):
             # exit waited for it (shoal._exit). Held weakly, it goes when
             # its last reference does.
             self.cache.fetcher = _fetcher(weakref.ref(self))
-        _exit.track(self)  # pyarrow may release it on its own threads
+        # pyarrow may release it, then its FSSpecHandler, on its own threads.
+        _exit.track(self, linger=True)
 
     def __del__(self) -> None:
         if self._wrapped and not self.closed:

@@ -424,6 +424,17 @@ def test_exit_waits_for_the_files_pyarrow_still_holds():
     go.set()
     assert _exit.wait(quiet=60, limit=60) == before
     t.join()
+    # A file tracked with linger: exit also waits `quiet` past its release
+    # (pyarrow releases an fsspec file's FSSpecHandler just after it).
+    lingering = File()
+    _exit.track(lingering, linger=True)
+    assert _exit.wait(quiet=0.05, limit=30) == before + 1
+    del lingering
+    gone = time.monotonic()
+    assert _exit.live() == before
+    assert _exit.wait(quiet=0.3, limit=30) == before
+    assert time.monotonic() - gone >= 0.3
+    assert _exit.wait(quiet=0.05, limit=30) == before  # long past: at once
     # A handler counts only while it outlives its filesystem object.
     handler, fs = File(), File()
     _exit.track(handler, owner=fs)
