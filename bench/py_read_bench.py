@@ -63,6 +63,8 @@ FLOOR = "local-files"
 #: the same interpreter start and imports. Not a peer either.
 SERVER = "requests-only"
 FLOORS = (FLOOR, SERVER)
+#: The suffix of a shoal client run from ``--before DIR``'s package.
+BEFORE = "-before"
 
 # ---------------------------------------------------------------- child
 
@@ -270,7 +272,12 @@ def one(store: str, row: str, client: str) -> dict:
     before = None  # requests: counted by bench/py_read_probe.py (MinIO's metrics lag)
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, __file__, "child", store, row, client], capture_output=True, text=True)
+    env = None
+    if client.endswith(BEFORE):
+        # The same client from an older shoal package (``--before DIR``).
+        env = dict(os.environ, PYTHONPATH=os.environ["PYREAD_BEFORE"])
+        client = client.removesuffix(BEFORE)
+    p = subprocess.run([sys.executable, __file__, "child", store, row, client], capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     after = None
@@ -299,6 +306,9 @@ def run(args) -> None:
     import shoal
 
     compileall.compile_dir(str(Path(shoal.__file__).parent), quiet=1)
+    if args.before:
+        os.environ["PYREAD_BEFORE"] = str(Path(args.before).resolve())
+        compileall.compile_dir(args.before, quiet=1)
     if args.local:
         os.environ["PYREAD_LOCAL"] = str(Path(args.local).resolve())
         plan = Path(args.local, "plan.json")
@@ -335,6 +345,8 @@ def _clients(store: str, args) -> list[str]:
     peers, then the floors when ``--local`` is given."""
     wanted = args.clients.split(",") if args.clients else None
     peers = [c for c in CLIENTS[store] if wanted is None or c in wanted]
+    if args.before:
+        peers = [x for c in peers for x in ([c, c + BEFORE] if c == "shoal-fsspec" else [c])]
     return peers + (list(FLOORS) if args.local else [])
 
 
@@ -403,7 +415,7 @@ def write(results: dict, stores: list[str], rows: list[str], args) -> None:
                 for c, cell in zip(clients, cells, strict=True)
             ]
             ratio = ""
-            mine = [c for c in clients if c.startswith("shoal")]
+            mine = [c for c in clients if c.startswith("shoal") and not c.endswith(BEFORE)]
             peers = [c for c in clients if not c.startswith("shoal") and c not in FLOORS]
             for k in ("wall", "cpu"):
                 m = [_med(results.get((store, row, c), []), k) for c in mine]
@@ -424,7 +436,7 @@ def write(results: dict, stores: list[str], rows: list[str], args) -> None:
 
         lines.append("Checksums: " + "; ".join(f"{row}: {check_of(row)}" for row in rows))
         lines.append("")
-    out = HERE / "results" / "PY-READ.md"
+    out = Path(args.out) if args.out else HERE / "results" / "PY-READ.md"
     if args.append and out.exists():
         lines = (
             out.read_text().splitlines()
@@ -433,7 +445,8 @@ def write(results: dict, stores: list[str], rows: list[str], args) -> None:
         )
     out.write_text("\n".join(lines) + "\n")
     raw = "py-read-raw-appended.json" if args.append else "py-read-raw.json"
-    (HERE / "results" / raw).write_text(json.dumps({"|".join(k): v for k, v in results.items()}, indent=1))
+    raw_path = out.with_suffix(".json") if args.out else HERE / "results" / raw
+    raw_path.write_text(json.dumps({"|".join(k): v for k, v in results.items()}, indent=1))
     print(f"wrote {out}")
 
 
@@ -452,6 +465,13 @@ def main() -> None:
     )
     r.add_argument("--clients", default=None, help="only these clients (comma-separated; the floors come with --local)")
     r.add_argument("--local", default=None, help="the directory `setup` wrote: adds the local-files floor to each row")
+    r.add_argument(
+        "--before",
+        default=None,
+        help="a directory holding another version of the `shoal` package (with this build's _shoal module): adds "
+        "shoal-fsspec again, run from it (`shoal-fsspec-before`), in the same rotation",
+    )
+    r.add_argument("--out", default=None, help="write the tables here (raw runs beside it, .json) instead of results/")
     s = sub.add_parser("setup")
     s.add_argument("dir")
     args = ap.parse_args()

@@ -11,7 +11,10 @@ on a 2-core machine, for a script that ends right after its read.
 
 The same holds for a filesystem's handler: a script that drops its
 ``shoal.arrow.filesystem()`` (a local variable of a function that
-returned) leaves pyarrow's threads to release the last of it.
+returned) leaves pyarrow's threads to release the last of it. Through
+pyarrow's fsspec bridge the handler is pyarrow's ``FSSpecHandler``,
+released by those threads just after the files: exit waits ``QUIET``
+seconds past the last fsspec file's release for it.
 
 So each file shoal hands out is counted while it lives, and each handler
 while it outlives the filesystem object Python held (pyarrow's threads
@@ -42,14 +45,27 @@ LIMIT = 5.0
 #: pyarrow, or None), under a token of its own; an entry leaves when its
 #: object is collected.
 _tracked: dict[object, tuple[weakref.ref, weakref.ref | None]] = {}
+#: When the last object tracked with ``linger`` went (monotonic seconds).
+_gone = [float("-inf")]
 
 
-def track(obj: object, owner: object | None = None) -> None:
+def _lingered(token: object) -> None:
+    _tracked.pop(token, None)
+    _gone[0] = time.monotonic()
+
+
+def track(obj: object, owner: object | None = None, linger: bool = False) -> None:
     """Counts ``obj`` while it is alive (and, given ``owner``, only once
     ``owner`` is gone: a handler counts once the ``PyFileSystem`` holding
-    it is gone and it is not)."""
+    it is gone and it is not). With ``linger``, exit also waits until
+    ``quiet`` seconds have passed since the last such object went: an fsspec
+    file's handler is pyarrow's own ``FSSpecHandler``, which shoal cannot
+    track, and pyarrow's threads release it just after the files."""
     token = object()
-    ref = weakref.ref(obj, lambda _, t=token: _tracked.pop(t, None))
+    if linger:
+        ref = weakref.ref(obj, lambda _, t=token: _lingered(t))
+    else:
+        ref = weakref.ref(obj, lambda _, t=token: _tracked.pop(t, None))
     _tracked[token] = (ref, None if owner is None else weakref.ref(owner))
 
 
@@ -60,9 +76,10 @@ def live() -> int:
 
 
 def wait(quiet: float = QUIET, limit: float = LIMIT) -> int:
-    """Waits until nothing tracked is alive, or nothing went for
-    ``quiet`` seconds, at most ``limit`` seconds; returns how many are
-    left."""
+    """Waits until nothing tracked is alive (and ``quiet`` seconds have
+    passed since the last object tracked with ``linger`` went), or nothing
+    went for ``quiet`` seconds, at most ``limit`` seconds; returns how many
+    are left."""
     start = since = time.monotonic()
     last = live()
     while True:
@@ -70,7 +87,7 @@ def wait(quiet: float = QUIET, limit: float = LIMIT) -> int:
         if n < last:
             since = now
         last = n
-        if n <= 0 or now - since >= quiet or now - start >= limit:
+        if (n <= 0 and now - _gone[0] >= quiet) or now - since >= quiet or now - start >= limit:
             return n
         time.sleep(0.005)
 

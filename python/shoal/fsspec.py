@@ -89,6 +89,7 @@ import os
 import re
 import tempfile
 import time
+import weakref
 from glob import has_magic
 from typing import Any
 
@@ -303,10 +304,15 @@ class ShoalFileSystem(AsyncFileSystem):
         return {"name": self._strip_protocol(path), "size": 0, "type": "directory"}
 
     async def _info(self, path: str, version_id: Any = None, **kwargs: Any) -> dict[str, Any]:
+        return await _run_async(self._info_steps(path, version_id))
+
+    def _info_steps(self, path: str, version_id: Any = None) -> Any:
+        """``info``'s steps: a generator that yields the engine calls it
+        needs (see :func:`_run_async`, :func:`_run_blocking`)."""
         path, version = self._split_version(path, version_id)
         if version is not None:
             # One stored version: never kept for opens of the current one.
-            return self._file_info(await _shoal.stat_version_async(self.session, self._url(path), version))
+            return self._file_info((yield _Call("stat_version", self.session, self._url(path), version)))
         if self._is_root(path):
             return self._dir_info(path)
         kept = self._kept(path)
@@ -315,13 +321,13 @@ class ShoalFileSystem(AsyncFileSystem):
         url = self._url(path)
         if self._is_bucket(path):
             # Raises NotFoundError when the bucket does not exist.
-            await _shoal.list_prefix_async(self.session, url + "/", delimiter=True, detail="name", limit=1)
+            yield _Call("list_prefix", self.session, url + "/", delimiter=True, detail="name", limit=1)
             return self._dir_info(path)
         try:
-            return self._keep(self._file_info(await _shoal.stat_async(self.session, url)))
+            return self._keep(self._file_info((yield _Call("stat", self.session, url))))
         except FileNotFoundError:
             pass
-        objs, prefixes = await _shoal.list_prefix_async(self.session, url + "/", delimiter=True, detail="name", limit=1)
+        objs, prefixes = yield _Call("list_prefix", self.session, url + "/", delimiter=True, detail="name", limit=1)
         if objs or prefixes:
             return self._keep(self._dir_info(path))
         raise FileNotFoundError(path)
@@ -409,11 +415,16 @@ class ShoalFileSystem(AsyncFileSystem):
     async def _find(
         self, path: str, maxdepth: int | None = None, withdirs: bool = False, detail: bool = False, **kwargs: Any
     ) -> Any:
-        path = self._strip_protocol(path)
-        if maxdepth is not None or self._is_root(path):
+        stripped = self._strip_protocol(path)
+        if maxdepth is not None or self._is_root(stripped):
             return await super()._find(path, maxdepth=maxdepth, withdirs=withdirs, detail=detail, **kwargs)
+        return await _run_async(self._find_steps(stripped, withdirs, detail))
+
+    def _find_steps(self, path: str, withdirs: bool, detail: bool) -> Any:
+        """``find``'s steps below a bucket or folder (one listing), as
+        :meth:`_info_steps`."""
         url = self._url(path)
-        objs, _ = await _shoal.list_prefix_async(self.session, url + "/", delimiter=False, detail="full")
+        objs, _ = yield _Call("list_prefix", self.session, url + "/", delimiter=False, detail="full")
         out: dict[str, dict[str, Any]] = {}
         for o in objs:
             if o.key.endswith("/"):
@@ -427,7 +438,7 @@ class ShoalFileSystem(AsyncFileSystem):
                     parent = self._parent(parent)
         if not out:
             try:
-                info = await self._info(path)
+                info = yield from self._info_steps(path)
             except FileNotFoundError:
                 info = None
             if info is not None and info["type"] == "file":
@@ -436,6 +447,52 @@ class ShoalFileSystem(AsyncFileSystem):
             out[path] = self._dir_info(path)
         names = sorted(out)
         return {n: out[n] for n in names} if detail else names
+
+    # -- the same, answered on the caller's thread ---------------------
+    #
+    # pyarrow's fsspec bridge (``pq.read_table(..., filesystem=fs)``,
+    # ``pd.read_parquet("shoal://...")``, Dask) asks ``info``, ``isdir``,
+    # ``exists`` and ``find`` while it plans a read, and ``isfile`` before
+    # each file it opens, from its own threads. fsspec's sync wrappers hand
+    # each call to the filesystem's event-loop thread and wait for the
+    # answer: two thread switches per call even when the answer is the
+    # size a listing kept. A synchronous filesystem answers these on the
+    # calling thread instead, with the engine's blocking calls (the GIL
+    # released while a request is out); the steps are the async methods'.
+
+    def info(self, path: str, version_id: Any = None, **kwargs: Any) -> dict[str, Any]:
+        if self.asynchronous:
+            return fsspec.asyn.sync(self.loop, self._info, path, version_id=version_id, **kwargs)
+        return _run_blocking(self._info_steps(path, version_id))
+
+    def isfile(self, path: str) -> bool:
+        try:
+            return self.info(path)["type"] == "file"
+        except Exception:
+            return False
+
+    def isdir(self, path: str) -> bool:
+        try:
+            return self.info(path)["type"] == "directory"
+        except OSError:
+            return False
+
+    def exists(self, path: str, **kwargs: Any) -> bool:
+        try:
+            self.info(path, **kwargs)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def find(
+        self, path: str, maxdepth: int | None = None, withdirs: bool = False, detail: bool = False, **kwargs: Any
+    ) -> Any:
+        stripped = self._strip_protocol(path)
+        if self.asynchronous or maxdepth is not None or self._is_root(stripped):
+            return fsspec.asyn.sync(
+                self.loop, self._find, path, maxdepth=maxdepth, withdirs=withdirs, detail=detail, **kwargs
+            )
+        return _run_blocking(self._find_steps(stripped, withdirs, detail))
 
     def find_iter(self, path: str, detail: bool = False) -> Any:
         """:meth:`find` as an iterator: every file below ``path``, in name
@@ -922,6 +979,47 @@ class ShoalFileSystem(AsyncFileSystem):
         )
 
 
+class _Call:
+    """An engine call a step generator needs: ``_shoal.NAME(*args, **kw)``
+    (blocking) or ``_shoal.NAME_async`` (awaited)."""
+
+    __slots__ = ("name", "args", "kwargs")
+
+    def __init__(self, name: str, *args: Any, **kwargs: Any) -> None:
+        self.name, self.args, self.kwargs = name, args, kwargs
+
+
+async def _run_async(steps: Any) -> Any:
+    """Runs a step generator, awaiting each engine call it yields."""
+    try:
+        call = next(steps)
+        while True:
+            try:
+                got = await getattr(_shoal, call.name + "_async")(*call.args, **call.kwargs)
+            except Exception as e:
+                call = steps.throw(e)
+            else:
+                call = steps.send(got)
+    except StopIteration as done:
+        return done.value
+
+
+def _run_blocking(steps: Any) -> Any:
+    """Runs a step generator on the calling thread, each engine call it
+    yields a blocking one."""
+    try:
+        call = next(steps)
+        while True:
+            try:
+                got = getattr(_shoal, call.name)(*call.args, **call.kwargs)
+            except Exception as e:
+                call = steps.throw(e)
+            else:
+                call = steps.send(got)
+    except StopIteration as done:
+        return done.value
+
+
 #: Seconds a listing's or stat's size and version serve opens: long enough
 #: for a dataset's discovery and read (pyarrow opens the first file twice),
 #: short enough that a long-lived filesystem does not keep old listings.
@@ -1042,6 +1140,18 @@ def _shoal_errors():
     return errors
 
 
+def _fetcher(file: weakref.ref) -> Any:
+    """A cache's fetcher that reads through ``file`` without keeping it."""
+
+    def fetch(start: int, end: int) -> bytes:
+        f = file()
+        if f is None:
+            raise ValueError("I/O operation on closed file.")
+        return f._fetch_range(start, end)
+
+    return fetch
+
+
 class ShoalFile(AbstractBufferedFile):
     """A file of a :class:`ShoalFileSystem`: ranged parallel reads of the
     version first seen; writes held and uploaded whole when committed (on
@@ -1060,7 +1170,15 @@ class ShoalFile(AbstractBufferedFile):
             self._details = details
             kwargs["size"] = details["size"]
         super().__init__(fs, path, mode, **kwargs)
-        _exit.track(self)  # pyarrow may release it on its own threads
+        if mode == "rb":
+            # fsspec's cache holds the file's bound _fetch_range: a cycle,
+            # so a file pyarrow let go of (it never closes them) lived on
+            # with the bytes its cache held until a garbage collection, and
+            # exit waited for it (shoal._exit). Held weakly, it goes when
+            # its last reference does.
+            self.cache.fetcher = _fetcher(weakref.ref(self))
+        # pyarrow may release it, then its FSSpecHandler, on its own threads.
+        _exit.track(self, linger=True)
 
     def __del__(self) -> None:
         if self._wrapped and not self.closed:

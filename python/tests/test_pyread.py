@@ -4,8 +4,11 @@ read-ahead that fetches column chunks exactly, cat_ranges at once)."""
 
 from __future__ import annotations
 
+import gc
 import io
 import itertools
+import time
+import weakref
 
 import fsspec
 import fsspec.parquet
@@ -238,6 +241,127 @@ def test_fsspec_consecutive_big_reads_are_fetched_exactly(bucket, monkeypatch):
     assert [(s, e) for _, s, e in cats.reads] == list(itertools.pairwise(cuts)), cats.reads
 
 
+class LoopCounter:
+    """Counts the calls fsspec's sync wrappers hand to the filesystem's
+    event-loop thread."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.calls: list[str] = []
+        real = fsspec.asyn.sync
+
+        def spy(loop, func, *args, **kwargs):
+            self.calls.append(getattr(func, "__name__", repr(func)))
+            return real(loop, func, *args, **kwargs)
+
+        monkeypatch.setattr(fsspec.asyn, "sync", spy)
+
+
+def test_fsspec_dataset_read_makes_the_arrow_paths_requests_on_the_callers_threads(dataset, monkeypatch):
+    """pq.read_table through pyarrow's fsspec bridge: info, isdir, find
+    and one isfile per file opened are answered without a trip through
+    fsspec's event-loop thread, and the engine is asked for the same
+    listings, stats and byte ranges as through shoal.arrow."""
+    bucket, _ = dataset
+    calls: list[tuple] = []
+    for name in ("stat", "stat_async", "list_prefix", "list_prefix_async", "cat", "cat_async"):
+        real = getattr(_shoal, name)
+
+        def spy(*args, _real=real, _name=name, **kwargs):
+            what = (_name.removesuffix("_async"), args[1], kwargs.get("start"), kwargs.get("end"))
+            calls.append(what)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(_shoal, name, spy)
+    loop = LoopCounter(monkeypatch)
+    fs = shoal.fsspec.ShoalFileSystem(skip_instance_cache=True)
+    t = pq.read_table(fs._strip_protocol(f"{bucket}/ds"), filesystem=fs, columns=["x"])
+    assert t.num_rows == 360_000
+    assert loop.calls == []
+    through_fsspec = sorted(c for c in calls if c[0] == "cat")
+    listings = [c for c in calls if c[0] == "list_prefix"]
+    calls.clear()
+    t = pq.read_table(f"{bucket}/ds", filesystem=shoal.arrow.filesystem(), columns=["x"])
+    assert t.num_rows == 360_000
+    assert through_fsspec == sorted(c for c in calls if c[0] == "cat")
+    assert len(through_fsspec) == 3 * 5  # a footer and 4 row groups' chunk of x, per file
+    assert len(listings) <= len([c for c in calls if c[0] == "list_prefix"])
+
+
+def test_fsspec_files_go_when_pyarrow_lets_go_of_them(dataset, monkeypatch):
+    """pyarrow never closes the files it reads through its fsspec bridge:
+    they must go by reference counting, with the bytes their caches hold,
+    not wait for a garbage collection (nor make exit wait for them)."""
+    bucket, _ = dataset
+    opened: list[weakref.ref] = []
+    real = shoal.fsspec.ShoalFile.__init__
+
+    def spy(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        opened.append(weakref.ref(self))
+
+    monkeypatch.setattr(shoal.fsspec.ShoalFile, "__init__", spy)
+    fs = shoal.fsspec.ShoalFileSystem(skip_instance_cache=True)
+    gc.disable()
+    try:
+        t = pq.read_table(fs._strip_protocol(f"{bucket}/ds"), filesystem=fs, columns=["x"])
+        assert t.num_rows == 360_000
+        del t
+        deadline = time.monotonic() + 10  # pyarrow lets go on its own threads
+        while any(r() is not None for r in opened) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        left = sum(1 for r in opened if r() is not None)
+    finally:
+        gc.enable()
+    assert len(opened) == 4  # the first file twice (schema, then rows)
+    assert left == 0
+    # A file read after the filesystem's own references are gone still reads.
+    assert fs.open(f"{fs._strip_protocol(bucket)}/ds/part-1.parquet").read(4) == b"PAR1"
+
+
+def test_fsspec_sync_answers_are_the_async_ones(bucket):
+    """info, isfile, isdir, exists and find answered on the caller's
+    thread say what the event-loop path says, and an asynchronous
+    filesystem still answers through its loop."""
+    fs = shoal.fsspec.ShoalFileSystem(skip_instance_cache=True)
+    root = fs._strip_protocol(bucket)
+    fs.pipe(f"{root}/d/e/f.bin", b"x" * 10)
+    fs.pipe(f"{root}/g.bin", b"y")
+    paths = [root, f"{root}/d", f"{root}/d/e", f"{root}/d/e/f.bin", f"{root}/g.bin", f"{root}/nope", f"{root}/d/nope"]
+    for p in paths:
+        fs.invalidate_cache()
+        try:
+            want = fsspec.asyn.sync(fs.loop, fs._info, p)
+        except FileNotFoundError:
+            want = None
+        fs.invalidate_cache()
+        if want is None:
+            with pytest.raises(FileNotFoundError):
+                fs.info(p)
+        else:
+            assert fs.info(p) == want
+        fs.invalidate_cache()
+        assert fs.isfile(p) == (want is not None and want["type"] == "file")
+        assert fs.isdir(p) == (want is not None and want["type"] == "directory")
+        assert fs.exists(p) == (want is not None)
+        for withdirs, detail in itertools.product((False, True), (False, True)):
+            fs.invalidate_cache()
+            want_found = fsspec.asyn.sync(fs.loop, fs._find, p, withdirs=withdirs, detail=detail)
+            fs.invalidate_cache()
+            assert fs.find(p, withdirs=withdirs, detail=detail) == want_found
+    assert fs.find(root, withdirs=True) == [f"{root}/d", f"{root}/d/e", f"{root}/d/e/f.bin", f"{root}/g.bin"]
+    assert fs.find(root, maxdepth=1) == [f"{root}/g.bin"]
+
+    async def asynchronous():
+        afs = shoal.fsspec.ShoalFileSystem(asynchronous=True, skip_instance_cache=True)
+        assert (await afs._info(f"{root}/g.bin"))["size"] == 1
+        with pytest.raises((NotImplementedError, RuntimeError)):
+            afs.info(f"{root}/g.bin")  # a sync call on the loop's thread: refused, as fsspec's wrappers refuse it
+
+    import asyncio
+
+    asyncio.run(asynchronous())
+
+
 def test_fsspec_cat_ranges_at_once_in_order_with_errors_in_place(bucket):
     fs = fsspec.filesystem("shoal")
     body = bytes(range(256)) * 4096
@@ -300,6 +424,17 @@ def test_exit_waits_for_the_files_pyarrow_still_holds():
     go.set()
     assert _exit.wait(quiet=60, limit=60) == before
     t.join()
+    # A file tracked with linger: exit also waits `quiet` past its release
+    # (pyarrow releases an fsspec file's FSSpecHandler just after it).
+    lingering = File()
+    _exit.track(lingering, linger=True)
+    assert _exit.wait(quiet=0.05, limit=30) == before + 1
+    del lingering
+    gone = time.monotonic()
+    assert _exit.live() == before
+    assert _exit.wait(quiet=0.3, limit=30) == before
+    assert time.monotonic() - gone >= 0.3
+    assert _exit.wait(quiet=0.05, limit=30) == before  # long past: at once
     # A handler counts only while it outlives its filesystem object.
     handler, fs = File(), File()
     _exit.track(handler, owner=fs)
