@@ -18,7 +18,7 @@ use crate::meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersion};
 use crate::served::{page_from_sorted, verify_declared};
 use crate::store::{
     Assemble, BucketInfo, BucketStore, Capabilities, CopyRequest, GetResponse, MultipartStore,
-    MultipartUpload, PartInfo, PutOptions, Signer, Store, StoredPart, UploadMethod, VersionStore,
+    MultipartUpload, PartInfo, PutOptions, Signer, Store, StoredPart, VersionStore,
 };
 use crate::url::Scheme;
 
@@ -55,21 +55,7 @@ impl Default for MemoryStore {
         MemoryStore {
             inner: Mutex::default(),
             generation: AtomicI64::new(1),
-            caps: Capabilities {
-                match_glob: false,
-                projection: false,
-                end_offset: true,
-                native_multipart: true,
-                compose: false,
-                min_part_size: 0,
-                max_parts: 10_000,
-                max_put_size: u64::MAX,
-                max_list_page: 1000,
-                put_stream: false,
-                upload_method: UploadMethod::Auto,
-                resumes_uploads: false,
-                delete_batch: 1,
-            },
+            caps: Capabilities::IN_PROCESS,
             chunk: 64 * 1024,
         }
     }

@@ -120,6 +120,27 @@ pub struct Capabilities {
     pub delete_batch: usize,
 }
 
+impl Capabilities {
+    /// What a store that lives in this process can do (local files, the
+    /// in-memory test store): no server to narrow a listing or compose,
+    /// parts of any size, one key deleted at a time.
+    pub const IN_PROCESS: Capabilities = Capabilities {
+        match_glob: false,
+        projection: false,
+        end_offset: true,
+        native_multipart: true,
+        compose: false,
+        min_part_size: 0,
+        max_parts: 10_000,
+        max_put_size: u64::MAX,
+        max_list_page: 1000,
+        put_stream: false,
+        upload_method: UploadMethod::Auto,
+        resumes_uploads: false,
+        delete_batch: 1,
+    };
+}
+
 /// An object body being read, with what the response headers said.
 pub struct GetResponse {
     /// Metadata from the response headers. `size` is the whole object's

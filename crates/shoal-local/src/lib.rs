@@ -27,7 +27,7 @@ use shoal_core::meta::{ByteRange, ListPage, ListRequest, ObjectMeta, ObjectVersi
 use shoal_core::served::{page_from_sorted, verify_declared};
 use shoal_core::store::{
     BucketInfo, Capabilities, CopyRequest, GetResponse, MultipartUpload, PartInfo, PutOptions,
-    Store, UploadMethod,
+    Store,
 };
 use shoal_core::url::Scheme;
 
@@ -46,21 +46,7 @@ impl LocalStore {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         LocalStore {
             root: root.into(),
-            caps: Capabilities {
-                match_glob: false,
-                projection: false,
-                end_offset: true,
-                native_multipart: true,
-                compose: false,
-                min_part_size: 0,
-                max_parts: 10_000,
-                max_put_size: u64::MAX,
-                max_list_page: 1000,
-                put_stream: false,
-                upload_method: UploadMethod::Auto,
-                resumes_uploads: false,
-                delete_batch: 1,
-            },
+            caps: Capabilities::IN_PROCESS,
         }
     }
 

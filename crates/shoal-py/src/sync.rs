@@ -33,7 +33,7 @@ use crate::session::Session;
 /// A sync's two URLs as locations: bucket prefixes, not globs, that do not
 /// lie inside one another (the engine's guard, which makes the [`Sync`],
 /// as `shoal sync` makes it).
-fn prefixes(src: &str, dst: &str, opts: SyncOptions) -> PyResult<Sync> {
+fn prefixes(src: &str, dst: &str, opts: SyncOptions) -> PyResult<(Sync, Location, Location)> {
     let (a, b) = (cloud(src)?, cloud(dst)?);
     for (url, l) in [(src, &a), (dst, &b)] {
         if shoal_list::has_wildcard(&l.key) {
@@ -44,7 +44,8 @@ fn prefixes(src: &str, dst: &str, opts: SyncOptions) -> PyResult<Sync> {
             )));
         }
     }
-    Sync::new("sync", &a, &b, opts).py()
+    let sync = Sync::new("sync", &a, &b, opts).py()?;
+    Ok((sync, a, b))
 }
 
 /// An extra as handed to Python: its URL and the version its listing saw
@@ -208,8 +209,7 @@ pub(crate) fn sync_range<'py>(
         // Live listings, both sides.
         confirm_extras: None,
     };
-    let sync = prefixes(&src, &dst, opts)?;
-    let (src, dst) = (cloud(&src)?, cloud(&dst)?);
+    let (sync, src, dst) = prefixes(&src, &dst, opts)?;
     let mut transfer = session.transfer_options(workers, chunk_size);
     transfer.no_clobber = no_clobber;
     let run = Run::new(transfer);

@@ -72,11 +72,7 @@ impl Sync {
 
     /// What the source's listing needs to carry for the comparison asked.
     pub fn projection(&self) -> Projection {
-        if self.opts.compare == Compare::Checksum {
-            Projection::Full
-        } else {
-            Projection::NameSizeTime
-        }
+        self.opts.projection()
     }
 
     /// The plan from both sides' entries in key order (a live listing, a

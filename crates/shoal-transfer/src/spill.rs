@@ -641,6 +641,18 @@ mod tests {
         }
     }
 
+    /// `n` records of one key, numbered in push order.
+    fn same_keys(n: u64) -> Vec<Rec> {
+        (0..n)
+            .map(|i| Rec {
+                key: "same".into(),
+                n: i,
+                t: None,
+                s: None,
+            })
+            .collect()
+    }
+
     fn rec(i: u64) -> Rec {
         // Keys in a scrambled order, with newlines, quotes and non-ASCII.
         let k = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) % 1_000_003;
@@ -686,14 +698,7 @@ mod tests {
     /// of their runs, as the merges this replaced gave them.
     #[test]
     fn equal_keys_come_back_run_by_run() {
-        let recs: Vec<Rec> = (0..10)
-            .map(|i| Rec {
-                key: "same".into(),
-                n: i,
-                t: None,
-                s: None,
-            })
-            .collect();
+        let recs = same_keys(10);
         let (back, runs) = sort(&recs, 1);
         assert_eq!(runs, 10);
         assert_eq!(
@@ -721,14 +726,7 @@ mod tests {
         let back: Vec<Rec> = s.sorted().unwrap().map(Result::unwrap).collect();
         assert_eq!(back, want);
 
-        let same: Vec<Rec> = (0..50)
-            .map(|i| Rec {
-                key: "same".into(),
-                n: i,
-                t: None,
-                s: None,
-            })
-            .collect();
+        let same = same_keys(50);
         let mut s = Sorter::with_max_runs(1, 3);
         for r in &same {
             s.push(r.clone()).unwrap();

@@ -97,6 +97,18 @@ pub struct SyncOptions {
     pub confirm_extras: Option<Location>,
 }
 
+impl SyncOptions {
+    /// What a listing of either side must carry for the comparison asked:
+    /// checksums only for [`Compare::Checksum`].
+    pub fn projection(&self) -> Projection {
+        if self.compare == Compare::Checksum {
+            Projection::Full
+        } else {
+            Projection::NameSizeTime
+        }
+    }
+}
+
 /// Counts of what the plan holds, for tests (and a debug log line).
 #[derive(Debug, Default)]
 pub struct PlanStats {
@@ -286,11 +298,7 @@ pub(crate) fn sync_range(
     };
     let start = rel(&range.start)?;
     let end = range.end.as_deref().map(rel).transpose()?;
-    let projection = if opts.compare == Compare::Checksum {
-        Projection::Full
-    } else {
-        Projection::NameSizeTime
-    };
+    let projection = opts.projection();
     let side = |l: &Location, root: &str| -> Result<BoxStream<'static, Listed>> {
         let at = |r: &str| format!("{root}{r}");
         Ok(range_entries(

@@ -57,11 +57,7 @@ pub(crate) async fn run(ctx: &Context, a: SyncArgs) -> CmdResult {
         store_for: &store_for,
         filter: &filter,
         quiet: ctx.quiet,
-        projection: if a.checksum {
-            Projection::Full
-        } else {
-            Projection::NameSizeTime
-        },
+        projection: sync.projection(),
     };
     // Both sides in key order: the plan is a merge of the two listings
     // (or of listings kept in files). The destination's own links and
