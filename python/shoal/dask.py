@@ -170,29 +170,19 @@ def _distributed_client(client: Any) -> Any:
         return None
 
 
-#: Requests in flight for one listing task when the caller does not say
-#: and two share a worker thread: a worker thread runs two listing tasks at
-#: once (:func:`_leave_thread_pool`), so this is half the CLI's 16 a
-#: listing. A task that starts with less of its threads' share in use gets
-#: more (:func:`_task_connections`).
-TASK_LIST_CONNECTIONS = 8
-
-
-def _task_connections(budget: int, in_use: int) -> int:
-    """Requests in flight for a listing task about to start, when the
-    caller did not say: what the cluster's listing budget (``budget``: 16 a
-    worker thread, the CLI's count) has left beside the ``in_use`` of the
-    tasks still running, at least half and at most twice
-    :data:`TASK_LIST_CONNECTIONS`.
-
-    Measured at 1M keys on one worker thread (bench/results/DASK-LISTING.md,
-    2026-11-29 later): one listing task ran alone 95-97% of the wall, its
-    range's split having left the other half empty, so the thread listed at
-    8 requests where the CLI keeps 16. A task alone now takes 16; one that
-    starts beside it takes the 4 left (at least 4, so a range with keys
-    still moves), and the next ones rebalance toward 16 a thread as tasks
-    end."""
-    return max(TASK_LIST_CONNECTIONS // 2, min(2 * TASK_LIST_CONNECTIONS, budget - in_use))
+#: Requests in flight for one listing task when the caller does not say:
+#: the CLI's 16 a listing, whether the task runs alone on its worker thread
+#: or beside a second one (:func:`_leave_thread_pool`).
+#:
+#: Measured at 1M keys on one worker thread (bench/results/DASK-LISTING.md,
+#: 2026-11-29, third section): a task that started beside another took
+#: what 16 a thread had left (4) and kept it after the other ended, so it
+#: listed alone at 4 requests for most of a second (110,000-130,000 keys/s
+#: where a task at 16 lists 250,000-300,000); at 16 each, with the lister
+#: no longer waiting for its head, one worker went from 0.52-0.60x of
+#: ``shoal ls -r`` to 0.72x. Two tasks overlap only at one's tail and the
+#: other's ramp, so a thread seldom has 32 in flight.
+TASK_LIST_CONNECTIONS = 16
 
 
 def _leave_thread_pool() -> None:
@@ -204,9 +194,8 @@ def _leave_thread_pool() -> None:
     connections busy); run one after another, a worker sat partly idle at
     every seam: one worker listed 10M keys in 58 s where both overlapped
     took 44 s (bench/results/DASK-LISTING.md). The client keeps at most two
-    listing tasks a worker thread outstanding, and by default their
-    connections within 16 a thread (at most 20 while a 4 starts beside a
-    16: :func:`_task_connections`)."""
+    listing tasks a worker thread outstanding, each with
+    :data:`TASK_LIST_CONNECTIONS` requests by default."""
     try:
         from distributed import secede
 
@@ -330,9 +319,8 @@ def list_partitions(
     in two for other tasks while fewer than ``max_tasks`` (default: twice
     the cluster's threads) are running. Inside a task the range is listed
     as ``shoal ls -r --sorted`` lists, by the adaptive parallel lister,
-    with up to ``list_connections`` requests in flight (default: what is
-    left of 16 a worker thread, the CLI's count, beside the tasks running,
-    4 to 16: :func:`_task_connections`); a listing task leaves the worker's
+    with up to ``list_connections`` requests in flight (default
+    :data:`TASK_LIST_CONNECTIONS`: 16, the CLI's count); a listing task leaves the worker's
     thread pool while it waits on the network, so a worker thread lists two
     ranges at once and one's ramp-up overlaps the other's tail. A failed task
     raises with the URL when its future is gathered."""
@@ -443,18 +431,13 @@ def _list_ranges(
     limit = max_tasks or max(2, 2 * sum(c.nthreads().values()))
     st = stats if stats is not None else ListingStats()
     alphabet: set[str] = set()
-    running: dict[Any, tuple[str, str | None, Any, int]] = {}
+    running: dict[Any, tuple[str, str | None, Any]] = {}
     parts: list[_Range] = []
     done = as_completed()
     tok = _token()
 
-    # Requests in flight the listing tasks may hold in all (when the caller
-    # does not fix a task's): the CLI's 16 a worker thread.
-    budget = 2 * TASK_LIST_CONNECTIONS * _slots(c)
-
     def submit(start: str, end: str | None) -> None:
         i = st.tasks
-        conns = connections or _task_connections(budget, sum(r[3] for r in running.values()))
         t = c.submit(
             _list_task,
             s,
@@ -464,19 +447,19 @@ def _list_ranges(
             keys_per_task,
             detail,
             keep,
-            conns,
+            connections,
             cut,
             keys_per_piece,
             key=f"shoal-list-{i}-{tok}",
         )
         summary = c.submit(operator.itemgetter(1), t, key=f"shoal-list-summary-{i}-{tok}")
-        running[summary] = (start, end, c.submit(operator.itemgetter(0), t, key=f"shoal-listed-{i}-{tok}"), conns)
+        running[summary] = (start, end, c.submit(operator.itemgetter(0), t, key=f"shoal-listed-{i}-{tok}"))
         done.add(summary)
         st.tasks += 1
 
     submit(prefix, None)
     for summary in done:
-        start, end, data, _ = running.pop(summary)
+        start, end, data = running.pop(summary)
         n, first, last, nxt, cuts, sizes, largest, span = summary.result()
         summary.release()
         parts.append(_Range(start, nxt if nxt is not None else end, data, cuts, sizes, largest))

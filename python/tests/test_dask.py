@@ -1023,21 +1023,24 @@ def test_encryption_keys_reach_the_workers(client):
         sd.read_bag(f"{bucket}/out/", lines=False, gcs_endpoint_url=tb).compute()
 
 
-def test_a_listing_task_takes_the_connections_its_threads_have_left():
-    """A listing task started without ``list_connections`` takes what the
-    cluster's budget (16 a worker thread) has left beside the running
-    tasks, between 4 and 16: alone on a thread it lists at the CLI's 16;
-    beside one at 16 it takes the floor of 4; the next rebalance."""
+def test_a_listing_task_lists_at_the_clis_connections(monkeypatch):
+    """A listing task started without ``list_connections`` lists with the
+    CLI's 16 requests in flight, beside another task or not (it took what
+    16 a thread had left, 4 beside a running task, and kept it after that
+    task ended); ``list_connections`` sets it."""
     import shoal.dask as sd
 
-    assert sd.TASK_LIST_CONNECTIONS == 8
-    assert sd._task_connections(16, 0) == 16  # alone on one thread
-    assert sd._task_connections(16, 16) == 4  # beside it: the floor
-    assert sd._task_connections(16, 4) == 12  # the next, beside a 4
-    assert sd._task_connections(16, 8) == 8  # two tasks of 8: the old split
-    assert sd._task_connections(64, 0) == 16  # one task on 4 threads: no more than the CLI's
-    assert sd._task_connections(64, 48) == 16
-    assert sd._task_connections(64, 60) == 4
+    asked = []
+
+    def list_range(session, url, **kw):
+        asked.append(kw["connections"])
+        return [], None
+
+    monkeypatch.setattr(sd._shoal, "list_range", list_range)
+    sd._list_task(None, "s3://b/p/", "p/", None, 10, "size")
+    sd._list_task(None, "s3://b/p/", "p/", None, 10, "size", connections=5)
+    assert asked == [16, 5]
+    assert sd.TASK_LIST_CONNECTIONS == 16
 
 
 def test_a_listing_split_leaves_keys_on_both_sides():
