@@ -49,22 +49,39 @@ def write_report(benchserver: str, n: int, files: int, d: Path) -> Path:
         return manifest
     data.mkdir(parents=True, exist_ok=True)
     mdir.mkdir(parents=True, exist_ok=True)
-    outs = [
-        gzip.open(data / f"f{i}.csv.gz", "wt", compresslevel=1, encoding="utf-8", newline="\n") for i in range(files)
-    ]
+    # Each file is compressed by its own `gzip -1` (the other core's work),
+    # and a key's folder is quoted once: per-row quoting and compressing in
+    # this process took 1,055 s for 100M rows.
+    outs = []
+    for i in range(files):
+        f = open(data / f"f{i}.csv.gz", "wb")
+        outs.append((subprocess.Popen(["gzip", "-1", "-c"], stdin=subprocess.PIPE, stdout=f), f))
     p = subprocess.Popen([benchserver, "list-keys", str(n)], stdout=subprocess.PIPE, text=True, encoding="utf-8")
     t = time.perf_counter()
     assert p.stdout is not None
+    quoted: dict[str, str] = {}
+    pending: list[list[str]] = [[] for _ in range(files)]
+    tail = '","1024","2024-01-01T00:00:00.000Z","00000000000000000000000000000000","STANDARD"\n'
     for i, line in enumerate(p.stdout):
-        key = urllib.parse.quote(line.rstrip("\n"), safe="/")
-        outs[i % files].write(
-            f'"{bucket}","{key}","1024","2024-01-01T00:00:00.000Z","00000000000000000000000000000000","STANDARD"\n'
-        )
+        folder, _, name = line.rstrip("\n").rpartition("/")
+        q = quoted.get(folder)
+        if q is None:
+            q = quoted[folder] = urllib.parse.quote(folder + "/", safe="/") if folder else ""
+        rows = pending[i % files]
+        rows.append(f'"{bucket}","{q}{urllib.parse.quote(name, safe="")}{tail}')
+        if len(rows) >= 4096:
+            outs[i % files][0].stdin.write("".join(rows).encode())
+            rows.clear()
     if p.wait() != 0:
         raise SystemExit("shoal-benchserver list-keys failed")
-    listed = []
-    for i, f in enumerate(outs):
+    for (z, f), rows in zip(outs, pending):
+        z.stdin.write("".join(rows).encode())
+        z.stdin.close()
+        if z.wait() != 0:
+            raise SystemExit("gzip failed")
         f.close()
+    listed = []
+    for i in range(files):
         path = data / f"f{i}.csv.gz"
         listed.append(
             {
