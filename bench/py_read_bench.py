@@ -62,7 +62,15 @@ FLOOR = "local-files"
 #: once, nothing decoded. What the server alone costs for the row, after
 #: the same interpreter start and imports. Not a peer either.
 SERVER = "requests-only"
-FLOORS = (FLOOR, SERVER)
+#: The fsspec path's own floor, with ``--import-floor``: shoal's arrow path
+#: in a process that has imported fsspec, as the fsspec path must (its
+#: filesystem is an fsspec class) and ``pandas.read_parquet`` does on both
+#: paths (it imports fsspec whenever it is installed, even when given an
+#: Arrow filesystem). What is left between it and ``shoal-fsspec`` is the
+#: fsspec path's own cost; what is left between it and ``shoal-arrow`` is
+#: fsspec's import. Not a peer.
+IMPORT_FLOOR = "arrow+fsspec-import"
+FLOORS = (FLOOR, SERVER, IMPORT_FLOOR)
 #: The suffix of a shoal client run from ``--before DIR``'s package.
 BEFORE = "-before"
 
@@ -83,7 +91,9 @@ def _fs(store: str, client: str):
         import shoal.fsspec
 
         return shoal.fsspec.ShoalFileSystem(), f"{store}/{BUCKET}/ds", f"{store}/{BUCKET}/small"
-    if client == "shoal-arrow":
+    if client in ("shoal-arrow", IMPORT_FLOOR):
+        if client == IMPORT_FLOOR:
+            import fsspec  # noqa: F401
         import shoal.arrow
 
         return shoal.arrow.filesystem(store), f"{store}://{BUCKET}/ds", None
@@ -347,7 +357,10 @@ def _clients(store: str, args) -> list[str]:
     peers = [c for c in CLIENTS[store] if wanted is None or c in wanted]
     if args.before:
         peers = [x for c in peers for x in ([c, c + BEFORE] if c == "shoal-fsspec" else [c])]
-    return peers + (list(FLOORS) if args.local else [])
+    floors = [FLOOR, SERVER] if args.local else []
+    if args.import_floor:
+        floors.append(IMPORT_FLOOR)
+    return peers + floors
 
 
 def _med(rs: list[dict], k: str) -> float | None:
@@ -379,6 +392,13 @@ def write(results: dict, stores: list[str], rows: list[str], args) -> None:
             f"`{SERVER}`: the requests a parquet row needs (listing, footers, then the column chunks as",
             "Arrow coalesces them), all at once through shoal's engine, nothing decoded, after the same",
             "imports: the server's floor for the row, left out of the ratios too.",
+        ]
+    if args.import_floor:
+        lines[-1:-1] = [
+            "",
+            f"`{IMPORT_FLOOR}`: shoal's arrow path in a process that imported fsspec first, as the fsspec",
+            "path must and `pandas.read_parquet` does on either path: the fsspec path's floor, left out of the",
+            "ratios. The last column then also gives shoal-fsspec ÷ this floor (wall / CPU).",
         ]
     for store in stores:
         clients = _clients(store, args)
@@ -423,6 +443,16 @@ def write(results: dict, stores: list[str], rows: list[str], args) -> None:
                 m = [x for x in m if x is not None]
                 p = [x for x in p if x is not None]
                 ratio += (f"{min(p) / min(m):.2f}×" if m and p else "—") + (" / " if k == "wall" else "")
+            if IMPORT_FLOOR in clients:
+                got = [
+                    (
+                        _med(results.get((store, row, "shoal-fsspec"), []), k),
+                        _med(results.get((store, row, IMPORT_FLOOR), []), k),
+                    )
+                    for k in ("wall", "cpu")
+                ]
+                if all(a is not None and b for a, b in got):
+                    ratio += "; fsspec ÷ floor " + " / ".join(f"{a / b:.2f}×" for a, b in got)
             lines.append(f"| {ROW_NAMES[row]} | " + " | ".join(cells) + f" | {ratio} |")
         lines.append("")
 
@@ -465,6 +495,11 @@ def main() -> None:
     )
     r.add_argument("--clients", default=None, help="only these clients (comma-separated; the floors come with --local)")
     r.add_argument("--local", default=None, help="the directory `setup` wrote: adds the local-files floor to each row")
+    r.add_argument(
+        "--import-floor",
+        action="store_true",
+        help=f"adds `{IMPORT_FLOOR}`: shoal's arrow path after `import fsspec`, the fsspec path's floor",
+    )
     r.add_argument(
         "--before",
         default=None,
