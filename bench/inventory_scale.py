@@ -28,7 +28,6 @@ open under ``TMPDIR`` (its sorted runs), sampled every 0.2 s from
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
 import json
 import os
@@ -74,7 +73,7 @@ def write_report(benchserver: str, n: int, files: int, d: Path) -> Path:
             rows.clear()
     if p.wait() != 0:
         raise SystemExit("shoal-benchserver list-keys failed")
-    for (z, f), rows in zip(outs, pending):
+    for (z, f), rows in zip(outs, pending, strict=True):
         z.stdin.write("".join(rows).encode())
         z.stdin.close()
         if z.wait() != 0:

@@ -12,9 +12,11 @@ on a 2-core machine, for a script that ends right after its read.
 The same holds for a filesystem's handler: a script that drops its
 ``shoal.arrow.filesystem()`` (a local variable of a function that
 returned) leaves pyarrow's threads to release the last of it. Through
-pyarrow's fsspec bridge the handler is pyarrow's ``FSSpecHandler``,
-released by those threads just after the files: exit waits ``QUIET``
-seconds past the last fsspec file's release for it.
+pyarrow's fsspec bridge the handler is pyarrow's own ``FSSpecHandler``,
+released by those threads just after the files: a file opened through it
+finds it among its callers' frames (:func:`track_fsspec_handler`) and
+counts it too. (Exit used to wait 50 ms past the last fsspec file's
+release instead, which every such script paid in wall time.)
 
 So each file shoal hands out is counted while it lives, and each handler
 while it outlives the filesystem object Python held (pyarrow's threads
@@ -33,6 +35,7 @@ one the interrupted code holds).
 from __future__ import annotations
 
 import atexit
+import sys
 import time
 import weakref
 
@@ -45,28 +48,48 @@ LIMIT = 5.0
 #: pyarrow, or None), under a token of its own; an entry leaves when its
 #: object is collected.
 _tracked: dict[object, tuple[weakref.ref, weakref.ref | None]] = {}
-#: When the last object tracked with ``linger`` went (monotonic seconds).
-_gone = [float("-inf")]
+#: pyarrow ``FSSpecHandler`` objects already tracked, by ``id`` (they
+#: define ``__eq__`` and so cannot be hashed); an entry leaves with its
+#: handler.
+_handlers: dict[int, weakref.ref] = {}
+#: How many callers' frames :func:`track_fsspec_handler` looks through:
+#: ``FSSpecHandler.open_input_file`` -> ``AbstractFileSystem.open`` ->
+#: ``ShoalFileSystem._open`` -> ``ShoalFile.__init__`` -> here, with room.
+_FRAMES = 8
 
 
-def _lingered(token: object) -> None:
-    _tracked.pop(token, None)
-    _gone[0] = time.monotonic()
-
-
-def track(obj: object, owner: object | None = None, linger: bool = False) -> None:
+def track(obj: object, owner: object | None = None) -> None:
     """Counts ``obj`` while it is alive (and, given ``owner``, only once
     ``owner`` is gone: a handler counts once the ``PyFileSystem`` holding
-    it is gone and it is not). With ``linger``, exit also waits until
-    ``quiet`` seconds have passed since the last such object went: an fsspec
-    file's handler is pyarrow's own ``FSSpecHandler``, which shoal cannot
-    track, and pyarrow's threads release it just after the files."""
+    it is gone and it is not)."""
     token = object()
-    if linger:
-        ref = weakref.ref(obj, lambda _, t=token: _lingered(t))
-    else:
-        ref = weakref.ref(obj, lambda _, t=token: _tracked.pop(t, None))
+    ref = weakref.ref(obj, lambda _, t=token: _tracked.pop(t, None))
     _tracked[token] = (ref, None if owner is None else weakref.ref(owner))
+
+
+def track_fsspec_handler() -> None:
+    """Counts the pyarrow ``FSSpecHandler`` among the caller's callers, if
+    any, while it lives (once per handler): a file opened by pyarrow's
+    fsspec bridge is released by pyarrow's threads, then that handler
+    just after it, so exit waits for both. Without pyarrow imported there
+    is none to find."""
+    fs = sys.modules.get("pyarrow.fs")
+    cls = getattr(fs, "FSSpecHandler", None)
+    if cls is None:
+        return
+    f = sys._getframe(1)
+    for _ in range(_FRAMES):
+        if f is None:
+            return
+        h = f.f_locals.get("self")
+        if isinstance(h, cls):
+            key = id(h)
+            known = _handlers.get(key)
+            if known is None or known() is not h:
+                _handlers[key] = weakref.ref(h, lambda _, i=key: _handlers.pop(i, None))
+                track(h)
+            return
+        f = f.f_back
 
 
 def live() -> int:
@@ -76,10 +99,8 @@ def live() -> int:
 
 
 def wait(quiet: float = QUIET, limit: float = LIMIT) -> int:
-    """Waits until nothing tracked is alive (and ``quiet`` seconds have
-    passed since the last object tracked with ``linger`` went), or nothing
-    went for ``quiet`` seconds, at most ``limit`` seconds; returns how many
-    are left."""
+    """Waits until nothing tracked is alive, or nothing went for ``quiet``
+    seconds, at most ``limit`` seconds; returns how many are left."""
     start = since = time.monotonic()
     last = live()
     while True:
@@ -87,7 +108,7 @@ def wait(quiet: float = QUIET, limit: float = LIMIT) -> int:
         if n < last:
             since = now
         last = n
-        if (n <= 0 and now - _gone[0] >= quiet) or now - since >= quiet or now - start >= limit:
+        if n <= 0 or now - since >= quiet or now - start >= limit:
             return n
         time.sleep(0.005)
 

@@ -1178,7 +1178,8 @@ class ShoalFile(AbstractBufferedFile):
             # its last reference does.
             self.cache.fetcher = _fetcher(weakref.ref(self))
         # pyarrow may release it, then its FSSpecHandler, on its own threads.
-        _exit.track(self, linger=True)
+        _exit.track(self)
+        _exit.track_fsspec_handler()
 
     def __del__(self) -> None:
         if self._wrapped and not self.closed:

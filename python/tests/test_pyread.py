@@ -424,17 +424,6 @@ def test_exit_waits_for_the_files_pyarrow_still_holds():
     go.set()
     assert _exit.wait(quiet=60, limit=60) == before
     t.join()
-    # A file tracked with linger: exit also waits `quiet` past its release
-    # (pyarrow releases an fsspec file's FSSpecHandler just after it).
-    lingering = File()
-    _exit.track(lingering, linger=True)
-    assert _exit.wait(quiet=0.05, limit=30) == before + 1
-    del lingering
-    gone = time.monotonic()
-    assert _exit.live() == before
-    assert _exit.wait(quiet=0.3, limit=30) == before
-    assert time.monotonic() - gone >= 0.3
-    assert _exit.wait(quiet=0.05, limit=30) == before  # long past: at once
     # A handler counts only while it outlives its filesystem object.
     handler, fs = File(), File()
     _exit.track(handler, owner=fs)
@@ -443,6 +432,40 @@ def test_exit_waits_for_the_files_pyarrow_still_holds():
     assert _exit.live() == before + 1
     del handler
     assert _exit.live() == before
+
+
+def test_exit_waits_for_pyarrows_fsspec_handler_and_no_longer(dataset):
+    """A file pyarrow opens through its fsspec bridge counts the bridge's
+    ``FSSpecHandler`` (pyarrow's threads release it just after the
+    files), once per handler; once the read's files and handler are gone,
+    exit waits for nothing (it waited 50 ms past the last file)."""
+    import pyarrow.parquet as pq
+
+    import shoal.fsspec
+    from shoal import _exit
+
+    bucket, _ = dataset
+    before = _exit.live()
+    seen = []
+    track = _exit.track
+
+    def counting(obj, owner=None):
+        seen.append(type(obj).__name__)
+        track(obj, owner)
+
+    _exit.track = counting
+    try:
+        fs = shoal.fsspec.ShoalFileSystem()
+        t = pq.read_table(f"{bucket.replace('://', '/', 1)}/ds/", filesystem=fs, columns=["x"])
+    finally:
+        _exit.track = track
+    assert t.num_rows == 360_000
+    assert seen.count("FSSpecHandler") == 1, seen
+    assert seen.count("ShoalFile") >= 2, seen
+    # Released by pyarrow's threads (or already gone): the wait ends when
+    # they are, however long `quiet` is; nothing lingers after.
+    assert _exit.wait(quiet=60, limit=60) == before
+    assert _exit.wait(quiet=60, limit=60) == before
 
 
 @pytest.mark.parametrize("how", ["arrow", "fsspec"])
