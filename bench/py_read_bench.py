@@ -198,6 +198,16 @@ def _requests_only(store: str, row: str) -> str:
     return f"ranges={len(files) + len(ranges)} bytes={sum(len(g) for g in got)}"
 
 
+def _read_kwargs(row: str) -> dict:
+    """``pq.read_table``'s keywords for a parquet row: one column (``c03``),
+    all columns, or the row groups holding ``id < 10,000``."""
+    if row == "one_col":
+        return {"columns": ["c03"]}
+    if row == "filter":
+        return {"filters": [("id", "<", 10_000)]}
+    return {}
+
+
 def _table_check(t) -> str:
     import pyarrow.compute as pc
 
@@ -218,12 +228,7 @@ def child(store: str, row: str, client: str) -> None:
     if row in ("one_col", "all_cols", "filter"):
         import pyarrow.parquet as pq
 
-        kw: dict = {}
-        if row == "one_col":
-            kw["columns"] = ["c03"]
-        if row == "filter":
-            kw["filters"] = [("id", "<", 10_000)]
-        t = pq.read_table(ds, filesystem=fs, **kw)
+        t = pq.read_table(ds, filesystem=fs, **_read_kwargs(row))
         check = _table_check(t)
     elif row == "cat_small":
         import zlib

@@ -82,12 +82,7 @@ def main() -> None:
     if "--memory" not in sys.argv:
         _count()
     fs, ds, _ = bench._fs(store, client)
-    kw: dict = {}
-    if row == "one_col":
-        kw["columns"] = ["c03"]
-    if row == "filter":
-        kw["filters"] = [("id", "<", 10_000)]
-    t = pq.read_table(ds, filesystem=fs, **kw)
+    t = pq.read_table(ds, filesystem=fs, **bench._read_kwargs(row))
     check = bench._table_check(t)
     time.sleep(0.2)  # pyarrow lets go of the files on its own threads
     alive = _exit.live()

@@ -33,11 +33,7 @@ def main() -> None:
     reads, tag = int(sys.argv[1]), sys.argv[2]
     for store in ("s3", "gs"):
         for row in ("one_col", "all_cols", "filter"):
-            kw: dict = {}
-            if row == "one_col":
-                kw["columns"] = ["c03"]
-            if row == "filter":
-                kw["filters"] = [("id", "<", 10_000)]
+            kw = bench._read_kwargs(row)
             got: dict = {c: {"wall": [], "cpu": []} for c in CLIENTS}
             for i in range(reads + 1):
                 for c in CLIENTS if i % 2 else CLIENTS[::-1]:

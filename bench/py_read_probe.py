@@ -90,12 +90,7 @@ def main() -> None:
     else:
         import pyarrow.parquet as pq
 
-        kw: dict = {}
-        if row == "one_col":
-            kw["columns"] = ["c03"]
-        if row == "filter":
-            kw["filters"] = [("id", "<", 10_000)]
-        pq.read_table(ds, filesystem=fs, **kw)
+        pq.read_table(ds, filesystem=fs, **bench._read_kwargs(row))
         need = needed(row)
     wall = time.perf_counter() - t0
     probe.stop = True

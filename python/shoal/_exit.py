@@ -48,10 +48,6 @@ LIMIT = 5.0
 #: pyarrow, or None), under a token of its own; an entry leaves when its
 #: object is collected.
 _tracked: dict[object, tuple[weakref.ref, weakref.ref | None]] = {}
-#: pyarrow ``FSSpecHandler`` objects already tracked, by ``id`` (they
-#: define ``__eq__`` and so cannot be hashed); an entry leaves with its
-#: handler.
-_handlers: dict[int, weakref.ref] = {}
 #: How many callers' frames :func:`track_fsspec_handler` looks through:
 #: ``FSSpecHandler.open_input_file`` -> ``AbstractFileSystem.open`` ->
 #: ``ShoalFileSystem._open`` -> ``ShoalFile.__init__`` -> here, with room.
@@ -83,10 +79,7 @@ def track_fsspec_handler() -> None:
             return
         h = f.f_locals.get("self")
         if isinstance(h, cls):
-            key = id(h)
-            known = _handlers.get(key)
-            if known is None or known() is not h:
-                _handlers[key] = weakref.ref(h, lambda _, i=key: _handlers.pop(i, None))
+            if not any(ref() is h for ref, _ in _tracked.copy().values()):
                 track(h)
             return
         f = f.f_back

@@ -608,13 +608,9 @@ fn steal(shared: &Shared, id: usize) -> Steal {
 /// ([`halt`]: about twice `max_keys`). Waiting for the head there made one
 /// piece after another list at the sorted listing's pace (1,000 pages of
 /// shoal-benchserver's keys in 16-worker pieces of 100: 140 round trips
-/// waiting, 102 not, one unsorted listing 78).
+/// waiting, 127 not, one unsorted listing 78).
 async fn reserve(shared: &Shared, start: &str) -> bool {
-    let budget = if shared.budget.is_some() {
-        usize::MAX
-    } else {
-        HELD_PAGES
-    };
+    let kept_by_caller = shared.budget.is_some();
     let mut waited = false;
     loop {
         let advanced = shared.advance.notified();
@@ -626,15 +622,7 @@ async fn reserve(shared: &Shared, start: &str) -> bool {
                 return false;
             }
             let head = st.open.first().is_some_and(|h| h == start);
-            // Pages counted for this range and those below it (and those
-            // released, which come first of all).
-            let above: usize = st
-                .pending
-                .range::<str, _>((Bound::Excluded(start), Bound::Unbounded))
-                .map(|(_, n)| n)
-                .sum();
-            let below = st.unreleased - above;
-            if head || (st.unreleased < budget && below < budget / 2) {
+            if head || kept_by_caller || has_room(&st, start) {
                 st.unreleased += 1;
                 *st.pending.entry(start.to_owned()).or_default() += 1;
                 return true;
@@ -646,6 +634,20 @@ async fn reserve(shared: &Shared, start: &str) -> bool {
         }
         advanced.await;
     }
+}
+
+/// Whether a page of the range starting at `start` (not the head) fits in
+/// [`HELD_PAGES`]: at most that many pages counted in all, and at most
+/// half of them for this range and those below it (and those released,
+/// which come first of all), so ranges nearer the head find room.
+fn has_room(st: &State, start: &str) -> bool {
+    let above: usize = st
+        .pending
+        .range::<str, _>((Bound::Excluded(start), Bound::Unbounded))
+        .map(|(_, n)| n)
+        .sum();
+    let below = st.unreleased - above;
+    st.unreleased < HELD_PAGES && below < HELD_PAGES / 2
 }
 
 fn common_len(a: &str, b: &str) -> usize {
