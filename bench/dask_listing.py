@@ -5,7 +5,7 @@ shoal-benchserver's ``list-N`` buckets behind toxiproxy for latency).
 
     python bench/dask_listing.py --endpoint http://127.0.0.1:PORT \\
         --bucket list-10000000 --workers 1 2 4 [--keys-per-task 100000] \\
-        [--connections 16] [--cli target/release/shoal] [--runs 1] [--drop] \\
+        [--connections 16] [--max-tasks N] [--cli target/release/shoal] [--runs 1] [--drop] \\
         [--trace]
 
 Each worker process has one thread; each listing task runs shoal's
@@ -107,6 +107,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     ap.add_argument("--keys-per-task", type=int, default=100_000)
     ap.add_argument("--connections", type=int, default=None)
+    ap.add_argument(
+        "--max-tasks", type=int, default=None, help="most listing tasks at once (default: twice the workers' threads)"
+    )
     ap.add_argument("--cli", default=None, help="a shoal binary to list the same bucket with, for comparison")
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--drop", action="store_true", help="keep no keys on the workers (list and count only)")
@@ -152,7 +155,7 @@ def main() -> None:
                         url,
                         c,
                         a.keys_per_task,
-                        None,
+                        a.max_tasks,
                         "size",
                         stats,
                         resolve(None, {}),
@@ -162,7 +165,12 @@ def main() -> None:
                     total = stats.objects
                 else:
                     parts = sd.list_partitions(
-                        url, client=c, keys_per_task=a.keys_per_task, stats=stats, list_connections=a.connections
+                        url,
+                        client=c,
+                        keys_per_task=a.keys_per_task,
+                        max_tasks=a.max_tasks,
+                        stats=stats,
+                        list_connections=a.connections,
                     )
                     total = sum(c.gather([c.submit(len, p) for p in parts]))
                 secs = time.perf_counter() - t

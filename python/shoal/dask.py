@@ -229,7 +229,7 @@ def _list_task(
     (default :data:`TASK_LIST_CONNECTIONS`), outside the worker's thread
     pool (:func:`_leave_thread_pool`)."""
     _leave_thread_pool()
-    recs, nxt = _shoal.list_range(
+    recs, nxt, ahead = _shoal.list_range(
         session,
         url,
         start=start,
@@ -243,12 +243,19 @@ def _list_task(
     last = recs.key(-1) if len(recs) else None
     # The split's spacing: the last eighth of the task's keys (see _split_from).
     span = recs.key(_split_from(recs.key, len(recs))) if len(recs) else None
+    # Where the client may cut the rest: by the page listed past the stop.
+    rest_cut = None
+    if nxt is not None and ahead is not None:
+        prefix = _key(url)
+        keys = [k for k in (first, last, *ahead[:2]) if k is not None]
+        alphabet = "".join(sorted({c for k in keys for c in k[len(prefix) :]}))
+        rest_cut = _cut_rest(ahead, end, max_keys, prefix, alphabet)
     cuts, pieces, largest = (
         recs.byte_pieces(cut[1], bytes_per_piece=cut[0], keys_per_piece=keys_per_piece)
         if cut is not None
         else ([], [], 0)
     )
-    return (recs if keep else []), (len(recs), first, last, nxt, cuts, pieces, largest, span)
+    return (recs if keep else []), (len(recs), first, last, nxt, cuts, pieces, largest, span, ahead, rest_cut)
 
 
 #: ``shoal_list::split::PAGES_AHEAD``: a cut given the spacing of the keys
@@ -285,6 +292,32 @@ def _split_from(key: Callable[[int], str], n: int) -> int:
         if a < n - 1:
             lo = a
     return lo
+
+
+#: How many tasks' keys past the page it listed beyond its stop a task
+#: aims the cut of its rest (:func:`_cut_rest`).
+_AHEAD_TASKS = 3
+
+
+def _cut_rest(
+    ahead: tuple[str | None, str | None, int, bool], end: str | None, keys_per_task: int, prefix: str, alphabet: str
+) -> str | None:
+    """Where the client may cut what is left of a listing task's range
+    (``[its stop, end)``) in two: by the page the task listed past its stop
+    (``ahead``: first and last key, how many, whether more follow), aimed
+    :data:`_AHEAD_TASKS` tasks' keys on. The keys to come are spaced as that
+    page's, not as the task's own last keys, which may lie in a folder that
+    ends right there: a split of shoal-benchserver's ``list-1000000`` after
+    ``misc/日本語/`` put every key of ``warehouse/`` in one half. Keys are
+    read in the base of the alphabet seen, where characters a position
+    never uses (letters among a counter's digits) take room too, so a cut
+    aimed one task on lands short of it on most layouts. A page with no
+    more after it leaves nothing worth a cut."""
+    first, tail, n, more = ahead
+    if not more or first is None or tail is None or first >= tail:
+        return None
+    pages = max(1, _AHEAD_TASKS * keys_per_task // n)
+    return _shoal.cut_range(tail, end, prefix=prefix, alphabet=alphabet, page_first=first, pages=pages)
 
 
 @dataclass
@@ -460,18 +493,24 @@ def _list_ranges(
     submit(prefix, None)
     for summary in done:
         start, end, data = running.pop(summary)
-        n, first, last, nxt, cuts, sizes, largest, span = summary.result()
+        n, first, last, nxt, cuts, sizes, largest, span, ahead, rest_cut = summary.result()
         summary.release()
+        if nxt is not None and ahead is not None and ahead[2] == 0 and not ahead[3]:
+            nxt = None  # nothing lies past the stop: the range is done
         parts.append(_Range(start, nxt if nxt is not None else end, data, cuts, sizes, largest))
         st.objects += n
-        for k in (first, last):
+        for k in (first, last, *(ahead[:2] if ahead else ())):
             if k is not None:
                 alphabet.update(k[len(prefix) :])
         if nxt is None:
             continue
         mid = None
         if len(running) + 2 <= limit:
-            mid = _shoal.cut_range(last, end, prefix=prefix, alphabet="".join(sorted(alphabet)), page_first=span)
+            mid = (
+                rest_cut
+                if ahead is not None
+                else _shoal.cut_range(last, end, prefix=prefix, alphabet="".join(sorted(alphabet)), page_first=span)
+            )
         if mid is not None and mid > nxt and (end is None or mid < end):
             st.splits += 1
             submit(nxt, mid)

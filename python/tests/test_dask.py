@@ -281,22 +281,27 @@ def test_listing_tasks_tile_the_prefix_with_awkward_keys(client, bucket):
     # A range whose bounds are existing keys: the start is listed, the end
     # is not, and the key to go on from lies right after the last listed.
     s = shoal.Session()
-    objs, nxt = shoal._shoal.list_range(
+    objs, nxt, ahead = shoal._shoal.list_range(
         s, f"{bucket}/p/", start="p/a-b", end="p/a/c/d", max_keys=100, detail="size", connections=3
     )
     assert [o.key for o in objs] == [k for k in want if "p/a-b" <= k < "p/a/c/d"] and nxt is None
+    assert ahead is None
     assert [o.key for o in objs][:3] == ["p/a-b", "p/a.b", "p/a/b"]
-    objs, nxt = shoal._shoal.list_range(
+    objs, nxt, ahead = shoal._shoal.list_range(
         s, f"{bucket}/p/", start="p/", end=None, max_keys=2, detail="size", connections=3
     )
     # (fake-gcs-server answers with one page of everything: then it is done.)
     assert len(objs) >= 2 and (nxt is None or objs[-1].key < nxt)
-    objs2, _ = (
+    objs2, _, _ = (
         shoal._shoal.list_range(s, f"{bucket}/p/", start=nxt, end=None, max_keys=100_000, detail="size", connections=3)
         if nxt
-        else ([], None)
+        else ([], None, None)
     )
     assert [o.key for o in objs + objs2] == want
+    if nxt:
+        # A look past the stop: the first keys the next piece lists.
+        first, last, n, _ = ahead
+        assert first == objs2[0].key and last == objs2[n - 1].key
 
 
 def _uploads_left(bucket: str) -> list[str]:
@@ -1034,13 +1039,40 @@ def test_a_listing_task_lists_at_the_clis_connections(monkeypatch):
 
     def list_range(session, url, **kw):
         asked.append(kw["connections"])
-        return [], None
+        return [], None, None
 
     monkeypatch.setattr(sd._shoal, "list_range", list_range)
     sd._list_task(None, "s3://b/p/", "p/", None, 10, "size")
     sd._list_task(None, "s3://b/p/", "p/", None, 10, "size", connections=5)
     assert asked == [16, 5]
     assert sd.TASK_LIST_CONNECTIONS == 16
+
+
+def test_the_rest_of_a_listing_task_is_cut_by_the_page_past_its_stop():
+    """A task that stopped at the end of a folder (``misc/``, then
+    ``warehouse/``, as on shoal-benchserver's ``list-1000000``) says
+    nothing of the keys to come: cut by its own last keys, the rest kept
+    every key above the cut. The page listed past the stop puts keys on
+    both sides; a page with nothing after it is not cut."""
+    import bisect
+
+    import shoal.dask as sd
+    from shoal import _shoal
+
+    keys = sorted(
+        [f"misc/shard-{i % 100:03d}/obj-{i:07d}.bin" for i in range(100_000)]
+        + [f"warehouse/events/dt=2024-06-01/hour=13/part-{i:08d}-{i * 7919 % 65536:04x}.json" for i in range(900_000)]
+    )
+    stop = 100_000  # the task listed every misc/ key
+    page = keys[stop : stop + 1_000]
+    alphabet = "".join(sorted({c for k in (keys[0], keys[stop - 1], page[0], page[-1]) for c in k}))
+    span = keys[sd._split_from(keys.__getitem__, stop)]
+    old = _shoal.cut_range(keys[stop - 1], None, prefix="", alphabet=alphabet, page_first=span)
+    new = sd._cut_rest((page[0], page[-1], len(page), True), None, 100_000, "", alphabet)
+    below = {m: bisect.bisect_left(keys, m) - stop for m in (old, new)}
+    assert below[old] == 0, old
+    assert 1_000 < below[new] < len(keys) - stop, (new, below[new])
+    assert sd._cut_rest((page[0], page[-1], len(page), False), None, 100_000, "", alphabet) is None
 
 
 def test_a_listing_split_leaves_keys_on_both_sides():

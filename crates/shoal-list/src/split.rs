@@ -52,6 +52,21 @@ pub fn cut(
     alphabet: &BTreeSet<char>,
     page_first: Option<&str>,
 ) -> Option<String> {
+    cut_ahead(lo, hi, prefix, alphabet, page_first, PAGES_AHEAD)
+}
+
+/// Like [`cut`], but no further than `pages` spans of `[page_first, lo]`
+/// above `lo`: where a caller that saw one page of keys wants a cut many
+/// pages on (a Dask listing's next task, python/shoal/dask.py, about a
+/// task's keys past the page it peeked at).
+pub fn cut_ahead(
+    lo: &str,
+    hi: Option<&str>,
+    prefix: &str,
+    alphabet: &BTreeSet<char>,
+    page_first: Option<&str>,
+    pages: u32,
+) -> Option<String> {
     if hi.is_some_and(|h| lo >= h) {
         return None;
     }
@@ -80,7 +95,7 @@ pub fn cut(
                 b
             }
         };
-        let target = digits.target(&a, &b, first_s.as_deref(), len);
+        let target = digits.target(&a, &b, first_s.as_deref(), len, pages.max(1));
         if let Some(cand) = digits.shortest_cut(head, lo, hi, &a, &target, len) {
             return Some(cand);
         }
@@ -138,14 +153,21 @@ impl Digits {
     }
 
     /// Where to aim between `a` and `b`: their midpoint, or, when the last
-    /// page spanned `[first, a]`, [`PAGES_AHEAD`] such spans above `a` if
-    /// that is nearer.
-    fn target(&self, a: &[u32], b: &[u32], first: Option<&[char]>, len: usize) -> Vec<u32> {
+    /// page spanned `[first, a]`, `pages` such spans above `a` if that is
+    /// nearer.
+    fn target(
+        &self,
+        a: &[u32],
+        b: &[u32],
+        first: Option<&[char]>,
+        len: usize,
+        pages: u32,
+    ) -> Vec<u32> {
         let base = self.base;
         let mut target = half(&add(a, b, base), base);
         if let Some(f) = first {
             let span = sub(a, &self.number(f, len), base);
-            let ahead = add(a, &mul(&span, PAGES_AHEAD, base), base);
+            let ahead = add(a, &mul(&span, pages, base), base);
             if ahead[0] == 0 && ahead < target {
                 target = ahead;
             }
@@ -357,6 +379,25 @@ mod tests {
         )
         .unwrap();
         assert!(m.as_str() < "hot/000001", "{m}");
+    }
+
+    #[test]
+    fn a_cut_can_aim_many_pages_ahead() {
+        let alpha = abc("hot/0123456789p");
+        let lo = "hot/000000999";
+        let near = cut(lo, None, "", &alpha, Some("hot/000000000")).unwrap();
+        let far = cut_ahead(lo, None, "", &alpha, Some("hot/000000000"), 100).unwrap();
+        // 100 pages of 1,000 keys on, not 8 (read in the alphabet's base,
+        // so the distance is rough), and still below the midpoint.
+        assert!(far > near, "{far} vs {near}");
+        assert!(
+            far.as_str() >= "hot/00002" && far.as_str() <= "hot/0002",
+            "{far}"
+        );
+        assert_eq!(
+            cut_ahead(lo, None, "", &alpha, Some("hot/000000000"), 8).as_deref(),
+            Some(near.as_str())
+        );
     }
 
     #[test]

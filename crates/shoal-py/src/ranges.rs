@@ -38,6 +38,14 @@ use crate::session::Session;
 /// With `records`, the objects come as the [`Records`] a Dask partition
 /// holds (columns, no Python object a key): building a dict a key cost a
 /// worker more CPU than listing the key.
+///
+/// Third, when the listing stopped short: a look at what lies past the
+/// stop, one page listed from it while the ranges below it finish
+/// ([`Ahead`]), so the client cuts the rest by the spacing of the keys
+/// that come next instead of the keys it already has. Cut by the latter,
+/// the first split of shoal-benchserver's `list-1000000` (a task ending
+/// in `misc/日本語/`, with `warehouse/` after it) put every key in one
+/// half, and one task listed alone for a sixth of the wall.
 #[pyfunction]
 #[pyo3(signature = (session, url, *, start, end=None, max_keys=100_000, detail="size".to_owned(), connections=None, records=false))]
 #[allow(clippy::too_many_arguments)] // the Python signature
@@ -51,9 +59,16 @@ pub(crate) fn list_range(
     detail: String,
     connections: Option<usize>,
     records: bool,
-) -> PyResult<(Py<PyAny>, Option<String>)> {
+) -> PyResult<(Py<PyAny>, Option<String>, Option<Ahead>)> {
     let loc = cloud(&url)?;
     let store = session.stores.store(&loc).py()?;
+    let peek_store = store.clone();
+    let peek_base = ListRequest {
+        prefix: loc.key.clone(),
+        end_offset: end.clone(),
+        projection: projection("name")?,
+        ..Default::default()
+    };
     let req = ListRequest {
         prefix: loc.key.clone(),
         start_offset: (start.as_str() > loc.key.as_str()).then(|| start.clone()),
@@ -69,13 +84,35 @@ pub(crate) fn list_range(
         budget: Some(budget.clone()),
     };
     let bucket = loc.bucket.clone();
-    let pages: Vec<Vec<ObjectMeta>> = block_on(py, async move {
-        let mut out = Vec::new();
+    let peek_bucket = loc.bucket.clone();
+    let stop = budget.clone();
+    let (pages, ahead) = block_on(py, async move {
+        let mut out: Vec<Vec<ObjectMeta>> = Vec::new();
+        let mut peek = None;
         let mut pages = std::pin::pin!(list_objects(store, bucket, req, opts));
         while let Some(page) = pages.next().await {
             out.push(page.map_err(|e| to_py(e.with_url(&url)))?);
+            if peek.is_none()
+                && let Some(cut) = stop.rest()
+            {
+                let (store, bucket) = (peek_store.clone(), peek_bucket.clone());
+                let mut r = peek_base.clone();
+                r.start_offset = Some(cut);
+                peek = Some(tokio::spawn(
+                    async move { store.list_page(&bucket, &r).await },
+                ));
+            }
         }
-        Ok(out)
+        // A failed look only leaves the client's cut as it was.
+        let ahead = match peek {
+            Some(p) => p
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .map(|p| ahead_of(p, end.as_deref())),
+            None => None,
+        };
+        Ok((out, ahead))
     })?;
     let metas = pages.into_iter().flatten();
     let listed: Py<PyAny> = if records {
@@ -90,21 +127,42 @@ pub(crate) fn list_range(
         let objs: Vec<ObjectInfo> = metas.map(|m| ObjectInfo::new(&loc, m)).collect();
         objs.into_pyobject(py)?.into_any().unbind()
     };
-    Ok((listed, budget.rest()))
+    // The look started at the first cut; a second cut (the budget's halt)
+    // only moves the stop down, so the look still lies past it.
+    Ok((
+        listed,
+        budget.rest(),
+        ahead.filter(|_| budget.rest().is_some()),
+    ))
+}
+
+/// One page of what lies past a listing's stop: its first and last keys
+/// below the range's end, how many, and whether more follow.
+type Ahead = (Option<String>, Option<String>, usize, bool);
+
+fn ahead_of(page: shoal_core::ListPage, end: Option<&str>) -> Ahead {
+    let mut keys = page.objects;
+    let inside = end.map_or(keys.len(), |e| keys.partition_point(|o| o.key.as_str() < e));
+    let more = page.next_page_token.is_some() && inside == keys.len();
+    keys.truncate(inside);
+    let first = keys.first().map(|o| o.key.clone());
+    let last = keys.last().map(|o| o.key.clone());
+    (first, last, keys.len(), more)
 }
 
 /// Where to cut `[lo, hi)` (keys under `prefix`) in two, given the
 /// characters seen so far and the first key of the last batch (see
 /// `shoal_list::split::cut`); None when it cannot be cut.
 #[pyfunction]
-#[pyo3(signature = (lo, hi, *, prefix, alphabet, page_first=None))]
+#[pyo3(signature = (lo, hi, *, prefix, alphabet, page_first=None, pages=shoal_list::split::PAGES_AHEAD))]
 pub(crate) fn cut_range(
     lo: &str,
     hi: Option<&str>,
     prefix: &str,
     alphabet: &str,
     page_first: Option<&str>,
+    pages: u32,
 ) -> Option<String> {
     let alphabet: BTreeSet<char> = alphabet.chars().collect();
-    shoal_list::split::cut(lo, hi, prefix, &alphabet, page_first)
+    shoal_list::split::cut_ahead(lo, hi, prefix, &alphabet, page_first, pages)
 }
