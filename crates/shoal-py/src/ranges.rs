@@ -63,18 +63,17 @@ pub(crate) fn list_range(
     let loc = cloud(&url)?;
     let store = session.stores.store(&loc).py()?;
     let peek_store = store.clone();
-    let peek_base = ListRequest {
-        prefix: loc.key.clone(),
-        end_offset: end.clone(),
-        projection: projection("name")?,
-        ..Default::default()
-    };
     let req = ListRequest {
         prefix: loc.key.clone(),
         start_offset: (start.as_str() > loc.key.as_str()).then(|| start.clone()),
         end_offset: end.clone(),
         projection: projection(&detail)?,
         ..Default::default()
+    };
+    // The look lists names only, from wherever the listing stops.
+    let peek_base = ListRequest {
+        projection: projection("name")?,
+        ..req.clone()
     };
     let budget = KeyBudget::new(max_keys);
     let opts = ParallelOptions {
@@ -96,20 +95,21 @@ pub(crate) fn list_range(
                 && let Some(cut) = stop.rest()
             {
                 let (store, bucket) = (peek_store.clone(), peek_bucket.clone());
-                let mut r = peek_base.clone();
-                r.start_offset = Some(cut);
-                peek = Some(tokio::spawn(
-                    async move { store.list_page(&bucket, &r).await },
-                ));
+                let r = ListRequest {
+                    start_offset: Some(cut.clone()),
+                    ..peek_base.clone()
+                };
+                let look = tokio::spawn(async move { store.list_page(&bucket, &r).await });
+                peek = Some((cut, look));
             }
         }
         // A failed look only leaves the client's cut as it was.
         let ahead = match peek {
-            Some(p) => p
+            Some((from, p)) => p
                 .await
                 .ok()
                 .and_then(Result::ok)
-                .map(|p| ahead_of(p, end.as_deref())),
+                .map(|p| (from, ahead_of(p, end.as_deref()))),
             None => None,
         };
         Ok((out, ahead))
@@ -127,13 +127,19 @@ pub(crate) fn list_range(
         let objs: Vec<ObjectInfo> = metas.map(|m| ObjectInfo::new(&loc, m)).collect();
         objs.into_pyobject(py)?.into_any().unbind()
     };
-    // The look started at the first cut; a second cut (the budget's halt)
-    // only moves the stop down, so the look still lies past it.
-    Ok((
-        listed,
-        budget.rest(),
-        ahead.filter(|_| budget.rest().is_some()),
-    ))
+    let rest = budget.rest();
+    let ahead = look_at_stop(rest.as_deref(), ahead);
+    Ok((listed, rest, ahead))
+}
+
+/// The look, when it began at the listing's final stop. It starts at the
+/// first cut; a second one (the budget's halt) moves the stop below it,
+/// and the keys between the two were listed by neither: an empty look
+/// there would tell the client the range is done while it still holds
+/// keys, and a sync would take the destination's keys there for extras.
+fn look_at_stop(rest: Option<&str>, look: Option<(String, Ahead)>) -> Option<Ahead> {
+    let (from, ahead) = look?;
+    (rest == Some(from.as_str())).then_some(ahead)
 }
 
 /// One page of what lies past a listing's stop: its first and last keys
@@ -165,4 +171,55 @@ pub(crate) fn cut_range(
 ) -> Option<String> {
     let alphabet: BTreeSet<char> = alphabet.chars().collect();
     shoal_list::split::cut_ahead(lo, hi, prefix, &alphabet, page_first, pages)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_core::{ListPage, ObjectMeta};
+
+    fn page(keys: &[&str], more: bool) -> ListPage {
+        ListPage {
+            objects: keys
+                .iter()
+                .map(|k| ObjectMeta {
+                    key: (*k).to_owned(),
+                    ..Default::default()
+                })
+                .collect(),
+            next_page_token: more.then(|| "t".to_owned()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_look_counts_only_keys_below_the_end() {
+        let keys = ["a", "b", "c"];
+        assert_eq!(
+            ahead_of(page(&keys, true), None),
+            (Some("a".into()), Some("c".into()), 3, true)
+        );
+        // Past the end: nothing more follows inside the range.
+        assert_eq!(
+            ahead_of(page(&keys, true), Some("c")),
+            (Some("a".into()), Some("b".into()), 2, false)
+        );
+        assert_eq!(
+            ahead_of(page(&keys, true), Some("a")),
+            (None, None, 0, false)
+        );
+        // An empty page with a token is not an empty range.
+        assert_eq!(ahead_of(page(&[], true), None), (None, None, 0, true));
+    }
+
+    #[test]
+    fn a_look_from_above_the_final_stop_is_dropped() {
+        let empty: Ahead = (None, None, 0, false);
+        let look = || Some(("m\0".to_owned(), empty.clone()));
+        assert_eq!(look_at_stop(Some("m\0"), look()), Some(empty.clone()));
+        // The halt cut the listing lower, at "f": "f".."m" was never listed.
+        assert_eq!(look_at_stop(Some("f\0"), look()), None);
+        assert_eq!(look_at_stop(None, look()), None);
+        assert_eq!(look_at_stop(Some("m\0"), None), None);
+    }
 }
