@@ -18,7 +18,9 @@ use std::collections::BTreeSet;
 use futures::StreamExt;
 use pyo3::prelude::*;
 use shoal_core::{ListRequest, ObjectMeta};
-use shoal_list::parallel::{DEFAULT_WORKERS, KeyBudget, ParallelOptions, list_objects};
+use shoal_list::parallel::{
+    Ahead, DEFAULT_WORKERS, KeyBudget, ParallelOptions, ahead_of, list_objects, look_at_stop,
+};
 
 use crate::errors::{IntoPyResult, to_py};
 use crate::list::{cloud, projection};
@@ -132,30 +134,6 @@ pub(crate) fn list_range(
     Ok((listed, rest, ahead))
 }
 
-/// The look, when it began at the listing's final stop. It starts at the
-/// first cut; a second one (the budget's halt) moves the stop below it,
-/// and the keys between the two were listed by neither: an empty look
-/// there would tell the client the range is done while it still holds
-/// keys, and a sync would take the destination's keys there for extras.
-fn look_at_stop(rest: Option<&str>, look: Option<(String, Ahead)>) -> Option<Ahead> {
-    let (from, ahead) = look?;
-    (rest == Some(from.as_str())).then_some(ahead)
-}
-
-/// One page of what lies past a listing's stop: its first and last keys
-/// below the range's end, how many, and whether more follow.
-type Ahead = (Option<String>, Option<String>, usize, bool);
-
-fn ahead_of(page: shoal_core::ListPage, end: Option<&str>) -> Ahead {
-    let mut keys = page.objects;
-    let inside = end.map_or(keys.len(), |e| keys.partition_point(|o| o.key.as_str() < e));
-    let more = page.next_page_token.is_some() && inside == keys.len();
-    keys.truncate(inside);
-    let first = keys.first().map(|o| o.key.clone());
-    let last = keys.last().map(|o| o.key.clone());
-    (first, last, keys.len(), more)
-}
-
 /// Where to cut `[lo, hi)` (keys under `prefix`) in two, given the
 /// characters seen so far and the first key of the last batch (see
 /// `shoal_list::split::cut`); None when it cannot be cut.
@@ -171,55 +149,4 @@ pub(crate) fn cut_range(
 ) -> Option<String> {
     let alphabet: BTreeSet<char> = alphabet.chars().collect();
     shoal_list::split::cut_ahead(lo, hi, prefix, &alphabet, page_first, pages)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use shoal_core::{ListPage, ObjectMeta};
-
-    fn page(keys: &[&str], more: bool) -> ListPage {
-        ListPage {
-            objects: keys
-                .iter()
-                .map(|k| ObjectMeta {
-                    key: (*k).to_owned(),
-                    ..Default::default()
-                })
-                .collect(),
-            next_page_token: more.then(|| "t".to_owned()),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn a_look_counts_only_keys_below_the_end() {
-        let keys = ["a", "b", "c"];
-        assert_eq!(
-            ahead_of(page(&keys, true), None),
-            (Some("a".into()), Some("c".into()), 3, true)
-        );
-        // Past the end: nothing more follows inside the range.
-        assert_eq!(
-            ahead_of(page(&keys, true), Some("c")),
-            (Some("a".into()), Some("b".into()), 2, false)
-        );
-        assert_eq!(
-            ahead_of(page(&keys, true), Some("a")),
-            (None, None, 0, false)
-        );
-        // An empty page with a token is not an empty range.
-        assert_eq!(ahead_of(page(&[], true), None), (None, None, 0, true));
-    }
-
-    #[test]
-    fn a_look_from_above_the_final_stop_is_dropped() {
-        let empty: Ahead = (None, None, 0, false);
-        let look = || Some(("m\0".to_owned(), empty.clone()));
-        assert_eq!(look_at_stop(Some("m\0"), look()), Some(empty.clone()));
-        // The halt cut the listing lower, at "f": "f".."m" was never listed.
-        assert_eq!(look_at_stop(Some("f\0"), look()), None);
-        assert_eq!(look_at_stop(None, look()), None);
-        assert_eq!(look_at_stop(Some("m\0"), None), None);
-    }
 }
