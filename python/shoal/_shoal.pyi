@@ -192,7 +192,14 @@ def split_copy_abort(session: Session, wire: _SplitWire, *, dst: str) -> None: .
 def task_bytes(total: int, *, slots: int) -> int: ...
 def join_pieces(pieces: list[tuple[int, int]], *, max_bytes: int, max_keys: int) -> list[int]: ...
 def cut_range(
-    lo: str, hi: str | None, *, prefix: str, alphabet: str, page_first: str | None = None, pages: int = 8
+    lo: str,
+    hi: str | None,
+    *,
+    prefix: str,
+    alphabet: str,
+    page_first: str | None = None,
+    pages: int = 8,
+    counter: bool = False,
 ) -> str | None: ...
 
 class ReadStream(Iterator[bytes], AsyncIterator[bytes]):

@@ -311,13 +311,17 @@ def _cut_rest(
     ``misc/日本語/`` put every key of ``warehouse/`` in one half. Keys are
     read in the base of the alphabet seen, where characters a position
     never uses (letters among a counter's digits) take room too, so a cut
-    aimed one task on lands short of it on most layouts. A page with no
+    aimed one task on lands short of it on most layouts; keys numbered by
+    a decimal counter (``part-00016162-cf335071``) are advanced in decimal
+    instead (``shoal_list::split::counter_ahead``): read in the alphabet's
+    base, a cut aimed three tasks on landed a fifth of a task on, and the
+    upper half's task listed alone for most of its budget. A page with no
     more after it leaves nothing worth a cut."""
     first, tail, n, more = ahead
     if not more or first is None or tail is None or first >= tail:
         return None
     pages = max(1, _AHEAD_TASKS * keys_per_task // n)
-    return _shoal.cut_range(tail, end, prefix=prefix, alphabet=alphabet, page_first=first, pages=pages)
+    return _shoal.cut_range(tail, end, prefix=prefix, alphabet=alphabet, page_first=first, pages=pages, counter=True)
 
 
 @dataclass

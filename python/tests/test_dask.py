@@ -455,6 +455,75 @@ def test_unreachable_store_and_empty_source_raise_naming_the_url(client, s3_buck
     assert shoal.ls(f"{s3_bucket}/dst/", recursive=True).objects == []
 
 
+def _listing_layout(rng) -> list[str]:
+    """A random bucket layout of a few thousand keys, more than a listing
+    page, so listing tasks stop at their budget, look past their stop and
+    cut the rest: folders of keys numbered by decimal counters (widths,
+    steps, gaps, a hash or nothing after them, a counter ending a folder
+    name), hashed names, and awkward ones."""
+    keys: set[str] = set()
+    for f in range(rng.randint(1, 4)):
+        folder = rng.choice(["", "d/", "logs/x=1/", "é/", "a b/", "日本/"]) + f"f{f}/"
+        n = rng.randint(150, 1400)
+        width = rng.randint(3, 9)
+        step = rng.choice([1, 1, 7, 100, 10 ** (width - 2)])
+        at = rng.randrange(10 ** (width - 1))
+        kind = rng.choice(["counter", "counter-hash", "counter-folder", "hash"])
+        for i in range(n):
+            c = (at + i * step + (rng.randrange(50) if rng.random() < 0.1 else 0)) % 10**width
+            h = f"{rng.getrandbits(32):08x}"
+            keys.add(
+                {
+                    "counter": f"{folder}part-{c:0{width}d}.json",
+                    "counter-hash": f"{folder}part-{c:0{width}d}-{h}.zst",
+                    "counter-folder": f"{folder}shard-{c % 37:03d}/obj-{c:0{width}d}",
+                    "hash": f"{folder}{h}",
+                }[kind]
+            )
+    keys.update(rng.sample(AWKWARD, rng.randint(0, 4)))
+    return sorted(keys)
+
+
+@pytest.mark.parametrize("seed", range(int(__import__("os").environ.get("SHOAL_DASK_LISTINGS", "4"))))
+def test_random_listings_tile_every_key_once(client, s3_bucket, seed):
+    """Randomized listings across Dask tasks (the listing's member of the
+    plan test): a random layout of more than a page of keys, small random
+    key budgets and connections, so tasks stop at their budget, look one
+    page past their stop and have their rest cut (by a decimal counter
+    where the keys have one, else by the alphabet seen). The model: the
+    partitions hold every key exactly once, in order, and the ranges tile
+    the prefix, so a sync pairing them with a destination's meets each
+    key in one range. MinIO: fake-gcs-server answers a listing in one page."""
+    import concurrent.futures as cf
+    import os
+    import random
+
+    rng = random.Random(int(os.environ.get("SHOAL_PLAN_SEED", "38")) * 1000 + seed)
+    keys = _listing_layout(rng)
+    with cf.ThreadPoolExecutor(16) as ex:
+        list(ex.map(lambda k: shoal.put(f"{s3_bucket}/r/{k}", b""), keys))
+    want = [f"r/{k}" for k in keys]
+    s = shoal.Session()
+    for _ in range(3):
+        keys_per_task = rng.choice([1, 300, 999, 1000, 1500, 2500])
+        conns = rng.choice([1, 3, 16])
+        plan = f"seed {seed}: {len(keys)} keys, {keys_per_task} a task, {conns} connections"
+        stats = sd.ListingStats()
+        ranges = sd._list_ranges(f"{s3_bucket}/r/", client, keys_per_task, None, "name", stats, s, connections=conns)
+        assert ranges[0].start == "r/" and ranges[-1].stop is None, plan
+        assert all(a.stop == b.start for a, b in zip(ranges, ranges[1:], strict=False)), plan
+        got = []
+        for r, data in zip(ranges, client.gather([r.data for r in ranges]), strict=True):
+            part = [x["key"] for x in data]
+            assert all(r.start <= k and (r.stop is None or k < r.stop) for k in part), (plan, r.start, r.stop)
+            got += part
+        assert got == want, (plan, stats)
+        if len(keys) > 1000 and keys_per_task < 1000:
+            assert stats.tasks > 1, (plan, stats)
+    parts = sd.list_partitions(f"{s3_bucket}/r/", client=client, keys_per_task=700)
+    assert [r["key"] for p in client.gather(parts) for r in p] == want, seed
+
+
 def _tree_model(prefix: str, rng) -> dict[str, bytes]:
     """A small random tree of awkward names below ``prefix`` (a key
     prefix ending in ``/``)."""
@@ -1073,6 +1142,33 @@ def test_the_rest_of_a_listing_task_is_cut_by_the_page_past_its_stop():
     assert below[old] == 0, old
     assert 1_000 < below[new] < len(keys) - stop, (new, below[new])
     assert sd._cut_rest((page[0], page[-1], len(page), False), None, 100_000, "", alphabet) is None
+
+
+def test_the_rest_of_a_listing_task_is_cut_in_decimal_on_counted_keys():
+    """Keys numbered by a decimal counter with a hash after it
+    (``part-00016162-cf335071``): read in the base of every character seen,
+    the counter leaves most of each digit's room empty, and a cut of the
+    rest aimed three tasks on landed a fifth of a task on (the other task
+    then listed alone). Advanced in decimal, it lands three tasks on; a cut
+    aimed past the end of a range numbered the same way lands halfway."""
+    import bisect
+
+    import shoal.dask as sd
+    from shoal import _shoal
+
+    keys = [f"w/hour=13/part-{i:08d}-{i * 7919 % 65536:04x}.json" for i in range(900_000)]
+    stop = 178_200
+    page = keys[stop : stop + 1_000]
+    alphabet = "".join(sorted({c for k in (keys[0], keys[stop - 1], page[0], page[-1]) for c in k}))
+    ahead = (page[0], page[-1], len(page), True)
+    cut = sd._cut_rest(ahead, None, 100_000, "w/", alphabet)
+    below = bisect.bisect_left(keys, cut) - stop
+    assert 270_000 <= below <= 330_000, (cut, below)
+    rough = _shoal.cut_range(page[-1], None, prefix="w/", alphabet=alphabet, page_first=page[0], pages=300)
+    assert bisect.bisect_left(keys, rough) - stop < 100_000, rough
+    end = keys[stop + 100_000][: len("w/hour=13/part-00000000")]
+    half = sd._cut_rest(ahead, end, 100_000, "w/", alphabet)
+    assert 45_000 <= bisect.bisect_left(keys, half) - stop <= 55_000, half
 
 
 def test_a_listing_split_leaves_keys_on_both_sides():

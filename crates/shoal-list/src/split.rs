@@ -103,6 +103,62 @@ pub fn cut_ahead(
     None
 }
 
+/// Where a page of keys numbered by a decimal counter (`part-00016162-…`
+/// … `part-00017161-…`) says the keys `pages` such pages above `lo` lie:
+/// the counter field where `page_first` and `lo` first differ, advanced by
+/// their difference times `pages` and written at its width
+/// (`part-00316162`). None when the keys differ first elsewhere than in a
+/// run of ASCII digits as wide in both, when the aim overflows the field,
+/// or when it does not lie strictly between `lo` and `hi`. When `hi` has
+/// the same field (an earlier cut) and the aim lies past it, the cut is
+/// the counter halfway between them.
+///
+/// Why beside [`cut_ahead`]: read in the base of the alphabet seen (hex
+/// hashes and letters beside the digits: 40 and more), a decimal counter
+/// leaves most of each digit's room empty, so a cut aimed 300 pages of
+/// `part-…` keys on landed 19,800 keys on, not 300,000, and a Dask
+/// listing's rest was split 1:9 (bench/results/DASK-LISTING.md).
+pub fn counter_ahead(lo: &str, hi: Option<&str>, page_first: &str, pages: u32) -> Option<String> {
+    let (l, f) = (lo.as_bytes(), page_first.as_bytes());
+    let i = l.iter().zip(f).position(|(a, b)| a != b)?;
+    if !l[i].is_ascii_digit() || !f[i].is_ascii_digit() || l[i] < f[i] {
+        return None;
+    }
+    let start = l[..i]
+        .iter()
+        .rposition(|c| !c.is_ascii_digit())
+        .map_or(0, |p| p + 1);
+    let width = l[start..]
+        .iter()
+        .zip(&f[start..])
+        .take_while(|(a, b)| a.is_ascii_digit() && b.is_ascii_digit())
+        .count();
+    let end = start + width;
+    let whole = |s: &[u8]| s.get(end).is_none_or(|c| !c.is_ascii_digit());
+    if width > 18 || !whole(l) || !whole(f) {
+        return None;
+    }
+    let field = |s: &str| s.get(start..end)?.parse::<u64>().ok();
+    let (a, b) = (field(page_first)?, field(lo)?);
+    let mut aim = (b - a)
+        .checked_mul(u64::from(pages))?
+        .checked_add(b)?
+        .min(10u64.pow(width as u32));
+    // An end numbered in the same field (an earlier cut) caps the aim at
+    // the counter halfway to it: what is left is less than the aim.
+    if let Some(h) = hi.filter(|h| h.as_bytes().get(..start) == l.get(..start))
+        && let Some(top) = field(h).filter(|&t| t > b && b + (t - b) / 2 < aim)
+    {
+        aim = b + (top - b) / 2;
+    }
+    if aim >= 10u64.pow(width as u32) {
+        return None;
+    }
+    let cand = format!("{}{aim:0width$}", &lo[..start]);
+    (cand.as_str() > lo && hi.is_none_or(|h| cand.as_str() < h) && (dirty(lo) || !dirty(&cand)))
+        .then_some(cand)
+}
+
 /// Bytes of `lo` that every key of the range shares and a cut keeps: the
 /// common prefix of the bounds, or the listing's prefix when there is no
 /// upper bound. Always at a character boundary of `lo`.
@@ -445,5 +501,68 @@ mod tests {
             check(&lo, None, "", &alpha);
         }
         assert!(found > 2000, "splits found: {found}");
+    }
+
+    #[test]
+    fn a_counter_is_advanced_in_decimal() {
+        let f = "w/part-00016162-cf335071.json";
+        let lo = "w/part-00017161-2ddd2867.json";
+        // 999 a page, 300 pages on: 17,161 + 299,700.
+        assert_eq!(
+            counter_ahead(lo, None, f, 300).as_deref(),
+            Some("w/part-00316861")
+        );
+        assert_eq!(
+            counter_ahead(lo, Some("w/part-0031"), f, 300),
+            None,
+            "past the end"
+        );
+        // An end in the same field: halfway to it.
+        assert_eq!(
+            counter_ahead(lo, Some("w/part-00117161"), f, 300).as_deref(),
+            Some("w/part-00067161")
+        );
+        assert_eq!(
+            counter_ahead(lo, None, f, 200_000),
+            None,
+            "overflows the field"
+        );
+        // The keys differ first in a hash, or in fields of unequal width.
+        assert_eq!(counter_ahead("w/a-1-ff", None, "w/a-1-0f", 3), None);
+        assert_eq!(counter_ahead("w/a-10", None, "w/a-9", 3), None);
+        assert_eq!(counter_ahead("w/a-19x", None, "w/a-123", 3), None);
+        // A short run inside a longer key: obj-9 … obj-12 style stays out.
+        assert_eq!(
+            counter_ahead("s-2/x", None, "s-1/x", 3).as_deref(),
+            Some("s-5")
+        );
+    }
+
+    #[test]
+    fn a_counter_cut_always_lands_strictly_between() {
+        let mut seed = 7u64;
+        let mut next = |m: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % m
+        };
+        for _ in 0..5_000 {
+            let w = 1 + next(6) as usize;
+            let a = next(10u64.pow(w as u32));
+            let b = a + next(10u64.pow(w as u32) - a);
+            let f = format!("p/{a:0w$}-{}", next(99));
+            let lo = format!("p/{b:0w$}-{}", next(99));
+            let hi = format!("p/{:0w$}", b + next(1000));
+            let pages = 1 + next(500) as u32;
+            for h in [None, Some(hi.as_str())] {
+                if let Some(c) = counter_ahead(&lo, h, &f, pages) {
+                    assert!(
+                        c > lo && h.is_none_or(|h| c.as_str() < h),
+                        "{f} {lo} {h:?} {c}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -136,9 +136,11 @@ pub(crate) fn list_range(
 
 /// Where to cut `[lo, hi)` (keys under `prefix`) in two, given the
 /// characters seen so far and the first key of the last batch (see
-/// `shoal_list::split::cut`); None when it cannot be cut.
+/// `shoal_list::split::cut`); None when it cannot be cut. With `counter`,
+/// a page numbered by a decimal counter is extrapolated in decimal first
+/// (`shoal_list::split::counter_ahead`).
 #[pyfunction]
-#[pyo3(signature = (lo, hi, *, prefix, alphabet, page_first=None, pages=shoal_list::split::PAGES_AHEAD))]
+#[pyo3(signature = (lo, hi, *, prefix, alphabet, page_first=None, pages=shoal_list::split::PAGES_AHEAD, counter=false))]
 pub(crate) fn cut_range(
     lo: &str,
     hi: Option<&str>,
@@ -146,7 +148,13 @@ pub(crate) fn cut_range(
     alphabet: &str,
     page_first: Option<&str>,
     pages: u32,
+    counter: bool,
 ) -> Option<String> {
+    if let Some(f) = page_first.filter(|_| counter)
+        && let Some(c) = shoal_list::split::counter_ahead(lo, hi, f, pages)
+    {
+        return Some(c);
+    }
     let alphabet: BTreeSet<char> = alphabet.chars().collect();
     shoal_list::split::cut_ahead(lo, hi, prefix, &alphabet, page_first, pages)
 }
