@@ -227,8 +227,13 @@ def child(store: str, row: str, client: str) -> None:
     fs, ds, small = _fs(store, client)
     extra: dict[str, float] = {}  # the parquet rows: the read call alone
     if row in ("one_col", "all_cols", "filter"):
+        import pyarrow.dataset  # noqa: F401 - see below
         import pyarrow.parquet as pq
 
+        # The call alone leaves out the import of pyarrow.dataset (and of
+        # pandas, which it imports), 180-200 ms on this machine: read_table
+        # pays it on its first call whatever the filesystem, and it was
+        # most of every client's call.
         t1 = time.perf_counter()
         t = pq.read_table(ds, filesystem=fs, **_read_kwargs(row))
         extra["read"] = time.perf_counter() - t1
