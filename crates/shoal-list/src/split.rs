@@ -140,10 +140,7 @@ pub fn counter_ahead(lo: &str, hi: Option<&str>, page_first: &str, pages: u32) -
     }
     let field = |s: &str| s.get(start..end)?.parse::<u64>().ok();
     let (a, b) = (field(page_first)?, field(lo)?);
-    let mut aim = (b - a)
-        .checked_mul(u64::from(pages))?
-        .checked_add(b)?
-        .min(10u64.pow(width as u32));
+    let mut aim = (b - a).checked_mul(u64::from(pages))?.checked_add(b)?;
     // An end numbered in the same field (an earlier cut) caps the aim at
     // the counter halfway to it: what is left is less than the aim.
     if let Some(h) = hi.filter(|h| h.as_bytes().get(..start) == l.get(..start))
