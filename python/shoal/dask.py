@@ -11,9 +11,9 @@ stay on the workers as partitions in key order, each kept as columns
 (``_shoal.Records``, read as dicts), not as a Python object a key; the
 client holds a few strings per task, however big the bucket. Each task
 lists its range as ``shoal ls -r --sorted`` does, with the adaptive
-parallel lister (``list_connections`` requests at once, by default what
-is left of 16 a worker thread beside the tasks running, two tasks at once
-a worker thread), stopped after about ``keys_per_task``
+parallel lister (``list_connections`` requests at once, by default 24
+where a worker thread has two cores or more and 16 elsewhere:
+:func:`_task_connections`; two tasks at once a worker thread), stopped after about ``keys_per_task``
 keys at a key below which it listed everything, so one worker lists at
 about the CLI's rate and the ranges tile the prefix.
 Copies and syncs are cut by bytes too (``bytes_per_task``): by default
@@ -170,19 +170,56 @@ def _distributed_client(client: Any) -> Any:
         return None
 
 
-#: Requests in flight for one listing task when the caller does not say:
-#: the CLI's 16 a listing, whether the task runs alone on its worker thread
-#: or beside a second one (:func:`_leave_thread_pool`).
-#:
-#: Measured at 1M keys on one worker thread (bench/results/DASK-LISTING.md,
-#: 2026-11-29, third section): a task that started beside another took
-#: what 16 a thread had left (4) and kept it after the other ended, so it
-#: listed alone at 4 requests for most of a second (110,000-130,000 keys/s
-#: where a task at 16 lists 250,000-300,000); at 16 each, with the lister
-#: no longer waiting for its head, one worker went from 0.52-0.60x of
-#: ``shoal ls -r`` to 0.72x. Two tasks overlap only at one's tail and the
-#: other's ramp, so a thread seldom has 32 in flight.
-TASK_LIST_CONNECTIONS = 16
+#: Requests in flight for one listing task when the caller does not say
+#: and the task's worker thread has a core to spare (:func:`_task_connections`),
+#: whether it runs alone on its thread or beside a second one
+#: (:func:`_leave_thread_pool`): half as many again as the CLI's 16 a
+#: listing, because a task spends much of its time ramping up (its range
+#: is cut as its first pages come back) and draining (the ranges below its
+#: budget's cut finish), where 16 leave the network idle. Eight
+#: interleaved rounds at 1M keys on one worker thread with 2 cores
+#: (2026-12-06, latest section of bench/results/DASK-LISTING.md): 24
+#: listed 351,700 keys/s median against 325,900 at 16 (ahead in 7 rounds
+#: of 8) and 300,000-334,000 at 32, the workers' CPU the same.
+TASK_LIST_CONNECTIONS = 24
+
+#: The same where each worker thread has a core or less
+#: (:func:`_task_connections`): there the extra requests cost CPU the
+#: listing has not got. 4 workers of one thread on 2 cores, 10M keys:
+#: 359,000-386,000 keys/s at 16 against 300,000-343,000 at 24; 2 workers
+#: on 2 cores: 308,000-342,000 against 306,000-328,000.
+TASK_LIST_CONNECTIONS_BUSY = 16
+
+
+def _cores() -> int:
+    """The cores this process may run on (a ``taskset`` or a cpuset
+    narrows them)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _task_connections(c: Any) -> int:
+    """Listing requests in flight a task when the caller does not say:
+    :data:`TASK_LIST_CONNECTIONS` when every host of the cluster has at
+    least two cores a worker thread, else
+    :data:`TASK_LIST_CONNECTIONS_BUSY` (the workers' own count of cores,
+    asked once a listing, over the threads of every worker on the same
+    host)."""
+    info = c.scheduler_info().get("workers", {})
+    try:
+        cores = c.run(_cores)
+    except Exception:  # noqa: BLE001 - a worker gone mid-call: take the safe count
+        return TASK_LIST_CONNECTIONS_BUSY
+    hosts: dict[str, tuple[int, int]] = {}
+    for addr, w in info.items():
+        host = w.get("host") or addr
+        n, have = hosts.get(host, (0, 0))
+        hosts[host] = (n + int(w.get("nthreads") or 1), max(have, int(cores.get(addr) or 1)))
+    if hosts and all(have >= 2 * n for n, have in hosts.values()):
+        return TASK_LIST_CONNECTIONS
+    return TASK_LIST_CONNECTIONS_BUSY
 
 
 def _leave_thread_pool() -> None:
@@ -364,7 +401,8 @@ def list_partitions(
     the cluster's threads) are running. Inside a task the range is listed
     as ``shoal ls -r --sorted`` lists, by the adaptive parallel lister,
     with up to ``list_connections`` requests in flight (default
-    :data:`TASK_LIST_CONNECTIONS`: 16, the CLI's count); a listing task leaves the worker's
+    :func:`_task_connections`: 24 where each worker thread has two cores or
+    more, else 16); a listing task leaves the worker's
     thread pool while it waits on the network, so a worker thread lists two
     ranges at once and one's ramp-up overlaps the other's tail. A failed task
     raises with the URL when its future is gathered."""
@@ -473,6 +511,7 @@ def _list_ranges(
 
     prefix = _key(url)
     limit = max_tasks or max(2, 2 * sum(c.nthreads().values()))
+    connections = connections or _task_connections(c)
     st = stats if stats is not None else ListingStats()
     alphabet: set[str] = set()
     running: dict[Any, tuple[str, str | None, Any]] = {}

@@ -1099,11 +1099,11 @@ def test_encryption_keys_reach_the_workers(client):
         sd.read_bag(f"{bucket}/out/", lines=False, gcs_endpoint_url=tb).compute()
 
 
-def test_a_listing_task_lists_at_the_clis_connections(monkeypatch):
-    """A listing task started without ``list_connections`` lists with the
-    CLI's 16 requests in flight, beside another task or not (it took what
-    16 a thread had left, 4 beside a running task, and kept it after that
-    task ended); ``list_connections`` sets it."""
+def test_a_listing_task_lists_at_its_own_connections(monkeypatch):
+    """A listing task started without ``list_connections`` lists with
+    :data:`TASK_LIST_CONNECTIONS` (24) requests in flight, beside another
+    task or not (it took what 16 a thread had left, 4 beside a running
+    task, and kept it after that task ended); ``list_connections`` sets it."""
     import shoal.dask as sd
 
     asked = []
@@ -1115,8 +1115,40 @@ def test_a_listing_task_lists_at_the_clis_connections(monkeypatch):
     monkeypatch.setattr(sd._shoal, "list_range", list_range)
     sd._list_task(None, "s3://b/p/", "p/", None, 10, "size")
     sd._list_task(None, "s3://b/p/", "p/", None, 10, "size", connections=5)
-    assert asked == [16, 5]
-    assert sd.TASK_LIST_CONNECTIONS == 16
+    assert asked == [24, 5]
+    assert sd.TASK_LIST_CONNECTIONS == 24
+
+
+def test_listing_tasks_take_more_connections_only_where_threads_have_cores_to_spare():
+    """24 requests a listing task where every host has two cores or more
+    a worker thread (counting every worker on the host), 16 elsewhere and
+    when the workers cannot be asked."""
+    import shoal.dask as sd
+
+    class Cluster:
+        def __init__(self, workers, cores, fail=False):
+            self.workers, self.cores, self.fail = workers, cores, fail
+
+        def scheduler_info(self):
+            return {"workers": {a: {"host": h, "nthreads": n} for a, (h, n) in self.workers.items()}}
+
+        def run(self, fn):
+            assert fn is sd._cores
+            if self.fail:
+                raise OSError("worker gone")
+            return self.cores
+
+    one = Cluster({"w1": ("10.0.0.1", 1)}, {"w1": 2})
+    assert sd._task_connections(one) == sd.TASK_LIST_CONNECTIONS == 24
+    four = Cluster({f"w{i}": ("10.0.0.1", 1) for i in range(4)}, {f"w{i}": 2 for i in range(4)})
+    assert sd._task_connections(four) == sd.TASK_LIST_CONNECTIONS_BUSY == 16
+    two_hosts = Cluster({"a": ("10.0.0.1", 2), "b": ("10.0.0.2", 2)}, {"a": 8, "b": 4})
+    assert sd._task_connections(two_hosts) == 24
+    one_short = Cluster({"a": ("10.0.0.1", 2), "b": ("10.0.0.2", 2)}, {"a": 8, "b": 3})
+    assert sd._task_connections(one_short) == 16
+    assert sd._task_connections(Cluster({"w1": ("10.0.0.1", 1)}, {"w1": 2}, fail=True)) == 16
+    assert sd._task_connections(Cluster({}, {})) == 16
+    assert sd._cores() >= 1
 
 
 def test_the_rest_of_a_listing_task_is_cut_by_the_page_past_its_stop():
