@@ -119,6 +119,7 @@ pub(crate) fn inventory_rows(
                 out.push(&row.key, row.size, row.updated_ns);
             }
         }
+        out.shrink();
         Ok(out)
     })
     .py()

@@ -69,6 +69,16 @@ impl Records {
             .push(updated_ns.map_or(f64::NAN, |ns| ns as f64 / 1e9));
     }
 
+    /// Gives back what the columns grew into and do not use (they grow by
+    /// doubling: a partition of 145,000 keys held 34 MB where 20 would do),
+    /// so the memory Dask counts for a partition is what it holds.
+    pub(crate) fn shrink(&mut self) {
+        self.keys.shrink_to_fit();
+        self.ends.shrink_to_fit();
+        self.sizes.shrink_to_fit();
+        self.updated.shrink_to_fit();
+    }
+
     fn len(&self) -> usize {
         self.sizes.len()
     }
@@ -264,6 +274,23 @@ impl Records {
         self.sizes.iter().sum()
     }
 
+    /// Records `lo..hi` as a partition of their own (bounds clamped to the
+    /// partition, as a slice's): a listing task that listed several
+    /// partitions' keys hands each its share without making any dict.
+    fn part(&self, lo: usize, hi: usize) -> Records {
+        let hi = hi.min(self.len());
+        let lo = lo.min(hi);
+        let from = if lo == 0 { 0 } else { self.ends[lo - 1] };
+        let to = if hi == 0 { 0 } else { self.ends[hi - 1] };
+        Records {
+            base: self.base.clone(),
+            keys: self.keys[from..to].to_owned(),
+            ends: self.ends[lo..hi].iter().map(|e| e - from).collect(),
+            sizes: self.sizes[lo..hi].to_vec(),
+            updated: self.updated[lo..hi].to_vec(),
+        }
+    }
+
     /// The URLs whose keys lie in `[lo, hi)` (None: unbounded) and whose
     /// size is at most `max_size`.
     #[pyo3(signature = (lo=None, hi=None, *, max_size=None))]
@@ -391,6 +418,34 @@ mod tests {
         assert_eq!(r.updated_at(1), None);
         assert_eq!(r.index(-1).unwrap(), 4);
         assert!(r.index(5).is_err() && r.index(-6).is_err());
+    }
+
+    #[test]
+    fn parts_are_the_records_between_their_bounds() {
+        let r = sample();
+        let joined: Vec<Records> = [(0, 2), (2, 3), (3, 9)].map(|(a, b)| r.part(a, b)).into();
+        assert_eq!(
+            joined.iter().map(Records::len).collect::<Vec<_>>(),
+            [2, 1, 2]
+        );
+        assert_eq!(joined[0].key_at(1), "b/é");
+        assert_eq!(joined[1].key_at(0), "c");
+        assert_eq!(joined[1].url_at(0), "s3://b/c");
+        assert_eq!((joined[2].key_at(0), joined[2].key_at(1)), ("d", "e"));
+        assert_eq!(joined[2].sizes, [3, 4]);
+        assert!(joined[0].updated_at(1).is_none() && joined[2].updated_at(1) == Some(4.0));
+        // The parts hold every record once, in order.
+        let mut all = Records::new("s3://b/".into());
+        for p in &joined {
+            for i in 0..p.len() {
+                let ns = p.updated_at(i).map(|t| (t * 1e9) as i128);
+                all.push(p.key_at(i), p.sizes[i], ns);
+            }
+        }
+        assert!(all == r);
+        assert_eq!(r.part(4, 2).len(), 0);
+        assert_eq!(r.part(7, 9).len(), 0);
+        assert!(r.part(0, 5) == r);
     }
 
     #[test]
