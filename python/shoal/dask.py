@@ -14,8 +14,10 @@ lists its range as ``shoal ls -r --sorted`` does, with the adaptive
 parallel lister (``list_connections`` requests at once, by default 24
 where a worker thread has two cores or more and 16 elsewhere:
 :func:`_task_connections`; two tasks at once a worker thread), stopped after about ``keys_per_task``
-keys at a key below which it listed everything, so one worker lists at
-about the CLI's rate and the ranges tile the prefix.
+keys (where the workers have cores to spare, two and a half times that,
+handed out as partitions of ``keys_per_task``) at a key below which it
+listed everything, so one worker lists at about the CLI's rate and the
+ranges tile the prefix.
 Copies and syncs are cut by bytes too (``bytes_per_task``): by default
 the plan's bytes over the cluster's worker threads, at least 16 MiB and at
 most 1 GiB a task (``shoal_transfer::task_size``), so a copy a few times
@@ -200,26 +202,41 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
+#: How many partitions' keys a listing task lists where the workers have
+#: cores to spare (:func:`_spare_cores`), cut into partitions of about
+#: ``keys_per_task`` on the worker (``Records.part``). Every task pays a
+#: ramp (its range cut as its first pages come back) and a drain (the
+#: ranges below its budget's cut finish), so fewer, bigger tasks list
+#: faster where CPU is left over and slower where it is not
+#: (bench/results/DASK-LISTING.md, 2026-12-06 night): one worker thread on
+#: 2 cores listed 382,596-394,681 keys/s at 250,000 keys a task against
+#: 349,914-375,599 at 100,000; 4 workers on the same 2 cores 5% slower.
+SPARE_TASK_PARTITIONS = 2.5
+
+
 def _task_connections(c: Any) -> int:
     """Listing requests in flight a task when the caller does not say:
-    :data:`TASK_LIST_CONNECTIONS` when every host of the cluster has at
-    least two cores a worker thread, else
-    :data:`TASK_LIST_CONNECTIONS_BUSY` (the workers' own count of cores,
-    asked once a listing, over the threads of every worker on the same
-    host)."""
+    :data:`TASK_LIST_CONNECTIONS` where :func:`_spare_cores`, else
+    :data:`TASK_LIST_CONNECTIONS_BUSY`."""
+    return TASK_LIST_CONNECTIONS if _spare_cores(c) else TASK_LIST_CONNECTIONS_BUSY
+
+
+def _spare_cores(c: Any) -> bool:
+    """Whether every host of the cluster has at least two cores a worker
+    thread (the workers' own count of cores, asked once a listing, over
+    the threads of every worker on the same host): a listing task needs
+    about a core to list at the CLI's rate."""
     info = c.scheduler_info().get("workers", {})
     try:
         cores = c.run(_cores)
-    except Exception:  # noqa: BLE001 - a worker gone mid-call: take the safe count
-        return TASK_LIST_CONNECTIONS_BUSY
+    except Exception:  # noqa: BLE001 - a worker gone mid-call: take the safe answer
+        return False
     hosts: dict[str, tuple[int, int]] = {}
     for addr, w in info.items():
         host = w.get("host") or addr
         n, have = hosts.get(host, (0, 0))
         hosts[host] = (n + int(w.get("nthreads") or 1), max(have, int(cores.get(addr) or 1)))
-    if hosts and all(have >= 2 * n for n, have in hosts.values()):
-        return TASK_LIST_CONNECTIONS
-    return TASK_LIST_CONNECTIONS_BUSY
+    return bool(hosts) and all(have >= 2 * n for n, have in hosts.values())
 
 
 def _leave_thread_pool() -> None:
@@ -252,6 +269,7 @@ def _list_task(
     connections: int | None = None,
     cut: tuple[int | None, int] | None = None,
     keys_per_piece: int | None = None,
+    per_part: int | None = None,
 ):
     """One range's share (runs on a worker): its records (a
     ``_shoal.Records``, columns read as dicts; empty unless ``keep``), and
@@ -261,7 +279,11 @@ def _list_task(
     ``Records.byte_pieces``; with ``bytes_per_task`` None the pieces are
     fine enough to be joined into tasks of any default size once the
     total is known; last, the key the client's cut takes the keys'
-    spacing from: :func:`_split_from`). The range is listed by
+    spacing from: :func:`_split_from`; the page listed past the stop and
+    the cut of the rest it suggests: :func:`_cut_rest`; with ``per_part``
+    the keys where partitions of about that many keys start after the
+    first: :func:`_part_bounds`, and the records then as that list of
+    partitions). The range is listed by
     shoal's parallel lister with up to ``connections`` requests at once
     (default :data:`TASK_LIST_CONNECTIONS`), outside the worker's thread
     pool (:func:`_leave_thread_pool`)."""
@@ -292,7 +314,23 @@ def _list_task(
         if cut is not None
         else ([], [], 0)
     )
-    return (recs if keep else []), (len(recs), first, last, nxt, cuts, pieces, largest, span, ahead, rest_cut)
+    bounds = _part_bounds(len(recs), per_part) if per_part else []
+    starts = [(i, recs.key(i)) for i in bounds]
+    summary = (len(recs), first, last, nxt, cuts, pieces, largest, span, ahead, rest_cut, starts)
+    if bounds and keep:
+        # Cut here, so the task's whole listing is gone before it returns:
+        # the worker never holds a key twice once the task is done.
+        edges = [0, *bounds, len(recs)]
+        return [recs.part(lo, hi) for lo, hi in itertools.pairwise(edges)], summary
+    return (recs if keep else []), summary
+
+
+def _part_bounds(n: int, per_part: int) -> list[int]:
+    """Where ``n`` listed keys are cut into partitions of at most about
+    ``per_part`` keys, of near-equal length: the index of each partition's
+    first key after the first."""
+    k = max(1, -(-n // max(1, per_part)))
+    return [i * n // k for i in range(1, k)]
 
 
 #: ``shoal_list::split::PAGES_AHEAD``: a cut given the spacing of the keys
@@ -405,11 +443,13 @@ def list_partitions(
     more, else 16); a listing task leaves the worker's
     thread pool while it waits on the network, so a worker thread lists two
     ranges at once and one's ramp-up overlaps the other's tail. Each task
-    pays a ramp and a drain, so bigger tasks list faster where the workers
-    have cores to spare (one worker thread on 2 cores: 250,000 keys a task
-    about 8% faster than 100,000) and slower where they have none (4 on 2
-    cores: 5% slower; bench/results/DASK-LISTING.md). A failed task
-    raises with the URL when its future is gathered."""
+    pays a ramp and a drain, so where the workers have cores to spare a
+    task lists :data:`SPARE_TASK_PARTITIONS` partitions' keys and hands
+    them out as partitions of about ``keys_per_task`` (one worker thread on
+    2 cores: 7% faster; where they have none, 4 workers on 2 cores, bigger
+    tasks were 5% slower and a task lists one partition;
+    bench/results/DASK-LISTING.md). A failed task raises with the URL when
+    its future is gathered."""
     if _api._has_wildcard(url):
         raise ValueError(f"{url}: list_partitions takes a prefix; use ls_bag for globs")
     c = _distributed_client(client)
@@ -417,7 +457,10 @@ def list_partitions(
         raise ValueError("list_partitions needs a dask.distributed Client (or use ls_bag)")
     s = resolve(session, options)
     return [
-        r.data for r in _list_ranges(url, c, keys_per_task, max_tasks, detail, stats, s, connections=list_connections)
+        r.data
+        for r in _list_ranges(
+            url, c, keys_per_task, max_tasks, detail, stats, s, connections=list_connections, as_partitions=True
+        )
     ]
 
 
@@ -504,21 +547,31 @@ def _list_ranges(
     connections: int | None = None,
     cut: tuple[int | None, int] | None = None,
     keys_per_piece: int | None = None,
+    as_partitions: bool = False,
 ) -> list[_Range]:
     """:func:`list_partitions`' work: ``(start, stop, future)`` for each
     listed range, in key order; the ranges tile the prefix (``stop`` None:
     to its end), so another listing cut at the same keys (a sync's
     destination) meets each key in exactly one of them. Without ``keep``
     the futures hold empty lists: only the ranges are wanted. With ``cut``
-    each range also says where it may be cut (see :func:`_list_task`)."""
+    each range also says where it may be cut (see :func:`_list_task`).
+    With ``as_partitions`` (a listing kept as partitions, nothing cut by bytes)
+    and cores to spare on the workers, each task lists
+    :data:`SPARE_TASK_PARTITIONS` partitions' keys and hands out
+    partitions of about ``keys_per_task`` (``Records.part``, on the
+    worker holding them; not below a page's 1,000 keys, where a task
+    lists a page or more whatever its budget)."""
     from distributed import as_completed
 
     prefix = _key(url)
     limit = max_tasks or max(2, 2 * sum(c.nthreads().values()))
-    connections = connections or _task_connections(c)
+    spare = _spare_cores(c) if (connections is None or as_partitions) else False
+    connections = connections or (TASK_LIST_CONNECTIONS if spare else TASK_LIST_CONNECTIONS_BUSY)
+    per_part = keys_per_task if as_partitions and keep and cut is None and spare and keys_per_task >= 1000 else None
+    budget = int(keys_per_task * SPARE_TASK_PARTITIONS) if per_part else keys_per_task
     st = stats if stats is not None else ListingStats()
     alphabet: set[str] = set()
-    running: dict[Any, tuple[str, str | None, Any]] = {}
+    running: dict[Any, tuple[int, str, str | None, Any]] = {}
     parts: list[_Range] = []
     done = as_completed()
     tok = _token()
@@ -531,27 +584,37 @@ def _list_ranges(
             url,
             start,
             end,
-            keys_per_task,
+            budget,
             detail,
             keep,
             connections,
             cut,
             keys_per_piece,
+            per_part,
             key=f"shoal-list-{i}-{tok}",
         )
         summary = c.submit(operator.itemgetter(1), t, key=f"shoal-list-summary-{i}-{tok}")
-        running[summary] = (start, end, c.submit(operator.itemgetter(0), t, key=f"shoal-listed-{i}-{tok}"))
+        running[summary] = (i, start, end, c.submit(operator.itemgetter(0), t, key=f"shoal-listed-{i}-{tok}"))
         done.add(summary)
         st.tasks += 1
 
     submit(prefix, None)
     for summary in done:
-        start, end, data = running.pop(summary)
-        n, first, last, nxt, cuts, sizes, largest, span, ahead, rest_cut = summary.result()
+        i, start, end, data = running.pop(summary)
+        n, first, last, nxt, cuts, sizes, largest, span, ahead, rest_cut, starts = summary.result()
         summary.release()
         if nxt is not None and ahead is not None and ahead[2] == 0 and not ahead[3]:
             nxt = None  # nothing lies past the stop: the range is done
-        parts.append(_Range(start, nxt if nxt is not None else end, data, cuts, sizes, largest))
+        stop = nxt if nxt is not None else end
+        if starts:
+            # One task's keys as several partitions: [start, k1), [k1, k2) … [kn, stop).
+            bounds = [start, *(k for _, k in starts), stop]
+            for j, (lo, hi) in enumerate(itertools.pairwise(bounds)):
+                piece = c.submit(operator.getitem, data, j, key=f"shoal-part-{i}-{j}-{tok}")
+                parts.append(_Range(lo, hi, piece))
+            data.release()
+        else:
+            parts.append(_Range(start, stop, data, cuts, sizes, largest))
         st.objects += n
         for k in (first, last, *(ahead[:2] if ahead else ())):
             if k is not None:

@@ -462,7 +462,9 @@ def _listing_layout(rng) -> list[str]:
     steps, gaps, a hash or nothing after them, a counter ending a folder
     name), hashed names, and awkward ones."""
     keys: set[str] = set()
-    for f in range(rng.randint(1, 4)):
+    folders, f = rng.randint(1, 4), 0
+    while f < folders or len(keys) <= 1100:  # more than a page, always
+        f += 1
         # Under t/: MinIO keeps objects as files, so no awkward key below
         # may also be a folder here.
         folder = "t/" + rng.choice(["", "d/", "logs/x=1/", "é/", "a b/", "日本/"]) + f"f{f}/"
@@ -487,7 +489,7 @@ def _listing_layout(rng) -> list[str]:
 
 
 @pytest.mark.parametrize("seed", range(int(__import__("os").environ.get("SHOAL_DASK_LISTINGS", "4"))))
-def test_random_listings_tile_every_key_once(client, s3_bucket, seed):
+def test_random_listings_tile_every_key_once(client, s3_bucket, seed, monkeypatch):
     """Randomized listings across Dask tasks (the listing's member of the
     plan test): a random layout of more than a page of keys, small random
     key budgets and connections, so tasks stop at their budget, look one
@@ -495,7 +497,11 @@ def test_random_listings_tile_every_key_once(client, s3_bucket, seed):
     where the keys have one, else by the alphabet seen). The model: the
     partitions hold every key exactly once, in order, and the ranges tile
     the prefix, so a sync pairing them with a destination's meets each
-    key in one range. MinIO: fake-gcs-server answers a listing in one page."""
+    key in one range. Some listings are kept as partitions with cores
+    to spare (forced here): each task lists more than a partition's keys
+    and hands them out as partitions of at most ``keys_per_task``, which
+    tile its range too. MinIO: fake-gcs-server answers a listing in one
+    page."""
     import concurrent.futures as cf
     import os
     import random
@@ -506,20 +512,29 @@ def test_random_listings_tile_every_key_once(client, s3_bucket, seed):
         list(ex.map(lambda k: shoal.put(f"{s3_bucket}/r/{k}", b""), keys))
     want = [f"r/{k}" for k in keys]
     s = shoal.Session()
-    for _ in range(3):
-        keys_per_task = rng.choice([1, 300, 999, 1000, 1500, 2500])
+    for round in range(3):
+        # The first listing of each seed hands out partitions of a task's keys.
+        keys_per_task = 1000 if round == 0 else rng.choice([1, 300, 999, 1000, 1500, 2500])
         conns = rng.choice([1, 3, 16])
-        plan = f"seed {seed}: {len(keys)} keys, {keys_per_task} a task, {conns} connections"
+        spare = round == 0 or rng.random() < 0.5
+        monkeypatch.setattr(sd, "_spare_cores", lambda c, spare=spare: spare)
+        plan = f"seed {seed}: {len(keys)} keys, {keys_per_task} a task, {conns} connections, spare cores {spare}"
         stats = sd.ListingStats()
-        ranges = sd._list_ranges(f"{s3_bucket}/r/", client, keys_per_task, None, "name", stats, s, connections=conns)
+        ranges = sd._list_ranges(
+            f"{s3_bucket}/r/", client, keys_per_task, None, "name", stats, s, connections=conns, as_partitions=True
+        )
         assert ranges[0].start == "r/" and ranges[-1].stop is None, plan
         assert all(a.stop == b.start for a, b in zip(ranges, ranges[1:], strict=False)), plan
         got = []
         for r, data in zip(ranges, client.gather([r.data for r in ranges]), strict=True):
             part = [x["key"] for x in data]
             assert all(r.start <= k and (r.stop is None or k < r.stop) for k in part), (plan, r.start, r.stop)
+            if spare and keys_per_task >= 1000:
+                assert len(part) <= keys_per_task, (plan, len(part))
             got += part
         assert got == want, (plan, stats)
+        if spare and keys_per_task >= 1000 and len(keys) > keys_per_task:
+            assert len(ranges) > stats.tasks, (plan, stats, len(ranges))
         if len(keys) > 1000 and keys_per_task < 1000:
             assert stats.tasks > 1, (plan, stats)
     parts = sd.list_partitions(f"{s3_bucket}/r/", client=client, keys_per_task=700)
@@ -1149,6 +1164,20 @@ def test_listing_tasks_take_more_connections_only_where_threads_have_cores_to_sp
     assert sd._task_connections(Cluster({"w1": ("10.0.0.1", 1)}, {"w1": 2}, fail=True)) == 16
     assert sd._task_connections(Cluster({}, {})) == 16
     assert sd._cores() >= 1
+
+
+def test_a_listing_tasks_keys_are_cut_into_near_equal_partitions():
+    import shoal.dask as sd
+
+    assert sd._part_bounds(0, 100) == []
+    assert sd._part_bounds(100, 100) == []
+    assert sd._part_bounds(101, 100) == [50]
+    assert sd._part_bounds(250, 100) == [83, 166]
+    for n in range(1, 2000, 37):
+        for per in (1, 7, 100, 999):
+            b = [0, *sd._part_bounds(n, per), n]
+            sizes = [y - x for x, y in itertools.pairwise(b)]
+            assert all(0 < z <= per for z in sizes) and max(sizes) - min(sizes) <= 1, (n, per, sizes)
 
 
 def test_the_rest_of_a_listing_task_is_cut_by_the_page_past_its_stop():
