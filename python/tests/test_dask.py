@@ -1180,6 +1180,35 @@ def test_a_listing_tasks_keys_are_cut_into_near_equal_partitions():
             assert all(0 < z <= per for z in sizes) and max(sizes) - min(sizes) <= 1, (n, per, sizes)
 
 
+def test_a_partitions_part_is_its_records_between_the_bounds():
+    """``Records.part`` (shoal-py's own Rust tests do not run in CI): the
+    records ``lo..hi`` as a partition of their own, clamped as a slice."""
+    import struct
+
+    from shoal import _shoal
+
+    keys = ["a", "b/é", "c", "d", "e"]
+    ends, at = [], 0
+    for k in keys:
+        at += len(k.encode())
+        ends.append(at)
+    wire = (
+        "s3://b/",
+        "".join(keys),
+        struct.pack("<5Q", *ends),
+        struct.pack("<5Q", 5, 0, 20, 3, 4),
+        struct.pack("<5d", 5.0, float("nan"), 20.0, 3.0, 4.0),
+    )
+    recs = _shoal.Records._restore(wire)
+    parts = [recs.part(0, 2), recs.part(2, 3), recs.part(3, 9)]
+    assert [len(p) for p in parts] == [2, 1, 2]
+    assert [r for p in parts for r in p] == list(recs)
+    assert parts[0][1] == {"url": "s3://b/b/é", "key": "b/é", "size": 0, "updated": None}
+    assert parts[2].keys() == ["d", "e"] and parts[2].sizes() == [3, 4]
+    assert len(recs.part(4, 2)) == 0 and len(recs.part(7, 9)) == 0
+    assert recs.part(0, 5) == recs
+
+
 def test_the_rest_of_a_listing_task_is_cut_by_the_page_past_its_stop():
     """A task that stopped at the end of a folder (``misc/``, then
     ``warehouse/``, as on shoal-benchserver's ``list-1000000``) says
