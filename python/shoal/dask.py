@@ -214,11 +214,13 @@ def _cores() -> int:
 SPARE_TASK_PARTITIONS = 2.5
 
 
-def _task_connections(c: Any) -> int:
+def _task_connections(c: Any, spare: bool | None = None) -> int:
     """Listing requests in flight a task when the caller does not say:
-    :data:`TASK_LIST_CONNECTIONS` where :func:`_spare_cores`, else
-    :data:`TASK_LIST_CONNECTIONS_BUSY`."""
-    return TASK_LIST_CONNECTIONS if _spare_cores(c) else TASK_LIST_CONNECTIONS_BUSY
+    :data:`TASK_LIST_CONNECTIONS` where :func:`_spare_cores` (``spare``,
+    when the caller asked already), else :data:`TASK_LIST_CONNECTIONS_BUSY`."""
+    if spare is None:
+        spare = _spare_cores(c)
+    return TASK_LIST_CONNECTIONS if spare else TASK_LIST_CONNECTIONS_BUSY
 
 
 def _spare_cores(c: Any) -> bool:
@@ -226,7 +228,7 @@ def _spare_cores(c: Any) -> bool:
     thread (the workers' own count of cores, asked once a listing, over
     the threads of every worker on the same host): a listing task needs
     about a core to list at the CLI's rate."""
-    info = c.scheduler_info().get("workers", {})
+    info = c.scheduler_info(n_workers=-1).get("workers", {})  # every worker, not the first few
     try:
         cores = c.run(_cores)
     except Exception:  # noqa: BLE001 - a worker gone mid-call: take the safe answer
@@ -315,7 +317,7 @@ def _list_task(
         else ([], [], 0)
     )
     bounds = _part_bounds(len(recs), per_part) if per_part else []
-    starts = [(i, recs.key(i)) for i in bounds]
+    starts = [recs.key(i) for i in bounds]
     summary = (len(recs), first, last, nxt, cuts, pieces, largest, span, ahead, rest_cut, starts)
     if bounds and keep:
         # Cut here, so the task's whole listing is gone before it returns:
@@ -567,7 +569,7 @@ def _list_ranges(
     prefix = _key(url)
     limit = max_tasks or max(2, 2 * sum(c.nthreads().values()))
     spare = _spare_cores(c) if (connections is None or as_partitions) else False
-    connections = connections or (TASK_LIST_CONNECTIONS if spare else TASK_LIST_CONNECTIONS_BUSY)
+    connections = connections or _task_connections(c, spare)
     per_part = keys_per_task if as_partitions and keep and cut is None and spare and keys_per_task >= 1000 else None
     budget = int(keys_per_task * SPARE_TASK_PARTITIONS) if per_part else keys_per_task
     st = stats if stats is not None else ListingStats()
@@ -609,7 +611,7 @@ def _list_ranges(
         stop = nxt if nxt is not None else end
         if starts:
             # One task's keys as several partitions: [start, k1), [k1, k2) … [kn, stop).
-            bounds = [start, *(k for _, k in starts), stop]
+            bounds = [start, *starts, stop]
             for j, (lo, hi) in enumerate(itertools.pairwise(bounds)):
                 piece = c.submit(operator.getitem, data, j, key=f"shoal-part-{i}-{j}-{tok}")
                 parts.append(_Range(lo, hi, piece))

@@ -1144,7 +1144,7 @@ def test_listing_tasks_take_more_connections_only_where_threads_have_cores_to_sp
         def __init__(self, workers, cores, fail=False):
             self.workers, self.cores, self.fail = workers, cores, fail
 
-        def scheduler_info(self):
+        def scheduler_info(self, **kw):
             return {"workers": {a: {"host": h, "nthreads": n} for a, (h, n) in self.workers.items()}}
 
         def run(self, fn):

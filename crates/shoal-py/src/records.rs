@@ -83,9 +83,13 @@ impl Records {
         self.sizes.len()
     }
 
+    /// Where key `i` starts in `keys` (`len()` for the end of the last).
+    fn key_start(&self, i: usize) -> usize {
+        if i == 0 { 0 } else { self.ends[i - 1] }
+    }
+
     fn key_at(&self, i: usize) -> &str {
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        &self.keys[start..self.ends[i]]
+        &self.keys[self.key_start(i)..self.ends[i]]
     }
 
     fn url_at(&self, i: usize) -> String {
@@ -280,8 +284,7 @@ impl Records {
     fn part(&self, lo: usize, hi: usize) -> Records {
         let hi = hi.min(self.len());
         let lo = lo.min(hi);
-        let from = if lo == 0 { 0 } else { self.ends[lo - 1] };
-        let to = if hi == 0 { 0 } else { self.ends[hi - 1] };
+        let (from, to) = (self.key_start(lo), self.key_start(hi));
         Records {
             base: self.base.clone(),
             keys: self.keys[from..to].to_owned(),
