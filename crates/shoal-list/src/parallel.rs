@@ -131,7 +131,9 @@ pub const DEFAULT_WORKERS: usize = 16;
 /// other worker lists as many, so 8 workers × 8 pages let the window above
 /// the head run without waiting. Measured in the unit tests (1,000 pages):
 /// half as many made 8 workers 2.3× slower; twice as many (8 per worker,
-/// 128 for 16 workers) gained nothing.
+/// 128 for 16 workers) gained nothing. (Keys numbered by a counter are
+/// cut further ahead (`counter_pages`); the head is then halved by the
+/// next thieves, which take the lowest range.)
 pub const HELD_PAGES: usize = 64;
 
 /// How to list.
@@ -566,14 +568,15 @@ fn steal(shared: &Shared, id: usize) -> Steal {
     let found = candidates.into_iter().find_map(|v| {
         let r = st.ranges[v].as_ref().expect("busy");
         let lo = r.pos.as_deref().unwrap_or(&r.start);
-        crate::split::cut(
-            lo,
-            r.end.as_deref(),
-            prefix,
-            &st.alphabet,
-            r.page_first.as_deref(),
-        )
-        .map(|m| (v, m))
+        let (end, first) = (r.end.as_deref(), r.page_first.as_deref());
+        let counted = first;
+        if counted.is_some_and(|f| crate::split::counter_near_end(lo, end, f)) {
+            return None;
+        }
+        counted
+            .and_then(|f| crate::split::counter_ahead(lo, end, f, counter_pages(shared)))
+            .or_else(|| crate::split::cut(lo, end, prefix, &st.alphabet, first))
+            .map(|m| (v, m))
     });
     let Some((v, mid)) = found else {
         return Steal::Wait;
@@ -596,6 +599,34 @@ fn steal(shared: &Shared, id: usize) -> Steal {
     shared.stats.splits.fetch_add(1, Ordering::Relaxed);
     tracing::trace!(worker = id, victim = v, at = %mid, "split");
     Steal::Got
+}
+
+/// Pages a victim keeps when its last page was numbered by a decimal
+/// counter ([`crate::split::counter_ahead`]): twice the workers, and in a
+/// budgeted piece no more than half its budget's pages (at least 2).
+///
+/// Why more than the alphabet's cut keeps: a counter's aim is exact, and
+/// the range above the cut (open-ended, at the frontier) cannot be cut
+/// again until its first page is back, one round trip later. Each round
+/// trip the workers list a page each, so a victim left fewer pages than
+/// there are workers starves them, and they halve each other's ranges down
+/// to a page or two. shoal-benchserver's `list-20000000` (11-digit
+/// counters, +10 ms each way, 16 workers), 2M keys under its hot prefix:
+/// 25.8 s with the alphabet's cut (it lands about 2 pages on), 6.7 s at 8
+/// pages, 3.8-4.0 s at 32, 3.8-4.3 s at 64, 4.0-4.6 s at 128; the held
+/// `list-1000000` (a counter and a hash) 2.0 s at 32 and 64, 3.5 s at 8,
+/// 2.2 s before; sorted, 3.1 s at 32 against 3.2-3.4 s before. A piece's
+/// cap: where the budget's pages over the workers was the cap, the pieces of
+/// `budgeted_pieces_do_not_wait_and_stay_near_their_budget` took 178
+/// round trips, against 103 at half the budget and 127 by the alphabet.
+fn counter_pages(shared: &Shared) -> u32 {
+    let workers = shared.workers.max(1);
+    let mut pages = 2 * workers;
+    if let Some(b) = &shared.budget {
+        let page = shared.base.max_results.unwrap_or(1000).max(1) as usize;
+        pages = pages.min(b.max_keys / page / 2);
+    }
+    pages.max(2) as u32
 }
 
 /// Sorted mode: counts the page about to be requested for the range that
@@ -1007,6 +1038,39 @@ mod tests {
             parallel.as_millis() / ROUND_TRIP.as_millis(),
             sequential.as_millis() / ROUND_TRIP.as_millis()
         );
+    }
+
+    /// Keys numbered by a counter alone (`hot/part-00000012345.json`, no
+    /// hash after it), as shoal-benchserver's `list-N` past ten million:
+    /// the alphabet's cut lands about two pages on, so the range above it
+    /// waited a round trip for its first page before it could be cut again
+    /// and 16 workers listed a page or two each per round trip. Counted in
+    /// decimal, a victim keeps twice the workers' pages, and no range is
+    /// cut within a page of its end (each such cut costs a request).
+    #[tokio::test(start_paused = true)]
+    async fn a_counter_alone_keeps_every_worker_busy() {
+        let keys: Vec<String> = (0..40_000)
+            .map(|i| format!("hot/part-{i:011}.json"))
+            .collect();
+        let slow: Arc<dyn Store> = Arc::new(slow(store_with(&keys).await, 1));
+        for sorted in [false, true] {
+            let t = tokio::time::Instant::now();
+            let (got, stats) = run(slow.clone(), req("hot/", 100), 16, sorted).await;
+            let trips = t.elapsed().as_millis() / ROUND_TRIP.as_millis();
+            assert_exact(&got, &keys);
+            let requests = stats.requests.load(Ordering::Relaxed);
+            eprintln!(
+                "counter alone, sorted {sorted}: {trips} round trips, {requests} requests, {} splits",
+                stats.splits.load(Ordering::Relaxed)
+            );
+            // 400 pages on 16 workers: 25 round trips at best; the
+            // alphabet's cut took 122 unsorted.
+            assert!(trips <= 50, "sorted {sorted}: {trips} round trips");
+            assert!(
+                requests <= 400 + 400 / 5,
+                "sorted {sorted}: {requests} requests"
+            );
+        }
     }
 
     /// The same listing twice gives the same decisions: nothing in the
@@ -1497,9 +1561,9 @@ mod tests {
     /// keeps every page anyway), and no piece holds more than about twice
     /// its budget, even where a cut misjudged the spacing and left one
     /// range below the first cut most of what was left (it held 69,300 keys
-    /// before the second cut). The pieces take 127 round trips, against
-    /// 140 when workers waited for the head and 78 for one unsorted
-    /// listing of the whole range.
+    /// before the second cut). The pieces take 103 round trips (127 before
+    /// counters were cut in decimal, 140 when workers waited for the head),
+    /// and one unsorted listing of the whole range 70 (78).
     #[tokio::test(start_paused = true)]
     async fn budgeted_pieces_do_not_wait_and_stay_near_their_budget() {
         const PAGE: u32 = 100;
@@ -1613,6 +1677,10 @@ mod tests {
                 // One request per 50 keys, plus what the cuts cost.
                 let pages = want.len() as u64 / 50;
                 let requests = stats.requests.load(Ordering::Relaxed);
+                eprintln!(
+                    "XX budget {max_keys}: {requests} requests {pieces} pieces splits {}",
+                    stats.splits.load(Ordering::Relaxed)
+                );
                 assert!(
                     requests <= pages + pages / 5 + 20 * pieces as u64,
                     "budget {max_keys}: {requests} requests for {pages} pages in {pieces} pieces"

@@ -55,6 +55,22 @@ pub fn cut(
     cut_ahead(lo, hi, prefix, alphabet, page_first, PAGES_AHEAD)
 }
 
+/// A cut `pages` spans ahead: [`counter_ahead`] where the page is
+/// numbered by a decimal counter, else [`cut_ahead`] (a Dask listing's
+/// next task, python/shoal/dask.py).
+pub fn cut_pages(
+    lo: &str,
+    hi: Option<&str>,
+    prefix: &str,
+    alphabet: &BTreeSet<char>,
+    page_first: Option<&str>,
+    pages: u32,
+) -> Option<String> {
+    page_first
+        .and_then(|f| counter_ahead(lo, hi, f, pages))
+        .or_else(|| cut_ahead(lo, hi, prefix, alphabet, page_first, pages))
+}
+
 /// Like [`cut`], but no further than `pages` spans of `[page_first, lo]`
 /// above `lo`: where a caller that saw one page of keys wants a cut many
 /// pages on (a Dask listing's next task, python/shoal/dask.py, about a
@@ -119,41 +135,86 @@ pub fn cut_ahead(
 /// `part-…` keys on landed 19,800 keys on, not 300,000, and a Dask
 /// listing's rest was split 1:9 (bench/results/DASK-LISTING.md).
 pub fn counter_ahead(lo: &str, hi: Option<&str>, page_first: &str, pages: u32) -> Option<String> {
-    let (l, f) = (lo.as_bytes(), page_first.as_bytes());
-    let i = l.iter().zip(f).position(|(a, b)| a != b)?;
-    if !l[i].is_ascii_digit() || !f[i].is_ascii_digit() || l[i] < f[i] {
-        return None;
-    }
-    let start = l[..i]
-        .iter()
-        .rposition(|c| !c.is_ascii_digit())
-        .map_or(0, |p| p + 1);
-    let width = l[start..]
-        .iter()
-        .zip(&f[start..])
-        .take_while(|(a, b)| a.is_ascii_digit() && b.is_ascii_digit())
-        .count();
-    let end = start + width;
-    let whole = |s: &[u8]| s.get(end).is_none_or(|c| !c.is_ascii_digit());
-    if width > 18 || !whole(l) || !whole(f) {
-        return None;
-    }
-    let field = |s: &str| s.get(start..end)?.parse::<u64>().ok();
-    let (a, b) = (field(page_first)?, field(lo)?);
-    let mut aim = (b - a).checked_mul(u64::from(pages))?.checked_add(b)?;
+    let c = Counter::read(lo, hi, page_first)?;
+    let mut aim = (c.pos - c.first)
+        .checked_mul(u64::from(pages))?
+        .checked_add(c.pos)?;
     // An end numbered in the same field (an earlier cut) caps the aim at
     // the counter halfway to it: what is left is less than the aim.
-    if let Some(h) = hi.filter(|h| h.as_bytes().get(..start) == l.get(..start))
-        && let Some(top) = field(h).filter(|&t| t > b && b + (t - b) / 2 < aim)
+    if let Some(top) = c
+        .end
+        .filter(|&t| t > c.pos && c.pos + (t - c.pos) / 2 < aim)
     {
-        aim = b + (top - b) / 2;
+        aim = c.pos + (top - c.pos) / 2;
     }
-    if aim >= 10u64.pow(width as u32) {
+    if aim >= 10u64.pow(c.width as u32) {
         return None;
     }
-    let cand = format!("{}{aim:0width$}", &lo[..start]);
+    let cand = format!("{}{aim:0width$}", &lo[..c.start], width = c.width);
     (cand.as_str() > lo && hi.is_none_or(|h| cand.as_str() < h) && (dirty(lo) || !dirty(&cand)))
         .then_some(cand)
+}
+
+/// Whether a counter says `[lo, hi)` holds at most one more page like
+/// `[page_first, lo]` (their counters' distance), so a cut would cost a
+/// request and save none: the victim's next request lists it all. False
+/// when the keys are not numbered so, or `hi` is not in the same field.
+///
+/// Why: the alphabet's cut lands coarsely, but a counter's halves are
+/// exact, and thieves that take the lowest range (a sorted listing) halved
+/// the same head down to ranges of 1-3 keys: a paused-clock listing of
+/// 400 pages in one 100,000-key piece took 519 requests, not 434.
+pub fn counter_near_end(lo: &str, hi: Option<&str>, page_first: &str) -> bool {
+    Counter::read(lo, hi, page_first)
+        .and_then(|c| Some(c.end? - c.pos <= c.pos - c.first))
+        .unwrap_or(false)
+}
+
+/// A decimal counter field shared by a page's first and last keys
+/// ([`counter_ahead`]): where it lies in `lo`, and its values.
+struct Counter {
+    start: usize,
+    width: usize,
+    /// The field of the page's first key.
+    first: u64,
+    /// The field of `lo`, the page's last key.
+    pos: u64,
+    /// The field of `hi`, when `hi` shares everything before it.
+    end: Option<u64>,
+}
+
+impl Counter {
+    fn read(lo: &str, hi: Option<&str>, page_first: &str) -> Option<Counter> {
+        let (l, f) = (lo.as_bytes(), page_first.as_bytes());
+        let i = l.iter().zip(f).position(|(a, b)| a != b)?;
+        if !l[i].is_ascii_digit() || !f[i].is_ascii_digit() || l[i] < f[i] {
+            return None;
+        }
+        let start = l[..i]
+            .iter()
+            .rposition(|c| !c.is_ascii_digit())
+            .map_or(0, |p| p + 1);
+        let width = l[start..]
+            .iter()
+            .zip(&f[start..])
+            .take_while(|(a, b)| a.is_ascii_digit() && b.is_ascii_digit())
+            .count();
+        let end = start + width;
+        let whole = |s: &[u8]| s.get(end).is_none_or(|c| !c.is_ascii_digit());
+        if width > 18 || !whole(l) || !whole(f) {
+            return None;
+        }
+        let field = |s: &str| s.get(start..end)?.parse::<u64>().ok();
+        Some(Counter {
+            start,
+            width,
+            first: field(page_first)?,
+            pos: field(lo)?,
+            end: hi
+                .filter(|h| h.as_bytes().get(..start) == l.get(..start))
+                .and_then(field),
+        })
+    }
 }
 
 /// Bytes of `lo` that every key of the range shares and a cut keeps: the
@@ -451,6 +512,30 @@ mod tests {
             cut_ahead(lo, None, "", &alpha, Some("hot/000000000"), 8).as_deref(),
             Some(near.as_str())
         );
+    }
+
+    #[test]
+    fn cut_pages_counts_a_counter_in_decimal() {
+        // 8 pages of 999 keys on, counted in decimal; read in the
+        // alphabet's base the same aim lands about 2 pages on.
+        let alpha = abc("hot/0123456789.jsonzpart-");
+        let (first, lo) = ("hot/part-00000001000.json", "hot/part-00000001999.json");
+        assert_eq!(
+            cut_pages(lo, None, "hot/", &alpha, Some(first), 8).as_deref(),
+            Some("hot/part-00000009991")
+        );
+        let rough = cut(lo, None, "hot/", &alpha, Some(first)).unwrap();
+        assert!(rough.as_str() < "hot/part-000000045", "{rough}");
+        // No counter: the alphabet's cut.
+        for (lo, hi, first) in [
+            ("hot/b", None, Some("hot/a")),
+            ("hot/b", Some("hot/z"), None),
+        ] {
+            assert_eq!(
+                cut_pages(lo, hi, "hot/", &alpha, first, 3),
+                cut_ahead(lo, hi, "hot/", &alpha, first, 3)
+            );
+        }
     }
 
     #[test]

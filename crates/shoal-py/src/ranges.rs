@@ -161,11 +161,10 @@ pub(crate) fn cut_range(
     pages: u32,
     counter: bool,
 ) -> Option<String> {
-    if let Some(f) = page_first.filter(|_| counter)
-        && let Some(c) = shoal_list::split::counter_ahead(lo, hi, f, pages)
-    {
-        return Some(c);
-    }
     let alphabet: BTreeSet<char> = alphabet.chars().collect();
-    shoal_list::split::cut_ahead(lo, hi, prefix, &alphabet, page_first, pages)
+    if counter {
+        shoal_list::split::cut_pages(lo, hi, prefix, &alphabet, page_first, pages)
+    } else {
+        shoal_list::split::cut_ahead(lo, hi, prefix, &alphabet, page_first, pages)
+    }
 }
