@@ -703,6 +703,44 @@ mod tests {
     }
 
     #[test]
+    fn a_folder_cut_always_lands_strictly_between() {
+        let mut seed = 11u64;
+        let mut next = |m: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % m
+        };
+        let mut found = 0;
+        for _ in 0..5_000 {
+            let w = 1 + next(5) as usize;
+            let a = next(10u64.pow(w as u32));
+            let lo = format!(
+                "m/s-{a:0w$}/{}",
+                ["", "x", "obj-7", "/", "é"][next(5) as usize]
+            );
+            let top = a + next(50);
+            let his = [
+                format!("m/s-{top:0w$}"),
+                format!("m/s-{top:0w$}/a"),
+                format!("m/s-{}", next(10u64.pow(w as u32))),
+                format!("m/t{}", next(9)),
+            ];
+            for h in his.iter().map(|h| Some(h.as_str())).chain([None]) {
+                if h.is_some_and(|h| h <= lo.as_str()) {
+                    continue;
+                }
+                if let Some(c) = folder_ahead(&lo, h, 1 + next(64) as u32) {
+                    found += 1;
+                    assert!(c > lo && h.is_none_or(|h| c.as_str() < h), "{lo} {h:?} {c}");
+                    assert!(!dirty(&c) || dirty(&lo), "{lo} {c}");
+                }
+            }
+        }
+        assert!(found > 5_000, "cuts found: {found}");
+    }
+
+    #[test]
     fn a_counter_cut_always_lands_strictly_between() {
         let mut seed = 7u64;
         let mut next = |m: u64| {
