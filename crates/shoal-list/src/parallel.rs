@@ -564,7 +564,6 @@ fn steal(shared: &Shared, id: usize) -> Steal {
     if st.stop || st.ranges.iter().all(Option::is_none) {
         return Steal::Finished;
     }
-    let prefix = &shared.base.prefix;
     // Widest first = shortest common prefix between position and end (an
     // open end counts as widest); ties go to the lowest worker. Sorted:
     // lowest first, as pages far above the head only wait (module doc).
@@ -584,33 +583,10 @@ fn steal(shared: &Shared, id: usize) -> Steal {
         .collect();
     candidates.sort_unstable();
     let candidates: Vec<usize> = candidates.into_iter().map(|(_, _, v)| v).collect();
+    let pages = counter_pages(shared);
     let found = candidates.into_iter().find_map(|v| {
         let r = st.ranges[v].as_ref().expect("busy");
-        let lo = r.pos.as_deref().unwrap_or(&r.start);
-        let (end, first) = (r.end.as_deref(), r.page_first.as_deref());
-        if first.is_some_and(|f| crate::split::counter_near_end(lo, end, f)) {
-            return None;
-        }
-        let pages = counter_pages(shared);
-        first
-            .and_then(|f| crate::split::counter_ahead(lo, end, f, pages))
-            // Not in a budgeted piece (a Dask task): 32 folders of
-            // `list-100000000`'s 10,000 keys overran a 100,000-key piece,
-            // whose ranges below its cut must finish. 4 workers listed the
-            // 100M keys at 247,411 keys/s (4.1 CPU µs a key, 1,729 tasks)
-            // with it, 394,050 (2.7, 1,279) without.
-            .map(|c| match family(lo) {
-                Some((fam, folder))
-                    if shared.budget.is_none()
-                        && c.starts_with(folder)
-                        && st.per_folder.contains(fam) =>
-                {
-                    crate::split::folder_ahead(lo, end, pages).unwrap_or(c)
-                }
-                _ => c,
-            })
-            .or_else(|| crate::split::cut(lo, end, prefix, &st.alphabet, first))
-            .map(|m| (v, m))
+        cut_of(shared, &st, r, pages).map(|m| (v, m))
     });
     let Some((v, mid)) = found else {
         return Steal::Wait;
@@ -639,6 +615,35 @@ fn steal(shared: &Shared, id: usize) -> Steal {
     shared.stats.splits.fetch_add(1, Ordering::Relaxed);
     tracing::trace!(worker = id, victim = v, at = %mid, "split");
     Steal::Got
+}
+
+/// Where a thief cuts `r`: by the counter its last page is numbered by,
+/// if any ([`crate::split::counter_cut`], counting folders where the
+/// folder family restarts it: `State::per_folder`), else by the alphabet
+/// ([`crate::split::cut`]). None when it should not be cut.
+fn cut_of(shared: &Shared, st: &State, r: &Range, pages: u32) -> Option<String> {
+    use crate::split::CounterCut;
+    let lo = r.pos.as_deref().unwrap_or(&r.start);
+    let (end, first) = (r.end.as_deref(), r.page_first.as_deref());
+    match first.map(|f| crate::split::counter_cut(lo, end, f, pages)) {
+        Some(CounterCut::NearEnd) => None,
+        Some(CounterCut::At(c)) => Some(match family(lo) {
+            // Not in a budgeted piece (a Dask task): 32 folders of
+            // `list-100000000`'s 10,000 keys overran a 100,000-key piece,
+            // whose ranges below its cut must finish. 4 workers listed the
+            // 100M keys at 247,411 keys/s (4.1 CPU µs a key, 1,729 tasks)
+            // with it, 394,050 (2.7, 1,279) without.
+            Some((fam, folder))
+                if shared.budget.is_none()
+                    && c.starts_with(folder)
+                    && st.per_folder.contains(fam) =>
+            {
+                crate::split::folder_ahead(lo, end, pages).unwrap_or(c)
+            }
+            _ => c,
+        }),
+        _ => crate::split::cut(lo, end, &shared.base.prefix, &st.alphabet, first),
+    }
 }
 
 /// `key`'s folder family (its folder's name before the folder number:
@@ -1755,10 +1760,6 @@ mod tests {
                 // One request per 50 keys, plus what the cuts cost.
                 let pages = want.len() as u64 / 50;
                 let requests = stats.requests.load(Ordering::Relaxed);
-                eprintln!(
-                    "XX budget {max_keys}: {requests} requests {pieces} pieces splits {}",
-                    stats.splits.load(Ordering::Relaxed)
-                );
                 assert!(
                     requests <= pages + pages / 5 + 20 * pieces as u64,
                     "budget {max_keys}: {requests} requests for {pages} pages in {pieces} pieces"

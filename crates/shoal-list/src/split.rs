@@ -135,52 +135,53 @@ pub fn cut_ahead(
 /// `part-…` keys on landed 19,800 keys on, not 300,000, and a Dask
 /// listing's rest was split 1:9 (bench/results/DASK-LISTING.md).
 pub fn counter_ahead(lo: &str, hi: Option<&str>, page_first: &str, pages: u32) -> Option<String> {
-    let c = Counter::read(lo, hi, page_first)?;
-    let mut aim = (c.pos - c.first)
-        .checked_mul(u64::from(pages))?
-        .checked_add(c.pos)?;
-    // An end numbered in the same field (an earlier cut) caps the aim at
-    // the counter halfway to it: what is left is less than the aim.
-    if let Some(top) = c
-        .end
-        .filter(|&t| t > c.pos && c.pos + (t - c.pos) / 2 < aim)
-    {
-        aim = c.pos + (top - c.pos) / 2;
-    }
-    if aim >= 10u64.pow(c.width as u32) {
-        return None;
-    }
-    let cand = format!("{}{aim:0width$}", &lo[..c.start], width = c.width);
-    (cand.as_str() > lo && hi.is_none_or(|h| cand.as_str() < h) && (dirty(lo) || !dirty(&cand)))
-        .then_some(cand)
+    Counter::read(lo, hi, page_first)?.ahead(lo, hi, pages)
 }
 
-/// Whether a counter says `[lo, hi)` holds at most one more page like
-/// `[page_first, lo]` (their counters' distance), so a cut would cost a
-/// request and save none: the victim's next request lists it all. False
-/// when the keys are not numbered so, or `hi` is not in the same field.
-///
-/// Why: the alphabet's cut lands coarsely, but a counter's halves are
-/// exact, and thieves that take the lowest range (a sorted listing) halved
-/// the same head down to ranges of 1-3 keys: a paused-clock listing of
-/// 400 pages in one 100,000-key piece took 519 requests, not 434.
-pub fn counter_near_end(lo: &str, hi: Option<&str>, page_first: &str) -> bool {
-    Counter::read(lo, hi, page_first)
-        .and_then(|c| Some(c.end? - c.pos <= c.pos - c.first))
-        .unwrap_or(false)
+/// What a page numbered by a decimal counter says about cutting `[lo, hi)`.
+#[derive(Debug, PartialEq)]
+pub enum CounterCut {
+    /// Cut here ([`counter_ahead`]).
+    At(String),
+    /// The counter says the range holds at most one more page like
+    /// `[page_first, lo]` (their counters' distance), so a cut would cost
+    /// a request and save none: the victim's next request lists it all.
+    ///
+    /// Why: the alphabet's cut lands coarsely, but a counter's halves are
+    /// exact, and thieves that take the lowest range (a sorted listing)
+    /// halved the same head down to ranges of 1-3 keys: a paused-clock
+    /// listing of 400 pages in one 100,000-key piece took 519 requests,
+    /// not 434.
+    NearEnd,
+    /// Not numbered so, or no room for the counter's aim: cut some other
+    /// way.
+    None,
+}
+
+/// [`counter_ahead`] for a lister's steal, which also needs to know when
+/// the counter says not to cut ([`CounterCut::NearEnd`]); the page is read
+/// once for both.
+pub fn counter_cut(lo: &str, hi: Option<&str>, page_first: &str, pages: u32) -> CounterCut {
+    let Some(c) = Counter::read(lo, hi, page_first) else {
+        return CounterCut::None;
+    };
+    if c.field
+        .end
+        .is_some_and(|e| e.saturating_sub(c.field.pos) <= c.field.pos - c.first)
+    {
+        return CounterCut::NearEnd;
+    }
+    c.ahead(lo, hi, pages)
+        .map_or(CounterCut::None, CounterCut::At)
 }
 
 /// A decimal counter field shared by a page's first and last keys
-/// ([`counter_ahead`]): where it lies in `lo`, and its values.
+/// ([`counter_ahead`]).
 struct Counter {
-    start: usize,
-    width: usize,
-    /// The field of the page's first key.
+    /// The field in `lo`, the page's last key.
+    field: Field,
+    /// The field's value in the page's first key.
     first: u64,
-    /// The field of `lo`, the page's last key.
-    pos: u64,
-    /// The field of `hi`, when `hi` shares everything before it.
-    end: Option<u64>,
 }
 
 impl Counter {
@@ -204,16 +205,68 @@ impl Counter {
         if width > 18 || !whole(l) || !whole(f) {
             return None;
         }
-        let field = |s: &str| s.get(start..end)?.parse::<u64>().ok();
+        let field = Field::read(lo, hi, start..end)?;
         Some(Counter {
-            start,
-            width,
-            first: field(page_first)?,
-            pos: field(lo)?,
-            end: hi
-                .filter(|h| h.as_bytes().get(..start) == l.get(..start))
-                .and_then(field),
+            first: Field::value(page_first, &field.run)?,
+            field,
         })
+    }
+
+    /// `pages` spans of the page above `lo`.
+    fn ahead(&self, lo: &str, hi: Option<&str>, pages: u32) -> Option<String> {
+        let pos = self.field.pos;
+        let aim = (pos - self.first)
+            .checked_mul(u64::from(pages))?
+            .checked_add(pos)?;
+        self.field.cut(lo, hi, aim)
+    }
+}
+
+/// A decimal field of `lo` (the bytes `run`): its value there, and in
+/// `hi` when `hi` shares everything before it.
+struct Field {
+    run: std::ops::Range<usize>,
+    pos: u64,
+    end: Option<u64>,
+}
+
+impl Field {
+    fn read(lo: &str, hi: Option<&str>, run: std::ops::Range<usize>) -> Option<Field> {
+        let end = hi
+            .filter(|h| h.as_bytes().get(..run.start) == lo.as_bytes().get(..run.start))
+            .and_then(|h| Field::value(h, &run));
+        Some(Field {
+            pos: Field::value(lo, &run)?,
+            end,
+            run,
+        })
+    }
+
+    /// The decimal number at `run` in `s`, if every byte there is a digit.
+    fn value(s: &str, run: &std::ops::Range<usize>) -> Option<u64> {
+        let f = s.get(run.clone())?;
+        f.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| f.parse().ok())?
+    }
+
+    /// `lo` up to the field, then `aim` at the field's width: or the value
+    /// halfway to the end's, when the end is numbered in the same field
+    /// and that is nearer (what is left is less than the aim). None when
+    /// the aim does not move, overflows the field, or the cut does not
+    /// lie strictly between `lo` and `hi`, or adds an empty or dot level.
+    fn cut(&self, lo: &str, hi: Option<&str>, aim: u64) -> Option<String> {
+        let (pos, width) = (self.pos, self.run.len());
+        let aim = match self.end {
+            Some(top) if top > pos && pos + (top - pos) / 2 < aim => pos + (top - pos) / 2,
+            _ => aim,
+        };
+        if aim == pos || aim >= 10u64.pow(width as u32) {
+            return None;
+        }
+        let cand = format!("{}{aim:0width$}", &lo[..self.run.start]);
+        (cand.as_str() > lo && hi.is_none_or(|h| cand.as_str() < h) && (dirty(lo) || !dirty(&cand)))
+            .then_some(cand)
     }
 }
 
@@ -250,27 +303,8 @@ pub fn folder_number(key: &str) -> Option<std::ops::Range<usize>> {
 /// counter: a range cut off inside its victim's folder whose first keys
 /// lie in a later folder. Where folders are big the in-folder cut stands.
 pub fn folder_ahead(lo: &str, hi: Option<&str>, folders: u32) -> Option<String> {
-    let run = folder_number(lo)?;
-    let width = run.len();
-    let field = |s: &str| {
-        let f = s.get(run.clone())?;
-        f.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| f.parse::<u64>().ok())?
-    };
-    let b = field(lo)?;
-    let mut aim = b.checked_add(u64::from(folders))?;
-    if let Some(h) = hi.filter(|h| h.as_bytes().get(..run.start) == lo.as_bytes().get(..run.start))
-        && let Some(top) = field(h).filter(|&t| t > b && b + (t - b) / 2 < aim)
-    {
-        aim = b + (top - b) / 2;
-    }
-    if aim == b || aim >= 10u64.pow(width as u32) {
-        return None;
-    }
-    let cand = format!("{}{aim:0width$}", &lo[..run.start]);
-    (cand.as_str() > lo && hi.is_none_or(|h| cand.as_str() < h) && (dirty(lo) || !dirty(&cand)))
-        .then_some(cand)
+    let field = Field::read(lo, hi, folder_number(lo)?)?;
+    field.cut(lo, hi, field.pos.checked_add(u64::from(folders))?)
 }
 
 /// Bytes of `lo` that every key of the range shares and a cut keeps: the
