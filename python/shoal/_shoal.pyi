@@ -449,6 +449,25 @@ def cat_async(
     version: str | None = None,
     version_id: str | None = None,
 ) -> Awaitable[bytes]: ...
+def cat_buffer(
+    session: Session,
+    url: str,
+    *,
+    start: int | None = None,
+    end: int | None = None,
+    version: str | None = None,
+    version_id: str | None = None,
+) -> Any: ...
+def cat_buffer_async(
+    session: Session,
+    url: str,
+    *,
+    start: int | None = None,
+    end: int | None = None,
+    version: str | None = None,
+    version_id: str | None = None,
+) -> Awaitable[Any]: ...
+def read_pool_idle_bytes() -> int: ...
 def cat_ranges(
     session: Session,
     urls: list[str],

@@ -34,8 +34,12 @@ fsspec bridge:
   bytes are kept for the next open of the same version (at most
   :data:`TAILS` bytes in all): Arrow opens a dataset's first file twice,
   for its schema and then for its rows, and reads the footer each time.
-- A read's bytes are the ``bytes`` object the engine filled, the GIL
-  released: nothing is copied on the way to Arrow.
+- A read's bytes are the buffer the engine filled, the GIL released:
+  nothing is copied on the way to Arrow. Arrow asks with ``read_buffer``,
+  and gets a ``pyarrow.Buffer`` over memory shoal keeps and reuses (a
+  new ``bytes`` of a row group is fresh pages, a page fault each: the
+  filter row of bench/py_read_bench.py took 0.131 s with them, 0.113 s
+  reusing, pyarrow's own S3 0.120).
 
 Every read of an open file is pinned to the version it was opened at: an
 object replaced meanwhile raises ``shoal.ChangedError`` rather than mixing
@@ -328,12 +332,22 @@ class ShoalInputFile(io.RawIOBase):
         return pos
 
     def read(self, n: int = -1) -> bytes:
+        return self._read(n, False)
+
+    def read_buffer(self, n: int = -1) -> Any:
+        """What ``pyarrow.PythonFile`` asks for when it can (every read of
+        a parquet file): the bytes in a ``pyarrow.Buffer`` over memory
+        shoal reuses, where each big ``bytes`` is new pages, a page fault
+        each (see ``_shoal.cat_buffer``)."""
+        return self._read(n, True)
+
+    def _read(self, n: int | None, buffer: bool) -> Any:
         start = self._pos
         end = self._size if n is None or n < 0 else min(self._size, start + n)
         if end <= start:
             return b""
         try:
-            data = self._range(start, end)
+            data = self._range(start, end, buffer)
         except _changed():
             if self._forget is not None:
                 self._forget(self.url)  # the next open asks the store again
@@ -349,7 +363,7 @@ class ShoalInputFile(io.RawIOBase):
         b[: len(data)] = data
         return len(data)
 
-    def _range(self, start: int, end: int) -> bytes:
+    def _range(self, start: int, end: int, buffer: bool = False) -> Any:
         held = self._held
         if held is not None and held[0] <= start and end <= held[0] + len(held[1]):
             return held[1][start - held[0] : end - held[0]]
@@ -366,7 +380,8 @@ class ShoalInputFile(io.RawIOBase):
                 data = _shoal.cat(self.session, self.url, start=at, end=self._size, version=self.version)
                 self._hold(at, data)
                 return data[start - at : end - at]
-        return _shoal.cat(self.session, self.url, start=start, end=end, version=self.version)
+        cat = _shoal.cat_buffer if buffer else _shoal.cat
+        return cat(self.session, self.url, start=start, end=end, version=self.version)
 
     def _hold(self, at: int, data: bytes) -> None:
         self._held = (at, data)

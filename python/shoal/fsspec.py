@@ -1086,7 +1086,10 @@ class ReadAheadCache(BaseCache):
         self._ahead = 0
         self._first = held is None
 
-    def _fetch(self, start: int | None, stop: int | None) -> bytes:
+    def _fetch(self, start: int | None, stop: int | None, buffer: bool = False) -> Any:
+        """The bytes ``[start, stop)``; with ``buffer`` (pyarrow's
+        ``read_buffer``), a read fetched exactly comes as a
+        ``pyarrow.Buffer`` over memory shoal reuses."""
         start = 0 if start is None else start
         stop = self.size if stop is None else min(stop, self.size)
         if start >= stop:
@@ -1095,7 +1098,8 @@ class ReadAheadCache(BaseCache):
             if held is not None and held[0] <= start and stop <= held[0] + len(held[1]):
                 self.hit_count += 1
                 self._end = stop
-                return held[1][start - held[0] : stop - held[0]]
+                data = held[1][start - held[0] : stop - held[0]]
+                return data if buffer or isinstance(data, bytes) else data.to_pybytes()
         self.miss_count += 1
         if self._first:
             self._first = False
@@ -1111,13 +1115,15 @@ class ReadAheadCache(BaseCache):
         head = b""
         if b0 <= start < b0 + len(b):
             head = b[start - b0 :]  # the part already held
+            if not isinstance(head, bytes):
+                head = head.to_pybytes()
         if head or (start == self._end and stop - start < _AHEAD):
             self._ahead = min(max(2 * self._ahead, _AHEAD), max(self.blocksize, _AHEAD))
             at = start + len(head)
             data = head + self.fetcher(at, min(self.size, max(stop, start + self._ahead)))
         else:
             self._ahead = 0
-            data = self.fetcher(start, stop)
+            data = self.fetcher(start, stop, buffer) if buffer else self.fetcher(start, stop)
         self.total_requested_bytes += len(data) - len(head)
         self._buf = (start, data)
         self._end = stop
@@ -1143,11 +1149,11 @@ def _shoal_errors():
 def _fetcher(file: weakref.ref) -> Any:
     """A cache's fetcher that reads through ``file`` without keeping it."""
 
-    def fetch(start: int, end: int) -> bytes:
+    def fetch(start: int, end: int, buffer: bool = False) -> Any:
         f = file()
         if f is None:
             raise ValueError("I/O operation on closed file.")
-        return f._fetch_range(start, end)
+        return f._fetch_range(start, end, buffer)
 
     return fetch
 
@@ -1187,18 +1193,34 @@ class ShoalFile(AbstractBufferedFile):
             return
         super().__del__()
 
-    def _fetch_range(self, start: int, end: int) -> bytes:
+    def read_buffer(self, length: int = -1) -> Any:
+        """What ``pyarrow.PythonFile`` asks for when it can (pyarrow's
+        fsspec bridge reads a parquet file through it): ``read``, a read
+        fetched exactly coming as a ``pyarrow.Buffer`` over memory shoal
+        reuses, where each big ``bytes`` is new pages, a page fault each
+        (see ``_shoal.cat_buffer``)."""
+        if self.mode != "rb" or not isinstance(self.cache, ReadAheadCache):
+            return self.read(length)
+        if self.closed:
+            raise ValueError("I/O operation on closed file.")
+        length = self.size - self.loc if length is None or length < 0 else int(length)
+        if length <= 0:
+            return b""
+        out = self.cache._fetch(self.loc, self.loc + length, buffer=True)
+        self.loc += len(out)
+        return out
+
+    def _fetch_range(self, start: int, end: int, buffer: bool = False) -> Any:
         # Pinned to the version `details` saw when the file was opened.
+        cat = _shoal.cat_buffer if buffer else _shoal.cat
         try:
             details = self.details
             if details.get("version_id") is not None:
                 # Opened as one stored version (a version_aware open).
-                return _shoal.cat(
+                return cat(
                     self.fs.session, self.fs._url(self.path), start=start, end=end, version_id=details["version_id"]
                 )
-            return _shoal.cat(
-                self.fs.session, self.fs._url(self.path), start=start, end=end, version=details.get("version")
-            )
+            return cat(self.fs.session, self.fs._url(self.path), start=start, end=end, version=details.get("version"))
         except _shoal_errors().ChangedError:
             self.fs._forget(self.path)  # the next open asks the store again
             raise

@@ -71,13 +71,14 @@ class CatCounter:
 
     def __init__(self, monkeypatch) -> None:
         self.reads: list[tuple[str, int | None, int | None]] = []
-        real = _shoal.cat
+        for name in ("cat", "cat_buffer"):  # bytes, and pyarrow's read_buffer
+            real = getattr(_shoal, name)
 
-        def spy(session, url, *, start=None, end=None, version=None):
-            self.reads.append((url, start, end))
-            return real(session, url, start=start, end=end, version=version)
+            def spy(session, url, *, start=None, end=None, version=None, _real=real):
+                self.reads.append((url, start, end))
+                return _real(session, url, start=start, end=end, version=version)
 
-        monkeypatch.setattr(_shoal, "cat", spy)
+            monkeypatch.setattr(_shoal, name, spy)
 
 
 def test_arrow_reads_a_footer_once_per_version(dataset, monkeypatch):
@@ -120,6 +121,60 @@ def test_cat_fills_the_bytes_it_returns(bucket):
     assert _shoal.cat(s, f"{bucket}/big.bin", start=-5) == body[-5:]
     assert _shoal.cat(s, f"{bucket}/empty.bin") == b""
     assert _shoal.cat(s, f"{bucket}/big.bin", start=10, end=10) == b""
+
+
+def test_cat_buffer_reads_into_memory_it_reuses(bucket):
+    """What pyarrow's read_buffer gets: a pyarrow.Buffer over memory shoal
+    keeps when pyarrow lets go of it and fills again (a big bytes is new
+    pages each time), pinned to a version as cat is."""
+    body = bytes(range(256)) * 12_000
+    shoal.put(f"{bucket}/big.bin", body)
+    shoal.put(f"{bucket}/empty.bin", b"")
+    s = shoal.session()
+    b = _shoal.cat_buffer(s, f"{bucket}/big.bin", start=7, end=3_000_007)
+    assert isinstance(b, pa.Buffer) and b.to_pybytes() == body[7:3_000_007]
+    idle = _shoal.read_pool_idle_bytes()  # the pool is the process's
+    part = b[10:20]
+    del b
+    assert _shoal.read_pool_idle_bytes() == idle, "a slice still holds it"
+    assert part.to_pybytes() == body[17:27]
+    del part
+    kept = _shoal.read_pool_idle_bytes()
+    assert kept >= idle + 3_000_000
+    again = _shoal.cat_buffer(s, f"{bucket}/big.bin", start=100, end=2_900_100)
+    assert _shoal.read_pool_idle_bytes() < kept, "the kept memory taken again"
+    assert again.to_pybytes() == body[100:2_900_100]
+    del again
+    assert _shoal.cat_buffer(s, f"{bucket}/big.bin").to_pybytes() == body
+    assert _shoal.cat_buffer(s, f"{bucket}/big.bin", start=-5).to_pybytes() == body[-5:]
+    assert _shoal.cat_buffer(s, f"{bucket}/empty.bin").to_pybytes() == b""
+    version = shoal.stat(f"{bucket}/big.bin").version
+    shoal.put(f"{bucket}/big.bin", b"new")
+    with pytest.raises(shoal.ChangedError, match="big.bin"):
+        _shoal.cat_buffer(s, f"{bucket}/big.bin", start=0, end=10, version=version)
+
+
+def test_fsspec_read_buffer_and_read_share_a_cache_and_read_gives_bytes(bucket):
+    """pyarrow reads a ShoalFile with read_buffer (a pyarrow.Buffer); a
+    read of the same file after it still gives bytes, from what is held."""
+    fs = fsspec.filesystem("shoal")
+    body = bytes(range(256)) * 12_000  # 3 MB: footer first, then exact ranges
+    fs.pipe(f"{bucket}/rb.bin", body)
+    with fs.open(f"{bucket}/rb.bin") as f:
+        f.seek(len(body) - 8)
+        assert f.read_buffer(8) == body[-8:]  # the footer read, held as bytes
+        f.seek(100)
+        got = f.read_buffer(2_000_000)
+        assert isinstance(got, pa.Buffer) and got.to_pybytes() == body[100:2_000_100]
+        f.seek(200)
+        again = f.read(1_000)
+        assert isinstance(again, bytes) and again == body[200:1_200]
+        assert f.cache.miss_count == 2
+        f.seek(2_000_000)
+        assert f.read(100) == body[2_000_000:2_000_100]  # the end of what read_buffer fetched
+        f.seek(len(body) - 3)
+        assert f.read_buffer(-1) == body[-3:]
+        assert f.read_buffer(10) == b""
 
 
 def test_arrow_filesystem_reads_a_dataset_as_users_write_it(dataset, monkeypatch):
@@ -263,7 +318,7 @@ def test_fsspec_dataset_read_makes_the_arrow_paths_requests_on_the_callers_threa
     listings, stats and byte ranges as through shoal.arrow."""
     bucket, _ = dataset
     calls: list[tuple] = []
-    for name in ("stat", "stat_async", "list_prefix", "list_prefix_async", "cat", "cat_async"):
+    for name in ("stat", "stat_async", "list_prefix", "list_prefix_async", "cat", "cat_async", "cat_buffer"):
         real = getattr(_shoal, name)
 
         def spy(*args, _real=real, _name=name, **kwargs):
@@ -277,13 +332,16 @@ def test_fsspec_dataset_read_makes_the_arrow_paths_requests_on_the_callers_threa
     t = pq.read_table(fs._strip_protocol(f"{bucket}/ds"), filesystem=fs, columns=["x"])
     assert t.num_rows == 360_000
     assert loop.calls == []
-    through_fsspec = sorted(c for c in calls if c[0] == "cat")
+    through_fsspec = sorted(c for c in calls if c[0].startswith("cat"))
     listings = [c for c in calls if c[0] == "list_prefix"]
     calls.clear()
     t = pq.read_table(f"{bucket}/ds", filesystem=shoal.arrow.filesystem(), columns=["x"])
     assert t.num_rows == 360_000
-    assert through_fsspec == sorted(c for c in calls if c[0] == "cat")
-    assert len(through_fsspec) == 3 * 5  # a footer and 4 row groups' chunk of x, per file
+    assert through_fsspec == sorted(c for c in calls if c[0].startswith("cat"))
+    # A footer and 4 row groups' chunk of x, per file; the chunks into
+    # pyarrow's memory pool (read_buffer), the footer kept as bytes.
+    assert [c[0] for c in through_fsspec].count("cat_buffer") == 3 * 4
+    assert len(through_fsspec) == 3 * 5
     assert len(listings) <= len([c for c in calls if c[0] == "list_prefix"])
 
 

@@ -47,6 +47,7 @@ mod multipart;
 pub mod ops;
 mod partial;
 mod plan;
+pub mod pool;
 mod rate;
 mod read;
 mod run;

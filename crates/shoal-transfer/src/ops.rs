@@ -358,7 +358,7 @@ pub mod hash {
 
 /// Byte ranges of an object read into memory.
 pub mod into_memory {
-    pub use crate::into_memory::{RangeRead, read_into, read_ranges};
+    pub use crate::into_memory::{Buffer, RangeRead, read_into, read_ranges};
 }
 
 /// Inventory reports read as listings (a hint, never alone a reason to
