@@ -133,19 +133,7 @@ fn objects_of(
     url: String,
 ) -> BoxStream<'static, Result<ObjectMeta>> {
     let plan = Arc::new(plan);
-    let pages: BoxStream<'static, Result<Vec<ObjectMeta>>> = if plan.parallel_ok() {
-        let popts = ParallelOptions {
-            workers: opts.workers.max(1),
-            sorted: opts.sorted,
-            stats: None,
-            budget: None,
-        };
-        parallel::list_objects(store, bucket, plan.request.clone(), popts).boxed()
-    } else {
-        pages(store, bucket, plan.request.clone())
-            .map(|p| p.map(|p| p.objects))
-            .boxed()
-    };
+    let pages = level(store, bucket, plan.request.clone(), opts).map(|p| p.map(|p| p.objects));
     pages
         .flat_map(move |page| {
             let plan = plan.clone();
@@ -175,12 +163,8 @@ pub fn entries(
     let Some(plan) = Plan::entries(loc, opts, &store.capabilities())? else {
         return Ok(None);
     };
-    if plan.parallel_ok() {
-        let s = objects_of(store, loc.bucket.clone(), plan, opts, url);
-        return Ok(Some(s.map(|r| r.map(Entry::Object)).boxed()));
-    }
     let plan = Arc::new(plan);
-    let s = pages(store, loc.bucket.clone(), plan.request.clone()).flat_map(move |page| {
+    let s = level(store, loc.bucket.clone(), plan.request.clone(), opts).flat_map(move |page| {
         let items: Vec<Result<Entry>> = match page {
             Ok(page) => merge_page(page.objects, page.prefixes)
                 .into_iter()
@@ -195,6 +179,41 @@ pub fn entries(
         stream::iter(items)
     });
     Ok(Some(s.boxed()))
+}
+
+/// The pages of `req`: its objects and, with a delimiter, its common
+/// prefixes, listed in parallel once the first page shows there is more
+/// ([`parallel::list_pages`]: each page in key order, the pages in no
+/// particular order unless `opts.sorted`), or in one sequential stream
+/// for versions and soft-deleted objects (a store's version markers do
+/// not split into key ranges).
+///
+/// One level of a flat folder was one page a round trip: `ls` of a
+/// 900,000-object folder behind 10 ms each way took 21.3 s where `ls -r`
+/// of it took 1.85 s.
+pub fn level(
+    store: Arc<dyn Store>,
+    bucket: String,
+    req: shoal_core::ListRequest,
+    opts: &ListOptions,
+) -> BoxStream<'static, Result<parallel::Page>> {
+    if req.versions || req.soft_deleted {
+        return pages(store, bucket, req)
+            .map(|p| {
+                p.map(|p| parallel::Page {
+                    objects: p.objects,
+                    prefixes: p.prefixes,
+                })
+            })
+            .boxed();
+    }
+    let popts = ParallelOptions {
+        workers: opts.workers.max(1),
+        sorted: opts.sorted,
+        stats: None,
+        budget: None,
+    };
+    parallel::list_pages(store, bucket, req, popts).boxed()
 }
 
 /// Objects and prefixes of one page, interleaved in key order.

@@ -169,11 +169,6 @@ impl Plan {
         }))
     }
 
-    /// Whether the listing can be split among workers (no delimiter).
-    pub fn parallel_ok(&self) -> bool {
-        self.request.delimiter.as_deref().is_none_or(str::is_empty) && !self.request.versions
-    }
-
     /// Whether an object from the listing is one the URL names.
     pub fn keep_object(&self, key: &str) -> bool {
         match &self.filter {
@@ -249,7 +244,6 @@ mod tests {
         let p = obj("gs://b/logs/**/*.gz", false, true).unwrap();
         assert_eq!(p.request.prefix, "logs/");
         assert_eq!(p.request.delimiter, None);
-        assert!(p.parallel_ok());
         let p = obj("gs://b/*/x", false, true).unwrap();
         assert_eq!(p.request.delimiter, None);
     }
