@@ -249,9 +249,9 @@ pub(crate) struct LsArgs {
     /// One JSON object per line, then, if the listing ended without an error, a closing record `{"listing_end": {"count": N, "complete": true, "url": ..., "recursive": .., "sorted": .., "filtered": .., "started_at": .., "made_at": .., "shoal": ..}}`: a kept listing without it was cut short (sync --source-listing refuses it).
     #[arg(long)]
     pub(crate) json: bool,
-    /// Parallel list requests for large recursive listings (1 = one at a
-    /// time). Extra requests start only once the first page shows there is
-    /// more than one page.
+    /// Parallel list requests for large listings (1 = one at a time).
+    /// Extra requests start only once the first page shows there is more
+    /// than one page.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub(crate) parallel: Option<u32>,
     /// Print in key order (a parallel listing holds up to 64 pages of later

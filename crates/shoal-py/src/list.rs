@@ -13,7 +13,8 @@ use pyo3::prelude::*;
 use shoal_core::paginate::pages;
 use shoal_core::{Error, ListRequest, Location, Op, Projection, Scheme};
 use shoal_list::du::{Du, GroupBy};
-use shoal_list::{Entry, KeyGlob, ListOptions, ParallelOptions};
+use shoal_list::parallel::Page;
+use shoal_list::{Entry, KeyGlob, ListOptions};
 
 use crate::errors::{IntoPyResult, exception, to_py};
 use crate::objects::ObjectInfo;
@@ -100,36 +101,34 @@ fn list_prefix_impl(
         };
         let mut objects = Vec::new();
         let mut prefixes = Vec::new();
-        if delimiter || limit.is_some() {
-            let mut p = std::pin::pin!(pages(store, loc.bucket.clone(), req));
-            while let Some(page) = p.next().await {
-                let page = page.map_err(|e| to_py(e.with_url(&url)))?;
-                objects.extend(page.objects.into_iter().map(|m| ObjectInfo::new(&loc, m)));
-                prefixes.extend(
-                    page.prefixes
-                        .into_iter()
-                        .map(|p| loc.with_key(p).to_string()),
-                );
-                if limit.is_some() {
-                    // A probe (does anything exist here?): one page is the answer.
-                    break;
-                }
-            }
+        let mut p = if limit.is_some() {
+            // A probe (does anything exist here?): one page is the answer.
+            pages(store, loc.bucket.clone(), req)
+                .take(1)
+                .map(|p| {
+                    p.map(|p| Page {
+                        objects: p.objects,
+                        prefixes: p.prefixes,
+                    })
+                })
+                .boxed()
         } else {
-            let popts = ParallelOptions {
+            // One level too: a flat folder of many pages is listed in
+            // parallel (shoal_list::level), in key order.
+            let opts = ListOptions {
                 sorted: true,
-                ..ParallelOptions::default()
+                ..ListOptions::default()
             };
-            let mut p = std::pin::pin!(shoal_list::parallel::list_objects(
-                store,
-                loc.bucket.clone(),
-                req,
-                popts
-            ));
-            while let Some(page) = p.next().await {
-                let page = page.map_err(|e| to_py(e.with_url(&url)))?;
-                objects.extend(page.into_iter().map(|m| ObjectInfo::new(&loc, m)));
-            }
+            shoal_list::level(store, loc.bucket.clone(), req, &opts)
+        };
+        while let Some(page) = p.next().await {
+            let page = page.map_err(|e| to_py(e.with_url(&url)))?;
+            objects.extend(page.objects.into_iter().map(|m| ObjectInfo::new(&loc, m)));
+            prefixes.extend(
+                page.prefixes
+                    .into_iter()
+                    .map(|p| loc.with_key(p).to_string()),
+            );
         }
         Ok((objects, prefixes))
     }

@@ -2,10 +2,12 @@
 //!
 //! A URL with `*`, `?` or `[` is a glob (docs/globs.md): one level shows
 //! matching objects and the `dir/` prefixes of matching levels; `-r` shows
-//! every object that matches or lies below a matching level. Recursive
-//! listings go through shoal-list's parallel lister, which stays a plain
-//! sequential listing until the first page shows there is more; results
-//! then come in no particular order unless `--sorted`.
+//! every object that matches or lies below a matching level. Listings go
+//! through shoal-list's parallel lister (one level too: its cuts never
+//! fall inside a `dir/`), which stays a plain sequential listing until the
+//! first page shows there is more; results then come in no particular
+//! order unless `--sorted`. `--all-versions` and `--soft-deleted` list
+//! one sequential stream.
 //!
 //! `ls gs://b/dir` behaves like gsutil: it shows the object `dir` if it
 //! exists and the contents of `dir/` if that prefix exists; neither is an
@@ -20,7 +22,6 @@ use std::io::Write;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use shoal_core::paginate::pages;
 use shoal_core::{Lack, ListRequest, Location, ObjectMeta, Projection, Scheme, Store, need};
 use shoal_list::{Entry, ListOptions};
 
@@ -258,7 +259,7 @@ async fn list(
         // One sequential listing (soft-deleted generations do not split
         // into key ranges); a name lists its prefix, kept to the name.
         let delimiter = delimiter.filter(|_| loc.is_prefix_like());
-        let any = list_into(store, loc, &loc.key, delimiter, opts.projection, p).await?;
+        let any = list_into(store, loc, &loc.key, delimiter, &opts, p).await?;
         return Ok(any || loc.key.is_empty() || !loc.is_prefix_like());
     }
     if let Some(entries) = shoal_list::entries(store.clone(), loc, &opts)? {
@@ -273,11 +274,11 @@ async fn list(
         return Ok(any || loc.key.is_empty());
     }
     if loc.is_prefix_like() {
-        let any = list_into(store, loc, &loc.key, delimiter, opts.projection, p).await?;
+        let any = list_into(store, loc, &loc.key, delimiter, &opts, p).await?;
         // An empty bucket listing is not an error; an empty prefix is.
         return Ok(any || loc.key.is_empty());
     }
-    list_named(store, loc, opts.projection, p).await
+    list_named(store, loc, &opts, p).await
 }
 
 /// `ls gs://b/dir`: the object `dir` if there is one, and one level of
@@ -285,9 +286,10 @@ async fn list(
 async fn list_named(
     store: &Arc<dyn Store>,
     loc: &Location,
-    projection: Projection,
+    opts: &ListOptions,
     p: &mut Printer<'_>,
 ) -> Result<bool, Failure> {
+    let projection = opts.projection;
     let probe = ListRequest {
         prefix: loc.key.clone(),
         delimiter: Some("/".into()),
@@ -307,7 +309,7 @@ async fn list_named(
         p.object(loc, &m).map_err(write_failure)?;
     }
     if has_dir {
-        list_into(store, loc, &dir, Some("/".into()), projection, p).await?;
+        list_into(store, loc, &dir, Some("/".into()), opts, p).await?;
     }
     Ok(found_any)
 }
@@ -406,23 +408,27 @@ async fn print_entries(
     Ok(any)
 }
 
+/// One level below `prefix` (or all of it without a delimiter), listed in
+/// parallel once it proves to be more than a page ([`shoal_list::level`];
+/// versions and soft-deleted objects in one sequential listing), each
+/// page's objects and prefixes interleaved in key order.
 async fn list_into(
     store: &Arc<dyn Store>,
     loc: &Location,
     prefix: &str,
     delimiter: Option<String>,
-    projection: Projection,
+    opts: &ListOptions,
     p: &mut Printer<'_>,
 ) -> Result<bool, Failure> {
     let req = ListRequest {
         prefix: prefix.to_owned(),
         delimiter,
-        projection,
+        projection: opts.projection,
         versions: p.args.all_versions,
         soft_deleted: p.args.soft_deleted,
         ..Default::default()
     };
-    let mut stream = Box::pin(pages(store.clone(), loc.bucket.clone(), req));
+    let mut stream = shoal_list::level(store.clone(), loc.bucket.clone(), req, opts);
     let mut any = false;
     while let Some(page) = stream.next().await {
         let page = page.map_err(|e| e.with_url(loc.with_key(prefix.to_owned()).to_string()))?;

@@ -197,3 +197,77 @@ fn invalid_globs_are_usage_errors() {
         }
     }
 }
+
+/// One level of a folder of several pages (2,600 objects and 60
+/// subfolders, with names that sort beside them: `d7`, `d7!`, `d70`),
+/// listed in parallel: the same lines as one sequential listing, each
+/// once, and in key order with `--sorted`; a glob over it too.
+fn one_level_of_a_big_folder(base: fn() -> Option<Command>, scheme: &str) {
+    let Some(b) = make_bucket(base, scheme) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("dir");
+    for i in 0..2_600 {
+        let name = match i % 13 {
+            0 => format!("d{}", i % 60),
+            1 => format!("d{}!", i % 60),
+            2 => format!("d{}0", i % 60),
+            _ => format!("f{i:05}.json"),
+        };
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join(name), b"x").unwrap();
+    }
+    for d in 0..60 {
+        let sub = root.join(format!("d{d}"));
+        let sub = if sub.is_file() {
+            root.join(format!("d{d}x"))
+        } else {
+            sub
+        };
+        std::fs::create_dir_all(&sub).unwrap();
+        for j in 0..3 {
+            std::fs::write(sub.join(format!("k{j}")), b"y").unwrap();
+        }
+    }
+    let up = run(with_args(
+        base().unwrap(),
+        &[
+            "cp",
+            "-r",
+            "-q",
+            root.to_str().unwrap(),
+            &format!("{scheme}://{b}/"),
+        ],
+    ));
+    assert_eq!(up.code, 0, "{}", up.stderr);
+    let u = format!("{scheme}://{b}/dir/");
+    let one = lines(base, &["ls", "--parallel", "1", &u]);
+    assert!(one.len() > 2_000, "{}", one.len());
+    assert_eq!(one.iter().filter(|l| l.ends_with('/')).count(), 60);
+    let many = run(with_args(base().unwrap(), &["ls", "--parallel", "16", &u]));
+    assert_eq!(many.code, 0, "{}", many.stderr);
+    let mut got: Vec<String> = many.stdout.lines().map(str::to_owned).collect();
+    got.sort();
+    assert_eq!(got, one, "each entry once");
+    let sorted = run(with_args(base().unwrap(), &["ls", "--sorted", &u]));
+    let sorted: Vec<String> = sorted.stdout.lines().map(str::to_owned).collect();
+    assert_eq!(sorted, one, "in key order");
+    let glob = lines(base, &["ls", &format!("{u}d*")]);
+    let want: Vec<String> = one
+        .iter()
+        .filter(|l| l[u.len()..].starts_with('d'))
+        .cloned()
+        .collect();
+    assert_eq!(glob, want);
+}
+
+#[test]
+fn one_level_of_a_big_folder_on_gcs() {
+    one_level_of_a_big_folder(gcs, "gs");
+}
+
+#[test]
+fn one_level_of_a_big_folder_on_s3() {
+    one_level_of_a_big_folder(s3, "s3");
+}
