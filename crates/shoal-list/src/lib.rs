@@ -199,12 +199,7 @@ pub fn level(
 ) -> BoxStream<'static, Result<parallel::Page>> {
     if req.versions || req.soft_deleted {
         return pages(store, bucket, req)
-            .map(|p| {
-                p.map(|p| parallel::Page {
-                    objects: p.objects,
-                    prefixes: p.prefixes,
-                })
-            })
+            .map(|p| p.map(parallel::Page::from))
             .boxed();
     }
     let popts = ParallelOptions {

@@ -306,6 +306,15 @@ pub struct Page {
     pub prefixes: Vec<String>,
 }
 
+impl From<shoal_core::ListPage> for Page {
+    fn from(p: shoal_core::ListPage) -> Self {
+        Page {
+            objects: p.objects,
+            prefixes: p.prefixes,
+        }
+    }
+}
+
 impl Page {
     fn is_empty(&self) -> bool {
         self.objects.is_empty() && self.prefixes.is_empty()
@@ -854,10 +863,8 @@ async fn list_range(
             }
         };
         let more = page.next_page_token.is_some();
-        let mut entries = Page {
-            objects: page.objects,
-            prefixes: page.prefixes,
-        };
+        let token = page.next_page_token.clone();
+        let mut entries = Page::from(page);
         let Some(step) = record_page(shared, id, &mut entries, more) else {
             return false;
         };
@@ -874,7 +881,7 @@ async fn list_range(
         if last {
             return true;
         }
-        req.page_token = page.next_page_token;
+        req.page_token = token;
     }
 }
 
@@ -1116,6 +1123,18 @@ mod tests {
         workers: usize,
         sorted: bool,
     ) -> (Vec<String>, Arc<ListStats>) {
+        let (objects, _, stats) = collect(store, req, workers, sorted).await;
+        (objects, stats)
+    }
+
+    /// A listing's object keys and prefixes, each in the order the stream
+    /// gave them.
+    async fn collect(
+        store: Arc<dyn Store>,
+        req: ListRequest,
+        workers: usize,
+        sorted: bool,
+    ) -> (Vec<String>, Vec<String>, Arc<ListStats>) {
         let stats = Arc::new(ListStats::default());
         let opts = ParallelOptions {
             workers,
@@ -1123,12 +1142,14 @@ mod tests {
             stats: Some(stats.clone()),
             budget: None,
         };
-        let mut s = Box::pin(list_objects(store, "b".into(), req, opts));
-        let mut out = Vec::new();
+        let mut s = Box::pin(list_pages(store, "b".into(), req, opts));
+        let (mut objects, mut prefixes) = (Vec::new(), Vec::new());
         while let Some(p) = s.next().await {
-            out.extend(p.unwrap().into_iter().map(|o| o.key));
+            let p = p.unwrap();
+            objects.extend(p.objects.into_iter().map(|o| o.key));
+            prefixes.extend(p.prefixes);
         }
-        (out, stats)
+        (objects, prefixes, stats)
     }
 
     fn assert_exact(got: &[String], want: &[String]) {
@@ -1327,8 +1348,7 @@ mod tests {
         assert_exact(&got, &want);
     }
 
-    /// A delimited listing's objects and prefixes, each in the order the
-    /// stream gave them.
+    /// A delimited (`/`) listing of `prefix` in pages of `page`.
     async fn run_delimited(
         store: Arc<dyn Store>,
         prefix: &str,
@@ -1336,25 +1356,11 @@ mod tests {
         workers: usize,
         sorted: bool,
     ) -> (Vec<String>, Vec<String>, Arc<ListStats>) {
-        let stats = Arc::new(ListStats::default());
-        let opts = ParallelOptions {
-            workers,
-            sorted,
-            stats: Some(stats.clone()),
-            budget: None,
-        };
         let r = ListRequest {
             delimiter: Some("/".into()),
             ..req(prefix, page)
         };
-        let mut s = Box::pin(list_pages(store, "b".into(), r, opts));
-        let (mut objects, mut prefixes) = (Vec::new(), Vec::new());
-        while let Some(p) = s.next().await {
-            let p = p.unwrap();
-            objects.extend(p.objects.into_iter().map(|o| o.key));
-            prefixes.extend(p.prefixes);
-        }
-        (objects, prefixes, stats)
+        collect(store, r, workers, sorted).await
     }
 
     /// One level of a folder with subfolders, listed in parallel: the same

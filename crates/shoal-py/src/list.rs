@@ -105,12 +105,7 @@ fn list_prefix_impl(
             // A probe (does anything exist here?): one page is the answer.
             pages(store, loc.bucket.clone(), req)
                 .take(1)
-                .map(|p| {
-                    p.map(|p| Page {
-                        objects: p.objects,
-                        prefixes: p.prefixes,
-                    })
-                })
+                .map(|p| p.map(Page::from))
                 .boxed()
         } else {
             // One level too: a flat folder of many pages is listed in

@@ -120,14 +120,9 @@ pub struct Pooled {
 
 impl Pooled {
     /// The whole buffer and the read's length in it; the caller gives the
-    /// buffer back to [`Pooled::pool`] when done with it.
+    /// buffer back to the pool (`BufferPool::give`) when done with it.
     pub fn into_parts(mut self) -> (Vec<u8>, usize) {
         (std::mem::take(&mut self.buf), self.len)
-    }
-
-    /// The pool it came from.
-    pub fn pool(&self) -> &'static BufferPool {
-        self.pool
     }
 }
 
